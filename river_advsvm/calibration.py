@@ -1,0 +1,55 @@
+"""Online temperature scaling: probabilities from SVM margins.
+
+`P(positive | x) = sigmoid(s * g(x))` with a single temperature `s > 0` fitted online by
+AdaGrad on the log loss, each sample scored by the margin the model gave it *before* learning
+from it (test-then-train, so the fit is on held-out margins). This is Platt scaling without its
+offset: the map stays monotone and `P = 0.5` exactly at `g = 0`, so the most probable label is
+always the sign of the margin, which is what attacks and certificates reason about.
+
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["Temperature"]
+
+
+def _sigmoid(z):
+    return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
+class Temperature:
+    """`sigmoid(scale * margin)`, `scale` fitted by AdaGrad on the log loss.
+
+    Parameters
+    ----------
+    learning_rate
+        AdaGrad's base step.
+    min_scale
+        Lower bound on the temperature, which keeps the map strictly increasing.
+
+    """
+
+    def __init__(self, learning_rate: float = 0.5, min_scale: float = 1e-3):
+        self.learning_rate = learning_rate
+        self.min_scale = min_scale
+        self.scale = 1.0
+        self.grad_squares = 0.0
+
+    def proba(self, margins):
+        """Probability of the positive class for each margin."""
+        return _sigmoid(self.scale * np.asarray(margins, dtype=float))
+
+    def update(self, margins: np.ndarray, signs: np.ndarray) -> None:
+        """One AdaGrad step per (pre-update margin, label sign in {-1, +1}), in order."""
+        for g, y in zip(margins.tolist(), signs.tolist()):
+            target = 0.5 * (y + 1.0)
+            p = 0.5 * (1.0 + math.tanh(0.5 * self.scale * g))
+            grad = (p - target) * g
+            self.grad_squares += grad * grad
+            if self.grad_squares > 0.0:
+                step = self.learning_rate * grad / math.sqrt(self.grad_squares)
+                self.scale = max(self.min_scale, self.scale - step)

@@ -1,0 +1,37 @@
+"""Shared fixtures: small real data sets that ship with scikit-learn."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_blas_thread():
+    # The CI machine has 2 shared cores; a second BLAS thread only adds contention.
+    with threadpool_limits(1):
+        yield
+
+
+@pytest.fixture(scope="session")
+def digits_1v7():
+    """scikit-learn's digits, 1 vs 7, pixels / 16, a stratified 70/30 split (seed 0)."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    mask = (y == 1) | (y == 7)
+    X, y = X[mask] / 16.0, y[mask]
+    return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+
+
+def learn_stream(model, X, y):
+    """One pass of learn_one over arrays, features named 0..d-1 as river.stream.iter_array does."""
+    for xi, yi in zip(X.tolist(), y.tolist()):
+        model.learn_one(dict(enumerate(xi)), yi)
+    return model
+
+
+def accuracy(model, X, y):
+    return float(np.mean(model.predict_many(X).to_numpy() == y))

@@ -1,0 +1,51 @@
+"""On an endless stream the model stays bounded: coefficients, seeds, cached weights, memory."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+from river_advsvm import AdvKernelSVM
+
+
+def drifting_stream(n, d=8, seed=0):
+    """A stream whose concept rotates slowly, so that steps stay active for ever."""
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, d))
+    angle = np.linspace(0, 6 * np.pi, n)
+    w = np.stack([np.cos(angle), np.sin(angle)], axis=1)
+    y = (np.sum((X[:, :2] - 0.5) * w, axis=1) > 0) ^ (rng.random(n) < 0.05)
+    for row, label in zip(X.tolist(), y.tolist()):
+        yield dict(enumerate(row)), label
+
+
+def memory(model) -> int:
+    gc.collect()
+    return model._raw_memory_usage
+
+
+@pytest.mark.parametrize("policy", ["compact", "compact_slot", "truncate"])
+def test_200k_steps_stay_within_budget(policy):
+    model = AdvKernelSVM(epsilon=0.05, budget=1024, budget_policy=policy, seed=0)
+    for i, (x, y) in enumerate(drifting_stream(200_000)):
+        model.learn_one(x, y)
+        if i == 20_000:
+            after_warm_up = memory(model)
+    store = model._store
+    assert store.n_added > 10_000, "the stream must keep adding features"
+    assert model.n_features <= 1024
+    assert len(store.coefficients) <= 1024 and len(store.ids) <= 1024
+    assert store._omega.shape[1] <= 1024 and len(store.phase) <= 1024
+    assert memory(model) < 1.05 * after_warm_up
+
+
+def test_grow_is_unbounded_by_design():
+    model = AdvKernelSVM(budget_policy="grow", seed=0)
+    sizes = []
+    for i, (x, y) in enumerate(drifting_stream(6_000)):
+        model.learn_one(x, y)
+        if i in (2_999, 5_999):
+            sizes.append(model.n_features)
+    assert sizes[1] > sizes[0] > 1024

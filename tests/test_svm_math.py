@@ -1,0 +1,268 @@
+"""AdvKernelSVM against MATH.md computed by hand and against an exact kernel SVM."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import minimize
+from sklearn.datasets import make_moons
+from sklearn.svm import SVC
+
+from river_advsvm import AdvKernelSVM, kernels
+
+POLICIES = ["compact", "compact_slot", "truncate", "grow"]
+
+
+def features_at(model, X):
+    """phi_j(x) for the model's current features, recomputed from its seeds (brute force)."""
+    store = model._store
+    seeds = kernels.feature_seeds(model._seed, store.ids[: store.size])
+    hashes = np.array([kernels.key_hash(i) for i in range(X.shape[1])], dtype=np.uint64)
+    W = kernels.spectral_weights(model.kernel, model._gamma, seeds, hashes)
+    return math.sqrt(2) * np.cos(X @ W + kernels.phases(seeds))
+
+
+@pytest.fixture
+def small_data():
+    rng = np.random.default_rng(0)
+    X = rng.random((60, 4))
+    y = X[:, 0] + 0.3 * rng.normal(size=60) > 0.5
+    return X, y
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("epsilon", [0.0, 0.2])
+def test_one_step_equals_the_step_by_hand(small_data, policy, epsilon):
+    """MATH.md §3 step, recomputed with numpy from the model's state before the step."""
+    X, y = small_data
+    model = AdvKernelSVM(
+        epsilon=epsilon, budget=16, budget_policy=policy, regularization=0.05, seed=4,
+        step_size=0.5, bias_step_size=0.1,
+    )
+    for xi, yi in zip(X[:25], y[:25]):  # long enough for truncate to wrap its 16 slots
+        model.learn_one(dict(enumerate(xi)), bool(yi))
+
+    store = model._store
+    a, b, norm = store.coefficients.copy(), model._bias, store.norm
+    eta, eta_b, lam = 0.5, 0.1, 0.05
+    radius = kernels.adversarial_radius("rbf", model._gamma, epsilon, "l2", 4)
+    # The first later sample that triggers the full step (hinge active).
+    for i in range(25, len(X)):
+        x, label = X[i], bool(y[i])
+        yy = 1.0 if label else -1.0
+        phi = features_at(model, x[None])[0]
+        g = a @ phi + b
+        if 1 - yy * g + radius * norm > 0:
+            break
+    else:
+        pytest.fail("no active sample")
+    assert model.decision_one(dict(enumerate(x))) == pytest.approx(g, rel=1e-12)
+    rho = 1 - eta * lam
+    a_expected = rho * a
+    slot = store.n_added % store.budget
+    if policy == "compact":
+        a_expected += eta * yy * phi / store.size
+        norm_expected = math.sqrt(store.size) * np.linalg.norm(a_expected)
+    else:
+        if policy == "compact_slot":
+            a_expected[slot] += eta * yy * phi[slot]
+        else:
+            # A fresh feature from seed n_added: in slot n_added mod B, or appended.
+            new_seed = kernels.feature_seeds(model._seed, np.array([store.n_added]))
+            hashes = np.array([kernels.key_hash(i) for i in range(4)], dtype=np.uint64)
+            w_new = kernels.spectral_weights("rbf", model._gamma, new_seed, hashes)[:, 0]
+            phi_new = math.sqrt(2) * math.cos(x @ w_new + kernels.phases(new_seed)[0])
+            if policy == "grow":
+                a_expected = np.append(a_expected, eta * yy * phi_new)
+            else:
+                a_expected[slot] = eta * yy * phi_new
+        # ||h|| from the sketch: a fixed pool of P probe features, updated like `compact`.
+        sketch = store._sketch
+        probes = math.sqrt(2) * np.cos(x @ sketch.omega + sketch.phase[: sketch.size])
+        s_new = rho * sketch.coefficients + eta * yy * probes / sketch.size
+        norm_expected = math.sqrt(sketch.size) * np.linalg.norm(s_new)
+    if radius > 0 and norm_expected > 0:
+        factor = max(0.0, 1 - eta * radius / norm_expected)
+        a_expected *= factor
+        norm_expected *= factor
+
+    model.learn_one(dict(enumerate(x)), label)
+    np.testing.assert_allclose(store.coefficients, a_expected, rtol=1e-12, atol=1e-15)
+    assert model._bias == pytest.approx(b + eta_b * yy, rel=1e-12)
+    assert store.norm == pytest.approx(norm_expected, rel=1e-12)
+
+
+def test_inactive_step_only_shrinks(small_data):
+    X, y = small_data
+    model = AdvKernelSVM(regularization=0.1, step_size=1.0, seed=0)
+    for _ in range(30):
+        for xi, yi in zip(X[:10], y[:10]):
+            model.learn_one(dict(enumerate(xi)), bool(yi))
+    margins = model.decision_many(X[:10]) * np.where(y[:10], 1, -1)
+    i = int(np.argmax(margins))
+    assert margins[i] > 1, "need a sample beyond the margin"
+    a, b = model._store.coefficients.copy(), model._bias
+    model.learn_one(dict(enumerate(X[i])), bool(y[i]))
+    np.testing.assert_allclose(model._store.coefficients, 0.9 * a, rtol=1e-13)
+    assert model._bias == b
+
+
+def test_compact_norm_is_the_exact_rkhs_norm_of_the_deployed_model(small_data):
+    """||f||_H of f = sum_i beta_i k_B(x_i, .) is sqrt(beta^T K_B beta), K_B = Phi Phi^T / B."""
+    X, y = small_data
+    lam, eta, radius_eps = 0.05, 0.5, 0.1
+    model = AdvKernelSVM(epsilon=radius_eps, budget=64, regularization=lam, step_size=eta, seed=2)
+    betas = np.zeros(0)
+    for xi, yi in zip(X, y):
+        coef_before = None if model._store is None else model._store.coefficients.copy()
+        model.learn_one(dict(enumerate(xi)), bool(yi))
+        store = model._store
+        phi = features_at(model, xi[None])[0]
+        if coef_before is None:
+            coef_before = np.zeros(store.size)
+        # after = s * (rho * before + [active] (c / B) phi): solve for s and the new weight.
+        A = np.column_stack([coef_before, phi / store.size])
+        (scale_old, new_weight), *_ = np.linalg.lstsq(A, store.coefficients, rcond=None)
+        if not coef_before.any():
+            scale_old = 0.0
+        betas = np.append(betas * scale_old, new_weight)
+    Phi = features_at(model, X)
+    K_B = Phi @ Phi.T / model._store.size
+    np.testing.assert_allclose(Phi.T @ betas / model._store.size, model._store.coefficients,
+                               rtol=1e-8, atol=1e-12)
+    assert model.rkhs_norm == pytest.approx(math.sqrt(betas @ K_B @ betas), rel=1e-9)
+    assert model.rkhs_norm == pytest.approx(
+        math.sqrt(model._store.size) * np.linalg.norm(model._store.coefficients), rel=1e-12
+    )
+
+
+@pytest.mark.parametrize("policy", ["grow", "truncate", "compact_slot"])
+def test_fresh_feature_norm_is_the_kernel_norm(policy):
+    """||h|| of h = sum_i beta_i k(x_i, .): the sketch equals its brute-force value over the
+    sketch's own features exactly, and the exact-kernel sqrt(beta^T K beta) within 8%."""
+    rng = np.random.default_rng(0)
+    X = rng.random((400, 4))
+    y = X[:, 0] + 0.3 * rng.normal(size=400) > 0.5
+    lam, eta, gamma = 0.01, 0.2, 2.0
+    model = AdvKernelSVM(budget_policy=policy, budget=128, regularization=lam, step_size=eta,
+                         gamma=gamma, seed=5)
+    betas = np.zeros(len(X))
+    for t, (xi, yi) in enumerate(zip(X, y)):
+        added = model._store.n_added if model._store is not None else 0
+        model.learn_one(dict(enumerate(xi)), bool(yi))
+        betas *= 1 - eta * lam
+        if model._store.n_added > added:  # active step: h gets eta y k(x, .)
+            betas[t] = eta * (1.0 if yi else -1.0)
+    K = np.exp(-gamma * ((X[:, None] - X[None]) ** 2).sum(-1))
+    assert model.rkhs_norm == pytest.approx(math.sqrt(betas @ K @ betas), rel=0.08)
+
+    sketch = model._store._sketch
+    Psi = math.sqrt(2) * np.cos(X @ sketch.omega + sketch.phase[: sketch.size])
+    sketched = np.linalg.norm(betas @ Psi) / math.sqrt(sketch.size)
+    assert model.rkhs_norm == pytest.approx(sketched, rel=1e-9)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_learn_many_equals_a_learn_one_loop(policy):
+    rng = np.random.default_rng(3)
+    X = rng.random((300, 5))
+    y = X @ rng.normal(size=5) > 0.3
+    kwargs = dict(epsilon=0.1, budget=32, budget_policy=policy, seed=9)
+    one, many = AdvKernelSVM(**kwargs), AdvKernelSVM(**kwargs)
+    for xi, yi in zip(X, y):
+        one.learn_one(dict(enumerate(xi)), bool(yi))
+    for start in range(0, 300, 70):
+        many.learn_many(pd.DataFrame(X[start : start + 70]), pd.Series(y[start : start + 70]))
+    np.testing.assert_allclose(many._store.coefficients, one._store.coefficients, rtol=1e-9)
+    assert many._bias == one._bias
+    assert many.n_learned == one.n_learned == 300
+
+
+def test_label_orientation_is_exact():
+    """Labels 1/7 seen in any order give the model trained with bools 7 -> True."""
+    rng = np.random.default_rng(1)
+    X = rng.random((80, 3))
+    y = np.where(X[:, 0] > 0.5, 7, 1)
+    y[:5] = 7  # the first label seen is the positive one...
+    reference = AdvKernelSVM(epsilon=0.1, seed=3)
+    for xi, yi in zip(X, y):
+        reference.learn_one(dict(enumerate(xi)), bool(yi == 7))
+    for labels in (y, np.where(y == 7, 1, 7)):  # ...and then the negative one
+        model = AdvKernelSVM(epsilon=0.1, seed=3)
+        for xi, yi in zip(X, labels):
+            model.learn_one(dict(enumerate(xi)), int(yi))
+        assert model.classes == (1, 7)
+        sign = 1 if labels is y else -1
+        np.testing.assert_allclose(model.decision_many(X), sign * reference.decision_many(X))
+
+
+@pytest.fixture(scope="module")
+def moons():
+    X, y = make_moons(260, noise=0.2, random_state=0)
+    X = (X - X.min(0)) / (X.max(0) - X.min(0))
+    return X[:200], np.where(y[:200] == 1, 1.0, -1.0), X[200:]
+
+
+def exact_adversarial_svm(X, y, gamma, lam, radius):
+    """argmin (lam/2)||f||^2 + mean [1 - y(f(x)+b) + radius ||f||]_+ over the RKHS, offline.
+
+    By the representer theorem f = sum_j beta_j k(x_j, .); with K = L L^T and w = L^T beta,
+    ||f|| = ||w|| and f(x_i) = (L w)_i. The hinge is smoothed (softplus of width tau) and tau
+    taken down to 3e-4, so the objective is within 3e-4 log 2 of the exact one.
+    """
+    n = len(X)
+    K = np.exp(-gamma * ((X[:, None] - X[None]) ** 2).sum(-1))
+    L = np.linalg.cholesky(K + 1e-10 * np.eye(n))
+    z = np.zeros(n + 1)
+    for tau in [0.1, 0.03, 0.01, 0.003, 0.001, 3e-4]:
+
+        def objective(z, tau=tau):
+            w, b = z[:n], z[n]
+            length = math.sqrt(w @ w + 1e-18)
+            u = 1 - y * (L @ w + b) + radius * length
+            s = 0.5 * (1 + np.tanh(0.5 * u / tau))
+            value = 0.5 * lam * w @ w + (tau * np.logaddexp(0, u / tau)).mean()
+            grad_w = lam * w - L.T @ (s * y) / n + radius * s.mean() * w / length
+            return value, np.append(grad_w, -(s * y).mean())
+
+        z = minimize(objective, z, jac=True, method="L-BFGS-B",
+                     options=dict(maxiter=5000, gtol=1e-10)).x
+    beta = np.linalg.solve(L.T, z[:n])
+    decision = lambda A: np.exp(-gamma * ((A[:, None] - X[None]) ** 2).sum(-1)) @ beta + z[n]  # noqa: E731
+    return decision, float(np.linalg.norm(z[:n]))
+
+
+def test_reference_solver_matches_libsvm(moons):
+    X, y, X_test = moons
+    gamma, lam = 4.0, 0.01
+    decision, _ = exact_adversarial_svm(X, y, gamma, lam, radius=0.0)
+    K = lambda A: np.exp(-gamma * ((A[:, None] - X[None]) ** 2).sum(-1))  # noqa: E731
+    svc = SVC(C=1 / (lam * len(X)), kernel="precomputed", tol=1e-8).fit(K(X), y)
+    np.testing.assert_allclose(decision(X_test), svc.decision_function(K(X_test)), atol=5e-3)
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1])
+def test_dsg_approaches_the_exact_solution(moons, epsilon):
+    """Budget 4096, 60 shuffled passes with Pegasos steps: decision values within 0.05 on
+    average (0.15 at worst) of the offline optimum of the same objective, and the same ||f||
+    within 5%."""
+    X, y, X_test = moons
+    gamma, lam = 4.0, 0.01
+    radius = kernels.adversarial_radius("rbf", gamma, epsilon, "l2", 2)
+    decision, norm = exact_adversarial_svm(X, y, gamma, lam, radius)
+    model = AdvKernelSVM(
+        epsilon=epsilon, gamma=gamma, regularization=lam, step_size=1.0,
+        schedule="diminishing", bias_step_size=1.0, budget=4096, seed=1,
+    )
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        order = rng.permutation(len(X))
+        model.learn_many(X[order], y[order] > 0)
+    ours, exact = model.decision_many(X_test), decision(X_test)
+    assert np.abs(ours - exact).mean() < 0.05
+    assert np.abs(ours - exact).max() < 0.15
+    assert np.mean(np.sign(ours) == np.sign(exact)) >= 0.95
+    assert model.rkhs_norm == pytest.approx(norm, rel=0.05)
