@@ -125,8 +125,10 @@ class FeatureStore:
         if self._sketch is not None:
             self._sketch.add_inputs(hashes)
 
-    def weights_for(self, hashes: np.ndarray) -> np.ndarray:
+    def weights_for(self, hashes: np.ndarray) -> np.ndarray | None:
         """Weights of input keys the store has no rows for, without storing them."""
+        if not len(hashes):
+            return None
         return self._weights(self.ids[: self.size], hashes)
 
     def projections(
@@ -134,7 +136,7 @@ class FeatureStore:
     ) -> np.ndarray:
         """`Z = V Omega + u`, plus `U W_extra` for inputs given by `weights_for`."""
         Z = V @ self.omega + self.phase[: self.size]
-        if U is not None and U.shape[1]:
+        if W_extra is not None:
             Z += U @ W_extra
         return Z
 

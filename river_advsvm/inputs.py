@@ -85,6 +85,9 @@ def frame_values(X) -> tuple[list, np.ndarray]:
     raise InvalidInput(f"expected a pandas DataFrame or a 2-D numpy array, got {type(X).__name__}")
 
 
+_NO_HASHES = np.empty(0, dtype=np.uint64)
+
+
 class FeatureIndex:
     """Columns for feature names, in order of first appearance, with their stable hashes."""
 
@@ -94,21 +97,30 @@ class FeatureIndex:
         self.hashes = np.empty(0, dtype=np.uint64)
         self._last_names: list | None = None
         self._last_positions = np.empty(0, dtype=np.intp)
+        self._last_identity = False
 
     def __len__(self) -> int:
         return len(self.names)
 
-    def positions(self, names: list) -> np.ndarray:
-        """The column of each name, -1 where the name is unknown."""
+    def _lookup(self, names: list) -> tuple[np.ndarray, bool]:
+        """The column of each name (-1 if unknown), and whether they are exactly 0..D-1."""
         # Streams usually repeat the same names in the same order: one list comparison then
         # replaces a dict lookup per feature.
         if names == self._last_names:
-            return self._last_positions
+            return self._last_positions, self._last_identity
         get = self.position.get
         positions = np.fromiter((get(n, -1) for n in names), dtype=np.intp, count=len(names))
+        identity = len(names) == len(self.names) and bool(
+            (positions == np.arange(len(names))).all()
+        )
         if (positions >= 0).all():
             self._last_names, self._last_positions = names, positions
-        return positions
+            self._last_identity = identity
+        return positions, identity
+
+    def positions(self, names: list) -> np.ndarray:
+        """The column of each name, -1 where the name is unknown."""
+        return self._lookup(names)[0]
 
     def unknown(self, names: list) -> list:
         """The names among `names` that have no column yet, without repeats."""
@@ -119,6 +131,8 @@ class FeatureIndex:
     @staticmethod
     def hash_names(names: list) -> np.ndarray:
         """Stable hashes of `names`; raises `InvalidInput` for a name that cannot be hashed."""
+        if not names:
+            return _NO_HASHES
         try:
             return np.asarray([kernels.key_hash(n) for n in names], dtype=np.uint64)
         except TypeError as error:
@@ -140,16 +154,13 @@ class FeatureIndex:
 
         """
         values = np.atleast_2d(values)
-        positions = self.positions(names)
-        known = positions >= 0
+        positions, identity = self._lookup(names)
         n = values.shape[0]
-        if known.all() and len(positions) == len(self.names) and (
-            positions == np.arange(len(positions))
-        ).all():
-            V = values
-        else:
-            V = np.zeros((n, len(self.names)))
-            V[:, positions[known]] = values[:, known]
+        if identity:
+            return values, [], np.empty((n, 0))
+        known = positions >= 0
+        V = np.zeros((n, len(self.names)))
+        V[:, positions[known]] = values[:, known]
         if known.all():
             return V, [], np.empty((n, 0))
         unknown = [name for name, k in zip(names, known) if not k]

@@ -175,7 +175,7 @@ class AdvKernelSVM(MarginClassifier):
         store = self._store
         W_extra = store.weights_for(extra_hashes)
         S = -_SQRT2 * np.sin(store.projections(V, W_extra, U)) * store.coefficients
-        return S @ store.omega.T, S @ W_extra.T
+        return S @ store.omega.T, (S @ W_extra.T if W_extra is not None else U[:, :0])
 
     def _learn_dense(self, V, signs):
         store = self._store
