@@ -22,6 +22,8 @@ from river_advsvm.kernels import NORMS
 __all__ = ["MarginClassifier"]
 
 SCHEDULES = ("constant", "diminishing")
+#: Rows evaluated at once by the batch methods: bounds their temporaries to a few MB.
+ROWS_PER_CHUNK = 1024
 
 
 def _as_label(y):
@@ -239,7 +241,11 @@ class MarginClassifier(base.MiniBatchClassifier):
     def _decision(self, names: list, values: np.ndarray) -> np.ndarray:
         if not self._started:
             return np.full(len(values), self._bias)
-        return self._decision_dense(*self._dense_for_inference(names, values))
+        # In chunks, so that a large batch never materialises a (rows x features) matrix whole.
+        return np.concatenate([
+            self._decision_dense(*self._dense_for_inference(names, values[i : i + ROWS_PER_CHUNK]))
+            for i in range(0, max(len(values), 1), ROWS_PER_CHUNK)
+        ])
 
     def decision_one(self, x: dict) -> float:
         """The margin `g(x) = f(x) + b`; positive means the positive class."""
@@ -256,13 +262,14 @@ class MarginClassifier(base.MiniBatchClassifier):
         values = np.atleast_2d(values)
         if not self._started:
             return np.zeros_like(values)
-        V, extra, U = self._dense_for_inference(names, values)
-        GV, GU = self._gradient_dense(V, extra, U)
         positions = self._index.positions(names)
         known = positions >= 0
         G = np.empty_like(values)
-        G[:, known] = GV[:, positions[known]]
-        G[:, ~known] = GU
+        for i in range(0, len(values), ROWS_PER_CHUNK):
+            rows = slice(i, i + ROWS_PER_CHUNK)
+            GV, GU = self._gradient_dense(*self._dense_for_inference(names, values[rows]))
+            G[rows, known] = GV[:, positions[known]]
+            G[rows, ~known] = GU
         return G
 
     def decision_gradient_one(self, x: dict) -> dict:

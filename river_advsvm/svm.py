@@ -9,7 +9,7 @@ import numpy as np
 
 from river_advsvm import kernels
 from river_advsvm.budget import POLICIES, FeatureStore, make_store
-from river_advsvm.margin import MarginClassifier
+from river_advsvm.margin import ROWS_PER_CHUNK, MarginClassifier
 
 __all__ = ["AdvKernelSVM"]
 
@@ -181,9 +181,9 @@ class AdvKernelSVM(MarginClassifier):
         store = self._store
         lam, radius = self.regularization, self.kernel_radius
         margins = np.empty(len(V))
-        # A fixed pool's features for the whole batch are one BLAS call; a policy that changes
+        # A fixed pool's features for a chunk of rows are one BLAS call; a policy that changes
         # the features while learning needs them row by row.
-        block = len(V) if store.fixed_pool else 1
+        block = ROWS_PER_CHUNK if store.fixed_pool else 1
         for start in range(0, len(V), block):
             Phi = store.features(V[start : start + block])
             for i, phi in enumerate(Phi, start):

@@ -72,3 +72,17 @@ def test_decision_many_takes_arrays_and_frames_alike(data):
     np.testing.assert_array_equal(model.decision_many(X), model.decision_many(pd.DataFrame(X)))
     one = [model.decision_one(dict(enumerate(row))) for row in X[:5]]
     np.testing.assert_allclose(model.decision_many(X[:5]), one, rtol=1e-12)
+
+
+def test_large_batches_are_processed_in_chunks_with_the_same_result(data):
+    from river_advsvm.margin import ROWS_PER_CHUNK
+
+    X, y = data
+    model = AdvKernelSVM(budget=64, seed=3)
+    model.learn_many(X, y)
+    big = np.random.default_rng(1).random((2 * ROWS_PER_CHUNK + 7, X.shape[1]))
+    rows = [0, ROWS_PER_CHUNK - 1, ROWS_PER_CHUNK, 2 * ROWS_PER_CHUNK + 6]
+    np.testing.assert_allclose(model.decision_many(big)[rows], model.decision_many(big[rows]),
+                               rtol=1e-12)
+    np.testing.assert_allclose(model.decision_gradient_many(big)[rows],
+                               model.decision_gradient_many(big[rows]), rtol=1e-10, atol=1e-14)
