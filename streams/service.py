@@ -304,6 +304,9 @@ class Service:
         self._started = time.monotonic()
         self._first_message: float | None = None
         self._processed = 0
+        # Dead letters keep the original bytes whole up to this size (base64 makes them 4/3
+        # larger); beyond it they are cut, so a huge message cannot block its own dead letter.
+        self._dead_letter_cap = max(2 * 2**20, config.max_message_bytes)
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -432,7 +435,7 @@ class Service:
             log.debug("dead letter at %s[%d]@%d: %s", record.topic, record.partition,
                       record.offset, outcome.error)
             if config.dead_letter_topic:
-                envelope = kafka_io.dead_letter(record, outcome.error, config.max_message_bytes)
+                envelope = kafka_io.dead_letter(record, outcome.error, self._dead_letter_cap)
                 sink.send(config.dead_letter_topic, envelope, key=record.key)
         else:
             if config.predictions_topic:
@@ -504,7 +507,7 @@ class Service:
         self._sink = kafka_io.OutputSink(
             lambda: kafka_io.make_producer(
                 config.bootstrap_servers,
-                max_request_size=max(4 * 2**20, 2 * config.max_message_bytes + 2**16),
+                max_request_size=max(4 * 2**20, 2 * self._dead_letter_cap + 2**16),
             )
         )
         try:
