@@ -236,6 +236,10 @@ def dead_letter(record, error: InvalidMessage, max_value_bytes: int = 2**20) -> 
 
 # -- kafka-python adapters --------------------------------------------------------------------
 
+# Clients give up bootstrapping after this long and the service retries with backoff, so that
+# a SIGTERM during an outage at start-up is answered within seconds.
+_BOOTSTRAP_TIMEOUT_MS = 5000
+
 
 def make_consumer(bootstrap_servers: str, group: str, *, session_timeout_ms: int = 10000,
                   max_poll_records: int = 500, client_id: str = "advsvm-serve"):
@@ -258,6 +262,7 @@ def make_consumer(bootstrap_servers: str, group: str, *, session_timeout_ms: int
         max_poll_records=max_poll_records,
         reconnect_backoff_max_ms=2000,
         request_timeout_ms=max(30000, session_timeout_ms + 5000),
+        bootstrap_timeout_ms=_BOOTSTRAP_TIMEOUT_MS,
     )
 
 
@@ -281,6 +286,7 @@ def make_producer(bootstrap_servers: str, *, max_request_size: int = 4 * 2**20,
         delivery_timeout_ms=60000,
         reconnect_backoff_max_ms=2000,
         max_request_size=max_request_size,
+        bootstrap_timeout_ms=_BOOTSTRAP_TIMEOUT_MS,
     )
 
 
@@ -290,7 +296,8 @@ def create_topics(bootstrap_servers: str, topics: dict[str, int]) -> None:
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="advsvm-admin")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="advsvm-admin",
+                             bootstrap_timeout_ms=_BOOTSTRAP_TIMEOUT_MS)
     try:
         for name, partitions in topics.items():
             try:

@@ -303,6 +303,7 @@ class Service:
         self._fatal: BaseException | None = None
         self._started = time.monotonic()
         self._first_message: float | None = None
+        self._last_message: float | None = None
         self._processed = 0
         # Dead letters keep the original bytes whole up to this size (base64 makes them 4/3
         # larger); beyond it they are cut, so a huge message cannot block its own dead letter.
@@ -337,10 +338,12 @@ class Service:
         )
 
     def throughput(self) -> float:
-        """Messages per second in this run, from the first message received."""
+        """Messages per second in this run, from the first poll with messages to the end of
+        the processing of the last one (idle time excluded)."""
         if self._first_message is None:
             return 0.0
-        return self._processed / max(time.monotonic() - self._first_message, 1e-9)
+        end = self._last_message or time.monotonic()
+        return self._processed / max(end - self._first_message, 1e-9)
 
     def checkpoint(self) -> bool:
         """Flush outputs, then write the checkpoint; False if stopped before outputs were out."""
@@ -565,6 +568,9 @@ class Service:
                 if self.stopping.is_set():
                     break
             now = time.monotonic()
+            if records:
+                # Idle means no messages, not slow ones: the clock restarts after the work.
+                self._last_activity = self._last_message = now
             if self._since_checkpoint and now - self._last_checkpoint >= config.checkpoint_interval:
                 self.checkpoint()
             if (config.exit_when_idle is not None and self._assigned_once

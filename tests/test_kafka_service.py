@@ -329,3 +329,25 @@ def test_serve_local_broker_one_command(tmp_path):
     port = int(result.stdout.split("127.0.0.1:")[1].split()[0])
     with pytest.raises(OSError):  # the broker was stopped with the service
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_service_waits_for_a_broker_that_is_not_up_yet(own_broker, tmp_path):
+    """Started while the broker is down, the service retries with backoff instead of dying."""
+    bootstrap = own_broker.bootstrap_servers
+    own_broker.stop()
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(bootstrap, "late", "late-group", directory,
+                               "--predictions-topic", "late-predictions",
+                               "--exit-when-idle", "30")
+    process = kh.start_service(command, log)
+    kh.wait_until(lambda: "could not create the output topics" in kh.tail(log), 60,
+                  "a first failed attempt", process, log)
+    own_broker.start()
+    _topics(own_broker, "late", outputs=("predictions",))
+    X, y = kh.stream(300, seed=7)
+    values = kh.messages(X, y)
+    kh.produce(bootstrap, "late", values, partition=0)
+    kh.wait_until(lambda: kh.learned(directory) >= 300, 60, "the stream", process, log)
+    assert kh.stop_service(process) == 0, kh.tail(log)
+    assert len(kh.read_topic(bootstrap, "late-predictions", 300)) == 300
+    kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
