@@ -65,7 +65,8 @@ def wait_for_port(port: int, timeout: float = 30.0, process: subprocess.Popen | 
                 return
         except OSError:
             if time.monotonic() > deadline:
-                raise BrokerError(f"nothing listens on {LOOPBACK}:{port} after {timeout}s") from None
+                message = f"nothing listens on {LOOPBACK}:{port} after {timeout}s"
+                raise BrokerError(message) from None
             time.sleep(0.05)
 
 

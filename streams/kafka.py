@@ -373,7 +373,8 @@ class OutputSink:
             entry[3] = None
 
     def flush(self, timeout: float | None = None, should_stop=lambda: False) -> bool:
-        """Wait until every output is acknowledged; False if `timeout` or `should_stop` hit first."""
+        """Wait until every output is acknowledged; False if `timeout` or `should_stop` came
+        first (the outputs then stay pending, to be flushed later)."""
         from kafka.errors import KafkaError, KafkaTimeoutError, MessageSizeTooLargeError
 
         deadline = None if timeout is None else time.monotonic() + timeout

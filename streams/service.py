@@ -47,6 +47,7 @@ Examples
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import logging
 import os
@@ -494,11 +495,32 @@ class Service:
     def run(self) -> int:
         """Serve until stopped; returns the exit status (0 clean, 1 final checkpoint impossible).
 
-        Raises `CheckpointError` if the checkpoint directory holds an unreadable checkpoint:
-        the service never silently starts over.
+        Raises `CheckpointError` if the checkpoint directory holds an unreadable checkpoint
+        (the service never silently starts over), and `ValueError` if another service holds
+        the directory.
         """
         config = self.config
         os.makedirs(config.checkpoint_dir, exist_ok=True)
+        lock = self._lock_directory()
+        try:
+            return self._run()
+        finally:
+            lock.close()  # the kernel also drops the lock when the process dies
+
+    def _lock_directory(self):
+        # Two services writing one checkpoint would each overwrite the other's progress.
+        lock = open(os.path.join(self.config.checkpoint_dir, ".lock"), "a")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            raise ValueError(
+                f"another service is using the checkpoint directory {self.config.checkpoint_dir}"
+            ) from None
+        return lock
+
+    def _run(self) -> int:
+        config = self.config
         for path in state_io.remove_temporaries(config.checkpoint_dir):
             log.info("removed %s, left by an interrupted checkpoint write", path)
         loaded = state_io.load(config.checkpoint_dir)  # fail fast, before touching Kafka

@@ -193,3 +193,16 @@ def test_serve_refuses_bad_options(capsys):
     assert cli.main(["serve", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t",
                      "--group", "g", "--checkpoint-dir", "d", "--epsilon", "-1"]) == 2
     assert "epsilon" in capsys.readouterr().err
+
+
+def test_a_checkpoint_directory_serves_one_service_at_a_time(tmp_path):
+    import fcntl
+
+    from streams.service import Service
+
+    with open(tmp_path / ".lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="t", group="g",
+                               checkpoint_dir=str(tmp_path))
+        with pytest.raises(ValueError, match="another service"):
+            Service(config, model_factory=AdvLinearSVM).run()
