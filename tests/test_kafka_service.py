@@ -351,3 +351,34 @@ def test_service_waits_for_a_broker_that_is_not_up_yet(own_broker, tmp_path):
     assert kh.stop_service(process) == 0, kh.tail(log)
     assert len(kh.read_topic(bootstrap, "late-predictions", 300)) == 300
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
+
+
+def test_sigterm_drains_and_checkpoints_what_was_learned(broker, tmp_path):
+    """With no periodic checkpoint, SIGTERM mid-stream still leaves a checkpoint covering
+    exactly what was learned, after every output of it is out; a restart then finishes."""
+    total = 5_000
+    topic = _topics(broker, "drain", outputs=("predictions",))
+    X, y = kh.stream(total, seed=8)
+    values = kh.messages(X, y)
+    kh.produce(broker.bootstrap_servers, topic, values, partition=0)
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(
+        broker.bootstrap_servers, topic, "drain-group", directory,
+        "--predictions-topic", f"{topic}-predictions",
+        "--checkpoint-every", "1000000", "--checkpoint-interval", "1000000",
+    )
+    process = kh.start_service(command, log)
+    kh.read_topic(broker.bootstrap_servers, f"{topic}-predictions", 300)  # progress, seen
+    assert kh.checkpoint_info(directory) is None  # nothing checkpointed yet
+    assert kh.stop_service(process) == 0, kh.tail(log)
+    info = kh.checkpoint_info(directory)
+    drained = info["samples_learned"]
+    print(f"\nSIGTERM drained at {drained} learned")
+    assert 300 <= drained < total and info["offsets"] == {topic: {"0": drained}}
+    predictions = kh.read_topic(broker.bootstrap_servers, f"{topic}-predictions", drained)
+    assert sorted(json.loads(r.value)["id"] for r in predictions) == list(range(drained))
+
+    process = kh.start_service(command + ["--exit-when-idle", "2"], log)
+    assert process.wait(90) == 0, kh.tail(log)
+    assert kh.learned(directory) == total
+    kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
