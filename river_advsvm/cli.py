@@ -30,12 +30,214 @@ def _add_demo(subparsers) -> None:
     parser.set_defaults(run=_demo)
 
 
+_STREAMS_MISSING = (
+    "advsvm {command} needs the optional streams extra ({module} is missing): "
+    "pip install 'river-advsvm[{extra}]'"
+)
+
+
+def _import_streams(command: str, extra: str, *modules: str):
+    """Import `streams` modules lazily: the core never depends on them."""
+    import importlib
+
+    try:
+        return [importlib.import_module(f"streams.{m}") for m in modules]
+    except ImportError as error:
+        print(_STREAMS_MISSING.format(command=command, module=error.name, extra=extra),
+              file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _label(text: str):
+    """A label from the command line: JSON when it parses (1, true, 2.5), else the string."""
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, (bool, int, float, str)) else text
+
+
+def _model_factory(args: argparse.Namespace):
+    from river_advsvm import AdvKernelSVM, AdvLinearSVM
+
+    common = dict(epsilon=args.epsilon, norm=args.norm, regularization=args.regularization,
+                  schedule=args.schedule)
+    if args.step_size is not None:
+        common["step_size"] = args.step_size
+    if args.bias_step_size is not None:
+        common["bias_step_size"] = args.bias_step_size
+    if args.model == "linear":
+        AdvLinearSVM(**common)  # invalid options fail now, not at the first message
+        return lambda: AdvLinearSVM(**common)
+    gamma = args.gamma if args.gamma == "scale" else float(args.gamma)
+    kernel = dict(kernel=args.kernel, gamma=gamma, budget=args.budget,
+                  budget_policy=args.budget_policy, seed=args.seed)
+    AdvKernelSVM(**common, **kernel)  # invalid options fail now, not at the first message
+    return lambda: AdvKernelSVM(**common, **kernel)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import logging
+
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(logging.ERROR)  # reconnect chatter during outages
+    try:
+        model_factory = _model_factory(args)
+    except ValueError as error:
+        print(f"advsvm serve: {error}", file=sys.stderr)
+        return 2
+    options = dict(
+        predictions_topic=args.predictions_topic,
+        alerts_topic=args.alerts_topic,
+        dead_letter_topic=args.dead_letter_topic,
+        checkpoint_every=args.checkpoint_every,
+        checkpoint_interval=args.checkpoint_interval,
+        exit_when_idle=args.exit_when_idle,
+        max_message_bytes=args.max_message_bytes,
+        width=args.features,
+        labels=args.labels,
+        session_timeout_ms=args.session_timeout_ms,
+        max_poll_records=args.max_poll_records,
+        shutdown_timeout=args.shutdown_timeout,
+    )
+    if args.local_broker:
+        (local,) = _import_streams("serve --local-broker", "kafka", "local")
+        overrides = dict(options, topic=args.topic, group=args.group,
+                         checkpoint_dir=args.checkpoint_dir)
+        pair = tuple(args.replay_pair) if args.replay_pair else None
+        return local.run_local(overrides, model_factory, source=args.replay,
+                               target=args.replay_target, limit=args.replay_limit, pair=pair,
+                               partitions=args.partitions,
+                               unlabelled_every=args.replay_unlabelled_every)
+    missing = [flag for flag, value in [("--bootstrap-servers", args.bootstrap_servers),
+                                        ("--topic", args.topic), ("--group", args.group),
+                                        ("--checkpoint-dir", args.checkpoint_dir)] if not value]
+    if missing:
+        print(f"advsvm serve: {', '.join(missing)} required (or use --local-broker)",
+              file=sys.stderr)
+        return 2
+    (service,) = _import_streams("serve", "kafka", "service")
+    from river_advsvm.checkpoint import CheckpointError
+
+    try:
+        config = service.ServiceConfig(
+            bootstrap_servers=args.bootstrap_servers, topic=args.topic, group=args.group,
+            checkpoint_dir=args.checkpoint_dir, **options,
+        )
+        return service.Service(config, model_factory).run()
+    except (ValueError, CheckpointError) as error:
+        print(f"advsvm serve: {error}", file=sys.stderr)
+        return 2
+
+
+def _add_serve(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="test-then-train on a Kafka topic, exactly once across crashes",
+        description="Consume JSON messages {\"id\", \"x\", \"y\"} from a Kafka topic: predict "
+        "each one (published to the predictions topic), learn the labelled ones, dead-letter "
+        "the invalid ones, and checkpoint model + offsets atomically so that every message is "
+        "learned exactly once even across crashes. A checkpoint in --checkpoint-dir wins over "
+        "the model options. See the README for the message schema.",
+    )
+    where = parser.add_argument_group("where")
+    where.add_argument("--bootstrap-servers", metavar="HOST:PORT")
+    where.add_argument("--topic", metavar="T", help="input topic")
+    where.add_argument("--group", metavar="G", help="consumer group")
+    where.add_argument("--checkpoint-dir", metavar="DIR")
+    where.add_argument("--predictions-topic", metavar="P")
+    where.add_argument("--alerts-topic", metavar="A")
+    where.add_argument("--dead-letter-topic", metavar="D")
+    service = parser.add_argument_group("service")
+    service.add_argument("--checkpoint-every", type=int, default=1000, metavar="N",
+                         help="checkpoint after N messages (default 1000)")
+    service.add_argument("--checkpoint-interval", type=float, default=10.0, metavar="SECONDS",
+                         help="or after this long with progress (default 10)")
+    service.add_argument("--exit-when-idle", type=float, metavar="SECONDS",
+                         help="stop cleanly after this long without a message")
+    service.add_argument("--max-message-bytes", type=int, default=2**20, metavar="BYTES",
+                         help="larger messages are dead letters (default 1 MiB)")
+    service.add_argument("--features", type=int, metavar="N",
+                         help="width of array-form x (default: the first learned array's)")
+    service.add_argument("--labels", nargs=2, type=_label, metavar=("NEG", "POS"),
+                         help="pin the two classes; other labels are dead letters")
+    service.add_argument("--session-timeout-ms", type=int, default=10000, metavar="MS")
+    service.add_argument("--max-poll-records", type=int, default=500, metavar="N")
+    service.add_argument("--shutdown-timeout", type=float, default=30.0, metavar="SECONDS",
+                         help="how long the final flush waits for the broker")
+    service.add_argument("--log-level", default="info",
+                         choices=["debug", "info", "warning", "error"])
+    model = parser.add_argument_group("model (ignored when a checkpoint exists)")
+    model.add_argument("--model", choices=["kernel", "linear"], default="kernel")
+    model.add_argument("--epsilon", type=float, default=0.0)
+    model.add_argument("--norm", default="l2", choices=["l2", "linf"])
+    model.add_argument("--kernel", default="rbf", choices=["rbf", "laplacian"])
+    model.add_argument("--gamma", default="scale", help="a positive number or 'scale'")
+    model.add_argument("--regularization", type=float, default=1e-4)
+    model.add_argument("--step-size", type=float)
+    model.add_argument("--bias-step-size", type=float)
+    model.add_argument("--schedule", default="constant", choices=["constant", "diminishing"])
+    model.add_argument("--budget", type=int, default=1024)
+    model.add_argument("--budget-policy", default="compact",
+                       choices=["compact", "compact_slot", "truncate", "grow"])
+    model.add_argument("--seed", type=int, default=0,
+                       help="seed of the random features (default 0: restarts reproduce)")
+    local = parser.add_argument_group("local broker (one-command demo)")
+    local.add_argument("--local-broker", action="store_true",
+                       help="start the bundled broker on 127.0.0.1, create the topics, replay a "
+                       "data set into the input topic and serve it until idle")
+    local.add_argument("--replay", default="phishing", metavar="SOURCE",
+                       help="'phishing' (default), a .parquet file or an .npz with X_train/y_train")
+    local.add_argument("--replay-target", default="y", metavar="COLUMN")
+    local.add_argument("--replay-limit", type=int, metavar="N")
+    local.add_argument("--replay-pair", nargs=2, type=_label, metavar=("A", "B"),
+                       help="keep only these two labels (e.g. 1 7 for MNIST)")
+    local.add_argument("--replay-unlabelled-every", type=int, default=10, metavar="K",
+                       help="send every K-th message without its label (default 10; 0: never)")
+    local.add_argument("--partitions", type=int, default=1, help="partitions of the input topic")
+    parser.set_defaults(run=_serve)
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    import json
+
+    (state,) = _import_streams("inspect", "kafka", "state")
+    from river_advsvm.checkpoint import CheckpointError
+
+    try:
+        info = state.describe(args.path)
+    except FileNotFoundError:
+        print(f"advsvm inspect: no checkpoint in {args.path}", file=sys.stderr)
+        return 2
+    except CheckpointError as error:
+        print(f"advsvm inspect: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(info, indent=2))
+    return 0
+
+
+def _add_inspect(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "inspect",
+        help="print a service checkpoint's metadata as JSON",
+        description="Print the checkpoint of `advsvm serve` (a checkpoint directory or file) as "
+        "JSON: samples learned, per-partition offsets, counters, creation time, model.",
+    )
+    parser.add_argument("path", metavar="DIR", help="the checkpoint directory (or file)")
+    parser.set_defaults(run=_inspect)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="advsvm", description="Adversarially robust kernel SVMs for streams."
     )
     subparsers = parser.add_subparsers(required=True, metavar="COMMAND")
     _add_demo(subparsers)
+    _add_serve(subparsers)
+    _add_inspect(subparsers)
     return parser
 
 

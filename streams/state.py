@@ -1,0 +1,195 @@
+"""The service's checkpoint: one atomic file holding the model, the offsets and the counters.
+
+`DIR/checkpoint.ckpt` is written by `river_advsvm`'s own `save` (temporary file, fsync,
+rename), with the service's bookkeeping in the checkpoint's `extra` metadata. It is the single
+source of truth: the model and the next offset of every partition it learned from change
+together or not at all, which is what makes learning exactly-once across crashes.
+
+`extra` holds::
+
+    {"kind": "advsvm-serve", "version": 1, "created_at": "2025-01-01T12:00:00.000000Z",
+     "samples_learned": 20000,
+     "offsets": {"topic": {"0": 20000}},          # next offset to learn, per partition
+     "topic_ids": {"topic": "0194...", ...},      # the topic incarnation those offsets are in
+     "counters": {...}, "width": 8, "labels": null}
+
+Nothing here needs Kafka: `advsvm inspect` reads checkpoints with this module alone.
+
+Examples
+--------
+
+>>> import tempfile
+>>> from river_advsvm import AdvLinearSVM
+>>> from streams import state
+>>> directory = tempfile.mkdtemp()
+>>> model = AdvLinearSVM()
+>>> model.learn_one({"a": 1.0}, True)
+>>> saved = state.ServiceState(model=model, offsets={"in": {0: 1}}, topic_ids={"in": None})
+>>> saved.counters["learned"] = 1
+>>> state.save(directory, saved)
+>>> info = state.describe(directory)
+>>> info["samples_learned"], info["offsets"], info["model"]["class"]
+(1, {'in': {'0': 1}}, 'AdvLinearSVM')
+
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import glob
+import os
+import typing
+
+import river_advsvm
+from river_advsvm import checkpoint
+from river_advsvm.checkpoint import CheckpointError
+
+__all__ = ["CHECKPOINT_FILE", "ServiceState", "checkpoint_path", "describe", "load", "save"]
+
+CHECKPOINT_FILE = "checkpoint.ckpt"
+KIND = "advsvm-serve"
+VERSION = 1
+_MODELS = {cls.__name__: cls for cls in (river_advsvm.AdvKernelSVM, river_advsvm.AdvLinearSVM)}
+
+
+def new_counters() -> dict:
+    """Counters of a fresh service; all of them survive restarts in the checkpoint."""
+    return {
+        "messages": 0,  # consumed records, valid or not
+        "learned": 0,  # labelled messages learned (test-then-train)
+        "correct": 0,  # of those, how many the model predicted right before learning them
+        "predicted": 0,  # unlabelled messages predicted
+        "dead_letters": 0,
+        "dead_letters_by_code": {},
+        "alerts": 0,
+        "topic_resets": 0,  # topics found recreated (the broker lost them)
+        "checkpoints": 0,
+    }
+
+
+@dataclasses.dataclass
+class ServiceState:
+    """What a checkpoint holds: the model and the service's bookkeeping around it."""
+
+    model: typing.Any
+    offsets: dict = dataclasses.field(default_factory=dict)  # topic -> {partition: next offset}
+    topic_ids: dict = dataclasses.field(default_factory=dict)  # topic -> id or None
+    counters: dict = dataclasses.field(default_factory=new_counters)
+    width: int | None = None  # features of array-form x, once known
+    labels: list | None = None  # the two classes, when pinned by the operator
+
+    def extra(self) -> dict:
+        return {
+            "kind": KIND,
+            "version": VERSION,
+            "created_at": datetime.datetime.now(datetime.timezone.utc).strftime(
+                "%Y-%m-%dT%H:%M:%S.%fZ"
+            ),
+            "samples_learned": self.counters["learned"],
+            "offsets": {
+                topic: {str(p): int(o) for p, o in sorted(parts.items())}
+                for topic, parts in sorted(self.offsets.items())
+            },
+            "topic_ids": dict(self.topic_ids),
+            "counters": self.counters,
+            "width": self.width,
+            "labels": self.labels,
+        }
+
+
+def checkpoint_path(directory: str | os.PathLike) -> str:
+    return os.path.join(os.fspath(directory), CHECKPOINT_FILE)
+
+
+def save(directory: str | os.PathLike, state: ServiceState) -> None:
+    """Write `state` atomically to `directory/checkpoint.ckpt`."""
+    state.counters["checkpoints"] += 1
+    try:
+        state.model.save(checkpoint_path(directory), extra=state.extra())
+    except BaseException:
+        state.counters["checkpoints"] -= 1
+        raise
+
+
+def remove_temporaries(directory: str | os.PathLike) -> list[str]:
+    """Delete the temporary files a crash during a checkpoint write can leave behind."""
+    removed = []
+    for path in glob.glob(os.path.join(os.fspath(directory), ".tmp-*.ckpt")):
+        os.unlink(path)
+        removed.append(path)
+    return removed
+
+
+def _service_extra(meta: dict, path: str) -> dict:
+    extra = meta.get("extra")
+    if not isinstance(extra, dict) or extra.get("kind") != KIND:
+        raise CheckpointError(f"{path!r} is a model file, not a checkpoint of `advsvm serve`")
+    if extra.get("version") != VERSION:
+        raise CheckpointError(f"{path!r} has service checkpoint version {extra.get('version')!r}")
+    return extra
+
+
+def load(directory: str | os.PathLike) -> ServiceState | None:
+    """The checkpoint in `directory`, or None if there is none; `CheckpointError` if invalid."""
+    path = checkpoint_path(directory)
+    try:
+        meta, arrays = checkpoint.read(path)
+    except FileNotFoundError:
+        return None
+    extra = _service_extra(meta, path)
+    cls = _MODELS.get(meta.get("class"))
+    if cls is None:
+        raise CheckpointError(f"unknown model class {meta.get('class')!r} in {path!r}")
+    model = cls.from_checkpoint(meta, arrays)
+    try:
+        offsets = {
+            str(topic): {int(p): int(o) for p, o in parts.items()}
+            for topic, parts in extra["offsets"].items()
+        }
+        if any(o < 0 for parts in offsets.values() for o in parts.values()):
+            raise ValueError("negative offset")
+        counters = new_counters()
+        for key, value in extra["counters"].items():
+            if key in counters:
+                counters[key] = dict(value) if key == "dead_letters_by_code" else int(value)
+        topic_ids = {str(t): (None if i is None else str(i)) for t, i in extra["topic_ids"].items()}
+        width = None if extra["width"] is None else int(extra["width"])
+        labels = None if extra["labels"] is None else list(extra["labels"])
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise CheckpointError(f"invalid service metadata in {path!r}: {error!r}") from None
+    return ServiceState(model, offsets, topic_ids, counters, width, labels)
+
+
+def describe(path: str | os.PathLike) -> dict:
+    """The checkpoint's metadata as plain JSON-able data (what `advsvm inspect` prints).
+
+    `path` is the checkpoint directory or the checkpoint file itself.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = checkpoint_path(path)
+    meta, _ = checkpoint.read(path)
+    extra = _service_extra(meta, path)
+    counters = extra.get("counters", {})
+    learned = counters.get("learned", 0)
+    state = meta.get("state", {})
+    return {
+        "path": os.path.abspath(path),
+        "created_at": extra.get("created_at"),
+        "samples_learned": extra.get("samples_learned"),
+        "offsets": extra.get("offsets"),
+        "topic_ids": extra.get("topic_ids"),
+        "counters": counters,
+        "test_then_train_accuracy": (counters.get("correct", 0) / learned) if learned else None,
+        "width": extra.get("width"),
+        "labels": extra.get("labels"),
+        "model": {
+            "class": meta.get("class"),
+            "params": meta.get("params"),
+            "n_learned": state.get("n_learned"),
+            "classes": state.get("labels"),
+            "n_inputs": len(state.get("names", [])),
+        },
+        "file_bytes": os.path.getsize(path),
+    }

