@@ -127,6 +127,7 @@ class Oracle:
         self.labels = list(labels)
         self.white_box = has_margin_api(model) and not scores_only
         self.n_queries = 0
+        self._batch_scores: bool | None = None  # decided on the first black-box query
         # A margin model reads a bare array as columns 0..d-1: no frame needed then.
         self._bare_arrays = has_margin_api(model) and self.columns == list(range(len(columns)))
         if self.white_box:
@@ -159,23 +160,46 @@ class Oracle:
 
     def _probabilities(self, V: np.ndarray, labels: list) -> tuple[np.ndarray, np.ndarray]:
         """`p(y|x)` and `1 - p(y|x)` (as the model's other entries) per row."""
-        model = self.model
-        if hasattr(model, "predict_proba_many"):
-            P = model.predict_proba_many(self._frame(V))
-            values = P.to_numpy(dtype=float)
-            column = {c: k for k, c in enumerate(P.columns)}
-            p_true = np.zeros(len(V))
-            for label in set(labels):
-                if label in column:
-                    mask = np.fromiter((y == label for y in labels), bool, count=len(labels))
-                    p_true[mask] = values[mask, column[label]]
-            return p_true, values.sum(axis=1) - p_true
+        if self._batch_scores is None:
+            self._batch_scores = self._batch_agrees(V[:1], labels[:1])
+        if self._batch_scores:
+            return self._batch_probabilities(V, labels)
         p_true, p_rest = np.zeros(len(V)), np.zeros(len(V))
         for i, (v, label) in enumerate(zip(V.tolist(), labels)):
-            proba = model.predict_proba_one(dict(zip(self.columns, v)))
+            proba = self.model.predict_proba_one(dict(zip(self.columns, v)))
             p_true[i] = proba.get(label, 0.0)
             p_rest[i] = sum(proba.values()) - p_true[i]
         return p_true, p_rest
+
+    def _batch_probabilities(self, V: np.ndarray, labels: list) -> tuple[np.ndarray, np.ndarray]:
+        P = self.model.predict_proba_many(self._frame(V))
+        values = P.to_numpy(dtype=float)
+        column = {c: k for k, c in enumerate(P.columns)}
+        p_true = np.zeros(len(V))
+        for label in set(labels):
+            if label in column:
+                mask = np.fromiter((y == label for y in labels), bool, count=len(labels))
+                p_true[mask] = values[mask, column[label]]
+        return p_true, values.sum(axis=1) - p_true
+
+    def _batch_agrees(self, V: np.ndarray, labels: list) -> bool:
+        """Whether `predict_proba_many` can stand in for `predict_proba_one` on this model.
+
+        `predict_proba_one` is the black-box contract; the batch method is only a faster way to
+        ask the same question. It is used when it exists, runs on these columns and gives the
+        same answer on a first row (some River transformers fail on integer column names, and
+        a model could score batches differently).
+        """
+        if not hasattr(self.model, "predict_proba_many"):
+            return False
+        try:
+            batch = self._batch_probabilities(V, labels)
+        except Exception:  # noqa: BLE001 - any failure just means: ask one row at a time
+            return False
+        proba = self.model.predict_proba_one(dict(zip(self.columns, V[0].tolist())))
+        p_true = proba.get(labels[0], 0.0)
+        one = (p_true, sum(proba.values()) - p_true)
+        return bool(np.allclose([batch[0][0], batch[1][0]], one, rtol=1e-9, atol=1e-12))
 
     # -- gradients ------------------------------------------------------------------------------
 

@@ -110,13 +110,15 @@ class CarliniWagnerL2(Attack):
     confidence
         `kappa`: how far past the decision boundary the point must be.
     initial_const
-        The first `c` of the binary search.
+        The first `c` of the binary search. Margins and their gradients are of order 1 here
+        (not the large logits of a deep network), so the search starts at 1, not at 1e-3.
     search_steps
-        Number of values of `c` tried per sample.
+        Number of values of `c` tried per sample (Carlini & Wagner's 9).
     steps
         Adam iterations per value of `c`.
     learning_rate
-        Adam's step, in the variables `w`.
+        Adam's initial step, in the variables `w`; it decays (cosine, to 1%) over the `steps`
+        of each `c`, so that the search ends precisely on the decision boundary.
     bounds
         `(lo, hi)` box of the inputs, or `None`.
 
@@ -142,7 +144,7 @@ class CarliniWagnerL2(Attack):
     >>> w = model.weights
     >>> exact = abs(model.decision_one(x)) / (w["a"] ** 2 + w["b"] ** 2) ** 0.5
     >>> round(exact, 4), round(float(attack.last_result.norms[0]), 4)
-    (0.332, 0.3329)
+    (0.332, 0.332)
 
     """
 
@@ -152,8 +154,8 @@ class CarliniWagnerL2(Attack):
         self,
         epsilon: float | None = None,
         confidence: float = 0.0,
-        initial_const: float = 0.1,
-        search_steps: int = 6,
+        initial_const: float = 1.0,
+        search_steps: int = 9,
         steps: int = 100,
         learning_rate: float = 0.05,
         bounds: tuple[float, float] | None = (0.0, 1.0),
@@ -173,6 +175,9 @@ class CarliniWagnerL2(Attack):
         search = ConstantSearch(len(X), self.initial_const)
         no_gradient = np.zeros(len(X), dtype=bool)
         kappa = self.confidence
+        # Cosine decay of the step within each c, from learning_rate to 1% of it: the early
+        # steps explore, the last ones settle on the boundary instead of hopping across it.
+        decay = 0.01 + 0.99 * 0.5 * (1.0 + np.cos(np.pi * np.arange(self.steps) / self.steps))
         for _ in range(self.search_steps):
             W, M, V = W0.copy(), np.zeros_like(W0), np.zeros_like(W0)
             succeeded = np.zeros(len(X), dtype=bool)
@@ -186,7 +191,7 @@ class CarliniWagnerL2(Attack):
                 no_gradient |= unusable_gradients(G, margins) & (margins > -kappa)
                 hinge_active = (search.const * (margins + kappa > 0.0))[:, None]
                 grad = (2.0 * (X_t - X) + hinge_active * G) * box.input_derivative(W)
-                adam_step(W, grad, M, V, t + 1, self.learning_rate, 0.9, 0.999)
+                adam_step(W, grad, M, V, t + 1, self.learning_rate * decay[t], 0.9, 0.999)
             search.update(succeeded)
         return best.points, no_gradient
 

@@ -34,7 +34,8 @@ class ZOO(Attack):
     search_steps
         Number of values of `c` tried per sample.
     steps
-        Coordinate-Adam iterations per value of `c`.
+        Coordinate-Adam iterations per value of `c`. With the paper's constant step of 0.01 a
+        coordinate moves at most ~0.01 per update, hence more iterations than C&W's.
     coordinates
         Coordinates estimated per iteration and sample (ZOO's 128); all of them when the input
         has fewer.
@@ -81,9 +82,9 @@ class ZOO(Attack):
         self,
         epsilon: float | None = None,
         confidence: float = 0.0,
-        initial_const: float = 0.1,
-        search_steps: int = 6,
-        steps: int = 100,
+        initial_const: float = 1.0,
+        search_steps: int = 4,
+        steps: int = 300,
         coordinates: int = 128,
         learning_rate: float = 0.01,
         beta1: float = 0.9,
