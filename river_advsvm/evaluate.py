@@ -16,6 +16,7 @@ import numpy as np
 
 from river_advsvm import attacks as attacks_module
 from river_advsvm import inputs
+from river_advsvm.attacks.base import has_margin_api
 
 __all__ = ["robustness_report"]
 
@@ -32,7 +33,9 @@ REPORT_COLUMNS = [
 
 
 def _predictions(model, names: list, values: np.ndarray) -> list:
-    if hasattr(model, "predict_many"):
+    # This package's models predict batches exactly as they predict samples; for any other
+    # model, predict_one is the contract (some River pipelines fail on integer column names).
+    if has_margin_api(model):
         import pandas as pd
 
         return list(model.predict_many(pd.DataFrame(values, columns=names)))

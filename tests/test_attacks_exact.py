@@ -219,3 +219,18 @@ def test_white_box_and_one_by_one_agree_with_the_batch(linear_problem):
     for row, label, expected in zip(X[:5], y[:5], batch):
         one = attack.perturb_one(model, dict(enumerate(row.tolist())), bool(label))
         np.testing.assert_allclose([one[i] for i in range(5)], expected, rtol=1e-12)
+
+
+def test_zoo_sees_probabilities_only(linear_problem):
+    model, w, X, y = linear_problem
+
+    class ScoresOnly:
+        """The linear model behind an API that offers probabilities and nothing else."""
+
+        def predict_proba_one(self, x):
+            return model.predict_proba_one(x)
+
+    attack = ZOO(steps=50, search_steps=2, bounds=None, seed=0)
+    behind = attack.run(ScoresOnly(), X[:5], y[:5])
+    direct = attack.run(model, X[:5], y[:5])
+    np.testing.assert_allclose(direct.adversarial, behind.adversarial, rtol=1e-9)

@@ -99,3 +99,15 @@ def test_adversarial_training_helps_where_the_natural_model_is_broken(natural, a
     adv = accuracy(robustness_report(adversarial, X_test, y_test, attacks, epsilons), "PGD", "linf", 0.25)
     assert nat < 0.2  # broken
     assert adv > nat + 0.1
+
+
+def test_any_river_classifier_gets_a_report_without_certificate(digits_1v7):
+    from river import compose, linear_model, preprocessing
+
+    X_train, X_test, y_train, y_test = digits_1v7
+    model = compose.Pipeline(preprocessing.StandardScaler(), linear_model.LogisticRegression())
+    for xi, yi in zip(X_train.tolist(), y_train.tolist()):
+        model.learn_one(dict(enumerate(xi)), yi)
+    report = robustness_report(model, X_test[:20], y_test[:20], [FGSM(epsilon=0.2)], [0.2])
+    assert list(report.attack) == ["clean", "FGSM"]  # no certificate for a black box
+    assert report.accuracy.iloc[1] < report.accuracy.iloc[0]

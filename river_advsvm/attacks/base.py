@@ -217,13 +217,15 @@ class Oracle:
         coordinates: np.ndarray,
         step: float = FINITE_DIFFERENCE_STEP,
         to_inputs: typing.Callable[[np.ndarray], np.ndarray] | None = None,
+        rows: np.ndarray | None = None,
     ) -> np.ndarray:
         """Central differences of `m(to_inputs(w))` along some coordinates of each row of `W`.
 
-        `coordinates` is one row of coordinate indices per sample, or a 1-d array shared by all;
-        the result has one column per coordinate. `to_inputs` maps the attack's variables to
-        inputs (the identity by default).
+        `coordinates` is one row of coordinate indices per row of `W`, or a 1-d array shared by
+        all; the result has one column per coordinate. `to_inputs` maps the attack's variables
+        to inputs (the identity by default); `rows[i]` is the sample row `i` belongs to.
         """
+        rows = np.arange(len(W)) if rows is None else rows
         n, d = W.shape
         C = np.broadcast_to(coordinates, (n, np.shape(coordinates)[-1]))
         k = C.shape[1]
@@ -239,7 +241,7 @@ class Oracle:
             Q = Q.reshape(-1, d)
             if to_inputs is not None:
                 Q = to_inputs(Q)
-            m = self.margins(Q, np.repeat(block, 2 * k)).reshape(len(block), 2, k)
+            m = self.margins(Q, np.repeat(rows[block], 2 * k)).reshape(len(block), 2, k)
             G[block] = (m[:, 0] - m[:, 1]) / (2 * step)
         return G
 

@@ -78,14 +78,18 @@ class BestFound:
         fooled = margins <= -confidence
         self.squared = np.where(fooled, 0.0, math.inf)  # a misclassified input needs no change
 
-    def offer(self, points: np.ndarray, margins: np.ndarray) -> np.ndarray:
-        """Keep the points that fool the model closer than before; return which ones fool it."""
+    def offer(self, points: np.ndarray, margins: np.ndarray, rows: np.ndarray | None = None):
+        """Keep the points that fool the model closer than before; return which ones fool it.
+
+        `rows` says which samples `points` belong to (default: all, in order).
+        """
+        rows = np.arange(len(self.X)) if rows is None else rows
         fooled = margins <= -self.confidence
-        delta = points - self.X
+        delta = points - self.X[rows]
         squared = np.einsum("ij,ij->i", delta, delta)
-        better = fooled & (squared < self.squared)
-        self.points[better] = points[better]
-        self.squared[better] = squared[better]
+        better = fooled & (squared < self.squared[rows])
+        self.points[rows[better]] = points[better]
+        self.squared[rows[better]] = squared[better]
         return fooled
 
 
