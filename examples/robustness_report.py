@@ -86,7 +86,7 @@ def main():
     parser.add_argument("--cw-samples", type=int, default=500)
     parser.add_argument("--zoo-samples", type=int, default=40)
     parser.add_argument("--zoo-learning-rate", type=float, default=0.01,
-                        help="ZOO-ADAM's step (the paper's 0.01 needs many steps in 784 dimensions)")
+                        help="ZOO-ADAM's step (the paper's 0.01 needs many steps in 784-d)")
     parser.add_argument("--zoo-search-steps", type=int, default=4)
     parser.add_argument("--adv-epsilon", type=float, default=None,
                         help="radius of adversarial training (default: 0.1 digits, 8/255 MNIST)")

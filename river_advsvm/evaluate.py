@@ -14,9 +14,8 @@ import warnings
 
 import numpy as np
 
-from river_advsvm import attacks as attacks_module
 from river_advsvm import inputs
-from river_advsvm.attacks.base import has_margin_api
+from river_advsvm.attacks.base import Attack, NoGradientWarning, has_margin_api
 
 __all__ = ["robustness_report"]
 
@@ -145,13 +144,13 @@ def robustness_report(
 
     norms_used = []
     for name, attack in _named(attacks).items():
-        if not isinstance(attack, attacks_module.Attack):
+        if not isinstance(attack, Attack):
             raise TypeError(f"{name!r} is not a river_advsvm.attacks.Attack")
         radii = _radii_for(epsilons, attack.norm)
         if radii and attack.norm not in norms_used:
             norms_used.append(attack.norm)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", attacks_module.NoGradientWarning)
+            warnings.simplefilter("ignore", NoGradientWarning)
             if attack.minimizes_norm:
                 result = attack.clone({"epsilon": None}).run(model, X, labels)
                 adversarial_right = right_at(result.adversarial)

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -66,7 +66,7 @@ def assert_in_threat_set(X_adv, X, epsilon, norm, bounds):
     assert (size <= epsilon * (1 + 1e-9) + 1e-12).all(), (size, epsilon)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None)
 @given(problem=problems())
 def test_batch_attacks_stay_in_box_and_ball_and_leave_inputs_alone(model, problem):
     kind, norm, bounds, X, y, epsilon = problem
@@ -85,7 +85,7 @@ def test_batch_attacks_stay_in_box_and_ball_and_leave_inputs_alone(model, proble
     assert from_array is not X
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None)
 @given(problem=problems())
 def test_one_sample_attacks_stay_in_box_and_ball_and_leave_inputs_alone(model, problem):
     kind, norm, bounds, X, y, epsilon = problem

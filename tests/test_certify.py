@@ -49,7 +49,9 @@ def brute_force_radius_bounds(model, norm, d):
     store = model._store
     c = math.sqrt(2) * np.abs(store.coefficients)
     omega = store.omega
-    lipschitz = np.linalg.norm(c) * np.linalg.norm(omega, 2) * (math.sqrt(d) if norm == "linf" else 1)
+    lipschitz = np.linalg.norm(c) * np.linalg.norm(omega, 2)
+    if norm == "linf":
+        lipschitz *= math.sqrt(d)
     dual = np.linalg.norm(omega, 2 if norm == "l2" else 1, axis=0)
 
     def second_bound(r):

@@ -41,7 +41,8 @@ def natural_report(natural, digits_1v7):
 
 
 def accuracy(report, attack, norm, epsilon):
-    row = report[(report.attack == attack) & (report.norm == norm) & np.isclose(report.epsilon, epsilon)]
+    at = (report.attack == attack) & (report.norm == norm) & np.isclose(report.epsilon, epsilon)
+    row = report[at]
     assert len(row) == 1, (attack, norm, epsilon)
     return float(row.accuracy.iloc[0])
 
@@ -91,12 +92,16 @@ def test_carlini_wagner_is_at_least_as_strong_as_pgd_in_l2(natural_report):
         assert cw <= pgd + 0.03
 
 
-def test_adversarial_training_helps_where_the_natural_model_is_broken(natural, adversarial, digits_1v7):
+def test_adversarial_training_helps_where_the_natural_model_is_broken(
+    natural, adversarial, digits_1v7
+):
     _, X_test, _, y_test = digits_1v7
-    attacks = [PGD()]
-    epsilons = {"linf": [0.25]}
-    nat = accuracy(robustness_report(natural, X_test, y_test, attacks, epsilons), "PGD", "linf", 0.25)
-    adv = accuracy(robustness_report(adversarial, X_test, y_test, attacks, epsilons), "PGD", "linf", 0.25)
+
+    def pgd_accuracy(model):
+        report = robustness_report(model, X_test, y_test, [PGD()], {"linf": [0.25]})
+        return accuracy(report, "PGD", "linf", 0.25)
+
+    nat, adv = pgd_accuracy(natural), pgd_accuracy(adversarial)
     assert nat < 0.2  # broken
     assert adv > nat + 0.1
 

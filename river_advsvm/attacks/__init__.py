@@ -3,12 +3,12 @@
 Every attack drives the margin of the true label below zero inside a threat set, the ball
 `||x' - x|| <= epsilon` (L2 or L-inf) intersected with the box `bounds` (default `[0, 1]`):
 
-| attack            | norm        | needs                                | returns                     |
-|-------------------|-------------|--------------------------------------|-----------------------------|
-| `FGSM`            | L-inf or L2 | gradients (analytic or estimated)    | one step of size epsilon    |
-| `PGD`             | L-inf or L2 | gradients (analytic or estimated)    | best of K projected steps   |
-| `CarliniWagnerL2` | L2          | gradients (analytic or estimated)    | smallest flip found         |
-| `ZOO`             | L2          | probabilities only                   | smallest flip found         |
+| attack            | norm        | needs                             | returns                   |
+|-------------------|-------------|-----------------------------------|---------------------------|
+| `FGSM`            | L-inf or L2 | gradients (analytic or estimated) | one step of size epsilon  |
+| `PGD`             | L-inf or L2 | gradients (analytic or estimated) | best of K projected steps |
+| `CarliniWagnerL2` | L2          | gradients (analytic or estimated) | smallest flip found       |
+| `ZOO`             | L2          | probabilities only                | smallest flip found       |
 
 Models with this package's margin API (`AdvKernelSVM`, `AdvLinearSVM`) are attacked through
 `decision_many` / `decision_gradient_many`; any other River binary classifier through

@@ -63,7 +63,9 @@ def distances(X_adv: np.ndarray, X: np.ndarray, norm: str) -> np.ndarray:
     return np.abs(delta).max(axis=1, initial=0.0)
 
 
-def project(X_adv: np.ndarray, X: np.ndarray, epsilon: float | None, norm: str, bounds) -> np.ndarray:
+def project(
+    X_adv: np.ndarray, X: np.ndarray, epsilon: float | None, norm: str, bounds
+) -> np.ndarray:
     """The points of `X_adv` moved into the threat set of `X`: the `epsilon`-ball, then the box.
 
     For L-inf both sets are boxes and this is the exact Euclidean projection. For L2 it is the

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from river_advsvm.attacks.base import Attack, steepest_direction, unusable_gradients
 
 __all__ = ["FGSM"]
