@@ -88,6 +88,9 @@ class FeatureStore:
         self.size = 0
         self.norm = 0.0
         self.n_added = 0
+        # Bumped whenever a feature's weights or phase change (not its coefficient), so that
+        # what depends on the features alone (the certificate's sigma_max(Omega)) can be cached.
+        self.version = 0
         self._sketch: Compact | None = None
 
     # -- features -------------------------------------------------------------------------------
@@ -102,6 +105,7 @@ class FeatureStore:
         return kernels.spectral_weights(self.kernel, self.gamma, seeds, hashes)
 
     def _set_features(self, slots: np.ndarray, ids: np.ndarray) -> None:
+        self.version += 1
         self.ids[slots] = ids
         self.phase[slots] = kernels.phases(kernels.feature_seeds(self.seed, ids))
         self._omega[:, slots] = self._weights(ids, self.hashes)
@@ -121,6 +125,7 @@ class FeatureStore:
         rows = np.zeros((len(hashes), self._omega.shape[1]))
         rows[:, : self.size] = self._weights(self.ids[: self.size], hashes)
         self._omega = np.vstack([self._omega, rows])
+        self.version += 1
         self.hashes = np.concatenate([self.hashes, hashes])
         if self._sketch is not None:
             self._sketch.add_inputs(hashes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from river_advsvm import certify
 from river_advsvm.margin import MarginClassifier
 
 __all__ = ["AdvLinearSVM"]
@@ -108,6 +109,11 @@ class AdvLinearSVM(MarginClassifier):
             w *= max(0.0, 1.0 - threshold / length) if length > 0 else 0.0
         else:
             np.copysign(np.maximum(np.abs(w) - threshold, 0.0), w, out=w)
+
+    def _certified_radii(self, names, margins, norm):
+        # Exact: only the inputs of the sample can move, and inputs never learned weigh 0.
+        positions = self._index.positions(names)
+        return certify.linear_radii(self._weights[positions[positions >= 0]], margins, norm)
 
     def _negate(self):
         self._weights *= -1.0

@@ -326,6 +326,38 @@ class MarginClassifier(base.MiniBatchClassifier):
         index = X.index if hasattr(X, "index") else None
         return pd.Series([self._label_of(m) for m in margins.tolist()], index=index, dtype=object)
 
+    # -- certificates ---------------------------------------------------------------------------
+
+    def _certified_radii(self, names: list, margins: np.ndarray, norm: str) -> np.ndarray:
+        """Radii for samples over `names` with margins `y g(x)` (see `river_advsvm.certify`)."""
+        raise NotImplementedError
+
+    def _certified(self, names: list, values: np.ndarray, labels: list, norm: str | None):
+        if len(labels) != len(values):
+            raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels")
+        norm = self.norm if norm is None else norm
+        if norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+        signs = np.array([self.sign_of(y) for y in labels])
+        margins = signs * self._decision(names, values)
+        return self._certified_radii(names, margins, norm)
+
+    def certified_radius_one(self, x: dict, y, norm: str | None = None) -> float:
+        """The radius within which the model provably keeps predicting `y` around `x`.
+
+        Sound for the model as deployed, against any attack: no `x'` with `||x' - x|| <` the
+        radius (in `norm`, the model's own by default) changes the prediction. 0 when the model
+        does not predict `y` at `x`. See `river_advsvm.certify` for the bounds behind it.
+        """
+        names, values = inputs.dict_values(x)
+        return float(self._certified(names, values[None, :], [y], norm)[0])
+
+    def certified_radius_many(self, X, y, norm: str | None = None) -> np.ndarray:
+        """`certified_radius_one` for each row of a DataFrame, or of an array whose columns are
+        features 0..d-1."""
+        names, values = inputs.frame_values(X)
+        return self._certified(names, values, list(y), norm)
+
     # -- checkpoints ----------------------------------------------------------------------------
 
     def to_checkpoint(self, extra: dict | None = None) -> tuple[dict, dict]:

@@ -7,7 +7,7 @@ import random
 
 import numpy as np
 
-from river_advsvm import kernels
+from river_advsvm import certify, kernels
 from river_advsvm.budget import POLICIES, FeatureStore, make_store
 from river_advsvm.margin import ROWS_PER_CHUNK, MarginClassifier
 
@@ -201,6 +201,13 @@ class AdvKernelSVM(MarginClassifier):
                     if radius > 0.0 and store.norm > 0.0:
                         store.scale(max(0.0, 1.0 - eta * radius / store.norm))
         return margins
+
+    def _certified_radii(self, names, margins, norm):
+        if self._store is None:  # a constant model: its prediction never changes
+            return np.where(margins > 0, math.inf, 0.0)
+        unknown = [n for n, p in zip(names, self._index.positions(names)) if p < 0]
+        extra = self._store.weights_for(self._index.hash_names(unknown)) if unknown else None
+        return certify.kernel_radii(self._store, margins, len(names), norm, extra)
 
     def _negate(self):
         if self._store is not None:

@@ -1,0 +1,428 @@
+"""What every attack shares: the threat set, the margin it attacks, and the one/many plumbing.
+
+An attack drives the margin of the true label, `m(x) = y g(x)`, below zero. `Oracle` gives that
+margin (and its gradient) for any River binary classifier:
+
+- white box, for models with the margin API of this package (`decision_many`,
+  `decision_gradient_many`, `sign_of`): `m = sign_of(y) g(x)` and the analytic gradient;
+- black box, for any other classifier (River's `LogisticRegression`, a `Pipeline`, ...), or
+  when an attack is told to use scores only: `m = log p(y|x) - log(1 - p(y|x))`, the log-odds
+  of the true label from `predict_proba_*`, whose sign is the prediction's correctness, and its
+  gradient by central finite differences.
+
+The threat set is the ball `||x' - x|| <= epsilon` (L2 or L-inf) intersected with the box
+`bounds`. Each attack works on a dense float batch in `_attack`; `Attack` turns dicts and frames
+into that batch (with the model's own validation, `river_advsvm.inputs`), copies it so that the
+caller's input is never modified, and projects the result back onto the threat set.
+
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import typing
+import warnings
+
+import numpy as np
+from river import base
+
+from river_advsvm import inputs
+from river_advsvm.kernels import NORMS
+
+__all__ = [
+    "Attack",
+    "AttackResult",
+    "NoGradientWarning",
+    "Oracle",
+    "distances",
+    "project",
+]
+
+#: A gradient whose L2 norm is below this, relative to `max(1, |margin|)`, points nowhere: the
+#: attack treats it as missing (white box: a flat model; black box: saturated probabilities).
+GRADIENT_TOLERANCE = 1e-8
+#: Central-difference step of the black-box gradient, in input units.
+FINITE_DIFFERENCE_STEP = 1e-4
+#: Query rows per call to the black-box model when estimating gradients (bounds memory).
+_QUERY_ROWS = 1 << 16
+# Probabilities are clipped here before the log-odds, so that a saturated p gives a finite margin.
+_TINY_PROBABILITY = 1e-300
+
+
+class NoGradientWarning(UserWarning):
+    """Some samples of a batch got no usable gradient: their robust accuracy is suspect."""
+
+
+def distances(X_adv: np.ndarray, X: np.ndarray, norm: str) -> np.ndarray:
+    """`||x' - x||` per row, in `norm` ('l2' or 'linf')."""
+    delta = X_adv - X
+    if norm == "l2":
+        return np.sqrt(np.einsum("ij,ij->i", delta, delta))
+    return np.abs(delta).max(axis=1, initial=0.0)
+
+
+def project(X_adv: np.ndarray, X: np.ndarray, epsilon: float | None, norm: str, bounds) -> np.ndarray:
+    """The points of `X_adv` moved into the threat set of `X`: the `epsilon`-ball, then the box.
+
+    For L-inf both sets are boxes and this is the exact Euclidean projection. For L2 it is the
+    ball projection followed by clipping to the box, which is feasible (not always the nearest
+    feasible point): clipping moves each coordinate towards `X`, which lies in the box, so no
+    `|x'_k - x_k|` grows and the point stays in the ball.
+    """
+    if epsilon is not None:
+        if norm == "linf":
+            X_adv = np.clip(X_adv, X - epsilon, X + epsilon)
+        else:
+            delta = X_adv - X
+            length = np.sqrt(np.einsum("ij,ij->i", delta, delta))
+            factor = np.minimum(1.0, epsilon / np.maximum(length, np.finfo(float).tiny))
+            X_adv = X + delta * factor[:, None]
+    if bounds is not None:
+        X_adv = np.clip(X_adv, bounds[0], bounds[1])
+    return X_adv
+
+
+def unusable_gradients(G: np.ndarray, margins: np.ndarray) -> np.ndarray:
+    """Rows of `G` that are non-finite or vanishing (see `GRADIENT_TOLERANCE`)."""
+    finite = np.isfinite(G)
+    G = np.where(finite, G, 0.0)
+    length = np.sqrt(np.einsum("ij,ij->i", G, G))
+    small = length <= GRADIENT_TOLERANCE * np.maximum(1.0, np.abs(margins))
+    return ~finite.all(axis=1) | small
+
+
+def has_margin_api(model) -> bool:
+    """True for the margin classifiers of this package, which white-box attacks differentiate."""
+    return all(hasattr(model, a) for a in ("decision_many", "decision_gradient_many", "sign_of"))
+
+
+class Oracle:
+    """The margin `m(x)` of each sample's true label, and its gradient, for a batch.
+
+    Parameters
+    ----------
+    model
+        A fitted River binary classifier.
+    columns
+        Feature names of the batch's columns.
+    labels
+        The true label of each row.
+    scores_only
+        Use the black-box log-odds even when the model has the margin API.
+
+    Attributes
+    ----------
+    white_box
+        Whether margins and gradients come from the model's margin API.
+    n_queries
+        Rows sent to the model so far (each margin of each point is one query).
+
+    """
+
+    def __init__(self, model, columns: list, labels: list, scores_only: bool = False):
+        self.model = model
+        self.columns = list(columns)
+        self.labels = list(labels)
+        self.white_box = has_margin_api(model) and not scores_only
+        self.n_queries = 0
+        self._batch_scores: bool | None = None  # decided on the first black-box query
+        # A margin model reads a bare array as columns 0..d-1: no frame needed then.
+        self._bare_arrays = has_margin_api(model) and self.columns == list(range(len(columns)))
+        if self.white_box:
+            self._signs = np.array([model.sign_of(y) for y in self.labels])
+
+    def _frame(self, V: np.ndarray):
+        if self._bare_arrays:
+            return V
+        import pandas as pd
+
+        return pd.DataFrame(V, columns=self.columns, copy=False)
+
+    # -- margins --------------------------------------------------------------------------------
+
+    def margins(self, V: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """`m` at each row of `V`; `rows[i]` says which sample row `i` belongs to (default: i)."""
+        rows = np.arange(len(V)) if rows is None else rows
+        self.n_queries += len(V)
+        if self.white_box:
+            return self._signs[rows] * np.asarray(self.model.decision_many(self._frame(V)))
+        return self._log_odds(V, rows)
+
+    def _log_odds(self, V: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        p_true, p_rest = self._probabilities(V, [self.labels[r] for r in rows.tolist()])
+        # p_rest is what the model gave the other label: 1 - p_true would lose every digit
+        # once p_true is close to 1.
+        return np.log(np.maximum(p_true, _TINY_PROBABILITY)) - np.log(
+            np.maximum(p_rest, _TINY_PROBABILITY)
+        )
+
+    def _probabilities(self, V: np.ndarray, labels: list) -> tuple[np.ndarray, np.ndarray]:
+        """`p(y|x)` and `1 - p(y|x)` (as the model's other entries) per row."""
+        if self._batch_scores is None:
+            self._batch_scores = self._batch_agrees(V[:1], labels[:1])
+        if self._batch_scores:
+            return self._batch_probabilities(V, labels)
+        p_true, p_rest = np.zeros(len(V)), np.zeros(len(V))
+        for i, (v, label) in enumerate(zip(V.tolist(), labels)):
+            proba = self.model.predict_proba_one(dict(zip(self.columns, v)))
+            p_true[i] = proba.get(label, 0.0)
+            p_rest[i] = sum(proba.values()) - p_true[i]
+        return p_true, p_rest
+
+    def _batch_probabilities(self, V: np.ndarray, labels: list) -> tuple[np.ndarray, np.ndarray]:
+        P = self.model.predict_proba_many(self._frame(V))
+        values = P.to_numpy(dtype=float)
+        column = {c: k for k, c in enumerate(P.columns)}
+        p_true = np.zeros(len(V))
+        for label in set(labels):
+            if label in column:
+                mask = np.fromiter((y == label for y in labels), bool, count=len(labels))
+                p_true[mask] = values[mask, column[label]]
+        return p_true, values.sum(axis=1) - p_true
+
+    def _batch_agrees(self, V: np.ndarray, labels: list) -> bool:
+        """Whether `predict_proba_many` can stand in for `predict_proba_one` on this model.
+
+        `predict_proba_one` is the black-box contract; the batch method is only a faster way to
+        ask the same question. It is used when it exists, runs on these columns and gives the
+        same answer on a first row (some River transformers fail on integer column names, and
+        a model could score batches differently).
+        """
+        if not hasattr(self.model, "predict_proba_many"):
+            return False
+        try:
+            batch = self._batch_probabilities(V, labels)
+        except Exception:  # noqa: BLE001 - any failure just means: ask one row at a time
+            return False
+        proba = self.model.predict_proba_one(dict(zip(self.columns, V[0].tolist())))
+        p_true = proba.get(labels[0], 0.0)
+        one = (p_true, sum(proba.values()) - p_true)
+        return bool(np.allclose([batch[0][0], batch[1][0]], one, rtol=1e-9, atol=1e-12))
+
+    # -- gradients ------------------------------------------------------------------------------
+
+    def margins_and_gradients(self, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`m` and `dm/dx` at each row of `V` (one row per sample)."""
+        m = self.margins(V)
+        if self.white_box:
+            G = self.model.decision_gradient_many(self._frame(V))
+            return m, self._signs[:, None] * np.asarray(G, dtype=float)
+        return m, self.finite_differences(V, np.arange(V.shape[1]))
+
+    def finite_differences(
+        self,
+        W: np.ndarray,
+        coordinates: np.ndarray,
+        step: float = FINITE_DIFFERENCE_STEP,
+        to_inputs: typing.Callable[[np.ndarray], np.ndarray] | None = None,
+        rows: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Central differences of `m(to_inputs(w))` along some coordinates of each row of `W`.
+
+        `coordinates` is one row of coordinate indices per row of `W`, or a 1-d array shared by
+        all; the result has one column per coordinate. `to_inputs` maps the attack's variables
+        to inputs (the identity by default); `rows[i]` is the sample row `i` belongs to.
+        """
+        rows = np.arange(len(W)) if rows is None else rows
+        n, d = W.shape
+        C = np.broadcast_to(coordinates, (n, np.shape(coordinates)[-1]))
+        k = C.shape[1]
+        G = np.empty((n, k))
+        samples_per_call = max(1, _QUERY_ROWS // (2 * k))
+        for start in range(0, n, samples_per_call):
+            block = np.arange(start, min(n, start + samples_per_call))
+            # For each sample: +step on each of its coordinates, then -step on each.
+            Q = np.repeat(W[block], 2 * k, axis=0).reshape(len(block), 2, k, d)
+            sample, j = np.meshgrid(np.arange(len(block)), np.arange(k), indexing="ij")
+            Q[sample, 0, j, C[block][sample, j]] += step
+            Q[sample, 1, j, C[block][sample, j]] -= step
+            Q = Q.reshape(-1, d)
+            if to_inputs is not None:
+                Q = to_inputs(Q)
+            m = self.margins(Q, np.repeat(rows[block], 2 * k)).reshape(len(block), 2, k)
+            G[block] = (m[:, 0] - m[:, 1]) / (2 * step)
+        return G
+
+
+@dataclasses.dataclass
+class AttackResult:
+    """Everything an attack found for a batch.
+
+    Attributes
+    ----------
+    adversarial
+        The attacked points, one row per sample, in the box and the ball.
+    norms
+        `||x' - x||` per sample, in the attack's norm.
+    fooled
+        Whether the attacked point's margin is <= 0 (the model no longer predicts the label).
+    no_gradient
+        Samples the attack did not fool that met a zero, non-finite or vanishing gradient (or
+        gradient estimate) on the way: their robust accuracy may be an artefact of the
+        missing gradient rather than of robustness.
+    seconds
+        Wall time of the attack.
+    n_queries
+        Points the attack evaluated on the model.
+
+    """
+
+    adversarial: np.ndarray
+    norms: np.ndarray
+    fooled: np.ndarray
+    no_gradient: np.ndarray
+    seconds: float
+    n_queries: int
+
+    @property
+    def n_no_gradient(self) -> int:
+        return int(self.no_gradient.sum())
+
+
+class Attack(base.Base):
+    """Base class of the attacks: a threat set and the one/many API around `_attack`.
+
+    A subclass implements `_attack(oracle, X)`, which gets the batch `X` (read-only, in the box)
+    and returns the attacked points and a per-sample mask of samples that got no usable
+    gradient. `Attack` projects the points onto the threat set and records what happened.
+
+    Parameters
+    ----------
+    epsilon
+        Radius of the threat ball; `None` (minimum-norm attacks only) for no limit.
+    norm
+        'l2' or 'linf'.
+    bounds
+        `(lo, hi)`: the box every input lives in, or `None` for no box.
+
+    Attributes
+    ----------
+    last_result
+        The `AttackResult` of the latest call.
+
+    """
+
+    #: Minimum-norm attacks (C&W, ZOO) find the smallest perturbation that flips the label and
+    #: accept `epsilon=None`; with a finite `epsilon`, a sample whose smallest flip found is
+    #: larger than `epsilon` is returned unchanged.
+    minimizes_norm: typing.ClassVar[bool] = False
+    #: Attacks that see scores only, even when the model has the margin API.
+    scores_only: typing.ClassVar[bool] = False
+
+    def __init__(self, epsilon: float | None, norm: str, bounds: tuple[float, float] | None):
+        self.epsilon = epsilon
+        self.norm = norm
+        self.bounds = bounds
+        if norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+        if epsilon is None:
+            if not self.minimizes_norm:
+                raise ValueError(f"{type(self).__name__} needs a finite epsilon")
+        elif not (isinstance(epsilon, (int, float)) and 0 <= epsilon < math.inf):
+            raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+        if bounds is not None:
+            lo, hi = bounds
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                raise ValueError(f"bounds must be (lo, hi) with finite lo < hi, got {bounds!r}")
+        self.last_result: AttackResult | None = None
+
+    # -- to implement ---------------------------------------------------------------------------
+
+    def _attack(self, oracle: Oracle, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Attacked points and the no-usable-gradient mask for a batch (`X` is read-only)."""
+        raise NotImplementedError
+
+    # -- public API -----------------------------------------------------------------------------
+
+    def perturb_one(self, model, x: dict, y) -> dict:
+        """The attacked version of one sample; `x` is left as it is."""
+        names, values = inputs.dict_values(x)
+        result = self._run(model, names, values[None, :], [y])
+        return dict(zip(names, result.adversarial[0].tolist()))
+
+    def perturb_many(self, model, X, y) -> np.ndarray:
+        """Attacked versions of the rows of `X` (a DataFrame, or an array whose columns are
+        features 0..d-1), as an array with `X`'s columns. `X` is left as it is."""
+        return self.run(model, X, y).adversarial
+
+    def run(self, model, X, y) -> AttackResult:
+        """Attack the rows of `X` like `perturb_many`, and return everything found.
+
+        Warns with `NoGradientWarning` when some samples got no usable gradient; the result and
+        `last_result` say which.
+        """
+        names, values = inputs.frame_values(X)
+        return self._run(model, names, values, list(y))
+
+    def _run(self, model, names: list, values: np.ndarray, labels: list) -> AttackResult:
+        if len(labels) != len(values):
+            raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels")
+        X = np.array(values, dtype=np.float64, copy=True)  # the caller's data is never touched
+        X.setflags(write=False)
+        bounds = self.bounds
+        if bounds is not None and X.size and (X.min() < bounds[0] or X.max() > bounds[1]):
+            raise inputs.InvalidInput(
+                f"inputs range over [{X.min()}, {X.max()}], outside bounds {bounds}: the "
+                "threat set would be empty; pass the box the data lives in, or bounds=None"
+            )
+        oracle = Oracle(model, names, labels, scores_only=self.scores_only)
+        start = time.perf_counter()
+        if len(X):
+            X_adv, no_gradient = self._attack(oracle, X)
+            radius = None if self.minimizes_norm else self.epsilon
+            X_adv = project(X_adv, X, radius, self.norm, bounds)
+            norms = distances(X_adv, X, self.norm)
+            if self.minimizes_norm and self.epsilon is not None:
+                # The smallest flip found lies outside the budget: nothing found within it.
+                too_far = norms > self.epsilon
+                X_adv[too_far] = X[too_far]
+                norms[too_far] = 0.0
+            fooled = oracle.margins(X_adv) <= 0.0
+            # A sample the attack fooled anyway needs no excuse.
+            no_gradient = np.asarray(no_gradient, dtype=bool) & ~fooled
+        else:
+            X_adv, no_gradient = X.copy(), np.zeros(0, dtype=bool)
+            norms, fooled = np.zeros(0), np.zeros(0, dtype=bool)
+        self.last_result = AttackResult(
+            adversarial=X_adv,
+            norms=norms,
+            fooled=fooled,
+            no_gradient=np.asarray(no_gradient, dtype=bool),
+            seconds=time.perf_counter() - start,
+            n_queries=oracle.n_queries,
+        )
+        if self.last_result.n_no_gradient:
+            warnings.warn(
+                f"{type(self).__name__}: {self.last_result.n_no_gradient} of {len(X)} samples "
+                "were not fooled and met a zero, vanishing or non-finite gradient on the way; "
+                "the robust accuracy on them may be an overestimate",
+                NoGradientWarning,
+                stacklevel=3,
+            )
+        return self.last_result
+
+    @property
+    def n_no_gradient(self) -> int:
+        """Samples of the latest batch that got no usable gradient."""
+        return 0 if self.last_result is None else self.last_result.n_no_gradient
+
+
+def adam_step(W, grad, M, V, t, learning_rate, beta1, beta2, eps=1e-8):
+    """One Adam update of `W` in place; `t` is the (per-entry or scalar) 1-based step count."""
+    M *= beta1
+    M += (1.0 - beta1) * grad
+    V *= beta2
+    V += (1.0 - beta2) * grad * grad
+    m_hat = M / (1.0 - beta1**t)
+    v_hat = V / (1.0 - beta2**t)
+    W -= learning_rate * m_hat / (np.sqrt(v_hat) + eps)
+
+
+def steepest_direction(G: np.ndarray, norm: str) -> np.ndarray:
+    """Per row, the unit vector `v` in `norm` that maximises `G . v` (0 where `G` is 0)."""
+    if norm == "linf":
+        return np.sign(G)
+    length = np.sqrt(np.einsum("ij,ij->i", G, G))
+    return G / np.where(length > 0, length, 1.0)[:, None]

@@ -1,0 +1,135 @@
+"""Properties every attack keeps on any input: the box, the ball, and the caller's data."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from river_advsvm import AdvKernelSVM, InvalidInput
+from river_advsvm.attacks import FGSM, PGD, ZOO, CarliniWagnerL2, NoGradientWarning
+
+D = 4
+
+
+@pytest.fixture(scope="module")
+def model():
+    rng = np.random.default_rng(0)
+    X = rng.random((150, D))
+    y = np.sin(5 * X[:, 0]) + X[:, 1] > 0.8
+    model = AdvKernelSVM(budget=64, seed=0)
+    model.learn_many(X, y)
+    return model
+
+
+def make_attack(kind: str, epsilon: float, norm: str, bounds):
+    """Each attack, cheap enough for property tests (few steps)."""
+    if kind == "fgsm":
+        return FGSM(epsilon=epsilon, norm=norm, bounds=bounds)
+    if kind == "pgd":
+        return PGD(epsilon=epsilon, norm=norm, steps=3, random_start=True, seed=1, bounds=bounds)
+    if kind == "cw":
+        return CarliniWagnerL2(epsilon=epsilon, steps=8, search_steps=2, bounds=bounds)
+    return ZOO(epsilon=epsilon, steps=4, search_steps=2, coordinates=2, seed=1, bounds=bounds)
+
+
+KINDS = ["fgsm", "pgd", "cw", "zoo"]
+NORM_OF = {"cw": ["l2"], "zoo": ["l2"], "fgsm": ["linf", "l2"], "pgd": ["linf", "l2"]}
+
+
+@st.composite
+def problems(draw):
+    kind = draw(st.sampled_from(KINDS))
+    norm = draw(st.sampled_from(NORM_OF[kind]))
+    boxed = draw(st.booleans())
+    lo = draw(st.floats(-2, 0.5)) if boxed else -3.0
+    hi = lo + draw(st.floats(0.05, 3.0)) if boxed else 3.0
+    n = draw(st.integers(1, 5))
+    X = draw(hnp.arrays(np.float64, (n, D), elements=st.floats(lo, hi)))
+    y = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    epsilon = draw(st.sampled_from([0.0, 1e-3, 0.05, 0.3, 1.0, 4.0]))
+    return kind, norm, ((lo, hi) if boxed else None), X, y, epsilon
+
+
+def assert_in_threat_set(X_adv, X, epsilon, norm, bounds):
+    assert X_adv.shape == X.shape
+    assert np.isfinite(X_adv).all()
+    if bounds is not None:
+        assert X_adv.min() >= bounds[0] and X_adv.max() <= bounds[1]
+    delta = X_adv - X
+    size = np.abs(delta).max(axis=1) if norm == "linf" else np.linalg.norm(delta, axis=1)
+    assert (size <= epsilon * (1 + 1e-9) + 1e-12).all(), (size, epsilon)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(problem=problems())
+def test_batch_attacks_stay_in_box_and_ball_and_leave_inputs_alone(model, problem):
+    kind, norm, bounds, X, y, epsilon = problem
+    attack = make_attack(kind, epsilon, norm, bounds)
+    original = X.copy()
+    frame = pd.DataFrame(X)
+    frame_copy = frame.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoGradientWarning)
+        from_array = attack.perturb_many(model, X, y)
+        from_frame = attack.perturb_many(model, frame, y)
+    np.testing.assert_array_equal(X, original)
+    pd.testing.assert_frame_equal(frame, frame_copy)
+    assert_in_threat_set(from_array, original, epsilon, norm, bounds)
+    np.testing.assert_allclose(from_frame, from_array)  # deterministic, same columns
+    assert from_array is not X
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(problem=problems())
+def test_one_sample_attacks_stay_in_box_and_ball_and_leave_inputs_alone(model, problem):
+    kind, norm, bounds, X, y, epsilon = problem
+    attack = make_attack(kind, epsilon, norm, bounds)
+    # Features in another order and under names of another type than the model learned
+    # (unknown ones): the attack must keep each value under its own name.
+    x = {i: float(v) for i, v in reversed(list(enumerate(X[0])))}
+    x["extra"] = float(X[0, 0])
+    original = dict(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoGradientWarning)
+        x_adv = attack.perturb_one(model, x, y[0])
+    assert x == original
+    assert list(x_adv) == list(x)
+    names = list(x)
+    assert_in_threat_set(
+        np.array([[x_adv[k] for k in names]]), np.array([[x[k] for k in names]]), epsilon, norm,
+        bounds,
+    )
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_inputs_outside_the_box_are_refused(model, kind):
+    attack = make_attack(kind, 0.1, NORM_OF[kind][0], (0.0, 1.0))
+    with pytest.raises(InvalidInput, match="outside bounds"):
+        attack.perturb_many(model, np.full((2, D), 1.5), [True, False])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_invalid_values_are_refused_by_the_models_validation(model, kind):
+    attack = make_attack(kind, 0.1, NORM_OF[kind][0], None)
+    with pytest.raises(InvalidInput):
+        attack.perturb_one(model, {0: 0.5, 1: float("nan")}, True)
+    with pytest.raises(InvalidInput):
+        attack.perturb_many(model, np.zeros((3, D)), [True, False])
+
+
+def test_constructors_refuse_bad_threat_sets():
+    with pytest.raises(ValueError):
+        FGSM(epsilon=-0.1)
+    with pytest.raises(ValueError):
+        PGD(epsilon=None)
+    with pytest.raises(ValueError):
+        FGSM(norm="l1")
+    with pytest.raises(ValueError):
+        PGD(bounds=(1.0, 0.0))
+    CarliniWagnerL2(epsilon=None)  # minimum-norm attacks need no radius

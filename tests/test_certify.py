@@ -1,0 +1,173 @@
+"""The certificate of MATH.md §7: exact for linear models, sound for the deployed kernel model."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import learn_stream
+
+from river_advsvm import AdvKernelSVM, AdvLinearSVM, certify
+from river_advsvm.attacks import PGD
+
+
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_linear_certificate_is_exact(norm):
+    rng = np.random.default_rng(0)
+    X = rng.random((200, 5))
+    y = X @ np.array([1.0, -2.0, 0.5, 0.0, 1.0]) > 0.2
+    model = AdvLinearSVM()
+    model.learn_many(X, y)
+    w = np.array([model.weights[i] for i in range(5)])
+    radii = model.certified_radius_many(X[:30], y[:30], norm=norm)
+    margins = np.where(y[:30], 1, -1) * model.decision_many(X[:30])
+    right = margins > 0
+    np.testing.assert_array_equal(radii[~right], 0.0)
+    # The worst direction of each norm: along w (L2), along sign(w) (L-inf).
+    direction = w / np.linalg.norm(w) if norm == "l2" else np.sign(w)
+    toward_boundary = -np.where(y[:30], 1.0, -1.0)[:, None] * direction
+    for factor, flips in [(1 - 1e-6, False), (1 + 1e-6, True)]:
+        moved = X[:30] + factor * radii[:, None] * toward_boundary
+        still = np.where(y[:30], 1, -1) * model.decision_many(moved) > 0
+        assert (still[right] != flips).all()
+
+
+@pytest.fixture(scope="module")
+def small_kernel_model():
+    rng = np.random.default_rng(1)
+    X = rng.random((300, 3))
+    y = np.sin(6 * X[:, 0]) + X[:, 1] > 0.9
+    model = AdvKernelSVM(budget=48, seed=2)
+    model.learn_many(X, y)
+    return model, X[:40], y[:40]
+
+
+def brute_force_radius_bounds(model, norm, d):
+    """The two bounds of MATH.md §7 recomputed from the store with numpy's own norms."""
+    store = model._store
+    c = math.sqrt(2) * np.abs(store.coefficients)
+    omega = store.omega
+    lipschitz = np.linalg.norm(c) * np.linalg.norm(omega, 2) * (math.sqrt(d) if norm == "linf" else 1)
+    dual = np.linalg.norm(omega, 2 if norm == "l2" else 1, axis=0)
+
+    def second_bound(r):
+        return float(np.sum(c * np.minimum(2.0, dual * r)))
+
+    return lipschitz, second_bound
+
+
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_kernel_radius_is_the_larger_of_the_two_bounds_solved_exactly(small_kernel_model, norm):
+    model, X, y = small_kernel_model
+    radii = model.certified_radius_many(X, y, norm=norm)
+    margins = np.where(y, 1, -1) * model.decision_many(X)
+    lipschitz, second_bound = brute_force_radius_bounds(model, norm, X.shape[1])
+    for r, m in zip(radii, margins):
+        if m <= 0:
+            assert r == 0
+            continue
+        # Bisection on the second bound, which is nondecreasing in r.
+        lo, hi = 0.0, 1e3
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if second_bound(mid) < m else (lo, mid)
+        expected = max(m / lipschitz, lo)
+        assert r == pytest.approx(expected, rel=1e-7)
+
+
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_no_attack_flips_a_point_inside_its_certified_radius(small_kernel_model, norm):
+    """PGD with many steps and random restarts, right at the radius, never flips a point."""
+    model, X, y = small_kernel_model
+    radii = model.certified_radius_many(X, y, norm=norm)
+    certified = radii > 0
+    assert certified.sum() >= 10
+    for restart in range(5):
+        for i in np.flatnonzero(certified):
+            attack = PGD(epsilon=float(radii[i]), norm=norm, steps=50, step_size=radii[i] / 8,
+                         random_start=restart > 0, seed=restart, bounds=None)
+            result = attack.run(model, X[i : i + 1], y[i : i + 1])
+            assert not result.fooled[0]
+    # ... while at a few times the radius the same attack does flip some points: the test
+    # above can fail.
+    flipped = 0
+    for i in np.flatnonzero(certified):
+        attack = PGD(epsilon=float(6 * radii[i]), norm=norm, steps=50, bounds=None)
+        flipped += attack.run(model, X[i : i + 1], y[i : i + 1]).fooled[0]
+    assert flipped > 0
+
+
+def test_radius_one_equals_many_and_accepts_frames(small_kernel_model):
+    model, X, y = small_kernel_model
+    many = model.certified_radius_many(X, y)
+    frame = model.certified_radius_many(pd.DataFrame(X), y)
+    one = [model.certified_radius_one(dict(enumerate(x)), label) for x, label in zip(X.tolist(), y)]
+    np.testing.assert_allclose(frame, many)
+    np.testing.assert_allclose(one, many, rtol=1e-12)
+
+
+def test_spectral_norm_is_cached_until_the_features_change():
+    rng = np.random.default_rng(0)
+    X = rng.random((50, 3))
+    y = X[:, 0] > 0.5
+    model = AdvKernelSVM(budget=32, seed=0)
+    model.learn_many(X, y)
+    store = model._store
+    version = store.version
+    first = certify._spectrum(store)
+    model.learn_many(X, y)  # coefficients change, features do not (compact pool)
+    assert store.version == version
+    assert certify._spectrum(store) is first
+    # A new input adds a row to every feature: the cache must not serve the old sigma_max.
+    model.learn_one({0: 0.1, 1: 0.2, 2: 0.3, "new": 0.9}, True)
+    assert store.version > version
+    second = certify._spectrum(store)
+    assert second is not first
+    assert second["sigma"] == pytest.approx(np.linalg.norm(store.omega, 2), rel=1e-10)
+    assert second["sigma"] > first["sigma"]
+
+
+def test_inputs_the_model_never_saw_count_in_the_certificate():
+    """An unknown input still moves f (its weights are drawn on the fly): the radius shrinks."""
+    rng = np.random.default_rng(0)
+    X = rng.random((100, 3))
+    model = AdvKernelSVM(budget=32, seed=0)
+    model.learn_many(X, X[:, 0] > 0.5)
+    x = {0: 0.9, 1: 0.5, 2: 0.5}
+    x_extra = dict(x, unseen=0.0)
+    assert model.decision_one(x_extra) == pytest.approx(model.decision_one(x))
+    assert model.certified_radius_one(x_extra, True) < model.certified_radius_one(x, True)
+
+
+def test_certified_accuracy_is_a_lower_bound_on_pgd_accuracy_on_digits(digits_1v7):
+    X_train, X_test, y_train, y_test = digits_1v7
+    model = learn_stream(AdvKernelSVM(seed=0), X_train, y_train)
+    for epsilon in [0.1, 0.25, 0.5]:
+        certified = certify.certified_accuracy(model, X_test, y_test, epsilon, norm="l2")
+        attacked = 1 - PGD(epsilon=epsilon, norm="l2").run(model, X_test, y_test).fooled.mean()
+        assert certified <= attacked
+    assert certify.certified_accuracy(model, X_test, y_test, 0.0) == pytest.approx(
+        np.mean(model.predict_many(X_test).to_numpy() == y_test)
+    )
+    # MATH.md's reference run certified 79% at L2 radius 0.25 on this problem.
+    assert certify.certified_accuracy(model, X_test, y_test, 0.25, norm="l2") > 0.5
+
+
+def test_saturating_bound_is_inverted_exactly_across_its_kinks():
+    rng = np.random.default_rng(3)
+    weights = rng.random(30)
+    slopes = np.concatenate([rng.exponential(size=28), [0.0, 0.0]])  # two features never move
+    total = 2 * weights[slopes > 0].sum()
+    margins = np.concatenate([rng.random(50) * total, [total * 1.01, 0.0]])
+
+    def bound(r):
+        return float(np.sum(weights * np.minimum(2.0, slopes * r)))
+
+    radii = certify._invert_saturating_bound(weights, slopes, margins)
+    assert radii[-2] == math.inf  # no radius makes the bound reach a margin above its maximum
+    assert radii[-1] == 0.0
+    for r, m in zip(radii[:-2], margins[:-2]):
+        assert bound(r) == pytest.approx(m, rel=1e-10)
+        assert bound(r * (1 - 1e-6)) < m

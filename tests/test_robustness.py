@@ -1,0 +1,113 @@
+"""Robustness reports on digits 1 vs 7: attacks against each other and against the certificate."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import learn_stream
+
+from river_advsvm import AdvKernelSVM
+from river_advsvm.attacks import FGSM, PGD, ZOO, CarliniWagnerL2
+from river_advsvm.evaluate import REPORT_COLUMNS, robustness_report
+
+EPSILONS = {"linf": [8 / 255, 0.1, 0.2], "l2": [0.5, 1.0]}
+
+
+@pytest.fixture(scope="module")
+def natural(digits_1v7):
+    X_train, _, y_train, _ = digits_1v7
+    return learn_stream(AdvKernelSVM(seed=0), X_train, y_train)
+
+
+@pytest.fixture(scope="module")
+def adversarial(digits_1v7):
+    X_train, _, y_train, _ = digits_1v7
+    return learn_stream(AdvKernelSVM(epsilon=0.1, norm="linf", seed=0), X_train, y_train)
+
+
+@pytest.fixture(scope="module")
+def natural_report(natural, digits_1v7):
+    _, X_test, _, y_test = digits_1v7
+    attacks = {
+        "FGSM-linf": FGSM(),
+        "FGSM-l2": FGSM(norm="l2"),
+        "PGD-linf": PGD(),
+        "PGD-l2": PGD(norm="l2"),
+        "C&W": CarliniWagnerL2(),
+        # Black box and costly: a short run (its accuracy is then a looser upper bound).
+        "ZOO": ZOO(steps=40, search_steps=2, coordinates=16, learning_rate=0.05, seed=0),
+    }
+    return robustness_report(natural, X_test, y_test, attacks, EPSILONS)
+
+
+def accuracy(report, attack, norm, epsilon):
+    row = report[(report.attack == attack) & (report.norm == norm) & np.isclose(report.epsilon, epsilon)]
+    assert len(row) == 1, (attack, norm, epsilon)
+    return float(row.accuracy.iloc[0])
+
+
+def test_report_has_a_row_per_attack_and_radius(natural_report):
+    report = natural_report
+    assert list(report.columns) == REPORT_COLUMNS
+    assert report.attack.iloc[0] == "clean"
+    # FGSM and PGD run in both norms, C&W and ZOO in L2; certified rows for both norms.
+    assert len(report) == 1 + 2 * 5 + 2 * 2 + 5
+    attacked = report[~report.attack.isin(["clean", "certified"])]
+    assert (attacked.max_perturbation <= attacked.epsilon * (1 + 1e-9)).all()
+    assert (attacked.seconds > 0).all()
+    assert (report.no_gradient == 0).all()  # an RBF model always has a gradient
+
+
+def test_clean_fgsm_pgd_ordering_on_the_natural_model(natural_report):
+    clean = accuracy(natural_report, "clean", "", 0.0)
+    for norm, radii in EPSILONS.items():
+        for epsilon in radii:
+            fgsm = accuracy(natural_report, f"FGSM-{norm}", norm, epsilon)
+            pgd = accuracy(natural_report, f"PGD-{norm}", norm, epsilon)
+            assert clean >= fgsm >= pgd, (norm, epsilon)
+    # The radii are large enough that the attacks bite.
+    assert accuracy(natural_report, "PGD-l2", "l2", 1.0) < clean - 0.3
+
+
+def test_certified_accuracy_is_below_every_attack(natural_report):
+    report = natural_report
+    for norm, radii in EPSILONS.items():
+        for epsilon in radii:
+            certified = accuracy(report, "certified", norm, epsilon)
+            same = report[(report.norm == norm) & np.isclose(report.epsilon, epsilon)]
+            attacks = same[same.attack != "certified"]
+            assert len(attacks) >= 2
+            assert (certified <= attacks.accuracy).all(), (norm, epsilon)
+    # ... and it certifies something: a lower bound of 0 everywhere would pass the above.
+    assert accuracy(report, "certified", "linf", 8 / 255) > 0.5
+
+
+def test_carlini_wagner_is_at_least_as_strong_as_pgd_in_l2(natural_report):
+    # Minimal-norm search against 10 fixed-size steps: C&W may lose a little to PGD on a point
+    # or two, never more.
+    for epsilon in EPSILONS["l2"]:
+        cw = accuracy(natural_report, "C&W", "l2", epsilon)
+        pgd = accuracy(natural_report, "PGD-l2", "l2", epsilon)
+        assert cw <= pgd + 0.03
+
+
+def test_adversarial_training_helps_where_the_natural_model_is_broken(natural, adversarial, digits_1v7):
+    _, X_test, _, y_test = digits_1v7
+    attacks = [PGD()]
+    epsilons = {"linf": [0.25]}
+    nat = accuracy(robustness_report(natural, X_test, y_test, attacks, epsilons), "PGD", "linf", 0.25)
+    adv = accuracy(robustness_report(adversarial, X_test, y_test, attacks, epsilons), "PGD", "linf", 0.25)
+    assert nat < 0.2  # broken
+    assert adv > nat + 0.1
+
+
+def test_any_river_classifier_gets_a_report_without_certificate(digits_1v7):
+    from river import compose, linear_model, preprocessing
+
+    X_train, X_test, y_train, y_test = digits_1v7
+    model = compose.Pipeline(preprocessing.StandardScaler(), linear_model.LogisticRegression())
+    for xi, yi in zip(X_train.tolist(), y_train.tolist()):
+        model.learn_one(dict(enumerate(xi)), yi)
+    report = robustness_report(model, X_test[:20], y_test[:20], [FGSM(epsilon=0.2)], [0.2])
+    assert list(report.attack) == ["clean", "FGSM"]  # no certificate for a black box
+    assert report.accuracy.iloc[1] < report.accuracy.iloc[0]
