@@ -19,7 +19,7 @@ import typing
 import warnings
 
 import numpy as np
-from river import drift, metrics
+from river import metrics
 
 from river_advsvm import attacks as attacks_module
 from river_advsvm import inputs
@@ -277,6 +277,8 @@ def iter_progressive_robust_val(
     from river_advsvm.monitor import RobustnessMonitor
 
     if monitor is None:
+        from river import drift  # loads river.stream, hence scikit-learn: only when needed
+
         # Evaluation only: no drift detection and no gap alerts.
         monitor = RobustnessMonitor(
             model, attack=attack, sample_rate=1.0 if sample_rate is None else sample_rate,

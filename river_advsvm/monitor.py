@@ -34,7 +34,7 @@ import time
 import typing
 import warnings
 
-from river import drift, metrics, utils
+from river import metrics, utils
 
 from river_advsvm.attacks import PGD, Attack, NoGradientWarning
 
@@ -253,8 +253,13 @@ class RobustnessMonitor:
         max_alerts: int = 100,
         seed: int | None = 0,
     ):
+        if detector is None:
+            # Imported here: `river.drift` loads `river.stream`, which loads scikit-learn and
+            # pandas when they are installed (seconds of start-up for every importer).
+            from river import drift
+
+            detector = drift.ADWIN()
         attack = PGD() if attack is None else attack
-        detector = drift.ADWIN() if detector is None else detector
         if not isinstance(attack, Attack):
             raise TypeError(f"attack must be a river_advsvm.attacks.Attack, got {attack!r}")
         if attack.epsilon is None:
