@@ -204,6 +204,9 @@ class RobustnessMonitor:
         The `Observation` of the latest `update`.
     n_seen, n_sampled
         Labelled samples seen, and sampled for an attack, so far.
+    n_no_gradient
+        Attacked samples that met no usable gradient and were not fooled (their robustness may
+        be overestimated; see `river_advsvm.attacks.AttackResult`).
     attack_seconds
         Wall time spent attacking and certifying so far.
 
@@ -278,6 +281,8 @@ class RobustnessMonitor:
             raise ValueError(f"gap_threshold must be in [0, 1) or None, got {gap_threshold!r}")
         if not gap_hysteresis >= 0.0:
             raise ValueError(f"gap_hysteresis must be >= 0, got {gap_hysteresis!r}")
+        if not (isinstance(min_sampled, int) and min_sampled >= 1):
+            raise ValueError(f"min_sampled must be a positive int, got {min_sampled!r}")
         if not (isinstance(max_alerts, int) and max_alerts >= 1):
             raise ValueError(f"max_alerts must be a positive int, got {max_alerts!r}")
 
