@@ -225,8 +225,9 @@ class RobustnessMonitor:
     ...     alerts = monitor.update(x, y)   # test...
     ...     model.learn_one(x, y)           # ...then train
 
-    >>> monitor.snapshot()
-    {'step': 600, 'n_sampled': 100, 'clean_accuracy': 1.0, 'robust_accuracy': 1.0, 'certified_accuracy': 1.0, 'gap': 0.0}
+    >>> monitor.snapshot()  # doctest: +NORMALIZE_WHITESPACE
+    {'step': 600, 'n_sampled': 100, 'clean_accuracy': 1.0, 'robust_accuracy': 1.0,
+     'certified_accuracy': 1.0, 'gap': 0.0}
     >>> monitor.alerts
     []
 
