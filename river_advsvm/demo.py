@@ -1,69 +1,408 @@
-"""The main job: natural vs adversarially trained AdvKernelSVM on a stream of digits."""
+"""The main job: natural vs adversarially trained AdvKernelSVM on a stream, each under a monitor.
+
+`run_demo` streams samples through two models side by side, test then train (progressive
+validation under attack, `evaluate.iter_progressive_robust_val`), each watched by a
+`monitor.RobustnessMonitor` that attacks a share of the samples with PGD-10 and certifies them.
+It returns the numbers; `table_rows` / `format_table` make the table and `plot` the figure
+(matplotlib, imported there only). `advsvm demo` (`river_advsvm.cli`) wires them together.
+
+Data: scikit-learn's digits by default (`load_digits_pair`, `load_digits_all`), or arrays the
+caller loaded. Inputs must lie in [0, 1] (the attacks' box): `to_unit_box` scales them.
+
+"""
 
 from __future__ import annotations
 
-import time
+import dataclasses
+import math
+import typing
 
 import numpy as np
-from river import metrics
 
+from river_advsvm.attacks import PGD
+from river_advsvm.monitor import RobustnessMonitor
 from river_advsvm.svm import AdvKernelSVM
 
-__all__ = ["load_digits_pair", "run_demo"]
+__all__ = [
+    "DemoResult",
+    "ModelRun",
+    "auto_sample_rate",
+    "format_table",
+    "held_out_rows",
+    "load_digits_all",
+    "load_digits_pair",
+    "load_npz",
+    "plot",
+    "run_demo",
+    "select_labels",
+    "table_rows",
+    "to_unit_box",
+]
+
+#: The threat model of the adversarial model and of the monitors' PGD: an L2 ball of radius 1 on
+#: pixels scaled to [0, 1]. On digits (8 x 8, pixels / 16) that is, e.g., 4 pixels changed by
+#: half their range; on MNIST (28 x 28) a faint stroke.
+DEFAULT_EPSILON = 1.0
+DEFAULT_NORM = "l2"
+#: `auto_sample_rate` aims at about this many attacked samples per model: white-box PGD-10 costs
+#: ~3 ms a sample (d = 64), black-box PGD-10 on a ten-class one-vs-rest model ~0.5 s.
+WHITE_BOX_ATTACKS = 2000
+BLACK_BOX_ATTACKS = 30
+#: Checkpoints (points of the plot) per run.
+CHECKPOINTS = 250
+
+
+# -- data -----------------------------------------------------------------------------------------
 
 
 def load_digits_pair(first: int = 1, second: int = 7, seed: int = 0):
     """scikit-learn's bundled digits for two classes, pixels / 16, shuffled with `seed`."""
+    X, y = load_digits_all(seed)
+    return select_labels(X, y, (first, second))
+
+
+def load_digits_all(seed: int = 0):
+    """All 1,797 of scikit-learn's bundled digits, pixels / 16, shuffled with `seed`."""
     from sklearn.datasets import load_digits
 
     X, y = load_digits(return_X_y=True)
-    mask = (y == first) | (y == second)
-    X, y = X[mask] / 16.0, y[mask]
     order = np.random.default_rng(seed).permutation(len(y))
-    return X[order], y[order]
+    return X[order] / 16.0, y[order]
 
 
-def run_demo(pair: tuple[int, int] = (1, 7), epsilon: float = 0.3, seed: int = 0) -> list[dict]:
-    """One pass of progressive validation (test, then train) per model; returns table rows."""
-    from tqdm import tqdm
+def select_labels(X: np.ndarray, y: np.ndarray, labels: typing.Sequence):
+    """The rows of `(X, y)` whose label is one of `labels`, in their order; every one of the
+    labels must occur."""
+    present = set(np.unique(y).tolist())
+    missing = [label for label in labels if label not in present]
+    if missing:
+        raise ValueError(f"no sample has label {missing[0]!r}; labels present: "
+                         f"{sorted(present, key=str)[:20]}")
+    mask = np.isin(y, list(labels))
+    return X[mask], y[mask]
 
-    X, y = load_digits_pair(*pair, seed=seed)
-    models = {
-        "natural (epsilon=0)": AdvKernelSVM(seed=seed),
-        f"adversarial (L2 epsilon={epsilon})": AdvKernelSVM(epsilon=epsilon, seed=seed),
+
+def load_npz(path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """`X_train, y_train, X_test, y_test` of an `.npz` archive (test arrays optional), each
+    image flattened to a row."""
+    with np.load(path, allow_pickle=False) as archive:
+        missing = {"X_train", "y_train"} - set(archive.files)
+        if missing:
+            raise ValueError(f"{path} lacks {sorted(missing)} (it has {archive.files})")
+        X_train, y_train = archive["X_train"], archive["y_train"]
+        has_test = {"X_test", "y_test"} <= set(archive.files)
+        X_test = archive["X_test"] if has_test else None
+        y_test = archive["y_test"] if has_test else None
+    flat = [None if X is None else X.reshape(len(X), -1) for X in (X_train, X_test)]
+    return flat[0], y_train, flat[1], y_test
+
+
+def to_unit_box(X_train: np.ndarray, X_test: np.ndarray | None = None):
+    """Inputs scaled into [0, 1] with the training stream's range, and how.
+
+    Data already in [0, 1] is kept; non-negative data is divided by its maximum (pixels / 255
+    for 8-bit images); anything else is min-max scaled. Test values are clipped to the box.
+    """
+    X_train = np.asarray(X_train, dtype=np.float64)
+    lo, hi = float(X_train.min()), float(X_train.max())
+    if lo >= 0.0 and hi <= 1.0:
+        scale, shift, how = 1.0, 0.0, "inputs already in [0, 1]"
+    elif lo >= 0.0:
+        scale, shift, how = hi, 0.0, f"inputs / {hi:g}"
+    else:
+        scale, shift, how = hi - lo, lo, f"inputs min-max scaled from [{lo:g}, {hi:g}]"
+
+    def scaled(X):
+        return None if X is None else np.clip((np.asarray(X, np.float64) - shift) / scale, 0, 1)
+
+    return scaled(X_train), scaled(X_test), how
+
+
+def auto_sample_rate(n: int, multiclass: bool) -> float:
+    """Attack every sample of a short stream, else about `WHITE_BOX_ATTACKS` (binary models,
+    white box) or `BLACK_BOX_ATTACKS` (one-vs-rest, black box) samples per model."""
+    budget = BLACK_BOX_ATTACKS if multiclass else WHITE_BOX_ATTACKS
+    return min(1.0, budget / max(n, 1))
+
+
+# -- the run --------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class ModelRun:
+    """One model's pass over the stream.
+
+    Attributes
+    ----------
+    name
+        The model's name in the table.
+    final
+        The last checkpoint of `iter_progressive_robust_val`: accuracies over the whole stream.
+    series
+        The monitor's rolling accuracies at each checkpoint (`RobustnessMonitor.snapshot()`).
+    alerts
+        Every alert the monitor raised.
+    held_out
+        `evaluate.robustness_report` on the test set, if there is one.
+    held_out_samples
+        Rows of the test set it used.
+
+    """
+
+    name: str
+    final: dict
+    series: list[dict]
+    alerts: list
+    held_out: typing.Any = None
+    held_out_samples: int = 0
+
+
+@dataclasses.dataclass
+class DemoResult:
+    title: str
+    epsilon: float
+    norm: str
+    sample_rate: float
+    window_size: int
+    multiclass: bool
+    runs: list[ModelRun]
+
+    @property
+    def threat(self) -> str:
+        return f"{self.norm.upper().replace('LINF', 'L-inf')} ε = {self.epsilon:g}"
+
+
+def _models(multiclass: bool, epsilon: float, norm: str, seed: int) -> dict:
+    def wrap(model):
+        if not multiclass:
+            return model
+        from river_advsvm.multiclass import OneVsRest
+
+        return OneVsRest(model)
+
+    return {
+        "natural": wrap(AdvKernelSVM(seed=seed)),
+        f"adversarial ({norm.upper().replace('LINF', 'L-inf')} ε={epsilon:g})": wrap(
+            AdvKernelSVM(epsilon=epsilon, norm=norm, seed=seed)
+        ),
     }
-    rows = []
-    for name, model in models.items():
-        accuracy = metrics.Accuracy()
-        start = time.perf_counter()
-        for xi, yi in tqdm(list(zip(X.tolist(), y.tolist())), desc=name, unit=" samples"):
-            x = dict(enumerate(xi))
-            accuracy.update(yi, model.predict_one(x))
-            model.learn_one(x, yi)
-        seconds = time.perf_counter() - start
-        rows.append(
-            {
-                "model": name,
-                "samples": len(y),
-                "progressive accuracy": accuracy.get(),
-                "samples/s": len(y) / seconds,
-            }
+
+
+def run_demo(
+    X: np.ndarray,
+    y: np.ndarray,
+    X_test: np.ndarray | None = None,
+    y_test: np.ndarray | None = None,
+    *,
+    title: str = "",
+    multiclass: bool = False,
+    epsilon: float = DEFAULT_EPSILON,
+    norm: str = DEFAULT_NORM,
+    sample_rate: float | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    test_samples: int = 1000,
+) -> DemoResult:
+    """Stream `(X, y)` once through a natural and an adversarially trained model, each under a
+    `RobustnessMonitor`, and evaluate both on `(X_test, y_test)` if given.
+
+    Parameters
+    ----------
+    X, y
+        The stream, in order; inputs in [0, 1] (see `to_unit_box`).
+    X_test, y_test
+        A held-out set: after the stream, `robustness_report` on its first `test_samples`
+        rows (clean, PGD-10 and certified; for one-vs-rest models clean and certified only,
+        since the black-box attack costs ~0.5 s a sample).
+    title
+        Says what the data is, for the plot.
+    multiclass
+        Wrap both models in `river_advsvm.multiclass.OneVsRest` (any number of labels). The
+        monitors then attack them black box, through their probabilities.
+    epsilon, norm
+        The threat model: the adversarial model trains against it, the monitors' PGD-10
+        attacks with it, certificates are at that radius.
+    sample_rate
+        Share of the stream the monitors attack; default `auto_sample_rate`.
+    seed
+        Seed of the models' random features and of the monitors' sampling.
+    progress
+        Show a tqdm progress bar per model.
+
+    """
+    n = len(y)
+    if n == 0:
+        raise ValueError("the stream is empty")
+    if sample_rate is None:
+        sample_rate = auto_sample_rate(n, multiclass)
+    window_size = min(1000, max(50, n // 8))
+    step = max(1, n // CHECKPOINTS)
+    runs = []
+    for name, model in _models(multiclass, epsilon, norm, seed).items():
+        monitor = RobustnessMonitor(
+            model, attack=PGD(epsilon=epsilon, norm=norm), sample_rate=sample_rate,
+            window_size=window_size, seed=seed,
         )
+        runs.append(_stream_one(name, model, monitor, X, y, step, progress))
+        if X_test is not None and y_test is not None and len(y_test):
+            X_held, y_held = X_test[:test_samples], y_test[:test_samples]
+            runs[-1].held_out = _held_out(model, X_held, y_held, epsilon, norm, multiclass)
+            runs[-1].held_out_samples = len(y_held)
+    return DemoResult(title, epsilon, norm, sample_rate, window_size, multiclass, runs)
+
+
+def _stream_one(name, model, monitor, X, y, step, progress) -> ModelRun:
+    from river import stream
+    from tqdm.auto import tqdm
+
+    from river_advsvm.evaluate import iter_progressive_robust_val
+
+    series, alerts, final = [], [], None
+    dataset = stream.iter_array(X, y.tolist())
+    with tqdm(total=len(y), desc=name, unit=" samples", disable=not progress, leave=True) as bar:
+        for final in iter_progressive_robust_val(dataset, model, step=step, monitor=monitor):
+            series.append(final["window"])
+            alerts += final["alerts"]
+            bar.update(final["step"] - bar.n)
+    return ModelRun(name, final, series, alerts)
+
+
+def _held_out(model, X, y, epsilon, norm, multiclass):
+    from river_advsvm.evaluate import robustness_report
+
+    attacks = {} if multiclass else {"PGD-10": PGD(epsilon=epsilon, norm=norm)}
+    return robustness_report(model, X, list(y), attacks, {norm: [epsilon]})
+
+
+# -- the table ------------------------------------------------------------------------------------
+
+
+def table_rows(result: DemoResult) -> list[dict]:
+    """One row per model: progressive accuracies over the stream, alerts and throughput.
+
+    Throughput is the whole test-then-train loop with the monitor's attacks included;
+    `ms/attack` is the monitor's time per attacked sample (attack and certificate).
+    """
+    rows = []
+    for run in result.runs:
+        final = run.final
+        attacked = final["n_attacked"]
+        rows.append({
+            "model": run.name,
+            "samples": final["step"],
+            "clean %": final["clean_accuracy"],
+            "robust %": final["robust_accuracy"],
+            "certified %": final["certified_accuracy"],
+            "attacked": attacked,
+            "alerts": len(run.alerts),
+            "samples/s": final["step"] / final["seconds"],
+            "ms/attack": 1000 * final["attack_seconds"] / attacked if attacked else None,
+        })
+    return rows
+
+
+def held_out_rows(result: DemoResult) -> list[dict] | None:
+    """One row per model from its `robustness_report` on the test set, or None without one."""
+    if any(run.held_out is None for run in result.runs):
+        return None
+    rows = []
+    for run in result.runs:
+        report = run.held_out
+        accuracy = dict(zip(report.attack, report.accuracy))
+        rows.append({
+            "model": run.name,
+            "test samples": run.held_out_samples,
+            "clean %": accuracy.get("clean"),
+            "PGD-10 %": accuracy.get("PGD-10"),
+            "certified %": accuracy.get("certified"),
+        })
     return rows
 
 
 def format_table(rows: list[dict]) -> str:
-    """A plain-text table, numbers right-aligned."""
+    """A plain-text table: text left-aligned, numbers right-aligned.
+
+    Columns whose name ends in '%' hold fractions, shown as percentages; `None` is 'n/a'.
+
+    >>> print(format_table([{"model": "a", "clean %": 0.9712, "samples/s": 1234.5, "n": 3},
+    ...                     {"model": "bb", "clean %": None, "samples/s": 9.87, "n": 10}]))
+    model  clean %  samples/s   n
+    -----  -------  ---------  --
+    a         97.1      1,234   3
+    bb         n/a       9.87  10
+    """
     columns = list(rows[0])
-    cells = [
-        [f"{v:.4f}" if isinstance(v, float) and v < 10 else
-         f"{v:,.0f}" if isinstance(v, (int, float)) else str(v) for v in row.values()]
-        for row in rows
-    ]
+
+    def cell(column, value):
+        if value is None:
+            return "n/a"
+        if isinstance(value, str):
+            return value
+        if column.endswith("%"):
+            return f"{100 * value:.1f}"
+        if isinstance(value, float) and abs(value) < 100:
+            return f"{value:.2f}"
+        return f"{value:,.0f}"
+
+    cells = [[cell(c, row[c]) for c in columns] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
-    lines.append("  ".join("-" * w for w in widths))
-    for r in cells:
-        lines.append("  ".join(v.ljust(w) if i == 0 else v.rjust(w)
-                               for i, (v, w) in enumerate(zip(r, widths))))
-    return "\n".join(lines)
+    text_columns = [all(isinstance(row[c], str) for row in rows) for c in columns]
+
+    def line(values):
+        return "  ".join(v.ljust(w) if text else v.rjust(w)
+                         for v, w, text in zip(values, widths, text_columns)).rstrip()
+
+    header = "  ".join(c.ljust(w) if text else c.rjust(w)
+                       for c, w, text in zip(columns, widths, text_columns)).rstrip()
+    return "\n".join([header, line(["-" * w for w in widths])] + [line(r) for r in cells])
+
+
+# -- the plot -------------------------------------------------------------------------------------
+
+ALERT_STYLES = {
+    "clean_drift": dict(color="tab:blue", linestyle="--"),
+    "robust_drift": dict(color="tab:red", linestyle="--"),
+    "robust_gap": dict(color="tab:orange", linestyle=":"),
+}
+
+
+def plot(result: DemoResult, path) -> str:
+    """Rolling clean, robust and certified accuracy over the stream, one panel per model, with
+    the monitor's alerts as vertical lines; written as a PNG to `path`, which is returned."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    figure = Figure(figsize=(9, 1.0 + 2.9 * len(result.runs)), layout="constrained")
+    axes = figure.subplots(len(result.runs), 1, sharex=True, squeeze=False)[:, 0]
+    attacked_window = max(1, math.ceil(result.window_size * result.sample_rate))
+
+    def values(run, key):
+        return [np.nan if s[key] is None else s[key] for s in run.series]
+
+    for ax, run in zip(axes, result.runs):
+        steps = [s["step"] for s in run.series]
+        ax.plot(steps, values(run, "clean_accuracy"), color="tab:blue", label="clean")
+        ax.plot(steps, values(run, "robust_accuracy"), color="tab:red",
+                label=f"robust (PGD-10, {result.threat})")
+        ax.plot(steps, values(run, "certified_accuracy"), color="tab:green", linestyle="-.",
+                label=f"certified ({result.threat})")
+        handles, _ = ax.get_legend_handles_labels()
+        for kind, style in ALERT_STYLES.items():
+            steps_of_kind = [a.step for a in run.alerts if a.kind == kind]
+            for step in steps_of_kind:
+                ax.axvline(step, linewidth=1.2, **style)
+            if steps_of_kind:
+                handles.append(Line2D([], [], linewidth=1.2, label=f"alert: {kind}", **style))
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_ylabel("accuracy")
+        ax.set_title(f"{run.name}: {len(run.alerts)} alert(s)", loc="left", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(handles=handles, loc="lower right", fontsize=8)
+    axes[-1].set_xlabel("samples seen (test, then train)")
+    figure.suptitle(
+        f"{result.title}\nrolling accuracy: clean over the last {result.window_size} samples, "
+        f"robust and certified over the last {attacked_window} attacked",
+        fontsize=10,
+    )
+    figure.savefig(path, dpi=110)
+    return str(path)

@@ -1,4 +1,9 @@
-"""Evaluating models under attack: robustness reports.
+"""Evaluating models under attack: robustness reports and progressive validation.
+
+- `robustness_report`: accuracy on a fixed set, clean, under attacks and certified.
+- `iter_progressive_robust_val` / `progressive_robust_val`: River's progressive validation
+  (test, then train) with each sample, or a share of them, also attacked and certified against
+  the model as it is just before it learns that sample.
 
 Every robust accuracy here comes with its two sides: an attack's accuracy is an upper bound on
 the true robust accuracy (a stronger attack could only lower it), the certified accuracy a
@@ -8,16 +13,18 @@ lower bound (no attack can go below it). Reporting both shows how tight the eval
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 import typing
 import warnings
 
 import numpy as np
+from river import metrics
 
 from river_advsvm import inputs
 from river_advsvm.attacks.base import Attack, NoGradientWarning, has_margin_api
 
-__all__ = ["robustness_report"]
+__all__ = ["iter_progressive_robust_val", "progressive_robust_val", "robustness_report"]
 
 REPORT_COLUMNS = [
     "attack",
@@ -190,4 +197,194 @@ def _row(attack, norm, radius, right, norms, no_gradient, seconds) -> dict:
         max_perturbation=float(norms.max()) if len(norms) else 0.0,
         no_gradient=int(no_gradient),
         seconds=float(seconds),
+    )
+
+
+# -- progressive validation under attack ----------------------------------------------------------
+
+
+def iter_progressive_robust_val(
+    dataset: typing.Iterable,
+    model,
+    attack: attacks_module.Attack | None = None,
+    step: int = 100,
+    sample_rate: float | int | None = None,
+    monitor=None,
+) -> typing.Iterator[dict]:
+    """Progressive validation under attack: test, attack and certify each sample, then learn it.
+
+    In the style of River's `evaluate.iter_progressive_val_score`: for each `(x, y)` of
+    `dataset` the model predicts `x`, then learns `(x, y)`. Before it learns, sampled samples
+    are also attacked and certified against the model as it is at that moment, by a
+    `river_advsvm.monitor.RobustnessMonitor` (which does the per-sample work). A checkpoint is
+    yielded every `step` samples, and after the last sample.
+
+    Parameters
+    ----------
+    dataset
+        An iterable of `(x, y)` pairs (a River dataset, `river.stream.iter_array`, ...).
+    model
+        The classifier: it is trained as the stream goes.
+    attack
+        A `river_advsvm.attacks.Attack` with a finite epsilon (default `PGD()`); certificates
+        are at its radius, in its norm.
+    step
+        Samples between checkpoints.
+    sample_rate
+        Share of the samples attacked (a float in (0, 1], drawn at random with seed 0) or every
+        N-th (an int); default 1.0, every sample.
+    monitor
+        A `RobustnessMonitor` of `model` to use instead (with its own attack, sample rate,
+        detectors and alerts); `attack` and `sample_rate` must then be left out.
+
+    Yields
+    ------
+    dict
+        `step` (samples seen); `clean_accuracy` over all of them; `robust_accuracy` and
+        `certified_accuracy` over the attacked ones (`None` before the first, and certified
+        for models that cannot be certified); `n_attacked`; `seconds` since the start and
+        `attack_seconds` of them spent attacking and certifying; `alerts` raised since the
+        previous checkpoint; `window`, the monitor's rolling accuracies (`snapshot()`).
+        Accuracies are floats, not River metric objects, so that a list of checkpoints keeps
+        the value each one had.
+
+    Examples
+    --------
+
+    >>> from river import stream
+    >>> from river_advsvm import AdvKernelSVM
+    >>> from river_advsvm.attacks import PGD
+    >>> from river_advsvm.evaluate import iter_progressive_robust_val
+    >>> from sklearn.datasets import load_digits
+
+    >>> X, y = load_digits(return_X_y=True)
+    >>> ones_and_sevens = (y == 1) | (y == 7)
+    >>> digits = stream.iter_array(X[ones_and_sevens] / 16, y[ones_and_sevens])
+
+    >>> checkpoints = iter_progressive_robust_val(
+    ...     digits, AdvKernelSVM(seed=0), PGD(epsilon=0.5, norm="l2"), step=120
+    ... )
+    >>> for c in checkpoints:
+    ...     print(c["step"], f"{c['clean_accuracy']:.3f} {c['robust_accuracy']:.3f} "
+    ...           f"{c['certified_accuracy']:.3f}")
+    120 0.958 0.881 0.347
+    240 0.979 0.899 0.286
+    360 0.983 0.905 0.251
+    361 0.983 0.905 0.251
+
+    """
+    from river_advsvm.monitor import RobustnessMonitor
+
+    if monitor is None:
+        from river import drift  # loads river.stream, hence scikit-learn: only when needed
+
+        # Evaluation only: no drift detection and no gap alerts.
+        monitor = RobustnessMonitor(
+            model, attack=attack, sample_rate=1.0 if sample_rate is None else sample_rate,
+            detector=drift.NoDrift(), gap_threshold=None,
+        )
+    elif attack is not None or sample_rate is not None:
+        raise ValueError("pass either a monitor or an attack and a sample_rate, not both")
+    elif monitor.model is not model:
+        raise ValueError("the monitor watches another model")
+    if not (isinstance(step, int) and step >= 1):
+        raise ValueError(f"step must be a positive int, got {step!r}")
+
+    clean, robust, certified = metrics.Accuracy(), metrics.Accuracy(), metrics.Accuracy()
+    n_attacked = n_certified = 0
+    alerts: list = []
+    start = time.perf_counter()
+    attack_seconds_before = monitor.attack_seconds
+
+    def checkpoint() -> dict:
+        report = {
+            "step": n_seen,
+            "clean_accuracy": clean.get(),
+            "robust_accuracy": robust.get() if n_attacked else None,
+            "certified_accuracy": certified.get() if n_certified else None,
+            "n_attacked": n_attacked,
+            "seconds": time.perf_counter() - start,
+            "attack_seconds": monitor.attack_seconds - attack_seconds_before,
+            "alerts": list(alerts),
+            "window": monitor.snapshot(),
+        }
+        alerts.clear()
+        return report
+
+    n_seen = 0
+    for x, y in dataset:
+        y_pred = model.predict_one(x)
+        alerts.extend(monitor.update(x, y, y_pred=y_pred))
+        model.learn_one(x, y)
+        n_seen += 1
+        clean.update(y, y_pred)
+        seen = monitor.last
+        if seen.sampled:
+            n_attacked += 1
+            robust.update(True, seen.robust_correct)
+            if seen.certified is not None:
+                n_certified += 1
+                certified.update(True, seen.certified)
+        if n_seen % step == 0:
+            yield checkpoint()
+    if n_seen % step:
+        yield checkpoint()
+
+
+def progressive_robust_val(
+    dataset: typing.Iterable,
+    model,
+    attack: attacks_module.Attack | None = None,
+    sample_rate: float | int | None = None,
+    monitor=None,
+    print_every: int = 0,
+    **print_kwargs,
+) -> dict:
+    """Run `iter_progressive_robust_val` to the end; return its final checkpoint.
+
+    With `print_every`, a line per `print_every` samples is printed (`print_kwargs` go to
+    `print`, e.g. `file=`).
+
+    Examples
+    --------
+
+    >>> from river import stream
+    >>> from river_advsvm import AdvKernelSVM
+    >>> from river_advsvm.attacks import PGD
+    >>> from river_advsvm.evaluate import progressive_robust_val
+    >>> from sklearn.datasets import load_digits
+
+    >>> X, y = load_digits(return_X_y=True)
+    >>> ones_and_sevens = (y == 1) | (y == 7)
+    >>> digits = stream.iter_array(X[ones_and_sevens] / 16, y[ones_and_sevens])
+
+    >>> final = progressive_robust_val(digits, AdvKernelSVM(seed=0), PGD(epsilon=0.5, norm="l2"),
+    ...                                sample_rate=4, print_every=100)  # doctest: +ELLIPSIS
+    [100] clean 95.00% – robust 88.00% – certified 32.00% (25 attacked) – 00:00:0...
+    [200] clean 97.50% – robust 90.00% – certified 26.00% (50 attacked) – 00:00:0...
+    [300] clean 98.33% – robust 92.00% – certified 22.67% (75 attacked) – 00:00:0...
+    [361] clean 98.34% – robust 91.11% – certified 21.11% (90 attacked) – 00:00:0...
+    >>> final["n_attacked"]
+    90
+
+    """
+    last = None
+    step = print_every if print_every > 0 else 1 << 62
+    for last in iter_progressive_robust_val(dataset, model, attack, step, sample_rate, monitor):
+        if print_every > 0:
+            print(_progress_line(last), **print_kwargs)
+    return last
+
+
+def _progress_line(checkpoint: dict) -> str:
+    def percent(value):
+        return "n/a" if value is None else f"{value:.2%}"
+
+    elapsed = dt.timedelta(seconds=int(checkpoint["seconds"]))
+    hours, rest = divmod(elapsed.seconds, 3600)
+    return (
+        f"[{checkpoint['step']:,}] clean {percent(checkpoint['clean_accuracy'])} – robust "
+        f"{percent(checkpoint['robust_accuracy'])} – certified "
+        f"{percent(checkpoint['certified_accuracy'])} ({checkpoint['n_attacked']:,} attacked) – "
+        f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
     )

@@ -1,0 +1,91 @@
+"""One-vs-rest over this package's margin classifiers, with a certificate for the multi-class
+prediction.
+
+River's `OneVsRestClassifier` predicts the label whose binary model gives the highest
+probability. This package's models map the margin to a probability by temperature scaling,
+`P = sigmoid(s g(x))` with `s > 0`, so `P > 0.5` exactly when `g(x) > 0`. Hence if, around `x`,
+the model of the true label keeps `g > 0` and every other model keeps `g < 0`, the true label
+keeps the highest probability: the smallest of the binary models' certified radii (each for its
+own verdict, "mine" or "not mine") certifies the multi-class prediction. It is sound, and
+conservative: a sample predicted right while another label's model also says "mine" gets 0.
+
+The margin API itself (`decision_*`, gradients) stays binary: attacks reach a one-vs-rest model
+through its probabilities (`river_advsvm.attacks`, black box).
+
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from river import multiclass
+
+from river_advsvm import inputs
+
+__all__ = ["OneVsRest"]
+
+
+class OneVsRest(multiclass.OneVsRestClassifier):
+    """River's `OneVsRestClassifier` with `certified_radius_one` / `certified_radius_many`.
+
+    Parameters
+    ----------
+    classifier
+        A binary classifier of this package (`AdvKernelSVM`, `AdvLinearSVM`), cloned per label.
+
+    Examples
+    --------
+
+    >>> from river_advsvm import AdvLinearSVM
+    >>> from river_advsvm.multiclass import OneVsRest
+
+    >>> model = OneVsRest(AdvLinearSVM())
+    >>> for _ in range(100):
+    ...     model.learn_one({"a": 0.1, "b": 0.1}, "low")
+    ...     model.learn_one({"a": 0.9, "b": 0.1}, "right")
+    ...     model.learn_one({"a": 0.1, "b": 0.9}, "up")
+
+    >>> x = {"a": 0.15, "b": 0.1}
+    >>> model.predict_one(x)
+    'low'
+    >>> round(model.certified_radius_one(x, "low"), 3)
+    0.094
+    >>> model.certified_radius_one(x, "up")
+    0.0
+
+    """
+
+    def __init__(self, classifier):
+        if not hasattr(classifier, "certified_radius_many"):
+            raise TypeError(f"{type(classifier).__name__} has no certified radius; "
+                            "use river.multiclass.OneVsRestClassifier")
+        super().__init__(classifier)
+
+    def certified_radius_many(self, X, y, norm: str | None = None) -> np.ndarray:
+        """The radius, per row, within which the predicted label provably stays `y`.
+
+        `X` is a DataFrame, or an array whose columns are features 0..d-1; `norm` is 'l2' or
+        'linf' (each binary model's own by default). 0 where the prediction is not `y`.
+        """
+        labels = list(y)
+        _, values = inputs.frame_values(X)
+        if len(labels) != len(values):
+            raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels")
+        radii = np.full(len(labels), np.inf)
+        for label, model in self.classifiers.items():
+            if len(model.classes) < 2:  # this label's model has not seen both verdicts yet
+                return np.zeros(len(labels))
+            mine = [t == label for t in labels]
+            radii = np.minimum(radii, model.certified_radius_many(X, mine, norm=norm))
+        known = np.fromiter((t in self.classifiers for t in labels), bool, len(labels))
+        return np.where(known, radii, 0.0)
+
+    def certified_radius_one(self, x: dict, y, norm: str | None = None) -> float:
+        """`certified_radius_many` for one sample."""
+        if y not in self.classifiers:
+            return 0.0
+        radius = np.inf
+        for label, model in self.classifiers.items():
+            if len(model.classes) < 2:
+                return 0.0
+            radius = min(radius, model.certified_radius_one(x, label == y, norm=norm))
+        return float(radius)

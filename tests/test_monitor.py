@@ -1,0 +1,339 @@
+"""RobustnessMonitor: drift scenarios with fixed seeds, false alarms, bounds, callbacks."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pickle
+import random
+
+import numpy as np
+import pytest
+from river import drift, linear_model
+from river.datasets import synth
+
+from river_advsvm import AdvKernelSVM, AdvLinearSVM
+from river_advsvm.attacks import FGSM, PGD
+from river_advsvm.monitor import ALERT_KINDS, RECENT_SAMPLES, Alert, RobustnessMonitor, _Worsening
+
+#: The monitor's attack in the scenarios: L-inf PGD-10 at 0.02 on [0, 1]^10. On the stationary
+#: hyperplane stream it flips ~10-13% of the samples, a gap well below the default threshold 0.2.
+EPSILON = 0.02
+T = 3000
+
+
+def hyperplane(seed: int, n: int):
+    """River's rotating-hyperplane generator with no rotation and no label noise: stationary,
+    10 features in [0, 1]."""
+    return synth.Hyperplane(seed=seed, n_features=10, noise_percentage=0.0).take(n)
+
+
+def run_loop(stream, model, monitor, change=None):
+    """The user's loop: predict, show the monitor, learn. `change(i, x, y)` alters sample i."""
+    for i, (x, y) in enumerate(stream):
+        if change is not None:
+            x, y = change(i, x, y)
+        y_pred = model.predict_one(x)
+        monitor.update(x, y, y_pred=y_pred)
+        model.learn_one(x, y)
+    return monitor.alerts
+
+
+def new_monitor(model, seed, **kwargs):
+    return RobustnessMonitor(model, attack=PGD(epsilon=EPSILON), seed=seed, **kwargs)
+
+
+# -- the three scenarios --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_label_flip_raises_clean_drift_within_100_samples(seed):
+    """Abrupt concept drift: every label is flipped from step T on.
+
+    Measured with these seeds: `clean_drift` 40 samples after T (ADWIN tests every 32 samples),
+    then `robust_drift` 310-400 after T; nothing before T. Asserted: `clean_drift` within 100.
+    """
+    model = AdvKernelSVM(seed=seed)
+    monitor = new_monitor(model, seed)
+
+    def flip(i, x, y):
+        return x, (not y) if i >= T else y
+
+    alerts = run_loop(hyperplane(seed, T + 1000), model, monitor, flip)
+    assert not [a for a in alerts if a.step <= T]
+    first = next(a for a in alerts if a.kind == "clean_drift")
+    assert T < first.step <= T + 100, alerts
+    assert first.clean_accuracy < 0.97  # the window saw the flipped labels
+
+
+def stealthy_pgd(model, adversary, x, y):
+    """The adversary's PGD point, pulled back along the segment from `x` to the last point the
+    model still classifies right: the sample keeps its clean prediction but sits at the
+    decision boundary, so a clean-accuracy monitor does not see it."""
+    x_adv = adversary.perturb_one(model, x, y)
+    if model.predict_one(x_adv) == y:
+        return x_adv
+    right, wrong = 0.0, 1.0
+    for _ in range(12):
+        t = (right + wrong) / 2
+        if model.predict_one({k: x[k] + t * (x_adv[k] - x[k]) for k in x}) == y:
+            right = t
+        else:
+            wrong = t
+    return {k: x[k] + right * (x_adv[k] - x[k]) for k in x}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_adversary_from_step_t_raises_a_robust_alert_within_500_samples(seed):
+    """From step T every sample is replaced by a stealthy PGD point (L-inf, radius 0.1, against
+    the current model) on an otherwise stationary stream.
+
+    Measured with these seeds: the first alert is `robust_gap` 177-264 samples after T (robust
+    accuracy 0.69-0.75 against clean 0.93-0.95), `robust_drift` follows 312-394 after T, and
+    `clean_drift` only 870-970 after T (when the model, trained on boundary points, starts to
+    err) or not within 1,500; nothing before T. Asserted: a robust alert within 500 samples,
+    before any clean one, none before T.
+    """
+    model = AdvKernelSVM(seed=seed)
+    monitor = new_monitor(model, seed)
+    adversary = PGD(epsilon=0.1)
+
+    def inject(i, x, y):
+        return (stealthy_pgd(model, adversary, x, y) if i >= T else x), y
+
+    alerts = run_loop(hyperplane(seed, T + 500), model, monitor, inject)
+    assert not [a for a in alerts if a.step <= T]
+    assert alerts, "no alert"
+    assert alerts[0].kind in ("robust_drift", "robust_gap"), alerts
+    assert alerts[0].step <= T + 500
+    assert alerts[0].robust_accuracy < alerts[0].clean_accuracy - 0.15
+
+
+@pytest.mark.parametrize("seed", [0])
+def test_stationary_stream_of_20k_samples_raises_no_alert(seed):
+    """The false-alarm test: 20,000 samples of a stationary stream, default detectors (ADWIN),
+    gap threshold and sample rate (10%: ~2,000 attacks). Measured: no alert with seeds 0-2."""
+    model = AdvKernelSVM(seed=seed)
+    monitor = new_monitor(model, seed)
+    alerts = run_loop(hyperplane(seed, 20_000), model, monitor)
+    assert alerts == []
+    assert monitor.n_seen == 20_000
+    assert 1_800 < monitor.n_sampled < 2_200
+    window = monitor.snapshot()
+    assert window["clean_accuracy"] > 0.9
+    assert window["gap"] < 0.2
+
+
+# -- detectors ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("detector", [drift.binary.DDM(), drift.PageHinkley(), drift.KSWIN(seed=0)],
+                         ids=["DDM", "PageHinkley", "KSWIN"])
+def test_any_river_detector_works(detector):
+    """Other River detectors on the label-flip scenario, each cloned for the two streams."""
+    model = AdvLinearSVM()
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=EPSILON), detector=detector,
+                                gap_threshold=None)
+
+    def flip(i, x, y):
+        return x, (not y) if i >= T else y
+
+    alerts = run_loop(hyperplane(0, T + 1500), model, monitor, flip)
+    clean = [a for a in alerts if a.kind == "clean_drift"]
+    assert clean and T < clean[0].step <= T + 1500, alerts
+    assert clean[0].detector == type(detector).__name__
+    assert monitor.detector is detector and not detector.drift_detected  # the prototype is unused
+
+
+def test_detections_of_a_falling_error_are_not_alerts():
+    """A detector fires on any change; only a rising error is reported."""
+    falling, rising = _Worsening(drift.ADWIN()), _Worsening(drift.ADWIN())
+    rng = random.Random(0)
+    high = [int(rng.random() < 0.5) for _ in range(2000)]
+    low = [int(rng.random() < 0.05) for _ in range(2000)]
+    fired = 0
+    for error in high + low:
+        assert not falling.update(error)
+        fired += falling.detector.drift_detected
+    assert fired >= 1  # the detector did fire: the filter kept it quiet
+    assert any(rising.update(error) for error in low + high)
+
+
+# -- alerts ---------------------------------------------------------------------------------------
+
+
+def flipping_every(period: int):
+    def change(i, x, y):
+        return x, (not y) if (i // period) % 2 else y
+
+    return change
+
+
+def test_alerts_go_to_the_callback_and_the_list_is_bounded():
+    model = AdvLinearSVM()
+    received = []
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=EPSILON), on_alert=received.append,
+                                max_alerts=3, gap_threshold=None)
+    returned = []
+    for i, (x, y) in enumerate(hyperplane(0, 12_000)):
+        x, y = flipping_every(1000)(i, x, y)
+        returned += monitor.update(x, y)
+        model.learn_one(x, y)
+    assert len(received) > 3, received  # a clean_drift after most flips
+    assert received == returned
+    assert monitor.alerts == received[-3:]
+    assert all(isinstance(a, Alert) and a.kind in ALERT_KINDS for a in received)
+
+
+def test_alerts_are_ready_for_json():
+    alert = Alert("robust_gap", 12, 0.9, 0.5, None, 0.4, 30, "gap > 0.2")
+    assert json.loads(json.dumps(dataclasses.asdict(alert)))["kind"] == "robust_gap"
+    assert str(alert) == ("robust_gap at step 12: clean 90.0%, robust 50.0%, certified n/a "
+                          "(30 attacked) [gap > 0.2]")
+
+
+def test_gap_alert_has_hysteresis_and_needs_min_sampled():
+    """The gap flaps around the threshold: one alert until it has fallen below threshold -
+    hysteresis, and none before `min_sampled` attacked samples."""
+    model = AdvLinearSVM()
+    for _ in range(200):
+        model.learn_one({"a": 0.2, "b": 0.3}, False)
+        model.learn_one({"a": 0.8, "b": 0.6}, True)
+    near = ({"a": 0.55, "b": 0.45}, True)   # flipped by PGD at 0.3 (see below)
+    far = ({"a": 0.95, "b": 0.95}, True)    # never flipped
+    assert PGD(epsilon=0.3).perturb_one(model, *near) != near[0]
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.3), sample_rate=1, window_size=20,
+                                gap_threshold=0.3, gap_hysteresis=0.2, min_sampled=10)
+    kinds = []
+    for _ in range(9):
+        kinds += [a.kind for a in monitor.update(*near)]
+    assert kinds == []  # the gap is 1.0 already, but only 9 attacked samples
+    kinds += [a.kind for a in monitor.update(*near)]
+    assert kinds == ["robust_gap"]
+    # Gap around 0.3-0.5 (not below 0.1): no second alert.
+    for i in range(60):
+        kinds += [a.kind for a in monitor.update(*(near if i % 5 < 2 else far))]
+    assert kinds.count("robust_gap") == 1
+    # Below 0.1 for a while, then up again: a second alert.
+    for _ in range(20):
+        monitor.update(*far)
+    for _ in range(20):
+        kinds += [a.kind for a in monitor.update(*near)]
+    assert kinds.count("robust_gap") == 2
+
+
+# -- what the monitor does and costs --------------------------------------------------------------
+
+
+class CountingSVM(AdvLinearSVM):
+    predictions = 0
+
+    def predict_one(self, x, **kwargs):
+        CountingSVM.predictions += 1
+        return super().predict_one(x, **kwargs)
+
+
+def test_an_unsampled_sample_costs_one_predict_or_none():
+    model = CountingSVM()
+    model.learn_one({"a": 0.1}, False)
+    model.learn_one({"a": 0.9}, True)
+    monitor = RobustnessMonitor(model, sample_rate=1_000)
+    CountingSVM.predictions = 0
+    monitor.update({"a": 0.2}, False)
+    assert CountingSVM.predictions == 1
+    monitor.update({"a": 0.2}, False, y_pred=False)
+    assert CountingSVM.predictions == 1
+    assert monitor.n_sampled == 0 and monitor.attack_seconds == 0.0
+
+
+def test_sampling_every_n_and_at_a_rate():
+    model = AdvLinearSVM()
+    every = RobustnessMonitor(model, attack=FGSM(epsilon=0.01), sample_rate=7)
+    rate = RobustnessMonitor(model, attack=FGSM(epsilon=0.01), sample_rate=0.25, seed=3)
+    for x, y in hyperplane(0, 2000):
+        every.update(x, y)
+        rate.update(x, y)
+        model.learn_one(x, y)
+    assert every.n_sampled == 2000 // 7 - 1  # the first sample, seen before any class, is skipped
+    assert abs(rate.n_sampled - 500) < 60
+    assert every.robust_window_size == 143 and rate.robust_window_size == 250
+
+
+def test_the_monitor_never_changes_the_model():
+    model = AdvKernelSVM(seed=0)
+    stream = list(hyperplane(0, 600))
+    for x, y in stream[:500]:
+        model.learn_one(x, y)
+    before = model.to_checkpoint()
+    margins = [model.decision_one(x) for x, _ in stream[500:]]
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=1)
+    for x, y in stream[500:]:
+        monitor.update(x, y)
+    after = model.to_checkpoint()
+    assert before[0] == after[0]
+    assert all(np.array_equal(before[1][k], after[1][k]) for k in before[1])
+    assert margins == [model.decision_one(x) for x, _ in stream[500:]]
+    assert monitor.n_sampled == 100
+
+
+def test_memory_is_bounded_on_a_long_stream():
+    """Windows, alert list and detector state stop growing: the monitor's pickled state after
+    40,000 samples is within 10% of its size after 10,000 (the model is left out)."""
+    model = AdvLinearSVM()
+    monitor = RobustnessMonitor(model, attack=FGSM(epsilon=EPSILON), sample_rate=10,
+                                window_size=500, max_alerts=5)
+
+    def state_size():
+        state = {k: v for k, v in vars(monitor).items() if k != "model"}
+        return len(pickle.dumps(state))
+
+    sizes = []
+    stream = iter(hyperplane(0, 40_000))
+    change = flipping_every(3000)  # drifts now and then, so alerts keep coming
+    for stop in (10_000, 40_000):
+        while monitor.n_seen < stop:
+            x, y = change(monitor.n_seen, *next(stream))
+            monitor.update(x, y)
+            model.learn_one(x, y)
+        sizes.append(state_size())
+    assert len(monitor._clean.window) == 500
+    assert len(monitor._robust.window) == monitor.robust_window_size == 50
+    assert len(monitor.alerts) == 5
+    assert sizes[1] < 1.1 * sizes[0], sizes
+    assert len(monitor._clean_drift._recent) == RECENT_SAMPLES
+
+
+def test_a_model_without_margins_is_attacked_black_box_and_not_certified():
+    model = linear_model.LogisticRegression()
+    monitor = RobustnessMonitor(model, attack=FGSM(epsilon=0.05), sample_rate=5)
+    for x, y in hyperplane(0, 1000):
+        monitor.update(x, y)
+        model.learn_one(x, y)
+    window = monitor.snapshot()
+    assert monitor.n_sampled == 200
+    assert window["certified_accuracy"] is None
+    assert window["robust_accuracy"] < window["clean_accuracy"]  # the attack does something
+    assert monitor.last.certified is None and monitor.last.radius is None
+
+
+def test_a_sample_is_only_attacked_once_the_model_knows_its_label():
+    model = AdvKernelSVM(seed=0)
+    monitor = RobustnessMonitor(model, sample_rate=1)
+    monitor.update({"a": 0.5}, 1)
+    model.learn_one({"a": 0.5}, 1)
+    monitor.update({"a": 0.6}, 1)  # one class known: nothing to attack yet
+    assert monitor.n_sampled == 0
+    model.learn_one({"a": 0.1}, 0)
+    monitor.update({"a": 0.6}, 1)
+    assert monitor.n_sampled == 1 and monitor.last.sampled
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(sample_rate=0), dict(sample_rate=1.5), dict(sample_rate=True), dict(window_size=0),
+     dict(gap_threshold=1.0), dict(max_alerts=0), dict(detector=object()),
+     dict(attack="pgd"), dict(gap_hysteresis=-0.1), dict(min_sampled=0)],
+)
+def test_bad_parameters_are_refused(kwargs):
+    with pytest.raises((ValueError, TypeError)):
+        RobustnessMonitor(AdvLinearSVM(), **kwargs)

@@ -1,0 +1,70 @@
+"""OneVsRest: the multi-class certificate is sound, and 0 where it should be."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from river_advsvm import AdvKernelSVM
+from river_advsvm.attacks import PGD, NoGradientWarning
+from river_advsvm.multiclass import OneVsRest
+
+
+@pytest.fixture(scope="module")
+def digits_ovr():
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    model = OneVsRest(AdvKernelSVM(seed=0))
+    model.learn_many(*_frame(X[:600], y[:600]))
+    return model, X[600:640], y[600:640]
+
+
+def _frame(X, y):
+    import pandas as pd
+
+    return pd.DataFrame(X), pd.Series(y)
+
+
+def test_no_attack_changes_a_certified_prediction(digits_ovr):
+    model, X, y = digits_ovr
+    radii = model.certified_radius_many(X, y, norm="l2")
+    one = [model.certified_radius_one(dict(enumerate(x)), t, norm="l2") for x, t in zip(X, y)]
+    assert radii == pytest.approx(one)
+    predictions = model.predict_many(_frame(X, y)[0]).to_numpy()
+    assert ((radii > 0) <= (predictions == y)).all()  # certified implies right
+    certified = np.flatnonzero(radii > 0)
+    assert len(certified) >= 10
+    rng = np.random.default_rng(0)
+    for i in certified[:10]:
+        x, label, radius = X[i], y[i], radii[i]
+        # Random directions on the sphere of the certified radius...
+        directions = rng.normal(size=(200, X.shape[1]))
+        directions *= radius / np.linalg.norm(directions, axis=1, keepdims=True)
+        moved = model.predict_many(_frame(x + directions, None)[0]).to_numpy()
+        assert (moved == label).all()
+        # ...and the black-box attack at that radius (no box: the certificate ignores it).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NoGradientWarning)
+            attacked = PGD(epsilon=radius, norm="l2", bounds=None).perturb_one(
+                model, dict(enumerate(x)), label)
+        assert model.predict_one(attacked) == label
+
+
+def test_labels_it_cannot_vouch_for_get_zero(digits_ovr):
+    model, X, y = digits_ovr
+    x = dict(enumerate(X[0]))
+    wrong = next(t for t in range(10) if t != y[0])
+    assert model.certified_radius_one(x, wrong) == 0.0
+    assert model.certified_radius_one(x, "never seen") == 0.0
+    assert OneVsRest(AdvKernelSVM()).certified_radius_one(x, y[0]) == 0.0  # knows no label
+
+
+def test_only_certifiable_models_are_accepted():
+    from river import linear_model
+
+    with pytest.raises(TypeError, match="no certified radius"):
+        OneVsRest(linear_model.LogisticRegression())

@@ -1,0 +1,97 @@
+"""Progressive validation under attack: checkpoints, agreement with a hand-written loop."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from river import stream
+from river.datasets import synth
+
+from river_advsvm import AdvKernelSVM
+from river_advsvm.attacks import PGD
+from river_advsvm.evaluate import iter_progressive_robust_val, progressive_robust_val
+from river_advsvm.monitor import RobustnessMonitor
+
+ATTACK = dict(epsilon=0.5, norm="l2")
+
+
+@pytest.fixture(scope="module")
+def digits_stream():
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    mask = (y == 1) | (y == 7)
+    return list(stream.iter_array(X[mask] / 16.0, y[mask]))
+
+
+def hand_written(samples, model, attack, every):
+    """Test-then-train by hand, with the attack and the certificate called directly."""
+    clean = robust = certified = attacked = 0
+    for i, (x, y) in enumerate(samples, 1):
+        right = model.predict_one(x) == y
+        clean += right
+        if i % every == 0 and len(model.classes) == 2:
+            attacked += 1
+            if right:
+                robust += model.predict_one(attack.perturb_one(model, x, y)) == y
+                radius = model.certified_radius_one(x, y, norm=attack.norm)
+                certified += radius >= attack.epsilon
+        model.learn_one(x, y)
+    n = len(samples)
+    return clean / n, robust / attacked, certified / attacked, attacked
+
+
+def test_checkpoints_match_a_hand_written_loop(digits_stream):
+    checkpoints = list(iter_progressive_robust_val(
+        digits_stream, AdvKernelSVM(seed=0), PGD(**ATTACK), step=100, sample_rate=3,
+    ))
+    assert [c["step"] for c in checkpoints] == [100, 200, 300, 361]
+    final = checkpoints[-1]
+    expected = hand_written(digits_stream, AdvKernelSVM(seed=0), PGD(**ATTACK), every=3)
+    got = (final["clean_accuracy"], final["robust_accuracy"], final["certified_accuracy"],
+           final["n_attacked"])
+    assert got == pytest.approx(expected)
+    # Sound bounds, sample by sample: certified <= robust <= clean.
+    for c in checkpoints:
+        assert c["certified_accuracy"] <= c["robust_accuracy"] <= 1.0
+        assert 0.0 < c["attack_seconds"] < c["seconds"]
+    # Each checkpoint kept its own values (floats, not shared metric objects).
+    assert checkpoints[0]["clean_accuracy"] != final["clean_accuracy"]
+    assert [c["n_attacked"] for c in checkpoints] == [33, 66, 100, 120]
+
+
+def test_every_sample_is_attacked_by_default(digits_stream):
+    (final,) = iter_progressive_robust_val(digits_stream[:50], AdvKernelSVM(seed=0),
+                                           PGD(**ATTACK), step=1000)
+    # The first two samples meet a model that knows fewer than two classes: no margin to attack.
+    assert final["n_attacked"] == 48
+    assert final["alerts"] == []  # evaluation only: no detectors
+
+
+def test_a_monitor_brings_its_attack_and_its_alerts(digits_stream):
+    model = AdvKernelSVM(seed=0)
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=1.0, norm="l2"), sample_rate=1,
+                                window_size=50, gap_threshold=0.2)
+    checkpoints = list(iter_progressive_robust_val(digits_stream, model, monitor=monitor,
+                                                   step=50))
+    alerts = [a for c in checkpoints for a in c["alerts"]]
+    # The natural model loses about half of its samples to PGD at L2 radius 1: a gap alert.
+    assert [a.kind for a in alerts] == ["robust_gap"] == [a.kind for a in monitor.alerts]
+    assert checkpoints[-1]["window"] == monitor.snapshot()
+    assert checkpoints[-1]["robust_accuracy"] < 0.75
+    with pytest.raises(ValueError, match="not both"):
+        next(iter_progressive_robust_val(digits_stream, model, PGD(), monitor=monitor))
+    with pytest.raises(ValueError, match="another model"):
+        next(iter_progressive_robust_val(digits_stream, AdvKernelSVM(), monitor=monitor))
+
+
+def test_progressive_robust_val_prints_and_returns_the_last_checkpoint():
+    dataset = synth.Hyperplane(seed=0, n_features=5).take(250)
+    out = io.StringIO()
+    final = progressive_robust_val(dataset, AdvKernelSVM(seed=0), PGD(epsilon=0.05),
+                                   sample_rate=0.2, print_every=100, file=out)
+    lines = out.getvalue().splitlines()
+    assert [line.split("]")[0] for line in lines] == ["[100", "[200", "[250"]
+    assert lines[-1].startswith(f"[250] clean {final['clean_accuracy']:.2%} – robust ")
+    assert final["step"] == 250 and 30 < final["n_attacked"] < 70
