@@ -1,14 +1,17 @@
 """Group throughput of `advsvm serve` workers on one machine, against the bundled broker.
 
     python benchmarks/scaleout.py [--workers 1 2 3] [--messages 30000] [--d 16] [--quick]
-    python benchmarks/scaleout.py --standalone --workers 1 --d 784 --blas-threads 0   # BLAS
+    python benchmarks/scaleout.py --standalone --preload --workers 1 --d 784 --budget 1024 \
+        --gamma 0.001 --messages 4000 --blas-threads 0   # the service's rate, BLAS as it comes
 
 For each number of workers: a fresh local broker (tansu, 127.0.0.1, memory), an input topic of
 `--partitions` partitions, N worker processes (`advsvm serve --sync-every`), started first and
 waited for until the group is stable (every worker owns partitions, all of them are owned);
 then the stream is produced, and the clock runs from the first message sent until the workers'
 checkpoints account for every message. `group_msg_per_s` is messages / that time. Each worker's
-own rate (from its snapshot: messages / its first-to-last message time) is reported too.
+own rate (`worker_msg_per_s_*`: the messages it processed / its first-to-last message time, from
+its log) is reported too. `--preload` produces the whole stream before the workers start (the
+producer then does not compete for the cores), which is how the service's own rate is measured.
 
 Everything (broker, producer, workers) shares this machine's cores, so the numbers say how the
 group scales *here*; on separate machines each worker has its cores to itself.
@@ -71,9 +74,26 @@ def assignments(log_path) -> set | None:
     return set(re.findall(r"', (\d+)\)", found[-1]))
 
 
-def run(workers: int, values: list[bytes], args, root: pathlib.Path) -> dict:
+def worker_rate(log_path) -> float | None:
+    """The worker's own rate, from the line it logs when it stops."""
+    found = re.findall(r"messages processed in this run \(([\d.]+) msg/s\)",
+                       pathlib.Path(log_path).read_text(errors="replace"))
+    return float(found[-1]) if found else None
+
+
+def produce(bootstrap_servers: str, topic: str, values: list[bytes], partitions: int) -> None:
     from kafka import KafkaProducer
 
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks=1, linger_ms=20,
+                             batch_size=256 * 1024, enable_idempotence=False,
+                             max_request_size=8 * 2**20)
+    for i, value in enumerate(values):
+        producer.send(topic, value=value, partition=i % partitions)
+    producer.flush()
+    producer.close()
+
+
+def run(workers: int, values: list[bytes], args, root: pathlib.Path) -> dict:
     from streams import kafka as kafka_io
     from streams.broker import LocalBroker
 
@@ -81,6 +101,11 @@ def run(workers: int, values: list[bytes], args, root: pathlib.Path) -> dict:
     with LocalBroker(log_path=str(root / "broker.log")) as broker:
         topic = "bench"
         kafka_io.create_topics(broker.bootstrap_servers, {topic: args.partitions})
+        produced = None
+        if args.preload:
+            clock = time.monotonic()
+            produce(broker.bootstrap_servers, topic, values, args.partitions)
+            produced = time.monotonic() - clock
         processes, directories, logs = [], [], []
         for i in range(workers):
             directory = root / f"w{workers}-{i}"
@@ -100,7 +125,7 @@ def run(workers: int, values: list[bytes], args, root: pathlib.Path) -> dict:
                                                   env=env, cwd=REPO))
         try:
             deadline = time.monotonic() + 120
-            while True:  # a stable group: every worker owns partitions, together all of them
+            while not args.preload:  # a stable group: every worker owns some partitions
                 owned = [assignments(path) for path in logs]
                 if all(owned) and sum(len(o) for o in owned) == args.partitions \
                         and len(set().union(*owned)) == args.partitions:
@@ -108,15 +133,10 @@ def run(workers: int, values: list[bytes], args, root: pathlib.Path) -> dict:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"the group never settled: {owned}")
                 time.sleep(0.1)
-            producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks=1,
-                                     linger_ms=20, batch_size=256 * 1024,
-                                     enable_idempotence=False, max_request_size=8 * 2**20)
             started = time.monotonic()
-            for i, value in enumerate(values):
-                producer.send(topic, value=value, partition=i % args.partitions)
-            producer.flush()
-            produced = time.monotonic() - started
-            producer.close()
+            if not args.preload:
+                produce(broker.bootstrap_servers, topic, values, args.partitions)
+                produced = time.monotonic() - started
             while learned_messages(directories) < len(values):
                 if time.monotonic() - started > 600:
                     raise RuntimeError("the workers did not finish in 10 minutes")
@@ -127,20 +147,22 @@ def run(workers: int, values: list[bytes], args, root: pathlib.Path) -> dict:
                 process.terminate()
             for process in processes:
                 process.wait(60)
+    rates = [worker_rate(path) for path in logs]
     from streams import state
 
-    rates = []
-    for directory in directories:
-        info = state.describe(directory)
-        run_info = (info.get("group") or {}).get("run") or {}
-        if run_info.get("first") and run_info.get("last") and run_info["last"] > run_info["first"]:
-            rates.append(round(run_info["processed"] / (run_info["last"] - run_info["first"]), 1))
+    runs = [(state.describe(d).get("group") or {}).get("run") or {} for d in directories]
+    runs = [r for r in runs if r.get("first") and r.get("last")]
+    span = (max(r["last"] for r in runs) - min(r["first"] for r in runs)) if runs else 0
     return {
         "workers": workers, "standalone": args.standalone, "messages": len(values), "d": args.d,
         "budget": args.budget, "partitions": args.partitions, "sync_every": args.sync_every,
         "blas_threads": args.blas_threads, "seconds": round(seconds, 2),
-        "produce_seconds": round(produced, 2),
-        "group_msg_per_s": round(len(values) / seconds, 1), "worker_msg_per_s": rates,
+        "preload": args.preload, "produce_seconds": round(produced, 2),
+        "group_msg_per_s": round(len(values) / seconds, 1),
+        "worker_msg_per_s_mean": round(sum(rates) / len(rates), 1) if None not in rates else None,
+        "worker_msg_per_s_min": min(rates) if None not in rates else None,
+        # first message processed by any worker to the last one, rebalance pauses included
+        "group_first_to_last_msg_per_s": round(len(values) / span, 1) if span > 0 else None,
         "cpus": os.cpu_count(), "machine": platform.machine(),
     }
 
@@ -157,11 +179,14 @@ def main(argv=None) -> int:
     parser.add_argument("--blas-threads", type=int, default=1)
     parser.add_argument("--standalone", action="store_true",
                         help="plain services (no --sync-every): one model per process")
+    parser.add_argument("--preload", action="store_true",
+                        help="produce the stream before starting the workers (the clock then "
+                        "includes their start-up: read worker_msg_per_s)")
     parser.add_argument("--quick", action="store_true", help="a tiny run (smoke test)")
     parser.add_argument("--out", help="write the records as JSON here")
     args = parser.parse_args(argv)
     if args.quick:
-        args.messages, args.workers = 2000, [1, 2]
+        args.messages, args.workers = 1000, [2]
     X, y = make_stream(args.messages, args.d)
     values = encode(X, y)
     records = []

@@ -14,6 +14,7 @@ BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
 REQUIRED_KEYS = {
     "throughput": {"system", "d", "budget", "mode", "samples_per_s", "ratio_to_numpy"},
     "memory": {"policy", "samples", "rss_mb", "model_mb", "features"},
+    "scaleout": {"workers", "messages", "seconds", "group_msg_per_s", "worker_msg_per_s_mean"},
 }
 
 
