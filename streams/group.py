@@ -321,11 +321,17 @@ def worker_id(checkpoint_dir: str, requested: str | None = None) -> str:
     """This worker's id: `requested`, else the one kept in `checkpoint_dir/worker-id` (made on
     the first start from the host name and a random suffix). Stable across restarts."""
     path = os.path.join(checkpoint_dir, WORKER_ID_FILE)
-    if requested is not None:
-        chosen = requested
-    elif os.path.exists(path):
+    kept = None
+    if os.path.exists(path):
         with open(path) as f:
-            chosen = f.read().strip()
+            kept = f.read().strip()
+    if requested is not None:
+        if kept is not None and kept != requested:
+            raise ValueError(f"{checkpoint_dir} belongs to worker {kept!r}, not {requested!r}: "
+                             "give each worker a directory of its own")
+        chosen = requested
+    elif kept is not None:
+        chosen = kept
     else:
         host = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname())[:64] or "worker"
         chosen = f"{host}-{uuid.uuid4().hex[:8]}"

@@ -207,3 +207,13 @@ def test_totals_count_every_message_once_over_the_latest_snapshots():
     summary = group.totals(snaps)
     assert summary["messages"] == 110 == summary["claimed_messages"]
     assert summary["samples_learned"] == 95 and summary["workers"] == ["a", "b"]
+
+
+def test_worker_ids_are_kept_in_the_checkpoint_directory(tmp_path):
+    first = group.worker_id(str(tmp_path))
+    assert group.worker_id(str(tmp_path)) == first  # stable across restarts
+    assert group.worker_id(str(tmp_path), first) == first
+    with pytest.raises(ValueError, match="belongs to worker"):
+        group.worker_id(str(tmp_path), "someone-else")
+    with pytest.raises(ValueError, match="invalid worker id"):
+        group.worker_id(str(tmp_path / "x"), "fence/me")

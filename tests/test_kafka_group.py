@@ -67,12 +67,13 @@ def reference_single_worker(values):
     return model
 
 
-def test_three_workers_kill_one_add_one_learn_every_message_once(broker, tmp_path):
+def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp_path):
     """3 workers share a 6-partition topic; one is SIGKILLed mid-stream (its partitions are
-    taken over from its last snapshot) and a new worker joins later (it starts from the merged
-    model). Over the group's latest snapshots every message is counted exactly once, the
-    partitions' claims cover the whole topic, and the merged model is as accurate as one
-    worker's on the same data."""
+    taken over from its last snapshot), then a new worker joins (it starts from the merged
+    model) and the killed one comes back (from its own last snapshot), then another leaves
+    with SIGTERM while messages remain. Over the group's latest snapshots every message is
+    counted exactly once, the partitions' claims cover the whole topic, and the merged model
+    is as accurate as one worker's on the same data."""
     total, partitions = 30_000, 6
     topic, group = "scale", "scale-group"
     sync_topic = f"{topic}-{group}-snapshots"
@@ -117,14 +118,20 @@ def test_three_workers_kill_one_add_one_learn_every_message_once(broker, tmp_pat
         sent_per_partition = collections.Counter(p for p, _ in sent)
         kh.wait_until(taken_over, 60, "w2's partitions to be taken over")
 
-        # Phase 2: more messages, and a new worker joins; phase 3 once it is in.
+        # Phase 2: more messages; a new worker joins and the killed one comes back.
         sent += kh.produce(broker.bootstrap_servers, topic, phases[1],
                            partition=list(range(partitions)))
+        restarted_from = len(assigned_lines(logs["w2"]))
         processes["w3"] = start("w3")
+        processes["w2"] = start("w2")
         kh.wait_until(lambda: assigned_lines(logs["w3"]), 60, "w3 to be assigned",
                       processes["w3"], logs["w3"])
+        kh.wait_until(lambda: len(assigned_lines(logs["w2"])) > restarted_from, 60,
+                      "w2 to be assigned again", processes["w2"], logs["w2"])
+        # Phase 3: the rest, and w0 leaves (SIGTERM) while it is being learned.
         sent += kh.produce(broker.bootstrap_servers, topic, phases[2],
                            partition=list(range(partitions)))
+        assert kh.stop_service(processes.pop("w0")) == 0, kh.tail(logs["w0"])
 
         def finished():
             snapshots = group_state(broker, sync_topic)
@@ -148,9 +155,15 @@ def test_three_workers_kill_one_add_one_learn_every_message_once(broker, tmp_pat
     assert summary["messages"] == summary["claimed_messages"] == total
     assert summary["samples_learned"] == labelled
     assert summary["predicted"] == total - labelled
-    assert snapshots["w2"].learned < labelled // 3  # killed early...
-    assert any(snapshots["w2"].offsets[topic][p] < sizes[p] for p in orphaned)  # ...and relieved
+    assert killed_at["samples_learned"] < labelled // 6  # killed early, and relieved:
+    assert any(o < sent_per_partition[p] for p, o in orphaned.items())
     assert snapshots["w3"].learned > 0
+    # w2 came back where its last snapshot left it, and learned on from there.
+    assert "resuming from own snapshot" in kh.tail(logs["w2"], 10_000)
+    assert snapshots["w2"].learned > killed_at["samples_learned"]
+    # w0 left with work remaining in the partitions it owned last; others finished them.
+    last_owned = [int(p) for p in re.findall(r"'scale', (\d+)\)", assigned_lines(logs["w0"])[-1])]
+    assert last_owned and any(snapshots["w0"].offsets[topic][p] < sizes[p] for p in last_owned)
     # The new worker started from the merged model: its first assignment already held the
     # peers' samples.
     first = assigned_lines(logs["w3"])[0]
@@ -178,7 +191,7 @@ def test_three_workers_kill_one_add_one_learn_every_message_once(broker, tmp_pat
     ids = collections.Counter(json.loads(r.value)["id"] for r in predictions)
     assert set(ids) == set(range(total))
     relearned = sum(n - 1 for n in ids.values())
-    print(f"\n3 workers + kill + join: {total} messages in {elapsed:.1f}s; w2 killed after "
+    print(f"\n3 workers, kill, join, rejoin, leave: {total} messages in {elapsed:.1f}s; w2 killed after "
           f"publishing {killed_at['counters']['messages']} messages; {relearned} messages "
           f"predicted twice (learned by w2 after its last snapshot, or re-sent outputs); "
           f"w3 joined onto a merged model of {merged_at_join} samples; accuracy group "
