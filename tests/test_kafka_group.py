@@ -26,9 +26,12 @@ pytestmark = pytest.mark.kafka
 
 D = 16
 GAMMA = "0.05"
-#: Every worker's model options: the same pool everywhere (seed, numeric gamma, budget).
+#: Every worker's model options: the same pool everywhere (seed, numeric gamma, budget). The
+#: diminishing step and a stronger regularization make the last iterates settle: with the
+#: default regularization the workers' final snapshots differed by up to 1% in accuracy within
+#: one run (the group's model by 1.4% across runs), too noisy to compare within 0.5%.
 GROUP_MODEL_ARGS = ["--epsilon", "0.1", "--budget", "256", "--gamma", GAMMA, "--seed", "0",
-                    "--schedule", "diminishing"]
+                    "--schedule", "diminishing", "--regularization", "1e-3"]
 
 
 def worker_command(broker, topic, group, directory, worker, *extra):
@@ -59,7 +62,7 @@ def reference_single_worker(values):
     from river_advsvm import AdvKernelSVM
 
     model = AdvKernelSVM(epsilon=0.1, budget=256, gamma=float(GAMMA), seed=0,
-                          schedule="diminishing")
+                          schedule="diminishing", regularization=1e-3)
     for value in values:
         sample = kafka_io.decode(value, 2**20)
         if sample.labelled:
@@ -196,7 +199,7 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
           f"predicted twice (learned by w2 after its last snapshot, or re-sent outputs); "
           f"w3 joined onto a merged model of {merged_at_join} samples; accuracy group "
           f"{accuracy_group:.4f} vs single worker {accuracy_single:.4f}")
-    assert accuracy_group >= accuracy_single - 0.005
+    assert abs(accuracy_group - accuracy_single) <= 0.005
 
 
 def test_local_broker_runs_a_group_of_workers_in_one_command(tmp_path):
