@@ -818,7 +818,6 @@ class Service:
         return status
 
 
-
 @contextlib.contextmanager
 def _blas_threads(threads: int | None):
     """Limit BLAS to `threads` threads for the duration (nothing if None or 0).
