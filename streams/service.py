@@ -67,7 +67,7 @@ import typing
 
 from kafka import TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
-from kafka.errors import KafkaError
+from kafka.errors import CommitFailedError, KafkaError, RebalanceInProgressError
 from kafka.structs import OffsetAndMetadata
 
 from river_advsvm import inputs
@@ -349,6 +349,7 @@ class Service:
         self._group: group_io.GroupSync | None = None
         self._group_started = False  # the state comes from the group's snapshots
         self._pending_restore = False  # partitions assigned, not yet positioned (group mode)
+        self._evicted = False  # the group dropped this worker: publish nothing, roll back
         # Dead letters keep the original bytes whole up to this size (base64 makes them 4/3
         # larger); beyond it they are cut, so a huge message cannot block its own dead letter.
         self._dead_letter_cap = max(2 * 2**20, config.max_message_bytes)
@@ -402,14 +403,26 @@ class Service:
         self._commit_offsets()
         return True
 
-    def _sync(self, timeout: float | None = None, should_stop=lambda: False) -> bool:
+    def _sync(self, timeout: float | None = None, should_stop=lambda: False,
+              check_membership: bool = True) -> bool:
         """Group mode: fold fresh peer snapshots in, then publish this state (outputs must be
-        flushed already). False if the snapshot was not acknowledged."""
+        flushed already). False if the snapshot was not published.
+
+        Right before publishing, the offsets are committed synchronously: the coordinator
+        refuses the commit of a member it has evicted (frozen past the session timeout while
+        another worker took its partitions over), and such a zombie must not publish claims on
+        partitions that moved. The rebalance callback, which cannot block on the consumer,
+        skips that check: a member being asked to revoke is still a member.
+        """
         group = self._group
+        if self._evicted:
+            return False
         group.poll()
         group.fold(self.state)
         self.state.group["run"] = {"first": self._first_wall, "last": self._last_wall,
                                    "processed": self._processed}
+        if check_membership and not self._confirm_membership(timeout):
+            return False
         if not group.publish(self.state, timeout=timeout, should_stop=should_stop):
             return False
         self._since_checkpoint = 0
@@ -420,17 +433,42 @@ class Service:
             "(%.0f msg/s)", self.state.group["seq"], group.worker, counters["learned"],
             self.state.model.n_learned, len(group.peers()), self.state.offsets, self.throughput(),
         )
-        self._commit_offsets()
+        if not check_membership:
+            self._commit_offsets()
         return True
 
-    def _commit_offsets(self) -> None:
-        # For visibility (lag tools) only; the checkpoint is what the service trusts.
-        offsets = {
+    def _confirm_membership(self, timeout: float | None) -> bool:
+        """Commit the offsets about to be published; False (and evicted) if the group refuses."""
+        offsets = self._assigned_offsets()
+        if not offsets:
+            return True
+        try:
+            self._consumer.commit(offsets, timeout_ms=int(1000 * min(timeout or 10.0, 10.0)))
+            return True
+        except CommitFailedError as error:
+            cause = error.args[0] if error.args else None
+            if isinstance(cause, RebalanceInProgressError):  # still a member: publish later
+                log.info("a rebalance is in progress: publishing after it")
+                return False
+            log.warning("the group no longer counts worker %s as the owner of its partitions "
+                        "(%r): not publishing; what it learned since its last snapshot is "
+                        "rolled back at its next assignment", self._group.worker, error)
+            self._evicted = True
+        except KafkaError as error:
+            log.warning("could not confirm the group membership (%r): not publishing now", error)
+        return False
+
+    def _assigned_offsets(self) -> dict:
+        return {
             TopicPartition(topic, p): OffsetAndMetadata(o, "", -1)
             for topic, parts in self.state.offsets.items()
             for p, o in parts.items()
             if TopicPartition(topic, p) in self._assignment
         }
+
+    def _commit_offsets(self) -> None:
+        # For visibility (lag tools) only; the checkpoint is what the service trusts.
+        offsets = self._assigned_offsets()
         if offsets:
             try:
                 self._consumer.commit_async(offsets)
@@ -454,7 +492,7 @@ class Service:
                 # blocks the consumer's heartbeats: bounded well below the session timeout.
                 timeout = max(1.0, self.config.session_timeout_ms / 2000)
                 if not (self._sink.flush(timeout=timeout)
-                        and self._sync(timeout=timeout)):
+                        and self._sync(timeout=timeout, check_membership=False)):
                     log.warning("could not publish before the rebalance; %d messages will be "
                                 "learned again", self._since_checkpoint)
         elif self._since_checkpoint and self._sink.pending == 0:
@@ -468,6 +506,7 @@ class Service:
         if self._group is None:
             self._on_revoked(partitions)
         else:
+            self._evicted = True
             self._assignment -= set(partitions)
 
     def _on_assigned(self, partitions) -> None:
@@ -494,7 +533,7 @@ class Service:
             self.stopping.wait(backoff)
             backoff = min(backoff * 2, 10.0)
         republish = False
-        if not self._group_started or self._since_checkpoint:
+        if not self._group_started or self._since_checkpoint or self._evicted:
             if self._group_started:
                 log.warning("rolling back %d messages learned since the last snapshot: their "
                             "partitions may have moved; they are learned again",
@@ -503,6 +542,7 @@ class Service:
             self._learner.state = state
             self._since_checkpoint = 0
             self._group_started = True
+            self._evicted = False
         state = self.state
         folded = group.fold(state)
         current = {tp.topic: kafka_io.topic_id(self._consumer, tp.topic) for tp in partitions}
@@ -791,7 +831,11 @@ class Service:
 
     def _shutdown(self) -> int:
         status = 0
-        if self._since_checkpoint and not self._pending_restore:
+        if self._since_checkpoint and (self._evicted or self._pending_restore):
+            log.info("not publishing at shutdown: the group has moved this worker's "
+                     "partitions; %d messages will be learned again by their owners",
+                     self._since_checkpoint)
+        elif self._since_checkpoint:
             timeout = self.config.shutdown_timeout
             if self._sink.flush(timeout=timeout) and (
                     self._group is None or self._sync(timeout=timeout)):

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -200,6 +202,56 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
           f"w3 joined onto a merged model of {merged_at_join} samples; accuracy group "
           f"{accuracy_group:.4f} vs single worker {accuracy_single:.4f}")
     assert abs(accuracy_group - accuracy_single) <= 0.005
+
+
+def test_a_frozen_worker_evicted_from_the_group_publishes_nothing_stale(broker, tmp_path):
+    """A worker frozen (SIGSTOP) past the session timeout is evicted and its partitions move;
+    when it wakes up it must not publish what it learned meanwhile (a zombie): its next
+    offset commit is refused, it rolls back to its last snapshot, and every message still
+    counts once."""
+    total, partitions = 16_000, 4
+    topic, group = "zombie", "zombie-group"
+    kafka_io.create_topics(broker.bootstrap_servers, {topic: partitions})
+    X, y = kh.stream(total, d=D, seed=13)
+    values = kh.messages(X, y)
+    directories = {w: tmp_path / w for w in ("w0", "w1")}
+    logs = {w: tmp_path / f"{w}.log" for w in directories}
+    processes = {w: kh.start_service(
+        worker_command(broker, topic, group, directories[w], w, "--sync-every", "1000",
+                       "--checkpoint-interval", "0.3"), logs[w]) for w in directories}
+    try:
+        kh.wait_until(lambda: all(assigned_lines(logs[w]) for w in processes), 60,
+                      "two workers assigned", processes["w0"], logs["w0"])
+        kh.produce(broker.bootstrap_servers, topic, values, partition=list(range(partitions)))
+        target = random.Random(5).randint(1500, 2500)
+        kh.wait_until(lambda: local_learned(directories["w0"]) >= target, 60,
+                      f"w0 to publish {target} messages", processes["w0"], logs["w0"])
+        os.kill(processes["w0"].pid, signal.SIGSTOP)
+        try:
+            kh.wait_until(lambda: any(len(re.findall(r"'zombie', \d\)", line)) == partitions
+                                      for line in assigned_lines(logs["w1"])), 60,
+                          "w1 to take every partition over", processes["w1"], logs["w1"])
+        finally:
+            os.kill(processes["w0"].pid, signal.SIGCONT)
+        snapshots = kh.wait_until(
+            lambda: (s := group_state(broker, f"{topic}-{group}-snapshots"))
+            and group_io.totals(s.values())["messages"] >= total and s,
+            120, "the whole stream", poll=0.5)
+        for worker in list(processes):
+            assert kh.stop_service(processes.pop(worker)) == 0, kh.tail(logs[worker])
+    finally:
+        for process in processes.values():
+            kh.kill_service(process)
+    snapshots = group_state(broker, f"{topic}-{group}-snapshots")
+    summary = group_io.totals(snapshots.values())
+    assert summary["messages"] == summary["claimed_messages"] == total
+    assert summary["samples_learned"] == total
+    assert group_io.group_model(snapshots.values()).n_learned == total
+    w0_log = logs["w0"].read_text(errors="replace")
+    refused = "no longer counts worker w0" in w0_log
+    rolled_back = re.findall(r"rolling back (\d+) messages", w0_log)
+    print(f"\nzombie: commit refused={refused}, rolled back {rolled_back} messages")
+    assert refused or rolled_back or "not publishing at shutdown" in w0_log
 
 
 def test_local_broker_runs_a_group_of_workers_in_one_command(tmp_path):
