@@ -10,8 +10,9 @@ worker id). A snapshot is a worker's service checkpoint (`streams.state`, the pa
 format, as bytes): model, counters, `offsets` and the `group` bookkeeping. The protocol:
 
 - **Sync** (every N messages, or `checkpoint_interval` seconds with progress): fold the fresh
-  peer snapshots into the model, then publish the state as a snapshot and wait for the broker's
-  acknowledgement, then write the same bytes to the local checkpoint file. A worker publishes
+  peer snapshots into the model, commit the offsets (a membership check, see Zombies), publish
+  the state as a snapshot and wait for the broker's acknowledgement, then write the same bytes
+  to the local checkpoint file. A worker publishes
   nothing else: what peers see is always a state whose every input offset is accounted for.
 - **Fold**: merged = sum_k n_k a_k / sum_k n_k over this worker's model and each peer snapshot
   with samples this worker has not averaged in yet; n_k is that number of new samples (for
@@ -41,10 +42,15 @@ in, and it is learned again by the partition's next owner. With averaging, "lear
 gradient step went into one worker's model, and from there into the average with that worker's
 weight; it is never stepped on twice.
 
-Not covered (and said so in the README): a worker that is frozen longer than the session
-timeout, evicted, and then publishes before it notices (a zombie) can make its last messages
-count twice, because Kafka transactions would be needed to fence it; and a broker that loses the
-snapshot topic loses the group's claims (the workers' local files are republished on restart).
+Zombies. A worker frozen longer than the session timeout is evicted and its partitions move;
+when it wakes up it may still hold messages learned after its last snapshot. Right before every
+publication (outside rebalance callbacks) the service commits its offsets synchronously: the
+coordinator refuses the commit of an evicted member, and the worker then publishes nothing and
+rolls back at its next assignment (so do workers whose partitions were lost). What remains is
+the round trip between that commit and the publication: closing it needs Kafka transactions.
+
+Not covered (and said so in the README): a broker that loses the snapshot topic loses the
+group's claims (the workers' local files are republished on restart).
 
 """
 
