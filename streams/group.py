@@ -22,7 +22,8 @@ format, as bytes): model, counters, `offsets` and the `group` bookkeeping. The p
 - **Claims**: a snapshot's `offsets` hold, for every partition the worker ever learned from, the
   next offset it had reached. The group's resume point of a partition is the largest offset any
   latest snapshot holds for it. A worker owning a partition resumes there, never from its local
-  file or from Kafka's committed offsets (which are written after each sync, for lag tools).
+  file or from Kafka's committed offsets (committed at each sync, as a membership check and for
+  lag tools).
 - **Rebalance**: on revocation the worker syncs before it lets go, so the next owner finds the
   exact position. On assignment it writes a fence record to the snapshot topic and reads up to
   it, so it has seen every snapshot published before it was assigned (the previous owner's last
