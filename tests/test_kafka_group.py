@@ -18,9 +18,9 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 import kafka_helpers as kh
-import pytest
 from streams import group as group_io
 from streams import kafka as kafka_io
 
