@@ -6,6 +6,9 @@ member's size is checked before it is read, so a hostile file cannot make the re
 more than it declares. Writes are atomic (temporary file, fsync, rename), so a crash leaves
 either the old checkpoint or the new one, never half of one.
 
+`dumps` / `loads` are the same format as bytes (what the Kafka workers publish); `write` is
+`dumps` written atomically, `read` is `loads` of a file.
+
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import zipfile
 
 import numpy as np
 
-__all__ = ["FORMAT", "VERSION", "CheckpointError", "read", "write"]
+__all__ = ["FORMAT", "VERSION", "CheckpointError", "dumps", "loads", "read", "write",
+           "write_bytes"]
 
 FORMAT = "river-advsvm-checkpoint"
 VERSION = 1
@@ -32,7 +36,8 @@ class CheckpointError(ValueError):
     """The file is not a readable checkpoint of this format and version."""
 
 
-def _atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Atomically replace `path` by `data` (temporary file, fsync, rename, directory fsync)."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".ckpt", dir=directory)
@@ -54,8 +59,8 @@ def _atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         os.close(dir_fd)
 
 
-def write(path: str | os.PathLike, meta: dict, arrays: dict[str, np.ndarray]) -> None:
-    """Atomically write `meta` (JSON-serialisable) and numeric `arrays` to `path`."""
+def dumps(meta: dict, arrays: dict[str, np.ndarray]) -> bytes:
+    """`meta` (JSON-serialisable) and numeric `arrays` as checkpoint bytes."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         header = {"format": FORMAT, "version": VERSION, "arrays": {}, **meta}
@@ -68,13 +73,29 @@ def write(path: str | os.PathLike, meta: dict, arrays: dict[str, np.ndarray]) ->
             np.lib.format.write_array(member, array, allow_pickle=False)
             archive.writestr(f"{name}.npy", member.getvalue())
         archive.writestr(_META, json.dumps(header, allow_nan=False))
-    _atomic_write_bytes(path, buffer.getvalue())
+    return buffer.getvalue()
+
+
+def write(path: str | os.PathLike, meta: dict, arrays: dict[str, np.ndarray]) -> None:
+    """Atomically write `meta` (JSON-serialisable) and numeric `arrays` to `path`."""
+    write_bytes(path, dumps(meta, arrays))
 
 
 def read(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray]]:
     """Read a checkpoint written by `write`; raises `CheckpointError` for anything else."""
+    return _read(path, os.fspath(path))
+
+
+def loads(data: bytes) -> tuple[dict, dict[str, np.ndarray]]:
+    """Read checkpoint bytes made by `dumps`; raises `CheckpointError` for anything else."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise CheckpointError(f"expected bytes, got {type(data).__name__}")
+    return _read(io.BytesIO(data), f"{len(data)} bytes")
+
+
+def _read(source, where: str) -> tuple[dict, dict[str, np.ndarray]]:
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(source) as archive:
             meta = _read_meta(archive)
             arrays = {
                 name: _read_array(archive, name, spec) for name, spec in meta["arrays"].items()
@@ -84,7 +105,7 @@ def read(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray]]:
     except FileNotFoundError:
         raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as error:
-        raise CheckpointError(f"{os.fspath(path)!r} is not a valid checkpoint: {error}") from None
+        raise CheckpointError(f"{where!r} is not a valid checkpoint: {error}") from None
     return meta, arrays
 
 

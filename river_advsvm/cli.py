@@ -215,14 +215,67 @@ def _model_factory(args: argparse.Namespace):
     return lambda: AdvKernelSVM(**common, **kernel)
 
 
+#: Options a worker of `serve --local-broker --workers N` gets from the command line, by dest.
+_WORKER_OPTIONS = [
+    "checkpoint_every", "checkpoint_interval", "exit_when_idle", "max_message_bytes", "features",
+    "labels", "session_timeout_ms", "max_poll_records", "shutdown_timeout", "log_level",
+    "sync_every", "blas_threads", "model", "epsilon", "norm", "kernel", "gamma",
+    "regularization", "step_size", "bias_step_size", "schedule", "budget", "budget_policy", "seed",
+]
+
+
+def _worker_argv(args: argparse.Namespace):
+    """The `advsvm serve` command line of one worker, from this command's options."""
+    options = []
+    for dest in _WORKER_OPTIONS:
+        value = getattr(args, dest)
+        if value is None:
+            continue
+        flag = "--" + dest.replace("_", "-")
+        if dest == "labels":
+            import json
+
+            options += [flag, *(json.dumps(v) if not isinstance(v, str) else v for v in value)]
+        else:
+            options += [flag, str(value)]
+
+    def argv(bootstrap_servers: str, topic: str, group: str, checkpoint_dir: str,
+             worker_id: str) -> list[str]:
+        return [sys.executable, "-m", "river_advsvm.cli", "serve",
+                "--bootstrap-servers", bootstrap_servers, "--topic", topic, "--group", group,
+                "--checkpoint-dir", checkpoint_dir, "--worker-id", worker_id, *options]
+
+    return argv
+
+
+def _check_group_options(args: argparse.Namespace, model_factory) -> None:
+    """Workers that sync must share their feature pool: `ValueError` otherwise."""
+    if args.sync_every is None and not args.workers:
+        return
+    if args.model != "kernel":
+        raise ValueError("workers that sync need --model kernel (AdvKernelSVM)")
+    from streams import merge
+
+    merge.check_mergeable_params(model_factory()._get_params())
+
+
 def _serve(args: argparse.Namespace) -> int:
     import logging
 
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.ERROR)  # reconnect chatter during outages
+    if args.workers and not args.local_broker:
+        print("advsvm serve: --workers starts workers next to a local broker (--local-broker); "
+              "elsewhere start one `advsvm serve --sync-every N` per worker", file=sys.stderr)
+        return 2
+    if args.workers and args.sync_every is None:
+        args.sync_every = 1000
     try:
         model_factory = _model_factory(args)
+        if args.sync_every is not None or args.workers:
+            _import_streams("serve --sync-every", "kafka", "merge")
+        _check_group_options(args, model_factory)
     except ValueError as error:
         print(f"advsvm serve: {error}", file=sys.stderr)
         return 2
@@ -239,16 +292,23 @@ def _serve(args: argparse.Namespace) -> int:
         session_timeout_ms=args.session_timeout_ms,
         max_poll_records=args.max_poll_records,
         shutdown_timeout=args.shutdown_timeout,
+        sync_every=args.sync_every,
+        sync_topic=args.sync_topic,
+        worker_id=args.worker_id,
+        blas_threads=args.blas_threads,
     )
     if args.local_broker:
         (local,) = _import_streams("serve --local-broker", "kafka", "local")
         overrides = dict(options, topic=args.topic, group=args.group,
                          checkpoint_dir=args.checkpoint_dir)
         pair = tuple(args.replay_pair) if args.replay_pair else None
+        partitions = args.partitions or (2 * args.workers if args.workers else 1)
         return local.run_local(overrides, model_factory, source=args.replay,
                                target=args.replay_target, limit=args.replay_limit, pair=pair,
-                               partitions=args.partitions,
-                               unlabelled_every=args.replay_unlabelled_every)
+                               partitions=partitions,
+                               unlabelled_every=args.replay_unlabelled_every,
+                               workers=args.workers or 0,
+                               worker_argv=_worker_argv(args) if args.workers else None)
     missing = [flag for flag, value in [("--bootstrap-servers", args.bootstrap_servers),
                                         ("--topic", args.topic), ("--group", args.group),
                                         ("--checkpoint-dir", args.checkpoint_dir)] if not value]
@@ -307,6 +367,21 @@ def _add_serve(subparsers) -> None:
                          help="how long the final flush waits for the broker")
     service.add_argument("--log-level", default="info",
                          choices=["debug", "info", "warning", "error"])
+    service.add_argument("--blas-threads", type=int, default=1, metavar="N",
+                         help="BLAS threads in the service (default 1: one-sample products gain "
+                         "nothing from more; 0 leaves BLAS as it is)")
+    group = parser.add_argument_group(
+        "scale-out (several workers, one model)",
+        "Start N services with the same --group and --sync-every: Kafka splits the partitions "
+        "between them and they average their models through a snapshot topic. Needs the "
+        "'compact' policy, a numeric --gamma and the same model options everywhere.")
+    group.add_argument("--sync-every", type=int, metavar="N",
+                       help="be one worker of the group: every N messages average the peers' "
+                       "models in and publish this one (replaces --checkpoint-every)")
+    group.add_argument("--sync-topic", metavar="S",
+                       help="the group's snapshot topic (default <topic>-<group>-snapshots)")
+    group.add_argument("--worker-id", metavar="ID",
+                       help="this worker's id (default: kept in the checkpoint directory)")
     model = parser.add_argument_group("model (ignored when a checkpoint exists)")
     model.add_argument("--model", choices=["kernel", "linear"], default="kernel")
     model.add_argument("--epsilon", type=float, default=0.0)
@@ -334,13 +409,22 @@ def _add_serve(subparsers) -> None:
                        help="keep only these two labels (e.g. 1 7 for MNIST)")
     local.add_argument("--replay-unlabelled-every", type=int, default=10, metavar="K",
                        help="send every K-th message without its label (default 10; 0: never)")
-    local.add_argument("--partitions", type=int, default=1, help="partitions of the input topic")
+    local.add_argument("--partitions", type=int,
+                       help="partitions of the input topic (default 1, or 2 per worker)")
+    local.add_argument("--workers", type=int, metavar="N",
+                       help="run N worker processes that sync (default --sync-every 1000)")
     parser.set_defaults(run=_serve)
 
 
 def _inspect(args: argparse.Namespace) -> int:
     import json
 
+    if args.sync_topic or args.bootstrap_servers:
+        return _inspect_group(args)
+    if args.path is None:
+        print("advsvm inspect: give a checkpoint DIR, or --bootstrap-servers and --sync-topic",
+              file=sys.stderr)
+        return 2
     (state,) = _import_streams("inspect", "kafka", "state")
     from river_advsvm.checkpoint import CheckpointError
 
@@ -356,14 +440,47 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inspect_group(args: argparse.Namespace) -> int:
+    import json
+
+    if not (args.sync_topic and args.bootstrap_servers):
+        print("advsvm inspect: a group needs both --bootstrap-servers and --sync-topic",
+              file=sys.stderr)
+        return 2
+    (group,) = _import_streams("inspect", "kafka", "group")
+    try:
+        snapshots = group.read_group(args.bootstrap_servers, args.sync_topic, timeout=30)
+    except Exception as error:  # noqa: BLE001 - broker errors, timeouts
+        print(f"advsvm inspect: cannot read {args.sync_topic}: {error!r}", file=sys.stderr)
+        return 2
+    summary = group.totals(snapshots.values())
+    summary["per_worker"] = {
+        w: {"samples_learned": s.learned, "messages": s.messages, "snapshot": s.seq,
+            "created_at": s.meta["extra"].get("created_at"),
+            "offsets": {t: {str(p): o for p, o in parts.items()} for t, parts in s.offsets.items()}}
+        for w, s in sorted(snapshots.items())
+    }
+    model = group.group_model(snapshots.values())
+    summary["merged_model"] = None if model is None else {
+        "n_learned": model.n_learned, "classes": list(model.classes),
+        "params": model._get_params()}
+    print(json.dumps(summary, indent=2, default=str))
+    return 0
+
+
 def _add_inspect(subparsers) -> None:
     parser = subparsers.add_parser(
         "inspect",
-        help="print a service checkpoint's metadata as JSON",
+        help="print a service checkpoint's (or a group's) metadata as JSON",
         description="Print the checkpoint of `advsvm serve` (a checkpoint directory or file) as "
-        "JSON: samples learned, per-partition offsets, counters, creation time, model.",
+        "JSON: samples learned, per-partition offsets, counters, creation time, model. With "
+        "--bootstrap-servers and --sync-topic: the group of workers behind that snapshot topic "
+        "(totals over the latest snapshot of every worker, each partition's resume point).",
     )
-    parser.add_argument("path", metavar="DIR", help="the checkpoint directory (or file)")
+    parser.add_argument("path", nargs="?", metavar="DIR",
+                        help="the checkpoint directory (or file)")
+    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT")
+    parser.add_argument("--sync-topic", metavar="S", help="a group's snapshot topic")
     parser.set_defaults(run=_inspect)
 
 

@@ -6,6 +6,8 @@
   the kafka-python adapters.
 - `streams.service`: `advsvm serve`, test-then-train on a topic, exactly once across crashes.
 - `streams.state`: the service's checkpoint layout (read by `advsvm inspect`; no Kafka needed).
+- `streams.group`: several `advsvm serve --sync-every` workers learning one model (the
+  snapshot-topic protocol); `streams.merge`: averaging models that share a feature pool.
 - `streams.broker`: the bundled local broker (tansu, loopback, memory only) for demos and tests.
 - `streams.local`: `advsvm serve --local-broker`, the whole Kafka path with one command.
 

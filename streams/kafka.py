@@ -355,10 +355,25 @@ class OutputSink:
             self._producer = self._factory()
         return self._producer
 
-    def send(self, topic: str, value: bytes, key: bytes | None = None) -> None:
+    def send(self, topic: str, value: bytes, key: bytes | None = None) -> list:
+        """Queue an output; returns its entry (for `offset_of` and `cancel`)."""
         entry = [topic, key, value, None]
         self._pending.append(entry)
         self._submit(entry)
+        return entry
+
+    @staticmethod
+    def offset_of(entry: list) -> int | None:
+        """The offset the broker gave an entry once acknowledged (None if not, or dropped)."""
+        future = entry[3]
+        if future is None or not future.is_done or future.exception is not None:
+            return None
+        return future.value.offset
+
+    def cancel(self, entry: list) -> None:
+        """Stop resending an entry not yet acknowledged (one already in flight may still land)."""
+        if self.offset_of(entry) is None:
+            self._pending = [e for e in self._pending if e is not entry]
 
     def _submit(self, entry) -> None:
         from kafka.errors import KafkaError, MessageSizeTooLargeError
@@ -367,7 +382,7 @@ class OutputSink:
             entry[3] = self._ensure_producer().send(entry[0], value=entry[2], key=entry[1])
         except MessageSizeTooLargeError as error:  # retrying cannot help: drop it, loudly
             log.error("dropping an output to %s too large to send: %r", entry[0], error)
-            self._pending.remove(entry)
+            self._pending = [e for e in self._pending if e is not entry]
         except KafkaError as error:  # no metadata yet (broker down): retried by flush
             log.debug("could not send to %s yet: %r", entry[0], error)
             entry[3] = None

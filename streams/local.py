@@ -9,6 +9,10 @@ Replay sources: 'phishing' (River's bundled Phishing data set, no download), a P
 (read with `streams.parquet`, label column `y` unless told otherwise) or an `.npz` file with
 `X_train`/`y_train` (e.g. the project's MNIST).
 
+With `workers=N` it runs N `advsvm serve --sync-every` processes in one consumer group instead
+of one service (each with its own checkpoint directory and log under the checkpoint directory),
+waits until all of them are idle, and prints the group's totals from its snapshot topic.
+
 """
 
 from __future__ import annotations
@@ -16,7 +20,10 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
+import subprocess
 import tempfile
+import time
 import typing
 
 from streams import kafka as kafka_io
@@ -77,8 +84,14 @@ def replay(bootstrap_servers: str, topic: str, samples, unlabelled_every: int = 
 
 def run_local(config_overrides: dict, model_factory, source: str = "phishing",
               target: str = "y", limit: int | None = None, pair: tuple | None = None,
-              partitions: int = 1, unlabelled_every: int = 10, monitor=None) -> int:
-    """Broker, topics, replay, service, summary; returns the service's exit status."""
+              partitions: int = 1, unlabelled_every: int = 10, monitor=None, workers: int = 0,
+              worker_argv=None) -> int:
+    """Broker, topics, replay, service (or `workers` worker processes), summary; returns the
+    exit status (the worst of the workers').
+
+    `worker_argv(bootstrap_servers, topic, group, checkpoint_dir, worker_id)` is the command
+    line of one worker (the CLI builds it from its own options).
+    """
     checkpoint_dir = config_overrides.get("checkpoint_dir") or tempfile.mkdtemp(
         prefix="advsvm-local-"
     )
@@ -103,6 +116,8 @@ def run_local(config_overrides: dict, model_factory, source: str = "phishing",
                       replay_samples(source, target, limit, pair), unlabelled_every)
         print(f"replayed {sent} messages from {source} into {config.topic!r}; serving "
               f"(stops after {config.exit_when_idle:g}s without messages)", flush=True)
+        if workers:
+            return _run_workers(broker, config, workers, worker_argv, checkpoint_dir)
         status = Service(config, model_factory, monitor).run()
     summary = state_io.describe(checkpoint_dir)
     print(json.dumps({k: summary[k] for k in (
@@ -110,3 +125,61 @@ def run_local(config_overrides: dict, model_factory, source: str = "phishing",
     print(f"inspect it again with: advsvm inspect {checkpoint_dir}")
     return status
 
+
+
+def _run_workers(broker, config: ServiceConfig, workers: int, worker_argv,
+                 checkpoint_dir: str) -> int:
+    """Start the worker processes, wait for all of them, print the group's summary."""
+    from streams import group as group_io
+
+    sync_topic = config.sync_topic or ServiceConfig(
+        bootstrap_servers="", topic=config.topic, group=config.group, checkpoint_dir="",
+        sync_every=1).sync_topic
+    processes = []
+    try:
+        for i in range(workers):
+            directory = os.path.join(checkpoint_dir, f"worker-{i}")
+            os.makedirs(directory, exist_ok=True)
+            command = worker_argv(broker.bootstrap_servers, config.topic, config.group,
+                                  directory, f"worker-{i}")
+            for flag, value in [("--predictions-topic", config.predictions_topic),
+                                ("--alerts-topic", config.alerts_topic),
+                                ("--dead-letter-topic", config.dead_letter_topic),
+                                ("--sync-topic", sync_topic),
+                                ("--exit-when-idle", config.exit_when_idle),
+                                ("--session-timeout-ms", config.session_timeout_ms)]:
+                if value is not None:  # the last occurrence of an option wins
+                    command += [flag, str(value)]
+            with open(os.path.join(directory, "worker.log"), "ab") as log_file:
+                processes.append(subprocess.Popen(command, stdout=log_file,
+                                                  stderr=subprocess.STDOUT,
+                                                  stdin=subprocess.DEVNULL))
+            print(f"worker-{i}: pid {processes[-1].pid}, log {directory}/worker.log", flush=True)
+        started = time.monotonic()
+        statuses = [process.wait() for process in processes]
+    finally:
+        for process in processes:  # on an interrupt: drain them, by their own pids
+            if process.poll() is None:
+                process.terminate()
+        for process in processes:
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+    print(f"all {workers} workers stopped after {time.monotonic() - started:.1f}s "
+          f"(exit statuses {statuses})", flush=True)
+    snapshots = group_io.read_group(broker.bootstrap_servers, sync_topic)
+    summary = group_io.totals(snapshots.values())
+    first, last = summary.pop("first_message_at"), summary.pop("last_message_at")
+    if first is not None and last is not None and last > first:
+        summary["group_msg_per_s"] = round(summary["messages"] / (last - first), 1)
+    summary["per_worker"] = {
+        w: {"samples_learned": s.learned, "messages": s.messages, "snapshots": s.seq}
+        for w, s in sorted(snapshots.items())
+    }
+    model = group_io.group_model(snapshots.values())
+    summary["merged_model_samples"] = None if model is None else model.n_learned
+    print(json.dumps(summary, indent=2))
+    print(f"inspect a worker with: advsvm inspect {checkpoint_dir}/worker-0")
+    return max(statuses, default=0)

@@ -31,6 +31,13 @@ beginning, counts a `topic_resets`, and writes a checkpoint at once. That checkp
 SIGTERM (or SIGINT) drains: the message in hand is finished, outputs are flushed, a final
 checkpoint is written and the consumer leaves its group.
 
+Several workers, one model (`sync_every`): the service is then one worker of its consumer
+group, and its checkpoint is published to the group's snapshot topic, from which partitions
+are handed over between workers and peers' models are averaged in; see `streams.group`.
+
+BLAS runs on one thread in the service (`blas_threads`): a one-sample matrix-vector product
+gains nothing from more, and on a shared machine extra BLAS threads only contend.
+
 Examples
 --------
 
@@ -46,11 +53,13 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import json
 import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -58,10 +67,11 @@ import typing
 
 from kafka import TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
-from kafka.errors import KafkaError
+from kafka.errors import CommitFailedError, KafkaError, RebalanceInProgressError
 from kafka.structs import OffsetAndMetadata
 
 from river_advsvm import inputs
+from streams import group as group_io
 from streams import kafka as kafka_io
 from streams import state as state_io
 
@@ -97,6 +107,16 @@ class ServiceConfig:
         Consumer settings; a short session timeout makes restarts rejoin faster.
     shutdown_timeout
         How long the final flush may wait for the broker before giving up.
+    sync_every
+        None: a standalone service. A number: this service is one worker of the group; every
+        `sync_every` messages (or `checkpoint_interval` seconds with progress) it averages its
+        peers' snapshots in and publishes its own (this replaces `checkpoint_every`).
+    sync_topic
+        The group's snapshot topic; by default `<topic>-<group>-snapshots`.
+    worker_id
+        This worker's key in the snapshot topic; by default kept in `checkpoint_dir/worker-id`.
+    blas_threads
+        BLAS threads in the service (threadpoolctl); None or 0 leaves BLAS as it is.
 
     """
 
@@ -117,6 +137,10 @@ class ServiceConfig:
     max_poll_records: int = 500
     poll_timeout_ms: int = 200
     shutdown_timeout: float = 30.0
+    sync_every: int | None = None
+    sync_topic: str | None = None
+    worker_id: str | None = None
+    blas_threads: int | None = 1
 
     def __post_init__(self):
         if self.checkpoint_every < 1 or self.checkpoint_interval <= 0:
@@ -128,6 +152,20 @@ class ServiceConfig:
         outputs = [self.predictions_topic, self.alerts_topic, self.dead_letter_topic]
         if self.topic in outputs:
             raise ValueError(f"the input topic {self.topic!r} cannot also be an output topic")
+        if self.sync_every is not None:
+            if self.sync_every < 1:
+                raise ValueError("sync_every must be >= 1")
+            if self.sync_topic is None:
+                name = f"{self.topic}-{self.group}-snapshots"
+                self.sync_topic = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:249]
+            if self.sync_topic in [self.topic, *outputs]:
+                raise ValueError(f"the snapshot topic {self.sync_topic!r} must be a topic of its own")
+            self.checkpoint_every = self.sync_every
+
+    @property
+    def grouped(self) -> bool:
+        """True when this service is one worker of a group that syncs its model."""
+        return self.sync_every is not None
 
 
 @dataclasses.dataclass
@@ -268,7 +306,7 @@ class _Rebalance(ConsumerRebalanceListener):
         self.service._guarded(self.service._on_revoked, revoked)
 
     def on_partitions_lost(self, lost):
-        self.service._guarded(self.service._on_revoked, lost)
+        self.service._guarded(self.service._on_lost, lost)
 
     def on_partitions_assigned(self, assigned):
         self.service._guarded(self.service._on_assigned, assigned)
@@ -306,6 +344,12 @@ class Service:
         self._first_message: float | None = None
         self._last_message: float | None = None
         self._processed = 0
+        self._first_wall: float | None = None
+        self._last_wall: float | None = None
+        self._group: group_io.GroupSync | None = None
+        self._group_started = False  # the state comes from the group's snapshots
+        self._pending_restore = False  # partitions assigned, not yet positioned (group mode)
+        self._evicted = False  # the group dropped this worker: publish nothing, roll back
         # Dead letters keep the original bytes whole up to this size (base64 makes them 4/3
         # larger); beyond it they are cut, so a huge message cannot block its own dead letter.
         self._dead_letter_cap = max(2 * 2**20, config.max_message_bytes)
@@ -347,21 +391,84 @@ class Service:
         return self._processed / max(end - self._first_message, 1e-9)
 
     def checkpoint(self) -> bool:
-        """Flush outputs, then write the checkpoint; False if stopped before outputs were out."""
+        """Flush outputs, then write the checkpoint; False if stopped before outputs were out.
+
+        In a group the checkpoint is a sync: fold the peers in, publish, write the local copy.
+        """
         if not self._sink.flush(should_stop=self.stopping.is_set):
             return False
+        if self._group is not None:
+            return self._sync(should_stop=self.stopping.is_set)
         self._save()
         self._commit_offsets()
         return True
 
-    def _commit_offsets(self) -> None:
-        # For visibility (lag tools) only; the checkpoint is what the service trusts.
-        offsets = {
+    def _sync(self, timeout: float | None = None, should_stop=lambda: False,
+              check_membership: bool = True) -> bool:
+        """Group mode: fold fresh peer snapshots in, then publish this state (outputs must be
+        flushed already). False if the snapshot was not published.
+
+        Right before publishing, the offsets are committed synchronously: the coordinator
+        refuses the commit of a member it has evicted (frozen past the session timeout while
+        another worker took its partitions over), and such a zombie must not publish claims on
+        partitions that moved. The rebalance callback, which cannot block on the consumer,
+        skips that check: a member being asked to revoke is still a member.
+        """
+        group = self._group
+        if self._evicted:
+            return False
+        group.poll()
+        group.fold(self.state)
+        self.state.group["run"] = {"first": self._first_wall, "last": self._last_wall,
+                                   "processed": self._processed}
+        if check_membership and not self._confirm_membership(timeout):
+            return False
+        if not group.publish(self.state, timeout=timeout, should_stop=should_stop):
+            return False
+        self._since_checkpoint = 0
+        self._last_checkpoint = time.monotonic()
+        counters = self.state.counters
+        log.info(
+            "snapshot %d of %s: %d learned here, %d in the merged model, %d peers, offsets %s "
+            "(%.0f msg/s)", self.state.group["seq"], group.worker, counters["learned"],
+            self.state.model.n_learned, len(group.peers()), self.state.offsets, self.throughput(),
+        )
+        if not check_membership:
+            self._commit_offsets()
+        return True
+
+    def _confirm_membership(self, timeout: float | None) -> bool:
+        """Commit the offsets about to be published; False (and evicted) if the group refuses."""
+        offsets = self._assigned_offsets()
+        if not offsets:
+            return True
+        try:
+            self._consumer.commit(offsets, timeout_ms=int(1000 * min(timeout or 10.0, 10.0)))
+            return True
+        except CommitFailedError as error:
+            cause = error.args[0] if error.args else None
+            if isinstance(cause, RebalanceInProgressError):  # still a member: publish later
+                log.info("a rebalance is in progress: publishing after it")
+                return False
+            log.warning("the group no longer counts worker %s as the owner of its partitions "
+                        "(%r): not publishing; what it learned since its last snapshot is "
+                        "rolled back at its next assignment", self._group.worker, error)
+            self._evicted = True
+        except KafkaError as error:
+            log.warning("could not confirm the group membership (%r): not publishing now", error)
+        return False
+
+    def _assigned_offsets(self) -> dict:
+        return {
             TopicPartition(topic, p): OffsetAndMetadata(o, "", -1)
             for topic, parts in self.state.offsets.items()
             for p, o in parts.items()
             if TopicPartition(topic, p) in self._assignment
         }
+
+    def _commit_offsets(self) -> None:
+        # For visibility (lag tools) only; the checkpoint is what the service trusts.
+        offsets = self._assigned_offsets()
         if offsets:
             try:
                 self._consumer.commit_async(offsets)
@@ -379,12 +486,96 @@ class Service:
     def _on_revoked(self, partitions) -> None:
         # The main thread is blocked in poll(), and every output was flushed before that poll:
         # the in-memory state can be checkpointed as it is, so no work is lost.
-        if self._since_checkpoint and self._sink.pending == 0:
+        if self._group is not None:
+            if self._since_checkpoint and not self._pending_restore:
+                # Publish before letting go, so that the next owner resumes exactly here. This
+                # blocks the consumer's heartbeats: bounded well below the session timeout.
+                timeout = max(1.0, self.config.session_timeout_ms / 2000)
+                if not (self._sink.flush(timeout=timeout)
+                        and self._sync(timeout=timeout, check_membership=False)):
+                    log.warning("could not publish before the rebalance; %d messages will be "
+                                "learned again", self._since_checkpoint)
+        elif self._since_checkpoint and self._sink.pending == 0:
             self._save()
         self._assignment -= set(partitions)
 
+    def _on_lost(self, partitions) -> None:
+        # Another worker may own these already: publishing now could count twice what it
+        # resumes. In a group, what was learned since the last snapshot is rolled back at the
+        # next assignment.
+        if self._group is None:
+            self._on_revoked(partitions)
+        else:
+            self._evicted = True
+            self._assignment -= set(partitions)
+
     def _on_assigned(self, partitions) -> None:
-        self._restore(set(partitions))
+        if self._group is None:
+            self._restore(set(partitions))
+            return
+        # Positioning needs the group's latest snapshots, read outside this callback (which
+        # blocks heartbeats): nothing is fetched from these partitions until then.
+        self._assignment = set(partitions)
+        self._pending_restore = True
+        if partitions:
+            self._consumer.pause(*partitions)
+
+    def _group_restore(self) -> None:
+        """Group mode, after an assignment: read the group's snapshots up to now, roll back
+        what was never published, fold the peers in, and resume each partition at its claim."""
+        group, partitions = self._group, set(self._assignment)
+        backoff = 0.5
+        while not group.fence(timeout=10.0, should_stop=self.stopping.is_set):
+            if self.stopping.is_set():
+                return
+            log.warning("could not read the snapshot topic %s; retrying in %.1fs", group.topic,
+                        backoff)
+            self.stopping.wait(backoff)
+            backoff = min(backoff * 2, 10.0)
+        republish = False
+        if not self._group_started or self._since_checkpoint or self._evicted:
+            if self._group_started:
+                log.warning("rolling back %d messages learned since the last snapshot: their "
+                            "partitions may have moved; they are learned again",
+                            self._since_checkpoint)
+            state, republish = group.initial_state(self._new_state)
+            self._learner.state = state
+            self._since_checkpoint = 0
+            self._group_started = True
+            self._evicted = False
+        state = self.state
+        folded = group.fold(state)
+        current = {tp.topic: kafka_io.topic_id(self._consumer, tp.topic) for tp in partitions}
+        for topic, now in current.items():
+            saved = state.topic_ids.get(topic)
+            if now is not None and saved not in (None, now):
+                log.warning("topic %r was recreated (id %s, state has %s): starting it from "
+                            "its beginning", topic, now, saved)
+                state.offsets.pop(topic, None)
+                state.counters["topic_resets"] += 1
+                republish = True
+            if now is not None:
+                state.topic_ids[topic] = now
+        claims = group.claims(current)
+        for tp in sorted(partitions):
+            offset = claims.get(tp.topic, {}).get(tp.partition)
+            if offset is None:
+                self._consumer.seek_to_beginning(tp)
+            else:
+                state.offsets.setdefault(tp.topic, {})[tp.partition] = offset
+                self._consumer.seek(tp, offset)
+        if partitions:
+            self._consumer.resume(*partitions)
+        self._pending_restore = False
+        self._assigned_once = True
+        self._last_activity = time.monotonic()
+        log.info("worker %s assigned %s; resuming from %s; merged model of %d samples (%d "
+                 "peers folded in)", group.worker,
+                 sorted((tp.topic, tp.partition) for tp in partitions),
+                 {f"{tp.topic}[{tp.partition}]": claims.get(tp.topic, {}).get(tp.partition, 0)
+                  for tp in sorted(partitions)}, state.model.n_learned, folded)
+        if republish and self._sink.flush(timeout=self.config.shutdown_timeout):
+            self._sync(timeout=self.config.shutdown_timeout)
 
     def _restore(self, partitions: set) -> None:
         """Reload the checkpoint and seek each partition to its checkpointed offset."""
@@ -443,7 +634,7 @@ class Service:
                 sink.send(config.dead_letter_topic, envelope, key=record.key)
         else:
             if config.predictions_topic:
-                n = self.state.counters["learned"]
+                n = self.state.model.n_learned  # in a group: the merged model's samples
                 sink.send(config.predictions_topic, _prediction_json(outcome, record, n),
                           key=record.key)
             for alert in outcome.alerts:
@@ -455,6 +646,9 @@ class Service:
         self.state.offsets.setdefault(record.topic, {})[record.partition] = record.offset + 1
         self._since_checkpoint += 1
         self._processed += 1
+        self._last_wall = time.time()
+        if self._first_wall is None:
+            self._first_wall = self._last_wall
 
     def _connect(self):
         backoff = 0.5
@@ -503,7 +697,8 @@ class Service:
         os.makedirs(config.checkpoint_dir, exist_ok=True)
         lock = self._lock_directory()
         try:
-            return self._run()
+            with _blas_threads(config.blas_threads):
+                return self._run()
         finally:
             lock.close()  # the kernel also drops the lock when the process dies
 
@@ -537,6 +732,8 @@ class Service:
         )
         try:
             self._create_output_topics()
+            if config.grouped and not self._start_group():
+                return 0
             self._consumer = self._connect()
             if self._consumer is None:
                 return 0
@@ -546,6 +743,30 @@ class Service:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            if self._group is not None:
+                self._group.close()
+
+    def _start_group(self) -> bool:
+        """Join the group's snapshot topic (retrying while the broker is away); False if
+        stopped first."""
+        config = self.config
+        worker = group_io.worker_id(config.checkpoint_dir, config.worker_id)
+        group = group_io.GroupSync(config.bootstrap_servers, config.sync_topic, worker,
+                                   config.checkpoint_dir, self._sink)
+        backoff = 0.5
+        while not self.stopping.is_set():
+            try:
+                group.start()
+                self._group = group
+                log.info("worker %s of group %r; snapshots in %r, every %d messages",
+                         worker, config.group, config.sync_topic, config.sync_every)
+                return True
+            except KafkaError as error:
+                log.warning("cannot reach %s (%r); retrying in %.1fs",
+                            config.bootstrap_servers, error, backoff)
+                self.stopping.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+        return False
 
     def _loop(self) -> None:
         config = self.config
@@ -567,7 +788,15 @@ class Service:
                 records = {}
             if self._fatal is not None:
                 raise self._fatal
+            if self._pending_restore:
+                self._group_restore()
+                continue  # what this poll returned was fetched before the partitions were placed
             if self._topic_recreated():
+                if self._group is not None:
+                    if self._since_checkpoint and self._sink.pending == 0:
+                        self._sync(timeout=self.config.shutdown_timeout)
+                    self._pending_restore = True
+                    continue
                 if self._since_checkpoint and self._sink.pending == 0:
                     self._save()
                 self._restore(set(self._assignment))
@@ -602,10 +831,17 @@ class Service:
 
     def _shutdown(self) -> int:
         status = 0
-        if self._since_checkpoint:
-            if self._sink.flush(timeout=self.config.shutdown_timeout):
-                self._save()
-                self._commit_offsets()
+        if self._since_checkpoint and (self._evicted or self._pending_restore):
+            log.info("not publishing at shutdown: the group has moved this worker's "
+                     "partitions; %d messages will be learned again by their owners",
+                     self._since_checkpoint)
+        elif self._since_checkpoint:
+            timeout = self.config.shutdown_timeout
+            if self._sink.flush(timeout=timeout) and (
+                    self._group is None or self._sync(timeout=timeout)):
+                if self._group is None:
+                    self._save()
+                    self._commit_offsets()
             else:
                 log.error(
                     "outputs could not be delivered within %.0fs: no final checkpoint; the "
@@ -625,3 +861,25 @@ class Service:
                  time.monotonic() - self._started, self._processed, self.throughput())
         return status
 
+
+@contextlib.contextmanager
+def _blas_threads(threads: int | None):
+    """Limit BLAS to `threads` threads for the duration (nothing if None or 0).
+
+    threadpoolctl acts on the BLAS library numpy already loaded (the command line imports numpy
+    before any service code runs, too late for OMP_NUM_THREADS and friends), covers OpenBLAS,
+    MKL and BLIS alike, and restores the previous limits afterwards, so a program that embeds
+    the service keeps its own BLAS settings outside it.
+    """
+    if not threads:
+        yield
+        return
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        log.warning("threadpoolctl is missing: BLAS keeps its default threads "
+                    "(pip install 'river-advsvm[kafka]')")
+        yield
+        return
+    with threadpool_limits(limits=threads, user_api="blas"):
+        yield

@@ -11,7 +11,19 @@ together or not at all, which is what makes learning exactly-once across crashes
      "samples_learned": 20000,
      "offsets": {"topic": {"0": 20000}},          # next offset to learn, per partition
      "topic_ids": {"topic": "0194...", ...},      # the topic incarnation those offsets are in
-     "counters": {...}, "width": 8, "labels": null}
+     "counters": {...}, "width": 8, "labels": null,
+     "group": {...}}                              # only for a worker of a group (below)
+
+A worker of a group (`advsvm serve --sync-every N`, see `streams.group`) publishes this same
+checkpoint as its snapshot, with `group`::
+
+    {"worker": "host-1a2b3c4d", "seq": 12,        # who, and its 12th snapshot
+     "folded": {"host-99ee00ff": 4000},          # peers' samples_learned already averaged in
+     "self_at_fold": 3500,                       # own samples_learned at that averaging
+     "run": {"first": 1700000000.1, "last": 1700000042.5, "processed": 21000}}
+
+In a group, `samples_learned` and the counters are the worker's own (what it learned itself);
+the model's `n_learned` is the merged model's sample count.
 
 Nothing here needs Kafka: `advsvm inspect` reads checkpoints with this module alone.
 
@@ -45,7 +57,8 @@ import river_advsvm
 from river_advsvm import checkpoint
 from river_advsvm.checkpoint import CheckpointError
 
-__all__ = ["CHECKPOINT_FILE", "ServiceState", "checkpoint_path", "describe", "load", "save"]
+__all__ = ["CHECKPOINT_FILE", "ServiceState", "checkpoint_path", "describe", "from_checkpoint",
+           "load", "parse_extra", "save", "save_bytes", "to_bytes"]
 
 CHECKPOINT_FILE = "checkpoint.ckpt"
 KIND = "advsvm-serve"
@@ -78,9 +91,10 @@ class ServiceState:
     counters: dict = dataclasses.field(default_factory=new_counters)
     width: int | None = None  # features of array-form x, once known
     labels: list | None = None  # the two classes, when pinned by the operator
+    group: dict | None = None  # a group worker's bookkeeping (see the module docs)
 
     def extra(self) -> dict:
-        return {
+        extra = {
             "kind": KIND,
             "version": VERSION,
             "created_at": datetime.datetime.now(datetime.timezone.utc).strftime(
@@ -96,6 +110,13 @@ class ServiceState:
             "width": self.width,
             "labels": self.labels,
         }
+        if self.group is not None:
+            extra["group"] = {
+                **self.group,
+                "folded": dict(sorted(self.group["folded"].items())),
+                "run": dict(self.group["run"]),
+            }
+        return extra
 
 
 def checkpoint_path(directory: str | os.PathLike) -> str:
@@ -121,27 +142,50 @@ def remove_temporaries(directory: str | os.PathLike) -> list[str]:
     return removed
 
 
-def _service_extra(meta: dict, path: str) -> dict:
+def to_bytes(state: ServiceState) -> bytes:
+    """The checkpoint of `state` as bytes (what a group worker publishes)."""
+    return checkpoint.dumps(*state.model.to_checkpoint(state.extra()))
+
+
+def save_bytes(directory: str | os.PathLike, data: bytes) -> None:
+    """Write checkpoint bytes made by `to_bytes` atomically to `directory/checkpoint.ckpt`."""
+    checkpoint.write_bytes(checkpoint_path(directory), data)
+
+
+def _service_extra(meta: dict, where: str) -> dict:
     extra = meta.get("extra")
     if not isinstance(extra, dict) or extra.get("kind") != KIND:
-        raise CheckpointError(f"{path!r} is a model file, not a checkpoint of `advsvm serve`")
+        raise CheckpointError(f"{where!r} is a model file, not a checkpoint of `advsvm serve`")
     if extra.get("version") != VERSION:
-        raise CheckpointError(f"{path!r} has service checkpoint version {extra.get('version')!r}")
+        raise CheckpointError(f"{where!r} has service checkpoint version {extra.get('version')!r}")
     return extra
 
 
-def load(directory: str | os.PathLike) -> ServiceState | None:
-    """The checkpoint in `directory`, or None if there is none; `CheckpointError` if invalid."""
-    path = checkpoint_path(directory)
-    try:
-        meta, arrays = checkpoint.read(path)
-    except FileNotFoundError:
+def _parse_group(group) -> dict | None:
+    if group is None:
         return None
-    extra = _service_extra(meta, path)
-    cls = _MODELS.get(meta.get("class"))
-    if cls is None:
-        raise CheckpointError(f"unknown model class {meta.get('class')!r} in {path!r}")
-    model = cls.from_checkpoint(meta, arrays)
+    run = group.get("run") or {}
+    parsed = {
+        "worker": str(group["worker"]),
+        "seq": int(group["seq"]),
+        "folded": {str(k): int(v) for k, v in group["folded"].items()},
+        "self_at_fold": int(group["self_at_fold"]),
+        "run": {
+            "first": None if run.get("first") is None else float(run["first"]),
+            "last": None if run.get("last") is None else float(run["last"]),
+            "processed": int(run.get("processed", 0)),
+        },
+    }
+    if parsed["seq"] < 0 or parsed["self_at_fold"] < 0 or any(
+            v < 0 for v in parsed["folded"].values()):
+        raise ValueError("negative group counter")
+    return parsed
+
+
+def parse_extra(meta: dict, where: str) -> dict:
+    """The service fields of a checkpoint's metadata, validated: offsets (partitions as ints),
+    topic_ids, counters, width, labels, group; `CheckpointError` if they are invalid."""
+    extra = _service_extra(meta, where)
     try:
         offsets = {
             str(topic): {int(p): int(o) for p, o in parts.items()}
@@ -156,9 +200,30 @@ def load(directory: str | os.PathLike) -> ServiceState | None:
         topic_ids = {str(t): (None if i is None else str(i)) for t, i in extra["topic_ids"].items()}
         width = None if extra["width"] is None else int(extra["width"])
         labels = None if extra["labels"] is None else list(extra["labels"])
+        group = _parse_group(extra.get("group"))
     except (KeyError, TypeError, ValueError, AttributeError) as error:
-        raise CheckpointError(f"invalid service metadata in {path!r}: {error!r}") from None
-    return ServiceState(model, offsets, topic_ids, counters, width, labels)
+        raise CheckpointError(f"invalid service metadata in {where!r}: {error!r}") from None
+    return {"offsets": offsets, "topic_ids": topic_ids, "counters": counters, "width": width,
+            "labels": labels, "group": group}
+
+
+def from_checkpoint(meta: dict, arrays: dict, where: str) -> ServiceState:
+    """The `ServiceState` of a checkpoint's metadata and arrays; `CheckpointError` if invalid."""
+    fields = parse_extra(meta, where)
+    cls = _MODELS.get(meta.get("class"))
+    if cls is None:
+        raise CheckpointError(f"unknown model class {meta.get('class')!r} in {where!r}")
+    return ServiceState(model=cls.from_checkpoint(meta, arrays), **fields)
+
+
+def load(directory: str | os.PathLike) -> ServiceState | None:
+    """The checkpoint in `directory`, or None if there is none; `CheckpointError` if invalid."""
+    path = checkpoint_path(directory)
+    try:
+        meta, arrays = checkpoint.read(path)
+    except FileNotFoundError:
+        return None
+    return from_checkpoint(meta, arrays, path)
 
 
 def describe(path: str | os.PathLike) -> dict:
@@ -184,6 +249,7 @@ def describe(path: str | os.PathLike) -> dict:
         "test_then_train_accuracy": (counters.get("correct", 0) / learned) if learned else None,
         "width": extra.get("width"),
         "labels": extra.get("labels"),
+        **({"group": extra["group"]} if extra.get("group") is not None else {}),
         "model": {
             "class": meta.get("class"),
             "params": meta.get("params"),

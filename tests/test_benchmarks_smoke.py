@@ -15,6 +15,7 @@ REQUIRED_KEYS = {
     "throughput": {"system", "d", "budget", "mode", "samples_per_s", "ratio_to_numpy"},
     "memory": {"policy", "samples", "rss_mb", "model_mb", "features"},
     "monitor": {"d", "samples", "setting", "samples_per_s", "ratio_to_bare"},
+    "scaleout": {"workers", "messages", "seconds", "group_msg_per_s", "worker_msg_per_s_mean"},
 }
 
 
