@@ -18,7 +18,8 @@ __all__ = ["Temperature"]
 
 
 def _sigmoid(z):
-    return 0.5 * (1.0 + np.tanh(0.5 * z))
+    # exp(-log(1 + e^-z)) keeps its relative precision far into both tails (tanh rounds to +-1).
+    return np.exp(-np.logaddexp(0.0, -z))
 
 
 class Temperature:

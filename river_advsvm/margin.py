@@ -291,8 +291,9 @@ class MarginClassifier(base.MiniBatchClassifier):
         if len(self._labels) == 1:
             return {self._labels[0]: 1.0}
         negative, positive = self._labels or (False, True)
-        p = float(self._calibration.proba(margin))
-        return {negative: 1.0 - p, positive: p}
+        # Each side from its own margin: 1 - p would round to 0 once p is within 1e-16 of 1.
+        return {negative: float(self._calibration.proba(-margin)),
+                positive: float(self._calibration.proba(margin))}
 
     def predict_proba_one(self, x: dict, **kwargs) -> dict:
         """Probabilities from the margin by online temperature scaling (`calibration`)."""
@@ -316,8 +317,10 @@ class MarginClassifier(base.MiniBatchClassifier):
         if len(self._labels) == 1:
             return pd.DataFrame({self._labels[0]: np.ones(len(margins))}, index=index)
         negative, positive = self._labels or (False, True)
-        p = self._calibration.proba(margins)
-        return pd.DataFrame({negative: 1.0 - p, positive: p}, index=index)
+        return pd.DataFrame(
+            {negative: self._calibration.proba(-margins), positive: self._calibration.proba(margins)},
+            index=index,
+        )
 
     def predict_many(self, X):
         import pandas as pd

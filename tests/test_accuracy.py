@@ -55,3 +55,20 @@ def test_probabilities_are_calibrated_better_than_a_fixed_sigmoid(digits_1v7):
 
     assert log_loss(p) < log_loss(fixed)
     assert ((p > 0.5) == (g > 0)).all()  # monotone, 0.5 at the margin
+
+
+def test_probabilities_keep_their_digits_far_from_the_margin(digits_1v7):
+    """Both classes' probabilities come from the margin itself, so a confident prediction still
+    has a positive, finite log-odds for the other class (black-box attacks need it)."""
+    import math
+
+    X_train, X_test, y_train, _ = digits_1v7
+    model = learn_stream(AdvKernelSVM(seed=0), X_train, y_train)
+    x = dict(enumerate(X_test[0].tolist()))
+    margin = model.decision_one(x)
+    model._calibration.scale = 100.0 / abs(margin)  # |scale * g| = 100: 1 - p would be 0.0
+    proba = model.predict_proba_one(x)
+    assert min(proba.values()) > 0
+    assert math.log(max(proba.values())) - math.log(min(proba.values())) == pytest.approx(100)
+    many = model.predict_proba_many(X_test[:1]).iloc[0].to_dict()
+    assert many == pytest.approx(proba, rel=1e-12)
