@@ -248,6 +248,23 @@ def _worker_argv(args: argparse.Namespace):
     return argv
 
 
+def _monitor(args: argparse.Namespace):
+    """The robustness monitor of `serve`, or None: on when there is an alerts topic."""
+    if not args.alerts_topic:
+        return None
+    from river_advsvm.attacks import PGD
+    from river_advsvm.monitor import RobustnessMonitor
+
+    epsilon = args.monitor_epsilon
+    if epsilon is None:
+        epsilon = args.epsilon if args.epsilon > 0 else 8 / 255
+    norm = args.monitor_norm or args.norm
+    # The service points the monitor at its current model before each update (checkpoint
+    # reloads and group merges replace the model object), hence no model here.
+    return RobustnessMonitor(None, attack=PGD(epsilon=epsilon, norm=norm),
+                             sample_rate=args.monitor_sample_rate)
+
+
 def _check_group_options(args: argparse.Namespace, model_factory) -> None:
     """Workers that sync must share their feature pool: `ValueError` otherwise."""
     if args.sync_every is None and not args.workers:
@@ -273,6 +290,7 @@ def _serve(args: argparse.Namespace) -> int:
         args.sync_every = 1000
     try:
         model_factory = _model_factory(args)
+        monitor = _monitor(args)
         if args.sync_every is not None or args.workers:
             _import_streams("serve --sync-every", "kafka", "merge")
         _check_group_options(args, model_factory)
@@ -307,7 +325,7 @@ def _serve(args: argparse.Namespace) -> int:
                                target=args.replay_target, limit=args.replay_limit, pair=pair,
                                partitions=partitions,
                                unlabelled_every=args.replay_unlabelled_every,
-                               workers=args.workers or 0,
+                               monitor=monitor, workers=args.workers or 0,
                                worker_argv=_worker_argv(args) if args.workers else None)
     missing = [flag for flag, value in [("--bootstrap-servers", args.bootstrap_servers),
                                         ("--topic", args.topic), ("--group", args.group),
@@ -324,7 +342,7 @@ def _serve(args: argparse.Namespace) -> int:
             bootstrap_servers=args.bootstrap_servers, topic=args.topic, group=args.group,
             checkpoint_dir=args.checkpoint_dir, **options,
         )
-        return service.Service(config, model_factory).run()
+        return service.Service(config, model_factory, monitor).run()
     except (ValueError, CheckpointError) as error:
         print(f"advsvm serve: {error}", file=sys.stderr)
         return 2
@@ -382,6 +400,18 @@ def _add_serve(subparsers) -> None:
                        help="the group's snapshot topic (default <topic>-<group>-snapshots)")
     group.add_argument("--worker-id", metavar="ID",
                        help="this worker's id (default: kept in the checkpoint directory)")
+    watch = parser.add_argument_group(
+        "robustness monitor (on with --alerts-topic)",
+        "Before learning each labelled message, a RobustnessMonitor checks the current model on "
+        "it and, on a share of them, attacks it with PGD-10 and certifies it; drift in clean or "
+        "robust accuracy, or a clean-robust gap, is published as JSON to the alerts topic.")
+    watch.add_argument("--monitor-sample-rate", type=float, default=0.05, metavar="R",
+                       help="share of labelled messages attacked (default 0.05)")
+    watch.add_argument("--monitor-epsilon", type=float, metavar="EPS",
+                       help="radius of the monitor's attack (default: --epsilon if > 0, "
+                       "else 8/255)")
+    watch.add_argument("--monitor-norm", choices=["l2", "linf"],
+                       help="norm of the monitor's attack (default: --norm)")
     model = parser.add_argument_group("model (ignored when a checkpoint exists)")
     model.add_argument("--model", choices=["kernel", "linear"], default="kernel")
     model.add_argument("--epsilon", type=float, default=0.0)

@@ -192,8 +192,9 @@ class Learner:
     max_message_bytes
         Larger values are refused (`too_large`).
     monitor
-        Optional; `monitor.update(x, y)` is called before each `learn_one` and returns a list
-        of alerts (dataclasses).
+        Optional, e.g. a `river_advsvm.monitor.RobustnessMonitor`: before each `learn_one` its
+        `model` is set to the current model and `monitor.update(x, y, y_pred=...)` returns a
+        list of alerts (dataclasses).
 
     Examples
     --------
@@ -252,7 +253,9 @@ class Learner:
             return outcome
         if self.monitor is not None:
             try:
-                outcome.alerts = list(self.monitor.update(sample.x, sample.y) or [])
+                # Reloads and merges replace the model object: watch the one that learns.
+                self.monitor.model = model
+                outcome.alerts = list(self.monitor.update(sample.x, sample.y, y_pred=label) or [])
             except Exception:  # noqa: BLE001 - a monitor bug must not stop learning
                 log.exception("the monitor failed on message %r", sample.id)
         try:

@@ -382,3 +382,32 @@ def test_sigterm_drains_and_checkpoints_what_was_learned(broker, tmp_path):
     assert process.wait(90) == 0, kh.tail(log)
     assert kh.learned(directory) == total
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
+
+
+def test_monitor_alerts_are_published(broker, tmp_path):
+    """`--alerts-topic` turns the RobustnessMonitor on: every label flips at message T, and a
+    `clean_drift` alert about a message shortly after T reaches the alerts topic, none before."""
+    total, flip = 3000, 1500
+    topic = _topics(broker, "watched")
+    X, y = kh.stream(total, seed=5)
+    y = np.where(np.arange(total) < flip, y, 1 - y)
+    kh.produce(broker.bootstrap_servers, topic, kh.messages(X, y), partition=0)
+
+    log = tmp_path / "service.log"
+    command = kh.serve_command(
+        broker.bootstrap_servers, topic, "watched-group", tmp_path / "ckpt",
+        "--alerts-topic", f"{topic}-alerts", "--monitor-sample-rate", "0.1",
+        "--monitor-epsilon", "0.05", "--exit-when-idle", "2",
+    )
+    process = kh.start_service(command, log)
+    assert process.wait(120) == 0, kh.tail(log)
+
+    alerts = [json.loads(r.value) for r in kh.read_topic(broker.bootstrap_servers,
+                                                         f"{topic}-alerts", 1)]
+    drifts = [a for a in alerts if a["kind"] == "clean_drift"]
+    assert all(a["offset"] >= flip for a in drifts), drifts
+    assert any(flip <= a["offset"] < flip + 300 for a in drifts), alerts
+    first = drifts[0]
+    assert first["alert"] == "Alert" and first["message_id"] == first["offset"]
+    assert first["step"] == first["offset"] + 1  # the monitor counts the labelled messages
+    assert 0.0 <= first["clean_accuracy"] <= 1.0
