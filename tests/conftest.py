@@ -66,3 +66,14 @@ def own_broker(tmp_path_factory):
     if local.process is not None and local.process.poll() is None:
         local.resume()  # in case a test failed while it was paused
     local.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_service_outlives_its_test():
+    """A test that fails half-way must not leave `advsvm serve` processes behind."""
+    yield
+    import sys
+
+    helpers = sys.modules.get("kafka_helpers")
+    if helpers is not None:
+        helpers.kill_leftovers()

@@ -100,14 +100,29 @@ def serve_command(bootstrap, topic, group, checkpoint_dir, *extra) -> list[str]:
             "--checkpoint-dir", str(checkpoint_dir), *SERVICE_ARGS, *MODEL_ARGS, *extra]
 
 
+#: Every service a test started; the `_no_service_outlives_its_test` fixture kills leftovers.
+STARTED: list[subprocess.Popen] = []
+
+
 def start_service(command: list[str], log_path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     log = open(log_path, "ab")
     try:
-        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                cwd=REPO)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                   cwd=REPO)
     finally:
         log.close()
+    STARTED.append(process)
+    return process
+
+
+def kill_leftovers() -> None:
+    """SIGKILL the services a failed test left running (they would hold CPU and ports)."""
+    while STARTED:
+        process = STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
 
 
 def stop_service(process: subprocess.Popen, timeout: float = 60.0) -> int:
