@@ -87,6 +87,7 @@ def _demo(args: argparse.Namespace) -> int:
             X, y, X_test, y_test, title = _demo_data(args)
             result = demo.run_demo(
                 X, y, X_test, y_test, title=title, multiclass=args.all, epsilon=args.epsilon,
+                train_epsilon=args.train_epsilon,
                 norm=args.norm, sample_rate=args.sample_rate, seed=args.seed,
                 progress=not args.no_progress, test_samples=args.test_samples,
             )
@@ -151,8 +152,12 @@ def _add_demo(subparsers) -> None:
                       help="held-out samples evaluated after the stream (default: 1000)")
     threat = parser.add_argument_group("threat model and monitor")
     threat.add_argument("--epsilon", type=float, default=1.0,
-                        help="attack radius: the adversarial model trains against it, the "
-                        "monitors attack and certify at it (default: 1.0)")
+                        help="attack radius: the monitors attack and certify at it "
+                        "(default: 1.0)")
+    threat.add_argument("--train-epsilon", type=float, metavar="EPS",
+                        help="radius the adversarial model trains against (default: half of "
+                        "--epsilon; near 1.0 in L2 the closed-form worst case makes training "
+                        "collapse on digits)")
     threat.add_argument("--norm", default="l2", choices=["l2", "linf"],
                         help="norm of the attack ball (default: l2)")
     threat.add_argument("--sample-rate", type=float, metavar="RATE",

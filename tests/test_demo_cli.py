@@ -51,7 +51,7 @@ def test_demo_on_digits_prints_the_table_and_writes_the_plot(capsys, tmp_path):
     assert code == 0
     assert "scikit-learn digits, 1 vs 7: 361 samples" in out
     rows = table(out)
-    assert list(rows) == ["natural", "adversarial (L2 ε=1)"]
+    assert list(rows) == ["natural", "adversarial (L2 ε=0.5)"]
     _, y = demo.load_digits_pair(1, 7, seed=0)
     second_label_at = int(np.flatnonzero(y != y[0])[0])  # models know both labels after it
     for row in rows.values():
@@ -60,9 +60,11 @@ def test_demo_on_digits_prints_the_table_and_writes_the_plot(capsys, tmp_path):
         assert 0 <= certified <= robust <= clean <= 100  # certified and attacked are bounds
         assert int(row["attacked"]) == 361 - second_label_at - 1  # every sample after that
     assert float(rows["natural"]["clean %"]) > 90
-    # The adversarial model pays in clean accuracy and is certified far more often.
-    assert (float(rows["adversarial (L2 ε=1)"]["certified %"])
-            > float(rows["natural"]["certified %"]) + 10)
+    # Trained at half the attack radius, the adversarial model keeps most of its clean
+    # accuracy and withstands PGD more often than the natural one.
+    adversarial = rows["adversarial (L2 ε=0.5)"]
+    assert float(adversarial["clean %"]) > 90
+    assert float(adversarial["robust %"]) > float(rows["natural"]["robust %"])
     check_plot(tmp_path / cli.PLOT_NAME)
     assert f"{tmp_path / cli.PLOT_NAME}" in out
 
@@ -81,7 +83,7 @@ def test_demo_reads_an_npz_and_evaluates_its_test_set(capsys, tmp_path):
     n_train = int(np.isin(y[:900], [3, 8]).sum())
     assert f"tiny.npz, 3 vs 8: {n_train} samples streamed once (inputs / 255)" in out
     held_out = table(out.split("Held-out test set")[1])
-    assert list(held_out) == ["natural", "adversarial (L2 ε=1)"]
+    assert list(held_out) == ["natural", "adversarial (L2 ε=0.5)"]
     assert [row["test samples"] for row in held_out.values()] == ["60", "60"]
     check_plot(tmp_path / cli.PLOT_NAME)
 
