@@ -122,8 +122,9 @@ def test_learner_publishes_monitor_alerts_before_learning():
         def __init__(self):
             self.calls = []
 
-        def update(self, x, y):
-            self.calls.append((model.n_learned, y))
+        def update(self, x, y, y_pred=None):
+            assert self.model is model  # the service points the monitor at its model
+            self.calls.append((model.n_learned, y, y_pred))
             return [Alert("drift", len(self.calls))] if len(self.calls) == 2 else []
 
     model = AdvLinearSVM()
@@ -132,7 +133,8 @@ def test_learner_publishes_monitor_alerts_before_learning():
     learner.process(b'{"x": [1], "y": true}')
     outcome = learner.process(b'{"x": [2], "y": false}')
     learner.process(b'{"x": [3]}')  # unlabelled: the monitor only sees labelled messages
-    assert monitor.calls == [(0, True), (1, False)]  # before learn_one each time
+    # Before learn_one each time, with the prediction the service already made.
+    assert monitor.calls == [(0, True, None), (1, False, True)]
     assert outcome.alerts == [Alert("drift", 2)]
 
 
