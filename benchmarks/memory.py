@@ -12,16 +12,14 @@ stream: it is unbounded by design and the point is to show the slope.
 
 from __future__ import annotations
 
-import argparse
 import gc
-import json
 import os
 import sys
 import time
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
+import common
 from river_advsvm import AdvKernelSVM
 
 BATCH = 500
@@ -67,26 +65,20 @@ def run(policy: str, n: int, d: int, budget: int) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="tiny smoke run (seconds)")
+    parser = common.parser(__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=1_000_000)
-    parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     n = 20_000 if args.quick else args.samples
     d, budget = 16, 1024
     records = []
-    with threadpool_limits(1):
+    with common.one_blas_thread():
         for policy in ("compact", "compact_slot", "truncate"):
             records += run(policy, n, d, budget)
         records += run("grow", max(n // 10, 10 * BATCH), d, budget)
+    machine = common.machine()
     for r in records:
-        r["quick"] = args.quick
-    out = args.out or os.path.join(os.path.dirname(__file__), "results",
-                                   "memory_quick.json" if args.quick else "memory.json")
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(records, f, indent=1)
-    print(f"wrote {out}")
+        r.update(machine, quick=args.quick)
+    common.write_records(records, args.out, "memory", args.quick)
     return 0
 
 

@@ -24,17 +24,13 @@ the same run, which is what to compare across machines.
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import os
-import platform
 import sys
 import time
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
+import common
 from river_advsvm import AdvKernelSVM
 
 BATCH = 500
@@ -179,35 +175,23 @@ def format_table(records: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="tiny smoke run (seconds)")
-    parser.add_argument("--out", default=None, help="JSON output (default: benchmarks/results/)")
-    args = parser.parse_args(argv)
-
+    args = common.parser(__doc__.split("\n\n")[0]).parse_args(argv)
     if args.quick:
         grid, n_one, n_many, seconds = [(64, 256)], 200, 1000, 0.5
     else:
         grid = [(d, b) for d in (64, 784, 3072) for b in (256, 1024, 4096)]
         n_one, n_many, seconds = 3000, 10_000, 4.0
     records = []
-    with threadpool_limits(1):
+    with common.one_blas_thread():
         for d, budget in grid:
             rows = bench_config(d, budget, n_one, n_many, seconds)
             print(format_table(rows), flush=True)
             print()
             records.extend(rows)
-    machine = {"machine": platform.machine(), "processor": platform.processor() or "unknown",
-               "cpus": os.cpu_count(), "python": sys.version.split()[0],
-               "numpy": np.__version__, "blas_threads": 1}
+    machine = common.machine()
     for r in records:
         r.update(machine, quick=args.quick)
-    out = args.out or os.path.join(
-        os.path.dirname(__file__), "results", "throughput_quick.json" if args.quick
-        else "throughput.json")
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(records, f, indent=1)
-    print(f"wrote {out}")
+    common.write_records(records, args.out, "throughput", args.quick)
     return 0
 
 

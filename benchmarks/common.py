@@ -1,0 +1,164 @@
+"""What the benchmark scripts share: arguments, data, one BLAS thread, the machine, JSON, tables.
+
+Every script is run as `python benchmarks/NAME.py [--data PATH] [--quick] [--out FILE]`, prints a
+table and writes a JSON list of flat records (default `benchmarks/results/NAME.json`, or
+`NAME_quick.json` for `--quick`). `--quick` is a smoke run of seconds that needs no shared data
+(scikit-learn's digits or synthetic streams), which is what CI runs.
+
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import pathlib
+import platform
+import sys
+
+import numpy as np
+
+BENCHMARKS = pathlib.Path(__file__).resolve().parent
+RESULTS = BENCHMARKS / "results"
+#: The shared data directory of the project's layout (`<repo>/../shared/data`).
+DEFAULT_DATA = BENCHMARKS.parent.parent / "shared" / "data"
+
+
+def parser(description: str, data: bool = False) -> argparse.ArgumentParser:
+    """An argument parser with the options every benchmark takes."""
+    p = argparse.ArgumentParser(description=description,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="tiny smoke run (seconds, no shared data needed)")
+    p.add_argument("--out", default=None,
+                   help="JSON output (default: benchmarks/results/NAME[_quick].json)")
+    if data:
+        p.add_argument("--data", default=str(DEFAULT_DATA),
+                       help="directory holding the data files, or the file itself "
+                            f"(default: {DEFAULT_DATA})")
+    return p
+
+
+def one_blas_thread():
+    """A context that runs BLAS on one thread: comparable timings on a shared machine."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(1)
+
+
+# -- data -------------------------------------------------------------------------------------------
+
+
+def data_file(data: str, name: str) -> pathlib.Path:
+    """`name` inside the directory `data`, or `data` itself if it is that file; exits with a clear
+    message when it is missing."""
+    path = pathlib.Path(data)
+    if path.is_dir():
+        path = path / name
+    if not path.is_file():
+        raise SystemExit(
+            f"{pathlib.Path(sys.argv[0]).name}: data file {name!r} not found at {path}.\n"
+            f"Pass --data with the directory that holds it (or the file itself); the shared "
+            f"data is described in shared/data/DATA.md. --quick runs without it."
+        )
+    return path
+
+
+def load_pair(path: pathlib.Path, first: int, second: int, scale: float = 255.0) -> dict:
+    """Two classes of an .npz with uint8 X_train, y_train, X_test, y_test, pixels / `scale`.
+
+    Returns X_train, y_train, X_test, y_test, and exact_train / exact_test (all True when the
+    file has no such arrays: CIFAR's say which rows are lossless, see DATA.md).
+    """
+    arrays = np.load(path)
+    pair = {}
+    for part in ("train", "test"):
+        X, y = arrays[f"X_{part}"], arrays[f"y_{part}"]
+        mask = (y == first) | (y == second)
+        pair[f"X_{part}"] = X[mask] / scale
+        pair[f"y_{part}"] = y[mask].astype(int)
+        exact = arrays[f"exact_{part}"][mask] if f"exact_{part}" in arrays else None
+        pair[f"exact_{part}"] = np.ones(mask.sum(), bool) if exact is None else exact
+    return pair
+
+
+def digits_pair(first: int = 1, second: int = 7) -> dict:
+    """scikit-learn's digits, two classes, pixels / 16, a stratified 70/30 split (seed 0)."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    mask = (y == first) | (y == second)
+    X_train, X_test, y_train, y_test = train_test_split(
+        X[mask] / 16.0, y[mask], test_size=0.3, random_state=0, stratify=y[mask])
+    return {"X_train": X_train, "y_train": y_train, "X_test": X_test, "y_test": y_test,
+            "exact_train": np.ones(len(y_train), bool), "exact_test": np.ones(len(y_test), bool)}
+
+
+# -- the machine ------------------------------------------------------------------------------------
+
+
+def machine() -> dict:
+    """CPU model, cores, RAM and library versions, as flat fields for the records."""
+    model = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    ram_gb = float("nan")
+    try:
+        with open("/proc/meminfo") as f:
+            ram_gb = int(f.readline().split()[1]) / 2**20
+    except (OSError, ValueError, IndexError):
+        pass
+    return {"cpu": model, "cpus": os.cpu_count(), "ram_gb": round(ram_gb, 1),
+            "python": sys.version.split()[0], "numpy": np.__version__, "blas_threads": 1}
+
+
+# -- output -----------------------------------------------------------------------------------------
+
+
+def _plain(value):
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN
+    return value
+
+
+def write_records(records: list[dict], out: str | None, name: str, quick: bool) -> pathlib.Path:
+    """Write flat records as JSON to `out` or `benchmarks/results/NAME[_quick].json`."""
+    path = pathlib.Path(out) if out else RESULTS / f"{name}{'_quick' if quick else ''}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plain = []
+    for r in records:
+        bad = [k for k, v in r.items() if isinstance(v, (dict, list, tuple))]
+        if bad:
+            raise ValueError(f"records must be flat; {bad} are not")
+        plain.append({k: _plain(v) for k, v in r.items()})
+    path.write_text(json.dumps(plain, indent=1) + "\n")
+    print(f"wrote {path}")
+    return path
+
+
+def format_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
+    """A fixed-width table: `columns` are (key, header, format spec); missing values print '-'."""
+    cells = [[h for _, h, _ in columns]]
+    for row in rows:
+        line = []
+        for key, _, spec in columns:
+            value = row.get(key)
+            if value is None or (isinstance(value, float) and not math.isfinite(value)):
+                line.append("-")
+            else:
+                line.append(format(value, spec))
+        cells.append(line)
+    widths = [max(len(c[i]) for c in cells) for i in range(len(columns))]
+    return "\n".join(
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        for r in cells)
