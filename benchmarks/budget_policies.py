@@ -18,34 +18,19 @@ from __future__ import annotations
 
 import sys
 import time
-import warnings
 
 import numpy as np
 
 import common
 
-BATCH = 500
 EPSILON = 8 / 255
 BOUNDED = ("compact", "compact_slot", "truncate")
 
 
-def train(model, X, y) -> float:
-    start = time.perf_counter()
-    for i in range(0, len(X), BATCH):
-        model.learn_many(X[i:i + BATCH], y[i:i + BATCH])
-    return time.perf_counter() - start
-
-
-def right(model, X, y) -> np.ndarray:
-    return (np.asarray(model.decision_many(X)) > 0) == (y == model.classes[-1])
-
-
 def pgd_accuracy(model, X, y) -> float:
-    from river_advsvm.attacks import PGD, NoGradientWarning
+    from river_advsvm.attacks import PGD
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NoGradientWarning)
-        return float(np.mean(~PGD(epsilon=EPSILON, steps=10).run(model, X, y).fooled))
+    return float(np.mean(~common.attack(PGD(epsilon=EPSILON, steps=10), model, X, y).fooled))
 
 
 def run(data: dict, budgets, seeds: int, pgd_points: int) -> list[dict]:
@@ -66,11 +51,11 @@ def run(data: dict, budgets, seeds: int, pgd_points: int) -> list[dict]:
             for policy, budget in configs:
                 model = AdvKernelSVM(epsilon=epsilon, norm="linf", gamma=gamma,
                                      budget=budget or 1024, budget_policy=policy, seed=seed)
-                seconds = train(model, Xs, ys)
+                seconds = common.train(model, Xs, ys)
                 record = {"kind": "run", "policy": policy, "budget": budget, "epsilon": epsilon,
                           "seed": seed, "d": d, "n_train": n, "n_test": len(y_test),
                           "pgd_points": len(y_pgd), "gamma": gamma,
-                          "clean": float(right(model, X_test, y_test).mean()),
+                          "clean": float(common.right(model, X_test, y_test).mean()),
                           "pgd": pgd_accuracy(model, X_pgd, y_pgd),
                           "train_seconds": seconds, "features": model.n_features,
                           "model_mb": model._raw_memory_usage / 2**20}

@@ -16,6 +16,8 @@ import os
 import pathlib
 import platform
 import sys
+import time
+import warnings
 
 import numpy as np
 
@@ -23,6 +25,8 @@ BENCHMARKS = pathlib.Path(__file__).resolve().parent
 RESULTS = BENCHMARKS / "results"
 #: The shared data directory of the project's layout (`<repo>/../shared/data`).
 DEFAULT_DATA = BENCHMARKS.parent.parent / "shared" / "data"
+#: The paper's mini-batch size.
+BATCH = 500
 
 
 def parser(description: str, data: bool = False) -> argparse.ArgumentParser:
@@ -162,3 +166,29 @@ def format_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
     return "\n".join(
         "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
         for r in cells)
+
+
+# -- training and scoring ---------------------------------------------------------------------------
+
+
+def train(model, X, y) -> float:
+    """One pass of learn_many in batches of BATCH; the seconds it took."""
+    start = time.perf_counter()
+    for i in range(0, len(X), BATCH):
+        model.learn_many(X[i:i + BATCH], y[i:i + BATCH])
+    return time.perf_counter() - start
+
+
+def right(model, X, y) -> np.ndarray:
+    """Whether each prediction is right (the margin's sign against the positive class)."""
+    return (np.asarray(model.decision_many(X)) > 0) == (y == model.classes[-1])
+
+
+def attack(attack_, model, X, y):
+    """`attack_.run`, without the per-batch warning about samples with no usable gradient (the
+    result counts them)."""
+    from river_advsvm.attacks import NoGradientWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoGradientWarning)
+        return attack_.run(model, X, y)

@@ -66,13 +66,12 @@ import math
 import pathlib
 import sys
 import time
-import warnings
 
 import numpy as np
 
 import common
 
-BATCH = 500
+BATCH = common.BATCH
 EPSILON = 8 / 255
 #: Models chosen for robustness must stay this close to Natural's validation clean accuracy.
 CLEAN_TOLERANCE = 0.02
@@ -198,14 +197,6 @@ def choose(scored: list[tuple], reference_clean: float) -> tuple:
     return max(scored, key=lambda t: (t[1], t[2])) + (False,)
 
 
-def train(model, X, y) -> float:
-    """One pass of learn_many in batches of BATCH; the seconds it took."""
-    start = time.perf_counter()
-    for i in range(0, len(X), BATCH):
-        model.learn_many(X[i:i + BATCH], y[i:i + BATCH])
-    return time.perf_counter() - start
-
-
 def train_one(model, X, y) -> float:
     """One pass of learn_one over dicts (built outside the clock, 500 at a time)."""
     seconds = 0.0
@@ -222,23 +213,10 @@ def train_one(model, X, y) -> float:
 # -- evaluation -------------------------------------------------------------------------------------
 
 
-def right(model, X, y) -> np.ndarray:
-    """Whether each prediction is right (the margin's sign against the positive class)."""
-    return (np.asarray(model.decision_many(X)) > 0) == (y == model.classes[-1])
-
-
-def attack(attack_, model, X, y):
-    from river_advsvm.attacks import NoGradientWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NoGradientWarning)
-        return attack_.run(model, X, y)
-
-
 def pgd_right(model, X, y, epsilon=EPSILON, steps=10):
     from river_advsvm.attacks import PGD
 
-    result = attack(PGD(epsilon=epsilon, steps=steps), model, X, y)
+    result = common.attack(PGD(epsilon=epsilon, steps=steps), model, X, y)
     return ~result.fooled, result
 
 
@@ -333,8 +311,8 @@ def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
         scored = []
         for params in grid(family, s):
             model = make_model(family, params, 0, gamma, s.budget)
-            seconds = train(model, X_fit, y_fit)
-            clean = float(right(model, X_val, y_val).mean())
+            seconds = common.train(model, X_fit, y_fit)
+            clean = float(common.right(model, X_val, y_val).mean())
             pgd = float(pgd_right(model, X_vp, y_vp)[0].mean())
             scored.append((params, clean, pgd))
             records.append({"kind": "grid", **base, "model": family, **params, "val_clean": clean,
@@ -373,9 +351,9 @@ def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
         for name in MODELS:
             params = selected[name][0]
             model = make_model(name, params, seed, gamma, s.budget)
-            seconds = train(model, Xs, ys)
-            clean_right = right(model, X_test, y_test)
-            fgsm = attack(FGSM(epsilon=EPSILON), model, X_test, y_test)
+            seconds = common.train(model, Xs, ys)
+            clean_right = common.right(model, X_test, y_test)
+            fgsm = common.attack(FGSM(epsilon=EPSILON), model, X_test, y_test)
             pgd_ok, pgd = pgd_right(model, X_test, y_test)
             start = time.perf_counter()
             radii = certified_radii(model, X_test, y_test)
@@ -417,7 +395,7 @@ def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
         Xa, ya = X_test[idx], y_test[idx]
         for name in names:
             model = models0[name]
-            result = attack(factory(), model, Xa, ya)
+            result = common.attack(factory(), model, Xa, ya)
             found = result.fooled
 
             def robust(radius):
@@ -429,7 +407,7 @@ def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
                       "accuracy": robust(threat), "accuracy_l2_0.5": robust(0.5),
                       "accuracy_l2_1.0": robust(1.0),
                       "median_flip_l2": float(np.median(flips)) if len(flips) else None,
-                      "clean_same_points": float(right(model, Xa, ya).mean()),
+                      "clean_same_points": float(common.right(model, Xa, ya).mean()),
                       "pgd_same_points": float(pgd_right(model, Xa, ya)[0].mean()),
                       "no_gradient": result.n_no_gradient,
                       "seconds_per_sample": result.seconds / len(ya)}
@@ -448,21 +426,21 @@ def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
         for eta in s.step_sizes:
             params = {**adv_params, "step_size": eta, "train_epsilon": epsilon}
             model = make_model("adv-SVM(C)", params, 0, gamma, s.budget)
-            train(model, X_fit, y_fit)
+            common.train(model, X_fit, y_fit)
             val_pgd = float(pgd_right(model, X_vp, y_vp, epsilon)[0].mean())
-            val_clean = float(right(model, X_val, y_val).mean())
+            val_clean = float(common.right(model, X_val, y_val).mean())
             scored.append((params, val_clean, val_pgd))
             records.append({"kind": "sweep_grid", **base, "model": "adv-SVM(C)", **params,
                             "epsilon": epsilon, "val_clean": val_clean, "val_pgd": val_pgd,
                             "val_pgd_points": len(y_vp)})
         params = choose(scored, reference)[0]
         model = make_model("adv-SVM(C)", params, 0, gamma, s.budget)
-        train(model, X_train[order], y_train[order])
+        common.train(model, X_train[order], y_train[order])
         sweep_models[f"adv-SVM(C) at r={epsilon:.4g}"] = model
     for name, model in sweep_models.items():
         matched = name.startswith("adv-SVM(C) at")
         radii = certified_radii(model, Xw, yw)
-        clean = float(right(model, Xw, yw).mean())
+        clean = float(common.right(model, Xw, yw).mean())
         base_sweep = {"kind": "sweep", **base, "model": name, "seed": 0, "points": len(yw),
                       "clean": clean, "train_epsilon": model.epsilon,
                       "regularization": model.regularization, "step_size": model.step_size}

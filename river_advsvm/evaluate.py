@@ -206,7 +206,7 @@ def _row(attack, norm, radius, right, norms, no_gradient, seconds) -> dict:
 def iter_progressive_robust_val(
     dataset: typing.Iterable,
     model,
-    attack: attacks_module.Attack | None = None,
+    attack: Attack | None = None,
     step: int = 100,
     sample_rate: float | int | None = None,
     monitor=None,
@@ -334,7 +334,7 @@ def iter_progressive_robust_val(
 def progressive_robust_val(
     dataset: typing.Iterable,
     model,
-    attack: attacks_module.Attack | None = None,
+    attack: Attack | None = None,
     sample_rate: float | int | None = None,
     monitor=None,
     print_every: int = 0,

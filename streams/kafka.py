@@ -390,7 +390,7 @@ class OutputSink:
     def flush(self, timeout: float | None = None, should_stop=lambda: False) -> bool:
         """Wait until every output is acknowledged; False if `timeout` or `should_stop` came
         first (the outputs then stay pending, to be flushed later)."""
-        from kafka.errors import KafkaError, KafkaTimeoutError, MessageSizeTooLargeError
+        from kafka.errors import KafkaTimeoutError, MessageSizeTooLargeError
 
         deadline = None if timeout is None else time.monotonic() + timeout
         backoff = 0.1
