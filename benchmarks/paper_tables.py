@@ -512,11 +512,18 @@ def targets(records: list[dict]) -> list[dict]:
                         "target": "natural clean within 0.15% of exact SVC",
                         "value": natural["clean"], "reference": svc[pair]["clean"],
                         "gap": gap, "met": gap <= 0.0015})
-        out.append({"kind": "target", "pair": pair, "target": "adv-SVM(C) PGD > Natural PGD",
+        # Paired by seed (a seed is one stream and one feature pool for both models): above on
+        # every seed, not on average by a rounding error.
+        per_seed = {(r["model"], r["seed"]): r["pgd"] for r in records
+                    if r["kind"] == "model" and r["pair"] == pair}
+        gains = [per_seed[("adv-SVM(C)", seed)] - per_seed[("Natural", seed)]
+                 for seed in sorted(seed for model, seed in per_seed if model == "Natural")]
+        out.append({"kind": "target", "pair": pair,
+                    "target": "adv-SVM(C) PGD > Natural PGD on every seed",
                     "value": adv["pgd"], "reference": natural["pgd"],
                     "gap": adv["pgd"] - natural["pgd"],
                     "noise": math.hypot(adv["pgd_std"], natural["pgd_std"]),
-                    "met": adv["pgd"] > natural["pgd"]})
+                    "gains": gains, "met": min(gains) > 0})
     return out
 
 
@@ -654,8 +661,9 @@ def print_targets(records: list[dict]) -> None:
         value, reference = t["value"], t["reference"]
         detail = (f"{value:.2f} s" if "1 s" in t["target"]
                   else f"{100 * value:.2f}% vs {100 * reference:.2f}%")
-        if "noise" in t:
-            detail += f" (difference {100 * t['gap']:+.2f} points, seed std {100 * t['noise']:.2f})"
+        if "gains" in t:
+            detail += (f" (per seed {', '.join(f'{100 * g:+.2f}' for g in t['gains'])} points;"
+                       f" seed std {100 * t['noise']:.2f})")
         print(f"{'MET    ' if t['met'] else 'NOT MET'} {t['pair']:24s} {t['target']}: {detail}")
 
 
@@ -688,6 +696,8 @@ def main(argv=None) -> int:
 
     if args.replot:
         records = json.loads(pathlib.Path(args.replot).read_text())
+        # The targets as this version of the script judges them.
+        records = [r for r in records if r["kind"] != "target"] + targets(records)
         for pair in dict.fromkeys(r["pair"] for r in records if r["kind"] == "summary"):
             print(pair_table(records, pair), "\n")
         print_targets(records)
