@@ -23,14 +23,8 @@ import numpy as np
 
 import common
 
-EPSILON = 8 / 255
+EPSILON = common.EPSILON
 BOUNDED = ("compact", "compact_slot", "truncate")
-
-
-def pgd_accuracy(model, X, y) -> float:
-    from river_advsvm.attacks import PGD
-
-    return float(np.mean(~common.attack(PGD(epsilon=EPSILON, steps=10), model, X, y).fooled))
 
 
 def run(data: dict, budgets, seeds: int, pgd_points: int) -> list[dict]:
@@ -56,7 +50,7 @@ def run(data: dict, budgets, seeds: int, pgd_points: int) -> list[dict]:
                           "seed": seed, "d": d, "n_train": n, "n_test": len(y_test),
                           "pgd_points": len(y_pgd), "gamma": gamma,
                           "clean": float(common.right(model, X_test, y_test).mean()),
-                          "pgd": pgd_accuracy(model, X_pgd, y_pgd),
+                          "pgd": float(common.pgd_right(model, X_pgd, y_pgd)[0].mean()),
                           "train_seconds": seconds, "features": model.n_features,
                           "model_mb": model._raw_memory_usage / 2**20}
                 records.append(record)

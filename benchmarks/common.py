@@ -27,6 +27,8 @@ RESULTS = BENCHMARKS / "results"
 DEFAULT_DATA = BENCHMARKS.parent.parent / "shared" / "data"
 #: The paper's mini-batch size.
 BATCH = 500
+#: The paper's attack radius (L-inf, pixels in [0, 1]).
+EPSILON = 8 / 255
 
 
 def parser(description: str, data: bool = False) -> argparse.ArgumentParser:
@@ -192,3 +194,12 @@ def attack(attack_, model, X, y):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NoGradientWarning)
         return attack_.run(model, X, y)
+
+
+def pgd_right(model, X, y, epsilon: float = EPSILON, steps: int = 10):
+    """Whether each sample is still classified right under the paper's PGD (L-inf, `steps`
+    steps of epsilon / 4, no random start), and the attack's result."""
+    from river_advsvm.attacks import PGD
+
+    result = attack(PGD(epsilon=epsilon, steps=steps), model, X, y)
+    return ~result.fooled, result

@@ -72,7 +72,7 @@ import numpy as np
 import common
 
 BATCH = common.BATCH
-EPSILON = 8 / 255
+EPSILON = common.EPSILON
 #: Models chosen for robustness must stay this close to Natural's validation clean accuracy.
 CLEAN_TOLERANCE = 0.02
 MODELS = ["Natural", "Natural (PGD-selected)", "adv-linear-SVM", "adv-SVM(D)", "adv-SVM(C)"]
@@ -213,13 +213,6 @@ def train_one(model, X, y) -> float:
 # -- evaluation -------------------------------------------------------------------------------------
 
 
-def pgd_right(model, X, y, epsilon=EPSILON, steps=10):
-    from river_advsvm.attacks import PGD
-
-    result = common.attack(PGD(epsilon=epsilon, steps=steps), model, X, y)
-    return ~result.fooled, result
-
-
 def certified_radii(model, X, y):
     return model.certified_radius_many(X, y, norm="linf")
 
@@ -313,7 +306,7 @@ def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
             model = make_model(family, params, 0, gamma, s.budget)
             seconds = common.train(model, X_fit, y_fit)
             clean = float(common.right(model, X_val, y_val).mean())
-            pgd = float(pgd_right(model, X_vp, y_vp)[0].mean())
+            pgd = float(common.pgd_right(model, X_vp, y_vp)[0].mean())
             scored.append((params, clean, pgd))
             records.append({"kind": "grid", **base, "model": family, **params, "val_clean": clean,
                             "val_pgd": pgd, "val_points": len(y_val), "val_pgd_points": len(y_vp),
@@ -354,7 +347,7 @@ def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
             seconds = common.train(model, Xs, ys)
             clean_right = common.right(model, X_test, y_test)
             fgsm = common.attack(FGSM(epsilon=EPSILON), model, X_test, y_test)
-            pgd_ok, pgd = pgd_right(model, X_test, y_test)
+            pgd_ok, pgd = common.pgd_right(model, X_test, y_test)
             start = time.perf_counter()
             radii = certified_radii(model, X_test, y_test)
             cert_seconds = time.perf_counter() - start
@@ -408,7 +401,7 @@ def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
                       "accuracy_l2_1.0": robust(1.0),
                       "median_flip_l2": float(np.median(flips)) if len(flips) else None,
                       "clean_same_points": float(common.right(model, Xa, ya).mean()),
-                      "pgd_same_points": float(pgd_right(model, Xa, ya)[0].mean()),
+                      "pgd_same_points": float(common.pgd_right(model, Xa, ya)[0].mean()),
                       "no_gradient": result.n_no_gradient,
                       "seconds_per_sample": result.seconds / len(ya)}
             records.append(record)
@@ -427,7 +420,7 @@ def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
             params = {**adv_params, "step_size": eta, "train_epsilon": epsilon}
             model = make_model("adv-SVM(C)", params, 0, gamma, s.budget)
             common.train(model, X_fit, y_fit)
-            val_pgd = float(pgd_right(model, X_vp, y_vp, epsilon)[0].mean())
+            val_pgd = float(common.pgd_right(model, X_vp, y_vp, epsilon)[0].mean())
             val_clean = float(common.right(model, X_val, y_val).mean())
             scored.append((params, val_clean, val_pgd))
             records.append({"kind": "sweep_grid", **base, "model": "adv-SVM(C)", **params,
@@ -450,7 +443,7 @@ def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
         cache = {}
         for sweep, epsilon, steps in points:
             if (epsilon, steps) not in cache:
-                cache[(epsilon, steps)] = float(pgd_right(model, Xw, yw, epsilon, steps)[0].mean())
+                cache[(epsilon, steps)] = float(common.pgd_right(model, Xw, yw, epsilon, steps)[0].mean())
             records.append({**base_sweep, "sweep": sweep, "epsilon": epsilon, "steps": steps,
                             "pgd": cache[(epsilon, steps)],
                             "certified": certified_at(radii, epsilon)})
