@@ -24,7 +24,13 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (its default prints the usage first)."""
 
     def error(self, message: str):
+        message = message.replace("\r", "\\r").replace("\n", "\\n")  # echoed user text
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _shown(text: str) -> str:
+    """A command-line value as the user typed it, quoted when it holds odd characters."""
+    return text if text.isprintable() and text.strip() == text and text else repr(text)
 
 
 def _number(text: str, accept, condition: str) -> float:
@@ -34,7 +40,7 @@ def _number(text: str, accept, condition: str) -> float:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and accept(value)):
-        raise argparse.ArgumentTypeError(f"{text} is not a number {condition}")
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not a number {condition}")
     return value
 
 
@@ -63,7 +69,7 @@ def _count(low: int):
         except ValueError:
             value = low - 1
         if value < low:
-            raise argparse.ArgumentTypeError(f"{text} is not a whole number >= {low}")
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is not a whole number >= {low}")
         return value
 
     return parse
@@ -720,7 +726,12 @@ def _error_message(error: Exception) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit_:
+        if exit_.code:  # a usage error, already printed in one line
+            return exit_.code
+        raise  # --help, --version
     try:
         code = args.run(args)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
