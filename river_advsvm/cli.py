@@ -711,15 +711,14 @@ def _one_line(error: BaseException) -> str:
 
 
 def _error_message(error: Exception) -> str:
-    """One line for the user: the message of an error in what they gave, else what failed."""
-    from river_advsvm.inputs import InvalidInput
-
+    """One line for the user: the message of an error in what they gave (a bad value, file or
+    input, `CheckpointError` and `InvalidInput` included), else what failed."""
     if isinstance(error, ModuleNotFoundError) and error.name:
         module = error.name.split(".")[0]
         extra = _EXTRAS.get(module)
         how = f": pip install 'river-advsvm[{extra}]'" if extra else ""
         return f"this needs the module {module}, which is not installed{how}"
-    if isinstance(error, (OSError, ValueError, KeyError, InvalidInput)):
+    if isinstance(error, (OSError, ValueError, KeyError)):
         return _one_line(error)
     return (f"unexpected {type(error).__name__}: {_one_line(error)} (run with --debug for the "
             "traceback)")

@@ -280,7 +280,8 @@ class _BatchUnpickler(pickle.Unpickler):
     """Unpickles what CIFAR-10's batches hold (dicts, lists, strings, numbers, numpy arrays)
     and nothing else: any other global is refused."""
 
-    _ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    _ALLOWED = {("numpy.core.multiarray", "_reconstruct"),
+                ("numpy._core.multiarray", "_reconstruct"),
                 ("numpy", "ndarray"), ("numpy", "dtype")}
 
     def find_class(self, module, name):
