@@ -201,10 +201,38 @@ def attack(attack_, model, X, y):
         return attack_.run(model, X, y)
 
 
-def pgd_right(model, X, y, epsilon: float = EPSILON, steps: int = 10):
-    """Whether each sample is still classified right under the paper's PGD (L-inf, `steps`
-    steps of epsilon / 4, no random start), and the attack's result."""
+def pgd_right(model, X, y, epsilon: float = EPSILON, steps: int = 10, norm: str = "linf"):
+    """Whether each sample is still classified right under the paper's PGD (`steps` steps of
+    epsilon / 4, no random start, L-inf unless `norm` says otherwise), and the attack's
+    result."""
     from river_advsvm.attacks import PGD
 
-    result = attack(PGD(epsilon=epsilon, steps=steps), model, X, y)
+    result = attack(PGD(epsilon=epsilon, norm=norm, steps=steps), model, X, y)
     return ~result.fooled, result
+
+
+def predict_seconds(model, X, repeats: int = 3) -> float:
+    """Seconds per sample of `decision_many` over the rows of `X`, the best of `repeats` runs
+    (the least disturbed by other work on a shared machine)."""
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model.decision_many(X)
+        best = min(best, time.perf_counter() - start)
+    return best / max(len(X), 1)
+
+
+def model_size(model) -> dict:
+    """Random features and support vectors a model holds, and for support vectors the budget's
+    maintenance so far: merges, removals and the weight degradation `||f_before - f_after||^2`
+    (in total and per event), as flat fields."""
+    row = {"features": getattr(model, "n_features", 0),
+           "support_vectors": getattr(model, "n_support_vectors", 0)}
+    # TODO(core): a public view of the store's maintenance statistics.
+    store = getattr(model, "_store", None)
+    if store is not None and hasattr(store, "n_merges"):
+        events = store.n_merges + store.n_removals
+        row.update(merges=store.n_merges, removals=store.n_removals,
+                   degradation_total=store.total_degradation,
+                   degradation_per_merge=store.total_degradation / events if events else 0.0)
+    return row

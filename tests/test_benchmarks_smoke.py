@@ -24,7 +24,7 @@ REQUIRED_KEYS = {
 @pytest.fixture(scope="module")
 def quick_results(tmp_path_factory):
     """Each script's --quick records, run once per test session."""
-    cache = {}
+    cache, paths = {}, {}
 
     def run(name):
         if name not in cache:
@@ -33,9 +33,10 @@ def quick_results(tmp_path_factory):
                 [sys.executable, str(BENCHMARKS / f"{name}.py"), "--quick", "--out", str(out)],
                 check=True, capture_output=True, text=True, timeout=300,
             )
-            cache[name] = json.loads(out.read_text())
+            cache[name], paths[name] = json.loads(out.read_text()), out
         return cache[name]
 
+    run.path = paths.__getitem__
     return run
 
 
@@ -60,28 +61,70 @@ def test_paper_tables_quick_mode_fills_every_column(quick_results):
     records = quick_results("paper_tables")
     kinds = {r["kind"] for r in records}
     assert {"grid", "selected", "svc", "model", "learn_one", "attack_subset", "sweep", "summary",
-            "target"} <= kinds
-    summaries = {r["model"]: r for r in records if r["kind"] == "summary"}
-    for model in ("Natural", "adv-linear-SVM", "adv-SVM(D)", "adv-SVM(C)"):
+            "target", "flip_check", "dtype_gap"} <= kinds
+    summaries = {r["model"]: r for r in records
+                 if r["kind"] == "summary" and r["dtype"] == "float32"}
+    for model in ("Natural", "adv-linear-SVM", "adv-SVM(D)", "adv-SVM(C)", "SV Natural",
+                  "SV adv-SVM(C)"):
         row = summaries[model]
-        for key in ("clean", "fgsm", "pgd", "certified", "cw", "train_seconds", "seeds"):
+        for key in ("clean", "fgsm", "pgd", "pgd_01", "pgd_l2", "pgd_2", "certified",
+                    "certified_l2", "certified_2", "cw", "train_seconds", "predict_us",
+                    "seeds"):
             assert row[key] is not None, (model, key)
+    for model in ("SV Natural", "SV adv-SVM(C)"):
+        assert summaries[model]["representation"] == "support vectors"
+        assert 0 < summaries[model]["support_vectors"] <= 256
+        assert summaries[model]["features"] == 0
+    assert summaries["Natural"]["features"] == 256 and summaries["Natural"]["support_vectors"] == 0
     assert summaries["adv-SVM(C)"]["zoo"] is not None
+    # float64 evaluations of every kernel model on the same seeds, compared pairwise.
+    assert {r["model"] for r in records if r["kind"] == "summary" and r["dtype"] == "float64"} \
+        == {name for name, row in summaries.items() if row["representation"] != "linear"}
+    assert {r["metric"] for r in records if r["kind"] == "dtype_gap"} >= {"clean", "pgd"}
     # learn_many is a learn_one loop: the two learn the same model.
     assert all(r["max_decision_gap_to_learn_many"] < 1e-9
                for r in records if r["kind"] == "learn_one")
     assert all(r["points"] > 0 for r in records if r["kind"] == "attack_subset")
+    # The exact SVC is attacked through its exact gradient: PGD cannot raise its accuracy.
+    svc = next(r for r in records if r["kind"] == "svc")
+    assert svc["pgd_01"] <= svc["pgd"] <= svc["clean"]
+    # Every certified point of the subset was attacked, and none flipped.
+    checks = [r for r in records if r["kind"] == "flip_check"]
+    assert sum(r["certified_points"] for r in checks) > 0
+    assert all(r["flipped"] == 0 for r in checks)
     sweeps = {r["sweep"] for r in records if r["kind"] == "sweep"}
     assert sweeps == {"steps", "epsilon"}
 
 
-def test_budget_policies_quick_mode_compares_every_policy_to_grow(quick_results):
+def test_paper_tables_writes_its_markdown_summary(quick_results):
+    quick_results("paper_tables")
+    text = quick_results.path("paper_tables").with_suffix(".md").read_text()
+    for heading in ("## Both representations", "## Against the paper", "## float32 against "
+                    "float64", "## Are certified points ever flipped?", "## Targets"):
+        assert heading in text
+    assert "SV Natural" in text and "exact SVC" in text
+
+
+def test_budget_policies_quick_mode_compares_every_policy_to_its_unbounded_model(quick_results):
     records = quick_results("budget_policies")
     summaries = [r for r in records if r["kind"] == "summary"]
-    assert {r["policy"] for r in summaries} == {"compact", "compact_slot", "truncate", "grow"}
+    assert {r["policy"] for r in summaries} == {"merge", "remove", "unbounded", "compact",
+                                                "compact_slot", "truncate", "grow"}
+    assert {r["dtype"] for r in summaries} == {"float32", "float64"}
     assert all(0 <= r["clean"] <= 1 and 0 <= r["pgd"] <= 1 for r in summaries)
-    assert all(r["clean_vs_grow"] == 0 for r in summaries if r["policy"] == "grow")
+    assert all(r["clean_vs_unbounded"] == 0 for r in summaries
+               if r["policy"] in ("grow", "unbounded"))
+    for r in summaries:
+        if r["representation"] == "support vectors":
+            assert r["features"] == 0 and r["support_vectors"] <= (r["budget"] or 10**9)
+            assert r["degradation_per_event"] >= 0
+        else:
+            assert r["support_vectors"] == 0
+    # The smallest support-vector budget binds on the quick stream: merges happened.
+    merge = [r for r in summaries if r["policy"] == "merge" and r["budget"] == 16]
+    assert merge and all(r["merges"] > 0 and r["degradation_per_event"] > 0 for r in merge)
     assert [r["policy"] for r in records if r["kind"] == "pick"]
+    assert quick_results.path("budget_policies").with_suffix(".md").is_file()
 
 
 @pytest.mark.parametrize("name", ["paper_tables", "budget_policies"])
