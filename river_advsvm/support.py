@@ -1,0 +1,746 @@
+"""Support vectors: `f(x) = s sum_i a_i k(x, x_i)` over stored examples, with exact kernels.
+
+The other representation of `AdvKernelSVM` (beside the random features of
+`river_advsvm.budget`): every active step stores its input `x_i` with a coefficient `a_i`, and
+`f` is evaluated with the exact kernel, RBF `exp(-gamma ||x - x'||_2^2)` or Laplacian
+`exp(-gamma ||x - x'||_1)`. Nothing is approximated, so the norm `||f||_H` the adversarial term
+and the certificate use is the norm of the deployed model.
+
+How it stays cheap:
+
+- The shrink `f <- rho f` of every step multiplies a global scale `s` (O(1)); `s` is folded
+  into the `a_i` before it under- or overflows.
+- One matrix-vector product `S @ x` per step gives every RBF distance at once, as
+  `||x - x_i||^2 = ||x||^2 + ||x_i||^2 - 2 x_i . x`. Vectors are stored in `float32` by default
+  (half the memory traffic); distances, `a`, `s` and the norm are `float64`.
+- `||f||^2` is tracked exactly: adding `c k(x, .)` changes it by `2 c f(x) + c^2` (as
+  `k(x, x) = 1`), and `f(x)` is what the step computed anyway. It is recomputed from scratch
+  every few thousand stored vectors, so that rounding cannot drift.
+- The budget: when a `(B + 1)`-th vector arrives, the vector `m` with the smallest `|a_m|` is
+  merged into a same-sign partner `n` (policy 'merge', as in budgeted SGD, Wang, Crammer and
+  Vucetic 2012) or dropped ('remove'). A merge replaces `a_m k(x_m, .) + a_n k(x_n, .)` by the
+  single `a_z k(z, .)` closest to it in the kernel's space: for a fixed `z` the best `a_z` is the
+  projection `a_m k(x_m, z) + a_n k(x_n, z)`, and what is lost, the weight degradation
+  `||a_m k(x_m, .) + a_n k(x_n, .) - a_z k(z, .)||^2 = a_m^2 + a_n^2 + 2 a_m a_n k(x_m, x_n) -
+  a_z^2`, is smallest where `|a_z|` is largest. The partner with the smallest degradation wins.
+  Only the kernel row of `m` (and of the chosen `n`) is needed, never the full kernel matrix.
+
+Where `z` goes:
+
+- RBF: on the segment `z = h x_m + (1 - h) x_n` (moving off it shrinks both kernel values).
+  Squared distances scale quadratically along it, `k(x_m, z) = kappa^((1-h)^2)` and
+  `k(x_n, z) = kappa^(h^2)` with `kappa = k(x_m, x_n)`; `h` maximises `|a_z|`, found by a coarse
+  grid and a golden-section search, vectorised over all candidates.
+- Laplacian: the L1 distances of any `z` in the box spanned by `x_m` and `x_n` add up to
+  `||x_m - x_n||_1`, so `|a_z|` depends on `T = ||x_m - z||_1` alone:
+  `A exp(-gamma T) + B exp(-gamma (L - T))`, a convex function of `T`, largest at an end. The
+  best merge point in the whole input space is therefore one of the two vectors: the larger one
+  (`|a_n| >= |a_m|`) absorbs `a_m k(x_m, x_n)`, and the degradation is `a_m^2 (1 - kappa^2)`,
+  smallest for the nearest same-sign vector. No interior point of the segment (nor any other
+  point) does better.
+
+Rows are learned one at a time through `value` (caches the kernel row), `scale` and `add`; the
+arithmetic of a row depends on the store's state only, never on the batch it came in. On
+OpenBLAS, a row's value does not change either when the row gains zero-valued columns that the
+stored vectors do not have (RBF; for the Laplacian kernel, within a block of 16 columns).
+
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from river_advsvm.kernels import KERNELS, NORMS
+from river_advsvm.margin import ROWS_PER_CHUNK
+
+__all__ = ["DTYPES", "POLICIES", "SupportVectors", "support_radii"]
+
+POLICIES = ("merge", "remove")
+DTYPES = ("float32", "float64")
+
+# The global scale is folded into the coefficients outside this range; within it, a_i = c / s
+# and a^T K a stay far from the float64 limits for any sane budget.
+_SCALE_RANGE = (1e-64, 1e64)
+# ||f||^2 is recomputed from the vectors after this many stored vectors per vector held (RBF:
+# one product S S^T; the Laplacian kernel's pairwise L1 distances cost more).
+_RECOMPUTE_AFTER = {"rbf": 4, "laplacian": 32}
+# The merge search: a grid over h, then golden-section steps around its best point.
+_GRID = 9
+_GOLDEN_STEPS = 30
+# Elements of the (rows x vectors x inputs) temporaries of the Laplacian kernel.
+_BLOCK = 1 << 21
+_COLUMN_BLOCK = 16
+
+
+def _padded(n: int) -> int:
+    return -(-n // _COLUMN_BLOCK) * _COLUMN_BLOCK
+
+
+def _squared_norms(X: np.ndarray) -> np.ndarray:
+    """`||x||^2` per row (of the last axis) in float64, summed left to right.
+
+    A sequential sum does not change when zero-valued columns are appended, so a row scored
+    before and after the model learns a new column gets the same bits.
+    """
+    squares = np.square(X, dtype=np.float64)
+    if squares.shape[-1] == 0:
+        return np.zeros(squares.shape[:-1])
+    return np.cumsum(squares, axis=-1)[..., -1]
+
+
+class SupportVectors:
+    """The support vectors, their coefficients and the exact norm of `AdvKernelSVM`'s `f`.
+
+    Parameters
+    ----------
+    kernel
+        'rbf' or 'laplacian'.
+    gamma
+        Kernel bandwidth.
+    budget
+        Maximum number of support vectors, or `None` for no limit (plain kernel SGD: memory and
+        prediction cost grow with every active step, so for finite data only).
+    policy
+        What happens to the `(budget + 1)`-th vector: 'merge' (two vectors become one) or
+        'remove' (the smallest coefficient is dropped).
+    dtype
+        Storage of the vectors: 'float32' (default) or 'float64'.
+
+    Attributes
+    ----------
+    size
+        Number of support vectors.
+    n_inputs
+        Number of input columns the vectors have.
+    version
+        Bumped whenever stored vectors change.
+    n_merges, n_removals
+        Budget maintenance events so far.
+    degradation
+        `||f_before - f_after||^2` of the latest maintenance event.
+    total_degradation
+        The sum of `degradation` over all events.
+
+    Examples
+    --------
+
+    >>> import numpy as np
+    >>> from river_advsvm.support import SupportVectors
+
+    >>> store = SupportVectors("rbf", gamma=0.5, budget=2)
+    >>> store.start()
+    >>> store.add_inputs(2)
+    >>> for x, c in [([0.0, 0.0], 1.0), ([1.0, 0.0], 0.5), ([0.0, 0.2], 0.25)]:
+    ...     _ = store.value(np.array(x))
+    ...     store.add(c)
+
+    The third vector arrived over the budget: the smallest coefficient (0.25) was merged into
+    its same-sign neighbour at the origin, on the segment between them.
+
+    >>> store.size, store.n_merges
+    (2, 1)
+    >>> store.vectors.astype(float).round(3).tolist()
+    [[0.0, 0.04], [1.0, 0.0]]
+    >>> store.coefficients.round(3).tolist()
+    [1.246, 0.5]
+    >>> round(store.value(np.array([0.0, 0.1])), 4)
+    1.5455
+    >>> round(store.norm, 4), f"{store.degradation:.1e}"
+    (1.5993, '3.1e-05')
+
+    """
+
+    def __init__(
+        self,
+        kernel: str,
+        gamma: float,
+        budget: int | None,
+        policy: str = "merge",
+        dtype: str = "float32",
+    ):
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+        if not (isinstance(gamma, (int, float)) and 0 < gamma < math.inf):
+            raise ValueError(f"gamma must be a positive number, got {gamma!r}")
+        if budget is not None and not (isinstance(budget, int) and budget >= 1):
+            raise ValueError(f"budget must be a positive int or None, got {budget!r}")
+        if policy not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+        self.kernel = kernel
+        self.gamma = float(gamma)
+        self.budget = budget
+        self.policy = policy
+        self.dtype = dtype
+        self.size = 0
+        self.n_inputs = 0
+        self.version = 0
+        self.n_merges = 0
+        self.n_removals = 0
+        self.degradation = 0.0
+        self.total_degradation = 0.0
+        # f = s * sum_i a_i k(x_i, .); q = a^T K a, so ||f||^2 = s^2 q.
+        self._scale = 1.0
+        self._q = 0.0
+        self._stored_since_norm = 0
+        self._S = np.zeros((0, 0), dtype=dtype)
+        self._norms = np.zeros(0)
+        self._a = np.zeros(0)
+        self._x = np.zeros(0, dtype=dtype)
+        self._pending = None
+
+    # -- read-only views ------------------------------------------------------------------------
+
+    @property
+    def norm(self) -> float:
+        """`||f||_H = |s| sqrt(a^T K a)`."""
+        return abs(self._scale) * math.sqrt(max(self._q, 0.0))
+
+    @property
+    def coefficients(self) -> np.ndarray:
+        """The coefficient of each support vector in `f` (`s a_i`), a copy."""
+        return self._scale * self._a[: self.size]
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """The support vectors, one per row (a read-only view)."""
+        view = self._S[: self.size, : self.n_inputs]
+        view.flags.writeable = False
+        return view
+
+    # -- capacity -------------------------------------------------------------------------------
+
+    def _reserve(self, rows: int, columns: int) -> None:
+        old_rows, old_columns = self._S.shape
+        if rows <= old_rows and _padded(columns) <= old_columns:
+            return
+        if rows > old_rows:
+            doubled = 2 * old_rows if self.budget is None else min(2 * old_rows, self.budget + 1)
+            rows = max(rows, doubled)
+        rows = max(rows, old_rows)
+        if _padded(columns) > old_columns:
+            columns = max(_padded(columns), 2 * old_columns)
+        columns = max(columns, old_columns)
+        S = np.zeros((rows, columns), dtype=self.dtype)
+        S[: self.size, : self.n_inputs] = self._S[: self.size, : self.n_inputs]
+        self._S = S
+        for name in ("_norms", "_a"):
+            grown = np.zeros(rows)
+            grown[: self.size] = getattr(self, name)[: self.size]
+            setattr(self, name, grown)
+        x = np.zeros(columns, dtype=self.dtype)
+        x[: self.n_inputs] = self._x[: self.n_inputs]
+        self._x = x
+
+    def start(self) -> None:
+        """Allocate the initial buffers."""
+        rows = 64 if self.budget is None else min(64, self.budget + 1)
+        self._reserve(rows, _COLUMN_BLOCK)
+
+    def add_inputs(self, n_new: int) -> None:
+        """Extend every stored vector with `n_new` input columns, all 0."""
+        if not (isinstance(n_new, (int, np.integer)) and n_new >= 0):
+            raise ValueError(f"n_new must be an int >= 0, got {n_new!r}")
+        self._reserve(max(self._S.shape[0], 1), self.n_inputs + int(n_new))
+        self.n_inputs += int(n_new)
+        self._pending = None
+
+    # -- kernel rows ----------------------------------------------------------------------------
+
+    def _exponents(self, x: np.ndarray, extra: float) -> np.ndarray:
+        """`gamma * dist(x, x_i)` for every stored vector; `x` is a padded row of `dtype`.
+
+        `extra` is `||x||^2` (RBF, unknown columns included) or the L1 norm of the unknown
+        columns (Laplacian).
+        """
+        S = self._S[: self.size, : len(x)]
+        if self.kernel == "rbf":
+            distances = self._norms[: self.size] + extra
+            distances -= 2.0 * (S @ x).astype(np.float64)
+            np.maximum(distances, 0.0, out=distances)
+        else:
+            distances = np.abs(S - x).sum(axis=1).astype(np.float64)
+            distances += extra
+        distances *= self.gamma
+        return distances
+
+    def _row(self, row: np.ndarray, extra: float) -> tuple[np.ndarray, float]:
+        """Exponents and `sum_i a_i k(x, x_i)` for one padded row."""
+        if not self.size:
+            return np.zeros(0), 0.0
+        exponents = self._exponents(row, extra)
+        return exponents, float(np.exp(-exponents) @ self._a[: self.size])
+
+    def _load_row(self, x: np.ndarray, v, u: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+        """Copy `v` into the buffer `x`; the padded row and its `extra` for `_exponents`."""
+        n = self.n_inputs
+        v = np.asarray(v, dtype=np.float64)
+        if v.shape != (n,):
+            raise ValueError(f"expected a row of {n} values, got shape {v.shape}")
+        x[:n] = v
+        row = x[: _padded(n)]
+        if self.kernel == "laplacian":
+            return row, 0.0 if u is None else float(np.abs(u.astype(self.dtype)).sum())
+        if u is None or not u.size:
+            return row, float(_squared_norms(x[:n]))
+        return row, float(_squared_norms(np.concatenate([x[:n], u.astype(self.dtype)])))
+
+    def _stored_exponents(self, i: int) -> np.ndarray:
+        """`gamma * dist(x_i, x_j)` for every stored `j` (0 at `j = i`)."""
+        extra = self._norms[i] if self.kernel == "rbf" else 0.0
+        exponents = self._exponents(self._S[i, : _padded(self.n_inputs)], extra)
+        exponents[i] = 0.0
+        return exponents
+
+    # -- learning, one row at a time ------------------------------------------------------------
+
+    def value(self, v: np.ndarray) -> float:
+        """`f(v)` for a row over all known input columns; remembers the row for `add`."""
+        row, extra = self._load_row(self._x, v)
+        exponents, total = self._row(row, extra)
+        self._pending = (self.version, extra, exponents, total)
+        return self._scale * total
+
+    def scale(self, factor: float) -> None:
+        """`f <- factor * f` (0 empties the store)."""
+        factor = float(factor)
+        if not math.isfinite(factor):
+            raise ValueError(f"scale factor must be finite, got {factor!r}")
+        if factor == 0.0:
+            self.size = 0
+            self._scale, self._q = 1.0, 0.0
+            self.version += 1
+            self._pending = None
+            return
+        self._scale *= factor
+        if not _SCALE_RANGE[0] <= abs(self._scale) <= _SCALE_RANGE[1]:
+            self._a[: self.size] *= self._scale
+            self._q *= self._scale * self._scale
+            self._scale = 1.0
+
+    def negate(self) -> None:
+        """`f <- -f`."""
+        self._scale = -self._scale
+
+    def add(self, c: float) -> None:
+        """`f <- f + c k(v, .)` for the `v` of the latest `value`, then keep to the budget."""
+        pending = self._pending
+        if pending is None or pending[0] != self.version:
+            raise RuntimeError("add() must follow value() of the row to add, with no change between")
+        c = float(c)
+        if not math.isfinite(c):
+            raise ValueError(f"coefficient must be finite, got {c!r}")
+        if c == 0.0:
+            return
+        _, squared, exponents, total = pending
+        self._pending = None
+        a_new = c / self._scale
+        q = self._q + 2.0 * a_new * total + a_new * a_new
+        n = self.n_inputs
+        x = self._x[:n]
+        if self.size:
+            nearest = int(np.argmin(exponents))
+            if np.array_equal(self._S[nearest, :n], x):
+                # The same input again: its coefficient grows, nothing new is stored.
+                self._a[nearest] += a_new
+                self._q = q
+                return
+        self._reserve(self.size + 1, n)
+        slot = self.size
+        self._S[slot, :n] = x
+        self._norms[slot] = squared
+        self._a[slot] = a_new
+        self.size += 1
+        self.version += 1
+        self._q = q
+        if self.budget is not None and self.size > self.budget:
+            self._maintain(np.append(exponents, 0.0))
+        self._stored_since_norm += 1
+        if self._stored_since_norm >= _RECOMPUTE_AFTER[self.kernel] * max(self.size, 64):
+            self.recompute_norm()
+
+    # -- budget maintenance ---------------------------------------------------------------------
+
+    def _maintain(self, newest: np.ndarray | None = None) -> None:
+        """Merge or remove the smallest coefficient; `newest` is the last vector's row, if known."""
+        size = self.size
+        a = self._a[:size]
+
+        def row(i):
+            return newest if newest is not None and i == size - 1 else self._stored_exponents(i)
+
+        m = int(np.argmin(np.abs(a)))
+        a_m = a[m]
+        exponents_m = row(m)
+        value_m = float(np.exp(-exponents_m) @ a)
+        partners = np.flatnonzero(a * a_m > 0.0)
+        partners = partners[partners != m]
+        if self.policy == "merge" and partners.size:
+            A, B, D = abs(a_m), np.abs(a[partners]), exponents_m[partners]
+            h, p = _merge_points(self.kernel, A, B, D)
+            loss = np.maximum(A * A + B * B + 2.0 * A * B * np.exp(-D) - p * p, 0.0)
+            best = int(np.argmin(loss))
+            n, h, a_z = int(partners[best]), float(h[best]), math.copysign(p[best], a_m)
+            exponents_n = row(n)
+            value_n = float(np.exp(-exponents_n) @ a)
+            if self.kernel == "rbf":
+                # Squared distances from a point of the segment, exactly.
+                exponents_z = h * exponents_m + (1.0 - h) * exponents_n - h * (1.0 - h) * D[best]
+                np.maximum(exponents_z, 0.0, out=exponents_z)
+            else:
+                exponents_z = exponents_m if h == 1.0 else exponents_n
+            value_z = float(np.exp(-exponents_z) @ a)
+            self._q += 2.0 * (a_z * value_z - a_m * value_m - a[n] * value_n) + float(loss[best])
+            k = self.n_inputs
+            z = h * self._S[m, :k].astype(np.float64) + (1.0 - h) * self._S[n, :k]
+            self._S[n, :k] = z
+            self._norms[n] = _squared_norms(self._S[n, :k])
+            self._a[n] = a_z
+            self.n_merges += 1
+            self._record(float(loss[best]))
+        else:
+            self._q += a_m * (a_m - 2.0 * value_m)
+            self.n_removals += 1
+            self._record(a_m * a_m)
+        self._drop(m)
+        self.version += 1
+        self._pending = None
+
+    def _record(self, loss: float) -> None:
+        self.degradation = self._scale * self._scale * loss
+        self.total_degradation += self.degradation
+
+    def _drop(self, i: int) -> None:
+        last = self.size - 1
+        k = self.n_inputs
+        if i != last:
+            self._S[i, :k] = self._S[last, :k]
+            self._norms[i] = self._norms[last]
+            self._a[i] = self._a[last]
+        self.size = last
+
+    def recompute_norm(self) -> None:
+        """Set `||f||^2` to `s^2 a^T K a` computed from the vectors (rounding cannot drift)."""
+        self._q = float(_quadratic_form(self, self._a[: self.size]))
+        self._stored_since_norm = 0
+
+    # -- inference on many rows -----------------------------------------------------------------
+
+    def _check_rows(self, V, U):
+        V = np.asarray(V, dtype=np.float64)
+        if V.ndim != 2 or V.shape[1] != self.n_inputs:
+            raise ValueError(f"expected rows of {self.n_inputs} values, got shape {V.shape}")
+        if U is not None:
+            U = np.asarray(U, dtype=np.float64)
+            if U.ndim != 2 or len(U) != len(V):
+                raise ValueError(f"unknown-column values of shape {U.shape} for {len(V)} rows")
+            if not U.shape[1]:
+                U = None
+        return V, U
+
+    def _exponents_many(self, V: np.ndarray, U: np.ndarray | None) -> np.ndarray:
+        """`gamma * dist(v, x_i)` for rows of at most `ROWS_PER_CHUNK`."""
+        X = V.astype(self.dtype)
+        S = self._S[: self.size, : self.n_inputs]
+        if self.kernel == "rbf":
+            squared = _squared_norms(X if U is None else np.hstack([X, U.astype(self.dtype)]))
+            E = (X @ S.T).astype(np.float64)
+            E *= -2.0
+            E += self._norms[: self.size]
+            E += squared[:, None]
+            np.maximum(E, 0.0, out=E)
+        else:
+            E = np.empty((len(X), self.size))
+            step = max(1, _BLOCK // max(1, self.size * self.n_inputs))
+            for start in range(0, len(X), step):
+                block = X[start : start + step, None, :] - S[None]
+                E[start : start + step] = np.abs(block).sum(axis=2)
+            if U is not None:
+                E += np.abs(U.astype(self.dtype)).sum(axis=1)[:, None]
+        E *= self.gamma
+        return E
+
+    def values(self, V: np.ndarray, U: np.ndarray | None = None) -> np.ndarray:
+        """`f` at each row of `V` (known columns), with `U` the values of columns the store does
+        not know (its vectors are 0 there). A single row gets the bits `value` would give."""
+        V, U = self._check_rows(V, U)
+        out = np.zeros(len(V))
+        if not self.size:
+            return out
+        if len(V) == 1:
+            # A fresh buffer: the row remembered for add() stays as it is.
+            x = np.zeros(_padded(self.n_inputs), dtype=self.dtype)
+            row, extra = self._load_row(x, V[0], None if U is None else U[0])
+            out[0] = self._scale * self._row(row, extra)[1]
+            return out
+        a = self._a[: self.size]
+        for start in range(0, len(V), ROWS_PER_CHUNK):
+            chunk = slice(start, start + ROWS_PER_CHUNK)
+            E = self._exponents_many(V[chunk], None if U is None else U[chunk])
+            out[chunk] = self._scale * (np.exp(-E, out=E) @ a)
+        return out
+
+    def gradients(self, V: np.ndarray, U: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """`df/dv` and `df/du` at each row (a subgradient for the Laplacian kernel).
+
+        RBF: `-2 gamma s sum_i a_i k(x, x_i) (x - x_i)`; Laplacian:
+        `-gamma s sum_i a_i k(x, x_i) sign(x - x_i)`.
+        """
+        V, U = self._check_rows(V, U)
+        G = np.zeros(V.shape)
+        GU = np.zeros((len(V), 0 if U is None else U.shape[1]))
+        if not self.size:
+            return G, GU
+        S = self._S[: self.size, : self.n_inputs].astype(np.float64)
+        a = self._a[: self.size]
+        for start in range(0, len(V), ROWS_PER_CHUNK):
+            chunk = slice(start, start + ROWS_PER_CHUNK)
+            W = np.exp(-self._exponents_many(V[chunk], None if U is None else U[chunk])) * a
+            total = W.sum(axis=1)[:, None]
+            if self.kernel == "rbf":
+                factor = -2.0 * self.gamma * self._scale
+                G[chunk] = factor * (total * V[chunk] - W @ S)
+                if U is not None:
+                    GU[chunk] = factor * total * U[chunk]
+                continue
+            factor = -self.gamma * self._scale
+            rows = V[chunk]
+            step = max(1, _BLOCK // max(1, self.size * self.n_inputs))
+            for i in range(0, len(rows), step):
+                signs = np.sign(rows[i : i + step, None, :] - S[None])
+                G[start + i : start + i + step] = factor * np.einsum("rb,rbn->rn", W[i : i + step], signs)
+            if U is not None:
+                GU[chunk] = factor * total * np.sign(U[chunk])
+        return G, GU
+
+    # -- persistence ----------------------------------------------------------------------------
+
+    def state(self) -> tuple[dict, dict]:
+        """JSON scalars and numpy arrays from which `restore` rebuilds this store exactly."""
+        scalars = {
+            "kernel": self.kernel,
+            "gamma": self.gamma,
+            "budget": self.budget,
+            "policy": self.policy,
+            "dtype": self.dtype,
+            "size": self.size,
+            "n_inputs": self.n_inputs,
+            "scale": self._scale,
+            "squared_norm": self._q,
+            "stored_since_norm": self._stored_since_norm,
+            "n_merges": self.n_merges,
+            "n_removals": self.n_removals,
+            "degradation": self.degradation,
+            "total_degradation": self.total_degradation,
+        }
+        arrays = {
+            "vectors": self._S[: self.size, : self.n_inputs].copy(),
+            "alpha": self._a[: self.size].copy(),
+        }
+        return scalars, arrays
+
+    def restore(self, scalars: dict, arrays: dict, n_inputs: int) -> None:
+        """Rebuild from `state()` over `n_inputs` input columns; `ValueError` if inconsistent.
+
+        Everything is checked against this store's own parameters and the arrays' shapes before
+        anything is allocated or changed.
+        """
+        _check_state(self, scalars, arrays, n_inputs)
+        size = scalars["size"]
+        vectors, alpha = arrays["vectors"], arrays["alpha"]
+        self.size = self.n_inputs = 0
+        self._S = np.zeros((0, 0), dtype=self.dtype)
+        self._reserve(max(size, 1), n_inputs)
+        self._S[:size, :n_inputs] = vectors
+        self._norms[:size] = _squared_norms(self._S[:size, :n_inputs])
+        self._a[:size] = alpha
+        self.size, self.n_inputs = size, n_inputs
+        self._scale = float(scalars["scale"])
+        self._q = float(scalars["squared_norm"])
+        self._stored_since_norm = scalars["stored_since_norm"]
+        self.n_merges, self.n_removals = scalars["n_merges"], scalars["n_removals"]
+        self.degradation = float(scalars["degradation"])
+        self.total_degradation = float(scalars["total_degradation"])
+        self.version += 1
+        self._pending = None
+        if size <= _CHECKED_NORM_SIZE:
+            exact = _quadratic_form(self, self._a[:size])
+            scale = float(np.abs(self._a[:size]).sum()) ** 2
+            if abs(self._q - exact) > 1e-6 * scale + 1e-300:
+                raise ValueError("the stored norm does not match the stored support vectors")
+
+    # -- scale-out ------------------------------------------------------------------------------
+
+    @classmethod
+    def average(cls, stores: list, weights: list[float]) -> SupportVectors:
+        """`sum_k w_k f_k` as one store: the union of the vectors with `a <- w_k s_k a`.
+
+        Equal vectors are combined first (exactly); then the budget is restored by the usual
+        maintenance. The norm is computed from scratch, cross terms included. Input column `j`
+        must mean the same input in every store (a store with fewer columns has 0 beyond them).
+        """
+        stores, weights = list(stores), [float(w) for w in weights]
+        if not stores or len(stores) != len(weights):
+            raise ValueError("average needs one weight per store, and at least one store")
+        if not all(math.isfinite(w) for w in weights):
+            raise ValueError("weights must be finite")
+        first = stores[0]
+        for other in stores[1:]:
+            if (other.kernel, other.gamma, other.dtype) != (first.kernel, first.gamma, first.dtype):
+                raise ValueError("only stores with the same kernel, gamma and dtype can be averaged")
+        n = max(store.n_inputs for store in stores)
+        total = sum(store.size for store in stores)
+        vectors = np.zeros((total, n), dtype=first.dtype)
+        alpha = np.zeros(total)
+        at = 0
+        for store, w in zip(stores, weights):
+            vectors[at : at + store.size, : store.n_inputs] = store.vectors
+            alpha[at : at + store.size] = w * store.coefficients
+            at += store.size
+        if total:
+            vectors, inverse = np.unique(vectors, axis=0, return_inverse=True)
+            alpha = np.bincount(inverse.ravel(), weights=alpha, minlength=len(vectors))
+            keep = alpha != 0.0
+            vectors, alpha = vectors[keep], alpha[keep]
+        merged = cls(first.kernel, first.gamma, first.budget, first.policy, first.dtype)
+        merged.start()
+        merged._reserve(max(len(vectors), 1), n)
+        merged.n_inputs = n
+        merged.size = len(vectors)
+        merged._S[: merged.size, :n] = vectors
+        merged._norms[: merged.size] = _squared_norms(vectors)
+        merged._a[: merged.size] = alpha
+        merged.recompute_norm()
+        while merged.budget is not None and merged.size > merged.budget:
+            merged._maintain()
+        return merged
+
+
+# Restoring a store re-checks its norm against a^T K a up to this many vectors.
+_CHECKED_NORM_SIZE = 4096
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_state(store: SupportVectors, scalars: dict, arrays: dict, n_inputs: int) -> None:
+    if not isinstance(scalars, dict) or not isinstance(arrays, dict):
+        raise ValueError("support vector state must be a dict of scalars and a dict of arrays")
+    for key in ("kernel", "gamma", "budget", "policy", "dtype"):
+        if key not in scalars or scalars[key] != getattr(store, key):
+            raise ValueError(
+                f"the saved support vectors have {key} {scalars.get(key)!r}, "
+                f"this model has {getattr(store, key)!r}"
+            )
+    counts = ("size", "n_inputs", "stored_since_norm", "n_merges", "n_removals")
+    for key in counts:
+        if not _is_int(scalars.get(key)) or scalars[key] < 0:
+            raise ValueError(f"saved support vector field {key!r} must be an int >= 0")
+    for key in ("scale", "squared_norm", "degradation", "total_degradation"):
+        value = scalars.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"saved support vector field {key!r} must be a finite number")
+    size = scalars["size"]
+    if store.budget is not None and size > store.budget:
+        raise ValueError(f"{size} saved support vectors exceed the budget of {store.budget}")
+    if scalars["n_inputs"] != n_inputs:
+        raise ValueError(
+            f"the saved support vectors have {scalars['n_inputs']} input columns, "
+            f"the model has {n_inputs}"
+        )
+    if not _SCALE_RANGE[0] <= abs(scalars["scale"]) <= _SCALE_RANGE[1]:
+        raise ValueError("saved support vector scale is out of range")
+    if scalars["squared_norm"] < -1e-9 * max(1.0, abs(scalars["squared_norm"])):
+        raise ValueError("saved squared norm is negative")
+    if min(scalars["degradation"], scalars["total_degradation"]) < 0:
+        raise ValueError("saved weight degradation is negative")
+    vectors, alpha = arrays.get("vectors"), arrays.get("alpha")
+    if not isinstance(vectors, np.ndarray) or not isinstance(alpha, np.ndarray):
+        raise ValueError("saved support vectors need the arrays 'vectors' and 'alpha'")
+    if vectors.dtype != np.dtype(store.dtype) or vectors.shape != (size, n_inputs):
+        raise ValueError(
+            f"saved support vectors must be {store.dtype} of shape ({size}, {n_inputs}), "
+            f"got {vectors.dtype} of shape {vectors.shape}"
+        )
+    if alpha.dtype != np.float64 or alpha.shape != (size,):
+        raise ValueError(f"saved coefficients must be float64 of shape ({size},)")
+    if not (np.isfinite(vectors).all() and np.isfinite(alpha).all()):
+        raise ValueError("saved support vectors or coefficients are not finite")
+
+
+def _quadratic_form(store: SupportVectors, a: np.ndarray) -> float:
+    """`a^T K a` over the stored vectors, in blocks of rows (no full kernel matrix in memory)."""
+    size, n = store.size, store.n_inputs
+    if not size:
+        return 0.0
+    S = store._S[:size, :n]
+    norms = store._norms[:size]
+    total = 0.0
+    step = max(1, _BLOCK // max(1, size * (n if store.kernel == "laplacian" else 1)))
+    for start in range(0, size, step):
+        rows = slice(start, start + step)
+        if store.kernel == "rbf":
+            E = (S[rows] @ S.T).astype(np.float64)
+            E *= -2.0
+            E += norms
+            E += norms[rows, None]
+            np.maximum(E, 0.0, out=E)
+        else:
+            E = np.abs(S[rows, None, :] - S[None]).sum(axis=2).astype(np.float64)
+        E *= -store.gamma
+        total += float(a[rows] @ (np.exp(E, out=E) @ a))
+    return total
+
+
+def _merge_points(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
+    """For each partner: the `h` that maximises `p(h) = A k(x_m, z) + B k(x_n, z)`, and `p(h)`.
+
+    `A = |a_m|`, `B = |a_n|`, `D = gamma dist(x_m, x_n)` (squared L2 for RBF, L1 for Laplacian),
+    `z = h x_m + (1 - h) x_n`.
+    """
+    if kernel == "laplacian":
+        at_m, at_n = A + B * np.exp(-D), A * np.exp(-D) + B
+        return np.where(at_m > at_n, 1.0, 0.0), np.maximum(at_m, at_n)
+
+    def p(h, A, B, D):
+        return A * np.exp(-D * (1.0 - h) ** 2) + B * np.exp(-D * h * h)
+
+    grid = np.linspace(0.0, 1.0, _GRID)
+    P = p(grid, A, B[:, None], D[:, None])
+    best = P.argmax(axis=1)
+    h, value = grid[best], P[np.arange(len(B)), best]
+    # The best point is within half a grid step of a grid point, and |p'| <= (A + B) sqrt(2D/e):
+    # partners whose bound cannot beat the best value found so far need no refinement.
+    spacing = 1.0 / (_GRID - 1)
+    bound = value + (A + B) * np.sqrt(2.0 * D / math.e) * (spacing / 2)
+    constant = A * A + B * B + 2.0 * A * B * np.exp(-D)
+    refine = np.flatnonzero(constant - bound * bound <= (constant - value * value).min())
+    if refine.size:
+        Br, Dr = B[refine], D[refine]
+        lo = np.maximum(h[refine] - spacing, 0.0)
+        hi = np.minimum(h[refine] + spacing, 1.0)
+        ratio = (math.sqrt(5.0) - 1.0) / 2.0
+        c, d = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+        pc, pd = p(c, A, Br, Dr), p(d, A, Br, Dr)
+        for _ in range(_GOLDEN_STEPS):
+            left = pc >= pd
+            hi = np.where(left, d, hi)
+            lo = np.where(left, lo, c)
+            new = np.where(left, hi - ratio * (hi - lo), lo + ratio * (hi - lo))
+            pn = p(new, A, Br, Dr)
+            c, pc, d, pd = (
+                np.where(left, new, d),
+                np.where(left, pn, pd),
+                np.where(left, c, new),
+                np.where(left, pc, pn),
+            )
+        found = np.where(pc >= pd, c, d)
+        found_value = np.maximum(pc, pd)
+        better = found_value > value[refine]
+        h[refine[better]] = found[better]
+        value[refine[better]] = found_value[better]
+    return h, value
