@@ -424,7 +424,9 @@ class SupportVectors:
 
     def recompute_norm(self) -> None:
         """Set `||f||^2` to `s^2 a^T K a` computed from the vectors (rounding cannot drift)."""
-        self._q = float(_quadratic_form(self, self._a[: self.size]))
+        size = self.size
+        S, norms = self._S[:size, : self.n_inputs], self._norms[:size]
+        self._q = _quadratic_form(self.kernel, self.gamma, S, norms, self._a[:size])
         self._stored_since_norm = 0
 
     # -- inference on many rows -----------------------------------------------------------------
@@ -446,7 +448,11 @@ class SupportVectors:
         X = V.astype(self.dtype)
         S = self._S[: self.size, : self.n_inputs]
         if self.kernel == "rbf":
-            squared = _squared_norms(X if U is None else np.hstack([X, U.astype(self.dtype)]))
+            # (Many rows are summed pairwise: fast; one row goes through `_row`, like `value`.)
+            squared = np.einsum("ij,ij->i", X, X, dtype=np.float64)
+            if U is not None:
+                U32 = U.astype(self.dtype)
+                squared += np.einsum("ij,ij->i", U32, U32, dtype=np.float64)
             E = (X @ S.T).astype(np.float64)
             E *= -2.0
             E += self._norms[: self.size]
@@ -551,11 +557,17 @@ class SupportVectors:
         _check_state(self, scalars, arrays, n_inputs)
         size = scalars["size"]
         vectors, alpha = arrays["vectors"], arrays["alpha"]
+        norms = _squared_norms(vectors)
+        if size <= _CHECKED_NORM_SIZE:
+            exact = _quadratic_form(self.kernel, self.gamma, vectors, norms, alpha)
+            tolerance = 1e-6 * float(np.abs(alpha).sum()) ** 2
+            if not abs(scalars["squared_norm"] - exact) <= tolerance:
+                raise ValueError("the saved norm does not match the saved support vectors")
         self.size = self.n_inputs = 0
         self._S = np.zeros((0, 0), dtype=self.dtype)
         self._reserve(max(size, 1), n_inputs)
         self._S[:size, :n_inputs] = vectors
-        self._norms[:size] = _squared_norms(self._S[:size, :n_inputs])
+        self._norms[:size] = norms
         self._a[:size] = alpha
         self.size, self.n_inputs = size, n_inputs
         self._scale = float(scalars["scale"])
@@ -566,11 +578,6 @@ class SupportVectors:
         self.total_degradation = float(scalars["total_degradation"])
         self.version += 1
         self._pending = None
-        if size <= _CHECKED_NORM_SIZE:
-            exact = _quadratic_form(self, self._a[:size])
-            scale = float(np.abs(self._a[:size]).sum()) ** 2
-            if abs(self._q - exact) > 1e-6 * scale + 1e-300:
-                raise ValueError("the stored norm does not match the stored support vectors")
 
     # -- scale-out ------------------------------------------------------------------------------
 
@@ -672,18 +679,17 @@ def _check_state(store: SupportVectors, scalars: dict, arrays: dict, n_inputs: i
         raise ValueError("saved support vectors or coefficients are not finite")
 
 
-def _quadratic_form(store: SupportVectors, a: np.ndarray) -> float:
-    """`a^T K a` over the stored vectors, in blocks of rows (no full kernel matrix in memory)."""
-    size, n = store.size, store.n_inputs
+def _quadratic_form(kernel: str, gamma: float, S: np.ndarray, norms: np.ndarray, a) -> float:
+    """`a^T K a` over the vectors `S` (squared norms `norms`), in blocks of rows (no full kernel
+    matrix in memory)."""
+    size, n = S.shape
     if not size:
         return 0.0
-    S = store._S[:size, :n]
-    norms = store._norms[:size]
     total = 0.0
-    step = max(1, _BLOCK // max(1, size * (n if store.kernel == "laplacian" else 1)))
+    step = max(1, _BLOCK // max(1, size * (n if kernel == "laplacian" else 1)))
     for start in range(0, size, step):
         rows = slice(start, start + step)
-        if store.kernel == "rbf":
+        if kernel == "rbf":
             E = (S[rows] @ S.T).astype(np.float64)
             E *= -2.0
             E += norms
@@ -691,7 +697,7 @@ def _quadratic_form(store: SupportVectors, a: np.ndarray) -> float:
             np.maximum(E, 0.0, out=E)
         else:
             E = np.abs(S[rows, None, :] - S[None]).sum(axis=2).astype(np.float64)
-        E *= -store.gamma
+        E *= -gamma
         total += float(a[rows] @ (np.exp(E, out=E) @ a))
     return total
 
@@ -744,3 +750,467 @@ def _merge_points(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
         h[refine[better]] = found[better]
         value[refine[better]] = found_value[better]
     return h, value
+
+
+# -- the certificate ------------------------------------------------------------------------------
+
+_U = 2.0**-53  # unit roundoff of float64
+# Bisection stops when the bracket is this tight, relative to its upper end.
+_RADIUS_PRECISION = 1e-9
+_BISECTION_STEPS = 60
+# Points certified at once (their per-vector temporaries are points x vectors).
+_CERTIFY_ROWS = 256
+
+
+def _gamma_n(n: int, u: float) -> float:
+    """The classic bound on the relative error of a sum of `n` products rounded at `u`."""
+    return n * u / (1.0 - n * u)
+
+
+def support_radii(
+    store: SupportVectors,
+    margins: np.ndarray,
+    X: np.ndarray,
+    norm: str,
+    *,
+    bias: float = 0.0,
+    scale: np.ndarray | None = None,
+    bounds: tuple[float, float] | None = None,
+) -> np.ndarray:
+    """Certified radii of the support-vector model `g = f + bias` at the rows of `X`.
+
+    Within the returned radius (in input units, in `norm`), no perturbation of the input,
+    intersected with the box `bounds`, changes the sign of `g` as the store computes it.
+    0 where the margin is not positive, `inf` where no perturbation can change it.
+
+    Parameters
+    ----------
+    store
+        The model's `SupportVectors`.
+    margins
+        `y g(x)` per row, as the model computed it.
+    X
+        The rows as the model feeds them to the store: inputs multiplied by `scale`. Columns
+        past `store.n_inputs` are inputs the store does not know (its vectors are 0 there).
+    norm
+        'l2' or 'linf': the threat ball, in input units.
+    bias
+        The model's bias.
+    scale
+        `q`, the positive factor of each column (1 if None). An input ball of radius `r`
+        becomes `|q_j delta_j| <= r q_j` (L-inf) or `||q * delta||_2 <= r max q` (L2).
+    bounds
+        `(lo, hi)`, the box every input lives in (for L-inf only; ignoring it is sound).
+
+    Why it is sound. Let `x'` be any point of the threat set and `x~ = q x`, `x~' = q x'` the
+    rows the store sees; let `g` be the model in exact arithmetic over the stored vectors and
+    `g^` what the store computes. Three facts:
+
+    1. Rounding: `|g^(x') - g(x')| <= err(x')`. Each distance is a dot product computed in the
+       storage precision, off by at most `gamma_n sum_j |x~_j s_j|` (`gamma_n = n u / (1 - n u)`,
+       any summation order), plus the rounding of `x~` to storage and of the few float64
+       operations; `|exp(-a) - exp(-b)| <= exp(-min(a, b)) (1 - exp(-|a - b|))` carries that
+       to each kernel value, and the weighted sum adds `gamma_B sum |a_i|`. Every term grows
+       with the radius, so its value at the ball's worst case, `err(r)`, bounds it.
+    2. The kernel-norm bound: `f(x') - f(x) = <f, k(x~', .) - k(x~, .)>` (reproducing
+       property), so by Cauchy-Schwarz `|f(x') - f(x)| <= ||f|| ||k(x~', .) - k(x~, .)|| =
+       ||f|| sqrt(2 - 2 kappa(x~' - x~))`, and `kappa` only decreases with the distance, whose
+       largest value over the ball is a closed form (or a sum over coordinates within the box).
+       `||f||` here is an upper bound of `s^2 a^T K a` recomputed from the vectors in float64,
+       with its own rounding added.
+    3. The interval bound: the exact distance from `x~'` to each stored vector lies in an
+       interval (the triangle inequality for an L2 ball; for an L-inf ball in the box, each
+       coordinate independently, which is exact), so `f(x')` is at least the sum of the
+       positive terms at their smallest kernel value and the negative ones at their largest.
+
+    With `m^ = y g^(x)` the margin the model computed, (1) and (2) give
+    `y g^(x') >= m^ - err(0) - ||f|| sqrt(2 - 2 min kappa) - err(r)`, and (1) and (3) give
+    `y g^(x') >= y bias + (interval bound of y f) - err(r)`: where either is positive for
+    radius `r`, no point of the ball changes the computed prediction. The radius of each bound
+    is found by bisection, which only ever returns a radius at which the inequality was checked
+    (so rounding in the search cannot make it unsound), and the larger of the two is returned.
+
+    """
+    if norm not in NORMS:
+        raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+    X = np.asarray(X, dtype=np.float64)
+    margins = np.asarray(margins, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] < store.n_inputs or margins.shape != (len(X),):
+        raise ValueError(
+            f"expected {len(margins)} rows of at least {store.n_inputs} columns, got {X.shape}"
+        )
+    q = np.ones(X.shape[1]) if scale is None else np.asarray(scale, dtype=np.float64)
+    if q.shape != (X.shape[1],) or not (np.isfinite(q).all() and (q > 0).all()):
+        raise ValueError(f"scale must hold {X.shape[1]} positive finite factors")
+    if bounds is not None:
+        lo, hi = bounds
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError(f"bounds must be (lo, hi) with finite lo < hi, got {bounds!r}")
+    if not np.isfinite(X).all():
+        raise ValueError("rows to certify must be finite")
+    radii = np.zeros(len(X))
+    positive = margins > 0
+    if not store.size:
+        # f is 0: the prediction is the bias, which no input changes.
+        radii[positive] = math.inf
+        return radii
+    certificate = _Certificate(store, q, norm, bounds, bias)
+    for start in range(0, len(X), _CERTIFY_ROWS):
+        rows = slice(start, start + _CERTIFY_ROWS)
+        radii[rows] = certificate.radii(X[rows], margins[rows])
+    return np.where(positive, radii, 0.0)
+
+
+class _Certificate:
+    """The pieces of `support_radii` that depend on the store, the threat and the scale only."""
+
+    def __init__(self, store: SupportVectors, q, norm, bounds, bias):
+        self.store, self.q, self.norm, self.bounds, self.bias = store, q, norm, bounds, bias
+        self.rbf = store.kernel == "rbf"
+        self.gamma = store.gamma
+        size, n, d = store.size, store.n_inputs, len(q)
+        S = np.zeros((size, d))
+        S[:, :n] = store._S[:size, :n]
+        self.S = S
+        self.squared = np.einsum("ij,ij->i", S, S)
+        self.a = store._a[:size].copy()
+        self.s = store._scale
+        self.abs_a = float(np.abs(self.a).sum())
+        self.norm_bound = _norm_upper_bound(store)
+        # Rounding of the deployed arithmetic: `u_s` of the storage, `ux` of a scaled input.
+        u_s = float(np.finfo(store.dtype).eps) / 2
+        ux = u_s + 2 * _U
+        terms = _padded(n) + (d - n) + 1
+        self.ux = ux
+        self.storage_sum = _gamma_n(terms + 1, u_s)
+        self.c_input = 2.1 * ux + 1.1 * _gamma_n(d + 1, _U) + 2.1 * _U
+        self.c_vector = 1.1 * _gamma_n(d + 1, _U) + 2.1 * _U
+        self.c_product = 2.1 * _gamma_n(terms, u_s) + 2.1 * ux + 4.2 * _U
+        self.sum_error = (_gamma_n(size + 2, _U) + 2 * _U) * 1.01 * self.abs_a
+        self.exact_error = 2.1 * (_gamma_n(d + 3, _U) + 3 * _U)
+        self.lengths = np.sqrt(self.squared)
+        self.q_dot_abs = np.abs(S) @ q
+        self.q_max = float(q.max())
+        self.q_l2 = float(np.sqrt(q @ q))
+        self.column_min = S.min(axis=0)
+        self.column_max = S.max(axis=0)
+
+    # -- the threat set -------------------------------------------------------------------------
+
+    def _reach(self, x, r):
+        """Per point: max ||delta~||_2^2 and max ||delta~||_1 over the ball of radius `r`."""
+        q = self.q
+        widen = 1.0 + _gamma_n(len(q) + 4, _U)
+        if self.norm == "l2":
+            return (r * self.q_max) ** 2 * widen, r * self.q_l2 * widen
+        if self.bounds is None:
+            return r * r * float(q @ q) * widen, r * float(q.sum()) * widen
+        moves = np.minimum(r[:, None], self._room(x))
+        return (np.square(moves * q).sum(axis=1) * widen, (moves * q).sum(axis=1) * widen)
+
+    def _room(self, x):
+        """How far each input can move within the box (raw units, rounded up)."""
+        lo, hi = self.bounds
+        raw = x / self.q
+        room = np.maximum(np.abs(raw - lo), np.abs(hi - raw))
+        return room + 4 * _U * (np.abs(raw) + abs(lo) + abs(hi))
+
+    def _saturation(self, x):
+        """The radius beyond which the ball covers the whole box (inf without a box)."""
+        if self.norm == "l2" or self.bounds is None:
+            return np.full(len(x), math.inf)
+        return self._room(x).max(axis=1, initial=0.0)
+
+    # -- per chunk of points --------------------------------------------------------------------
+
+    def radii(self, x, margins):
+        self.x = x
+        x_squared = np.einsum("ij,ij->i", x, x)
+        if self.rbf:
+            distances = x_squared[:, None] + self.squared[None] - 2.0 * (x @ self.S.T)
+            np.maximum(distances, 0.0, out=distances)
+            slack = self.exact_error * (x_squared[:, None] + self.squared[None])
+            self.near = np.sqrt(np.maximum(distances - slack, 0.0))
+            self.far = np.sqrt(distances + slack) * (1 + 2 * _U)
+            self.near *= 1 - 2 * _U
+            self.products = np.abs(x) @ np.abs(self.S).T
+            self.x_length = np.sqrt(x_squared)
+        else:
+            l1 = np.empty((len(x), self.store.size))
+            step = max(1, _BLOCK // max(1, l1.shape[1] * x.shape[1]))
+            for i in range(0, len(x), step):
+                l1[i : i + step] = np.abs(x[i : i + step, None, :] - self.S[None]).sum(axis=2)
+            slack = 1.01 * _gamma_n(x.shape[1] + 2, _U) * l1 + 2 * _U * np.abs(x).sum(axis=1)[:, None]
+            self.near = np.maximum(l1 - slack, 0.0)
+            self.far = l1 + slack
+            self.x_l1 = np.abs(x).sum(axis=1)
+        self.error_at_x = self._rounding(np.zeros(len(x)), np.arange(len(x)))
+        usable = margins * (1 - 4 * _U) - 2 * self.error_at_x
+        radii = np.zeros(len(x))
+        ok = usable > 0
+        if ok.any():
+            radii[ok] = self._norm_radii(np.flatnonzero(ok), margins[ok] * (1 - 4 * _U))
+            better = self._interval_radii(np.flatnonzero(ok), radii[ok])
+            radii[ok] = np.maximum(radii[ok], better)
+        return radii
+
+    def _rounding(self, r, idx):
+        """`err(r)`: the deployed model's rounding error anywhere in the ball, per point."""
+        x = self.x[idx]
+        reach2, reach1 = self._reach(x, r)
+        gamma = self.gamma
+        if self.rbf:
+            rho = np.sqrt(reach2)[:, None]
+            spread = rho * self.lengths[None]
+            if self.norm == "linf":
+                spread = np.minimum(spread, r[:, None] * self.q_dot_abs[None])
+            x2 = np.square(self.x_length[idx][:, None] + rho)
+            E = self.c_input * x2 + self.c_vector * self.squared[None]
+            E += self.c_product * (self.products[idx] + spread)
+            closest = np.square(np.maximum(self.near[idx] - rho, 0.0))
+        else:
+            reach = reach1[:, None]
+            x1 = self.x_l1[idx][:, None] + reach
+            E = 1.01 * self.storage_sum * (self.far[idx] + reach + self.ux * x1) + self.ux * x1
+            closest = np.maximum(self.near[idx] - reach, 0.0)
+        per_vector = np.exp(-gamma * np.maximum(closest - E, 0.0)) * -np.expm1(-gamma * E)
+        per_vector += 5 * _U
+        return abs(self.s) * (per_vector @ np.abs(self.a) + self.sum_error)
+
+    # -- the kernel-norm bound ------------------------------------------------------------------
+
+    def _norm_bound(self, r, idx):
+        reach2, reach1 = self._reach(self.x[idx], r)
+        reach = reach2 if self.rbf else reach1
+        return self.norm_bound * np.sqrt(2.0 * -np.expm1(-self.gamma * reach)) * (1 + 8 * _U)
+
+    def _norm_holds(self, r, idx, margins):
+        bound = self._norm_bound(r, idx) + self.error_at_x[idx] + self._rounding(r, idx)
+        return bound < margins
+
+    def _norm_radii(self, idx, margins):
+        """Largest radius at which the kernel-norm bound holds, per point (inf if every one)."""
+        room = margins - 2 * self.error_at_x[idx]
+        # Beyond this radius the bound fails even without the rounding's growth with r.
+        ratio = room / (self.norm_bound * (1 + 8 * _U))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            target = np.where(ratio**2 < 2, -np.log1p(-0.5 * ratio**2) / self.gamma, math.inf)
+        upper = self._radius_for_reach(idx, target)
+        return self._largest(lambda r, i: self._norm_holds(r, idx[i], margins[i]), idx, upper)
+
+    def _radius_for_reach(self, idx, target):
+        """The largest radius whose reach (squared L2 for RBF, L1 for Laplacian) is <= target."""
+        ones = np.ones(len(idx))
+        reach2, reach1 = self._reach(self.x[idx], ones)
+        unit = reach2 if self.rbf else reach1
+        if self.norm == "l2" or self.bounds is None:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                radius = np.sqrt(target / unit) if self.rbf else target / unit
+            return np.where(unit > 0, radius, math.inf)
+        # Within the box the reach is piecewise in r: bisect it (cheap, no kernel values).
+        saturation = self._saturation(self.x[idx])
+        lo, hi = np.zeros(len(idx)), saturation.copy()
+        for _ in range(_BISECTION_STEPS):
+            mid = (lo + hi) / 2
+            reach2, reach1 = self._reach(self.x[idx], mid)
+            below = (reach2 if self.rbf else reach1) <= target
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        reach2, reach1 = self._reach(self.x[idx], saturation)
+        return np.where((reach2 if self.rbf else reach1) <= target, math.inf, hi)
+
+    # -- search ---------------------------------------------------------------------------------
+
+    def _largest(self, holds, idx, upper, start=None):
+        """Per point, the largest checked radius in `[start, upper]` at which `holds`.
+
+        `holds(r, i)` checks radii `r` for the points `i` (positions in `idx`). `upper` is a
+        radius where it may fail (inf: search upwards, up to the box). Only radii at which
+        `holds` returned True are returned; 0 if it holds at none but 0.
+        """
+        n = len(idx)
+        lo = np.zeros(n) if start is None else start.copy()
+        hi = upper.copy()
+        saturation = self._saturation(self.x[idx])
+        everything = np.zeros(n, dtype=bool)
+        # Where the upper end is unknown, the whole box (or ever larger radii) is tried.
+        open_ended = ~np.isfinite(hi)
+        if open_ended.any():
+            i = np.flatnonzero(open_ended)
+            at_box = np.isfinite(saturation[i])
+            if at_box.any():
+                j = i[at_box]
+                passes = holds(saturation[j], j)
+                everything[j[passes]] = True
+                hi[j[~passes]] = saturation[j[~passes]]
+            j = i[~at_box]
+            guess = np.maximum(lo[j], 1e-3) * 2
+            for _ in range(200):
+                if not j.size:
+                    break
+                passes = holds(guess, j)
+                lo[j[passes]] = guess[passes]
+                hi[j[~passes]] = guess[~passes]
+                j, guess = j[passes], guess[passes] * 2
+            everything[j] = True
+        # A first guess just below the upper end is usually right (the rounding barely moves).
+        search = np.flatnonzero(~everything & (hi > lo))
+        if search.size:
+            guess = hi[search] * (1 - 1e-7)
+            passes = (guess > lo[search]) & holds(guess, search)
+            lo[search[passes]] = guess[passes]
+        for _ in range(_BISECTION_STEPS):
+            search = np.flatnonzero(~everything & (hi - lo > _RADIUS_PRECISION * hi))
+            if not search.size:
+                break
+            mid = (lo[search] + hi[search]) / 2
+            passes = holds(mid, search)
+            lo[search[passes]] = mid[passes]
+            hi[search[~passes]] = mid[~passes]
+        return np.where(everything, math.inf, lo)
+
+    # -- the interval bound ---------------------------------------------------------------------
+
+    def _interval_radii(self, idx, radii):
+        """Largest radius at which the interval bound holds, where it beats `radii`."""
+        out = np.zeros(len(idx))
+        finite = np.isfinite(radii) & (radii > 0)
+        if not finite.any():
+            return out
+        idx, radii = idx[finite], radii[finite]
+        g = self.store.values(self.x[idx, : self.store.n_inputs], self.x[idx, self.store.n_inputs :])
+        self.signs = np.sign(g + self.bias)
+        at_norm = self._interval_holds(radii, idx)
+        if not at_norm.any():
+            return out
+        pos = np.flatnonzero(at_norm)
+        upper = np.full(len(pos), math.inf)
+        found = self._largest(
+            lambda r, i: self._interval_holds(r, idx[pos[i]], signs_at=pos[i]),
+            idx[pos],
+            upper,
+            start=radii[pos],
+        )
+        result = np.zeros(len(idx))
+        result[pos] = found
+        out[np.flatnonzero(finite)] = result
+        return out
+
+    def _interval_holds(self, r, idx, signs_at=None):
+        signs = self.signs if signs_at is None else self.signs[signs_at]
+        x = self.x[idx]
+        w = signs[:, None] * (self.s * self.a)[None]
+        if self.norm == "linf":
+            screened = self._screen(r, x, w, signs, idx) if self.rbf else np.ones(len(x), bool)
+            near = np.zeros((len(x), len(self.a)))
+            far = np.full((len(x), len(self.a)), math.inf)
+            keep = np.flatnonzero(screened)
+            if keep.size:
+                near[keep], far[keep] = self._coordinate_ranges(r[keep], x[keep])
+        else:
+            reach2, reach1 = self._reach(x, r)
+            reach = (np.sqrt(reach2) if self.rbf else reach1)[:, None]
+            near = np.maximum(self.near[idx] - reach, 0.0)
+            far = self.far[idx] + reach
+            if self.rbf:
+                near, far = np.square(near), np.square(far)
+        smallest = np.exp(-self.gamma * far) * (1 - 5 * _U)
+        largest = np.minimum(np.exp(-self.gamma * near) * (1 + 5 * _U), 1.0)
+        lower = np.where(w > 0, w * smallest, w * largest).sum(axis=1)
+        total = np.abs(w).sum(axis=1)
+        lower -= _gamma_n(len(self.a) + 2, _U) * total
+        base = signs * self.bias
+        value = base + lower - 2 * _U * (np.abs(base) + total)
+        holds = value > self._rounding(r, idx)
+        if self.norm == "linf" and self.rbf:
+            holds &= screened
+        return holds
+
+    def _box(self, r, x):
+        """Per point and coordinate: the scaled interval `[c - w, c + w]` the input can reach."""
+        q = self.q
+        raw = x / q
+        lo, hi = raw - r[:, None], raw + r[:, None]
+        if self.bounds is not None:
+            lo, hi = np.maximum(lo, self.bounds[0]), np.minimum(hi, self.bounds[1])
+            lo, hi = np.minimum(lo, raw), np.maximum(hi, raw)
+        slack = 4 * _U * (np.abs(raw) + r[:, None] + np.abs(lo) + np.abs(hi))
+        lo, hi = (lo - slack) * q, (hi + slack) * q
+        lo -= 2 * _U * np.abs(lo)
+        hi += 2 * _U * np.abs(hi)
+        center, width = (lo + hi) / 2, (hi - lo) / 2
+        return center, width + 2 * _U * (np.abs(lo) + np.abs(hi))
+
+    def _coordinate_ranges(self, r, x):
+        """Exact smallest and largest distance (squared L2 or L1) to each vector over the box."""
+        center, width = self._box(r, x)
+        near = np.empty((len(x), len(self.a)))
+        far = np.empty_like(near)
+        step = max(1, _BLOCK // max(1, near.shape[1] * x.shape[1]))
+        for i in range(0, len(x), step):
+            rows = slice(i, i + step)
+            gap = np.abs(center[rows, None, :] - self.S[None])
+            w = width[rows, None, :]
+            if self.rbf:
+                far[rows] = np.square(gap + w).sum(axis=2)
+                near[rows] = np.square(np.maximum(gap - w, 0.0)).sum(axis=2)
+            else:
+                far[rows] = (gap + w).sum(axis=2)
+                near[rows] = np.maximum(gap - w, 0.0).sum(axis=2)
+        widen = _gamma_n(x.shape[1] + 5, _U)
+        return near * (1 - widen), far * (1 + widen)
+
+    def _screen(self, r, x, w, signs, idx):
+        """A cheap necessary condition for the exact L-inf interval bound (skips hopeless points).
+
+        Lower bounds of each largest distance and upper bounds of each smallest one from
+        `sum_j w_j |c_j - s_j| >= max(|w . (c - s)|, sum_j (w_j / R_j) (c_j - s_j)^2)`, with
+        `R_j >= |c_j - s_j|`; an optimistic bound, rounding does not matter here.
+        """
+        center, width = self._box(r, x)
+        S = self.S
+        c2 = np.einsum("ij,ij->i", center, center)
+        cs = center @ S.T
+        gap2 = np.maximum(c2[:, None] + self.squared[None] - 2 * cs, 0.0)
+        linear = np.abs(np.einsum("ij,ij->i", width, center)[:, None] - width @ S.T)
+        reach = np.maximum(np.abs(center - self.column_min), np.abs(center - self.column_max))
+        ratio = np.divide(width, reach, out=np.zeros_like(width), where=reach > 0)
+        quadratic = (
+            np.einsum("ij,ij->i", ratio, center * center)[:, None]
+            - 2 * (ratio * center) @ S.T
+            + ratio @ np.square(S).T
+        )
+        spread = np.maximum(linear, quadratic)
+        w2 = np.einsum("ij,ij->i", width, width)[:, None]
+        far = gap2 + 2 * spread + w2
+        near = np.maximum(np.minimum(self.far[idx] ** 2, gap2 - 2 * spread + w2), 0.0)
+        optimistic = np.where(w > 0, w * np.exp(-self.gamma * far), w * np.exp(-self.gamma * near))
+        total = signs * self.bias + optimistic.sum(axis=1)
+        return total > -1e-9 * (np.abs(w).sum(axis=1) + abs(self.bias))
+
+
+def _norm_upper_bound(store: SupportVectors) -> float:
+    """An upper bound of `||f||`: `s^2 a^T K a` in float64 from the stored vectors, plus its
+    rounding (each squared distance within `gamma_n (||s_i||^2 + ||s_j||^2)`, each kernel value
+    within `gamma` times that, and the sums within `gamma_B`)."""
+    size, n = store.size, store.n_inputs
+    S = store._S[:size, :n].astype(np.float64)
+    a = store._a[:size]
+    squared = np.einsum("ij,ij->i", S, S)
+    total = 0.0
+    step = max(1, _BLOCK // max(1, size * (n if store.kernel == "laplacian" else 1)))
+    for start in range(0, size, step):
+        rows = slice(start, start + step)
+        if store.kernel == "rbf":
+            E = squared[rows, None] + squared[None] - 2.0 * (S[rows] @ S.T)
+            np.maximum(E, 0.0, out=E)
+        else:
+            E = np.abs(S[rows, None, :] - S[None]).sum(axis=2)
+        total += float(a[rows] @ (np.exp(-store.gamma * E) @ a))
+    weight = float(np.abs(a).sum())
+    if store.kernel == "rbf":
+        distance_error = 2.1 * (_gamma_n(n + 3, _U) + 2 * _U)
+        kernel_error = store.gamma * distance_error * 2 * weight * float(np.abs(a) @ squared)
+    else:
+        kernel_error = 1.01 * _gamma_n(n + 2, _U) * weight * weight
+    rounding = kernel_error + (5 * _U + 2.02 * _gamma_n(size + 2, _U)) * weight * weight
+    return abs(store._scale) * math.sqrt(max(total + rounding, 0.0)) * (1 + 4 * _U)
