@@ -756,10 +756,13 @@ def _merge_points(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
 
 _U = 2.0**-53  # unit roundoff of float64
 # Bisection stops when the bracket is this tight, relative to its upper end.
-_RADIUS_PRECISION = 1e-9
+_RADIUS_PRECISION = 1e-6
 _BISECTION_STEPS = 60
 # Points certified at once (their per-vector temporaries are points x vectors).
 _CERTIFY_ROWS = 256
+# Bounds evaluated in float64 from non-negative terms are inflated by this factor: far more
+# than their rounding (a relative `gamma_n` for n terms), so the checks stay sound.
+_BOUND_SLACK = 1 + 1e-9
 
 
 def _gamma_n(n: int, u: float) -> float:
@@ -897,34 +900,33 @@ class _Certificate:
 
     # -- the threat set -------------------------------------------------------------------------
 
-    def _reach(self, x, r):
-        """Per point: max ||delta~||_2^2 and max ||delta~||_1 over the ball of radius `r`."""
+    def _reach(self, idx, r):
+        """At points `idx`: max ||delta~||_2^2 and max ||delta~||_1 over the ball of radius `r`."""
         q = self.q
         widen = 1.0 + _gamma_n(len(q) + 4, _U)
         if self.norm == "l2":
             return (r * self.q_max) ** 2 * widen, r * self.q_l2 * widen
         if self.bounds is None:
             return r * r * float(q @ q) * widen, r * float(q.sum()) * widen
-        moves = np.minimum(r[:, None], self._room(x))
-        return (np.square(moves * q).sum(axis=1) * widen, (moves * q).sum(axis=1) * widen)
+        moves = np.minimum(r[:, None], self.room[idx]) * q
+        return np.square(moves).sum(axis=1) * widen, moves.sum(axis=1) * widen
 
-    def _room(self, x):
-        """How far each input can move within the box (raw units, rounded up)."""
-        lo, hi = self.bounds
-        raw = x / self.q
-        room = np.maximum(np.abs(raw - lo), np.abs(hi - raw))
-        return room + 4 * _U * (np.abs(raw) + abs(lo) + abs(hi))
-
-    def _saturation(self, x):
+    def _saturation(self, idx):
         """The radius beyond which the ball covers the whole box (inf without a box)."""
         if self.norm == "l2" or self.bounds is None:
-            return np.full(len(x), math.inf)
-        return self._room(x).max(axis=1, initial=0.0)
+            return np.full(len(idx), math.inf)
+        return self.room[idx].max(axis=1, initial=0.0)
 
     # -- per chunk of points --------------------------------------------------------------------
 
     def radii(self, x, margins):
         self.x = x
+        if self.bounds is not None and self.norm == "linf":
+            # How far each input can move within the box (raw units, rounded up).
+            lo, hi = self.bounds
+            raw = x / self.q
+            self.room = np.maximum(np.abs(raw - lo), np.abs(hi - raw))
+            self.room += 4 * _U * (np.abs(raw) + abs(lo) + abs(hi))
         x_squared = np.einsum("ij,ij->i", x, x)
         if self.rbf:
             distances = x_squared[:, None] + self.squared[None] - 2.0 * (x @ self.S.T)
@@ -945,19 +947,39 @@ class _Certificate:
             self.far = l1 + slack
             self.x_l1 = np.abs(x).sum(axis=1)
         self.error_at_x = self._rounding(np.zeros(len(x)), np.arange(len(x)))
-        usable = margins * (1 - 4 * _U) - 2 * self.error_at_x
+        self.margins = margins * (1 - 4 * _U)
         radii = np.zeros(len(x))
-        ok = usable > 0
-        if ok.any():
-            radii[ok] = self._norm_radii(np.flatnonzero(ok), margins[ok] * (1 - 4 * _U))
-            better = self._interval_radii(np.flatnonzero(ok), radii[ok])
-            radii[ok] = np.maximum(radii[ok], better)
+        ok = np.flatnonzero(self.margins - 2 * self.error_at_x > 0)
+        if not ok.size:
+            return radii
+        found = self._norm_radii(ok)
+        n = self.store.n_inputs
+        self.signs = np.sign(self.store.values(x[:, :n], x[:, n:]) + self.bias)
+        found = np.maximum(found, self._beyond(self._interval_slack, ok, found))
+        if self.rbf:
+            self._prepare_taylor(x, x_squared, distances)
+            found = np.maximum(found, self._beyond(self._taylor_slack, ok, found))
+        radii[ok] = found
         return radii
+
+    def _beyond(self, slack, idx, radii):
+        """Per point, the largest radius above `radii` at which `slack > 0` (else 0)."""
+        out = np.zeros(len(idx))
+        candidates = np.flatnonzero(np.isfinite(radii) & (radii > 0))
+        if candidates.size:
+            at_start = slack(radii[candidates], idx[candidates])
+            holds = at_start > 0
+            candidates, at_start = candidates[holds], at_start[holds]
+        if candidates.size:
+            upper = np.full(len(candidates), math.inf)
+            out[candidates] = self._largest(
+                slack, idx[candidates], upper, radii[candidates], at_start
+            )
+        return out
 
     def _rounding(self, r, idx):
         """`err(r)`: the deployed model's rounding error anywhere in the ball, per point."""
-        x = self.x[idx]
-        reach2, reach1 = self._reach(x, r)
+        reach2, reach1 = self._reach(idx, r)
         gamma = self.gamma
         if self.rbf:
             rho = np.sqrt(reach2)[:, None]
@@ -980,123 +1002,111 @@ class _Certificate:
     # -- the kernel-norm bound ------------------------------------------------------------------
 
     def _norm_bound(self, r, idx):
-        reach2, reach1 = self._reach(self.x[idx], r)
+        reach2, reach1 = self._reach(idx, r)
         reach = reach2 if self.rbf else reach1
         return self.norm_bound * np.sqrt(2.0 * -np.expm1(-self.gamma * reach)) * (1 + 8 * _U)
 
-    def _norm_holds(self, r, idx, margins):
+    def _norm_slack(self, r, idx):
         bound = self._norm_bound(r, idx) + self.error_at_x[idx] + self._rounding(r, idx)
-        return bound < margins
+        return self.margins[idx] - bound
 
-    def _norm_radii(self, idx, margins):
+    def _norm_radii(self, idx):
         """Largest radius at which the kernel-norm bound holds, per point (inf if every one)."""
-        room = margins - 2 * self.error_at_x[idx]
+        room = self.margins[idx] - 2 * self.error_at_x[idx]
         # Beyond this radius the bound fails even without the rounding's growth with r.
         ratio = room / (self.norm_bound * (1 + 8 * _U))
         with np.errstate(divide="ignore", invalid="ignore"):
             target = np.where(ratio**2 < 2, -np.log1p(-0.5 * ratio**2) / self.gamma, math.inf)
         upper = self._radius_for_reach(idx, target)
-        return self._largest(lambda r, i: self._norm_holds(r, idx[i], margins[i]), idx, upper)
+        return self._largest(self._norm_slack, idx, upper, np.zeros(len(idx)), room)
 
     def _radius_for_reach(self, idx, target):
         """The largest radius whose reach (squared L2 for RBF, L1 for Laplacian) is <= target."""
         ones = np.ones(len(idx))
-        reach2, reach1 = self._reach(self.x[idx], ones)
+        reach2, reach1 = self._reach(idx, ones)
         unit = reach2 if self.rbf else reach1
         if self.norm == "l2" or self.bounds is None:
             with np.errstate(divide="ignore", invalid="ignore"):
                 radius = np.sqrt(target / unit) if self.rbf else target / unit
             return np.where(unit > 0, radius, math.inf)
         # Within the box the reach is piecewise in r: bisect it (cheap, no kernel values).
-        saturation = self._saturation(self.x[idx])
+        saturation = self._saturation(idx)
         lo, hi = np.zeros(len(idx)), saturation.copy()
         for _ in range(_BISECTION_STEPS):
             mid = (lo + hi) / 2
-            reach2, reach1 = self._reach(self.x[idx], mid)
+            reach2, reach1 = self._reach(idx, mid)
             below = (reach2 if self.rbf else reach1) <= target
             lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-        reach2, reach1 = self._reach(self.x[idx], saturation)
+        reach2, reach1 = self._reach(idx, saturation)
         return np.where((reach2 if self.rbf else reach1) <= target, math.inf, hi)
 
     # -- search ---------------------------------------------------------------------------------
 
-    def _largest(self, holds, idx, upper, start=None):
-        """Per point, the largest checked radius in `[start, upper]` at which `holds`.
+    def _largest(self, slack, idx, upper, start, at_start):
+        """Per point `idx`, the largest checked radius in `[start, upper]` where `slack > 0`.
 
-        `holds(r, i)` checks radii `r` for the points `i` (positions in `idx`). `upper` is a
-        radius where it may fail (inf: search upwards, up to the box). Only radii at which
-        `holds` returned True are returned; 0 if it holds at none but 0.
+        `slack(r, i)` is how much room the bound leaves at radii `r` for the points `i`
+        (positive: certified), nonincreasing in `r`; it is positive at `start` (`at_start`).
+        `upper` is a radius where it may fail (inf: search upwards, up to the box). The search
+        is regula falsi with the Illinois fix, safeguarded by bisection. Only radii at which
+        `slack > 0` was computed are returned (`inf` if it is over the whole box).
         """
         n = len(idx)
-        lo = np.zeros(n) if start is None else start.copy()
-        hi = upper.copy()
-        saturation = self._saturation(self.x[idx])
+        lo, f_lo = start.astype(float), at_start.astype(float)
+        hi, f_hi = upper.astype(float), np.full(n, -math.inf)
         everything = np.zeros(n, dtype=bool)
-        # Where the upper end is unknown, the whole box (or ever larger radii) is tried.
-        open_ended = ~np.isfinite(hi)
-        if open_ended.any():
-            i = np.flatnonzero(open_ended)
-            at_box = np.isfinite(saturation[i])
-            if at_box.any():
-                j = i[at_box]
-                passes = holds(saturation[j], j)
-                everything[j[passes]] = True
-                hi[j[~passes]] = saturation[j[~passes]]
-            j = i[~at_box]
-            guess = np.maximum(lo[j], 1e-3) * 2
-            for _ in range(200):
-                if not j.size:
-                    break
-                passes = holds(guess, j)
-                lo[j[passes]] = guess[passes]
-                hi[j[~passes]] = guess[~passes]
-                j, guess = j[passes], guess[passes] * 2
-            everything[j] = True
-        # A first guess just below the upper end is usually right (the rounding barely moves).
-        search = np.flatnonzero(~everything & (hi > lo))
-        if search.size:
-            guess = hi[search] * (1 - 1e-7)
-            passes = (guess > lo[search]) & holds(guess, search)
-            lo[search[passes]] = guess[passes]
+        saturation = self._saturation(idx)
+        # Where the upper end is not known: double the radius until the bound fails, or the
+        # ball covers the whole box.
+        j = np.flatnonzero(~np.isfinite(hi))
+        guess = np.minimum(np.maximum(2 * lo[j], 1e-6), saturation[j])
+        for _ in range(200):
+            if not j.size:
+                break
+            f = slack(guess, idx[j])
+            holds = f > 0
+            lo[j[holds]], f_lo[j[holds]] = guess[holds], f[holds]
+            hi[j[~holds]], f_hi[j[~holds]] = guess[~holds], f[~holds]
+            whole = holds & (guess >= saturation[j])
+            everything[j[whole]] = True
+            keep = holds & ~whole
+            j, guess = j[keep], np.minimum(2 * guess[keep], saturation[j[keep]])
+        everything[j] = True
+        ends = np.flatnonzero(~everything & np.isinf(f_hi) & (hi > lo))
+        if ends.size:
+            f = slack(hi[ends], idx[ends])
+            f_hi[ends] = f
+            holds = f > 0
+            everything[ends[holds & (hi[ends] == saturation[ends])]] = True
+            lo[ends[holds]], f_lo[ends[holds]] = hi[ends[holds]], f[holds]
+        side = np.zeros(n)
         for _ in range(_BISECTION_STEPS):
             search = np.flatnonzero(~everything & (hi - lo > _RADIUS_PRECISION * hi))
             if not search.size:
                 break
-            mid = (lo[search] + hi[search]) / 2
-            passes = holds(mid, search)
-            lo[search[passes]] = mid[passes]
-            hi[search[~passes]] = mid[~passes]
+            a, b, fa, fb = lo[search], hi[search], f_lo[search], f_hi[search]
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                guess = a + (b - a) * fa / (fa - fb)
+            # Never closer to an end than half the precision wanted: a root that close is
+            # then bracketed at once.
+            nudge = np.minimum(0.5 * _RADIUS_PRECISION * b, (b - a) / 4)
+            guess = np.where(np.isfinite(guess), guess, (a + b) / 2)
+            guess = np.clip(guess, a + nudge, b - nudge)
+            f = slack(guess, idx[search])
+            holds = f > 0
+            up, down = search[holds], search[~holds]
+            # Illinois: the end kept twice in a row counts half, so both ends keep moving.
+            f_hi[up[side[up] > 0]] /= 2
+            f_lo[down[side[down] < 0]] /= 2
+            lo[up], f_lo[up], side[up] = guess[holds], f[holds], 1.0
+            hi[down], f_hi[down], side[down] = guess[~holds], f[~holds], -1.0
         return np.where(everything, math.inf, lo)
 
     # -- the interval bound ---------------------------------------------------------------------
 
-    def _interval_radii(self, idx, radii):
-        """Largest radius at which the interval bound holds, where it beats `radii`."""
-        out = np.zeros(len(idx))
-        finite = np.isfinite(radii) & (radii > 0)
-        if not finite.any():
-            return out
-        idx, radii = idx[finite], radii[finite]
-        g = self.store.values(self.x[idx, : self.store.n_inputs], self.x[idx, self.store.n_inputs :])
-        self.signs = np.sign(g + self.bias)
-        at_norm = self._interval_holds(radii, idx)
-        if not at_norm.any():
-            return out
-        pos = np.flatnonzero(at_norm)
-        upper = np.full(len(pos), math.inf)
-        found = self._largest(
-            lambda r, i: self._interval_holds(r, idx[pos[i]], signs_at=pos[i]),
-            idx[pos],
-            upper,
-            start=radii[pos],
-        )
-        result = np.zeros(len(idx))
-        result[pos] = found
-        out[np.flatnonzero(finite)] = result
-        return out
-
-    def _interval_holds(self, r, idx, signs_at=None):
-        signs = self.signs if signs_at is None else self.signs[signs_at]
+    def _interval_slack(self, r, idx):
+        """How much room the per-vector interval bound leaves at radius `r` (points `idx`)."""
+        signs = self.signs[idx]
         x = self.x[idx]
         w = signs[:, None] * (self.s * self.a)[None]
         if self.norm == "linf":
@@ -1107,7 +1117,7 @@ class _Certificate:
             if keep.size:
                 near[keep], far[keep] = self._coordinate_ranges(r[keep], x[keep])
         else:
-            reach2, reach1 = self._reach(x, r)
+            reach2, reach1 = self._reach(idx, r)
             reach = (np.sqrt(reach2) if self.rbf else reach1)[:, None]
             near = np.maximum(self.near[idx] - reach, 0.0)
             far = self.far[idx] + reach
@@ -1119,11 +1129,58 @@ class _Certificate:
         total = np.abs(w).sum(axis=1)
         lower -= _gamma_n(len(self.a) + 2, _U) * total
         base = signs * self.bias
-        value = base + lower - 2 * _U * (np.abs(base) + total)
-        holds = value > self._rounding(r, idx)
+        value = base + lower - 2 * _U * (np.abs(base) + total) - self._rounding(r, idx)
         if self.norm == "linf" and self.rbf:
-            holds &= screened
-        return holds
+            value[~screened] = -math.inf
+        return value
+
+    # -- the first-order bound with a curvature remainder (RBF) ---------------------------------
+
+    def _prepare_taylor(self, x, x_squared, distances):
+        """The gradient of `f` at each point, and how far rounding can have moved it."""
+        k = np.exp(-self.gamma * distances)
+        W = k * (self.s * self.a)
+        self.gradient = -2.0 * self.gamma * (W.sum(axis=1)[:, None] * x - W @ self.S)
+        exact_error = self.exact_error * (x_squared[:, None] + self.squared[None])
+        off = np.exp(-self.gamma * self.near**2) * -np.expm1(-self.gamma * exact_error) + 5 * _U
+        sums = _gamma_n(len(self.a) + x.shape[1] + 4, _U)
+        spread = off * self.far + sums * k * (np.sqrt(x_squared)[:, None] + self.lengths[None])
+        self.gradient_error = 2.02 * self.gamma * abs(self.s) * (spread @ np.abs(self.a))
+
+    def _taylor_slack(self, r, idx):
+        """The room `f(x) + grad f(x) . delta - (curvature bound) ||delta||^2 / 2` leaves at `r`.
+
+        Taylor's theorem: `f(x + delta) = f(x) + grad f(x) . delta + delta' H(xi) delta / 2` for
+        some `xi` on the segment, inside the ball. For RBF, `delta' H_i delta = k_i(xi)
+        (4 gamma^2 ((xi - s_i) . delta)^2 - 2 gamma ||delta||^2)` lies in
+        `[-2 gamma k_i ||delta||^2, ||delta||^2 h(||xi - s_i||^2)]`, `h(t) = exp(-gamma t)
+        (4 gamma^2 t - 2 gamma)`, which is largest at `t = 1.5 / gamma` (clipped to the
+        distances the ball allows). The first-order term keeps the cancellation between
+        vectors that the interval bound loses.
+        """
+        signs, x = self.signs[idx], self.x[idx]
+        G = self.gradient[idx] * signs[:, None]
+        reach2, _ = self._reach(idx, r)
+        rho = np.sqrt(reach2)
+        if self.norm == "l2":
+            first = r * np.sqrt(np.square(G * self.q).sum(axis=1))
+        elif self.bounds is None:
+            first = r * (np.abs(G) @ self.q)
+        else:
+            center, width = self._box(r, x)
+            low, high = center - width - x, center + width - x
+            first = np.maximum(-G * low, -G * high).sum(axis=1)
+        first = first * _BOUND_SLACK + self.gradient_error[idx] * rho
+        near = np.maximum(self.near[idx] - rho[:, None], 0.0)
+        far = self.far[idx] + rho[:, None]
+        largest = np.minimum(np.exp(-self.gamma * near**2), 1.0)
+        t = np.clip(1.5 / self.gamma, near**2, far**2)
+        h = np.maximum(np.exp(-self.gamma * t) * (4 * self.gamma**2 * t - 2 * self.gamma), 0.0)
+        w = signs[:, None] * (self.s * self.a)[None]
+        bend = np.where(w > 0, 2 * self.gamma * w * largest, -w * h).sum(axis=1)
+        curvature = 0.5 * reach2 * bend * _BOUND_SLACK
+        room = self.margins[idx] - self.error_at_x[idx] - first - curvature
+        return room - self._rounding(r, idx)
 
     def _box(self, r, x):
         """Per point and coordinate: the scaled interval `[c - w, c + w]` the input can reach."""
