@@ -1090,7 +1090,7 @@ class _Certificate:
             # Never closer to an end than half the precision wanted: a root that close is
             # then bracketed at once.
             nudge = np.minimum(0.5 * _RADIUS_PRECISION * b, (b - a) / 4)
-            guess = np.where(np.isfinite(guess), guess, (a + b) / 2)
+            guess = np.where(np.isfinite(fb) & np.isfinite(guess), guess, (a + b) / 2)
             guess = np.clip(guess, a + nudge, b - nudge)
             f = slack(guess, idx[search])
             holds = f > 0
