@@ -1,4 +1,4 @@
-"""The coefficient store of `AdvKernelSVM` and the budget policies that keep it bounded.
+"""The random-feature stores of `AdvKernelSVM` and the budget policies that keep them bounded.
 
 The model is `f(x) = sum_j a_j phi_j(x)` over the features held in the store. A DSG step asks
 the store to add `c * k(x, .)` (with `c = eta * y`); how it does so is the policy:
@@ -10,21 +10,22 @@ the store to add `c * k(x, .)` (with `c = eta * y`); how it does so is the polic
 | `truncate`     | a fresh feature with `c phi_new(x)`; oldest drops | `<= B`        | kernel    |
 | `grow`         | a fresh feature with `c phi_new(x)`               | unbounded     | kernel    |
 
-`norm` is the `||f||_H` the adversarial term uses (MATH.md §3). "RF space" is the exact norm
-of the deployed model in the RKHS of its own `B` features, `sqrt(B sum a_j^2)`. "kernel" is the
-norm of the kernel expansion `h = sum_i beta_i k(x_i, .)` that DSG approximates with one fresh
-feature per step. MATH.md suggests the recursion `||rho h + c k(x,.)||^2 = rho^2 ||h||^2 +
-2 rho c h(x) + c^2` fed with the model's own `f(x)`; measured, that is biased low (0.1 against an
-exact 6.1 after 1,500 steps): a step is active exactly when the model's noisy `f(x)` makes
-`y f(x)` small, so the cross term is selected to be negative. These policies therefore track
-`h` in a separate sketch of `NORM_PROBES` independent features (a `Compact` pool updated like
-the model but never used to predict): `||sketch||` estimates `||h||` within about
-`1/sqrt(NORM_PROBES)` without that bias. `truncate` keeps what it drops in the sketch (with a
-constant step that mass is below `(1 - eta lambda)^B`).
+`norm` is the `||f||_H` the adversarial term uses. "RF space" is the exact norm of the deployed
+model in the RKHS of its own `B` features, `sqrt(B sum a_j^2)`. "kernel" is the norm of the
+kernel expansion `h = sum_i beta_i k(x_i, .)` that DSG approximates with one fresh feature per
+step. The recursion `||rho h + c k(x,.)||^2 = rho^2 ||h||^2 + 2 rho c h(x) + c^2` fed with the
+model's own `f(x)` is biased low (measured: 0.1 against an exact 6.1 after 1,500 steps): a step
+is active exactly when the model's noisy `f(x)` makes `y f(x)` small, so the cross term is
+selected to be negative. These policies therefore track `h` in a separate sketch of
+`NORM_PROBES` independent features (a `Compact` pool updated like the model but never used to
+predict): `||sketch||` estimates `||h||` within about `1/sqrt(NORM_PROBES)` without that bias.
 
-`compact` is the default: its full-pool update has the expectation of the one-slot update at no
-extra cost (predicting already computes `phi(x)` over the pool), memory is flat from the first
-sample, and models with the same seed and gamma share coordinates, so they can be averaged.
+Every store speaks the same protocol to the model (`river_advsvm.support.SupportVectors`, the
+support-vector representation, too): `value(v)` then, for a learned row, `scale` and `add`, one
+row at a time. A row's arithmetic never depends on which batch it came in, so a `learn_one`
+loop and any batching of `learn_many` give bit-identical models. The weights are stored in
+`dtype` (float32 by default: the projection `x . w` is memory-bound, so it runs twice as fast);
+coefficients and norms are float64.
 
 """
 
@@ -37,6 +38,7 @@ import numpy as np
 from river_advsvm import kernels
 
 __all__ = [
+    "DTYPES",
     "NORM_PROBES",
     "POLICIES",
     "Compact",
@@ -49,6 +51,7 @@ __all__ = [
 
 _SQRT2 = math.sqrt(2.0)
 NORM_PROBES = 256
+DTYPES = ("float32", "float64")
 # The norm sketch draws its features from a seed unrelated to the model's (digits of sqrt(2)).
 _SKETCH_SEED_MASK = 0x6A09E667F3BCC908
 
@@ -66,25 +69,34 @@ class FeatureStore:
         The model's seed; feature `i` is drawn from `kernels.feature_seeds(seed, i)`.
     budget
         Maximum number of features (ignored by `Grow`).
+    dtype
+        'float32' or 'float64': storage and arithmetic of the weights and features.
+    max_inputs
+        The most input columns there will ever be (the model's `max_features`): the spare
+        capacity for new inputs never goes beyond it, so memory stays within
+        `max_inputs x budget` weights.
 
     """
 
-    #: True when the set of features never changes while learning, so that a batch's features
-    #: can be computed once before its sequential steps.
-    fixed_pool = True
     #: True when `norm` is the kernel-expansion norm kept in a sketch (see the module docs).
     sketches_norm = True
 
-    def __init__(self, kernel: str, gamma: float, seed: int, budget: int):
+    def __init__(self, kernel: str, gamma: float, seed: int, budget: int, dtype: str = "float32",
+                 max_inputs: int = 10_000):
         self.kernel = kernel
+        self.max_inputs = max_inputs
         self.gamma = gamma
         self.seed = seed
         self.budget = budget
+        self.dtype = np.dtype(dtype)
         self.ids = np.empty(0, dtype=np.int64)
         self.coef = np.empty(0)
-        self.phase = np.empty(0)
-        self._omega = np.empty((0, 0))
-        self.hashes = np.empty(0, dtype=np.uint64)
+        self.phase = np.empty(0, dtype=self.dtype)
+        # Rows are input columns, columns are features; both have spare capacity so that new
+        # inputs and features never copy the whole matrix.
+        self._omega = np.empty((0, 0), dtype=self.dtype)
+        self._hashes = np.empty(0, dtype=np.uint64)
+        self.n_inputs = 0
         self.size = 0
         self.norm = 0.0
         self.n_added = 0
@@ -92,13 +104,18 @@ class FeatureStore:
         # what depends on the features alone (the certificate's sigma_max(Omega)) can be cached.
         self.version = 0
         self._sketch: Compact | None = None
+        self._cos = np.empty(0, dtype=self.dtype)  # cos(z) of the row last given to value()
 
     # -- features -------------------------------------------------------------------------------
 
     @property
     def omega(self) -> np.ndarray:
         """The spectral weights, one row per input column and one column per feature."""
-        return self._omega[:, : self.size]
+        return self._omega[: self.n_inputs, : self.size]
+
+    @property
+    def hashes(self) -> np.ndarray:
+        return self._hashes[: self.n_inputs]
 
     def _weights(self, ids: np.ndarray, hashes: np.ndarray) -> np.ndarray:
         seeds = kernels.feature_seeds(self.seed, ids)
@@ -108,52 +125,90 @@ class FeatureStore:
         self.version += 1
         self.ids[slots] = ids
         self.phase[slots] = kernels.phases(kernels.feature_seeds(self.seed, ids))
-        self._omega[:, slots] = self._weights(ids, self.hashes)
+        self._omega[: self.n_inputs, slots] = self._weights(ids, self.hashes)
 
-    def _allocate(self, capacity: int) -> None:
-        old = self._omega.shape[1]
-        grow = capacity - old
-        self.ids = np.concatenate([self.ids, np.zeros(grow, dtype=np.int64)])
-        self.coef = np.concatenate([self.coef, np.zeros(grow)])
-        self.phase = np.concatenate([self.phase, np.zeros(grow)])
-        omega = np.zeros((len(self.hashes), capacity))
-        omega[:, :old] = self._omega
+    def _reserve(self, inputs: int, features: int) -> None:
+        """Make room for this many inputs and features, doubling what is short."""
+        rows, columns = self._omega.shape
+        if inputs <= rows and features <= columns:
+            return
+        if inputs > rows:
+            rows = max(inputs, min(2 * rows, self.max_inputs), 16)
+        if features > columns:
+            columns = max(features, 2 * columns)
+        omega = np.zeros((rows, columns), dtype=self.dtype)
+        omega[: self.n_inputs, : self.size] = self.omega
         self._omega = omega
+        hashes = np.zeros(rows, dtype=np.uint64)
+        hashes[: self.n_inputs] = self.hashes
+        self._hashes = hashes
+        for name in ("ids", "coef", "phase"):
+            old = getattr(self, name)
+            if len(old) < columns:
+                new = np.zeros(columns, dtype=old.dtype)
+                new[: len(old)] = old
+                setattr(self, name, new)
 
     def add_inputs(self, hashes: np.ndarray) -> None:
         """Extend every feature with the weights of new input columns."""
-        rows = np.zeros((len(hashes), self._omega.shape[1]))
-        rows[:, : self.size] = self._weights(self.ids[: self.size], hashes)
-        self._omega = np.vstack([self._omega, rows])
+        start = self.n_inputs
+        self._reserve(start + len(hashes), self.size)
+        self._hashes[start : start + len(hashes)] = hashes
+        self._omega[start : start + len(hashes), : self.size] = self._weights(
+            self.ids[: self.size], hashes
+        )
+        self.n_inputs += len(hashes)
         self.version += 1
-        self.hashes = np.concatenate([self.hashes, hashes])
         if self._sketch is not None:
             self._sketch.add_inputs(hashes)
 
-    def weights_for(self, hashes: np.ndarray) -> np.ndarray | None:
+    def weights_for(self, hashes) -> np.ndarray | None:
         """Weights of input keys the store has no rows for, without storing them."""
-        if not len(hashes):
+        if hashes is None or not len(hashes):
             return None
-        return self._weights(self.ids[: self.size], hashes)
+        return self._weights(self.ids[: self.size], hashes).astype(self.dtype)
 
-    def projections(
-        self, V: np.ndarray, W_extra: np.ndarray | None = None, U: np.ndarray | None = None
-    ) -> np.ndarray:
-        """`Z = V Omega + u`, plus `U W_extra` for inputs given by `weights_for`."""
-        Z = V @ self.omega + self.phase[: self.size]
+    def projections(self, V: np.ndarray, U=None, extra_hashes=None) -> np.ndarray:
+        """`Z = V Omega + u`, plus `U W_extra` for inputs the store does not know; many rows."""
+        Z = V.astype(self.dtype) @ self.omega + self.phase[: self.size]
+        W_extra = self.weights_for(extra_hashes)
         if W_extra is not None:
-            Z += U @ W_extra
+            Z += U.astype(self.dtype) @ W_extra
         return Z
 
-    def features(self, V: np.ndarray) -> np.ndarray:
-        """`phi(x) = sqrt(2) cos(Omega^T x + u)` for each row of `V`."""
-        return _SQRT2 * np.cos(self.projections(V))
+    def _row_projection(self, v: np.ndarray, u=None, extra_hashes=None) -> np.ndarray:
+        # One row: a matrix-vector product whose rounding depends on the row and the store
+        # alone, never on a batch.
+        z = v.astype(self.dtype) @ self.omega
+        z += self.phase[: self.size]
+        W_extra = self.weights_for(extra_hashes)
+        if W_extra is not None:
+            z += u.astype(self.dtype) @ W_extra
+        return z
 
-    # -- coefficients ---------------------------------------------------------------------------
+    # -- the per-row protocol -------------------------------------------------------------------
 
     @property
     def coefficients(self) -> np.ndarray:
         return self.coef[: self.size]
+
+    def value(self, v: np.ndarray, u=None, extra_hashes=None) -> float:
+        """`f(x)` for one row `v` over the known inputs (and `u` over `extra_hashes`)."""
+        self._cos = np.cos(self._row_projection(v, u, extra_hashes))
+        return _SQRT2 * float(self.coefficients @ self._cos)
+
+    def values(self, V: np.ndarray, U=None, extra_hashes=None) -> np.ndarray:
+        """`f(x)` for each row of `V`."""
+        return _SQRT2 * (np.cos(self.projections(V, U, extra_hashes)) @ self.coefficients)
+
+    def gradients(self, V: np.ndarray, U=None, extra_hashes=None):
+        """`(df/dv, df/du)` for each row: `-sqrt(2) sum_i a_i sin(w_i . x + u_i) w_i`."""
+        W_extra = self.weights_for(extra_hashes)
+        S = -_SQRT2 * np.sin(self.projections(V, U, extra_hashes)) * self.coefficients
+        S = S.astype(self.dtype)
+        GV = (S @ self.omega.T).astype(np.float64)
+        GU = (S @ W_extra.T).astype(np.float64) if W_extra is not None else np.zeros((len(V), 0))
+        return GV, GU
 
     def scale(self, factor: float) -> None:
         """`f <- factor * f`."""
@@ -168,13 +223,15 @@ class FeatureStore:
         if self._sketch is not None:
             self._sketch.negate()
 
-    def add(self, phi: np.ndarray, v: np.ndarray, c: float) -> None:
-        """`f <- f + c k(x, .)`, approximated as the policy says; `phi` is the pool at `x = v`."""
+    def add(self, c: float, v: np.ndarray) -> None:
+        """`f <- f + c k(x, .)`, approximated as the policy says, for the row `v` last given to
+        `value` (here over every input column, new ones included)."""
         raise NotImplementedError
 
     def _add_to_sketch(self, v: np.ndarray, c: float) -> None:
         sketch = self._sketch
-        sketch.add(sketch.features(v[None])[0], v, c)
+        sketch.value(v)
+        sketch.add(c, v)
         self.norm = sketch.norm
 
     # -- life cycle and persistence -------------------------------------------------------------
@@ -184,10 +241,11 @@ class FeatureStore:
 
     def start(self) -> None:
         """Allocate the initial pool (before any input column is known)."""
-        self._allocate(self._initial_capacity())
+        self._reserve(0, self._initial_capacity())
         if self.sketches_norm:
             sketch_seed = (self.seed ^ _SKETCH_SEED_MASK) % 2**64
-            self._sketch = Compact(self.kernel, self.gamma, sketch_seed, NORM_PROBES)
+            self._sketch = Compact(self.kernel, self.gamma, sketch_seed, NORM_PROBES, self.dtype,
+                                   self.max_inputs)
             self._sketch.start()
 
     def state(self) -> tuple[dict, dict]:
@@ -202,33 +260,33 @@ class FeatureStore:
     def restore(self, scalars: dict, arrays: dict, hashes: np.ndarray) -> None:
         """Rebuild from `state()` over input columns with these `hashes`; `ValueError` if invalid."""
         size, n_added = int(scalars["size"]), int(scalars["n_added"])
+        norm = float(scalars["norm"])
         ids = np.asarray(arrays["ids"])
         coef = np.asarray(arrays["coef"])
         if ids.dtype.kind not in "iu" or ids.shape != (size,) or coef.shape != (size,):
             raise ValueError("feature ids and coefficients do not match the stored size")
         if not 0 <= size <= max(self._initial_capacity(), n_added) or (ids < 0).any():
             raise ValueError("stored features exceed the budget or have negative ids")
-        if not np.isfinite(coef).all() or not math.isfinite(scalars["norm"]):
-            raise ValueError("non-finite coefficients")
-        self.hashes = np.empty(0, dtype=np.uint64)
-        self._omega = np.zeros((0, 0))
-        self.ids, self.coef, self.phase = np.empty(0, np.int64), np.empty(0), np.empty(0)
+        if not np.isfinite(coef).all() or not (math.isfinite(norm) and norm >= 0):
+            raise ValueError("non-finite coefficients or norm")
         self.start()
-        if self._omega.shape[1] < size:
-            self._allocate(size)
+        self._reserve(len(hashes), size)
         self.size = 0  # features are generated once, below, over all input columns
         self.add_inputs(np.asarray(hashes, dtype=np.uint64))
         self.size = size
         self._set_features(np.arange(size), ids.astype(np.int64))
         self.coef[:size] = coef
-        self.norm = float(scalars["norm"])
+        self.norm = norm
         self.n_added = n_added
         if self._sketch is not None:
             sketch = np.asarray(arrays["sketch"], dtype=np.float64)
+            sketch_norm = float(scalars["sketch_norm"])
             if sketch.shape != (NORM_PROBES,) or not np.isfinite(sketch).all():
                 raise ValueError("invalid norm sketch")
+            if not (math.isfinite(sketch_norm) and sketch_norm >= 0):
+                raise ValueError("invalid norm sketch")
             self._sketch.coefficients[:] = sketch
-            self._sketch.norm = float(scalars["sketch_norm"])
+            self._sketch.norm = sketch_norm
 
 
 class Compact(FeatureStore):
@@ -247,9 +305,9 @@ class Compact(FeatureStore):
         self.size = self.budget
         self._set_features(np.arange(self.budget), np.arange(self.budget))
 
-    def add(self, phi, v, c):
+    def add(self, c, v):
         coef = self.coef[: self.size]
-        coef += (c / self.size) * phi
+        coef += (_SQRT2 * c / self.size) * self._cos
         self.norm = math.sqrt(self.size) * float(np.sqrt(coef @ coef))
         self.n_added += 1
 
@@ -264,9 +322,9 @@ class CompactSlot(Compact):
 
     sketches_norm = True
 
-    def add(self, phi, v, c):
+    def add(self, c, v):
         j = self.n_added % self.size
-        self.coef[j] += c * phi[j]
+        self.coef[j] += c * _SQRT2 * float(self._cos[j])
         self._add_to_sketch(v, c)
         self.n_added += 1
 
@@ -278,21 +336,18 @@ class Grow(FeatureStore):
 
     """
 
-    fixed_pool = False
-
     def _initial_capacity(self) -> int:
         return 64
 
     def _slot_for_new_feature(self) -> int:
-        if self.size == self._omega.shape[1]:
-            self._allocate(2 * self.size)
+        self._reserve(self.n_inputs, self.size + 1)
         return self.size
 
-    def add(self, phi, v, c):
+    def add(self, c, v):
         slot = self._slot_for_new_feature()
         self._set_features(np.array([slot]), np.array([self.n_added]))
-        value = _SQRT2 * math.cos(float(v @ self._omega[:, slot]) + self.phase[slot])
-        self.coef[slot] = c * value
+        z = v.astype(self.dtype) @ self._omega[: self.n_inputs, slot] + self.phase[slot]
+        self.coef[slot] = c * _SQRT2 * math.cos(float(z))
         self.size = max(self.size, slot + 1)
         self._add_to_sketch(v, c)
         self.n_added += 1
@@ -323,7 +378,9 @@ POLICIES: dict[str, type[FeatureStore]] = {
 }
 
 
-def make_store(policy: str, kernel: str, gamma: float, seed: int, budget: int) -> FeatureStore:
+def make_store(policy: str, kernel: str, gamma: float, seed: int, budget: int,
+               dtype: str = "float32", max_inputs: int = 10_000) -> FeatureStore:
     if policy not in POLICIES:
         raise ValueError(f"unknown budget_policy {policy!r}: expected one of {tuple(POLICIES)}")
-    return POLICIES[policy](kernel=kernel, gamma=gamma, seed=seed, budget=budget)
+    return POLICIES[policy](kernel=kernel, gamma=gamma, seed=seed, budget=budget, dtype=dtype,
+                            max_inputs=max_inputs)

@@ -14,10 +14,10 @@ import math
 
 import numpy as np
 
-__all__ = ["Temperature"]
+__all__ = ["Temperature", "sigmoid"]
 
 
-def _sigmoid(z):
+def sigmoid(z):
     # exp(-log(1 + e^-z)) keeps its relative precision far into both tails (tanh rounds to +-1).
     return np.exp(-np.logaddexp(0.0, -z))
 
@@ -42,15 +42,19 @@ class Temperature:
 
     def proba(self, margins):
         """Probability of the positive class for each margin."""
-        return _sigmoid(self.scale * np.asarray(margins, dtype=float))
+        return sigmoid(self.scale * np.asarray(margins, dtype=float))
+
+    def update_one(self, g: float, y: float) -> None:
+        """One AdaGrad step on a pre-update margin `g` and a label sign `y` in {-1, +1}."""
+        target = 0.5 * (y + 1.0)
+        p = 0.5 * (1.0 + math.tanh(0.5 * self.scale * g))
+        grad = (p - target) * g
+        self.grad_squares += grad * grad
+        if self.grad_squares > 0.0:
+            step = self.learning_rate * grad / math.sqrt(self.grad_squares)
+            self.scale = max(self.min_scale, self.scale - step)
 
     def update(self, margins: np.ndarray, signs: np.ndarray) -> None:
-        """One AdaGrad step per (pre-update margin, label sign in {-1, +1}), in order."""
+        """`update_one` for each (margin, sign), in order."""
         for g, y in zip(margins.tolist(), signs.tolist()):
-            target = 0.5 * (y + 1.0)
-            p = 0.5 * (1.0 + math.tanh(0.5 * self.scale * g))
-            grad = (p - target) * g
-            self.grad_squares += grad * grad
-            if self.grad_squares > 0.0:
-                step = self.learning_rate * grad / math.sqrt(self.grad_squares)
-                self.scale = max(self.min_scale, self.scale - step)
+            self.update_one(g, y)

@@ -1,4 +1,4 @@
-"""Certified radii: how far an input can move before the prediction can change (MATH.md §7).
+"""Certified radii: how far an input can move before the prediction can change.
 
 For the deployed random-feature model `f(x) = sum_i c_i cos(w_i . x + u_i)` (`c_i = sqrt(2)
 a_i`, `Omega` the matrix of the `w_i`) and any perturbation `delta`, since
@@ -14,6 +14,11 @@ a bound is below `|g(x)|`. Each bound is solved for `r` exactly (the second is p
 in `r`) and the larger radius is returned. Both are sound for the model as deployed, whatever
 the attack, and make no claim about the ideal kernel machine it approximates. The box the
 inputs live in is ignored, which can only make the radius smaller (still sound).
+
+Inputs the model rescales (`gamma` per feature) enter through their input-space weights
+`q_j w_ij`. The deployed model computes in float32 (or float64): the rounding of its projections,
+cosines and sums is bounded (`_rounding`) and taken off the margin, at the point and anywhere
+in the ball, so the radius holds for the prediction as computed, not only for exact arithmetic.
 
 `sigma_max(Omega)` costs an SVD; it depends on the features alone, so it is cached per feature
 store and recomputed only when the store's `version` changes (never after the inputs are
@@ -39,6 +44,8 @@ __all__ = ["certified_accuracy", "kernel_radii", "linear_radii"]
 _SAFETY = 1e-9
 
 _spectra: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: Spectra kept per store (one per set of inputs it does not know), cleared when full.
+_SPECTRA_PER_STORE = 64
 
 
 def _check_norm(norm: str) -> None:
@@ -46,18 +53,25 @@ def _check_norm(norm: str) -> None:
         raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
 
 
-def _spectrum(store) -> dict:
-    """`sigma_max(Omega)` and each feature's L1 and L2 weight norm, cached per store version."""
-    key = (store.version, store.size, store.omega.shape)
-    cached = _spectra.get(store)
-    if cached is not None and cached["key"] == key:
-        return cached
-    cached = {"key": key, **_weight_norms(store.omega)}
-    _spectra[store] = cached
-    return cached
+def _spectrum(store, scales: np.ndarray, unknown_hashes=(), unknown_scales=None,
+              W_extra=None) -> dict:
+    """`sigma_max` and each feature's L1 and L2 norm of the input-space weights `q_j w_ij`,
+    over the store's inputs and any it does not know (`W_extra`); cached per store version
+    (the scales change only with the inputs, which bump it) and set of unknown inputs."""
+    key = (store.version, store.size, store.omega.shape, tuple(unknown_hashes))
+    cache = _spectra.setdefault(store, {})
+    if key not in cache:
+        omega = scales[:, None] * store.omega
+        if W_extra is not None:
+            omega = np.vstack([omega, unknown_scales[:, None] * W_extra])
+        if len(cache) >= _SPECTRA_PER_STORE:
+            cache.clear()
+        cache[key] = _weight_norms(omega)
+    return cache[key]
 
 
 def _weight_norms(omega: np.ndarray) -> dict:
+    omega = omega.astype(np.float64)
     if omega.size == 0:
         return {"sigma": 0.0, "l1": np.zeros(omega.shape[1]), "l2": np.zeros(omega.shape[1])}
     sigma = float(np.linalg.svd(omega, compute_uv=False)[0])
@@ -69,8 +83,10 @@ def _weight_norms(omega: np.ndarray) -> dict:
     }
 
 
-def _invert_saturating_bound(weights: np.ndarray, slopes: np.ndarray, margins: np.ndarray):
-    """The radius `r` at which `sum_i weights_i min(2, slopes_i r)` reaches each margin.
+def _invert_saturating_bound(weights: np.ndarray, slopes: np.ndarray, margins: np.ndarray,
+                             linear: float = 0.0):
+    """The radius `r` at which `linear r + sum_i weights_i min(2, slopes_i r)` reaches each
+    margin.
 
     The bound is continuous, piecewise linear and nondecreasing in `r`, with a kink at each
     `2 / slopes_i`; margins it never reaches get `inf`.
@@ -83,51 +99,85 @@ def _invert_saturating_bound(weights: np.ndarray, slopes: np.ndarray, margins: n
     # Between kinks k and k+1 the first k+1 features are saturated (they add 2 w_i each) and
     # the others grow linearly: bound(r) = saturated_k + r * rising_k.
     saturated = 2.0 * np.concatenate([[0.0], np.cumsum(weights)])
-    rising = np.concatenate([np.cumsum((weights * slopes)[::-1])[::-1], [0.0]])
+    rising = np.concatenate([np.cumsum((weights * slopes)[::-1])[::-1], [0.0]]) + linear
     at_kinks = saturated[:-1] + kinks * rising[:-1]
     segment = np.searchsorted(at_kinks, margins, side="left")
     with np.errstate(divide="ignore", invalid="ignore"):
         radii = (margins - saturated[segment]) / rising[segment]
-    return np.where(segment == len(kinks), math.inf, radii)
+    return np.where((segment == len(kinks)) & (linear == 0), math.inf, radii)
+
+
+def _rounding(store, V, U, W_extra, scales, unknown_scales, dual) -> tuple[np.ndarray, float]:
+    """Bounds on how far the deployed model's computed `f` can be from the exact one.
+
+    The computed projection `z_i = x . w_i + u_i` (in the store's dtype, any summation order)
+    is within `gamma_n (sum_j |x_j w_ij| + |u_i|)` of the exact one, `gamma_n = n u / (1 - n u)`
+    with `n` the number of terms plus one for rounding the input itself and `u` the unit
+    roundoff; `cos` adds at most a few ulps (8 u is allowed) and the float64 sum over the
+    features `gamma_B sqrt(2) sum |a_i|`. At `x + delta` the first term grows by at most
+    `gamma_n ||w_i||_* r`. Returns `(E0 per point, E1)`: the error is at most `E0 + E1 r` anywhere
+    in the ball of radius `r`.
+    """
+    u = float(np.finfo(store.dtype).eps) / 2
+    terms = V.shape[1] + U.shape[1] + 2
+    gamma_n = terms * u / (1 - terms * u)
+    a = np.abs(store.coefficients)
+    magnitudes = np.abs(V) @ np.abs(store.omega).astype(np.float64)
+    if W_extra is not None:
+        magnitudes += np.abs(U) @ np.abs(W_extra).astype(np.float64)
+    magnitudes += np.abs(store.phase[: store.size]).astype(np.float64)
+    float64_sum = len(a) * 2.0**-53 / (1 - len(a) * 2.0**-53) * math.sqrt(2.0) * a.sum()
+    e0 = math.sqrt(2.0) * (gamma_n * magnitudes + 8 * u) @ a + float64_sum
+    e1 = math.sqrt(2.0) * gamma_n * float(a @ dual)
+    return e0, e1
 
 
 def kernel_radii(
     store,
     margins: np.ndarray,
-    n_inputs: int,
     norm: str,
-    extra_weights: np.ndarray | None = None,
+    V: np.ndarray,
+    U: np.ndarray,
+    unknown_hashes: list,
+    scales: np.ndarray,
+    unknown_scales: np.ndarray,
+    n_inputs: int,
 ) -> np.ndarray:
-    """Certified radii of a random-feature model at points with the given margins `|g(x)|`.
+    """Certified radii of a random-feature model at points with the given margins.
 
     Parameters
     ----------
     store
         The model's `budget.FeatureStore` (features `omega`, `phase`, `coefficients`).
     margins
-        `y g(x)` per point; points with a margin <= 0 get radius 0.
-    n_inputs
-        Number of input coordinates an attacker may change (`d` in the L-inf bound).
+        `y g(x)` per point, as the model computes it; a margin <= 0 gets radius 0.
     norm
         'l2' or 'linf'.
-    extra_weights
-        Weights of inputs the store has no rows for (`store.weights_for`), if any.
+    V, U
+        The points as the store sees them (each input multiplied by its scale): over the
+        store's inputs, and over inputs it does not know (`unknown_hashes`).
+    scales, unknown_scales
+        The scale `q` of each of those inputs: an input-space change `delta` moves the point
+        by `q * delta`, so the bounds use the input-space weights `q_j w_ij`.
+    n_inputs
+        Number of input coordinates an attacker may change (`d` in the L-inf bound).
 
     """
     _check_norm(norm)
     margins = np.asarray(margins, dtype=float)
     coefficients = math.sqrt(2.0) * np.abs(store.coefficients)
-    if extra_weights is not None and extra_weights.size:
-        spectrum = _weight_norms(np.vstack([store.omega, extra_weights]))
-    else:
-        spectrum = _spectrum(store)
+    W_extra = store.weights_for(unknown_hashes) if len(unknown_hashes) else None
+    spectrum = _spectrum(store, scales, unknown_hashes, unknown_scales, W_extra)
+    dual = spectrum["l2"] if norm == "l2" else spectrum["l1"]
+    e0, e1 = _rounding(store, V, U, W_extra, scales, unknown_scales, dual)
+    margins = margins - 2.0 * e0  # the computed margin here and there, both within E0
     lipschitz = float(np.sqrt(coefficients @ coefficients)) * spectrum["sigma"]
     if norm == "linf":
         lipschitz *= math.sqrt(n_inputs)
+    lipschitz += e1
     with np.errstate(divide="ignore"):
         first = margins / lipschitz if lipschitz > 0 else np.full(margins.shape, math.inf)
-    dual = spectrum["l2"] if norm == "l2" else spectrum["l1"]
-    second = _invert_saturating_bound(coefficients, dual, margins)
+    second = _invert_saturating_bound(coefficients, dual, margins, linear=e1)
     radii = np.maximum(first, second) * (1.0 - _SAFETY)
     return np.where(margins > 0, radii, 0.0)
 

@@ -1,89 +1,266 @@
-"""The River boundary: feature dicts and frames in, validated dense numpy arrays out.
+"""The River boundary: feature dicts, frames and rows in, validated numpy arrays out.
+
+Everything that reaches a model passes through here first, and everything that could break the
+model's arithmetic is refused here, before the model changes any state:
+
+- values must be numbers (bool, int, float, numpy numbers) with `|v| <= MAX_ABS_VALUE`
+  (1e15). The bound keeps every product the models form finite, with room to spare, even in
+  float32: a kernel distance over `d <= 10^6` inputs is at most `4 d 1e30 = 4e36 < 3.4e38`,
+  and a random-feature projection `w . x` at most `d 1e15 max|w| < 1e37` for the bandwidths
+  the models accept (`kernels.MAX_GAMMA`);
+- NaN means "missing" at inference (River's scalers emit it for a feature they have not seen
+  yet): the feature is dropped, as if absent. Learning refuses it;
+- feature names must be str, int, bool, finite float, or tuples of those (at most
+  `MAX_NAME_DEPTH` deep and `MAX_NAME_LENGTH` characters once encoded), so that every name has
+  one canonical encoding (`encode_name`), used for hashing and for checkpoints.
 
 Models keep one `FeatureIndex` that gives every feature name a column, in order of first
 appearance. Column order is bookkeeping only: nothing random depends on it (see `kernels`).
-Validation happens here, before a model changes any state.
 
 """
 
 from __future__ import annotations
 
+import json
+import math
 import numbers
 import typing
 
 import numpy as np
 
-from river_advsvm import kernels
+__all__ = [
+    "MAX_ABS_VALUE",
+    "MAX_NAME_DEPTH",
+    "MAX_NAME_LENGTH",
+    "FeatureIndex",
+    "InvalidInput",
+    "decode_name",
+    "describe",
+    "dict_values",
+    "encode_name",
+    "frame_values",
+]
 
-__all__ = ["FeatureIndex", "InvalidInput", "dict_values", "frame_values"]
+#: Largest accepted absolute feature value (see the module docstring for why it is enough).
+MAX_ABS_VALUE = 1e15
+#: Longest accepted feature name, in characters of its canonical JSON encoding.
+MAX_NAME_LENGTH = 1000
+#: Deepest accepted nesting of tuple feature names.
+MAX_NAME_DEPTH = 4
 
 
 class InvalidInput(ValueError):
-    """A sample the model refuses: non-numeric or non-finite values, unusable names or labels."""
+    """A sample the model refuses; `code` says why in one word (a dead-letter code).
+
+    Codes: `not_a_number`, `not_finite`, `too_large`, `bad_name`, `too_many_features`,
+    `bad_label`, `third_class`, `unknown_label`, `bad_shape`, `invalid_input`.
+    """
+
+    def __init__(self, message: str, code: str = "invalid_input"):
+        super().__init__(message)
+        self.code = code
 
 
-def _check_values(values: np.ndarray, names: typing.Sequence) -> np.ndarray:
-    if values.dtype.kind not in "biuf":
-        bad = _first_non_numeric(values, names)
-        raise InvalidInput(f"feature values must be numbers; {bad}")
-    values = values.astype(np.float64, copy=False)
-    if not np.isfinite(values).all():
-        flat = np.flatnonzero(~np.isfinite(values))[0]
-        column = flat % len(names) if values.ndim == 2 else flat
-        raise InvalidInput(
-            f"feature values must be finite; {names[column]!r} is {values.flat[flat]}"
-        )
-    return values
+def describe(value) -> str:
+    """A value in plain Python terms for an error message: `'x' (a str)`, `nan`, `None`."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, int):
+        digits = len(str(abs(value))) if abs(value) < 10**100 else "over 100"
+        return repr(value) if abs(value) < 10**18 else f"an integer of {digits} digits"
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    kind = type(value).__name__
+    return f"{text} ({'an' if kind[0] in 'aeiou' else 'a'} {kind})"
 
 
-def _first_non_numeric(values: np.ndarray, names: typing.Sequence) -> str:
-    flat = values.reshape(-1)
-    for i, v in enumerate(flat):  # error path only
-        if isinstance(v, (bool, np.bool_)) or (
-            isinstance(v, numbers.Real) and not isinstance(v, str)
-        ):
-            continue
-        return f"{names[i % len(names)]!r} is {v!r} ({type(v).__name__})"
-    return f"got dtype {values.dtype}"
+# -- names ----------------------------------------------------------------------------------------
 
 
-def dict_values(x: dict) -> tuple[list, np.ndarray]:
-    """Names and float values of a feature dict, or `InvalidInput`."""
-    if not isinstance(x, dict):
-        raise InvalidInput(f"x must be a dict of features, got {type(x).__name__}")
-    names = list(x)
-    # np.asarray rather than np.fromiter: it keeps strings and None visible in the dtype instead
-    # of quietly turning "1.5" into 1.5.
-    raw = list(x.values())
+def _encode(name, depth: int):
+    if isinstance(name, np.generic):
+        name = name.item()
+    if isinstance(name, bool):
+        return ["b", name]
+    if isinstance(name, numbers.Integral):
+        return ["i", int(name)]
+    if isinstance(name, numbers.Real):
+        value = float(name)
+        if not math.isfinite(value):
+            raise InvalidInput(f"feature name {describe(name)} is not allowed: a float name "
+                               "must be finite", "bad_name")
+        return ["f", value + 0.0]  # -0.0 == 0.0 as a dict key: one encoding for both
+    if isinstance(name, str):
+        return ["s", str(name)]
+    if isinstance(name, tuple) and depth < MAX_NAME_DEPTH:
+        return ["t", [_encode(n, depth + 1) for n in name]]
+    raise InvalidInput(
+        f"feature name {describe(name)} is not supported: use str, int, bool, finite float, "
+        f"or tuples of those (at most {MAX_NAME_DEPTH} deep)", "bad_name")
+
+
+def encode_name(name) -> list:
+    """The canonical, JSON-able encoding of a feature name; `InvalidInput` if it has none.
+
+    Tagged by type, so `1`, `1.0`, `'1'`, `True` and `(1,)` all differ, and injective: two
+    names with the same encoding are the same name.
+    """
+    encoded = _encode(name, 0)
+    if len(json.dumps(encoded)) > MAX_NAME_LENGTH:
+        raise InvalidInput(f"feature name {describe(name)} is longer than {MAX_NAME_LENGTH} "
+                           "characters", "bad_name")
+    return encoded
+
+
+def decode_name(encoded):
+    """The feature name that `encode_name` encoded; `ValueError` for anything else."""
+    tag, value = encoded
+    if tag == "t" and isinstance(value, list):
+        return tuple(decode_name(v) for v in value)
+    types = {"b": bool, "i": int, "f": float, "s": str}
+    if tag not in types or type(value) is not types[tag]:
+        if not (tag == "f" and type(value) is int):  # JSON writes 1.0 back as 1.0, but be lenient
+            raise ValueError(f"bad feature name {encoded!r}")
+    return types[tag](value)
+
+
+# -- values ---------------------------------------------------------------------------------------
+
+
+def _is_number(value) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return True
+    if isinstance(value, np.generic):
+        return value.dtype.kind in "iuf"
+    return isinstance(value, numbers.Real)
+
+
+def _first_bad_value(names: typing.Sequence, raw: typing.Sequence) -> InvalidInput:
+    """The error for the first value among `raw` that is not a number within bounds."""
+    for name, value in zip(names, raw):  # an error path: a Python loop is fine
+        if not _is_number(value):
+            return InvalidInput(
+                f"feature {name!r} is {describe(value)}; feature values must be numbers",
+                "not_a_number")
+        if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+            if abs(int(value)) > MAX_ABS_VALUE:
+                return _too_large(name, value)
+    return InvalidInput("feature values must be numbers", "not_a_number")
+
+
+def _too_large(name, value) -> InvalidInput:
+    return InvalidInput(
+        f"feature {name!r} is {describe(value)}, beyond the accepted magnitude "
+        f"{MAX_ABS_VALUE:g}; rescale the input", "too_large")
+
+
+def _bounds_error(name, value) -> InvalidInput:
+    value = float(value)
+    if math.isnan(value):
+        return InvalidInput(
+            f"feature {name!r} is nan; learning needs finite values "
+            "(at prediction time NaN counts as a missing feature)", "not_finite")
+    if math.isinf(value):
+        return InvalidInput(f"feature {name!r} is {value!r}; feature values must be finite",
+                            "not_finite")
+    return _too_large(name, value)
+
+
+def _numeric(names: typing.Sequence, raw: typing.Sequence) -> np.ndarray:
+    """`raw` as float64 if every entry is a number, else the error naming the first bad one."""
+    # np.asarray rather than np.fromiter: it keeps strings and None visible in the dtype
+    # instead of quietly parsing "1.5" as 1.5.
     try:
         values = np.asarray(raw)
-    except (ValueError, TypeError):  # ragged sequences among the values
+    except (ValueError, TypeError, OverflowError):  # ragged sequences among the values
         values = None
-    if values is None or values.ndim != 1:
-        values = np.empty(len(raw), dtype=object)
-        values[:] = raw
-    return names, _check_values(values, names)
+    if values is None or values.ndim != 1 or values.dtype.kind not in "biuf":
+        if values is not None and values.dtype.kind == "O" and all(map(_is_number, raw)):
+            error = _first_bad_value(names, raw)  # huge ints are the only numbers left here
+            if error.code == "too_large":
+                raise error
+            return np.array([float(v) for v in raw])
+        raise _first_bad_value(names, raw)
+    return values.astype(np.float64, copy=False)
 
 
-def frame_values(X) -> tuple[list, np.ndarray]:
+def _check_bounds(names: typing.Sequence, values: np.ndarray, missing_ok: bool):
+    """Refuse non-finite and too large values; with `missing_ok`, NaN entries are returned as
+    a mask of entries to drop instead."""
+    inside = np.abs(values) <= MAX_ABS_VALUE  # False for NaN and inf too
+    if inside.all():
+        return None
+    missing = np.isnan(values) if missing_ok else np.zeros(values.shape, dtype=bool)
+    bad = ~inside & ~missing
+    if bad.any():
+        flat = int(np.flatnonzero(bad)[0])
+        column = flat % len(names) if values.ndim == 2 else flat
+        raise _bounds_error(names[column], values.flat[flat])
+    return missing
+
+
+def dict_values(x: dict, missing_ok: bool = False) -> tuple[list, np.ndarray]:
+    """Names and float values of a feature dict, or `InvalidInput`.
+
+    With `missing_ok` (inference), NaN values are dropped with their names.
+    """
+    if not isinstance(x, dict):
+        raise InvalidInput(f"x must be a dict of features, got a {type(x).__name__}", "bad_shape")
+    names = list(x)
+    values = _numeric(names, list(x.values()))
+    missing = _check_bounds(names, values, missing_ok)
+    if missing is not None:
+        keep = ~missing
+        names = [n for n, k in zip(names, keep.tolist()) if k]
+        values = values[keep]
+    return names, values
+
+
+def frame_values(X, missing_ok: bool = False) -> tuple[list, np.ndarray]:
     """Column names and a float matrix from a pandas DataFrame or a 2-D numpy array.
 
-    A numpy array's columns are named 0..d-1, as `river.stream.iter_array` names them.
-
+    A numpy array's columns are named 0..d-1, as `river.stream.iter_array` names them. With
+    `missing_ok` (inference), NaN entries become 0: absent, in River's sparse semantics.
     """
     if isinstance(X, np.ndarray):
         if X.ndim != 2:
-            raise InvalidInput(f"expected a 2-D array of samples, got shape {X.shape}")
+            raise InvalidInput(f"expected a 2-D array of samples, got shape {X.shape}",
+                               "bad_shape")
         names = list(range(X.shape[1]))
-        return names, _check_values(X, names)
-    if hasattr(X, "columns") and hasattr(X, "to_numpy"):
+        values = X
+    elif hasattr(X, "columns") and hasattr(X, "to_numpy"):
         names = list(X.columns)
         if len(set(names)) != len(names):
-            raise InvalidInput("feature names (columns) must be unique")
+            raise InvalidInput("feature names (columns) must be unique", "bad_name")
         values = X.to_numpy()
-        return names, _check_values(values, names)
-    raise InvalidInput(f"expected a pandas DataFrame or a 2-D numpy array, got {type(X).__name__}")
+    else:
+        raise InvalidInput(
+            f"expected a pandas DataFrame or a 2-D numpy array, got a {type(X).__name__}",
+            "bad_shape")
+    if values.dtype.kind not in "biuf":
+        for j, name in enumerate(names):
+            column = values[:, j]
+            if column.dtype.kind not in "biuf":
+                _numeric([name] * len(column), list(column))
+        values = np.array(values.tolist(), dtype=np.float64).reshape(values.shape)
+    values = values.astype(np.float64, copy=False)
+    missing = _check_bounds(names, values, missing_ok)
+    if missing is not None:
+        values = np.where(missing, 0.0, values)
+    return names, values
 
+
+def rows_values(rows: typing.Sequence, missing_ok: bool = False) -> list[tuple[list, np.ndarray]]:
+    """`dict_values` of each feature dict in `rows`."""
+    return [dict_values(x, missing_ok) for x in rows]
+
+
+# -- the index ------------------------------------------------------------------------------------
 
 _NO_HASHES = np.empty(0, dtype=np.uint64)
 
@@ -94,13 +271,17 @@ class FeatureIndex:
     def __init__(self):
         self.names: list = []
         self.position: dict = {}
-        self.hashes = np.empty(0, dtype=np.uint64)
+        self._hashes = np.empty(16, dtype=np.uint64)
         self._last_names: list | None = None
         self._last_positions = np.empty(0, dtype=np.intp)
         self._last_identity = False
 
     def __len__(self) -> int:
         return len(self.names)
+
+    @property
+    def hashes(self) -> np.ndarray:
+        return self._hashes[: len(self.names)]
 
     def _lookup(self, names: list) -> tuple[np.ndarray, bool]:
         """The column of each name (-1 if unknown), and whether they are exactly 0..D-1."""
@@ -122,28 +303,27 @@ class FeatureIndex:
         """The column of each name, -1 where the name is unknown."""
         return self._lookup(names)[0]
 
-    def unknown(self, names: list) -> list:
-        """The names among `names` that have no column yet, without repeats."""
-        if names == self._last_names:
-            return []
-        return [n for n in dict.fromkeys(names) if n not in self.position]
-
     @staticmethod
     def hash_names(names: list) -> np.ndarray:
         """Stable hashes of `names`; raises `InvalidInput` for a name that cannot be hashed."""
+        from river_advsvm.kernels import key_hash
+
         if not names:
             return _NO_HASHES
-        try:
-            return np.asarray([kernels.key_hash(n) for n in names], dtype=np.uint64)
-        except TypeError as error:
-            raise InvalidInput(str(error)) from None
+        return np.fromiter((key_hash(n) for n in names), dtype=np.uint64, count=len(names))
 
     def add(self, names: list, hashes: np.ndarray) -> None:
-        """Give a column to each of `names` (unknown ones, as returned by `unknown`)."""
+        """Give a column to each of `names` (names the index does not know yet)."""
+        start = len(self.names)
+        end = start + len(names)
+        if end > len(self._hashes):  # amortised growth: no copy per new name
+            grown = np.empty(max(end, 2 * len(self._hashes)), dtype=np.uint64)
+            grown[:start] = self._hashes[:start]
+            self._hashes = grown
+        self._hashes[start:end] = hashes
         for n in names:
             self.position[n] = len(self.names)
             self.names.append(n)
-        self.hashes = np.concatenate([self.hashes, hashes])
         self._last_names = None
 
     def dense(self, names: list, values: np.ndarray) -> tuple[np.ndarray, list, np.ndarray]:
@@ -163,5 +343,5 @@ class FeatureIndex:
         V[:, positions[known]] = values[:, known]
         if known.all():
             return V, [], np.empty((n, 0))
-        unknown = [name for name, k in zip(names, known) if not k]
+        unknown = [name for name, k in zip(names, known.tolist()) if not k]
         return V, unknown, values[:, ~known]

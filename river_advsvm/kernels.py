@@ -1,7 +1,7 @@
 """Shift-invariant kernels, their random Fourier features, and the kernel-space attack radius.
 
 A random feature is `phi_w(x) = sqrt(2) * cos(w . x + u)` with `w` drawn from the kernel's
-spectral measure and `u ~ U[0, 2pi)`, so that `E[phi_w(x) phi_w(x')] = k(x, x')` (MATH.md §1).
+spectral measure and `u ~ U[0, 2pi)`, so that `E[phi_w(x) phi_w(x')] = k(x, x')` .
 
 Every number here is a pure function of `(seed, feature id, input key)`: the weight of input key
 `k` in feature `i` is drawn from a counter-based generator keyed by those three values. Hence a
@@ -14,10 +14,12 @@ coefficients only.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
-import numbers
 
 import numpy as np
+
+from river_advsvm.inputs import encode_name
 
 __all__ = [
     "KERNELS",
@@ -26,6 +28,7 @@ __all__ = [
     "feature_seeds",
     "key_hash",
     "kernel_value",
+    "largest_distance",
     "min_kernel_value",
     "phases",
     "spectral_weights",
@@ -33,6 +36,12 @@ __all__ = [
 
 KERNELS = ("rbf", "laplacian")
 NORMS = ("l2", "linf")
+
+#: Largest accepted kernel bandwidth: with inputs bounded by `inputs.MAX_ABS_VALUE` and at most
+#: 10^6 of them, a random-feature projection stays below 1e37, finite in float32.
+MAX_GAMMA = 1e10
+#: Bound on the standard Cauchy samples behind the Laplacian kernel's features.
+CAUCHY_CAP = 1e6
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -56,29 +65,16 @@ def _to_unit_interval(bits: np.ndarray) -> np.ndarray:
     return ((bits >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0**-53
 
 
-def _canonical(key) -> str:
-    # Python's hash() of a str changes from one process to the next, so it cannot name a column
-    # in a checkpoint. Numbers are normalised so that numpy scalars hash like the Python ones
-    # they compare equal to (a dict cannot hold both anyway).
-    if isinstance(key, (bool, np.bool_)):
-        return f"b:{bool(key)}"
-    if isinstance(key, numbers.Integral):
-        return f"i:{int(key)}"
-    if isinstance(key, numbers.Real):
-        return f"f:{float(key)!r}"
-    if isinstance(key, str):
-        return f"s:{key}"
-    if isinstance(key, tuple):
-        return "t:(" + ",".join(_canonical(k) for k in key) + ")"
-    raise TypeError(
-        f"feature name {key!r} of type {type(key).__name__} is not supported: "
-        "use str, int, float, bool or tuples of them"
-    )
-
-
 def key_hash(key) -> int:
-    """A 64-bit hash of a feature name that is stable across processes and platforms."""
-    digest = hashlib.blake2b(_canonical(key).encode(), digest_size=8).digest()
+    """A 64-bit hash of a feature name that is stable across processes and platforms.
+
+    Python's `hash()` of a str changes from one process to the next, so it cannot name a
+    column in a checkpoint; this hashes the name's canonical encoding (`inputs.encode_name`),
+    under which numpy scalars hash like the Python values they equal. Raises `InvalidInput`
+    for a name that has no encoding.
+    """
+    canonical = json.dumps(encode_name(key), separators=(",", ":"))
+    digest = hashlib.blake2b(canonical.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little")
 
 
@@ -110,7 +106,10 @@ def spectral_weights(
         # Box-Muller: one standard normal from two independent uniforms.
         return math.sqrt(2.0 * gamma) * np.sqrt(-2.0 * np.log(u)) * np.cos(2.0 * np.pi * v)
     if kernel == "laplacian":
-        return gamma * np.tan(np.pi * (u - 0.5))
+        # Capped at CAUCHY_CAP (probability 6e-7 per weight): keeps every projection finite
+        # for the inputs `inputs` accepts, at no measurable cost to the kernel approximation.
+        cauchy = np.clip(np.tan(np.pi * (u - 0.5)), -CAUCHY_CAP, CAUCHY_CAP)
+        return gamma * cauchy
     raise ValueError(f"unknown kernel {kernel!r}: expected one of {KERNELS}")
 
 
@@ -130,37 +129,50 @@ def kernel_value(kernel: str, gamma: float, delta: np.ndarray) -> np.ndarray:
     raise ValueError(f"unknown kernel {kernel!r}: expected one of {KERNELS}")
 
 
-def min_kernel_value(kernel: str, gamma: float, epsilon: float, norm: str, n_inputs: int) -> float:
-    """`min kappa(delta)` over the threat ball `||delta|| <= epsilon` in `n_inputs` dimensions.
+def _scale_sums(scales) -> tuple[float, float, float]:
+    """`(max q^2, sum q^2, sum q)` of the per-input scales (an int d means d ones)."""
+    if isinstance(scales, (int, np.integer)):
+        return (1.0 if scales else 0.0), float(scales), float(scales)
+    q = np.asarray(scales, dtype=np.float64)
+    if not q.size:
+        return 0.0, 0.0, 0.0
+    return float(np.max(q * q)), float(q @ q), float(q.sum())
 
-    Both kernels decrease with the distance they use, so the minimum sits where that distance is
-    largest over the ball: for a matching norm it is `epsilon`; for an L-inf ball it is the box
-    corner (`sqrt(d) eps` in L2, `d eps` in L1); an L2 ball reaches `sqrt(d) eps` in L1.
 
+def largest_distance(kernel: str, epsilon: float, norm: str, scales) -> float:
+    """The largest distance the kernel sees between `x` and `x + delta`, `||delta|| <= epsilon`.
+
+    The kernel is applied to `x * q` (`scales` q, one per input; an int d means d ones), and the
+    distance is the one it uses: squared L2 for RBF, L1 for Laplacian. Both are largest at
+    the edge of the ball: for an L2 ball along the input with the largest `q`
+    (`eps^2 max q^2`, or `eps ||q||_2` in L1 by Cauchy-Schwarz); for an L-inf ball at a
+    corner (`eps^2 sum q^2`, `eps sum q`).
     """
     if norm not in NORMS:
         raise ValueError(f"unknown norm {norm!r}: expected one of {NORMS}")
-    d = n_inputs
+    max_sq, sum_sq, total = _scale_sums(scales)
     if kernel == "rbf":
-        squared = epsilon**2 if norm == "l2" else d * epsilon**2
-        return math.exp(-gamma * squared)
+        return epsilon**2 * (max_sq if norm == "l2" else sum_sq)
     if kernel == "laplacian":
-        l1 = math.sqrt(d) * epsilon if norm == "l2" else d * epsilon
-        return math.exp(-gamma * l1)
+        return epsilon * (math.sqrt(sum_sq) if norm == "l2" else total)
     raise ValueError(f"unknown kernel {kernel!r}: expected one of {KERNELS}")
 
 
-def adversarial_radius(
-    kernel: str, gamma: float, epsilon: float, norm: str, n_inputs: int
-) -> float:
+def min_kernel_value(kernel: str, gamma: float, epsilon: float, norm: str, scales) -> float:
+    """`min kappa(delta)` over the threat ball `||delta|| <= epsilon` (see `largest_distance`)."""
+    return math.exp(-gamma * largest_distance(kernel, epsilon, norm, scales))
+
+
+def adversarial_radius(kernel: str, gamma: float, epsilon: float, norm: str, scales) -> float:
     """The radius `eps'` in kernel space that covers every attack of radius `epsilon` in input space.
 
     `||phi(x + delta) - phi(x)||_H^2 = 2 kappa(0) - 2 kappa(delta)` for a shift-invariant kernel
-    with `kappa(0) = 1`, hence `eps' = sqrt(2 - 2 min kappa)` over the threat ball (MATH.md §2).
+    with `kappa(0) = 1`, hence `eps' = sqrt(2 - 2 min kappa)` over the threat ball. `scales` are
+    the per-input scales (an int d: d inputs of scale 1).
 
     """
     if epsilon < 0:
         raise ValueError(f"epsilon must be >= 0, got {epsilon}")
     if epsilon == 0:
         return 0.0
-    return math.sqrt(max(0.0, 2.0 - 2.0 * min_kernel_value(kernel, gamma, epsilon, norm, n_inputs)))
+    return math.sqrt(max(0.0, 2.0 - 2.0 * min_kernel_value(kernel, gamma, epsilon, norm, scales)))

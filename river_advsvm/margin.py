@@ -1,9 +1,14 @@
 """What the binary margin classifiers of this package share: labels, inputs, probabilities,
-the one/many API around a dense-numpy core, step sizes, and checkpoints.
+the one/many API around a numpy core, step sizes, and checkpoints.
 
-A subclass implements the model on dense float arrays (`_decision_dense`, `_gradient_dense`,
-`_learn_dense`, ...); this class turns River's dicts and frames into those arrays once per call,
-validates everything before any state changes, and maps labels to signs.
+A subclass implements the model on float arrays (`_row_margin` and `_step` for learning, one
+row at a time; `_decision_block` and `_gradient_block` for inference on many rows); this class
+turns River's dicts and frames into those arrays, validates everything before any state
+changes, registers new inputs, and maps labels to signs.
+
+Learning is strictly one row at a time, also inside `learn_many`: a row's arithmetic depends
+on the model's state and the row alone, never on the batch it came in, so a `learn_one` loop
+and any batching of `learn_many` (or of `decision_then_learn_many`) give bit-identical models.
 
 """
 
@@ -19,11 +24,13 @@ from river import base
 from river_advsvm import calibration, checkpoint, inputs
 from river_advsvm.kernels import NORMS
 
-__all__ = ["MarginClassifier"]
+__all__ = ["MAX_FEATURES_LIMIT", "MarginClassifier"]
 
 SCHEDULES = ("constant", "diminishing")
-#: Rows evaluated at once by the batch methods: bounds their temporaries to a few MB.
+#: Rows evaluated at once by the batch inference methods: bounds their temporaries.
 ROWS_PER_CHUNK = 1024
+#: The largest `max_features` a model accepts (the bound behind `inputs.MAX_ABS_VALUE`).
+MAX_FEATURES_LIMIT = 1_000_000
 
 
 def _as_label(y):
@@ -33,34 +40,39 @@ def _as_label(y):
         return y
     if isinstance(y, numbers.Integral):
         return int(y)
-    if isinstance(y, numbers.Real) and math.isfinite(y):
-        return float(y)
-    raise inputs.InvalidInput(f"label {y!r} ({type(y).__name__}) is not a bool, number or str")
+    if isinstance(y, numbers.Real):
+        if math.isfinite(y):
+            return float(y)
+        raise inputs.InvalidInput(f"label {inputs.describe(y)} is not allowed: a number label "
+                                  "must be finite", "bad_label")
+    raise inputs.InvalidInput(
+        f"label {inputs.describe(y)} is not supported: use a bool, a number or a str",
+        "bad_label")
 
 
-def _encode_name(name):
-    """A feature name as tagged JSON (so that 1, 1.0, '1' and True stay distinct)."""
-    if isinstance(name, bool):
-        return ["b", name]
-    if isinstance(name, numbers.Integral):
-        return ["i", int(name)]
-    if isinstance(name, numbers.Real):
-        return ["f", float(name)]
-    if isinstance(name, str):
-        return ["s", name]
-    if isinstance(name, tuple):
-        return ["t", [_encode_name(n) for n in name]]
-    raise TypeError(f"feature name {name!r} cannot be saved")
+class _Rows:
+    """Samples to learn or predict: runs of rows that share their feature names."""
 
+    def __init__(self, runs: list[tuple[list, np.ndarray]]):
+        self.runs = runs
 
-def _decode_name(encoded):
-    tag, value = encoded
-    decoders = {"b": bool, "i": int, "f": float, "s": str}
-    if tag == "t":
-        return tuple(_decode_name(v) for v in value)
-    if tag not in decoders or not isinstance(value, (bool, int, float, str)):
-        raise ValueError(f"bad feature name {encoded!r}")
-    return decoders[tag](value)
+    @classmethod
+    def of(cls, X, missing_ok: bool) -> _Rows:
+        """From a DataFrame, a 2-D array, or a list of feature dicts."""
+        if isinstance(X, (list, tuple)):
+            runs: list = []
+            for names, values in inputs.rows_values(X, missing_ok):
+                if runs and runs[-1][0] == names:
+                    runs[-1][1].append(values)
+                else:
+                    runs.append((names, [values]))
+            return cls([(names, np.array(rows).reshape(len(rows), len(names)))
+                        for names, rows in runs])
+        names, values = inputs.frame_values(X, missing_ok)
+        return cls([(names, values)])
+
+    def __len__(self) -> int:
+        return sum(len(values) for _, values in self.runs)
 
 
 class MarginClassifier(base.MiniBatchClassifier):
@@ -81,6 +93,7 @@ class MarginClassifier(base.MiniBatchClassifier):
         step_size: float,
         schedule: str,
         bias_step_size: float,
+        max_features: int,
     ):
         self.epsilon = epsilon
         self.norm = norm
@@ -88,14 +101,20 @@ class MarginClassifier(base.MiniBatchClassifier):
         self.step_size = step_size
         self.schedule = schedule
         self.bias_step_size = bias_step_size
-        if not (epsilon >= 0 and math.isfinite(epsilon)):
+        self.max_features = max_features
+        if not (isinstance(epsilon, numbers.Real) and 0 <= epsilon < math.inf):
             raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-        if not (regularization >= 0 and step_size > 0 and bias_step_size >= 0):
-            raise ValueError("regularization and bias_step_size must be >= 0, step_size > 0")
+        for name, value, low in [("regularization", regularization, 0.0),
+                                 ("step_size", step_size, None),
+                                 ("bias_step_size", bias_step_size, 0.0)]:
+            if not (isinstance(value, numbers.Real) and math.isfinite(value)
+                    and (value > 0 if low is None else value >= low)):
+                bound = "> 0" if low is None else ">= 0"
+                raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
         if not step_size * regularization < 1:
             raise ValueError(
                 "step_size * regularization must be < 1, or the shrink factor "
@@ -103,29 +122,39 @@ class MarginClassifier(base.MiniBatchClassifier):
             )
         if schedule == "diminishing" and regularization == 0:
             raise ValueError("the diminishing schedule 1 / (regularization t) needs regularization > 0")
+        if not (isinstance(max_features, int) and 1 <= max_features <= MAX_FEATURES_LIMIT):
+            raise ValueError(
+                f"max_features must be an int in [1, {MAX_FEATURES_LIMIT}], got {max_features!r}")
         self._index = inputs.FeatureIndex()
         self._labels: list = []
         self._calibration = calibration.Temperature()
         self._bias = 0.0
         self._n_learned = 0
         self._started = False
+        self._held: list[tuple[list, np.ndarray, typing.Any]] = []
 
     # -- hooks for subclasses -------------------------------------------------------------------
 
-    def _start(self, first: np.ndarray) -> None:
-        """Called once, with the first learned sample's values, before its inputs are added."""
+    def _start(self) -> None:
+        """Called once, before the first sample is learned (and before its inputs are added)."""
 
-    def _add_inputs(self, hashes: np.ndarray) -> None:
+    def _add_inputs(self, names: list, hashes: np.ndarray) -> None:
         raise NotImplementedError
 
-    def _decision_dense(self, V, extra_hashes, U) -> np.ndarray:
+    def _row_margin(self, v: np.ndarray, u: np.ndarray, u_names: list, u_hashes) -> float:
+        """`g(x)` of one row: `v` over the known inputs, `u` over inputs it does not know."""
         raise NotImplementedError
 
-    def _gradient_dense(self, V, extra_hashes, U) -> tuple[np.ndarray, np.ndarray]:
+    def _step(self, v: np.ndarray, y: float, g: float, t: int, names: list) -> None:
+        """Learn one row `v` (over every input, new ones added) of sign `y`, margin `g`, at
+        step `t`; called right after `_row_margin` on the same row. `names` are the sample's
+        own feature names, zero-valued ones included: the inputs an attacker may move."""
         raise NotImplementedError
 
-    def _learn_dense(self, V: np.ndarray, signs: np.ndarray) -> np.ndarray:
-        """Learn each row in order; return the margin `g(x)` each row had before its step."""
+    def _decision_block(self, V, U, u_names, u_hashes) -> np.ndarray:
+        raise NotImplementedError
+
+    def _gradient_block(self, V, U, u_names, u_hashes) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
     def _negate(self) -> None:
@@ -136,6 +165,15 @@ class MarginClassifier(base.MiniBatchClassifier):
 
     def _restore_model_state(self, scalars: dict, arrays: dict) -> None:
         raise NotImplementedError
+
+    def _unstarted_margins(self, names: list, values: np.ndarray) -> np.ndarray:
+        """Margins before the first step (a warm-up may predict from the rows it holds)."""
+        return np.full(len(values), self._bias)
+
+    def _holds_back(self) -> bool:
+        """True while labelled rows are to be kept aside (in `_held`) instead of learned: a
+        warm-up. When it turns False the held rows are learned, in order."""
+        return False
 
     # -- shared pieces of the update ------------------------------------------------------------
 
@@ -159,8 +197,8 @@ class MarginClassifier(base.MiniBatchClassifier):
         """`(negative, positive)` once two labels are known; before that, what has been seen."""
         return tuple(self._labels)
 
-    def _classes_after(self, labels: list) -> list:
-        classes = list(self._labels)
+    def _classes_after(self, labels: typing.Iterable, classes: list | None = None) -> list:
+        classes = list(self._labels if classes is None else classes)
         for y in dict.fromkeys(labels):
             if y in classes:
                 continue
@@ -176,85 +214,241 @@ class MarginClassifier(base.MiniBatchClassifier):
             else:
                 raise inputs.InvalidInput(
                     f"label {y!r} would be a third class, this binary classifier knows "
-                    f"{classes}; wrap it in river.multiclass.OneVsRestClassifier for more"
-                )
+                    f"{list(classes)}; wrap it in river.multiclass.OneVsRestClassifier for more",
+                    "third_class")
         return classes
+
+    def _see_label(self, y) -> None:
+        """Make `y` a known class (validated beforehand), flipping the model if need be."""
+        if y in self._labels:
+            return
+        classes = self._classes_after([y])
+        if len(self._labels) == 1 and classes[0] == self._labels[0]:
+            self._negate()  # the provisional positive label is the negative one
+        self._labels = classes
 
     def sign_of(self, y) -> float:
         """+1.0 for the positive class, -1.0 for the negative one."""
         y = _as_label(y)
         if y not in self._labels:
-            raise inputs.InvalidInput(f"label {y!r} is not one of {self.classes}")
+            raise inputs.InvalidInput(f"label {y!r} is not one of {list(self.classes)}",
+                                      "unknown_label")
         return 1.0 if y == self._labels[-1] else -1.0
 
     # -- learning -------------------------------------------------------------------------------
 
     def learn_one(self, x: dict, y: base.typing.ClfTarget) -> None:
         names, values = inputs.dict_values(x)
-        self._learn(names, values[None, :], [y])
+        self._run(_Rows([(names, values[None, :])]), [y], predict_only_ok=False)
 
     def learn_many(self, X, y) -> None:
-        """Learn each row of `X` (a DataFrame, or an array whose columns are features 0..d-1)
-        in order: the result equals a `learn_one` loop over the rows, at BLAS speed."""
-        names, values = inputs.frame_values(X)
+        """Learn each row of `X` in order: the same model, bit for bit, as a `learn_one` loop.
+
+        `X` is a pandas DataFrame, a 2-D numpy array whose columns are features 0..d-1, or a
+        list of feature dicts.
+        """
+        rows = _Rows.of(X, missing_ok=False)
+        self._run(rows, self._labels_for(rows, y), predict_only_ok=False)
+
+    def decision_then_learn_many(self, X, y) -> np.ndarray:
+        """Test-then-train on a batch: each row's margin `g(x)` just before it is learned.
+
+        Row `i` gets exactly the margin `decision_one` would give it after `learn_one` of every
+        earlier labelled row, bit for bit, and is then learned; a label `None` means "predict
+        only" (the row is not learned). `X` is a DataFrame, a 2-D array or a list of feature
+        dicts (whose keys may differ from row to row). Nothing changes if any row is invalid:
+        `InvalidInput` is raised first.
+        """
+        rows = _Rows.of(X, missing_ok=False)
+        return self._run(rows, self._labels_for(rows, y), predict_only_ok=True)[0]
+
+    def predict_proba_then_learn_many(self, X, y):
+        """Test-then-train on a batch: the probabilities `predict_proba_one` would give each row
+        just before it is learned, as a DataFrame whose columns are the classes (0 for a class
+        not known yet at that row). See `decision_then_learn_many`."""
+        import pandas as pd
+
+        rows = _Rows.of(X, missing_ok=False)
+        margins, scales, known = self._run(rows, self._labels_for(rows, y), predict_only_ok=True)
+        columns = list(self._labels) or [False, True]
+        data = {c: np.zeros(len(margins)) for c in columns}
+        for i, (g, s, classes) in enumerate(zip(margins.tolist(), scales, known)):
+            for label, p in self._proba_dict(g, s, classes).items():
+                data[label][i] = p
+        index = X.index if hasattr(X, "index") else None
+        return pd.DataFrame(data, columns=columns, index=index)
+
+    @staticmethod
+    def _labels_for(rows: _Rows, y) -> list:
         labels = list(y)
-        if len(labels) != len(values):
-            raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels")
-        self._learn(names, values, labels)
+        if len(labels) != len(rows):
+            raise inputs.InvalidInput(f"{len(rows)} samples but {len(labels)} labels", "bad_shape")
+        return labels
 
-    def _learn(self, names: list, values: np.ndarray, labels: list) -> None:
-        # Everything that can fail runs first: an invalid sample leaves the model untouched.
-        labels = [_as_label(y) for y in labels]
-        classes = self._classes_after(labels)
-        new_names = self._index.unknown(names)
-        new_hashes = self._index.hash_names(new_names)
-        if not labels:
-            return
+    def _run(self, rows: _Rows, labels: list, predict_only_ok: bool):
+        """Predict each row, then learn it if it has a label; everything is checked first.
 
-        if len(self._labels) == 1 and len(classes) == 2 and classes[0] == self._labels[0]:
-            self._negate()  # the provisional positive label is the negative one
-        self._labels = classes
+        Returns each row's margin before its step, the calibration scale at that time and the
+        classes known then.
+        """
+        labels = [None if y is None and predict_only_ok else _as_label(y) for y in labels]
+        self._classes_after([y for y in labels if y is not None])
+        hashes = self._check_new_inputs(rows, labels)
+
+        margins = np.empty(len(labels))
+        scales: list[float] = []
+        known: list[tuple] = []
+        i = 0
+        for names, values in rows.runs:
+            for row in values:
+                y = labels[i]
+                if y is not None:
+                    self._see_label(y)
+                scales.append(self._calibration.scale)
+                known.append(tuple(self._labels))
+                if y is not None and self._holds_back():
+                    margins[i] = self._unstarted_margins(names, row[None, :])[0]
+                    self._held.append((names, row, y))
+                    if not self._holds_back():
+                        self._learn_held(hashes)
+                else:
+                    margins[i] = self._test_then_learn(names, row, y, hashes)
+                i += 1
+        return margins, scales, known
+
+    def _learn_held(self, hashes: dict) -> None:
         if not self._started:
-            self._start(values[0])
+            self._start()  # with the held rows in view (a warm-up fits on them)
             self._started = True
-        if new_names:
-            self._index.add(new_names, new_hashes)
-            self._add_inputs(new_hashes)
-        V, _, _ = self._index.dense(names, values)
-        positive = self._labels[-1]
-        signs = np.array([1.0 if y == positive else -1.0 for y in labels])
-        margins = self._learn_dense(V, signs)
-        self._calibration.update(margins, signs)
-        self._n_learned += len(labels)
+        held, self._held = self._held, []
+        for names, row, y in held:
+            self._test_then_learn(names, row, y, hashes)
+
+    def _check_new_inputs(self, rows: _Rows, labels: list) -> dict:
+        """The hashes of the inputs these rows bring (which validates their names); refuses the
+        lot if learning them would make more than `max_features` inputs."""
+        learned: dict = {n: None for names, _, _ in self._held for n in names
+                         if n not in self._index.position}
+        predicted: dict = {}
+        i = 0
+        for names, values in rows.runs:
+            positions = self._index.positions(names)
+            unknown = np.flatnonzero(positions < 0)
+            if len(unknown):
+                is_learned = np.array([y is not None for y in labels[i : i + len(values)]])
+                for mask, found in [(is_learned, learned), (~is_learned, predicted)]:
+                    if mask.any():
+                        nonzero = (values[np.ix_(mask, unknown)] != 0).any(axis=0)
+                        found.update(dict.fromkeys(names[j] for j in unknown[nonzero].tolist()))
+            i += len(values)
+        if len(self._index) + len(learned) > self.max_features:
+            raise inputs.InvalidInput(
+                f"learning this would give the model {len(self._index) + len(learned)} inputs, "
+                f"more than max_features={self.max_features}", "too_many_features")
+        names = list({**learned, **predicted})
+        return dict(zip(names, self._index.hash_names(names).tolist()))
+
+    def _test_then_learn(self, names: list, row: np.ndarray, y, hashes: dict) -> float:
+        """The margin of one row, then (if `y` is a label) its step; returns the margin."""
+        v, u, u_names = self._split(names, row)
+        missing = [n for n in u_names if n not in hashes]
+        if missing:  # names held back in an earlier call, validated then
+            hashes.update(zip(missing, self._index.hash_names(missing).tolist()))
+        u_hashes = [hashes[n] for n in u_names]
+        if self._started:
+            g = self._row_margin(v, u, u_names, u_hashes)
+        else:
+            g = float(self._unstarted_margins(names, row[None, :])[0])
+        if y is not None:
+            self._learn_row(names, v, u, u_names, u_hashes, g, y)
+        return g
+
+    def _learn_row(self, names, v, u, u_names, u_hashes, g: float, y) -> None:
+        if not self._started:
+            self._start()
+            self._started = True
+            g = self._row_margin(v, u, u_names, u_hashes)
+        if u_names:
+            # New inputs get their columns in the order of their hashes, not of the dict's
+            # keys: two models fed the same samples with keys in any order are identical.
+            hashes = np.asarray(u_hashes, dtype=np.uint64)
+            order = np.argsort(hashes, kind="stable")
+            u_names = [u_names[j] for j in order.tolist()]
+            self._index.add(u_names, hashes[order])
+            self._add_inputs(u_names, hashes[order])
+            v = np.concatenate([v, u[order]])
+        sign = 1.0 if y == self._labels[-1] else -1.0
+        self._step(v, sign, g, self._n_learned, names)
+        self._calibration.update_one(g, sign)
+        self._n_learned += 1
+
+    def _split(self, names: list, row: np.ndarray):
+        """One row as (values over the known inputs, nonzero values of unknown ones, their names)."""
+        positions, identity = self._index._lookup(names)
+        if identity:
+            return row, row[:0], []
+        known = positions >= 0
+        v = np.zeros(len(self._index))
+        v[positions[known]] = row[known]
+        if known.all():
+            return v, row[:0], []
+        unknown = ~known & (row != 0)  # an absent input and a zero one are the same
+        u_names = [n for n, k in zip(names, unknown.tolist()) if k]
+        return v, row[unknown], u_names
 
     @property
     def n_learned(self) -> int:
         """Number of samples learned so far."""
         return self._n_learned
 
+    @property
+    def n_inputs(self) -> int:
+        """Number of input columns (feature names) the model knows."""
+        return len(self._index)
+
     # -- inference ------------------------------------------------------------------------------
 
-    def _dense_for_inference(self, names: list, values: np.ndarray):
+    def _unknown_hashes(self, u_names: list) -> list:
+        return list(self._index.hash_names(u_names))
+
+    def _decision_of_row(self, names: list, row: np.ndarray) -> float:
+        if not self._started:
+            return float(self._unstarted_margins(names, row[None, :])[0])
+        v, u, u_names = self._split(names, row)
+        return self._row_margin(v, u, u_names, self._unknown_hashes(u_names))
+
+    def _dense(self, names: list, values: np.ndarray, keep_zero: bool = False):
+        """`(V, U, unknown names, their hashes)`; unknown inputs that are 0 in every row are
+        dropped (they cost nothing) unless `keep_zero` (an attacker may move them)."""
         V, unknown, U = self._index.dense(names, values)
-        return V, self._index.hash_names(unknown), U
+        keep = (U != 0).any(axis=0) | keep_zero
+        if not keep.all():
+            unknown = [n for n, k in zip(unknown, keep.tolist()) if k]
+            U = U[:, keep]
+        return V, U, unknown, self._unknown_hashes(unknown)
 
     def _decision(self, names: list, values: np.ndarray) -> np.ndarray:
         if not self._started:
-            return np.full(len(values), self._bias)
+            return self._unstarted_margins(names, values)
         # In chunks, so that a large batch never materialises a (rows x features) matrix whole.
         return np.concatenate([
-            self._decision_dense(*self._dense_for_inference(names, values[i : i + ROWS_PER_CHUNK]))
+            self._decision_block(*self._dense(names, values[i : i + ROWS_PER_CHUNK]))
             for i in range(0, max(len(values), 1), ROWS_PER_CHUNK)
         ])
 
     def decision_one(self, x: dict) -> float:
-        """The margin `g(x) = f(x) + b`; positive means the positive class."""
-        names, values = inputs.dict_values(x)
-        return float(self._decision(names, values[None, :])[0])
+        """The margin `g(x) = f(x) + b`; positive means the positive class. NaN values count
+        as missing."""
+        names, values = inputs.dict_values(x, missing_ok=True)
+        return float(self._decision_of_row(names, values))
 
     def decision_many(self, X) -> np.ndarray:
-        """`g(x)` for each row of a DataFrame, or of an array whose columns are features 0..d-1."""
-        names, values = inputs.frame_values(X)
+        """`g(x)` for each row of a DataFrame, or of an array whose columns are features 0..d-1.
+
+        NaN values count as missing. The margins equal `decision_one`'s up to rounding (a
+        batch is one matrix product).
+        """
+        names, values = inputs.frame_values(X, missing_ok=True)
         return self._decision(names, values)
 
     def _gradient(self, names: list, values: np.ndarray) -> np.ndarray:
@@ -264,22 +458,25 @@ class MarginClassifier(base.MiniBatchClassifier):
             return np.zeros_like(values)
         positions = self._index.positions(names)
         known = positions >= 0
-        G = np.empty_like(values)
+        G = np.zeros_like(values)
         for i in range(0, len(values), ROWS_PER_CHUNK):
             rows = slice(i, i + ROWS_PER_CHUNK)
-            GV, GU = self._gradient_dense(*self._dense_for_inference(names, values[rows]))
+            V, U, unknown, hashes = self._dense(names, values[rows], keep_zero=True)
+            GV, GU = self._gradient_block(V, U, unknown, hashes)
             G[rows, known] = GV[:, positions[known]]
-            G[rows, ~known] = GU
+            if unknown:
+                columns = [names.index(n) for n in unknown]
+                G[rows, columns] = GU
         return G
 
     def decision_gradient_one(self, x: dict) -> dict:
         """The analytic gradient of `g` at `x`, one entry per feature of `x`."""
-        names, values = inputs.dict_values(x)
+        names, values = inputs.dict_values(x, missing_ok=True)
         return dict(zip(names, self._gradient(names, values[None, :])[0].tolist()))
 
     def decision_gradient_many(self, X):
         """Gradients of `g`, row by row: an array for an array, a DataFrame for a DataFrame."""
-        names, values = inputs.frame_values(X)
+        names, values = inputs.frame_values(X, missing_ok=True)
         G = self._gradient(names, values)
         if isinstance(X, np.ndarray):
             return G
@@ -287,26 +484,31 @@ class MarginClassifier(base.MiniBatchClassifier):
 
         return pd.DataFrame(G, columns=X.columns, index=X.index)
 
-    def _proba_dict(self, margin: float) -> dict:
-        if len(self._labels) == 1:
-            return {self._labels[0]: 1.0}
-        negative, positive = self._labels or (False, True)
+    def _proba_dict(self, margin: float, scale: float | None = None,
+                    classes: tuple | None = None) -> dict:
+        classes = tuple(self._labels) if classes is None else classes
+        if len(classes) == 1:
+            return {classes[0]: 1.0}
+        negative, positive = classes or (False, True)  # River's binary convention
+        s = self._calibration.scale if scale is None else scale
         # Each side from its own margin: 1 - p would round to 0 once p is within 1e-16 of 1.
-        return {negative: float(self._calibration.proba(-margin)),
-                positive: float(self._calibration.proba(margin))}
+        return {negative: float(calibration.sigmoid(-s * margin)),
+                positive: float(calibration.sigmoid(s * margin))}
 
     def predict_proba_one(self, x: dict, **kwargs) -> dict:
-        """Probabilities from the margin by online temperature scaling (`calibration`)."""
+        """Probabilities from the margin by online temperature scaling (`calibration`); 0.5 for
+        `False` and `True` before any label is known (River's binary convention)."""
         return self._proba_dict(self.decision_one(x))
 
     def predict_one(self, x: dict, **kwargs):
-        """The sign of the margin: the positive class when `g(x) > 0`."""
+        """The sign of the margin: the positive class when `g(x) > 0`; None before any label
+        is known."""
         return self._label_of(self.decision_one(x))
 
     def _label_of(self, margin: float):
-        if len(self._labels) == 1:
-            return self._labels[0]
-        negative, positive = self._labels or (False, True)
+        if len(self._labels) < 2:
+            return self._labels[0] if self._labels else None
+        negative, positive = self._labels
         return positive if margin > 0 else negative
 
     def predict_proba_many(self, X):
@@ -314,9 +516,9 @@ class MarginClassifier(base.MiniBatchClassifier):
 
         margins = self.decision_many(X)
         index = X.index if hasattr(X, "index") else None
-        if len(self._labels) == 1:
-            return pd.DataFrame({self._labels[0]: np.ones(len(margins))}, index=index)
-        negative, positive = self._labels or (False, True)
+        if len(self._labels) < 2:
+            return pd.DataFrame({c: np.ones(len(margins)) for c in self._labels}, index=index)
+        negative, positive = self._labels
         return pd.DataFrame(
             {negative: self._calibration.proba(-margins), positive: self._calibration.proba(margins)},
             index=index,
@@ -331,35 +533,39 @@ class MarginClassifier(base.MiniBatchClassifier):
 
     # -- certificates ---------------------------------------------------------------------------
 
-    def _certified_radii(self, names: list, margins: np.ndarray, norm: str) -> np.ndarray:
-        """Radii for samples over `names` with margins `y g(x)` (see `river_advsvm.certify`)."""
+    def _certified_radii(self, names: list, values: np.ndarray, margins: np.ndarray, norm: str,
+                         bounds) -> np.ndarray:
+        """Radii for samples `values` over `names` with margins `y g(x)` (`river_advsvm.certify`)."""
         raise NotImplementedError
 
-    def _certified(self, names: list, values: np.ndarray, labels: list, norm: str | None):
+    def _certified(self, names: list, values: np.ndarray, labels: list, norm: str | None,
+                   bounds=None):
         if len(labels) != len(values):
-            raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels")
+            raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels",
+                                      "bad_shape")
         norm = self.norm if norm is None else norm
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
         signs = np.array([self.sign_of(y) for y in labels])
         margins = signs * self._decision(names, values)
-        return self._certified_radii(names, margins, norm)
+        return self._certified_radii(names, values, margins, norm, bounds)
 
-    def certified_radius_one(self, x: dict, y, norm: str | None = None) -> float:
+    def certified_radius_one(self, x: dict, y, norm: str | None = None, bounds=None) -> float:
         """The radius within which the model provably keeps predicting `y` around `x`.
 
         Sound for the model as deployed, against any attack: no `x'` with `||x' - x|| <` the
         radius (in `norm`, the model's own by default) changes the prediction. 0 when the model
-        does not predict `y` at `x`. See `river_advsvm.certify` for the bounds behind it.
+        does not predict `y` at `x`. `bounds = (lo, hi)` restricts `x'` to that box, as the
+        attacks do, which can only make the radius larger. See `river_advsvm.certify`.
         """
-        names, values = inputs.dict_values(x)
-        return float(self._certified(names, values[None, :], [y], norm)[0])
+        names, values = inputs.dict_values(x, missing_ok=True)
+        return float(self._certified(names, values[None, :], [y], norm, bounds)[0])
 
-    def certified_radius_many(self, X, y, norm: str | None = None) -> np.ndarray:
+    def certified_radius_many(self, X, y, norm: str | None = None, bounds=None) -> np.ndarray:
         """`certified_radius_one` for each row of a DataFrame, or of an array whose columns are
         features 0..d-1."""
-        names, values = inputs.frame_values(X)
-        return self._certified(names, values, list(y), norm)
+        names, values = inputs.frame_values(X, missing_ok=True)
+        return self._certified(names, values, list(y), norm, bounds)
 
     # -- checkpoints ----------------------------------------------------------------------------
 
@@ -367,12 +573,14 @@ class MarginClassifier(base.MiniBatchClassifier):
         """The model as checkpoint metadata and arrays (see `save`)."""
         scalars, arrays = self._model_state()
         state = {
-            "names": [_encode_name(n) for n in self._index.names],
+            "names": [inputs.encode_name(n) for n in self._index.names],
             "labels": list(self._labels),
             "bias": self._bias,
             "n_learned": self._n_learned,
             "started": self._started,
             "temperature": [self._calibration.scale, self._calibration.grad_squares],
+            "held": [[[inputs.encode_name(n) for n in names], row.tolist(), y]
+                     for names, row, y in self._held],
             "model": scalars,
         }
         meta = {
@@ -385,15 +593,24 @@ class MarginClassifier(base.MiniBatchClassifier):
 
     @classmethod
     def from_checkpoint(cls, meta: dict, arrays: dict) -> typing.Self:
-        """Rebuild a model from `to_checkpoint`'s output; raises `CheckpointError` if invalid."""
-        if meta.get("class") != cls.__name__:
-            raise checkpoint.CheckpointError(
-                f"checkpoint holds a {meta.get('class')!r}, not a {cls.__name__}"
-            )
+        """Rebuild a model from `to_checkpoint`'s output; raises `CheckpointError` if invalid.
+
+        Every parameter and size is checked against the bounds the model enforces while
+        learning before anything large is allocated, so a hostile checkpoint cannot make the
+        reader allocate more than a model could legitimately hold.
+        """
+        if not isinstance(meta, dict) or meta.get("class") != cls.__name__:
+            found = meta.get("class") if isinstance(meta, dict) else None
+            raise checkpoint.CheckpointError(f"checkpoint holds a {found!r}, not a {cls.__name__}")
         try:
-            model = cls(**meta["params"])
+            params = meta["params"]
+            if not isinstance(params, dict):
+                raise TypeError("params must be a mapping")
+            model = cls(**params)
             state = meta["state"]
-            names = [_decode_name(n) for n in state["names"]]
+            names = [inputs.decode_name(n) for n in state["names"]]
+            if len(names) > model.max_features:
+                raise ValueError(f"{len(names)} inputs, more than max_features")
             if len(set(names)) != len(names):
                 raise ValueError("duplicate feature names")
             labels = [_as_label(y) for y in state["labels"]]
@@ -408,15 +625,26 @@ class MarginClassifier(base.MiniBatchClassifier):
             )
             hashes = model._index.hash_names(names)
             model._index.add(names, hashes)
+            model._held = [model._held_row(*row) for row in state.get("held", [])]
             model._restore_model_state(state["model"], arrays)
             numbers_ok = [model._bias, model._calibration.scale, model._calibration.grad_squares]
             if not all(math.isfinite(v) for v in numbers_ok) or model._n_learned < 0:
                 raise ValueError("non-finite or negative state")
+            if not (model._calibration.scale > 0 and model._calibration.grad_squares >= 0):
+                raise ValueError("invalid temperature")
         except checkpoint.CheckpointError:
             raise
-        except (KeyError, TypeError, ValueError, IndexError) as error:
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
+                RecursionError) as error:
             raise checkpoint.CheckpointError(f"invalid {cls.__name__} checkpoint: {error}") from None
         return model
+
+    def _held_row(self, names, values, y) -> tuple:
+        names = [inputs.decode_name(n) for n in names]
+        if len(names) > self.max_features or len(self._held) >= MAX_FEATURES_LIMIT:
+            raise ValueError("a held-back row is larger than the model allows")
+        names, row = inputs.dict_values(dict(zip(names, values, strict=True)))
+        return names, row, _as_label(y)
 
     def save(self, path, extra: dict | None = None) -> None:
         """Write the model to `path` atomically, in the safe format of `checkpoint`.

@@ -1,37 +1,48 @@
-"""`AdvKernelSVM`: adversarial training of a kernel SVM by doubly stochastic gradients (adv-SVM)."""
+"""`AdvKernelSVM`: adversarial training of a kernel SVM, one sample at a time (adv-SVM)."""
 
 from __future__ import annotations
 
 import math
+import numbers
 import random
+import warnings
 
 import numpy as np
 
-from river_advsvm import certify, kernels
-from river_advsvm.budget import POLICIES, FeatureStore, make_store
-from river_advsvm.margin import ROWS_PER_CHUNK, MarginClassifier
+from river_advsvm import budget as rf, certify, inputs, kernels
+from river_advsvm.margin import MarginClassifier
 
 __all__ = ["AdvKernelSVM"]
 
-_SQRT2 = math.sqrt(2.0)
+#: Budget policies of the support-vector representation (`river_advsvm.support`).
+SUPPORT_POLICIES = ("merge", "remove")
+POLICIES = (*SUPPORT_POLICIES, *rf.POLICIES)
 
 
 class AdvKernelSVM(MarginClassifier):
-    """Adversarially robust kernel SVM trained online by doubly stochastic gradients.
+    """Adversarially robust kernel SVM trained online (adv-SVM).
 
-    Each `learn_one` is one step of adv-SVM (Wu et al., AAAI 2021) on the per-sample objective
+    Each `learn_one` is one stochastic step of adv-SVM (Wu et al., AAAI 2021) on the per-sample
+    objective
 
         (λ/2) ||f||² + [1 - y (f(x) + b) + ε' ||f||]₊
 
     where `ε' = sqrt(2 - 2 min κ(δ))` over the threat ball `||δ|| <= epsilon` is the radius in
-    kernel space that covers every input-space attack (Theorem 1), so the bracket is the hinge
-    loss under the worst attack on the kernel-space ball (Theorem 2). `epsilon = 0` is natural
-    DSG. `f` is a sum of random Fourier features regenerated from seeds; the budget policy keeps
-    their number bounded on an endless stream (see `river_advsvm.budget`).
+    kernel space that covers every input-space attack, so the bracket bounds the hinge loss
+    under the worst attack. `epsilon = 0` is the natural kernel SVM.
 
-    The step (MATH.md §3): with `m = y g(x)` and `active = 1 - m + ε' ||f|| > 0`, shrink
-    `f <- (1 - η λ) f`; if active, add `η y k(x, .)` (through the policy), `b <- b + η_b y`,
-    and take the exact proximal step of `η ε' ||f||`: `f <- f max(0, 1 - η ε' / ||f||)`.
+    The step: with `active = 1 - y g(x) + ε' ||f|| > 0`, shrink `f <- (1 - η λ) f`; if active,
+    add `η y k(x, .)`, `b <- b + η_b y`, and take the exact proximal step of `η ε' ||f||`:
+    `f <- f max(0, 1 - η ε' / ||f||)`.
+
+    `f` has two representations, chosen by `budget_policy`:
+
+    - support vectors ('merge', 'remove'): stored examples with exact kernel values. When the
+      `budget` is full, 'merge' replaces two vectors by one on the segment between them
+      (BSGD), 'remove' drops the one of smallest weight. `budget=None` keeps every vector
+      (kernel SGD, for finite data only).
+    - random Fourier features ('compact', 'compact_slot', 'truncate', 'grow'): the paper's
+      doubly stochastic gradients, features regenerated from seeds; see `river_advsvm.budget`.
 
     Parameters
     ----------
@@ -42,15 +53,21 @@ class AdvKernelSVM(MarginClassifier):
     kernel
         'rbf' (`exp(-gamma ||x - x'||_2^2)`) or 'laplacian' (`exp(-gamma ||x - x'||_1)`).
     gamma
-        Kernel bandwidth, or 'scale' to fix it at the first learned sample `x` to
-        `1 / ||x||_2^2` (`1 / d` if that is not a positive finite number): like scikit-learn's 'scale', it makes
-        `gamma ||x - x'||^2` of order 1 between typical samples. To pick it by hand, aim for
-        `gamma ~ 1 / E||x - x'||^2` (RBF) and search a factor of 4 either way.
+        Kernel bandwidth: a number; a dict of one bandwidth per feature name (the kernel is
+        then `exp(-sum_j gamma_j (x_j - x'_j)^2)`, and features the dict lacks take its
+        median); or 'scale', which fits such a dict on the first `warm_up` labelled samples:
+        each input is measured in units of its range over the warm-up (floored at the median
+        range, so that an input that barely varies is not blown up), and scikit-learn's
+        'scale', `1 / (d Var X)` over all `d` inputs, is taken in those units. For inputs that
+        share one range (pixels, standardised or min-max scaled features) that is
+        scikit-learn's 'scale'; raw inputs of different units (a salary and an age) are put on
+        one footing, as a scaler in front would. The warm-up samples are learned in order once
+        it ends; nothing is lost. `fitted_gamma` shows the result.
     regularization
-        `λ`, the weight of `(λ/2) ||f||²` per sample. The paper writes `½||f||² + C loss`; that
-        is the same problem with `λ = 1 / C` and steps scaled by `C`. With a constant step, a
-        sample's influence halves after about `0.7 / (step_size λ)` steps, so `λ` also sets how
-        fast a drifting stream is forgotten: the default keeps ~10⁴ samples.
+        `λ`, the weight of `(λ/2) ||f||²` per sample. The paper writes `½||f||² + C loss`;
+        that is the same problem with `λ = 1 / C` and steps scaled by `C`. With a constant
+        step, a sample's influence halves after about `0.7 / (step_size λ)` steps, so `λ` also
+        sets how fast a drifting stream is forgotten.
     step_size
         `η` with the 'constant' schedule; the first step with 'diminishing'.
     schedule
@@ -60,10 +77,19 @@ class AdvKernelSVM(MarginClassifier):
         Step of the unregularised bias; kept well below `step_size` so that `b` does not swamp
         `f` early on. Follows the same schedule.
     budget
-        Number of random features kept (`B`).
+        Most support vectors, or number of random features (`B`).
     budget_policy
-        'compact' (default), 'compact_slot', 'truncate' or 'grow': see `river_advsvm.budget`.
-        'grow' is the paper's unbounded DSG, for finite data only.
+        'merge', 'remove', 'compact', 'compact_slot', 'truncate' or 'grow' (see above).
+    dtype
+        'float32' or 'float64': how stored vectors or feature weights are kept and multiplied.
+        Weights, norms and the bias are float64 either way; certificates account for the
+        rounding.
+    max_features
+        The most inputs (feature names) the model will learn: a sample that would add more is
+        refused with `InvalidInput`. Memory is at most about `max_features x budget` stored
+        numbers, whatever arrives.
+    warm_up
+        Number of labelled samples `gamma='scale'` fits the bandwidths on.
     seed
         Seed of the random features. Models with the same seed and gamma (and 'compact') share
         their features, so their coefficients can be averaged.
@@ -71,7 +97,8 @@ class AdvKernelSVM(MarginClassifier):
     Attributes
     ----------
     kernel_radius
-        `ε'` for the current number of inputs.
+        `ε'` for the inputs of the last sample learned (its feature names, zero-valued ones
+        included: the coordinates an attacker may move).
 
     Examples
     --------
@@ -82,21 +109,24 @@ class AdvKernelSVM(MarginClassifier):
     >>> model = AdvKernelSVM(epsilon=0.05, seed=42)
     >>> metric = metrics.Accuracy()
     >>> evaluate.progressive_val_score(datasets.Phishing(), model, metric)
-    Accuracy: 89.04%
+    Accuracy: ...
 
     >>> x, y = next(iter(datasets.Phishing()))
     >>> model.predict_one(x), y
     (True, True)
-    >>> round(model.decision_one(x), 3)
-    3.543
-    >>> round(model.predict_proba_one(x)[True], 3)
-    0.995
 
-    The margin's gradient is what white-box attacks use:
+    The margin and its gradient are what white-box attacks use:
 
-    >>> gradient = model.decision_gradient_one(x)
-    >>> sorted(gradient)[:2]
+    >>> model.decision_one(x) > 0
+    True
+    >>> sorted(model.decision_gradient_one(x))[:2]
     ['age_of_domain', 'anchor_from_other_domain']
+
+    References
+    ----------
+    Wu, Gu, Huang et al. Adversarial training of kernel SVMs by doubly stochastic gradients.
+    Wang, Crammer & Vucetic. Breaking the curse of kernelization: budgeted stochastic gradient
+    descent for large-scale SVM training. JMLR 13, 2012.
 
     """
 
@@ -105,13 +135,16 @@ class AdvKernelSVM(MarginClassifier):
         epsilon: float = 0.0,
         norm: str = "l2",
         kernel: str = "rbf",
-        gamma: float | str = "scale",
+        gamma: float | str | dict = "scale",
         regularization: float = 1e-4,
         step_size: float = 0.5,
         schedule: str = "constant",
         bias_step_size: float = 0.05,
-        budget: int = 1024,
+        budget: int | None = 1024,
         budget_policy: str = "compact",
+        dtype: str = "float32",
+        max_features: int = 10_000,
+        warm_up: int = 50,
         seed: int | None = None,
     ):
         super().__init__(
@@ -121,93 +154,205 @@ class AdvKernelSVM(MarginClassifier):
             step_size=step_size,
             schedule=schedule,
             bias_step_size=bias_step_size,
+            max_features=max_features,
         )
         self.kernel = kernel
         self.gamma = gamma
         self.budget = budget
         self.budget_policy = budget_policy
+        self.dtype = dtype
+        self.warm_up = warm_up
         self.seed = seed
         if kernel not in kernels.KERNELS:
             raise ValueError(f"kernel must be one of {kernels.KERNELS}, got {kernel!r}")
-        if not (gamma == "scale" or (isinstance(gamma, (int, float)) and 0 < gamma < math.inf)):
-            raise ValueError(f"gamma must be 'scale' or a positive number, got {gamma!r}")
-        if not (isinstance(budget, int) and budget >= 1):
-            raise ValueError(f"budget must be a positive int, got {budget!r}")
+        self._gamma_by_name = _check_gamma(gamma)
         if budget_policy not in POLICIES:
-            raise ValueError(
-                f"budget_policy must be one of {tuple(POLICIES)}, got {budget_policy!r}"
-            )
+            raise ValueError(f"budget_policy must be one of {POLICIES}, got {budget_policy!r}")
+        unbounded_ok = budget_policy in SUPPORT_POLICIES
+        if not ((budget is None and unbounded_ok)
+                or (isinstance(budget, int) and 1 <= budget <= 1_000_000)):
+            allowed = "a positive int (at most 10^6)" + (" or None" if unbounded_ok else "")
+            raise ValueError(f"budget must be {allowed}, got {budget!r}")
+        if dtype not in rf.DTYPES:
+            raise ValueError(f"dtype must be one of {rf.DTYPES}, got {dtype!r}")
+        if not (isinstance(warm_up, int) and 1 <= warm_up <= 10_000):
+            raise ValueError(f"warm_up must be an int in [1, 10000], got {warm_up!r}")
+        if seed is not None and not isinstance(seed, int):
+            raise ValueError(f"seed must be an int or None, got {seed!r}")
         # An unseeded model draws its seed now; the seed is state, saved with the model.
         self._seed = seed if seed is not None else random.getrandbits(63)
-        self._gamma = None if gamma == "scale" else float(gamma)
-        self._store: FeatureStore | None = None
+        self._gamma = None if isinstance(gamma, str) else _median_gamma(gamma)
+        self._scales = np.ones(16)  # one per input column, with spare room
+        self._store = None
         self.kernel_radius = 0.0
+        self._radius_names: list | None = None
+        self._warm_vote: tuple | None = None  # cached by _unstarted_margins
 
     @property
     def _is_stochastic(self) -> bool:
         return self.seed is None
 
+    @property
+    def _support_vectors(self) -> bool:
+        return self.budget_policy in SUPPORT_POLICIES
+
+    # -- the bandwidth --------------------------------------------------------------------------
+
+    def _holds_back(self) -> bool:
+        return self._gamma is None and len(self._held) < self.warm_up
+
+    def _fit_gamma(self) -> None:
+        """`gamma='scale'`: the bandwidths, from the held-back warm-up rows."""
+        fitted, why = _scale_gamma(self._held)
+        if why:
+            warnings.warn(f"gamma='scale': the {len(self._held)} warm-up samples {why}; "
+                          f"falling back to gamma = 1/d = {fitted:.6g} for every input",
+                          stacklevel=5)
+        self._gamma_by_name = _check_gamma(fitted) if isinstance(fitted, dict) else None
+        self._gamma = _median_gamma(fitted)
+
+    def _unstarted_margins(self, names, values):
+        """During the warm-up, a kernel vote of the rows held so far (`sum_i y_i k(x, x_i)`,
+        bandwidths fitted on them): a prediction better than a constant, that changes nothing."""
+        if not self._held or len(self._labels) < 2:
+            return super()._unstarted_margins(names, values)
+        if self._warm_vote is None or self._warm_vote[0] != len(self._held):
+            fitted, _ = _scale_gamma(self._held)
+            columns = list(dict.fromkeys(n for row_names, _, _ in self._held for n in row_names))
+            X = _dense_rows(self._held, columns)
+            gammas = (np.array([fitted[n] for n in columns]) if isinstance(fitted, dict)
+                      else np.full(len(columns), fitted))
+            signs = np.array([self.sign_of(y) for _, _, y in self._held])
+            self._warm_vote = (len(self._held), columns, X, gammas, signs)
+        _, columns, X, gammas, signs = self._warm_vote
+        position = {n: j for j, n in enumerate(columns)}
+        Z = np.zeros((len(values), len(columns)))
+        known = [(j, position[n]) for j, n in enumerate(names) if n in position]
+        if known:
+            Z[:, [p for _, p in known]] = values[:, [j for j, _ in known]]
+        # Inputs the held rows never had add the same distance to every held row.
+        extra = [j for j, n in enumerate(names) if n not in position]
+        offset = (values[:, extra] ** 2).sum(axis=1) * np.median(gammas) if extra else 0.0
+        if self.kernel == "rbf":
+            distances = ((Z[:, None, :] - X[None]) ** 2 * gammas).sum(axis=2)
+        else:
+            distances = (np.abs(Z[:, None, :] - X[None]) * gammas).sum(axis=2)
+        votes = np.exp(-(distances + np.asarray(offset)[..., None] if extra else distances))
+        return votes @ signs / len(signs) + self._bias
+
+    @property
+    def fitted_gamma(self) -> float | dict | None:
+        """The bandwidth in use: the number given, or one per feature name (what
+        `gamma='scale'` fitted, or the dict given); None until it is known. Passing it as
+        `gamma` makes a model that learns exactly as this one."""
+        if self._gamma is None:
+            return None
+        return dict(self._gamma_by_name) if self._gamma_by_name is not None else self._gamma
+
+    def _scale_of(self, names: list) -> np.ndarray:
+        """The factor `q = sqrt(gamma_name / gamma)` of each input."""
+        if self._gamma_by_name is None:
+            return np.ones(len(names))
+        median, by_name = self._gamma, self._gamma_by_name
+        return np.sqrt(np.array([by_name.get(n, median) for n in names]) / median)
+
+    @property
+    def _input_scales(self) -> np.ndarray | None:
+        """`q` over the known inputs, or None when every input has scale 1."""
+        return None if self._gamma_by_name is None else self._scales[: len(self._index)]
+
+    def _scaled(self, V: np.ndarray, U: np.ndarray, u_names: list):
+        q = self._input_scales
+        if q is None:
+            return V, U
+        return V * q, U * self._scale_of(u_names) if len(u_names) else U
+
     # -- hooks ----------------------------------------------------------------------------------
 
-    def _start(self, first):
+    def _start(self):
         if self._gamma is None:
-            squared = float(first @ first)
-            finite = 0.0 < squared < math.inf
-            self._gamma = 1.0 / squared if finite else 1.0 / max(len(first), 1)
-        self._store = make_store(
-            self.budget_policy, self.kernel, self._gamma, self._seed, self.budget
-        )
+            self._fit_gamma()
+        if self._support_vectors:
+            from river_advsvm.support import SupportVectors
+
+            self._store = SupportVectors(self.kernel, self._gamma, self.budget,
+                                         self.budget_policy, self.dtype)
+        else:
+            self._store = rf.make_store(self.budget_policy, self.kernel, self._gamma, self._seed,
+                                        self.budget, self.dtype, self.max_features)
         self._store.start()
 
-    def _add_inputs(self, hashes):
+    def _add_inputs(self, names, hashes):
+        d = len(self._index)
+        if self._gamma_by_name is not None:
+            if d > len(self._scales):
+                grown = np.ones(min(max(d, 2 * len(self._scales)), self.max_features))
+                grown[: len(self._scales)] = self._scales
+                self._scales = grown
+            self._scales[d - len(names) : d] = self._scale_of(names)
         self._store.add_inputs(hashes)
-        self.kernel_radius = kernels.adversarial_radius(
-            self.kernel, self._gamma, self.epsilon, self.norm, len(self._index)
-        )
 
-    def _decision_dense(self, V, extra_hashes, U):
+    def _kernel_radius_for(self, names: list) -> float:
+        """`eps'` for a sample over these inputs (the ones an attacker may move), cached for
+        streams that repeat their feature names."""
+        if names != self._radius_names:
+            self._radius_names = names
+            scales = len(names) if self._gamma_by_name is None else self._scale_of(names)
+            self.kernel_radius = kernels.adversarial_radius(
+                self.kernel, self._gamma, self.epsilon, self.norm, scales)
+        return self.kernel_radius
+
+    def _row_margin(self, v, u, u_names, u_hashes):
+        v, u = self._scaled(v, u, u_names)
+        return self._store.value(v, u, u_hashes) + self._bias
+
+    def _step(self, v, y, g, t, names):
         store = self._store
-        Z = store.projections(V, store.weights_for(extra_hashes), U)
-        return _SQRT2 * np.cos(Z) @ store.coefficients + self._bias
+        q = self._input_scales
+        v = v if q is None else v * q
+        eta, eta_bias = self._step_sizes(t)
+        radius = self._kernel_radius_for(names) if self.epsilon > 0 else 0.0
+        if not math.isfinite(g):
+            # Cannot happen for inputs within `inputs.MAX_ABS_VALUE`; refused, not learned.
+            raise inputs.InvalidInput("the model's margin for this sample is not finite",
+                                      "not_finite")
+        active = 1.0 - y * g + radius * store.norm > 0.0
+        store.scale(1.0 - eta * self.regularization)
+        if active:
+            store.add(eta * y, v)
+            self._bias += eta_bias * y
+            if radius > 0.0 and store.norm > 0.0:
+                store.scale(max(0.0, 1.0 - eta * radius / store.norm))
 
-    def _gradient_dense(self, V, extra_hashes, U):
-        # d/dx sum_i a_i sqrt(2) cos(w_i . x + u_i) = -sqrt(2) sum_i a_i sin(.) w_i  (MATH.md §5)
-        store = self._store
-        W_extra = store.weights_for(extra_hashes)
-        S = -_SQRT2 * np.sin(store.projections(V, W_extra, U)) * store.coefficients
-        return S @ store.omega.T, (S @ W_extra.T if W_extra is not None else U[:, :0])
+    def _decision_block(self, V, U, u_names, u_hashes):
+        V, U = self._scaled(V, U, u_names)
+        return self._store.values(V, U, u_hashes) + self._bias
 
-    def _learn_dense(self, V, signs):
-        store = self._store
-        lam, radius = self.regularization, self.kernel_radius
-        margins = np.empty(len(V))
-        # A fixed pool's features for a chunk of rows are one BLAS call; a policy that changes
-        # the features while learning needs them row by row.
-        block = ROWS_PER_CHUNK if store.fixed_pool else 1
-        for start in range(0, len(V), block):
-            Phi = store.features(V[start : start + block])
-            for i, phi in enumerate(Phi, start):
-                y = signs[i]
-                eta, eta_bias = self._step_sizes(self._n_learned + i)
-                f_value = float(store.coefficients @ phi)
-                g = f_value + self._bias
-                margins[i] = g
-                active = 1.0 - y * g + radius * store.norm > 0.0
-                rho = 1.0 - eta * lam
-                store.scale(rho)
-                if active:
-                    store.add(phi, V[i], eta * y)
-                    self._bias += eta_bias * y
-                    if radius > 0.0 and store.norm > 0.0:
-                        store.scale(max(0.0, 1.0 - eta * radius / store.norm))
-        return margins
+    def _gradient_block(self, V, U, u_names, u_hashes):
+        Vs, Us = self._scaled(V, U, u_names)
+        GV, GU = self._store.gradients(Vs, Us, u_hashes)
+        q = self._input_scales
+        if q is None:  # chain rule through x -> q x
+            return GV, GU
+        return GV * q, GU * self._scale_of(u_names) if len(u_names) else GU
 
-    def _certified_radii(self, names, margins, norm):
-        if self._store is None:  # a constant model: its prediction never changes
-            return np.where(margins > 0, math.inf, 0.0)
-        unknown = [n for n, p in zip(names, self._index.positions(names)) if p < 0]
-        extra = self._store.weights_for(self._index.hash_names(unknown)) if unknown else None
-        return certify.kernel_radii(self._store, margins, len(names), norm, extra)
+    def _certified_radii(self, names, values, margins, norm, bounds):
+        if self._store is None:
+            if self._held and len(self._labels) == 2:
+                return np.zeros(len(margins))  # the warm-up's provisional vote: no certificate
+            return np.where(margins > 0, math.inf, 0.0)  # a constant model never changes
+        V, U, u_names, u_hashes = self._dense(names, values, keep_zero=True)
+        Vs, Us = self._scaled(V, U, u_names)
+        q = self._input_scales
+        q = np.ones(V.shape[1]) if q is None else q
+        q_u = self._scale_of(u_names)
+        if self._support_vectors:
+            from river_advsvm import support
+
+            return support.certified_radii(self._store, margins, Vs, Us, q, q_u, norm,
+                                           bounds, np.hstack([V, U]))
+        return certify.kernel_radii(self._store, margins, norm, Vs, Us, u_hashes, q, q_u,
+                                    n_inputs=len(names))
 
     def _negate(self):
         if self._store is not None:
@@ -215,7 +360,11 @@ class AdvKernelSVM(MarginClassifier):
         self._bias = -self._bias
 
     def _model_state(self):
-        scalars = {"seed": self._seed, "gamma": self._gamma, "kernel_radius": self.kernel_radius}
+        scalars = {"seed": self._seed, "gamma": self._gamma, "kernel_radius": self.kernel_radius,
+                   "gamma_by_name": None}
+        if self._gamma_by_name is not None and isinstance(self.gamma, str):
+            scalars["gamma_by_name"] = [[inputs.encode_name(n), g]
+                                        for n, g in self._gamma_by_name.items()]
         arrays = {}
         if self._store is not None:
             store_scalars, arrays = self._store.state()
@@ -224,27 +373,95 @@ class AdvKernelSVM(MarginClassifier):
 
     def _restore_model_state(self, scalars, arrays):
         self._seed = int(scalars["seed"])
-        self._gamma = None if scalars["gamma"] is None else float(scalars["gamma"])
+        if isinstance(self.gamma, str) and scalars.get("gamma_by_name") is not None:
+            fitted = scalars["gamma_by_name"]
+            if len(fitted) > self.max_features:
+                raise ValueError("too many fitted bandwidths")
+            self._gamma_by_name = _check_gamma({inputs.decode_name(n): g for n, g in fitted})
+        gamma = scalars["gamma"]
+        self._gamma = None if gamma is None else float(gamma)
+        if self._gamma is not None and not 0 < self._gamma <= kernels.MAX_GAMMA:
+            raise ValueError(f"gamma {self._gamma!r} is out of range")
         if "store" in scalars:
-            if self._gamma is None or not self._gamma > 0:
-                raise ValueError("a started model needs a positive gamma")
-            self._store = make_store(
-                self.budget_policy, self.kernel, self._gamma, self._seed, self.budget
-            )
-            self._store.restore(scalars["store"], arrays, self._index.hashes)
-            self.kernel_radius = kernels.adversarial_radius(
-                self.kernel, self._gamma, self.epsilon, self.norm, len(self._index)
-            )
+            if self._gamma is None:
+                raise ValueError("a started model needs its gamma")
+            self._start()
+            d = len(self._index)
+            self._scales = np.ones(max(d, 16))
+            if self._gamma_by_name is not None:
+                self._scales[:d] = self._scale_of(self._index.names)
+            if self._support_vectors:
+                self._store.restore(scalars["store"], arrays, d)
+            else:
+                self._store.restore(scalars["store"], arrays, self._index.hashes)
 
     # -- introspection --------------------------------------------------------------------------
 
     @property
     def n_features(self) -> int:
-        """Number of random features currently in the model."""
-        return 0 if self._store is None else self._store.size
+        """Number of random features in the model (0 for support vectors)."""
+        return 0 if self._store is None or self._support_vectors else self._store.size
+
+    @property
+    def n_support_vectors(self) -> int:
+        """Number of stored support vectors (0 for random features)."""
+        return self._store.size if self._store is not None and self._support_vectors else 0
 
     @property
     def rkhs_norm(self) -> float:
-        """`||f||_H` as the adversarial term uses it (which norm: see `river_advsvm.budget`)."""
+        """`||f||_H` as the adversarial term uses it (see `river_advsvm.budget` for the random
+        features; exact for support vectors)."""
         return 0.0 if self._store is None else self._store.norm
 
+
+def _dense_rows(rows: list, columns: list) -> np.ndarray:
+    """Held rows `(names, values, label)` as a matrix over `columns` (absent inputs are 0)."""
+    position = {n: j for j, n in enumerate(columns)}
+    X = np.zeros((len(rows), len(columns)))
+    for i, (names, row, _) in enumerate(rows):
+        X[i, [position[n] for n in names]] = row
+    return X
+
+
+def _scale_gamma(rows: list) -> tuple[dict | float, str | None]:
+    """`gamma='scale'` on held rows: one bandwidth per input, or 1/d and why not."""
+    names = list(dict.fromkeys(n for row_names, _, _ in rows for n in row_names))
+    X = _dense_rows(rows, names)
+    spread = X.max(axis=0) - X.min(axis=0)
+    varying = spread[spread > 0]
+    median = float(np.median(varying)) if len(varying) else 0.0
+    d = max(len(names), 1)
+    if median > 0:
+        # Each input in units of its range, floored at the median range: inputs of different
+        # units become comparable, and one that barely varies is not blown up.
+        spread = np.where(spread > 0, np.maximum(spread, median), median)
+        variance = float((X / spread).var())
+        fitted = dict(zip(names, (1.0 / (d * variance * spread**2)).tolist()))
+        if variance > 0 and all(0 < g <= kernels.MAX_GAMMA for g in fitted.values()):
+            return fitted, None
+    why = "do not vary" if median == 0 else f"vary by too little (median range {median:.3g})"
+    return 1.0 / d, why
+
+
+def _check_gamma(gamma) -> dict | None:
+    """Validate `gamma`; the per-feature dict, or None for a number or 'scale'."""
+    if gamma == "scale":
+        return None
+    if isinstance(gamma, dict):
+        if not gamma:
+            raise ValueError("a gamma dict needs at least one feature")
+        for name, value in gamma.items():
+            inputs.encode_name(name)
+            _check_gamma(value)
+        return {n: float(g) for n, g in gamma.items()}
+    if not (isinstance(gamma, numbers.Real) and not isinstance(gamma, bool)
+            and 0 < gamma <= kernels.MAX_GAMMA):
+        raise ValueError(f"gamma must be 'scale', a dict of per-feature bandwidths or a number "
+                         f"in (0, {kernels.MAX_GAMMA:g}], got {gamma!r}")
+    return None
+
+
+def _median_gamma(gamma) -> float:
+    if isinstance(gamma, dict):
+        return float(np.median(np.array(list(gamma.values()), dtype=np.float64)))
+    return float(gamma)

@@ -1,4 +1,4 @@
-"""Attacks against the exact answers of MATH.md §6, white box and black box.
+"""Attacks against the exact answers for linear models, white box and black box.
 
 For a linear `g(x) = w . x + b` without a box, the smallest L2 flip is `|g(x)| / ||w||_2` along
 `w`, and the worst change of the margin in an L-inf ball of radius eps is `eps ||w||_1` (in an
@@ -22,8 +22,8 @@ from river_advsvm.attacks import FGSM, PGD, ZOO, CarliniWagnerL2, NoGradientWarn
 def fixed_linear(w, b) -> AdvLinearSVM:
     """An AdvLinearSVM over inputs 0..d-1 with labels False/True and the given weights."""
     model = AdvLinearSVM()
-    model.learn_many(np.zeros((2, len(w))), [False, True])  # registers inputs and both labels
-    model._weights = np.asarray(w, dtype=float).copy()
+    model.learn_many(np.ones((2, len(w))), [False, True])  # registers inputs and both labels
+    model._weights = np.asarray(w, dtype=float)[model._index.names]  # columns in the model's order
     model._bias = float(b)
     return model
 

@@ -1,4 +1,4 @@
-"""The analytic margin gradient (MATH.md §5) against central finite differences."""
+"""The analytic margin gradient against central finite differences."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from river_advsvm import AdvKernelSVM, AdvLinearSVM
 
 MODELS = {
-    "rbf": lambda: AdvKernelSVM(epsilon=0.1, seed=0),
-    "laplacian": lambda: AdvKernelSVM(kernel="laplacian", budget=256, seed=1),
-    "truncate": lambda: AdvKernelSVM(budget=64, budget_policy="truncate", seed=2),
+    "rbf": lambda: AdvKernelSVM(epsilon=0.1, dtype="float64", seed=0),
+    "laplacian": lambda: AdvKernelSVM(kernel="laplacian", budget=256, dtype="float64", seed=1),
+    "truncate": lambda: AdvKernelSVM(budget=64, budget_policy="truncate", dtype="float64", seed=2),
     "linear": lambda: AdvLinearSVM(epsilon=0.05),
 }
 
@@ -71,7 +71,8 @@ def test_decision_many_takes_arrays_and_frames_alike(data):
     model.learn_many(pd.DataFrame(X), pd.Series(y))
     np.testing.assert_array_equal(model.decision_many(X), model.decision_many(pd.DataFrame(X)))
     one = [model.decision_one(dict(enumerate(row))) for row in X[:5]]
-    np.testing.assert_allclose(model.decision_many(X[:5]), one, rtol=1e-12)
+    # float32 features: a batch is one matrix product, a row a vector one; they round apart
+    np.testing.assert_allclose(model.decision_many(X[:5]), one, rtol=1e-5)
 
 
 def test_large_batches_are_processed_in_chunks_with_the_same_result(data):
@@ -83,6 +84,6 @@ def test_large_batches_are_processed_in_chunks_with_the_same_result(data):
     big = np.random.default_rng(1).random((2 * ROWS_PER_CHUNK + 7, X.shape[1]))
     rows = [0, ROWS_PER_CHUNK - 1, ROWS_PER_CHUNK, 2 * ROWS_PER_CHUNK + 6]
     np.testing.assert_allclose(model.decision_many(big)[rows], model.decision_many(big[rows]),
-                               rtol=1e-12)
+                               rtol=1e-5)
     np.testing.assert_allclose(model.decision_gradient_many(big)[rows],
-                               model.decision_gradient_many(big[rows]), rtol=1e-10, atol=1e-14)
+                               model.decision_gradient_many(big[rows]), rtol=1e-4, atol=1e-7)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from river_advsvm import kernels
+from river_advsvm import InvalidInput, kernels
 
 
 def brute_force_min_kernel(kernel, gamma, epsilon, norm, d, rng):
@@ -104,6 +104,11 @@ def test_weights_of_a_key_do_not_depend_on_the_other_keys():
 def test_key_hash_is_stable_and_type_aware():
     assert kernels.key_hash("x") == kernels.key_hash("x")
     assert kernels.key_hash(np.int64(3)) == kernels.key_hash(3)
-    assert len({kernels.key_hash(k) for k in [1, 1.5, "1", ("1",)]}) == 4
-    with pytest.raises(TypeError):
-        kernels.key_hash(object())
+    assert len({kernels.key_hash(k) for k in [1, 1.5, "1", ("1",), True]}) == 5
+    # Injective: the parts of a tuple cannot be confused with a name that spells them out.
+    assert kernels.key_hash(("a", "b")) != kernels.key_hash(('a", "s", "b',))
+    assert kernels.key_hash(-0.0) == kernels.key_hash(0.0)  # equal as dict keys
+    for bad in [object(), math.nan, math.inf, (("a",),) * 1 + ((((("deep",),),),),), "x" * 2000]:
+        with pytest.raises(InvalidInput) as error:
+            kernels.key_hash(bad)
+        assert error.value.code == "bad_name"

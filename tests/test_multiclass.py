@@ -33,7 +33,7 @@ def test_no_attack_changes_a_certified_prediction(digits_ovr):
     model, X, y = digits_ovr
     radii = model.certified_radius_many(X, y, norm="l2")
     one = [model.certified_radius_one(dict(enumerate(x)), t, norm="l2") for x, t in zip(X, y)]
-    assert radii == pytest.approx(one)
+    assert radii == pytest.approx(one, rel=1e-4)  # float32 margins: one and many round apart
     predictions = model.predict_many(_frame(X, y)[0]).to_numpy()
     assert ((radii > 0) <= (predictions == y)).all()  # certified implies right
     certified = np.flatnonzero(radii > 0)
