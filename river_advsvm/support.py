@@ -107,6 +107,9 @@ class SupportVectors:
         'remove' (the smallest coefficient is dropped).
     dtype
         Storage of the vectors: 'float32' (default) or 'float64'.
+    max_inputs
+        The most input columns there will be (the model's `max_features`), if known: spare
+        capacity for new columns never goes beyond it.
 
     Attributes
     ----------
@@ -159,6 +162,7 @@ class SupportVectors:
         budget: int | None,
         policy: str = "merge",
         dtype: str = "float32",
+        max_inputs: int | None = None,
     ):
         if kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
@@ -170,11 +174,14 @@ class SupportVectors:
             raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+        if max_inputs is not None and not (isinstance(max_inputs, int) and max_inputs >= 0):
+            raise ValueError(f"max_inputs must be an int >= 0 or None, got {max_inputs!r}")
         self.kernel = kernel
         self.gamma = float(gamma)
         self.budget = budget
         self.policy = policy
         self.dtype = dtype
+        self.max_inputs = max_inputs
         self.size = 0
         self.n_inputs = 0
         self.version = 0
@@ -191,6 +198,7 @@ class SupportVectors:
         self._a = np.zeros(0)
         self._x = np.zeros(0, dtype=dtype)
         self._pending = None
+        self._edits = 0
 
     # -- read-only views ------------------------------------------------------------------------
 
@@ -222,7 +230,10 @@ class SupportVectors:
             rows = max(rows, doubled)
         rows = max(rows, old_rows)
         if _padded(columns) > old_columns:
-            columns = max(_padded(columns), 2 * old_columns)
+            doubled = 2 * old_columns
+            if self.max_inputs is not None:
+                doubled = min(doubled, _padded(self.max_inputs))
+            columns = max(_padded(columns), doubled)
         columns = max(columns, old_columns)
         S = np.zeros((rows, columns), dtype=self.dtype)
         S[: self.size, : self.n_inputs] = self._S[: self.size, : self.n_inputs]
@@ -240,13 +251,19 @@ class SupportVectors:
         rows = 64 if self.budget is None else min(64, self.budget + 1)
         self._reserve(rows, _COLUMN_BLOCK)
 
-    def add_inputs(self, n_new: int) -> None:
-        """Extend every stored vector with `n_new` input columns, all 0."""
-        if not (isinstance(n_new, (int, np.integer)) and n_new >= 0):
-            raise ValueError(f"n_new must be an int >= 0, got {n_new!r}")
+    def add_inputs(self, new) -> None:
+        """Extend every stored vector with new input columns, all 0: `new` is their number, or
+        any sequence with one entry per column (the model passes their hashes).
+
+        `f` does not change, so a row given to `value` can still be added, over the wider
+        columns.
+        """
+        n_new = new if isinstance(new, (int, np.integer)) else len(new)
+        if not n_new >= 0:
+            raise ValueError(f"cannot add {n_new!r} input columns")
         self._reserve(max(self._S.shape[0], 1), self.n_inputs + int(n_new))
         self.n_inputs += int(n_new)
-        self._pending = None
+        self.version += 1
 
     # -- kernel rows ----------------------------------------------------------------------------
 
@@ -297,11 +314,15 @@ class SupportVectors:
 
     # -- learning, one row at a time ------------------------------------------------------------
 
-    def value(self, v: np.ndarray) -> float:
-        """`f(v)` for a row over all known input columns; remembers the row for `add`."""
-        row, extra = self._load_row(self._x, v)
+    def value(self, v: np.ndarray, u: np.ndarray | None = None, extra_hashes=None) -> float:
+        """`f(v)` for a row over the known input columns (and `u`, the values of inputs the
+        store does not know: its vectors are 0 there); remembers the row for `add`.
+        `extra_hashes` (the names of `u`) is not needed: a support vector has 0 for every
+        input it never saw."""
+        u = None if u is None else np.asarray(u, dtype=np.float64)
+        row, extra = self._load_row(self._x, v, u)
         exponents, total = self._row(row, extra)
-        self._pending = (self.version, extra, exponents, total)
+        self._pending = (self._edits, self.n_inputs, exponents, total)
         return self._scale * total
 
     def scale(self, factor: float) -> None:
@@ -312,8 +333,7 @@ class SupportVectors:
         if factor == 0.0:
             self.size = 0
             self._scale, self._q = 1.0, 0.0
-            self.version += 1
-            self._pending = None
+            self._changed()
             return
         self._scale *= factor
         if not _SCALE_RANGE[0] <= abs(self._scale) <= _SCALE_RANGE[1]:
@@ -325,22 +345,36 @@ class SupportVectors:
         """`f <- -f`."""
         self._scale = -self._scale
 
-    def add(self, c: float) -> None:
-        """`f <- f + c k(v, .)` for the `v` of the latest `value`, then keep to the budget."""
+    def add(self, c: float, v: np.ndarray | None = None) -> None:
+        """`f <- f + c k(x, .)` for the row `x` of the latest `value`, then keep to the budget.
+
+        `v` is that row over every input column, including ones added since `value` (what the
+        model passes); without it, the row as `value` got it.
+        """
         pending = self._pending
-        if pending is None or pending[0] != self.version:
+        if pending is None or pending[0] != self._edits:
             raise RuntimeError("add() must follow value() of the row to add, with no change between")
         c = float(c)
         if not math.isfinite(c):
             raise ValueError(f"coefficient must be finite, got {c!r}")
-        if c == 0.0:
-            return
-        _, squared, exponents, total = pending
-        self._pending = None
-        a_new = c / self._scale
-        q = self._q + 2.0 * a_new * total + a_new * a_new
+        _, known, exponents, total = pending
         n = self.n_inputs
         x = self._x[:n]
+        if v is not None:
+            v = np.asarray(v, dtype=np.float64)
+            if v.shape != (n,):
+                raise ValueError(f"expected a row of {n} values, got shape {v.shape}")
+            row = v.astype(self.dtype)
+            if not np.array_equal(row[:known], x[:known]):
+                raise RuntimeError("add() got another row than the one given to value()")
+            x[known:] = row[known:]
+        elif known != n:
+            raise RuntimeError("add() needs the row over the new input columns")
+        self._pending = None
+        if c == 0.0:
+            return
+        a_new = c / self._scale
+        q = self._q + 2.0 * a_new * total + a_new * a_new
         if self.size:
             nearest = int(np.argmin(exponents))
             if np.array_equal(self._S[nearest, :n], x):
@@ -351,10 +385,10 @@ class SupportVectors:
         self._reserve(self.size + 1, n)
         slot = self.size
         self._S[slot, :n] = x
-        self._norms[slot] = squared
+        self._norms[slot] = _squared_norms(x)
         self._a[slot] = a_new
         self.size += 1
-        self.version += 1
+        self._changed()
         self._q = q
         if self.budget is not None and self.size > self.budget:
             self._maintain(np.append(exponents, 0.0))
@@ -406,7 +440,13 @@ class SupportVectors:
             self.n_removals += 1
             self._record(a_m * a_m)
         self._drop(m)
+        self._changed()
+
+    def _changed(self) -> None:
+        """Stored vectors changed: caches keyed on `version`, and the row `value` remembered,
+        are stale."""
         self.version += 1
+        self._edits += 1
         self._pending = None
 
     def _record(self, loss: float) -> None:
@@ -469,7 +509,7 @@ class SupportVectors:
         E *= self.gamma
         return E
 
-    def values(self, V: np.ndarray, U: np.ndarray | None = None) -> np.ndarray:
+    def values(self, V: np.ndarray, U: np.ndarray | None = None, extra_hashes=None) -> np.ndarray:
         """`f` at each row of `V` (known columns), with `U` the values of columns the store does
         not know (its vectors are 0 there). A single row gets the bits `value` would give."""
         V, U = self._check_rows(V, U)
@@ -489,7 +529,7 @@ class SupportVectors:
             out[chunk] = self._scale * (np.exp(-E, out=E) @ a)
         return out
 
-    def gradients(self, V: np.ndarray, U: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def gradients(self, V: np.ndarray, U: np.ndarray | None = None, extra_hashes=None):
         """`df/dv` and `df/du` at each row (a subgradient for the Laplacian kernel).
 
         RBF: `-2 gamma s sum_i a_i k(x, x_i) (x - x_i)`; Laplacian:
@@ -576,8 +616,7 @@ class SupportVectors:
         self.n_merges, self.n_removals = scalars["n_merges"], scalars["n_removals"]
         self.degradation = float(scalars["degradation"])
         self.total_degradation = float(scalars["total_degradation"])
-        self.version += 1
-        self._pending = None
+        self._changed()
 
     # -- scale-out ------------------------------------------------------------------------------
 
@@ -1014,8 +1053,8 @@ class _Certificate:
         """Largest radius at which the kernel-norm bound holds, per point (inf if every one)."""
         room = self.margins[idx] - 2 * self.error_at_x[idx]
         # Beyond this radius the bound fails even without the rounding's growth with r.
-        ratio = room / (self.norm_bound * (1 + 8 * _U))
         with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = room / (self.norm_bound * (1 + 8 * _U))
             target = np.where(ratio**2 < 2, -np.log1p(-0.5 * ratio**2) / self.gamma, math.inf)
         upper = self._radius_for_reach(idx, target)
         return self._largest(self._norm_slack, idx, upper, np.zeros(len(idx)), room)
