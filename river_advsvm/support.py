@@ -483,31 +483,32 @@ class SupportVectors:
                 U = None
         return V, U
 
-    def _exponents_many(self, V: np.ndarray, U: np.ndarray | None) -> np.ndarray:
-        """`gamma * dist(v, x_i)` for rows of at most `ROWS_PER_CHUNK`."""
-        X = V.astype(self.dtype)
+    def _kernels_many(self, V: np.ndarray, U: np.ndarray | None) -> np.ndarray:
+        """`k(v, x_i)` for rows of at most `ROWS_PER_CHUNK`, computed in the storage precision
+        (one row goes through `_row` instead, like `value`, in float64 after the product)."""
+        dtype = np.dtype(self.dtype)
+        X = V.astype(dtype)
         S = self._S[: self.size, : self.n_inputs]
         if self.kernel == "rbf":
-            # (Many rows are summed pairwise: fast; one row goes through `_row`, like `value`.)
             squared = np.einsum("ij,ij->i", X, X, dtype=np.float64)
             if U is not None:
-                U32 = U.astype(self.dtype)
+                U32 = U.astype(dtype)
                 squared += np.einsum("ij,ij->i", U32, U32, dtype=np.float64)
-            E = (X @ S.T).astype(np.float64)
+            E = X @ S.T
             E *= -2.0
-            E += self._norms[: self.size]
-            E += squared[:, None]
+            E += self._norms[: self.size].astype(dtype)
+            E += squared.astype(dtype)[:, None]
             np.maximum(E, 0.0, out=E)
         else:
-            E = np.empty((len(X), self.size))
+            E = np.empty((len(X), self.size), dtype=dtype)
             step = max(1, _BLOCK // max(1, self.size * self.n_inputs))
             for start in range(0, len(X), step):
                 block = X[start : start + step, None, :] - S[None]
                 E[start : start + step] = np.abs(block).sum(axis=2)
             if U is not None:
-                E += np.abs(U.astype(self.dtype)).sum(axis=1)[:, None]
-        E *= self.gamma
-        return E
+                E += np.abs(U.astype(dtype)).sum(axis=1)[:, None]
+        E *= dtype.type(-self.gamma)
+        return np.exp(E, out=E)
 
     def values(self, V: np.ndarray, U: np.ndarray | None = None, extra_hashes=None) -> np.ndarray:
         """`f` at each row of `V` (known columns), with `U` the values of columns the store does
@@ -525,8 +526,8 @@ class SupportVectors:
         a = self._a[: self.size]
         for start in range(0, len(V), ROWS_PER_CHUNK):
             chunk = slice(start, start + ROWS_PER_CHUNK)
-            E = self._exponents_many(V[chunk], None if U is None else U[chunk])
-            out[chunk] = self._scale * (np.exp(-E, out=E) @ a)
+            K = self._kernels_many(V[chunk], None if U is None else U[chunk])
+            out[chunk] = self._scale * (K.astype(np.float64) @ a)
         return out
 
     def gradients(self, V: np.ndarray, U: np.ndarray | None = None, extra_hashes=None):
@@ -544,7 +545,7 @@ class SupportVectors:
         a = self._a[: self.size]
         for start in range(0, len(V), ROWS_PER_CHUNK):
             chunk = slice(start, start + ROWS_PER_CHUNK)
-            W = np.exp(-self._exponents_many(V[chunk], None if U is None else U[chunk])) * a
+            W = self._kernels_many(V[chunk], None if U is None else U[chunk]) * a
             total = W.sum(axis=1)[:, None]
             if self.kernel == "rbf":
                 factor = -2.0 * self.gamma * self._scale
@@ -920,14 +921,17 @@ class _Certificate:
         self.abs_a = float(np.abs(self.a).sum())
         self.norm_bound = _norm_upper_bound(store)
         # Rounding of the deployed arithmetic: `u_s` of the storage, `ux` of a scaled input.
+        # A squared distance is `||x||^2 + ||s||^2 - 2 x . s`: the product in storage precision
+        # (error `gamma_n sum |x_j s_j|`), the norms summed in float64, then assembled (many
+        # rows: in storage precision, one row: in float64); `exp` in storage precision.
         u_s = float(np.finfo(store.dtype).eps) / 2
         ux = u_s + 2 * _U
-        terms = _padded(n) + (d - n) + 1
-        self.ux = ux
+        terms = _padded(n) + (d - n) + 2
+        self.u_s, self.ux = u_s, ux
         self.storage_sum = _gamma_n(terms + 1, u_s)
-        self.c_input = 2.1 * ux + 1.1 * _gamma_n(d + 1, _U) + 2.1 * _U
-        self.c_vector = 1.1 * _gamma_n(d + 1, _U) + 2.1 * _U
-        self.c_product = 2.1 * _gamma_n(terms, u_s) + 2.1 * ux + 4.2 * _U
+        self.c_input = 2.1 * ux + 1.1 * _gamma_n(d + 1, _U) + 3.1 * u_s + 2.1 * _U
+        self.c_vector = 1.1 * _gamma_n(d + 1, _U) + 3.1 * u_s + 2.1 * _U
+        self.c_product = 2.1 * _gamma_n(terms, u_s) + 2.1 * ux + 4.2 * u_s + 4.2 * _U
         self.sum_error = (_gamma_n(size + 2, _U) + 2 * _U) * 1.01 * self.abs_a
         self.exact_error = 2.1 * (_gamma_n(d + 3, _U) + 3 * _U)
         self.lengths = np.sqrt(self.squared)
@@ -1035,7 +1039,7 @@ class _Certificate:
             E = 1.01 * self.storage_sum * (self.far[idx] + reach + self.ux * x1) + self.ux * x1
             closest = np.maximum(self.near[idx] - reach, 0.0)
         per_vector = np.exp(-gamma * np.maximum(closest - E, 0.0)) * -np.expm1(-gamma * E)
-        per_vector += 5 * _U
+        per_vector += 10 * self.u_s  # the exponent's rounding and exp's own
         return abs(self.s) * (per_vector @ np.abs(self.a) + self.sum_error)
 
     # -- the kernel-norm bound ------------------------------------------------------------------
