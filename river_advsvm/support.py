@@ -353,7 +353,7 @@ class SupportVectors:
         """
         pending = self._pending
         if pending is None or pending[0] != self._edits:
-            raise RuntimeError("add() must follow value() of the row to add, with no change between")
+            raise RuntimeError("add() must follow value() of the same row, with no change between")
         c = float(c)
         if not math.isfinite(c):
             raise ValueError(f"coefficient must be finite, got {c!r}")
@@ -558,7 +558,8 @@ class SupportVectors:
             step = max(1, _BLOCK // max(1, self.size * self.n_inputs))
             for i in range(0, len(rows), step):
                 signs = np.sign(rows[i : i + step, None, :] - S[None])
-                G[start + i : start + i + step] = factor * np.einsum("rb,rbn->rn", W[i : i + step], signs)
+                block = slice(start + i, start + i + step)
+                G[block] = factor * np.einsum("rb,rbn->rn", W[i : i + step], signs)
             if U is not None:
                 GU[chunk] = factor * total * np.sign(U[chunk])
         return G, GU
@@ -637,7 +638,7 @@ class SupportVectors:
         first = stores[0]
         for other in stores[1:]:
             if (other.kernel, other.gamma, other.dtype) != (first.kernel, first.gamma, first.dtype):
-                raise ValueError("only stores with the same kernel, gamma and dtype can be averaged")
+                raise ValueError("only stores of the same kernel, gamma and dtype can be averaged")
         n = max(store.n_inputs for store in stores)
         total = sum(store.size for store in stores)
         vectors = np.zeros((total, n), dtype=first.dtype)
@@ -689,7 +690,8 @@ def _check_state(store: SupportVectors, scalars: dict, arrays: dict, n_inputs: i
             raise ValueError(f"saved support vector field {key!r} must be an int >= 0")
     for key in ("scale", "squared_norm", "degradation", "total_degradation"):
         value = scalars.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and math.isfinite(value)):
             raise ValueError(f"saved support vector field {key!r} must be a finite number")
     size = scalars["size"]
     if store.budget is not None and size > store.budget:
@@ -985,10 +987,10 @@ class _Certificate:
             step = max(1, _BLOCK // max(1, l1.shape[1] * x.shape[1]))
             for i in range(0, len(x), step):
                 l1[i : i + step] = np.abs(x[i : i + step, None, :] - self.S[None]).sum(axis=2)
-            slack = 1.01 * _gamma_n(x.shape[1] + 2, _U) * l1 + 2 * _U * np.abs(x).sum(axis=1)[:, None]
+            self.x_l1 = np.abs(x).sum(axis=1)
+            slack = 1.01 * _gamma_n(x.shape[1] + 2, _U) * l1 + 2 * _U * self.x_l1[:, None]
             self.near = np.maximum(l1 - slack, 0.0)
             self.far = l1 + slack
-            self.x_l1 = np.abs(x).sum(axis=1)
         self.error_at_x = self._rounding(np.zeros(len(x)), np.arange(len(x)))
         self.margins = margins * (1 - 4 * _U)
         radii = np.zeros(len(x))
@@ -1148,12 +1150,20 @@ class _Certificate:
     # -- the interval bound ---------------------------------------------------------------------
 
     def _interval_slack(self, r, idx):
-        """How much room the per-vector interval bound leaves at radius `r` (points `idx`)."""
+        """How much room the per-vector interval bound leaves at radius `r` (points `idx`).
+
+        RBF in an L-inf ball: each coordinate's range within the box, exactly (after a cheap
+        screen). Otherwise the distance moves by at most the ball's reach (its L2 radius for
+        RBF, its largest L1 length for the Laplacian kernel: exact for the largest L1
+        distance without a box, loose for the smallest; exact ranges there would cost
+        points x vectors x inputs per step of the search).
+        """
         signs = self.signs[idx]
         x = self.x[idx]
         w = signs[:, None] * (self.s * self.a)[None]
-        if self.norm == "linf":
-            screened = self._screen(r, x, w, signs, idx) if self.rbf else np.ones(len(x), bool)
+        exact = self.norm == "linf" and self.rbf
+        if exact:
+            screened = self._screen(r, x, w, signs, idx)
             near = np.zeros((len(x), len(self.a)))
             far = np.full((len(x), len(self.a)), math.inf)
             keep = np.flatnonzero(screened)
@@ -1173,7 +1183,7 @@ class _Certificate:
         lower -= _gamma_n(len(self.a) + 2, _U) * total
         base = signs * self.bias
         value = base + lower - 2 * _U * (np.abs(base) + total) - self._rounding(r, idx)
-        if self.norm == "linf" and self.rbf:
+        if exact:
             value[~screened] = -math.inf
         return value
 
@@ -1241,7 +1251,7 @@ class _Certificate:
         return center, width + 2 * _U * (np.abs(lo) + np.abs(hi))
 
     def _coordinate_ranges(self, r, x):
-        """Exact smallest and largest distance (squared L2 or L1) to each vector over the box."""
+        """Exact smallest and largest squared distance to each vector over the box."""
         center, width = self._box(r, x)
         near = np.empty((len(x), len(self.a)))
         far = np.empty_like(near)
@@ -1250,12 +1260,8 @@ class _Certificate:
             rows = slice(i, i + step)
             gap = np.abs(center[rows, None, :] - self.S[None])
             w = width[rows, None, :]
-            if self.rbf:
-                far[rows] = np.square(gap + w).sum(axis=2)
-                near[rows] = np.square(np.maximum(gap - w, 0.0)).sum(axis=2)
-            else:
-                far[rows] = (gap + w).sum(axis=2)
-                near[rows] = np.maximum(gap - w, 0.0).sum(axis=2)
+            far[rows] = np.square(gap + w).sum(axis=2)
+            near[rows] = np.square(np.maximum(gap - w, 0.0)).sum(axis=2)
         widen = _gamma_n(x.shape[1] + 5, _U)
         return near * (1 - widen), far * (1 + widen)
 

@@ -292,7 +292,8 @@ def test_laplacian_merge_point_is_the_best_anywhere():
         _, p = support._merge_points(
             "laplacian", a_m, np.array([a_n]), gamma * np.array([np.abs(x_m - x_n).sum()])
         )
-        Z = np.vstack([rng.random((4000, 3)) * 1.4 - 0.2, x_m + (x_n - x_m) * rng.random((1000, 1))])
+        around = rng.random((4000, 3)) * 1.4 - 0.2
+        Z = np.vstack([around, x_m + (x_n - x_m) * rng.random((1000, 1))])
         values = a_m * kernel_matrix("laplacian", gamma, Z, x_m[None])[:, 0]
         values += a_n * kernel_matrix("laplacian", gamma, Z, x_n[None])[:, 0]
         assert values.max() <= p[0] * (1 + 1e-12)
@@ -458,7 +459,9 @@ def hostile_states(store):
     variant("vectors of the wrong dtype", vectors=vectors.astype(np.float16))
     variant("coefficients of the wrong length", alpha=alpha[:-1])
     variant("coefficients as ints", alpha=alpha.astype(np.int64))
-    variant("NaN vector", vectors=np.where(np.arange(vectors.size).reshape(vectors.shape) == 3, np.nan, vectors).astype(vectors.dtype))
+    poisoned = vectors.copy()
+    poisoned[1, 1] = np.nan
+    variant("NaN vector", vectors=poisoned)
     variant("inf coefficient", alpha=np.where(np.arange(size) == 1, np.inf, alpha))
     variant("NaN scale", scale=math.nan)
     variant("zero scale", scale=0.0)
@@ -479,7 +482,8 @@ def hostile_states(store):
     variant("more input columns than the model", n_inputs=n + 1)
     variant("a million columns claimed", n_inputs=10**6)
     out.append(("missing arrays", dict(scalars), {}, n))
-    out.append(("arrays not numpy", dict(scalars), {"vectors": vectors.tolist(), "alpha": alpha}, n))
+    as_lists = {"vectors": vectors.tolist(), "alpha": alpha}
+    out.append(("arrays not numpy", dict(scalars), as_lists, n))
     out.append(("scalars not a dict", [1, 2], arrays, n))
     return out
 

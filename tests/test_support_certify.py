@@ -49,7 +49,8 @@ def samples_in_ball(rng, x, r, norm, bounds, n=3000):
         inside = x + rng.uniform(-r, r, (n, d))
         # On the faces: most coordinates at +-r, the others anywhere between.
         at_face = rng.random((n, d)) < 0.7
-        faces = x + np.where(at_face, r * rng.choice([-1.0, 1.0], (n, d)), rng.uniform(-r, r, (n, d)))
+        signs = rng.choice([-1.0, 1.0], (n, d))
+        faces = x + np.where(at_face, r * signs, rng.uniform(-r, r, (n, d)))
         corners = x + r * np.array(np.meshgrid(*[[-1.0, 1.0]] * d)).reshape(d, -1).T
         points = np.vstack([inside, faces, corners])
     else:
