@@ -276,7 +276,7 @@ class AdvKernelSVM(MarginClassifier):
             from river_advsvm.support import SupportVectors
 
             self._store = SupportVectors(self.kernel, self._gamma, self.budget,
-                                         self.budget_policy, self.dtype)
+                                         self.budget_policy, self.dtype, self.max_features)
         else:
             self._store = rf.make_store(self.budget_policy, self.kernel, self._gamma, self._seed,
                                         self.budget, self.dtype, self.max_features)
@@ -349,8 +349,9 @@ class AdvKernelSVM(MarginClassifier):
         if self._support_vectors:
             from river_advsvm import support
 
-            return support.certified_radii(self._store, margins, Vs, Us, q, q_u, norm,
-                                           bounds, np.hstack([V, U]))
+            return support.support_radii(self._store, margins, np.hstack([Vs, Us]), norm,
+                                         bias=self._bias, scale=np.concatenate([q, q_u]),
+                                         bounds=bounds)
         return certify.kernel_radii(self._store, margins, norm, Vs, Us, u_hashes, q, q_u,
                                     n_inputs=len(names))
 
