@@ -10,7 +10,7 @@ PAPER_COLUMNS = ["clean", "fgsm", "pgd", "cw", "zoo"]
 STYLES = {"Natural": ("tab:blue", "-"), "Natural (PGD-selected)": ("tab:cyan", ":"),
           "adv-linear-SVM": ("tab:gray", "-"), "adv-SVM(D)": ("tab:orange", "-"),
           "adv-SVM(C)": ("tab:red", "-"), "SV Natural": ("tab:green", "-"),
-          "SV adv-SVM(C)": ("tab:purple", "-")}
+          "SV adv-SVM(C)": ("tab:purple", "-"), "SV adv-SVM(C) for 0.1": ("tab:purple", "--")}
 
 
 def summaries(records: list[dict], dtype: str = "float32") -> list[dict]:
@@ -89,7 +89,7 @@ def target_line(t: dict) -> str:
         detail += f"; seed std {100 * t['noise']:.2f})" if "noise" in t else ")"
     if "clean_drop" in t:
         detail += (f"; clean {100 * t['clean_drop']:.2f} points lower; trained at "
-                   f"r = {255 * t['train_epsilon']:.0f}/255")
+                   f"r = {255 * t['train_epsilon']:.3g}/255")
     if "seed_min" in t:
         detail += f" (seeds {100 * t['seed_min']:.2f} to {100 * t['seed_max']:.2f})"
     return f"{'MET    ' if t['met'] else 'NOT MET'} {t['pair']:24s} {t['target']}: {detail}"
@@ -195,7 +195,7 @@ def markdown(records: list[dict]) -> str:
     for r in records:
         if r["kind"] == "selected":
             out.append(f"| {r['pair']} | {r['model']} | {r['regularization']:g} "
-                       f"| {r['step_size']:g} | {255 * r['train_epsilon']:.0f}/255 "
+                       f"| {r['step_size']:g} | {255 * r['train_epsilon']:.3g}/255 "
                        f"| {r['criterion']} |")
 
     gaps = [r for r in records if r["kind"] == "dtype_gap"]

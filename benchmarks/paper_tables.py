@@ -125,13 +125,14 @@ MODELS = {
     "adv-SVM(C)": "random features",
     "SV Natural": "support vectors",
     "SV adv-SVM(C)": "support vectors",
+    "SV adv-SVM(C) for 0.1": "support vectors",
 }
 #: The natural model each model's selection is held to (within CLEAN_TOLERANCE).
 NATURAL_OF = {name: "SV Natural" if rep == "support vectors" else "Natural"
               for name, rep in MODELS.items()}
 KERNEL_MODELS = [name for name, rep in MODELS.items() if rep != "linear"]
 PAPER_MODELS = ["Natural", "adv-linear-SVM", "adv-SVM(D)", "adv-SVM(C)"]
-CW_MODELS = PAPER_MODELS + ["SV Natural", "SV adv-SVM(C)"]
+CW_MODELS = PAPER_MODELS + ["SV Natural", "SV adv-SVM(C)", "SV adv-SVM(C) for 0.1"]
 ZOO_MODELS = ["Natural", "adv-SVM(C)", "SV Natural", "SV adv-SVM(C)"]
 #: The dtype the hyper-parameters are chosen with and the seed-0 extras run on.
 DTYPE = "float32"
@@ -459,10 +460,10 @@ def select(pair, base, X_fit, y_fit, X_val, y_val, gamma, s: Settings, log):
     """Every family's validation grid on seed 0's split; the records and the chosen
     `(params, val_clean, val_pgd, eligible)` per model."""
     X_vp, y_vp = X_val[:s.val_points], y_val[:s.val_points]
-    records, scored_by, selected = [], {}, {}
+    records, scored_by, scored_01_by, selected = [], {}, {}, {}
     for family in ["Natural", "adv-linear-SVM", "adv-SVM(D)", "adv-SVM(C)", "SV Natural",
                    "SV adv-SVM(C)"]:
-        scored = []
+        scored, scored_01 = [], []
         for params in grid(family, s):
             model = make_model(family, params, 0, gamma, s.budget)
             seconds = common.train(model, X_fit, y_fit)
@@ -470,28 +471,35 @@ def select(pair, base, X_fit, y_fit, X_val, y_val, gamma, s: Settings, log):
             pgd = float(common.pgd_right(model, X_vp, y_vp)[0].mean())
             pgd_01 = float(common.pgd_right(model, X_vp, y_vp, 0.1)[0].mean())
             scored.append((params, clean, pgd))
+            scored_01.append((params, clean, pgd_01))
             records.append({"kind": "grid", **base, "model": family, **params, "val_clean": clean,
                             "val_pgd": pgd, "val_pgd_01": pgd_01, "val_points": len(y_val),
                             "val_pgd_points": len(y_vp), "train_seconds": seconds,
                             **common.model_size(model)})
         log(f"grid {family}: {len(scored)} configurations")
-        scored_by[family] = scored
+        scored_by[family], scored_01_by[family] = scored, scored_01
         if "Natural" in family:
             selected[family] = max(scored, key=lambda t: (t[1], t[2])) + (True,)
     reference = {name: selected[natural][1] for name, natural in NATURAL_OF.items()}
     selected["Natural (PGD-selected)"] = choose(scored_by["Natural"], reference["Natural"])
     for family in ["adv-linear-SVM", "adv-SVM(D)", "adv-SVM(C)", "SV adv-SVM(C)"]:
         selected[family] = choose(scored_by[family], reference[family])
+    # The same grid, chosen for the larger threat: validation PGD-10 at L-inf 0.1. Its third
+    # element is then that accuracy.
+    selected["SV adv-SVM(C) for 0.1"] = choose(scored_01_by["SV adv-SVM(C)"],
+                                               reference["SV adv-SVM(C) for 0.1"])
     for name in MODELS:
         params, clean, pgd, eligible = selected[name]
+        key = "val_pgd_01" if name.endswith("for 0.1") else "val_pgd"
         records.append({"kind": "selected", **base, "model": name,
                         "representation": MODELS[name], **params,
-                        "val_clean": clean, "val_pgd": pgd,
+                        "val_clean": clean, key: pgd,
                         "reference_val_clean": reference[name],
                         "criterion": "val_clean" if name in ("Natural", "SV Natural") else (
-                            "val_pgd within tolerance" if eligible else "val_clean (fallback)")})
+                            f"{key} within tolerance" if eligible else "val_clean (fallback)")})
         log(f"{name:23s} λ={params['regularization']:g} η={params['step_size']:g} "
-            f"r={params['train_epsilon'] * 255:.0f}/255: val clean {clean:.4f} PGD {pgd:.4f}"
+            f"r={params['train_epsilon'] * 255:.1f}/255: val clean {clean:.4f} "
+            f"{'PGD 0.1' if key == 'val_pgd_01' else 'PGD'} {pgd:.4f}"
             f"{'' if eligible else ' (none within tolerance: the most accurate)'}")
     return records, selected, reference
 
@@ -769,7 +777,7 @@ def targets(records: list[dict]) -> list[dict]:
     svc = {r["pair"]: r for r in records if r["kind"] == "svc"}
     for pair in dict.fromkeys(r["pair"] for r in records if r["kind"] == "summary"):
         natural, adv = summaries[(pair, "Natural")], summaries[(pair, "adv-SVM(C)")]
-        sv, sv_adv = summaries.get((pair, "SV Natural")), summaries.get((pair, "SV adv-SVM(C)"))
+        sv = summaries.get((pair, "SV Natural"))
         if pair == "mnist-1v7":
             out.append(_target(pair, "one pass learn_many < 1 s", natural["train_seconds"], 1.0,
                                natural["train_seconds"] < 1.0, unit="s"))
@@ -794,7 +802,8 @@ def targets(records: list[dict]) -> list[dict]:
                 out.append(_target(pair, f"SV Natural {key} >= {100 * floor:g}%", sv[key], floor,
                                    sv[key] >= floor, seed_min=min(seeds.values()),
                                    seed_max=max(seeds.values())))
-        for sv_name, rf_name in (("SV Natural", "Natural"), ("SV adv-SVM(C)", "adv-SVM(C)")):
+        for sv_name, rf_name in (("SV Natural", "Natural"), ("SV adv-SVM(C)", "adv-SVM(C)"),
+                                 ("SV adv-SVM(C) for 0.1", "adv-SVM(C)")):
             a, b = summaries[(pair, sv_name)], summaries[(pair, rf_name)]
             out.append(_target(pair, f"{sv_name} clean >= {rf_name} clean - 0.3 points",
                                a["clean"], b["clean"], a["clean"] >= b["clean"] - 0.003 - 1e-12,
@@ -807,16 +816,19 @@ def targets(records: list[dict]) -> list[dict]:
                                    float(np.mean(ratios)), limit, np.mean(ratios) <= limit,
                                    unit="ratio", ratio_min=min(ratios), ratio_max=max(ratios)))
         if pair == "mnist-8v9":
-            nat01, adv01 = (_per_seed(records, pair, m, "pgd_01")
-                            for m in ("SV Natural", "SV adv-SVM(C)"))
-            gains = [adv01[seed] - nat01[seed] for seed in sorted(nat01)]
-            drop = sv["clean"] - sv_adv["clean"]
-            out.append(_target(pair, "SV adv-SVM(C) PGD 0.1 >= SV Natural's + 10 points at <= 2 "
-                               "points of clean accuracy", sv_adv["pgd_01"], sv["pgd_01"],
-                               sv_adv["pgd_01"] - sv["pgd_01"] >= 0.10 and drop <= 0.02,
-                               gap=sv_adv["pgd_01"] - sv["pgd_01"], gain_min=min(gains),
-                               gain_max=max(gains), clean_drop=drop,
-                               train_epsilon=sv_adv["train_epsilon"]))
+            for adv_name in ("SV adv-SVM(C) for 0.1", "SV adv-SVM(C)"):
+                adv_sv = summaries[(pair, adv_name)]
+                nat01, adv01 = (_per_seed(records, pair, m, "pgd_01")
+                                for m in ("SV Natural", adv_name))
+                gains = [adv01[seed] - nat01[seed] for seed in sorted(nat01)]
+                drop = sv["clean"] - adv_sv["clean"]
+                out.append(_target(
+                    pair, f"{adv_name} PGD 0.1 >= SV Natural's + 10 points at <= 2 points of "
+                    "clean accuracy", adv_sv["pgd_01"], sv["pgd_01"],
+                    adv_sv["pgd_01"] - sv["pgd_01"] >= 0.10 and drop <= 0.02,
+                    gap=adv_sv["pgd_01"] - sv["pgd_01"], gain_min=min(gains),
+                    gain_max=max(gains), clean_drop=drop,
+                    train_epsilon=adv_sv["train_epsilon"]))
             certified = _per_seed(records, pair, "SV Natural", "certified")
             out.append(_target(pair, "SV Natural certified at L-inf 8/255 >= 20%",
                                sv["certified"], 0.20, sv["certified"] >= 0.20,
