@@ -211,15 +211,17 @@ def pgd_right(model, X, y, epsilon: float = EPSILON, steps: int = 10, norm: str 
     return ~result.fooled, result
 
 
-def predict_seconds(model, X, repeats: int = 3) -> float:
-    """Seconds per sample of `decision_many` over the rows of `X`, the best of `repeats` runs
-    (the least disturbed by other work on a shared machine)."""
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        model.decision_many(X)
-        best = min(best, time.perf_counter() - start)
-    return best / max(len(X), 1)
+def predict_seconds(models: dict, X, rounds: int = 5) -> dict:
+    """Seconds per sample of each model's `decision_many` over the rows of `X`. The models take
+    turns for `rounds` rounds and each keeps its best round: models compared in one call share
+    the machine's state (on a shared machine, timings taken minutes apart can differ by 2x)."""
+    best = dict.fromkeys(models, math.inf)
+    for _ in range(rounds):
+        for name, model in models.items():
+            start = time.perf_counter()
+            model.decision_many(X)
+            best[name] = min(best[name], time.perf_counter() - start)
+    return {name: seconds / max(len(X), 1) for name, seconds in best.items()}
 
 
 def model_size(model) -> dict:

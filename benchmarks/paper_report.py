@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import pathlib
 
 import common
@@ -140,8 +141,10 @@ def markdown(records: list[dict]) -> str:
                 f"| {num(r.get('predict_us'), '.1f')} | {sv} |")
         if pair in svc:
             r = svc[pair]
+            subset = ("" if r.get("attack_points", 0) >= r.get("n_test", math.inf)
+                      else f"; attacked on {r['attack_points']} test points")
             out.append(
-                f"| {pair_label(pair)} | exact SVC (C = {r['C']:g}) | {pct(r['clean'], 2)} "
+                f"| {pair_label(pair)} | exact SVC (C = {r['C']:g}{subset}) | {pct(r['clean'], 2)} "
                 f"| {pct(r['pgd'])} | {pct(r['pgd_01'])} | {pct(r['pgd_l2'])} | - | - "
                 f"| {r['fit_seconds'] + r['kernel_seconds']:.1f} ² "
                 f"| {num(r.get('predict_us'), '.1f')} | {r['support_vectors']} |")
