@@ -141,7 +141,7 @@ def markdown(records: list[dict]) -> str:
                 f"| {num(r.get('predict_us'), '.1f')} | {sv} |")
         if pair in svc:
             r = svc[pair]
-            subset = ("" if r.get("attack_points", 0) >= r.get("n_test", math.inf)
+            subset = ("" if r.get("attack_points", math.inf) >= r.get("n_test", 0)
                       else f"; attacked on {r['attack_points']} test points")
             out.append(
                 f"| {pair_label(pair)} | exact SVC (C = {r['C']:g}{subset}) | {pct(r['clean'], 2)} "

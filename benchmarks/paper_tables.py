@@ -902,8 +902,10 @@ def main(argv=None) -> int:
                    help="PNG of the Fig. 2 sweeps (default: benchmarks/results/paper_fig2.png; "
                         "none in --quick unless given)")
     p.add_argument("--replot", default=None, metavar="JSON",
-                   help="only redraw the plot, the tables and the Markdown summary from a "
-                        "results file")
+                   help="only redraw the tables, the Markdown summary (written next to the "
+                        "file) and, with --plot, the plot from a results file")
+    p.add_argument("--markdown", action="store_true",
+                   help="with --replot: also print the Markdown summary")
     args = p.parse_args(argv)
 
     if args.replot:
@@ -912,6 +914,8 @@ def main(argv=None) -> int:
         # The targets as this version of the script judges them.
         records = [r for r in records if r["kind"] != "target"] + targets(records)
         paper_report.report(records, path, pathlib.Path(args.plot) if args.plot else None)
+        if args.markdown:
+            print(paper_report.markdown(records))
         return 0
 
     if args.quick:
