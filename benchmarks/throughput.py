@@ -64,7 +64,7 @@ class HandLoop:
 
     def __init__(self, model: AdvKernelSVM, d: int):
         # Borrow the model's own random features so both compute exactly the same thing.
-        model.learn_one(dict(enumerate(np.zeros(d).tolist())), True)
+        model.learn_one(dict(enumerate(np.ones(d).tolist())), True)
         self.omega = model._store.omega.copy()
         self.phase = model._store.phase[: model._store.size].copy()
         self.coef = np.zeros(self.omega.shape[1])
@@ -122,7 +122,7 @@ def bench_config(d: int, budget: int, n_one: int, n_many: int, seconds: float) -
         n_batches, seconds))
 
     # numpy hand loop and batch floor
-    hand = HandLoop(AdvKernelSVM(budget=budget, seed=0), d)
+    hand = HandLoop(AdvKernelSVM(budget=budget, gamma=1.0 / d, seed=0), d)
     record("numpy loop", "learn_one", timed(lambda i: hand.learn(X[i], signs[i]), n_one, seconds))
     record("numpy loop", "predict_one", timed(lambda i: hand.predict(X[i]), n_one, seconds))
     record("numpy loop", "learn_many", BATCH * timed(
