@@ -19,8 +19,9 @@ that failed:
    and then hang.
 
 Steps 1-4 are plain sockets, so they report the exact `ssl` error; SASL authentication itself
-is kafka-python's. A `ConnectionCheckError` says whether waiting could help (`retriable`: the broker is
-down or unreachable) or the settings are wrong (a service should exit with the message).
+is kafka-python's. A `ConnectionCheckError` says whether waiting could help (`retriable`: the
+broker is down or unreachable) or the settings are wrong (a service should exit with the
+message).
 
 `explain` turns any exception from kafka-python or `ssl` (its chain included) into the same
 kind of line, for errors that come later.
@@ -31,9 +32,9 @@ Examples
 >>> import ssl
 >>> from streams.connection_check import explain
 >>> error = ssl.SSLCertVerificationError(1, "certificate verify failed")
->>> error.verify_code, error.verify_message = 20, "unable to get local issuer certificate"
+>>> error.verify_code, error.verify_message = 10, "certificate has expired"
 >>> explain(error, "broker.example.com:9093")
-'the certificate of broker.example.com:9093 is not signed by a CA this system trusts: give the CA that signed it with --ssl-cafile'
+'the certificate of broker.example.com:9093 has expired'
 
 """
 

@@ -84,6 +84,7 @@ def _finite(value):
 
 
 _installed: logging.Handler | None = None
+_previous_levels: dict[str, int] = {}  # logger name ("" for the root) -> level before configure
 
 
 def configure(level: str = "info", log_format: str = "plain", stream=None) -> None:
@@ -100,6 +101,8 @@ def configure(level: str = "info", log_format: str = "plain", stream=None) -> No
                          else logging.Formatter(PLAIN_FORMAT))
     root = logging.getLogger()
     reset()
+    for name in ("", *QUIET):
+        _previous_levels[name] = logging.getLogger(name).level
     root.addHandler(handler)
     root.setLevel(level.upper())
     _installed = handler
@@ -108,11 +111,14 @@ def configure(level: str = "info", log_format: str = "plain", stream=None) -> No
 
 
 def reset() -> None:
-    """Remove the handler `configure` installed."""
+    """Remove the handler `configure` installed, and put the levels it set back."""
     global _installed
     if _installed is not None:
         logging.getLogger().removeHandler(_installed)
         _installed = None
+    for name, level in _previous_levels.items():
+        logging.getLogger(name).setLevel(level)
+    _previous_levels.clear()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

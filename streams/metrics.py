@@ -371,8 +371,8 @@ class MetricsServer:
             raise ValueError(f"cannot serve metrics on {self.host}:{self.port}: "
                              f"{error.strerror or error}") from None
         self.port = self._server.server_port
-        self._thread = threading.Thread(target=self._server.serve_forever, name="metrics",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.25,),
+                                        name="metrics", daemon=True)
         self._thread.start()
         log.info("metrics on %s/metrics, health on /healthz and /readyz", self.url)
         return self
@@ -426,7 +426,7 @@ def _respond(start_response, status: int, body: dict):
     return [data]
 
 
-# -- command line -----------------------------------------------------------------------------------
+# -- command line ----------------------------------------------------------------------------------
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

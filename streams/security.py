@@ -171,8 +171,9 @@ class SecuritySettings:
         kwargs = {"security_protocol": self.security_protocol}
         if self.tls:
             kwargs["ssl_check_hostname"] = self.ssl_check_hostname
-            for field, key in [("ssl_cafile", "ssl_cafile"), ("ssl_certfile", "ssl_certfile"),
-                               ("ssl_keyfile", "ssl_keyfile"), ("ssl_key_password", "ssl_password")]:
+            names = [("ssl_cafile", "ssl_cafile"), ("ssl_certfile", "ssl_certfile"),
+                     ("ssl_keyfile", "ssl_keyfile"), ("ssl_key_password", "ssl_password")]
+            for field, key in names:
                 if getattr(self, field) is not None:
                     kwargs[key] = getattr(self, field)
         if self.sasl:
@@ -550,10 +551,11 @@ def _looks_pem(path: str) -> bool:
         return True  # the missing file is reported when the TLS context is built
 
 
-_JAAS = re.compile(r"""\s*(?P<module>[\w.$-]+)\s+(?P<flag>required|requisite|sufficient|optional)
-                       (?P<options>(?:\s+[\w.-]+\s*=\s*(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s;"']+))*)
-                       \s*;\s*$""", re.X | re.S)
-_OPTION = re.compile(r"""([\w.-]+)\s*=\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s;"']+)""", re.S)
+_VALUE = r"""(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s;"']+)"""  # "...", '...' or bare
+_JAAS = re.compile(rf"""\s*(?P<module>[\w.$-]+)\s+(?P<flag>required|requisite|sufficient|optional)
+                        (?P<options>(?:\s+[\w.-]+\s*=\s*{_VALUE})*)
+                        \s*;\s*$""", re.X | re.S)
+_OPTION = re.compile(rf"""([\w.-]+)\s*=\s*({_VALUE})""", re.S)
 
 
 def _parse_jaas(text: str, where: str) -> tuple[str, dict]:

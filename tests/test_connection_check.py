@@ -114,7 +114,7 @@ def round_trip(bootstrap: str, settings: SecuritySettings, count: int = 20) -> l
         consumer.close()
 
 
-# -- end to end --------------------------------------------------------------------------------------
+# -- end to end ------------------------------------------------------------------------------------
 
 
 def test_clients_produce_and_consume_through_tls(tls_broker, pki):
@@ -145,7 +145,7 @@ def test_host_name_checks_can_be_turned_off(broker, pki, proxy_to):
         check_connection(proxy.address, tls(pki, ssl_check_hostname=False), timeout=4)
 
 
-# -- misconfigurations: one line each, and not retriable --------------------------------------------
+# -- misconfigurations: one line each, and not retriable -------------------------------------------
 
 
 def diagnose(bootstrap: str, settings: SecuritySettings,
@@ -260,7 +260,7 @@ def test_a_silent_port_is_a_retriable_timeout():
     assert error.value.retriable
 
 
-# -- explaining exceptions raised elsewhere -----------------------------------------------------------
+# -- explaining exceptions raised elsewhere --------------------------------------------------------
 
 
 def _raised_from(cause: BaseException, wrapper: BaseException) -> BaseException:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 import pytest
 
@@ -35,7 +36,7 @@ def write(tmp_path, text, name="client.properties"):
     return str(path)
 
 
-# -- the properties file format ---------------------------------------------------------------------
+# -- the properties file format --------------------------------------------------------------------
 
 
 def test_read_properties_follows_the_java_format():
@@ -90,7 +91,7 @@ def test_read_properties_reads_back_what_java_writes(properties):
     assert security.read_properties(text) == properties
 
 
-# -- flags and files give the same clients -----------------------------------------------------------
+# -- flags and files give the same clients ---------------------------------------------------------
 
 PASSWORDS = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF,
                                   blacklist_categories=("Cs",)), min_size=1, max_size=16)
@@ -101,7 +102,8 @@ def _jaas_quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(protocol=st.sampled_from(security.PROTOCOLS), ca=st.booleans(), mutual=st.booleans(),
        check_hostname=st.booleans(), mechanism=st.sampled_from(security.MECHANISMS),
        user=NAMES, password=PASSWORDS, dns=st.sampled_from([None, "use_all_dns_ips"]))
@@ -337,3 +339,18 @@ def test_bad_flags_are_one_clear_line(pki, tmp_path):
 def test_nothing_set_is_plaintext():
     assert parse([]).client_kwargs() == DEFAULTS
     assert SecuritySettings() == parse([])
+
+
+def test_the_deployment_page_example_file_reads_as_it_says():
+    import re
+
+    page = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
+                        "deployment.md")
+    with open(page, encoding="utf-8") as f:
+        (text,) = re.findall(r"```properties\n(.*?)```", f.read(), re.S)
+    fields = security.settings_from_properties(text, "client.properties", build=False)
+    fields.pop("sources")
+    assert fields == {"security_protocol": "SASL_SSL", "ssl_cafile": "/etc/advsvm/ca.pem",
+                      "ssl_check_hostname": True, "sasl_mechanism": "SCRAM-SHA-512",
+                      "sasl_username": "advsvm", "sasl_password": "change me",
+                      "client_dns_lookup": "use_all_dns_ips"}
