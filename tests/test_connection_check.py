@@ -14,6 +14,7 @@ pytest.importorskip("cryptography")
 
 from kafka import errors as kafka_errors  # noqa: E402
 
+from kafka_helpers import wait_until  # noqa: E402
 from streams.broker import LocalBroker, free_port  # noqa: E402
 from streams.connection_check import (  # noqa: E402
     ConnectionCheckError,
@@ -191,7 +192,10 @@ def test_mutual_tls_without_or_with_an_untrusted_client_certificate(mtls_broker,
     assert str(error).startswith(f"{mtls_broker.bootstrap_servers} refused the client "
                                  f"certificate {pki.untrusted_client_cert}")
     assert not error.retriable
-    assert any("CERTIFICATE_VERIFY_FAILED" in e for e in mtls_broker.proxy.handshake_errors)
+    # The proxy records the refusal after its alert went out: wait for the record.
+    wait_until(lambda: any("CERTIFICATE_VERIFY_FAILED" in e
+                           for e in mtls_broker.proxy.handshake_errors),
+               timeout=10, what="the terminator to record the refused certificate")
 
 
 def test_a_broker_that_advertises_an_address_clients_cannot_use(broker, pki, proxy_to):
