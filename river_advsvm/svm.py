@@ -141,7 +141,7 @@ class AdvKernelSVM(MarginClassifier):
         schedule: str = "constant",
         bias_step_size: float = 0.05,
         budget: int | None = 1024,
-        budget_policy: str = "compact",
+        budget_policy: str = "merge",
         dtype: str = "float32",
         max_features: int = 10_000,
         warm_up: int = 50,

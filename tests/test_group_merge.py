@@ -9,7 +9,7 @@ from river_advsvm import AdvKernelSVM
 from streams import group, merge
 from streams import state as state_io
 
-PARAMS = dict(epsilon=0.1, gamma=0.2, budget=64, seed=3)
+PARAMS = dict(epsilon=0.1, gamma=0.2, budget=64, budget_policy="compact", seed=3)
 
 
 def trained(n: int, data_seed: int, labels=(0, 1), **params) -> AdvKernelSVM:
