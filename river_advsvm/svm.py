@@ -347,9 +347,7 @@ class AdvKernelSVM(MarginClassifier):
         q = np.ones(V.shape[1]) if q is None else q
         q_u = self._scale_of(u_names)
         if self._support_vectors:
-            from river_advsvm import support
-
-            return support.support_radii(self._store, margins, np.hstack([Vs, Us]), norm,
+            return certify.support_radii(self._store, margins, np.hstack([Vs, Us]), norm,
                                          bias=self._bias, scale=np.concatenate([q, q_u]),
                                          bounds=bounds)
         return certify.kernel_radii(self._store, margins, norm, Vs, Us, u_hashes, q, q_u,

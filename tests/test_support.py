@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from river_advsvm import support
+from river_advsvm import support, support_budget
 from river_advsvm.support import SupportVectors
 
 
@@ -267,7 +267,7 @@ def test_merge_search_finds_the_best_h_for_every_partner():
     A = 0.7
     B = rng.uniform(0.7, 3.0, 200)
     D = np.concatenate([rng.uniform(0, 0.5, 50), rng.uniform(0.5, 5, 100), rng.uniform(5, 40, 50)])
-    h, p = support._merge_points("rbf", A, B, D)
+    h, p = support_budget.merge_points("rbf", A, B, D)
     hs = np.linspace(0, 1, 20001)
     P = A * np.exp(-D[:, None] * (1 - hs) ** 2) + B[:, None] * np.exp(-D[:, None] * hs**2)
     best = P.max(axis=1)
@@ -289,7 +289,7 @@ def test_laplacian_merge_point_is_the_best_anywhere():
     for _ in range(20):
         x_m, x_n = rng.random(3), rng.random(3)
         a_m, a_n = rng.uniform(0.1, 1.0), rng.uniform(1.0, 2.0)
-        _, p = support._merge_points(
+        _, p = support_budget.merge_points(
             "laplacian", a_m, np.array([a_n]), gamma * np.array([np.abs(x_m - x_n).sum()])
         )
         around = rng.random((4000, 3)) * 1.4 - 0.2
