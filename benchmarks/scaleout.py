@@ -94,13 +94,13 @@ def produce(bootstrap_servers: str, topic: str, values: list[bytes], partitions:
 
 
 def run(workers: int, values: list[bytes], args, root: pathlib.Path) -> dict:
-    from streams import kafka as kafka_io
+    from streams import clients
     from streams.broker import LocalBroker
 
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with LocalBroker(log_path=str(root / "broker.log")) as broker:
         topic = "bench"
-        kafka_io.create_topics(broker.bootstrap_servers, {topic: args.partitions})
+        clients.create_topics(broker.bootstrap_servers, {topic: args.partitions})
         produced = None
         if args.preload:
             clock = time.monotonic()

@@ -240,22 +240,14 @@ class SnapshotReader:
     snapshot; the latest of each worker wins either way).
     """
 
-    def __init__(self, bootstrap_servers: str, topic: str, client_id: str = "advsvm-group"):
-        from kafka import KafkaConsumer, TopicPartition
-
-        from streams.kafka import _BOOTSTRAP_TIMEOUT_MS
+    def __init__(self, clients, topic: str, client_id: str = "advsvm-group"):
+        from kafka import TopicPartition
 
         self.topic = topic
         self.latest: dict[str, Snapshot] = {}
         self.invalid = 0
         self._tp = TopicPartition(topic, 0)
-        self._consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap_servers, group_id=None, client_id=client_id,
-            enable_auto_commit=False, auto_offset_reset="earliest",
-            allow_auto_create_topics=False, max_partition_fetch_bytes=_FETCH_BYTES,
-            fetch_max_bytes=_FETCH_BYTES, reconnect_backoff_max_ms=2000,
-            bootstrap_timeout_ms=_BOOTSTRAP_TIMEOUT_MS,
-        )
+        self._consumer = clients.reader(client_id=client_id, max_fetch_bytes=_FETCH_BYTES)
         self._consumer.assign([self._tp])
         self._consumer.seek_to_beginning(self._tp)
 
@@ -298,21 +290,23 @@ def _fence_key(name: str) -> bytes:
     return FENCE_PREFIX + name.encode()
 
 
-def read_group(bootstrap_servers: str, topic: str, timeout: float = 30.0) -> dict[str, Snapshot]:
+def read_group(bootstrap_servers: str, topic: str, timeout: float = 30.0,
+               settings: dict | None = None) -> dict[str, Snapshot]:
     """The latest snapshot of every worker of a group, read to the end of its snapshot topic.
 
-    Writes one fence record (ignored by workers) to know where the end is.
+    Writes one fence record (ignored by workers) to know where the end is. `settings` are
+    extra Kafka client settings (`streams.clients.Clients`).
     """
-    from kafka import KafkaProducer
+    from streams.clients import Clients
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all",
-                             enable_idempotence=False)
+    clients = Clients(bootstrap_servers, settings or {})
+    producer = clients.producer(client_id="advsvm-inspect")
     try:
         metadata = producer.send(topic, value=b"fence", key=_fence_key(f"read-{uuid.uuid4().hex}"),
                                  partition=0).get(timeout)
     finally:
         producer.close()
-    reader = SnapshotReader(bootstrap_servers, topic, client_id="advsvm-inspect")
+    reader = SnapshotReader(clients, topic, client_id="advsvm-inspect")
     try:
         if not reader.read_past(metadata.offset, timeout):
             raise TimeoutError(f"could not read {topic} to its end within {timeout}s")
@@ -352,24 +346,25 @@ def worker_id(checkpoint_dir: str, requested: str | None = None) -> str:
 
 
 class GroupSync:
-    """One worker's side of the protocol; `streams.service.Service` drives it.
+    """One worker's side of the protocol; `streams.worker.GroupWorker` drives it.
 
     Parameters
     ----------
-    bootstrap_servers, topic
-        The broker and the snapshot topic (created with one partition, compacted).
+    clients
+        The service's `streams.clients.Clients`.
+    topic
+        The snapshot topic (created with one partition, compacted).
     worker
         This worker's id (the snapshots' key).
     checkpoint_dir
         Where the local copy of the last published snapshot goes.
     sink
-        The service's `streams.kafka.OutputSink`: snapshots go out through it, after the outputs.
+        The service's `streams.sink.OutputSink`: snapshots go out through it, after the outputs.
 
     """
 
-    def __init__(self, bootstrap_servers: str, topic: str, worker: str, checkpoint_dir: str,
-                 sink):
-        self.bootstrap_servers = bootstrap_servers
+    def __init__(self, clients, topic: str, worker: str, checkpoint_dir: str, sink):
+        self.clients = clients
         self.topic = topic
         self.worker = worker
         self.checkpoint_dir = checkpoint_dir
@@ -382,29 +377,18 @@ class GroupSync:
 
     def start(self) -> None:
         """Create the snapshot topic if needed and start reading it."""
-        from kafka import KafkaAdminClient
-        from kafka.admin import NewTopic
-        from kafka.errors import TopicAlreadyExistsError
-
-        from streams.kafka import _BOOTSTRAP_TIMEOUT_MS
-
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers,
-                                 client_id="advsvm-admin",
-                                 bootstrap_timeout_ms=_BOOTSTRAP_TIMEOUT_MS)
+        self.clients.create_topics({self.topic: 1}, configs={
+            "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1"})
+        admin = self.clients.admin()
         try:
-            try:
-                admin.create_topics([NewTopic(self.topic, 1, 1, topic_configs={
-                    "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1"})])
-            except TopicAlreadyExistsError:
-                pass
             described = admin.describe_topics([self.topic])
-            partitions = len(described[0].get("partitions", [])) if described else 1
-            if partitions != 1:
-                raise ValueError(f"the snapshot topic {self.topic!r} has {partitions} partitions;"
-                                 " it needs exactly one (a total order of snapshots)")
         finally:
             admin.close()
-        self.reader = SnapshotReader(self.bootstrap_servers, self.topic,
+        partitions = len(described[0].get("partitions", [])) if described else 1
+        if partitions != 1:
+            raise ValueError(f"the snapshot topic {self.topic!r} has {partitions} partitions;"
+                             " it needs exactly one (a total order of snapshots)")
+        self.reader = SnapshotReader(self.clients, self.topic,
                                      client_id=f"advsvm-group-{self.worker}")
 
     def close(self) -> None:

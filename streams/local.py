@@ -26,6 +26,7 @@ import tempfile
 import time
 import typing
 
+from streams import clients
 from streams import kafka as kafka_io
 from streams import state as state_io
 from streams.broker import LocalBroker
@@ -110,7 +111,7 @@ def run_local(config_overrides: dict, model_factory, source: str = "phishing",
         })
         print(f"local broker (tansu, memory only) on {broker.bootstrap_servers}", flush=True)
         outputs = [config.predictions_topic, config.alerts_topic, config.dead_letter_topic]
-        kafka_io.create_topics(broker.bootstrap_servers,
+        clients.create_topics(broker.bootstrap_servers,
                                {config.topic: partitions, **{t: 1 for t in outputs if t}})
         sent = replay(broker.bootstrap_servers, config.topic,
                       replay_samples(source, target, limit, pair), unlabelled_every)

@@ -22,6 +22,7 @@ import pytest
 
 import kafka_helpers as kh
 from streams import group as group_io
+from streams import clients
 from streams import kafka as kafka_io
 
 pytestmark = pytest.mark.kafka
@@ -82,7 +83,7 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
     total, partitions = 30_000, 6
     topic, group = "scale", "scale-group"
     sync_topic = f"{topic}-{group}-snapshots"
-    kafka_io.create_topics(broker.bootstrap_servers, {topic: partitions, f"{topic}-pred": 1})
+    clients.create_topics(broker.bootstrap_servers, {topic: partitions, f"{topic}-pred": 1})
     X, y = kh.stream(total, d=D, seed=11)
     values = kh.messages(X, y, unlabelled_every=10)
     labelled = total - total // 10
@@ -211,7 +212,7 @@ def test_a_frozen_worker_evicted_from_the_group_publishes_nothing_stale(broker, 
     counts once."""
     total, partitions = 16_000, 4
     topic, group = "zombie", "zombie-group"
-    kafka_io.create_topics(broker.bootstrap_servers, {topic: partitions})
+    clients.create_topics(broker.bootstrap_servers, {topic: partitions})
     X, y = kh.stream(total, d=D, seed=13)
     values = kh.messages(X, y)
     directories = {w: tmp_path / w for w in ("w0", "w1")}

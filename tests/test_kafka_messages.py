@@ -14,7 +14,8 @@ pytest.importorskip("kafka")
 from river_advsvm import AdvKernelSVM, AdvLinearSVM, CheckpointError, cli  # noqa: E402
 from streams import kafka as kafka_io  # noqa: E402
 from streams import state  # noqa: E402
-from streams.service import Learner, ServiceConfig  # noqa: E402
+from streams.config import ServiceConfig  # noqa: E402
+from streams.learner import Learner  # noqa: E402
 
 
 @pytest.mark.parametrize("value, code", [

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import kafka_helpers as kh
-from streams import kafka as kafka_io
+from streams import clients
 from streams import state
 
 pytestmark = pytest.mark.kafka
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.kafka
 
 def _topics(broker, name, partitions=1, outputs=("predictions", "dead", "alerts")):
     topics = {name: partitions, **{f"{name}-{o}": 1 for o in outputs}}
-    kafka_io.create_topics(broker.bootstrap_servers, topics)
+    clients.create_topics(broker.bootstrap_servers, topics)
     return name
 
 
@@ -252,7 +252,7 @@ def test_broker_restart_mid_stream_loses_nothing(own_broker, tmp_path):
     time.sleep(1.0)  # the outage itself; the service must ride it out
     assert process.poll() is None, kh.tail(log)
     own_broker.start()
-    kafka_io.create_topics(bootstrap, {topic: 1})  # unless the service's metadata request did
+    clients.create_topics(bootstrap, {topic: 1})  # unless the service's metadata request did
 
     info = kh.wait_until(
         lambda: (i := kh.checkpoint_info(directory)) and i["counters"]["topic_resets"] and i,
