@@ -56,7 +56,7 @@ def learned_messages(directories) -> int:
     total = 0
     for directory in directories:
         try:
-            total += state.describe(directory)["counters"]["messages"]
+            total += state.describe(directory)["counters"]["consumed"]
         except FileNotFoundError:
             pass
     return total

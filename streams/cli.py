@@ -11,16 +11,12 @@ import argparse
 import importlib.util
 import sys
 
-from river_advsvm.cli import _label
+from streams.serve_parser import build_parser
 
 __all__ = ["build_parser", "inspect_group", "main"]
 
 if importlib.util.find_spec("kafka") is None:  # the kafka extra; river_advsvm.cli says so
     raise ImportError("kafka-python is missing", name="kafka")
-
-
-class _Parser(argparse.ArgumentParser):
-    pass
 
 
 def _model_factory(args: argparse.Namespace):
@@ -32,10 +28,21 @@ def _model_factory(args: argparse.Namespace):
         common["step_size"] = args.step_size
     if args.bias_step_size is not None:
         common["bias_step_size"] = args.bias_step_size
+    if args.max_features is not None:
+        # TODO(core): every model takes max_features once the core API is on main.
+        import inspect
+
+        if "max_features" not in inspect.signature(AdvKernelSVM).parameters:
+            raise ValueError("--max-features needs a river-advsvm whose models take max_features")
+        common["max_features"] = args.max_features
     if args.model == "linear":
         AdvLinearSVM(**common)  # invalid options fail now, not at the first message
         return lambda: AdvLinearSVM(**common)
-    gamma = args.gamma if args.gamma == "scale" else float(args.gamma)
+    try:
+        gamma = args.gamma if args.gamma == "scale" else float(args.gamma)
+    except ValueError:
+        raise ValueError(f"--gamma must be a positive number or 'scale', got {args.gamma!r}") \
+            from None
     kernel = dict(kernel=args.kernel, gamma=gamma, budget=args.budget,
                   budget_policy=args.budget_policy, seed=args.seed)
     AdvKernelSVM(**common, **kernel)  # invalid options fail now, not at the first message
@@ -46,8 +53,9 @@ def _model_factory(args: argparse.Namespace):
 _WORKER_OPTIONS = [
     "checkpoint_every", "checkpoint_interval", "exit_when_idle", "max_message_bytes", "features",
     "labels", "session_timeout_ms", "max_poll_records", "shutdown_timeout", "log_level",
-    "sync_every", "blas_threads", "model", "epsilon", "norm", "kernel", "gamma",
-    "regularization", "step_size", "bias_step_size", "schedule", "budget", "budget_policy", "seed",
+    "sync_every", "blas_threads", "connect_timeout", "model", "epsilon", "norm", "kernel",
+    "gamma", "regularization", "step_size", "bias_step_size", "schedule", "budget",
+    "budget_policy", "max_features", "seed",
 ]
 
 
@@ -108,20 +116,18 @@ def _serve(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kafka").setLevel(logging.ERROR)  # reconnect chatter during outages
+    # The Kafka client's own messages repeat what the service says (connection attempts
+    # during outages): shown with --log-level debug only.
+    logging.getLogger("kafka").setLevel(
+        logging.DEBUG if args.log_level == "debug" else logging.CRITICAL)
     if args.workers and not args.local_broker:
-        print("advsvm serve: --workers starts workers next to a local broker (--local-broker); "
-              "elsewhere start one `advsvm serve --sync-every N` per worker", file=sys.stderr)
-        return 2
+        raise ValueError("--workers starts workers next to a local broker (--local-broker); "
+                         "elsewhere start one `advsvm serve --sync-every N` per worker")
     if args.workers and args.sync_every is None:
         args.sync_every = 1000
-    try:
-        model_factory = _model_factory(args)
-        monitor = _monitor(args)
-        _check_group_options(args, model_factory)
-    except ValueError as error:
-        print(f"advsvm serve: {error}", file=sys.stderr)
-        return 2
+    model_factory = _model_factory(args)
+    monitor = _monitor(args)
+    _check_group_options(args, model_factory)
     options = dict(
         predictions_topic=args.predictions_topic,
         alerts_topic=args.alerts_topic,
@@ -135,6 +141,7 @@ def _serve(args: argparse.Namespace) -> int:
         session_timeout_ms=args.session_timeout_ms,
         max_poll_records=args.max_poll_records,
         shutdown_timeout=args.shutdown_timeout,
+        connect_timeout=args.connect_timeout,
         sync_every=args.sync_every,
         sync_topic=args.sync_topic,
         worker_id=args.worker_id,
@@ -142,6 +149,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     if args.local_broker:
         from streams import local
+
         overrides = dict(options, topic=args.topic, group=args.group,
                          checkpoint_dir=args.checkpoint_dir)
         pair = tuple(args.replay_pair) if args.replay_pair else None
@@ -151,124 +159,20 @@ def _serve(args: argparse.Namespace) -> int:
                                partitions=partitions,
                                unlabelled_every=args.replay_unlabelled_every,
                                monitor=monitor, workers=args.workers or 0,
-                               worker_argv=_worker_argv(args) if args.workers else None)
+                               worker_argv=_worker_argv(args) if args.workers else None,
+                               show=args.show, outputs_file=args.outputs_file)
     missing = [flag for flag, value in [("--bootstrap-servers", args.bootstrap_servers),
                                         ("--topic", args.topic), ("--group", args.group),
                                         ("--checkpoint-dir", args.checkpoint_dir)] if not value]
     if missing:
-        print(f"advsvm serve: {', '.join(missing)} required (or use --local-broker)",
-              file=sys.stderr)
-        return 2
+        raise ValueError(f"{', '.join(missing)} required (or use --local-broker)")
     from streams import service
-    from river_advsvm.checkpoint import CheckpointError
 
-    try:
-        config = service.ServiceConfig(
-            bootstrap_servers=args.bootstrap_servers, topic=args.topic, group=args.group,
-            checkpoint_dir=args.checkpoint_dir, **options,
-        )
-        return service.Service(config, model_factory, monitor).run()
-    except (ValueError, CheckpointError) as error:
-        print(f"advsvm serve: {error}", file=sys.stderr)
-        return 2
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of `advsvm serve`."""
-    parser = _Parser(
-        prog="advsvm serve",
-        description="Consume JSON messages {\"id\", \"x\", \"y\"} from a Kafka topic: predict "
-        "each one (published to the predictions topic), learn the labelled ones, dead-letter "
-        "the invalid ones, and checkpoint model + offsets atomically so that every message is "
-        "learned exactly once even across crashes. A checkpoint in --checkpoint-dir wins over "
-        "the model options. See the README for the message schema.",
+    config = service.ServiceConfig(
+        bootstrap_servers=args.bootstrap_servers, topic=args.topic, group=args.group,
+        checkpoint_dir=args.checkpoint_dir, **options,
     )
-    where = parser.add_argument_group("where")
-    where.add_argument("--bootstrap-servers", metavar="HOST:PORT")
-    where.add_argument("--topic", metavar="T", help="input topic")
-    where.add_argument("--group", metavar="G", help="consumer group")
-    where.add_argument("--checkpoint-dir", metavar="DIR")
-    where.add_argument("--predictions-topic", metavar="P")
-    where.add_argument("--alerts-topic", metavar="A")
-    where.add_argument("--dead-letter-topic", metavar="D")
-    service = parser.add_argument_group("service")
-    service.add_argument("--checkpoint-every", type=int, default=1000, metavar="N",
-                         help="checkpoint after N messages (default 1000)")
-    service.add_argument("--checkpoint-interval", type=float, default=10.0, metavar="SECONDS",
-                         help="or after this long with progress (default 10)")
-    service.add_argument("--exit-when-idle", type=float, metavar="SECONDS",
-                         help="stop cleanly after this long without a message")
-    service.add_argument("--max-message-bytes", type=int, default=2**20, metavar="BYTES",
-                         help="larger messages are dead letters (default 1 MiB)")
-    service.add_argument("--features", type=int, metavar="N",
-                         help="width of array-form x (default: the first learned array's)")
-    service.add_argument("--labels", nargs=2, type=_label, metavar=("NEG", "POS"),
-                         help="pin the two classes; other labels are dead letters")
-    service.add_argument("--session-timeout-ms", type=int, default=10000, metavar="MS")
-    service.add_argument("--max-poll-records", type=int, default=500, metavar="N")
-    service.add_argument("--shutdown-timeout", type=float, default=30.0, metavar="SECONDS",
-                         help="how long the final flush waits for the broker")
-    service.add_argument("--log-level", default="info",
-                         choices=["debug", "info", "warning", "error"])
-    service.add_argument("--blas-threads", type=int, default=1, metavar="N",
-                         help="BLAS threads in the service (default 1: one-sample products gain "
-                         "nothing from more; 0 leaves BLAS as it is)")
-    group = parser.add_argument_group(
-        "scale-out (several workers, one model)",
-        "Start N services with the same --group and --sync-every: Kafka splits the partitions "
-        "between them and they average their models through a snapshot topic. Needs the "
-        "'compact' policy, a numeric --gamma and the same model options everywhere.")
-    group.add_argument("--sync-every", type=int, metavar="N",
-                       help="be one worker of the group: every N messages average the peers' "
-                       "models in and publish this one (replaces --checkpoint-every)")
-    group.add_argument("--sync-topic", metavar="S",
-                       help="the group's snapshot topic (default <topic>-<group>-snapshots)")
-    group.add_argument("--worker-id", metavar="ID",
-                       help="this worker's id (default: kept in the checkpoint directory)")
-    watch = parser.add_argument_group(
-        "robustness monitor (on with --alerts-topic)",
-        "Before learning each labelled message, a RobustnessMonitor checks the current model on "
-        "it and, on a share of them, attacks it with PGD-10 and certifies it; drift in clean or "
-        "robust accuracy, or a clean-robust gap, is published as JSON to the alerts topic.")
-    watch.add_argument("--monitor-sample-rate", type=float, default=0.05, metavar="R",
-                       help="share of labelled messages attacked (default 0.05)")
-    watch.add_argument("--monitor-epsilon", type=float, metavar="EPS",
-                       help="radius of the monitor's attack (default: --epsilon if > 0, "
-                       "else 8/255)")
-    watch.add_argument("--monitor-norm", choices=["l2", "linf"],
-                       help="norm of the monitor's attack (default: --norm)")
-    model = parser.add_argument_group("model (ignored when a checkpoint exists)")
-    model.add_argument("--model", choices=["kernel", "linear"], default="kernel")
-    model.add_argument("--epsilon", type=float, default=0.0)
-    model.add_argument("--norm", default="l2", choices=["l2", "linf"])
-    model.add_argument("--kernel", default="rbf", choices=["rbf", "laplacian"])
-    model.add_argument("--gamma", default="scale", help="a positive number or 'scale'")
-    model.add_argument("--regularization", type=float, default=1e-4)
-    model.add_argument("--step-size", type=float)
-    model.add_argument("--bias-step-size", type=float)
-    model.add_argument("--schedule", default="constant", choices=["constant", "diminishing"])
-    model.add_argument("--budget", type=int, default=1024)
-    model.add_argument("--budget-policy", default="compact",
-                       choices=["compact", "compact_slot", "truncate", "grow"])
-    model.add_argument("--seed", type=int, default=0,
-                       help="seed of the random features (default 0: restarts reproduce)")
-    local = parser.add_argument_group("local broker (one-command demo)")
-    local.add_argument("--local-broker", action="store_true",
-                       help="start the bundled broker on 127.0.0.1, create the topics, replay a "
-                       "data set into the input topic and serve it until idle")
-    local.add_argument("--replay", default="phishing", metavar="SOURCE",
-                       help="'phishing' (default), a .parquet file or an .npz with X_train/y_train")
-    local.add_argument("--replay-target", default="y", metavar="COLUMN")
-    local.add_argument("--replay-limit", type=int, metavar="N")
-    local.add_argument("--replay-pair", nargs=2, type=_label, metavar=("A", "B"),
-                       help="keep only these two labels (e.g. 1 7 for MNIST)")
-    local.add_argument("--replay-unlabelled-every", type=int, default=10, metavar="K",
-                       help="send every K-th message without its label (default 10; 0: never)")
-    local.add_argument("--partitions", type=int,
-                       help="partitions of the input topic (default 1, or 2 per worker)")
-    local.add_argument("--workers", type=int, metavar="N",
-                       help="run N worker processes that sync (default --sync-every 1000)")
-    return parser
+    return service.Service(config, model_factory, monitor).run()
 
 
 def inspect_group(args: argparse.Namespace) -> int:
@@ -287,7 +191,7 @@ def inspect_group(args: argparse.Namespace) -> int:
         return 2
     summary = group.totals(snapshots.values())
     summary["per_worker"] = {
-        w: {"samples_learned": s.learned, "messages": s.messages, "snapshot": s.seq,
+        w: {"samples_learned": s.learned, "consumed": s.consumed, "snapshot": s.seq,
             "created_at": s.meta["extra"].get("created_at"),
             "offsets": {t: {str(p): o for p, o in parts.items()} for t, parts in s.offsets.items()}}
         for w, s in sorted(snapshots.items())
@@ -301,9 +205,36 @@ def inspect_group(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run `advsvm serve` with `argv` (the arguments after `serve`); returns the exit status."""
+    """Run `advsvm serve` with `argv` (the arguments after `serve`); returns the exit status
+    (see `advsvm serve --help`). Every error is one line on stderr."""
+    from river_advsvm.checkpoint import CheckpointError
+    from streams.broker import BrokerError
+    from streams.service import BrokerUnreachable
+
     args = build_parser().parse_args(argv)
-    return _serve(args)
+    try:
+        return _serve(args)
+    except BrokerUnreachable as error:
+        return _fail(error, 3)
+    except (ValueError, TypeError, OSError, CheckpointError, BrokerError) as error:
+        return _fail(error, 2)
+    except KeyboardInterrupt:
+        print("advsvm serve: interrupted twice: stopped without a final checkpoint (the last "
+              "one stays valid)", file=sys.stderr)
+        return 130
+    except Exception as error:  # noqa: BLE001 - a bug: one line, the traceback in debug
+        import logging
+
+        logging.getLogger(__name__).debug("traceback", exc_info=error)
+        return _fail(error, 1, prefix="unexpected error: ")
+
+
+def _fail(error: BaseException, status: int, prefix: str = "") -> int:
+    text = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        text = f"{error.filename}: {error.strerror}"
+    print(f"advsvm serve: {prefix}{text}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

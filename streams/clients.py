@@ -144,7 +144,7 @@ class Clients:
         from kafka.admin import NewTopic
         from kafka.errors import TopicAlreadyExistsError
 
-        admin = self.admin(bootstrap_timeout_ms=bootstrap_timeout_ms)
+        admin = self.admin(bootstrap_timeout_ms=bootstrap_timeout_ms)  # reaches a broker
         try:
             for name, partitions in topics.items():
                 try:

@@ -46,6 +46,9 @@ class ServiceConfig:
         Consumer settings; a short session timeout makes restarts rejoin faster.
     shutdown_timeout
         How long the final flush may wait for the broker before giving up.
+    connect_timeout
+        At start-up, how long to wait for a first broker to answer before giving up
+        (`streams.service.BrokerUnreachable`). Later outages are waited out.
     sync_every
         None: a standalone service. A number: this service is one worker of the group; every
         `sync_every` messages (or `checkpoint_interval` seconds with progress) it averages its
@@ -79,6 +82,7 @@ class ServiceConfig:
     max_poll_records: int = 500
     poll_timeout_ms: int = 200
     shutdown_timeout: float = 30.0
+    connect_timeout: float = 30.0
     sync_every: int | None = None
     sync_topic: str | None = None
     worker_id: str | None = None
@@ -90,6 +94,8 @@ class ServiceConfig:
             raise ValueError("checkpoint_every must be >= 1 and checkpoint_interval > 0")
         if self.max_message_bytes < 1:
             raise ValueError("max_message_bytes must be >= 1")
+        if not self.connect_timeout > 0:
+            raise ValueError("connect_timeout must be > 0")
         if self.labels is not None and (len(self.labels) != 2 or self.labels[0] == self.labels[1]):
             raise ValueError(f"labels must be two distinct labels, got {self.labels!r}")
         outputs = [self.predictions_topic, self.alerts_topic, self.dead_letter_topic]

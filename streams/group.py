@@ -36,7 +36,7 @@ format, as bytes): model, counters, `offsets` and the `group` bookkeeping. The p
   group's model options if its own differ, as a checkpoint would win over them).
 
 Exactly once, with averaging. Each message is *counted* once: over the latest snapshot of every
-worker, the `messages` counters sum to the sum of the partitions' claims, and `samples_learned`
+worker, the `consumed` counters sum to the sum of the partitions' claims, and `samples_learned`
 sums to the labelled ones among them; the merged model's `n_learned` is that sum. A message
 learned by a worker that dies before its next snapshot is in no snapshot, so no peer averaged it
 in, and it is learned again by the partition's next owner. With averaging, "learned" means its
@@ -107,8 +107,8 @@ class Snapshot:
         return self.fields["counters"]["learned"]
 
     @property
-    def messages(self) -> int:
-        return self.fields["counters"]["messages"]
+    def consumed(self) -> int:
+        return self.fields["counters"]["consumed"]
 
     @property
     def offsets(self) -> dict:
@@ -212,16 +212,19 @@ def totals(snapshots) -> dict:
     """What the group has done, over the latest snapshot of every worker."""
     snapshots = list(snapshots)
     sums = {key: sum(s.fields["counters"][key] for s in snapshots)
-            for key in ("messages", "learned", "predicted", "dead_letters", "correct")}
+            for key in ("consumed", "learned", "predicted", "unlabelled", "dead_letters",
+                        "learned_correct")}
     all_claims = claims(snapshots)
     runs = [s.group["run"] for s in snapshots if s.group["run"]["first"] is not None]
     return {
         "workers": sorted(s.worker for s in snapshots),
         "samples_learned": sums["learned"],
-        "messages": sums["messages"],
+        "consumed": sums["consumed"],
         "predicted": sums["predicted"],
+        "unlabelled": sums["unlabelled"],
         "dead_letters": sums["dead_letters"],
-        "test_then_train_accuracy": sums["correct"] / sums["learned"] if sums["learned"] else None,
+        "test_then_train_accuracy": (sums["learned_correct"] / sums["learned"]
+                                     if sums["learned"] else None),
         "offsets": {t: {str(p): o for p, o in sorted(parts.items())}
                     for t, parts in sorted(all_claims.items())},
         "claimed_messages": sum(o for parts in all_claims.values() for o in parts.values()),

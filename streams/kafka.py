@@ -10,9 +10,11 @@ Input messages are UTF-8 JSON objects::
 - `id` (optional): a string or an integer, echoed in the outputs.
 - `x` (required): the features, either an object of name -> number (River's dict; names are
   strings) or an array of numbers (named `0..d-1`, like `river.stream.iter_array`). Numbers are
-  JSON numbers or booleans; NaN, Infinity and out-of-range numbers are refused.
+  JSON numbers or booleans (as 1 and 0); NaN and Infinity (not JSON) and numbers beyond a
+  float's range are refused here, values beyond the model's magnitude limit by the model.
 - `y` (optional): the label, a string, integer, boolean or finite number. Absent or null means
   unlabelled: the message is only predicted.
+- `id` and `y` are echoed as they came; any other key is ignored.
 
 Anything else is a dead letter, with a machine-readable `code` (see `REASONS`) and a sentence.
 `decode` does every check that needs no model; `check_against` the ones that do (a label
@@ -26,10 +28,10 @@ Examples
 >>> sample.id, sample.x, sample.y, sample.labelled
 (7, {0: 0.5, 1: 1.0}, 1, True)
 >>> try:
-...     kafka.decode(b'{"x": [NaN]}', max_bytes=1024)
+...     kafka.decode(b'{"x": [1e999]}', max_bytes=1024)
 ... except kafka.InvalidMessage as error:
 ...     print(error.code, "-", error)
-non_finite - x holds a non-finite number (NaN)
+not_finite - x holds a number out of range (inf)
 >>> kafka.encode({"a": 1.5}, y="cat", id="m1")
 b'{"id":"m1","x":{"a":1.5},"y":"cat"}'
 
@@ -43,50 +45,130 @@ import json
 import math
 import typing
 
-__all__ = ["REASONS", "InvalidMessage", "Sample", "check_against", "dead_letter", "decode",
-           "encode"]
+import msgspec
 
-#: Every reason a message can be dead-lettered for, by code.
-REASONS = {
+__all__ = ["DECODE_REASONS", "MODEL_REASONS", "REASONS", "InvalidMessage", "Sample",
+           "check_against", "dead_letter", "decode", "encode"]
+
+#: Why `decode` and `check_against` refuse a message, by dead-letter code.
+DECODE_REASONS = {
     "empty": "the message has no value (a tombstone)",
-    "too_large": "the message is larger than the configured maximum",
+    "message_too_large": "the message is larger than the configured maximum (bytes)",
     "not_utf8": "the bytes are not UTF-8",
     "not_json": "the text is not JSON",
     "duplicate_key": "a JSON object repeats a key",
     "not_object": "the JSON is not an object",
-    "bad_id": "id is neither a string nor an integer",
+    "bad_id": "id is neither a string nor an integer within 64 bits",
     "missing_x": "there is no x",
     "bad_x": "x is neither an object nor an array",
     "empty_x": "x has no features",
-    "non_numeric": "a feature value is not a number",
-    "non_finite": "a feature value is NaN, infinite or out of range",
+    "not_a_number": "a feature value is not a number",
+    "not_finite": "a feature value is NaN, infinite, or beyond a float's range",
     "bad_label": "y is not a string, integer, boolean or finite number",
     "unknown_label": "y is not one of the model's two classes",
     "wrong_width": "an array x has another length than the model's features",
-    "model_refused": "the model refused the sample",
 }
+#: Why the model refuses a sample (`river_advsvm.inputs.InvalidInput.code`), by code.
+MODEL_REASONS = {
+    "not_a_number": "a feature value is not a number",
+    "not_finite": "a value the model must learn is NaN or infinite",
+    "too_large": "a feature value is beyond the magnitude the model accepts",
+    "bad_name": "a feature name the model cannot use",
+    "too_many_features": "learning it would give the model more inputs than max_features",
+    "bad_label": "a label the model cannot use",
+    "third_class": "a third label for a binary model",
+    "unknown_label": "a label outside the model's classes",
+    "bad_shape": "features of the wrong shape",
+    "invalid_input": "the model refused the sample",
+}
+#: Every reason a message can be dead-lettered for, by code. `internal_error` is a bug (ours or
+#: the model's) met while processing the message: its traceback is in the service's log.
+REASONS = {**MODEL_REASONS, **DECODE_REASONS,
+           "internal_error": "processing the message raised an unexpected error"}
 
 _MISSING = object()
+#: Longest integer literal the strict decoder converts (a float holds ~309 digits at most).
+_MAX_DIGITS = 400
 
 
 class InvalidMessage(ValueError):
-    """A message that goes to the dead-letter topic; `code` is one of `REASONS`."""
+    """A message that goes to the dead-letter topic, with its `code` (see `REASONS`)."""
 
     def __init__(self, code: str, detail: str):
-        assert code in REASONS, code
         super().__init__(detail)
         self.code = code
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Sample:
-    """A valid message: `x` ready for River, `y` None when unlabelled, `width` for arrays."""
+    """A valid message: `features` as sent (a dict, or a list for an array), `y` None when
+    unlabelled."""
 
     id: str | int | None
-    x: dict
+    features: dict | list
     y: typing.Any
     labelled: bool
-    width: int | None  # the array's length when x came as an array, else None
+
+    @property
+    def width(self) -> int | None:
+        """The array's length when x came as an array, else None."""
+        return len(self.features) if type(self.features) is list else None
+
+    @property
+    def x(self) -> dict:
+        """The features as River takes them (an array's are named 0..d-1)."""
+        features = self.features
+        return features if type(features) is dict else dict(enumerate(features))
+
+
+class _Message(msgspec.Struct):
+    x: dict[str, float | bool] | list[float | bool]
+    id: str | int | None | msgspec.UnsetType = msgspec.UNSET
+    y: str | int | float | bool | None | msgspec.UnsetType = msgspec.UNSET
+
+
+_FAST = msgspec.json.Decoder(_Message)
+
+
+def decode(value: bytes | None, max_bytes: int) -> Sample:
+    """Parse and validate one message value; raises `InvalidMessage` with a reason code.
+
+    The common case is one pass of msgspec's typed decoder (the types are checked in C). It
+    takes the last of repeated keys, so a message is also counted: when its bytes hold more
+    colons than the keys it decoded to (a repeated key, or a colon in a string), or when the
+    typed decoder refuses it, the strict decoder (the standard library, every key seen) decides
+    and names the reason.
+    """
+    if value is None or len(value) == 0:
+        raise InvalidMessage("empty", "the message value is empty")
+    if len(value) > max_bytes:
+        raise InvalidMessage("message_too_large",
+                             f"{len(value)} bytes, over the {max_bytes} limit")
+    try:
+        message = _FAST.decode(value)
+    except (msgspec.DecodeError, RecursionError):
+        return _decode_strictly(value)
+    x, keys = message.x, 1 + (message.id is not msgspec.UNSET) + (message.y is not msgspec.UNSET)
+    if type(x) is dict:
+        keys += len(x)
+    if value.count(b":") != keys:
+        return _decode_strictly(value)
+    if not x:
+        raise InvalidMessage("empty_x", "x has no features")
+    y = message.y
+    labelled = y is not msgspec.UNSET and y is not None
+    if labelled and type(y) is float and not math.isfinite(y):  # unreachable from JSON; kept
+        raise InvalidMessage("bad_label", f"y is {y}, not a usable label")
+    id_ = None if message.id is msgspec.UNSET else message.id
+    return Sample(id=id_, features=x, y=y if labelled else None, labelled=labelled)
+
+
+class _OutOfRange(str):
+    """An integer literal too long to convert: kept as text, refused by the checks."""
+
+
+def _parse_int(text: str):
+    return int(text) if len(text) <= _MAX_DIGITS else _OutOfRange(text)
 
 
 def _no_duplicates(pairs):
@@ -98,8 +180,13 @@ def _no_duplicates(pairs):
     return obj
 
 
-def _refuse_constant(name):
-    raise InvalidMessage("non_finite", f"x holds a non-finite number ({name})")
+def _describe(value) -> str:
+    if isinstance(value, _OutOfRange):
+        return f"an integer of {len(value.lstrip('-'))} digits"
+    try:
+        return json.dumps(value)[:40]
+    except (TypeError, ValueError):
+        return type(value).__name__
 
 
 def _check_values(values, where: str) -> None:
@@ -107,36 +194,37 @@ def _check_values(values, where: str) -> None:
         kind = type(v)
         if kind is float:
             if not math.isfinite(v):
-                raise InvalidMessage("non_finite", f"{where} holds a non-finite number ({v})")
+                raise InvalidMessage("not_finite", f"{where} holds a number out of range ({v})")
         elif kind is int:
             if abs(v) > 1.7e308:  # would become inf as a float
-                raise InvalidMessage("non_finite", f"{where} holds a number out of range")
+                raise InvalidMessage("not_finite", f"{where} holds an integer out of range")
+        elif kind is _OutOfRange:
+            raise InvalidMessage("not_finite", f"{where} holds {_describe(v)}, out of range")
         elif kind is not bool:
             raise InvalidMessage(
-                "non_numeric", f"{where} holds {json.dumps(v)[:40]} ({type(v).__name__})"
+                "not_a_number", f"{where} holds {_describe(v)} ({type(v).__name__})"
             )
 
 
 def _label(y):
+    if type(y) is _OutOfRange:
+        raise InvalidMessage("bad_label", f"y is {_describe(y)}, out of range")
     if isinstance(y, (str, bool, int)) or (isinstance(y, float) and math.isfinite(y)):
         return y
-    raise InvalidMessage("bad_label", f"y is {json.dumps(y)[:40]}, not a usable label")
+    raise InvalidMessage("bad_label", f"y is {_describe(y)}, not a usable label")
 
 
-def decode(value: bytes | None, max_bytes: int) -> Sample:
-    """Parse and validate one message value; raises `InvalidMessage` with a reason code."""
-    if value is None or len(value) == 0:
-        raise InvalidMessage("empty", "the message value is empty")
-    if len(value) > max_bytes:
-        raise InvalidMessage("too_large", f"{len(value)} bytes, over the {max_bytes} limit")
+def _decode_strictly(value: bytes) -> Sample:
+    """The standard library's parser with every check spelled out: slower, and exact about
+    what is wrong."""
     try:
         text = value.decode("utf-8")
     except UnicodeDecodeError as error:
         raise InvalidMessage("not_utf8", f"not UTF-8: {error}") from None
     try:
-        message = json.loads(
-            text, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant
-        )
+        # NaN and Infinity (not JSON, yet common) parse as floats: the checks below refuse
+        # them where they are, with the reason of that place.
+        message = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_parse_int)
     except json.JSONDecodeError as error:
         raise InvalidMessage("not_json", f"not JSON: {error}") from None
     except RecursionError:
@@ -145,25 +233,25 @@ def decode(value: bytes | None, max_bytes: int) -> Sample:
         raise InvalidMessage("not_object", f"a JSON {type(message).__name__}, not an object")
 
     id_ = message.get("id")
-    if id_ is not None and (isinstance(id_, bool) or not isinstance(id_, (str, int))):
-        raise InvalidMessage("bad_id", f"id is {json.dumps(id_)[:40]}")
+    if id_ is not None and (type(id_) is not str and (type(id_) is not int
+                                                      or not -2**63 <= id_ < 2**64)):
+        raise InvalidMessage("bad_id", f"id is {_describe(id_)}")
     if "x" not in message:
         raise InvalidMessage("missing_x", "the message has no x")
-    raw = message["x"]
-    if isinstance(raw, dict):
-        _check_values(raw.values(), "x")
-        x, width = raw, None
-    elif isinstance(raw, list):
-        _check_values(raw, "x")
-        x, width = dict(enumerate(raw)), len(raw)
+    x = message["x"]
+    if isinstance(x, dict):
+        _check_values(x.values(), "x")
+    elif isinstance(x, list):
+        _check_values(x, "x")
     else:
-        raise InvalidMessage("bad_x", f"x is a JSON {type(raw).__name__}")
+        raise InvalidMessage("bad_x", f"x is a JSON {type(x).__name__}")
     if not x:
         raise InvalidMessage("empty_x", "x has no features")
-
+    x = {k: float(v) if type(v) is int else v for k, v in x.items()} if isinstance(x, dict) \
+        else [float(v) if type(v) is int else v for v in x]
     y = message.get("y")
     labelled = y is not None
-    return Sample(id=id_, x=x, y=_label(y) if labelled else None, labelled=labelled, width=width)
+    return Sample(id=id_, features=x, y=_label(y) if labelled else None, labelled=labelled)
 
 
 def check_against(sample: Sample, classes: tuple, width: int | None) -> None:

@@ -5,23 +5,39 @@ A prediction::
     {"id": 7, "label": 1, "probability": 0.93, "labelled": true, "topic": "in",
      "partition": 0, "offset": 41, "samples_learned": 1200, "y": 1}
 
+`label` and `probability` are null before the model knows a class; `samples_learned` counts
+what the model had learned once this message was (in a group: the merged model's samples).
 An alert is the monitor's alert (`river_advsvm.monitor.Alert`) with `"alert"` (its type), the
 message's `message_id`, `topic`, `partition` and `offset`. A dead letter is the envelope of
 `streams.kafka.dead_letter`.
+
+Every output is strict JSON: a number that is not finite (NaN, infinity) is written as null,
+never as the `NaN` or `Infinity` that strict parsers refuse.
 
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
+
+import msgspec
 
 from streams import kafka as kafka_io
 
 __all__ = ["Outputs", "alert_json", "prediction_json"]
 
 log = logging.getLogger(__name__)
+
+
+
+def _plain(value):
+    """What msgspec cannot write itself: numpy scalars as numbers, anything else as text."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+# msgspec writes NaN and infinities as null: outputs stay strict JSON.
+_ENCODER = msgspec.json.Encoder(enc_hook=_plain)
 
 
 def prediction_json(outcome, record, n_learned: int) -> bytes:
@@ -38,7 +54,7 @@ def prediction_json(outcome, record, n_learned: int) -> bytes:
     }
     if sample.labelled:
         message["y"] = sample.y
-    return json.dumps(message, separators=(",", ":")).encode()
+    return _ENCODER.encode(message)
 
 
 def alert_json(alert, outcome, record) -> bytes:
@@ -51,7 +67,7 @@ def alert_json(alert, outcome, record) -> bytes:
         "partition": record.partition,
         "offset": record.offset,
     }
-    return json.dumps(message, separators=(",", ":"), default=str).encode()
+    return _ENCODER.encode(message)
 
 
 class Outputs:

@@ -21,8 +21,20 @@ Broker outages: the consumer reconnects by itself and the output sink retries wi
 nothing is learned while the broker is away, and nothing crashes. A topic that comes back with
 a new topic id restarts at its beginning (see `streams.standalone`).
 
-SIGTERM (or SIGINT) drains: the message in hand is finished, outputs are flushed, a final
-checkpoint is written and the consumer leaves its group.
+Signals and exit statuses. SIGTERM and SIGINT (Ctrl-C) drain: the batch in hand is finished,
+outputs are flushed, a final checkpoint is written and the consumer leaves its group; a second
+SIGINT stops at once (the last checkpoint stays valid). `run` returns, and `advsvm serve` exits
+with:
+
+- 0: stopped by SIGTERM or after `exit_when_idle`, final checkpoint written;
+- 1: stopped, but the outputs could not be delivered within `shutdown_timeout`, so there is no
+  final checkpoint (or the service met an unexpected error); the last checkpoint stays valid
+  and what came after it is learned again at the next start;
+- 2: a usage error: bad options, an unreadable checkpoint, a checkpoint directory in use;
+- 3: no broker answered within `connect_timeout` at start-up (`BrokerUnreachable`);
+- 130: stopped by SIGINT (after the drain, as for SIGTERM).
+
+A message never stops the service: whatever goes wrong with one becomes its dead letter.
 
 Several workers, one model (`sync_every`): the service is then one worker of its consumer
 group, and its checkpoint is published to the group's snapshot topic, from which partitions
@@ -59,7 +71,7 @@ import time
 import typing
 
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, KafkaTimeoutError
 
 from streams import state as state_io
 from streams.config import ServiceConfig
@@ -70,9 +82,16 @@ from streams.sink import OutputSink
 from streams.standalone import Standalone
 from streams.worker import GroupWorker
 
-__all__ = ["Learner", "Outcome", "Service", "ServiceConfig"]
+__all__ = ["BrokerUnreachable", "Learner", "Outcome", "Service", "ServiceConfig"]
 
 log = logging.getLogger(__name__)
+
+#: The exit status after a SIGINT (128 + the signal's number, as shells report it).
+INTERRUPTED = 128 + signal.SIGINT
+
+
+class BrokerUnreachable(RuntimeError):
+    """No broker answered within `connect_timeout` seconds at start-up."""
 
 
 class _Rebalance(ConsumerRebalanceListener):
@@ -122,6 +141,7 @@ class Service:
             self.session)
         self._outputs: Outputs | None = None
         self._fatal: BaseException | None = None
+        self._interrupted = False
 
     @property
     def state(self) -> state_io.ServiceState:
@@ -158,11 +178,12 @@ class Service:
     # -- running --------------------------------------------------------------------------------
 
     def run(self) -> int:
-        """Serve until stopped; returns the exit status (0 clean, 1 final checkpoint impossible).
+        """Serve until stopped; returns the exit status (see the module docs: 0 clean, 1 no
+        final checkpoint, 130 after SIGINT).
 
         Raises `CheckpointError` if the checkpoint directory holds an unreadable checkpoint
-        (the service never silently starts over), and `ValueError` if another service holds
-        the directory.
+        (the service never silently starts over), `ValueError` if another service holds the
+        directory, and `BrokerUnreachable` if no broker answered within `connect_timeout`.
         """
         config = self.config
         os.makedirs(config.checkpoint_dir, exist_ok=True)
@@ -200,15 +221,14 @@ class Service:
             max_request_size=max(4 * 2**20, 2 * cap + 2**16)))
         self._outputs = Outputs(config, session.sink, lambda: session.state.counters)
         try:
-            self._create_output_topics()
-            if not self.checkpoints.start():
-                return 0
+            if not self._reach_broker() or not self.checkpoints.start():
+                return self._stopped_status(0)
             session.consumer = self._connect()
             if session.consumer is None:
-                return 0
+                return self._stopped_status(0)
             session.consumer.subscribe([config.topic], listener=_Rebalance(self))
             self._loop()
-            return self._shutdown()
+            return self._stopped_status(self._shutdown())
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -230,31 +250,61 @@ class Service:
                 backoff = min(backoff * 2, 10.0)
         return None
 
-    def _create_output_topics(self) -> None:
-        outputs = [self.config.predictions_topic, self.config.alerts_topic,
-                   self.config.dead_letter_topic]
-        try:
-            self.session.clients.create_topics({t: 1 for t in outputs if t})
-        except Exception as error:  # noqa: BLE001 - the broker may auto-create them instead
-            log.warning("could not create the output topics: %r", error)
+    def _reach_broker(self) -> bool:
+        """Wait for a first broker, at most `connect_timeout` seconds, and create the output
+        topics on it; False if stopped first."""
+        config = self.config
+        outputs = [config.predictions_topic, config.alerts_topic, config.dead_letter_topic]
+        deadline = time.monotonic() + config.connect_timeout
+        waiting = False
+        while not self.stopping.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BrokerUnreachable(f"no Kafka broker answered at {config.bootstrap_servers} "
+                                        f"within {config.connect_timeout:g}s")
+            try:
+                self.session.clients.create_topics(
+                    {t: 1 for t in outputs if t},
+                    bootstrap_timeout_ms=int(1000 * max(0.1, min(5.0, remaining))))
+                return True
+            except KafkaError as error:
+                if not isinstance(error, KafkaTimeoutError):  # no broker answered in time
+                    # A broker answered: it may auto-create the topics instead.
+                    log.warning("could not create the output topics: %r", error)
+                    return True
+                if not waiting:
+                    log.warning("waiting for a Kafka broker at %s (at most %gs)",
+                                config.bootstrap_servers, config.connect_timeout)
+                    waiting = True
+                self.stopping.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+            except ValueError as error:  # kafka-python could not parse the servers
+                raise ValueError(f"bootstrap servers {config.bootstrap_servers!r}: {error}") \
+                    from None
+        return False
 
     def _install_signals(self) -> dict:
         if threading.current_thread() is not threading.main_thread():
             return {}
-        previous = {}
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            previous[sig] = signal.signal(sig, lambda *_: self.stop())
+        previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, lambda *_: self.stop())}
+
+        def interrupt(*_):
+            log.warning("interrupted: draining, then a final checkpoint (interrupt again to "
+                        "stop at once)")
+            self._interrupted = True
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # the second one stops
+            self.stop()
+
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt)
         return previous
+
+    def _stopped_status(self, status: int) -> int:
+        return INTERRUPTED if status == 0 and self._interrupted else status
 
     def _loop(self) -> None:
         config, session = self.config, self.session
         progress = session.progress
         backoff = 0.1
         while not self.stopping.is_set():
-            # Invariant: when poll() runs (and with it any rebalance callback), every output of
-            # every processed message is acknowledged, so the state may be checkpointed as is.
-            if not session.sink.flush(should_stop=self.stopping.is_set):
-                break
             try:
                 records = session.consumer.poll(timeout_ms=config.poll_timeout_ms)
                 backoff = 0.1
@@ -270,18 +320,12 @@ class Service:
             if self.checkpoints.after_poll():
                 continue
             progress.polled(sum(len(batch) for batch in records.values()))
+            fresh = []
             for tp in sorted(records):
-                for record in records[tp]:
-                    known = self.state.offsets.get(tp.topic, {}).get(tp.partition)
-                    if known is not None and record.offset < known:
-                        continue  # already learned (a fetch that raced a seek)
-                    self._process(record)
-                    if progress.since_checkpoint >= config.checkpoint_every:
-                        self.checkpoint()
-                    if self.stopping.is_set():
-                        break
-                if self.stopping.is_set():
-                    break
+                known = self.state.offsets.get(tp.topic, {}).get(tp.partition)
+                # A record before the known offset was learned already (a fetch raced a seek).
+                fresh += [r for r in records[tp] if known is None or r.offset >= known]
+            self._process(fresh)
             now = time.monotonic()
             if records:
                 # Idle means no messages, not slow ones: the clock restarts after the work.
@@ -294,12 +338,26 @@ class Service:
                 log.info("no message for %.1fs: stopping", config.exit_when_idle)
                 break
 
-    def _process(self, record) -> None:
-        outcome = self.session.learner.process(record.value)
-        # In a group, the merged model's samples.
-        self._outputs.publish(outcome, record, self.state.model.n_learned)
-        self.state.offsets.setdefault(record.topic, {})[record.partition] = record.offset + 1
-        self.session.progress.record()
+    def _process(self, records: list) -> None:
+        """Test-then-train the records of a poll in batches, checkpointing every
+        `checkpoint_every` messages; stops between batches when asked to."""
+        config, session = self.config, self.session
+        progress = session.progress
+        start = 0
+        while start < len(records) and not self.stopping.is_set():
+            room = max(1, config.checkpoint_every - progress.since_checkpoint)
+            batch = records[start:start + room]
+            start += len(batch)
+            n_learned = self.state.model.n_learned  # in a group: the merged model's samples
+            outcomes = session.learner.process_many([record.value for record in batch])
+            offsets = self.state.offsets
+            for record, outcome in zip(batch, outcomes):
+                n_learned += outcome.error is None and outcome.sample.labelled
+                self._outputs.publish(outcome, record, n_learned)
+                offsets.setdefault(record.topic, {})[record.partition] = record.offset + 1
+            progress.record(len(batch))
+            if progress.since_checkpoint >= config.checkpoint_every:
+                self.checkpoint()
 
     def _shutdown(self) -> int:
         session = self.session

@@ -43,6 +43,7 @@ class Standalone:
 
     def save(self) -> None:
         session = self.session
+        session.learner.save_monitor()
         state_io.save(session.config.checkpoint_dir, session.state)
         progress = session.progress
         progress.checkpointed()
@@ -79,11 +80,17 @@ class Standalone:
     # -- rebalances -----------------------------------------------------------------------------
 
     def on_revoked(self, partitions) -> None:
-        # The main thread is blocked in poll(), and every output was flushed before that poll:
-        # the in-memory state can be checkpointed as it is, so no work is lost.
+        # The main thread is blocked in poll() between two batches: once the outputs are out,
+        # the in-memory state can be checkpointed as it is, so no work is lost. The flush blocks
+        # the consumer's heartbeats: bounded well below the session timeout.
         session = self.session
-        if session.progress.since_checkpoint and session.sink.pending == 0:
-            self.save()
+        since = session.progress.since_checkpoint
+        if since:
+            if session.sink.flush(timeout=max(1.0, session.config.session_timeout_ms / 2000)):
+                self.save()
+            else:
+                log.warning("outputs not delivered before the rebalance; %d messages will be "
+                            "learned again", since)
         session.assignment -= set(partitions)
 
     def on_lost(self, partitions) -> None:
@@ -98,7 +105,8 @@ class Standalone:
         session = self.session
         if not session.topic_recreated():
             return False
-        if session.progress.since_checkpoint and session.sink.pending == 0:
+        if session.progress.since_checkpoint and session.sink.flush(
+                timeout=session.config.shutdown_timeout):
             self.save()
         self.restore(set(session.assignment))
         return True

@@ -89,6 +89,7 @@ class GroupWorker:
                                       "processed": progress.processed}
         if check_membership and not self._confirm_membership(timeout):
             return False
+        session.learner.save_monitor()
         if not group.publish(session.state, timeout=timeout, should_stop=should_stop):
             return False
         progress.checkpointed()
@@ -180,8 +181,9 @@ class GroupWorker:
             self.restore()
             return True  # what this poll returned was fetched before the partitions were placed
         if session.topic_recreated():
-            if session.progress.since_checkpoint and session.sink.pending == 0:
-                self.sync(timeout=session.config.shutdown_timeout)
+            timeout = session.config.shutdown_timeout
+            if session.progress.since_checkpoint and session.sink.flush(timeout=timeout):
+                self.sync(timeout=timeout)
             self._pending_restore = True
             return True
         return False

@@ -50,7 +50,7 @@ def group_state(broker, sync_topic):
 
 def local_learned(directory) -> int:
     info = kh.checkpoint_info(directory)
-    return 0 if info is None else info["counters"]["messages"]
+    return 0 if info is None else info["counters"]["consumed"]
 
 
 def assigned_lines(log_path) -> list[str]:
@@ -141,7 +141,7 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
 
         def finished():
             snapshots = group_state(broker, sync_topic)
-            return group_io.totals(snapshots.values())["messages"] >= total and snapshots
+            return group_io.totals(snapshots.values())["consumed"] >= total and snapshots
         snapshots = kh.wait_until(finished, 120, "the group to learn the whole stream",
                                   poll=0.5)
         elapsed = time.monotonic() - started
@@ -158,9 +158,9 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
     # Exactly once: the partitions' claims cover the topic, and the counts over the latest
     # snapshot of every worker (the dead one's included) add up to each message once.
     assert summary["offsets"] == {topic: {str(p): sizes[p] for p in range(partitions)}}
-    assert summary["messages"] == summary["claimed_messages"] == total
+    assert summary["consumed"] == summary["claimed_messages"] == total
     assert summary["samples_learned"] == labelled
-    assert summary["predicted"] == total - labelled
+    assert summary["unlabelled"] == total - labelled
     assert killed_at["samples_learned"] < labelled // 6  # killed early, and relieved:
     assert any(o < sent_per_partition[p] for p, o in orphaned.items())
     assert snapshots["w3"].learned > 0
@@ -184,8 +184,8 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
         capture_output=True, text=True, timeout=60, check=True, cwd=kh.REPO,
     )
     shown = json.loads(inspect.stdout)
-    assert shown["messages"] == total and shown["merged_model"]["n_learned"] == labelled
-    assert shown["per_worker"]["w2"]["messages"] == snapshots["w2"].messages
+    assert shown["consumed"] == total and shown["merged_model"]["n_learned"] == labelled
+    assert shown["per_worker"]["w2"]["consumed"] == snapshots["w2"].consumed
     X_test, y_test = kh.stream(20_000, d=D, seed=12)
     single = reference_single_worker(values)
     accuracy_group = float(np.mean(model.predict_many(X_test).to_numpy() == y_test))
@@ -236,7 +236,7 @@ def test_a_frozen_worker_evicted_from_the_group_publishes_nothing_stale(broker, 
             os.kill(processes["w0"].pid, signal.SIGCONT)
         snapshots = kh.wait_until(
             lambda: (s := group_state(broker, f"{topic}-{group}-snapshots"))
-            and group_io.totals(s.values())["messages"] >= total and s,
+            and group_io.totals(s.values())["consumed"] >= total and s,
             120, "the whole stream", poll=0.5)
         for worker in list(processes):
             assert kh.stop_service(processes.pop(worker)) == 0, kh.tail(logs[worker])
@@ -245,7 +245,7 @@ def test_a_frozen_worker_evicted_from_the_group_publishes_nothing_stale(broker, 
             kh.kill_service(process)
     snapshots = group_state(broker, f"{topic}-{group}-snapshots")
     summary = group_io.totals(snapshots.values())
-    assert summary["messages"] == summary["claimed_messages"] == total
+    assert summary["consumed"] == summary["claimed_messages"] == total
     assert summary["samples_learned"] == total
     assert group_io.group_model(snapshots.values()).n_learned == total
     w0_log = logs["w0"].read_text(errors="replace")
@@ -269,7 +269,7 @@ def test_local_broker_runs_a_group_of_workers_in_one_command(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json.loads(result.stdout[result.stdout.index("{"):result.stdout.rindex("}") + 1])
     assert summary["workers"] == ["worker-0", "worker-1"]
-    assert summary["messages"] == summary["claimed_messages"] == 600
+    assert summary["consumed"] == summary["claimed_messages"] == 600
     assert summary["samples_learned"] == 540 == summary["merged_model_samples"]
     assert summary["offsets"]["advsvm-input"].keys() == {"0", "1", "2", "3"}
     assert summary["test_then_train_accuracy"] > 0.7

@@ -66,7 +66,7 @@ def test_round_trip_predictions_and_learning(broker, tmp_path):
     info = json.loads(inspect.stdout)
     assert info["samples_learned"] == 300
     assert info["offsets"] == {topic: {"0": 400}}
-    assert info["counters"]["predicted"] == 100 and info["counters"]["dead_letters"] == 0
+    assert info["counters"]["unlabelled"] == 100 and info["counters"]["predicted"] == 400 and info["counters"]["dead_letters"] == 0
     assert info["model"]["class"] == "AdvKernelSVM" and info["model"]["params"]["seed"] == 0
     assert info["created_at"].endswith("Z")
     kh.assert_same_model(state.load(tmp_path / "ckpt").model, kh.reference_model(values))
@@ -122,7 +122,7 @@ def test_sigkill_at_random_points_learns_each_message_exactly_once(broker, tmp_p
     print(f"\ncrash test: {kills} SIGKILLs at learned={seen}, {seconds:.1f}s in all")
     assert kills >= 5
     assert info["samples_learned"] == total
-    assert info["counters"]["messages"] == total
+    assert info["counters"]["consumed"] == total
     assert info["offsets"] == {topic: {"0": total}}
     # Bitwise the model of an uninterrupted run over the same messages in the same order.
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
@@ -141,7 +141,7 @@ def test_sigkill_with_three_partitions_counts_exactly(broker, tmp_path):
     info = kh.checkpoint_info(directory)
     print(f"\n3-partition crash test: {kills} SIGKILLs at learned={seen}, {seconds:.1f}s")
     assert info["samples_learned"] == total
-    assert info["counters"]["messages"] == total
+    assert info["counters"]["consumed"] == total
     assert info["offsets"] == {topic: {"0": 3000, "1": 3000, "2": 3000}}
     assert info["model"]["n_learned"] == total
 
@@ -151,7 +151,7 @@ def _malformed(i: int, width: int = 8) -> tuple[bytes, str]:
     good = [0.25] * width
     kinds = [
         (b"", "empty"),
-        (b"{" + b"1" * 5000 + b"}", "too_large"),
+        (b"{" + b"1" * 5000 + b"}", "message_too_large"),
         (b"\xff\xfe{\"x\": [1]}", "not_utf8"),
         (b"{\"x\": [1, 2,", "not_json"),
         (b"{\"x\": [1], \"x\": [2]}", "duplicate_key"),
@@ -160,11 +160,11 @@ def _malformed(i: int, width: int = 8) -> tuple[bytes, str]:
         (json.dumps({"id": i, "y": 1}).encode(), "missing_x"),
         (json.dumps({"id": i, "x": "0.1 0.2"}).encode(), "bad_x"),
         (json.dumps({"id": i, "x": {}}).encode(), "empty_x"),
-        (json.dumps({"id": i, "x": good[:-1] + ["0.3"], "y": 1}).encode(), "non_numeric"),
-        (json.dumps({"id": i, "x": good[:-1] + [None]}).encode(), "non_numeric"),
+        (json.dumps({"id": i, "x": good[:-1] + ["0.3"], "y": 1}).encode(), "not_a_number"),
+        (json.dumps({"id": i, "x": good[:-1] + [None]}).encode(), "not_a_number"),
         (("{\"id\": %d, \"x\": [NaN" % i + ", 0.1" * (width - 1) + "], \"y\": 0}").encode(),
-         "non_finite"),
-        (("{\"id\": %d, \"x\": [1e999" % i + ", 0.1" * (width - 1) + "]}").encode(), "non_finite"),
+         "not_finite"),
+        (("{\"id\": %d, \"x\": [1e999" % i + ", 0.1" * (width - 1) + "]}").encode(), "not_finite"),
         (json.dumps({"id": i, "x": good, "y": [1]}).encode(), "bad_label"),
         (json.dumps({"id": i, "x": good, "y": 7}).encode(), "unknown_label"),
         (json.dumps({"id": i, "x": good[:-1], "y": 1}).encode(), "wrong_width"),
@@ -212,7 +212,7 @@ def test_malformed_messages_go_to_the_dead_letter_topic(broker, tmp_path):
 
     info = kh.checkpoint_info(directory)
     counters = info["counters"]
-    assert info["samples_learned"] == 400 and counters["messages"] == 1400
+    assert info["samples_learned"] == 400 and counters["consumed"] == 1400
     assert counters["dead_letters"] == 1000
     by_code = {}
     for _, code in expected.values():
@@ -302,7 +302,7 @@ def test_broker_outage_without_data_loss_resumes(own_broker, tmp_path):
     print(f"\noutage: paused at {paused_at} learned; finished with {info['samples_learned']}")
     assert paused_at < total * 9 // 10
     assert info["samples_learned"] == total * 9 // 10
-    assert info["counters"]["predicted"] == total // 10
+    assert info["counters"]["unlabelled"] == total // 10
     assert info["counters"]["topic_resets"] == 0
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
     predictions = kh.read_topic(bootstrap, f"{topic}-predictions", total)
@@ -322,7 +322,7 @@ def test_serve_local_broker_one_command(tmp_path):
     assert "local broker (tansu, memory only) on 127.0.0.1:" in result.stdout
     info = kh.checkpoint_info(tmp_path / "ckpt")
     assert info["samples_learned"] == 270  # every 10th of the 300 went without its label
-    assert info["counters"]["predicted"] == 30
+    assert info["counters"]["unlabelled"] == 30
     assert info["offsets"] == {"advsvm-input": {"0": 300}}
     assert info["test_then_train_accuracy"] > 0.7
     assert '"samples_learned": 270' in result.stdout
@@ -340,7 +340,7 @@ def test_service_waits_for_a_broker_that_is_not_up_yet(own_broker, tmp_path):
                                "--predictions-topic", "late-predictions",
                                "--exit-when-idle", "30")
     process = kh.start_service(command, log)
-    kh.wait_until(lambda: "could not create the output topics" in kh.tail(log), 60,
+    kh.wait_until(lambda: "waiting for a Kafka broker" in kh.tail(log), 60,
                   "a first failed attempt", process, log)
     own_broker.start()
     _topics(own_broker, "late", outputs=("predictions",))
