@@ -55,7 +55,8 @@ _WORKER_OPTIONS = [
     "labels", "session_timeout_ms", "max_poll_records", "shutdown_timeout", "log_level",
     "sync_every", "blas_threads", "connect_timeout", "model", "epsilon", "norm", "kernel",
     "gamma", "regularization", "step_size", "bias_step_size", "schedule", "budget",
-    "budget_policy", "max_features", "seed",
+    "budget_policy", "max_features", "seed", "monitor_sample_rate", "monitor_epsilon",
+    "monitor_norm", "monitor_bounds",
 ]
 
 
@@ -67,7 +68,7 @@ def _worker_argv(args: argparse.Namespace):
         if value is None:
             continue
         flag = "--" + dest.replace("_", "-")
-        if dest == "labels":
+        if isinstance(value, list):  # --labels, --monitor-bounds
             import json
 
             options += [flag, *(json.dumps(v) if not isinstance(v, str) else v for v in value)]
@@ -96,7 +97,8 @@ def _monitor(args: argparse.Namespace):
     norm = args.monitor_norm or args.norm
     # The service points the monitor at its current model before each update (checkpoint
     # reloads and group merges replace the model object), hence no model here.
-    return RobustnessMonitor(None, attack=PGD(epsilon=epsilon, norm=norm),
+    bounds = tuple(args.monitor_bounds) if args.monitor_bounds else None
+    return RobustnessMonitor(None, attack=PGD(epsilon=epsilon, norm=norm, bounds=bounds),
                              sample_rate=args.monitor_sample_rate)
 
 

@@ -136,9 +136,11 @@ def parse_snapshot(key: bytes | None, value: bytes | None, position: int) -> Sna
     from river_advsvm import checkpoint
 
     meta, arrays = checkpoint.loads(value)
-    fields = state_io.parse_extra(meta, f"snapshot {position} of {worker}")
+    where = f"snapshot {position} of {worker}"
+    fields = state_io.parse_extra(meta, where)
     if fields["group"] is None or fields["group"]["worker"] != worker:
         raise CheckpointError(f"snapshot {position} keyed {worker!r} is not that worker's")
+    state_io.from_checkpoint(meta, arrays, where)  # a model can be made of it
     return Snapshot(worker, position, meta, arrays, fields)
 
 
@@ -266,9 +268,11 @@ class SnapshotReader:
     def _take(self, record) -> None:
         try:
             snapshot = parse_snapshot(record.key, record.value, record.offset)
-        except (CheckpointError, UnicodeDecodeError) as error:
+        except Exception as error:  # noqa: BLE001 - whatever a record holds, the group goes on
             self.invalid += 1
-            log.error("ignoring record %d of %s: %s", record.offset, self.topic, error)
+            log.error("ignoring record %d of %s, not a readable snapshot (%d so far): %s",
+                      record.offset, self.topic, self.invalid,
+                      " ".join(str(error).split())[:300] or type(error).__name__)
             return
         if snapshot is not None and newer(self.latest.get(snapshot.worker), snapshot):
             self.latest[snapshot.worker] = snapshot
@@ -489,7 +493,7 @@ class GroupSync:
         members += [(peer.meta, peer.arrays, float(new)) for peer, new in fresh]
         try:
             state.model = merge.to_model(*merge.average(members, in_model))
-        except merge.IncompatibleModels as error:  # e.g. three labels over three snapshots
+        except Exception as error:  # noqa: BLE001 - e.g. three labels over three snapshots
             log.error("not averaging %s: %s", [p.worker for p, _ in fresh], error)
             return 0
         for peer, _ in fresh:

@@ -58,13 +58,13 @@ DECODE_REASONS = {
     "not_json": "the text is not JSON",
     "duplicate_key": "a JSON object repeats a key",
     "not_object": "the JSON is not an object",
-    "bad_id": "id is neither a string nor an integer within 64 bits",
+    "bad_id": "id is neither a string nor a 64-bit integer",
     "missing_x": "there is no x",
     "bad_x": "x is neither an object nor an array",
     "empty_x": "x has no features",
     "not_a_number": "a feature value is not a number",
     "not_finite": "a feature value is NaN, infinite, or beyond a float's range",
-    "bad_label": "y is not a string, integer, boolean or finite number",
+    "bad_label": "y is not a string, 64-bit integer, boolean or finite number",
     "unknown_label": "y is not one of the model's two classes",
     "wrong_width": "an array x has another length than the model's features",
 }
@@ -151,15 +151,14 @@ def decode(value: bytes | None, max_bytes: int) -> Sample:
     x, keys = message.x, 1 + (message.id is not msgspec.UNSET) + (message.y is not msgspec.UNSET)
     if type(x) is dict:
         keys += len(x)
-    if value.count(b":") != keys:
-        return _decode_strictly(value)
+    id_, y = message.id, message.y
+    if (value.count(b":") != keys or (type(id_) is int and id_.bit_length() > 63)
+            or (type(y) is int and y.bit_length() > 63)):
+        return _decode_strictly(value)  # a repeated key, or integers the strict rules judge
     if not x:
         raise InvalidMessage("empty_x", "x has no features")
-    y = message.y
     labelled = y is not msgspec.UNSET and y is not None
-    if labelled and type(y) is float and not math.isfinite(y):  # unreachable from JSON; kept
-        raise InvalidMessage("bad_label", f"y is {y}, not a usable label")
-    id_ = None if message.id is msgspec.UNSET else message.id
+    id_ = None if id_ is msgspec.UNSET else id_
     return Sample(id=id_, features=x, y=y if labelled else None, labelled=labelled)
 
 
@@ -207,7 +206,7 @@ def _check_values(values, where: str) -> None:
 
 
 def _label(y):
-    if type(y) is _OutOfRange:
+    if type(y) is _OutOfRange or (type(y) is int and y.bit_length() > 63):
         raise InvalidMessage("bad_label", f"y is {_describe(y)}, out of range")
     if isinstance(y, (str, bool, int)) or (isinstance(y, float) and math.isfinite(y)):
         return y
@@ -233,8 +232,8 @@ def _decode_strictly(value: bytes) -> Sample:
         raise InvalidMessage("not_object", f"a JSON {type(message).__name__}, not an object")
 
     id_ = message.get("id")
-    if id_ is not None and (type(id_) is not str and (type(id_) is not int
-                                                      or not -2**63 <= id_ < 2**64)):
+    if id_ is not None and type(id_) is not str and (type(id_) is not int
+                                                     or id_.bit_length() > 63):
         raise InvalidMessage("bad_id", f"id is {_describe(id_)}")
     if "x" not in message:
         raise InvalidMessage("missing_x", "the message has no x")

@@ -290,8 +290,8 @@ class Learner:
             # Reloads and merges replace the model object: watch the one that learns.
             self.monitor.model = self.state.model
             return list(self.monitor.update(sample.x, sample.y, y_pred=y_pred) or [])
-        except Exception:  # noqa: BLE001 - a monitor bug must not stop learning
-            log.exception("the monitor failed on message %r", sample.id)
+        except Exception as error:  # noqa: BLE001 - a monitor bug must not stop learning
+            self._log_once(error, f"the monitor failed on message {sample.id!r}")
             return []
 
     def _count_dead_letter(self, error: kafka_io.InvalidMessage) -> None:
@@ -303,16 +303,20 @@ class Learner:
     def _internal_error(self, error: Exception) -> kafka_io.InvalidMessage:
         """An unexpected error on one message: logged (the traceback once per place it was
         raised), and the message's dead-letter reason."""
+        self._log_once(error, "unexpected error on a message (a dead letter, code "
+                              "internal_error)")
+        return kafka_io.InvalidMessage("internal_error", _one_line(error))
+
+    def _log_once(self, error: Exception, what: str) -> None:
+        """The traceback the first time an error comes from a place, one line after that."""
         frames = traceback.extract_tb(error.__traceback__)
-        where = (type(error).__name__, *((frames[-1].filename, frames[-1].lineno)
-                                         if frames else ()))
+        where = (what.split(" on ")[0], type(error).__name__,
+                 *((frames[-1].filename, frames[-1].lineno) if frames else ()))
         if where not in self._tracebacks_logged and len(self._tracebacks_logged) < 100:
             self._tracebacks_logged.add(where)
-            log.error("unexpected error on a message (a dead letter, code internal_error)",
-                      exc_info=error)
+            log.error("%s", what, exc_info=error)
         else:
-            log.warning("unexpected error on a message: %s", _one_line(error))
-        return kafka_io.InvalidMessage("internal_error", _one_line(error))
+            log.warning("%s: %s", what, _one_line(error))
 
 
 def _label_of(proba: dict):

@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "else 8/255)")
     watch.add_argument("--monitor-norm", choices=["l2", "linf"],
                        help="norm of the monitor's attack (default: --norm)")
+    watch.add_argument("--monitor-bounds", nargs=2, type=float, metavar=("LOW", "HIGH"),
+                       help="the box the inputs live in, which attacked inputs stay in (e.g. "
+                       "0 1 for pixels; default: no box)")
     _add_model(parser.add_argument_group("model (ignored when a checkpoint exists)"))
     _add_local(parser.add_argument_group("local broker (one-command demo)"))
     return parser

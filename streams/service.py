@@ -86,6 +86,9 @@ __all__ = ["BrokerUnreachable", "Learner", "Outcome", "Service", "ServiceConfig"
 
 log = logging.getLogger(__name__)
 
+#: A batch holds at most this many bytes of messages, whatever a poll returned: decoding a batch
+#: at once must not multiply a poll's worth of large messages in memory.
+BATCH_BYTES = 4 * 2**20
 #: The exit status after a SIGINT (128 + the signal's number, as shells report it).
 INTERRUPTED = 128 + signal.SIGINT
 
@@ -346,8 +349,12 @@ class Service:
         start = 0
         while start < len(records) and not self.stopping.is_set():
             room = max(1, config.checkpoint_every - progress.since_checkpoint)
-            batch = records[start:start + room]
-            start += len(batch)
+            end, size = start, 0
+            while end < len(records) and end - start < room and (
+                    end == start or size + len(records[end].value or b"") <= BATCH_BYTES):
+                size += len(records[end].value or b"")
+                end += 1
+            batch, start = records[start:end], end
             n_learned = self.state.model.n_learned  # in a group: the merged model's samples
             outcomes = session.learner.process_many([record.value for record in batch])
             offsets = self.state.offsets

@@ -198,7 +198,7 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
     assert set(ids) == set(range(total))
     relearned = sum(n - 1 for n in ids.values())
     print(f"\n3 workers, kill, join, rejoin, leave: {total} messages in {elapsed:.1f}s; w2 killed after "
-          f"publishing {killed_at['counters']['messages']} messages; {relearned} messages "
+          f"publishing {killed_at['counters']['consumed']} messages; {relearned} messages "
           f"predicted twice (learned by w2 after its last snapshot, or re-sent outputs); "
           f"w3 joined onto a merged model of {merged_at_join} samples; accuracy group "
           f"{accuracy_group:.4f} vs single worker {accuracy_single:.4f}")
@@ -267,7 +267,8 @@ def test_local_broker_runs_a_group_of_workers_in_one_command(tmp_path):
         capture_output=True, text=True, timeout=120, cwd=kh.REPO,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    summary = json.loads(result.stdout[result.stdout.index("{"):result.stdout.rindex("}") + 1])
+    # The group's summary, then a sample of the outputs.
+    summary, _ = json.JSONDecoder().raw_decode(result.stdout[result.stdout.index("{"):])
     assert summary["workers"] == ["worker-0", "worker-1"]
     assert summary["consumed"] == summary["claimed_messages"] == 600
     assert summary["samples_learned"] == 540 == summary["merged_model_samples"]
