@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
+import time
 import traceback
 import typing
 
@@ -93,6 +94,7 @@ class Learner:
         saves = monitor is not None and hasattr(monitor, "state") and hasattr(monitor, "restore")
         self._fresh_monitor = monitor.state() if saves else None
         self._tracebacks_logged: set = set()
+        self.seconds = {"decode": 0.0, "model": 0.0}  # where `process_many` spent its time
         self.state = state
 
     @property
@@ -125,7 +127,10 @@ class Learner:
     def process_many(self, values: list) -> list[Outcome]:
         """The outcome of each message value, learning the valid labelled ones in order."""
         self.state.counters["consumed"] += len(values)
+        started = time.perf_counter()
         outcomes = [self._decode(value) for value in values]
+        decoded = time.perf_counter()
+        self.seconds["decode"] += decoded - started
         pending = [i for i, outcome in enumerate(outcomes) if outcome.error is None]
         start, plan = 0, None
         while start < len(pending):
@@ -137,6 +142,7 @@ class Learner:
         for outcome in outcomes:
             if outcome.error is not None:
                 self._count_dead_letter(outcome.error)
+        self.seconds["model"] += time.perf_counter() - decoded
         return outcomes
 
     # -- steps ----------------------------------------------------------------------------------

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import logging
 import os
 import signal
@@ -166,7 +167,11 @@ class Service:
     def checkpoint(self) -> bool:
         """Flush outputs, then write the checkpoint (in a group: sync); False if stopped before
         the outputs were out."""
-        return self.checkpoints.checkpoint()
+        started = time.perf_counter()
+        try:
+            return self.checkpoints.checkpoint()
+        finally:
+            self.session.progress.seconds["checkpoint"] += time.perf_counter() - started
 
     def stop(self) -> None:
         """Ask the loop to drain and stop (what SIGTERM does)."""
@@ -309,7 +314,11 @@ class Service:
         backoff = 0.1
         while not self.stopping.is_set():
             try:
+                started = time.perf_counter()
                 records = session.consumer.poll(timeout_ms=config.poll_timeout_ms)
+                if records and progress.first_message is not None:
+                    # (The poll of the first records also waited for the group: not fetching.)
+                    progress.seconds["fetch"] += time.perf_counter() - started
                 backoff = 0.1
             except KafkaError as error:
                 if self._fatal is None:
@@ -357,11 +366,13 @@ class Service:
             batch, start = records[start:end], end
             n_learned = self.state.model.n_learned  # in a group: the merged model's samples
             outcomes = session.learner.process_many([record.value for record in batch])
+            started = time.perf_counter()
             offsets = self.state.offsets
             for record, outcome in zip(batch, outcomes):
                 n_learned += outcome.error is None and outcome.sample.labelled
                 self._outputs.publish(outcome, record, n_learned)
                 offsets.setdefault(record.topic, {})[record.partition] = record.offset + 1
+            progress.seconds["publish"] += time.perf_counter() - started
             progress.record(len(batch))
             if progress.since_checkpoint >= config.checkpoint_every:
                 self.checkpoint()
@@ -377,9 +388,12 @@ class Service:
             session.sink.close(timeout=5)
         except Exception as error:  # noqa: BLE001
             log.warning("producer close failed: %r", error)
+        progress = session.progress
+        progress.seconds.update(session.learner.seconds)
         log.info("stopped after %.1fs: %d messages processed in this run (%.0f msg/s)",
-                 time.monotonic() - session.progress.started, session.progress.processed,
-                 self.throughput())
+                 time.monotonic() - progress.started, progress.processed, self.throughput())
+        log.info("time spent (seconds): %s", json.dumps(
+            {k: round(v, 3) for k, v in progress.seconds.items()}))
         return status
 
 

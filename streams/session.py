@@ -45,6 +45,11 @@ class Progress:
     last_checkpoint: float = dataclasses.field(default_factory=time.monotonic)
     last_activity: float = dataclasses.field(default_factory=time.monotonic)
     assigned_once: bool = False
+    # Where the time went, in seconds: polls that returned records ("fetch"), decoding and
+    # validating, the model (and monitor), handing outputs to the producer ("publish"),
+    # checkpoints (flushing outputs included).
+    seconds: dict = dataclasses.field(default_factory=lambda: dict.fromkeys(
+        ("fetch", "decode", "model", "publish", "checkpoint"), 0.0))
 
     def polled(self, count: int) -> None:
         """A poll returned `count` records."""

@@ -77,6 +77,8 @@ def _crash_and_restart(broker, topic, group, directory, log, kills, total, rng, 
 
     Kill points: after the checkpoint passed a random target (observable progress), plus a
     random delay, so kills land anywhere: mid-batch, mid-checkpoint, while joining the group.
+    Every run polls a random number of records at a time (1 to 500), so a replay after a kill
+    sees other batch boundaries than the run before it.
     Returns (seconds, number of kills done, learned counts seen at each kill).
     """
     command = kh.serve_command(broker.bootstrap_servers, topic, group, directory,
@@ -85,8 +87,11 @@ def _crash_and_restart(broker, topic, group, directory, log, kills, total, rng, 
     targets = sorted(rng.sample(range(1, int(total * 0.8)), kills))
     seen = []
     started = time.monotonic()
+    def polls():
+        return ["--max-poll-records", str(rng.choice([1, 7, 64, 500]))]
+
     for target in targets:
-        process = kh.start_service(command, log)
+        process = kh.start_service(command + polls(), log)
         kh.wait_until(lambda: kh.learned(directory) >= target, 120,
                       f"the checkpoint to pass {target}", process, log)
         time.sleep(rng.uniform(0.0, 0.1))  # a random point after that progress
@@ -95,12 +100,12 @@ def _crash_and_restart(broker, topic, group, directory, log, kills, total, rng, 
         kh.kill_service(process)
         seen.append(kh.learned(directory))
     # One more kill right after start-up, before it can have joined the group.
-    process = kh.start_service(command, log)
+    process = kh.start_service(command + polls(), log)
     time.sleep(rng.uniform(0.2, 1.0))
     kh.kill_service(process)
     # The last run must have work left, so that it is this run that reaches the end.
     assert kh.learned(directory) < total, "the kills came too late to test anything"
-    process = kh.start_service(command, log)
+    process = kh.start_service(command + polls(), log)
     kh.wait_until(lambda: kh.learned(directory) >= total, 180, "the end of the stream",
                   process, log)
     assert kh.stop_service(process) == 0, kh.tail(log)
