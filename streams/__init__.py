@@ -9,6 +9,7 @@
   that are never lost), `streams.clients` (every Kafka client, from one place),
   `streams.session` (what the loop shares with the checkpoints, and its progress),
   `streams.standalone` and `streams.worker` (the checkpoints of a service alone or in a group),
+  `streams.model_calls` (the batched model call), `streams.lifecycle` (signals, lock, BLAS),
   `streams.cli` and `streams.serve_parser` (the command line of `advsvm serve`).
 - `streams.state`: the service's checkpoint layout (read by `advsvm inspect`; no Kafka needed).
 - `streams.group`: several `advsvm serve --sync-every` workers learning one model (the

@@ -23,17 +23,15 @@ boundaries) gives the model bit for bit.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import logging
 import time
 import traceback
 import typing
 
-import numpy as np
-
 from river_advsvm import inputs
 from streams import kafka as kafka_io
+from streams import model_calls
 from streams import state as state_io
 
 __all__ = ["Learner", "Outcome"]
@@ -258,28 +256,7 @@ class Learner:
             self._predicted(outcomes[index], proba)
 
     def _test_then_train(self, samples: list, labels: list) -> list[dict]:
-        """Each sample's class probabilities just before it is learned (labelled ones are
-        learned in order); `InvalidInput` leaves the model unchanged."""
-        model = self.state.model
-        batched = getattr(model, "predict_proba_then_learn_many", None)
-        if batched is not None:
-            return _probabilities(batched(_rows(samples), labels))
-        # TODO(core): remove this stand-in once predict_proba_then_learn_many is on main. It
-        # loops predict_proba_one + learn_one, and keeps a copy of the model to undo a run the
-        # model refuses half-way (the batched call validates everything first).
-        backup = copy.deepcopy(model) if len(samples) > 1 else None
-        probas = []
-        try:
-            for sample, y in zip(samples, labels):
-                x = sample.x
-                probas.append(model.predict_proba_one(x) if model.classes else {})
-                if y is not None:
-                    model.learn_one(x, y)
-        except Exception:
-            if backup is not None:
-                self.state.model = backup
-            raise
-        return probas
+        return model_calls.test_then_train(self.state, samples, labels)
 
     def _predicted(self, outcome: Outcome, proba: dict) -> None:
         """Record the prediction of an accepted message (and its learning, if labelled)."""
@@ -328,24 +305,6 @@ class Learner:
             log.error("%s", what, exc_info=error)
         else:
             log.warning("%s: %s", what, _one_line(error))
-
-
-def _rows(samples: list):
-    """The model's input for a run: a matrix when every sample is an array of one width (its
-    columns are named 0..d-1, as arrays' features are), else River's dicts."""
-    first = samples[0].features
-    if type(first) is list and all(type(s.features) is list and len(s.features) == len(first)
-                                   for s in samples):
-        return np.array([s.features for s in samples], dtype=float)
-    return [s.x for s in samples]
-
-
-def _probabilities(frame) -> list[dict]:
-    """The rows of `predict_proba_then_learn_many`'s frame as `predict_proba_one` dicts (a row
-    without a class, before the model knew one, is empty)."""
-    classes = list(frame.columns)
-    values = frame.to_numpy(dtype=float)
-    return [{c: float(v) for c, v in zip(classes, row) if v == v} for row in values.tolist()]
 
 
 def _label_of(proba: dict):

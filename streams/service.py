@@ -1,11 +1,13 @@
 """`advsvm serve`: test-then-train on a Kafka topic, exactly once across crashes.
 
-The loop, for each consumed message (in offset order within a partition):
+The loop, for the records of each poll (in offset order within a partition), in batches of
+at most `checkpoint_every` messages and `BATCH_BYTES` bytes (`streams.learner`):
 
-1. validate it (`streams.kafka.decode`, `check_against`); an invalid one becomes a dead letter
-   and the model never sees it;
-2. predict it, and publish the prediction (every valid message, labelled or not);
-3. if it has a label: show it to the monitor (alerts are published), then `learn_one` it.
+1. validate each message (`streams.kafka.decode`, `check_against`); an invalid one becomes a
+   dead letter and the model never sees it;
+2. predict each valid message, and publish the prediction (labelled or not);
+3. if it has a label: show it to the monitor (alerts are published), then learn it. The model
+   learns a batch in one call, with exactly the results of one message at a time.
 
 Exactly-once learning. The checkpoint (`streams.state`) is the one source of truth: the model,
 the next offset of every partition and the counters, in one file replaced atomically every
@@ -14,8 +16,8 @@ assignment (`streams.standalone`): if the process dies (SIGKILL, power cut) at a
 model state after restart and catch-up is the one an uninterrupted run reaches.
 
 Outputs (predictions, alerts, dead letters) are at-least-once: they are flushed with acks=all
-before the checkpoint that covers their inputs is written (and before every poll), so a crash
-can duplicate an output but never lose one.
+before the checkpoint that covers their inputs is written (and before a rebalance hands the
+partitions over), never one by one, so a crash can duplicate an output but never lose one.
 
 Broker outages: the consumer reconnects by itself and the output sink retries with backoff;
 nothing is learned while the broker is away, and nothing crashes. A topic that comes back with
@@ -58,24 +60,22 @@ Examples
 
 """
 
-
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import logging
 import os
-import signal
 import threading
 import time
 import typing
 
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
-from kafka.errors import KafkaError, KafkaTimeoutError
+from kafka.errors import KafkaError
 
+from streams import lifecycle
 from streams import state as state_io
 from streams.config import ServiceConfig
+from streams.lifecycle import BrokerUnreachable
 from streams.learner import Learner, Outcome
 from streams.outputs import Outputs, dead_letter_cap
 from streams.session import Session
@@ -90,14 +90,6 @@ log = logging.getLogger(__name__)
 #: A batch holds at most this many bytes of messages, whatever a poll returned: decoding a batch
 #: at once must not multiply a poll's worth of large messages in memory.
 BATCH_BYTES = 4 * 2**20
-#: The exit status after a SIGINT (128 + the signal's number, as shells report it).
-INTERRUPTED = 128 + signal.SIGINT
-
-
-class BrokerUnreachable(RuntimeError):
-    """No broker answered within `connect_timeout` seconds at start-up."""
-
-
 class _Rebalance(ConsumerRebalanceListener):
     """Forwards kafka-python's rebalance callbacks (run while the main thread is in `poll`) to
     the checkpoint strategy; an exception is kept and re-raised by the loop."""
@@ -145,7 +137,6 @@ class Service:
             self.session)
         self._outputs: Outputs | None = None
         self._fatal: BaseException | None = None
-        self._interrupted = False
 
     @property
     def state(self) -> state_io.ServiceState:
@@ -195,24 +186,12 @@ class Service:
         """
         config = self.config
         os.makedirs(config.checkpoint_dir, exist_ok=True)
-        lock = self._lock_directory()
+        lock = lifecycle.lock_directory(config.checkpoint_dir)
         try:
-            with _blas_threads(config.blas_threads):
+            with lifecycle.blas_threads(config.blas_threads):
                 return self._run()
         finally:
             lock.close()  # the kernel also drops the lock when the process dies
-
-    def _lock_directory(self):
-        # Two services writing one checkpoint would each overwrite the other's progress.
-        lock = open(os.path.join(self.config.checkpoint_dir, ".lock"), "a")
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            lock.close()
-            raise ValueError(
-                f"another service is using the checkpoint directory {self.config.checkpoint_dir}"
-            ) from None
-        return lock
 
     def _run(self) -> int:
         config, session = self.config, self.session
@@ -223,23 +202,26 @@ class Service:
             session.state = loaded
             log.info("restored the checkpoint in %s (%d learned); it wins over model options",
                      config.checkpoint_dir, loaded.counters["learned"])
-        previous = self._install_signals()
+        signals = lifecycle.Signals(self.stop)
         cap = dead_letter_cap(config.max_message_bytes)
         session.sink = OutputSink(lambda: session.clients.producer(
             max_request_size=max(4 * 2**20, 2 * cap + 2**16)))
         self._outputs = Outputs(config, session.sink, lambda: session.state.counters)
+        outputs = [config.predictions_topic, config.alerts_topic, config.dead_letter_topic]
         try:
-            if not self._reach_broker() or not self.checkpoints.start():
-                return self._stopped_status(0)
+            if not lifecycle.reach_broker(session.clients, [t for t in outputs if t],
+                                          config.connect_timeout, self.stopping):
+                return signals.status(0)
+            if not self.checkpoints.start():
+                return signals.status(0)
             session.consumer = self._connect()
             if session.consumer is None:
-                return self._stopped_status(0)
+                return signals.status(0)
             session.consumer.subscribe([config.topic], listener=_Rebalance(self))
             self._loop()
-            return self._stopped_status(self._shutdown())
+            return signals.status(self._shutdown())
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            signals.restore()
             self.checkpoints.close()
 
     def _connect(self):
@@ -257,56 +239,6 @@ class Service:
                 self.stopping.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
         return None
-
-    def _reach_broker(self) -> bool:
-        """Wait for a first broker, at most `connect_timeout` seconds, and create the output
-        topics on it; False if stopped first."""
-        config = self.config
-        outputs = [config.predictions_topic, config.alerts_topic, config.dead_letter_topic]
-        deadline = time.monotonic() + config.connect_timeout
-        waiting = False
-        while not self.stopping.is_set():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise BrokerUnreachable(f"no Kafka broker answered at {config.bootstrap_servers} "
-                                        f"within {config.connect_timeout:g}s")
-            try:
-                self.session.clients.create_topics(
-                    {t: 1 for t in outputs if t},
-                    bootstrap_timeout_ms=int(1000 * max(0.1, min(5.0, remaining))))
-                return True
-            except KafkaError as error:
-                if not isinstance(error, KafkaTimeoutError):  # no broker answered in time
-                    # A broker answered: it may auto-create the topics instead.
-                    log.warning("could not create the output topics: %r", error)
-                    return True
-                if not waiting:
-                    log.warning("waiting for a Kafka broker at %s (at most %gs)",
-                                config.bootstrap_servers, config.connect_timeout)
-                    waiting = True
-                self.stopping.wait(min(0.5, max(0.0, deadline - time.monotonic())))
-            except ValueError as error:  # kafka-python could not parse the servers
-                raise ValueError(f"bootstrap servers {config.bootstrap_servers!r}: {error}") \
-                    from None
-        return False
-
-    def _install_signals(self) -> dict:
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-        previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, lambda *_: self.stop())}
-
-        def interrupt(*_):
-            log.warning("interrupted: draining, then a final checkpoint (interrupt again to "
-                        "stop at once)")
-            self._interrupted = True
-            signal.signal(signal.SIGINT, signal.default_int_handler)  # the second one stops
-            self.stop()
-
-        previous[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt)
-        return previous
-
-    def _stopped_status(self, status: int) -> int:
-        return INTERRUPTED if status == 0 and self._interrupted else status
 
     def _loop(self) -> None:
         config, session = self.config, self.session
@@ -395,26 +327,3 @@ class Service:
         log.info("time spent (seconds): %s", json.dumps(
             {k: round(v, 3) for k, v in progress.seconds.items()}))
         return status
-
-
-@contextlib.contextmanager
-def _blas_threads(threads: int | None):
-    """Limit BLAS to `threads` threads for the duration (nothing if None or 0).
-
-    threadpoolctl acts on the BLAS library numpy already loaded (the command line imports numpy
-    before any service code runs, too late for OMP_NUM_THREADS and friends), covers OpenBLAS,
-    MKL and BLIS alike, and restores the previous limits afterwards, so a program that embeds
-    the service keeps its own BLAS settings outside it.
-    """
-    if not threads:
-        yield
-        return
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        log.warning("threadpoolctl is missing: BLAS keeps its default threads "
-                    "(pip install 'river-advsvm[kafka]')")
-        yield
-        return
-    with threadpool_limits(limits=threads, user_api="blas"):
-        yield
