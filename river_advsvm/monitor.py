@@ -489,8 +489,8 @@ class RobustnessMonitor:
             "gap_raised": self._gap_raised,
             "clean_drift": _worsening_state(self._clean_drift),
             "robust_drift": _worsening_state(self._robust_drift),
-            "alerts": [dataclasses.asdict(alert) for alert in self._alerts],
-            "last": None if self.last is None else dataclasses.asdict(self.last),
+            "alerts": [_finite(dataclasses.asdict(alert)) for alert in self._alerts],
+            "last": None if self.last is None else _finite(dataclasses.asdict(self.last)),
         }
 
     def restore(self, state: dict) -> None:
@@ -551,6 +551,13 @@ class RobustnessMonitor:
 
 
 # -- plain data ---------------------------------------------------------------------------------
+
+
+def _finite(fields: dict) -> dict:
+    """`fields` with non-finite numbers (an infinite certified radius, say) as None: JSON has
+    no infinity."""
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v
+            for k, v in fields.items()}
 
 
 def _worsening_state(watch: _Worsening) -> dict:

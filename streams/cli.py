@@ -208,34 +208,37 @@ def inspect_group(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run `advsvm serve` with `argv` (the arguments after `serve`); returns the exit status
-    (see `advsvm serve --help`). Every error is one line on stderr."""
+    (see `advsvm serve --help`). Every error is one line on stderr (`--debug`: and its
+    traceback)."""
     from river_advsvm.checkpoint import CheckpointError
     from streams.broker import BrokerError
-    from streams.service import BrokerUnreachable
+    from streams.lifecycle import BrokerUnreachable
 
     args = build_parser().parse_args(argv)
     try:
         return _serve(args)
-    except BrokerUnreachable as error:
-        return _fail(error, 3)
-    except (ValueError, TypeError, OSError, CheckpointError, BrokerError) as error:
-        return _fail(error, 2)
     except KeyboardInterrupt:
         print("advsvm serve: interrupted twice: stopped without a final checkpoint (the last "
               "one stays valid)", file=sys.stderr)
         return 130
-    except Exception as error:  # noqa: BLE001 - a bug: one line, the traceback in debug
-        import logging
+    except Exception as error:  # noqa: BLE001 - every error is one line
+        if args.debug:
+            import traceback
 
-        logging.getLogger(__name__).debug("traceback", exc_info=error)
-        return _fail(error, 1, prefix="unexpected error: ")
+            traceback.print_exc()
+        if isinstance(error, BrokerUnreachable):
+            return _fail(error, 3)
+        if isinstance(error, (ValueError, TypeError, OSError, CheckpointError, BrokerError)):
+            return _fail(error, 2)
+        return _fail(error, 1, prefix=f"unexpected {type(error).__name__}: ",
+                     suffix=" (run with --debug for the traceback)")
 
 
-def _fail(error: BaseException, status: int, prefix: str = "") -> int:
+def _fail(error: BaseException, status: int, prefix: str = "", suffix: str = "") -> int:
     text = " ".join(str(error).split()) or type(error).__name__
     if isinstance(error, OSError) and error.filename is not None and error.strerror:
         text = f"{error.filename}: {error.strerror}"
-    print(f"advsvm serve: {prefix}{text}", file=sys.stderr)
+    print(f"advsvm serve: {prefix}{text}{suffix}", file=sys.stderr)
     return status
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from river_advsvm.cli import _label
-
 __all__ = ["build_parser"]
 
 DESCRIPTION = (
@@ -30,6 +28,17 @@ signals and exit statuses:
     130  stopped by SIGINT, after the same drain as SIGTERM
   A message never stops the service: whatever goes wrong with one is its dead letter.
 """
+
+
+def _label(text: str):
+    """A label from the command line: JSON when it parses (1, true, 2.5), else the string."""
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, (bool, int, float, str)) else text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -89,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="records per poll, learned as one batch (default 500)")
     service.add_argument("--shutdown-timeout", type=float, default=30.0, metavar="SECONDS",
                          help="how long the final flush waits for the broker (default 30)")
+    service.add_argument("--debug", action="store_true",
+                         help="show the traceback of an error, not only its one-line message")
     service.add_argument("--log-level", default="info",
                          choices=["debug", "info", "warning", "error"],
                          help="what goes to stderr (default info; debug also shows the Kafka "

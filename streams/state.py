@@ -260,7 +260,7 @@ def describe(path: str | os.PathLike) -> dict:
     path = os.fspath(path)
     if os.path.isdir(path):
         path = checkpoint_path(path)
-    meta, _ = checkpoint.read(path)
+    meta = checkpoint.read_meta(path)  # no array is decompressed
     extra = _service_extra(meta, path)
     counters = extra.get("counters", {})
     if isinstance(counters, dict) and extra.get("version") == 1:
