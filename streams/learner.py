@@ -321,12 +321,17 @@ class _MonitorPlan:
     """Which of the monitor's next updates attack the model (so must see it as it is)."""
 
     def __init__(self, monitor, count: int):
-        upcoming = getattr(monitor, "upcoming", None)
-        self._flags = upcoming(count) if upcoming is not None else None
+        self._flags = None  # unknown: every labelled message may be attacked
         self._used = 0
+        upcoming = getattr(monitor, "upcoming", None)
+        if upcoming is not None:
+            try:
+                self._flags = list(upcoming(count))
+            except Exception:  # noqa: BLE001 - a monitor bug must not stop learning
+                log.warning("the monitor could not say which messages it attacks", exc_info=True)
 
     def attacks(self, offset: int) -> bool:
-        """Whether the update `offset` updates after the next one attacks."""
+        """Whether the monitor's update `offset` places after the planned ones attacks."""
         if self._flags is None:
             return True
         k = self._used + offset
