@@ -21,11 +21,13 @@ def test_then_train(state, samples: list, labels: list) -> list[dict]:
     in order; a label None is predicted only); `InvalidInput` leaves `state.model` unchanged."""
     model = state.model
     batched = getattr(model, "predict_proba_then_learn_many", None)
-    if batched is not None:
+    if batched is not None and len(model.classes) == 2:
         return _probabilities(batched(_rows(samples), labels))
-    # TODO(core): remove this stand-in once predict_proba_then_learn_many is on main. It loops
-    # predict_proba_one + learn_one, and keeps a copy of the model to undo a run the model
-    # refuses half-way (the batched call validates everything first).
+    # Before the model knows two classes (the first messages of a stream: the service's runs
+    # are then a message or two) the service answers as `predict_proba_one` does, row by row.
+    # TODO(core): this is also the stand-in for models without predict_proba_then_learn_many.
+    # It keeps a copy of the model to undo a run the model refuses half-way (the batched call
+    # validates everything first).
     backup = copy.deepcopy(model) if len(samples) > 1 else None
     probas = []
     try:
@@ -52,8 +54,7 @@ def _rows(samples: list):
 
 
 def _probabilities(frame) -> list[dict]:
-    """The rows of `predict_proba_then_learn_many`'s frame as `predict_proba_one` dicts (a row
-    without a class, before the model knew one, is empty)."""
+    """The rows of `predict_proba_then_learn_many`'s frame (columns: the two classes) as
+    `predict_proba_one` dicts."""
     classes = list(frame.columns)
-    values = frame.to_numpy(dtype=float)
-    return [{c: float(v) for c, v in zip(classes, row) if v == v} for row in values.tolist()]
+    return [dict(zip(classes, row)) for row in frame.to_numpy(dtype=float).tolist()]
