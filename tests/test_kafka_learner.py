@@ -153,11 +153,21 @@ def test_the_monitor_sees_each_message_with_the_model_just_before_it(draws, cuts
 
 
 def test_an_unexpected_error_is_a_dead_letter_logged_once(caplog):
-    class Fragile(AdvLinearSVM):
+    class Fragile:
+        """A model with a bug on one input (and no batched call: one message at a time)."""
+
+        def __init__(self):
+            self.model = AdvLinearSVM()
+            self.classes = self.model.classes
+
+        def predict_proba_one(self, x):
+            return self.model.predict_proba_one(x)
+
         def learn_one(self, x, y):
             if x.get(0) == 13.0:
                 raise ZeroDivisionError("a bug")
-            super().learn_one(x, y)
+            self.model.learn_one(x, y)
+            self.classes = self.model.classes
 
     learner = Learner(state.ServiceState(model=Fragile()), max_message_bytes=1000)
     good = [b'{"x": [1], "y": true}', b'{"x": [2], "y": false}']
