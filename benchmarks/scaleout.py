@@ -184,16 +184,20 @@ def main(argv=None) -> int:
                         "includes their start-up: read worker_msg_per_s)")
     parser.add_argument("--quick", action="store_true", help="a tiny run (smoke test)")
     parser.add_argument("--out", help="write the records as JSON here")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     args = parser.parse_args(argv)
     if args.quick:
         args.messages, args.workers = 1000, [2]
     X, y = make_stream(args.messages, args.d)
     values = encode(X, y)
     records = []
+    from river_advsvm import progress
+
     with tempfile.TemporaryDirectory(prefix="advsvm-scaleout-") as tmp:
-        for workers in args.workers:
+        for workers in progress.bar(args.workers, desc="group sizes", unit="run",
+                                    progress=not args.no_progress):
             record = run(workers, values, args, pathlib.Path(tmp))
-            print(json.dumps(record), flush=True)
+            progress.write(json.dumps(record))
             records.append(record)
     if args.out:
         pathlib.Path(args.out).write_text(json.dumps(records, indent=1))
