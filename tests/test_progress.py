@@ -167,8 +167,8 @@ def test_progressive_validation_counts_the_samples_of_a_sized_stream(terminal):
     stream = terminal()
     rng = np.random.default_rng(1)
     X = rng.random((40, 3))
-    stream = list(zip((dict(enumerate(r)) for r in X.tolist()), (X[:, 0] > 0.5).tolist()))
-    final = progressive_robust_val(stream, AdvLinearSVM(), PGD(epsilon=0.05), sample_rate=5)
+    pairs = list(zip((dict(enumerate(r)) for r in X.tolist()), (X[:, 0] > 0.5).tolist()))
+    final = progressive_robust_val(pairs, AdvLinearSVM(), PGD(epsilon=0.05), sample_rate=5)
     assert final["step"] == 40
     assert "progressive validation" in stream.getvalue() and "40/40" in stream.getvalue()
 
