@@ -214,8 +214,9 @@ def _note_estimate(model, X, labels: list, named: dict, runs: dict) -> None:
     if total >= NOTE_SECONDS:
         parts = ", ".join(f"{name} ~{progress_.duration(seconds)}"
                           for name, seconds in costs.items())
-        progress_.note(f"robustness_report on {len(labels):,} samples: {parts}; "
-                       f"at most ~{progress_.duration(total)} in all")
+        if len(costs) > 1:
+            parts += f"; at most ~{progress_.duration(total)} in all"
+        progress_.note(f"robustness_report on {len(labels):,} samples: {parts}")
 
 
 def _row(attack, norm, radius, right, norms, no_gradient, seconds) -> dict:
