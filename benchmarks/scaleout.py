@@ -13,8 +13,8 @@ own rate (`worker_msg_per_s_*`: the messages it processed / its first-to-last me
 its log) is reported too. `--preload` produces the whole stream before the workers start (the
 producer then does not compete for the cores), which is how the service's own rate is measured.
 
-Everything (broker, producer, workers) shares this machine's cores, so the numbers say how the
-group scales *here*; on separate machines each worker has its cores to itself.
+Everything (broker, producer, workers) shares the cores of one machine, so the numbers say how
+the group scales on it; on separate machines each worker has its cores to itself.
 
 """
 
