@@ -130,6 +130,8 @@ def test_a_page_shares_one_namespace_and_fails_on_an_undefined_name(tmp_path):
     mixed = "```python\nx = 2\n```\n\n```pycon\n>>> x * 3\n6\n```\n"
     assert run_page(page("good.md", good)) == 2
     assert run_page(page("mixed.md", mixed)) == 2
+    back = "```pycon\n>>> z = 5\n```\n\n```python\nassert z == 5\n```\n"
+    assert run_page(page("back.md", back)) == 2   # a doctest's names reach the next block
     with pytest.raises(pytest.fail.Exception, match="NameError"):
         run_page(page("bad.md", "```python\nprint(undefined_name)\n```\n"))
     with pytest.raises(pytest.fail.Exception, match="Expected"):
