@@ -21,10 +21,12 @@ import warnings
 
 import numpy as np
 
+from river_advsvm import data as datasets
+
 BENCHMARKS = pathlib.Path(__file__).resolve().parent
 RESULTS = BENCHMARKS / "results"
-#: The shared data directory of the project's layout (`<repo>/../shared/data`).
-DEFAULT_DATA = BENCHMARKS.parent.parent / "shared" / "data"
+#: Where `advsvm data fetch` writes the data sets: $ADVSVM_DATA, or ~/.cache/river-advsvm.
+DEFAULT_DATA = datasets.default_dir()
 #: The paper's mini-batch size.
 BATCH = 500
 #: The paper's attack radius (L-inf, pixels in [0, 1]).
@@ -43,8 +45,9 @@ def parser(description: str, data: bool = False) -> argparse.ArgumentParser:
                    help="no progress bar on stderr (there is none when stderr is not a terminal)")
     if data:
         p.add_argument("--data", default=str(DEFAULT_DATA),
-                       help="directory holding the data files, or the file itself "
-                            f"(default: {DEFAULT_DATA})")
+                       help="directory holding the data files (written by `advsvm data "
+                            "fetch`), or the file itself (default: $ADVSVM_DATA, or "
+                            "~/.cache/river-advsvm)")
     return p
 
 
@@ -59,16 +62,18 @@ def one_blas_thread():
 
 
 def data_file(data: str, name: str) -> pathlib.Path:
-    """`name` inside the directory `data`, or `data` itself if it is that file; exits with a clear
-    message when it is missing."""
+    """`name` inside the directory `data`, or `data` itself if it is an .npz file; exits with the
+    command that downloads it when it is missing."""
     path = pathlib.Path(data)
-    if path.is_dir():
+    if path.suffix != ".npz":
         path = path / name
     if not path.is_file():
+        command = datasets.fetch_command(
+            name, None if path.parent == DEFAULT_DATA else path.parent)
         raise SystemExit(
-            f"{pathlib.Path(sys.argv[0]).name}: data file {name!r} not found at {path}.\n"
-            f"Pass --data with the directory that holds it (or the file itself); the shared "
-            f"data is described in shared/data/DATA.md. --quick runs without it."
+            f"{pathlib.Path(sys.argv[0]).name}: data file {path} not found; download it with: "
+            f"{command} (or pass --data with the directory that holds it; --quick runs "
+            f"without it)"
         )
     return path
 

@@ -1,12 +1,78 @@
-"""The `advsvm` command: argument parsing only; the work is done by the library."""
+"""The `advsvm` command: argument parsing only; the work is done by the library.
+
+Every error is one line on stderr and exit status 2 (`--debug` adds the traceback); a closed
+standard output (`advsvm inspect DIR | head`) ends the command quietly with status 141, as
+SIGPIPE ends other Unix tools; Ctrl-C ends it with status 130.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 
 PLOT_NAME = "advsvm-demo.png"
+#: Where `advsvm demo` writes its plot unless told otherwise (git-ignored in this repository).
+DEFAULT_OUT = "advsvm-output"
+#: Which extra installs a module the commands may import lazily.
+_EXTRAS = {"sklearn": "demo", "matplotlib": "demo", "tqdm": "demo", "pandas": "parquet",
+           "pyarrow": "parquet", "kafka": "kafka", "threadpoolctl": "demo"}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (its default prints the usage first)."""
+
+    def error(self, message: str):
+        message = message.replace("\r", "\\r").replace("\n", "\\n")  # echoed user text
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _shown(text: str) -> str:
+    """A command-line value as the user typed it, quoted when it holds odd characters."""
+    return text if text.isprintable() and text.strip() == text and text else repr(text)
+
+
+def _number(text: str, accept, condition: str) -> float:
+    """A finite float for which `accept(value)` holds; `condition` says which, for the error."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and accept(value)):
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not a number {condition}")
+    return value
+
+
+def _positive(text: str) -> float:
+    return _number(text, lambda v: v > 0, "> 0")
+
+
+def _non_negative(text: str) -> float:
+    return _number(text, lambda v: v >= 0, ">= 0")
+
+
+def _rate(text: str) -> float:
+    return _number(text, lambda v: 0 < v <= 1, "in (0, 1]")
+
+
+def _fraction(text: str) -> float:
+    return _number(text, lambda v: 0 <= v < 1, "in [0, 1)")
+
+
+def _count(low: int):
+    """A parser of whole numbers >= `low`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is not a whole number >= {low}")
+        return value
+
+    return parse
 
 
 def _one_blas_thread():
@@ -27,9 +93,13 @@ def _read_parquet(path: str, target: str, test_fraction: float):
 
     (parquet,) = _import_streams("demo --data", "parquet", "parquet")
     blocks, labels = [], []
-    for X, y in parquet.iter_batches(path, target=target):
-        blocks.append(X.to_numpy(dtype=float))
-        labels += y.tolist()
+    try:
+        for X, y in parquet.iter_batches(path, target=target):
+            blocks.append(X.to_numpy(dtype=float))
+            labels += y.tolist()
+    except KeyError as error:  # a column that is not in the file
+        raise ValueError(f"{path}: {error.args[0]}; name the label column with --target"
+                         ) from None
     if not blocks:
         raise ValueError(f"{path} holds no rows")
     X, y = np.vstack(blocks), np.array(labels)
@@ -41,18 +111,56 @@ def _read_parquet(path: str, target: str, test_fraction: float):
     return X[:split], y[:split], X[split:], y[split:]
 
 
+def _spells(text: str, label) -> bool:
+    """Whether `text` from the command line names `label` (3 for 3 or 3.0, True for True or
+    true, a string for itself)."""
+    import json
+
+    if text == str(label) or text == json.dumps(label):
+        return True
+    if isinstance(label, (int, float)) and not isinstance(label, bool):
+        try:
+            return float(text) == label
+        except ValueError:
+            return False
+    return False
+
+
+def _resolve_pair(texts, y) -> tuple:
+    """The two labels of `y` that `--pair` names: each must name exactly one label present."""
+    import numpy as np
+
+    present = np.unique(y).tolist()
+    shown = sorted(present, key=str)[:20]
+    if texts is None:
+        if len(present) == 2:
+            return tuple(present)
+        raise ValueError(f"the data has {len(present)} labels; choose two with --pair A B, or "
+                         f"stream them all with --all (labels present: {shown})")
+    pair = []
+    for text in texts:
+        matches = [label for label in present if _spells(text, label)]
+        if not matches:
+            raise ValueError(f"no sample has label {text}; labels present: {shown}")
+        if len(matches) > 1:
+            raise ValueError(f"--pair {text} names several labels: {matches}")
+        pair.append(matches[0])
+    if pair[0] == pair[1]:
+        raise ValueError(f"--pair needs two different labels, got {texts[0]} and {texts[1]}")
+    return tuple(pair)
+
+
 def _demo_data(args: argparse.Namespace):
     """`(X, y, X_test, y_test, title)` for `advsvm demo`, inputs scaled into [0, 1]."""
     import os
 
     from river_advsvm import demo
 
-    pair = "ten classes, one-vs-rest" if args.all else f"{args.pair[0]} vs {args.pair[1]}"
     if args.data is None:
-        load = demo.load_digits_all if args.all else demo.load_digits_pair
-        X, y = load(args.seed) if args.all else load(*args.pair, seed=args.seed)
+        X, y = demo.load_digits_all(args.seed)
         X_test = y_test = None
         source, scaling = "scikit-learn digits", "pixels / 16"
+        texts = ("1", "7") if args.pair is None else args.pair
     else:
         path = args.data
         if path.endswith(".npz"):
@@ -61,13 +169,20 @@ def _demo_data(args: argparse.Namespace):
             X, y, X_test, y_test = _read_parquet(path, args.target, args.test_fraction)
         else:
             raise ValueError(f"--data {path}: expected an .npz archive or a .parquet file")
-        if not args.all:
-            X, y = demo.select_labels(X, y, args.pair)
-            if X_test is not None:
-                kept = [label in args.pair for label in y_test.tolist()]
-                X_test, y_test = X_test[kept], y_test[kept]
+        source, scaling = os.path.basename(os.path.normpath(path)), None
+        texts = args.pair
+    if args.all:
+        what = "ten classes" if args.data is None else f"{len(set(y.tolist()))} classes"
+        pair = f"{what}, one-vs-rest"
+    else:
+        first, second = _resolve_pair(texts, y)
+        X, y = demo.select_labels(X, y, (first, second))
+        if X_test is not None:
+            kept = [label in (first, second) for label in y_test.tolist()]
+            X_test, y_test = X_test[kept], y_test[kept]
+        pair = f"{first} vs {second}"
+    if scaling is None:
         X, X_test, scaling = demo.to_unit_box(X, X_test)
-        source = os.path.basename(os.path.normpath(path))
     if args.max_samples:
         X, y = X[: args.max_samples], y[: args.max_samples]
     title = f"{source}, {pair}: {len(y):,} samples streamed once ({scaling})"
@@ -79,21 +194,19 @@ def _demo(args: argparse.Namespace) -> int:
 
     from river_advsvm import demo
 
-    if not os.path.isdir(args.out):
-        print(f"advsvm demo: --out {args.out} is not a directory", file=sys.stderr)
-        return 2
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ValueError(f"--out {args.out} is not a directory")
+    if args.all and args.pair is not None:
+        raise ValueError("--pair and --all exclude each other")
     with _one_blas_thread():
-        try:
-            X, y, X_test, y_test, title = _demo_data(args)
-            result = demo.run_demo(
-                X, y, X_test, y_test, title=title, multiclass=args.all, epsilon=args.epsilon,
-                train_epsilon=args.train_epsilon,
-                norm=args.norm, sample_rate=args.sample_rate, seed=args.seed,
-                progress=not args.no_progress, test_samples=args.test_samples,
-            )
-        except (OSError, ValueError) as error:
-            print(f"advsvm demo: {error}", file=sys.stderr)
-            return 2
+        X, y, X_test, y_test, title = _demo_data(args)
+        result = demo.run_demo(
+            X, y, X_test, y_test, title=title, multiclass=args.all, epsilon=args.epsilon,
+            train_epsilon=args.train_epsilon,
+            norm=args.norm, sample_rate=args.sample_rate, seed=args.seed,
+            progress=not args.no_progress, test_samples=args.test_samples,
+        )
+        os.makedirs(args.out, exist_ok=True)
         path = demo.plot(result, os.path.join(args.out, PLOT_NAME))
 
     import textwrap
@@ -132,8 +245,9 @@ def _add_demo(subparsers) -> None:
         f"plot of the rolling accuracies with the monitor's alerts to DIR/{PLOT_NAME}.",
     )
     data = parser.add_argument_group("data")
-    data.add_argument("--pair", nargs=2, type=_label, default=[1, 7], metavar=("A", "B"),
-                      help="the two labels to separate (default: 1 7)")
+    data.add_argument("--pair", nargs=2, metavar=("A", "B"),
+                      help="the two labels to separate, as they print (1 7, or False True); "
+                      "default: 1 7 on the digits, the data's two labels if it has two")
     data.add_argument("--all", action="store_true",
                       help="every label, one-vs-rest (river_advsvm.multiclass.OneVsRest); "
                       "attacked black box through predict_proba, certified by the smallest "
@@ -144,30 +258,32 @@ def _add_demo(subparsers) -> None:
                       "scaled into [0, 1] (non-negative data / its maximum: pixels / 255)")
     data.add_argument("--target", default="y", metavar="COLUMN",
                       help="label column of a Parquet file (default: y)")
-    data.add_argument("--test-fraction", type=float, default=0.2, metavar="F",
-                      help="a Parquet file's last F of rows are held out as the test set "
-                      "(default: 0.2; 0: none)")
-    data.add_argument("--max-samples", type=int, metavar="N", help="stream only the first N")
-    data.add_argument("--test-samples", type=int, default=1000, metavar="N",
+    data.add_argument("--test-fraction", type=_fraction, default=0.2, metavar="F",
+                      help="a Parquet file's last F of rows, 0 <= F < 1, are held out as the "
+                      "test set (default: 0.2; 0: none)")
+    data.add_argument("--max-samples", type=_count(1), metavar="N",
+                      help="stream only the first N (N >= 1)")
+    data.add_argument("--test-samples", type=_count(0), default=1000, metavar="N",
                       help="held-out samples evaluated after the stream (default: 1000)")
     threat = parser.add_argument_group("threat model and monitor")
-    threat.add_argument("--epsilon", type=float, default=1.0,
-                        help="attack radius: the monitors attack and certify at it "
+    threat.add_argument("--epsilon", type=_positive, default=1.0,
+                        help="attack radius, > 0: the monitors attack and certify at it "
                         "(default: 1.0)")
-    threat.add_argument("--train-epsilon", type=float, metavar="EPS",
+    threat.add_argument("--train-epsilon", type=_non_negative, metavar="EPS",
                         help="radius the adversarial model trains against (default: half of "
                         "--epsilon; near 1.0 in L2 the closed-form worst case makes training "
                         "collapse on digits)")
     threat.add_argument("--norm", default="l2", choices=["l2", "linf"],
                         help="norm of the attack ball (default: l2)")
-    threat.add_argument("--sample-rate", type=float, metavar="RATE",
-                        help="share of the stream the monitors attack (default: all of it up to "
-                        "2,000 samples, then about 2,000; with --all about 30, as a black-box "
-                        "PGD-10 costs ~0.5 s)")
-    parser.add_argument("--seed", type=int, default=0,
+    threat.add_argument("--sample-rate", type=_rate, metavar="RATE",
+                        help="share of the stream the monitors attack, 0 < RATE <= 1 (default: "
+                        "all of it up to 2,000 samples, then about 2,000; with --all about 30, "
+                        "as a black-box PGD-10 costs ~0.5 s)")
+    parser.add_argument("--seed", type=_count(0), default=0,
                         help="seed of the digits' shuffle, the models and the sampling")
-    parser.add_argument("--out", default=".", metavar="DIR",
-                        help="where the plot goes (default: the current directory)")
+    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+                        help=f"where the plot goes, created if missing (default: {DEFAULT_OUT} "
+                        "in the current directory)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.set_defaults(run=_demo)
 
@@ -471,7 +587,12 @@ def _inspect(args: argparse.Namespace) -> int:
     except CheckpointError as error:
         print(f"advsvm inspect: {error}", file=sys.stderr)
         return 2
-    print(json.dumps(info, indent=2))
+    except (AttributeError, KeyError, TypeError, ValueError) as error:
+        # Well-formed JSON of the wrong shape (a list where an object belongs, ...).
+        print(f"advsvm inspect: {args.path}: invalid service metadata "
+              f"({type(error).__name__}: {_one_line(error)})", file=sys.stderr)
+        return 2
+    print(json.dumps(info, indent=2, default=str))
     return 0
 
 
@@ -519,20 +640,119 @@ def _add_inspect(subparsers) -> None:
     parser.set_defaults(run=_inspect)
 
 
+def _data(args: argparse.Namespace) -> int:
+    from river_advsvm import data
+
+    directory = args.out or data.default_dir()
+    for name in args.names:
+        for path in data.fetch(name, directory, force=args.force):
+            print(path)
+    return 0
+
+
+def _add_data(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "data",
+        help="download the benchmark data sets (MNIST, Fashion-MNIST, CIFAR-10)",
+        description="Manage the data sets the benchmarks read.",
+    )
+    commands = parser.add_subparsers(required=True, metavar="ACTION")
+    fetch = commands.add_parser(
+        "fetch",
+        help="download data sets and write the .npz files the benchmarks read",
+        description="Download data sets from their public sources, check their SHA-256 and "
+        "write, in DIR: mnist.npz, fashion-mnist.npz (uint8 X_train (n, 784), y_train, "
+        "X_test, y_test) and cifar10.npz plus cifar10_pairs.npz (classes 1, 5, 7, 9 with their "
+        "indices into the original sets). The downloads are deleted once converted.",
+    )
+    fetch.add_argument("names", nargs="+", metavar="NAME",
+                       choices=["mnist", "fashion-mnist", "cifar10"],
+                       help="mnist, fashion-mnist or cifar10")
+    fetch.add_argument("--out", metavar="DIR",
+                       help="where the .npz files go (default: $ADVSVM_DATA, or "
+                       "~/.cache/river-advsvm)")
+    fetch.add_argument("--force", action="store_true",
+                       help="download and write again even if the files are there")
+    fetch.set_defaults(run=_data, command="data fetch")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from river_advsvm import __version__
+
+    parser = _Parser(
         prog="advsvm", description="Adversarially robust kernel SVMs for streams."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error, not only its one-line message")
     subparsers = parser.add_subparsers(required=True, metavar="COMMAND")
     _add_demo(subparsers)
     _add_serve(subparsers)
     _add_inspect(subparsers)
+    _add_data(subparsers)
+    for command, subparser in subparsers.choices.items():
+        subparser.set_defaults(command=command)
+        # Also after the command; SUPPRESS keeps `advsvm --debug COMMAND` working.
+        subparser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                               help="show the traceback of an error")
     return parser
 
 
+def _one_line(error: BaseException) -> str:
+    if isinstance(error, KeyError) and len(error.args) == 1 and isinstance(error.args[0], str):
+        text = error.args[0]  # str(KeyError) is the repr of its message
+    elif isinstance(error, OSError) and error.strerror and error.filename is not None:
+        text = f"{error.filename}: {error.strerror}"
+    elif isinstance(error, FileNotFoundError) and len(error.args) == 1:
+        text = f"{error.args[0]}: No such file or directory"
+    else:
+        text = str(error)
+    return " ".join(text.split()) or type(error).__name__
+
+
+def _error_message(error: Exception) -> str:
+    """One line for the user: the message of an error in what they gave (a bad value, file or
+    input, `CheckpointError` and `InvalidInput` included), else what failed."""
+    if isinstance(error, ModuleNotFoundError) and error.name:
+        module = error.name.split(".")[0]
+        extra = _EXTRAS.get(module)
+        how = f": pip install 'river-advsvm[{extra}]'" if extra else ""
+        return f"this needs the module {module}, which is not installed{how}"
+    if isinstance(error, (OSError, ValueError, KeyError)):
+        return _one_line(error)
+    return (f"unexpected {type(error).__name__}: {_one_line(error)} (run with --debug for the "
+            "traceback)")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit_:
+        if exit_.code:  # a usage error, already printed in one line
+            return exit_.code
+        raise  # --help, --version
+    try:
+        code = args.run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly. Python would flush stdout again at
+        # exit and complain, so point it at /dev/null first.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except KeyboardInterrupt:
+        print(f"advsvm {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # noqa: BLE001 - every error is one line, with --debug the rest
+        if args.debug:
+            import traceback
+
+            traceback.print_exc()
+        print(f"advsvm {args.command}: {_error_message(error)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

