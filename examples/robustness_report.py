@@ -1,7 +1,7 @@
 """Robustness of natural vs adversarially trained AdvKernelSVM on 1 vs 7, attacked and certified.
 
     python examples/robustness_report.py digits
-    python examples/robustness_report.py mnist --mnist DIR/mnist.npz   # advsvm data fetch mnist
+    python examples/robustness_report.py mnist [--mnist PATH]   # after: advsvm data fetch mnist
 
 For each model: clean accuracy; FGSM and PGD-10 (L-inf at 8/255 and 0.1, L2 at 0.5 and 1.0);
 C&W-L2 and ZOO (L2 at 0.5 and 1.0); and the certified accuracy at every radius. Attack
@@ -12,12 +12,13 @@ how many seconds 1,000 samples would take. Progress bars and the estimated cost 
 attack are shown on stderr when it is a terminal (`--no-progress` switches them off).
 
 `mnist.npz` holds uint8 arrays X_train, y_train, X_test, y_test (pixels are divided by 255);
-`advsvm data fetch mnist` downloads it.
+`advsvm data fetch mnist` downloads it into the directory `--mnist` defaults to.
 """
 
 from __future__ import annotations
 
 import argparse
+import pathlib
 import time
 
 import numpy as np
@@ -25,6 +26,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from river_advsvm import AdvKernelSVM, progress
+from river_advsvm import data as datasets
 from river_advsvm.attacks import FGSM, PGD, ZOO, CarliniWagnerL2
 from river_advsvm.evaluate import robustness_report
 
@@ -43,6 +45,9 @@ def load_pair(data: str, mnist_path: str, first: int = 1, second: int = 7):
             X[mask] / 16.0, y[mask], test_size=0.3, random_state=0, stratify=y[mask]
         )
         return X_train, y_train, X_test, y_test
+    if not pathlib.Path(mnist_path).is_file():
+        raise SystemExit(f"robustness_report.py: {mnist_path} not found; download it with: "
+                         f"{datasets.fetch_command('mnist.npz')} (or pass --mnist PATH)")
     arrays = np.load(mnist_path)
     pair = []
     for part in ("train", "test"):
@@ -85,7 +90,8 @@ def report(model, X, y, cw_samples: int, zoo_samples: int, zoo: ZOO,
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("data", choices=["digits", "mnist"])
-    parser.add_argument("--mnist", default="mnist.npz", help="path of mnist.npz")
+    parser.add_argument("--mnist", default=str(datasets.default_dir() / "mnist.npz"),
+                        help="path of mnist.npz (default: where advsvm data fetch puts it)")
     parser.add_argument("--test-samples", type=int, default=2000)
     parser.add_argument("--cw-samples", type=int, default=500)
     parser.add_argument("--zoo-samples", type=int, default=40)
