@@ -354,6 +354,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="a tiny run (smoke test)")
     parser.add_argument("--out", help="write the records as JSON here (default: "
                         "benchmarks/results/scaleout[_group][_quick].json)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     args = parser.parse_args(argv)
     from common import machine, one_blas_thread, write_records
 
@@ -367,9 +368,12 @@ def main(argv=None) -> int:
                 args.messages, args.workers = 1000, [2]
             X, y = make_stream(args.messages, args.d)
             values = encode(X, y)
-            for workers in args.workers:
+            from river_advsvm import progress
+
+            for workers in progress.bar(args.workers, desc="group sizes", unit="run",
+                                        progress=not args.no_progress):
                 record = run(workers, values, args, pathlib.Path(tmp))
-                print(json.dumps(record), flush=True)
+                progress.write(json.dumps(record))
                 records.append(record)
     write_records(records, args.out, "scaleout_group" if args.group else "scaleout", args.quick)
     return 0
