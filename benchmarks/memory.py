@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 import common
-from river_advsvm import AdvKernelSVM
+from river_advsvm import AdvKernelSVM, progress
 
 BATCH = 500
 
@@ -39,11 +39,13 @@ def drifting_batches(n: int, d: int, seed: int = 0):
         yield X, y ^ (rng.random(len(X)) < 0.05)
 
 
-def run(policy: str, n: int, d: int, budget: int) -> list[dict]:
+def run(policy: str, n: int, d: int, budget: int, show_progress: bool = False) -> list[dict]:
     model = AdvKernelSVM(epsilon=0.05, budget=budget, budget_policy=policy, seed=0)
     checkpoints = set(np.linspace(n // 10, n, 10).astype(int) // BATCH * BATCH)
     records, seen, start = [], 0, time.perf_counter()
-    for X, y in drifting_batches(n, d):
+    batches = progress.bar(drifting_batches(n, d), total=-(-n // BATCH), desc=policy,
+                           unit="batch", progress=show_progress)
+    for X, y in batches:
         model.learn_many(X, y)
         seen += len(X)
         if seen in checkpoints:
@@ -57,10 +59,11 @@ def run(policy: str, n: int, d: int, budget: int) -> list[dict]:
     for r in records:
         r["rss_growth_after_warmup"] = r["rss_mb"] / first["rss_mb"] - 1
         r["model_growth_after_warmup"] = r["model_mb"] / first["model_mb"] - 1
-    print(f"{policy:13s} {last['samples']:>9,d} samples  features {last['features']:>6,d}  "
-          f"RSS {first['rss_mb']:7.1f} -> {last['rss_mb']:7.1f} MB  "
-          f"model {first['model_mb']:6.2f} -> {last['model_mb']:6.2f} MB  "
-          f"({last['model_growth_after_warmup']:+.1%})  {last['seconds']:.0f} s", flush=True)
+    progress.write(
+        f"{policy:13s} {last['samples']:>9,d} samples  features {last['features']:>6,d}  "
+        f"RSS {first['rss_mb']:7.1f} -> {last['rss_mb']:7.1f} MB  "
+        f"model {first['model_mb']:6.2f} -> {last['model_mb']:6.2f} MB  "
+        f"({last['model_growth_after_warmup']:+.1%})  {last['seconds']:.0f} s")
     return records
 
 
@@ -72,9 +75,10 @@ def main(argv=None) -> int:
     d, budget = 16, 1024
     records = []
     with common.one_blas_thread():
+        show_progress = not args.no_progress
         for policy in ("compact", "compact_slot", "truncate"):
-            records += run(policy, n, d, budget)
-        records += run("grow", max(n // 10, 10 * BATCH), d, budget)
+            records += run(policy, n, d, budget, show_progress)
+        records += run("grow", max(n // 10, 10 * BATCH), d, budget, show_progress)
     machine = common.machine()
     for r in records:
         r.update(machine, quick=args.quick)

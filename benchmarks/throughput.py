@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 import common
-from river_advsvm import AdvKernelSVM
+from river_advsvm import AdvKernelSVM, progress
 
 BATCH = 500
 
@@ -183,10 +183,10 @@ def main(argv=None) -> int:
         n_one, n_many, seconds = 3000, 10_000, 4.0
     records = []
     with common.one_blas_thread():
-        for d, budget in grid:
+        for d, budget in progress.bar(grid, desc="throughput", unit="config",
+                                      progress=not args.no_progress):
             rows = bench_config(d, budget, n_one, n_many, seconds)
-            print(format_table(rows), flush=True)
-            print()
+            progress.write(format_table(rows) + "\n")
             records.extend(rows)
     machine = common.machine()
     for r in records:

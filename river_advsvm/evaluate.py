@@ -22,7 +22,8 @@ import numpy as np
 from river import metrics
 
 from river_advsvm import inputs
-from river_advsvm.attacks.base import Attack, NoGradientWarning, has_margin_api
+from river_advsvm import progress as progress_
+from river_advsvm.attacks.base import NOTE_SECONDS, Attack, NoGradientWarning, has_margin_api
 
 __all__ = ["iter_progressive_robust_val", "progressive_robust_val", "robustness_report"]
 
@@ -73,6 +74,7 @@ def robustness_report(
     attacks: dict | typing.Sequence,
     epsilons: dict | typing.Sequence[float],
     certified: bool = True,
+    progress: bool = True,
 ):
     """Accuracy of `model` on `(X, y)` clean, under each attack at each radius, and certified.
 
@@ -94,6 +96,10 @@ def robustness_report(
     certified
         Add the certified accuracy at every (norm, radius) of the report, for models that have
         `certified_radius_many`.
+    progress
+        Show a progress bar per run on stderr, and first an estimate of what each attack will
+        cost when the whole report may take more than a few seconds (only when stderr is a
+        terminal and tqdm is installed). `False` switches both off.
 
     Returns
     -------
@@ -144,22 +150,32 @@ def robustness_report(
         predictions = _predictions(model, names, points)
         return np.fromiter((p == t for p, t in zip(predictions, labels)), bool, len(labels))
 
+    named = _named(attacks)
+    for name, attack in named.items():
+        if not isinstance(attack, Attack):
+            raise TypeError(f"{name!r} is not a river_advsvm.attacks.Attack")
+    runs = {name: (1 if attack.minimizes_norm else len(_radii_for(epsilons, attack.norm)))
+            for name, attack in named.items()}
+    if progress_.enabled(progress):
+        _note_estimate(model, X, labels, named, runs)
+
+    bar = progress_.bar(total=sum(runs.values()), desc="robustness_report", unit="run",
+                        progress=progress and sum(runs.values()) > 1)
     start = time.perf_counter()
     clean_right = right_at(values)
     rows = [_row("clean", "", 0.0, clean_right, np.zeros(len(labels)), 0,
                  time.perf_counter() - start)]
 
     norms_used = []
-    for name, attack in _named(attacks).items():
-        if not isinstance(attack, Attack):
-            raise TypeError(f"{name!r} is not a river_advsvm.attacks.Attack")
+    for name, attack in named.items():
         radii = _radii_for(epsilons, attack.norm)
         if radii and attack.norm not in norms_used:
             norms_used.append(attack.norm)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NoGradientWarning)
             if attack.minimizes_norm:
-                result = attack.clone({"epsilon": None}).run(model, X, labels)
+                result = attack.clone({"epsilon": None}).run(model, X, labels, progress)
+                bar.update(runs[name])
                 adversarial_right = right_at(result.adversarial)
                 for radius in radii:
                     within = result.norms <= radius
@@ -169,9 +185,11 @@ def robustness_report(
                                      result.n_no_gradient, result.seconds))
             else:
                 for radius in radii:
-                    result = attack.clone({"epsilon": radius}).run(model, X, labels)
+                    result = attack.clone({"epsilon": radius}).run(model, X, labels, progress)
                     rows.append(_row(name, attack.norm, radius, right_at(result.adversarial),
                                      result.norms, result.n_no_gradient, result.seconds))
+                    bar.update()
+    bar.close()
 
     if certified and hasattr(model, "certified_radius_many"):
         norms = norms_used or [n for n in ("linf", "l2") if _radii_for(epsilons, n)]
@@ -185,6 +203,20 @@ def robustness_report(
                 rows.append(_row("certified", norm, radius, right, np.zeros(len(labels)), 0,
                                  seconds))
     return pd.DataFrame(rows, columns=REPORT_COLUMNS)
+
+
+def _note_estimate(model, X, labels: list, named: dict, runs: dict) -> None:
+    """One line on stderr with what each attack of a report should cost, if it adds up to
+    more than a few seconds."""
+    costs = {name: runs[name] * attack.estimate_seconds(model, X, labels)
+             for name, attack in named.items() if runs[name]}
+    total = sum(costs.values())
+    if total >= NOTE_SECONDS:
+        parts = ", ".join(f"{name} ~{progress_.duration(seconds)}"
+                          for name, seconds in costs.items())
+        if len(costs) > 1:
+            parts += f"; at most ~{progress_.duration(total)} in all"
+        progress_.note(f"robustness_report on {len(labels):,} samples: {parts}")
 
 
 def _row(attack, norm, radius, right, norms, no_gradient, seconds) -> dict:
@@ -338,12 +370,14 @@ def progressive_robust_val(
     sample_rate: float | int | None = None,
     monitor=None,
     print_every: int = 0,
+    progress: bool = True,
     **print_kwargs,
 ) -> dict:
     """Run `iter_progressive_robust_val` to the end; return its final checkpoint.
 
     With `print_every`, a line per `print_every` samples is printed (`print_kwargs` go to
-    `print`, e.g. `file=`).
+    `print`, e.g. `file=`). A progress bar over the samples is shown on stderr when it is a
+    terminal and tqdm is installed; `progress=False` switches it off.
 
     Examples
     --------
@@ -370,10 +404,29 @@ def progressive_robust_val(
     """
     last = None
     step = print_every if print_every > 0 else 1 << 62
-    for last in iter_progressive_robust_val(dataset, model, attack, step, sample_rate, monitor):
-        if print_every > 0:
-            print(_progress_line(last), **print_kwargs)
+    with progress_.bar(total=_length(dataset), desc="progressive validation", unit="sample",
+                       progress=progress) as bar:
+
+        def counted(pairs):
+            for pair in pairs:
+                yield pair
+                bar.update()
+
+        for last in iter_progressive_robust_val(counted(dataset), model, attack, step,
+                                                sample_rate, monitor):
+            if print_every > 0 and progress_.enabled(progress):
+                progress_.write(_progress_line(last), file=print_kwargs.get("file"))
+            elif print_every > 0:
+                print(_progress_line(last), **print_kwargs)
     return last
+
+
+def _length(dataset) -> int | None:
+    """The number of samples of a sized iterable or a River dataset, if it says."""
+    try:
+        return len(dataset)
+    except TypeError:
+        return getattr(dataset, "n_samples", None)
 
 
 def _progress_line(checkpoint: dict) -> str:

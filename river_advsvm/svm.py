@@ -391,6 +391,7 @@ class AdvKernelSVM(MarginClassifier):
             self._gamma_by_name = _check_gamma({inputs.decode_name(n): g for n, g in fitted})
         gamma = scalars["gamma"]
         self._gamma = None if gamma is None else float(gamma)
+        self.kernel_radius = float(scalars.get("kernel_radius", 0.0))
         if self._gamma is not None and not 0 < self._gamma <= kernels.MAX_GAMMA:
             raise ValueError(f"gamma {self._gamma!r} is out of range")
         if "store" in scalars:

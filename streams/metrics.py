@@ -22,7 +22,7 @@ Metrics (counters end in `_total`; they come from the checkpoint, so they surviv
 ========================================================  ======================================
 advsvm_messages_consumed_total                            records read, valid or not
 advsvm_messages_learned_total                             labelled messages learned
-advsvm_messages_predicted_total                           unlabelled messages predicted
+advsvm_messages_predicted_total                           messages predicted (every valid one)
 advsvm_predictions_correct_total                          learned ones predicted right first
 advsvm_dead_letters_total{code}                           invalid messages, by reason
 advsvm_checkpoints_written_total                          checkpoints written
@@ -130,8 +130,8 @@ class Reading:
         counters = state.counters
         model = state.model
         fields = dict(
-            messages=counters["messages"], learned=counters["learned"],
-            correct=counters["correct"], predicted=counters["predicted"],
+            messages=counters["consumed"], learned=counters["learned"],
+            correct=counters["learned_correct"], predicted=counters["predicted"],
             dead_letters=dict(counters["dead_letters_by_code"]),
             checkpoints=counters["checkpoints"], topic_resets=counters["topic_resets"],
             # TODO(core): n_support_vectors and n_inputs arrive with the core API of this round.
@@ -187,8 +187,8 @@ METRICS = [
             "valid or not.", lambda r: r.messages),
     _Metric("advsvm_messages_learned_total", "counter", "Labelled messages learned "
             "(each was predicted first).", lambda r: r.learned),
-    _Metric("advsvm_messages_predicted_total", "counter", "Unlabelled messages predicted.",
-            lambda r: r.predicted),
+    _Metric("advsvm_messages_predicted_total", "counter", "Messages predicted (every valid "
+            "one, labelled or not).", lambda r: r.predicted),
     _Metric("advsvm_predictions_correct_total", "counter", "Learned messages the model had "
             "predicted right before learning them.", lambda r: r.correct),
     _Metric("advsvm_dead_letters_total", "counter", "Invalid messages, by reason.",

@@ -68,8 +68,6 @@ def test_a_closed_pipe_ends_quietly(service_checkpoint):
     assert done.returncode == 0 and b'"samples_learned": 1' in done.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="TODO(service): streams.state.describe reads every array "
-                   "(checkpoint.read); with checkpoint.read_meta it reads the metadata only")
 def test_inspect_reads_the_metadata_only(service_checkpoint):
     """A 256 MiB array in the checkpoint (1 MB on disk) costs `inspect` nothing."""
     edit(service_checkpoint, add_arrays={"pad": np.zeros(2**25)})

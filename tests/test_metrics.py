@@ -224,7 +224,7 @@ def test_a_reading_of_a_service_state_and_a_monitor():
         x, y = {0: float(i % 2), 1: (i % 3) / 2}, i % 2
         monitor.update(x, y)
         model.learn_one(x, y)
-        state.counters["messages"] += 1
+        state.counters["consumed"] += 1
         state.counters["learned"] += 1
     state.counters["dead_letters_by_code"]["empty"] = 3
     reading = Reading.from_state(state, monitor=monitor, processing_rate=9.0)
