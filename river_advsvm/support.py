@@ -464,6 +464,9 @@ class SupportVectors(_KernelExpansion):
         if not _SCALE_RANGE[0] <= abs(self._scale) <= _SCALE_RANGE[1]:
             self._a[: self.size] *= self._scale
             self._q *= self._scale * self._scale
+            if self._pending is not None:  # the remembered sum over a, in a's new units
+                edits, known, exponents, total = self._pending
+                self._pending = (edits, known, exponents, total * self._scale)
             self._scale = 1.0
 
     def add(self, c: float, v: np.ndarray | None = None) -> None:
