@@ -97,8 +97,8 @@ def plan(kernel: str, policy: str, a: np.ndarray, row) -> Maintenance:
 def best_merge(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
     """The partner whose merge loses least: `(its index, h, p(h), the weight degradation)`.
 
-    `A = |a_m|` is the smallest magnitude of all, `B >= A` the partners', and `D` as in
-    `merge_points`. The degradation of a partner is `A^2 + B^2 + 2 A B exp(-D) - p^2` at its
+    `A = |a_m|` is the smallest magnitude of all (`B >= A`, the partners'; otherwise every
+    partner is solved), and `D` as in `merge_points`. The degradation of a partner is `A^2 + B^2 + 2 A B exp(-D) - p^2` at its
     best `h`.
 
     RBF: only partners that can win are searched. A partner's degradation is at least
@@ -121,13 +121,11 @@ def best_merge(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
     Ties go to the first partner, as `np.argmin` would.
 
     """
-    if kernel == "laplacian":
+    if kernel == "laplacian" or len(D) <= _NEAREST or (B < A).any():
         h, p, loss = _merges(kernel, A, B, D)
         best = int(np.argmin(loss))
         return best, float(h[best]), float(p[best]), float(loss[best])
-    chosen = np.arange(len(D))
-    if len(D) > _NEAREST:
-        chosen = np.sort(np.argpartition(D, _NEAREST)[:_NEAREST])
+    chosen = np.sort(np.argpartition(D, _NEAREST)[:_NEAREST])
     h, p, loss = _merges(kernel, A, B[chosen], D[chosen])
     # Partners whose bound A^2 l(min(D, 2)) is at most the best degradation found (a little
     # more, for rounding): A^2 l(D) <= loss exactly when D <= -2 log(1 - sqrt(loss / 2 A^2)).
