@@ -78,6 +78,8 @@ def support_radii(
     bounds
         `(lo, hi)`, the box every input lives in (for L-inf only; ignoring it is sound).
 
+    Notes
+    -----
     Why it is sound. Let `x'` be any point of the threat set and `x~ = q x`, `x~' = q x'` the
     rows the store sees; let `g` be the model in exact arithmetic over the stored vectors and
     `g^` what the store computes. Four facts:
