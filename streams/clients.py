@@ -1,29 +1,38 @@
 """Every Kafka client the service uses is made here, from one `Clients` object.
 
-A `Clients` holds the bootstrap servers and a dict of extra kafka-python settings that reach
-every client it makes (the service's consumer and producer, the admin client that creates
-topics, the group's snapshot reader, `advsvm inspect --bootstrap-servers`): security settings
-(`security_protocol`, `ssl_cafile`, `sasl_mechanism`, ...) go there once and apply everywhere.
-A setting a method fixes for the service's guarantees (`enable_auto_commit`, `acks`, ...)
-cannot be overridden: `Clients` refuses such a key.
+A `Clients` holds the bootstrap servers, the security settings (`streams.security`: TLS and
+SASL) and a dict of other extra kafka-python settings; all of them reach every client it makes
+(the service's consumer and producer, the admin client that creates topics, the group's
+snapshot reader, `advsvm inspect --bootstrap-servers`, the local broker's replay producer, the
+benchmarks' producer). A setting a method fixes for the service's guarantees
+(`enable_auto_commit`, `acks`, ...) cannot be overridden: `Clients` refuses such a key, and a
+security setting goes in `security`, not among the extra settings.
 
 Examples
 --------
 
 >>> from streams.clients import Clients
->>> clients = Clients("127.0.0.1:9092", {"security_protocol": "SSL", "ssl_cafile": "ca.pem"})
->>> clients.settings["security_protocol"]
-'SSL'
+>>> from streams.security import SecuritySettings
+>>> clients = Clients("127.0.0.1:9092", {"linger_ms": 20},
+...                   security=SecuritySettings(security_protocol="SSL", ssl_cafile="ca.pem"))
+>>> clients.settings["security_protocol"], clients.settings["linger_ms"]
+('SSL', 20)
 >>> Clients("127.0.0.1:9092", {"acks": 0})
 Traceback (most recent call last):
 ...
 ValueError: the Kafka client setting 'acks' is fixed by the service and cannot be set
+>>> Clients("127.0.0.1:9092", {"ssl_cafile": "ca.pem"})
+Traceback (most recent call last):
+...
+ValueError: the Kafka client setting 'ssl_cafile' is a security setting: give it in security=SecuritySettings(...)
 
 """
 
 from __future__ import annotations
 
 import dataclasses
+
+from streams.security import CLIENT_KEYS, SecuritySettings
 
 __all__ = ["BOOTSTRAP_TIMEOUT_MS", "FIXED_SETTINGS", "Clients", "create_topics", "topic_id"]
 
@@ -52,20 +61,29 @@ class Clients:
         Extra kafka-python settings given to every client (e.g. TLS and SASL ones).
     bootstrap_timeout_ms
         How long a client waits for a first broker before raising `NoBrokersAvailable`.
+    security
+        TLS and SASL (`streams.security.SecuritySettings`); plaintext by default.
 
+    `settings` is, after construction, everything the clients get besides what each method
+    fixes: the security settings as kafka-python names them, then the extra ones.
     """
 
     bootstrap_servers: str
     settings: dict = dataclasses.field(default_factory=dict)
     bootstrap_timeout_ms: int = BOOTSTRAP_TIMEOUT_MS
+    security: SecuritySettings = dataclasses.field(default_factory=SecuritySettings)
 
     def __post_init__(self):
-        self.settings = dict(self.settings or {})
-        for key in sorted(self.settings):
+        extra = dict(self.settings or {})
+        for key in sorted(extra):
             if key in FIXED_SETTINGS:
                 raise ValueError(
                     f"the Kafka client setting {key!r} is fixed by the service and cannot be set"
                 )
+            if key in CLIENT_KEYS:
+                raise ValueError(f"the Kafka client setting {key!r} is a security setting: give "
+                                 "it in security=SecuritySettings(...)")
+        self.settings = {**self.security.client_kwargs(), **extra}
 
     def _common(self, client_id: str, bootstrap_timeout_ms: int | None) -> dict:
         return {
@@ -155,9 +173,11 @@ class Clients:
             admin.close()
 
 
-def create_topics(bootstrap_servers: str, topics: dict[str, int], settings: dict | None = None):
+def create_topics(bootstrap_servers: str, topics: dict[str, int], settings: dict | None = None,
+                  security: SecuritySettings | None = None):
     """Create each topic (name -> partitions) unless it exists already."""
-    Clients(bootstrap_servers, settings or {}).create_topics(topics)
+    Clients(bootstrap_servers, settings or {},
+            security=security or SecuritySettings()).create_topics(topics)
 
 
 def topic_id(consumer, topic: str) -> str | None:
