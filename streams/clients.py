@@ -94,17 +94,16 @@ class Clients:
             "bootstrap_timeout_ms": bootstrap_timeout_ms or self.bootstrap_timeout_ms,
         }
 
-    def consumer(self, group: str, *, session_timeout_ms: int = 10000,
-                 max_poll_records: int = 500, client_id: str = "advsvm-serve",
-                 bootstrap_timeout_ms: int | None = None):
-        """A group consumer that never commits on its own and starts at the earliest offset.
+    def consumer_config(self, group: str, *, session_timeout_ms: int = 10000,
+                        max_poll_records: int = 500, client_id: str = "advsvm-serve",
+                        bootstrap_timeout_ms: int | None = None) -> dict:
+        """The settings of `consumer`: a group consumer that never commits on its own and
+        starts at the earliest offset.
 
         Offsets are the checkpoint's business: auto-commit is off, and a partition the
         checkpoint does not know starts at the group's committed offset, else at the beginning.
         """
-        from kafka import KafkaConsumer
-
-        return KafkaConsumer(**{
+        return {
             "session_timeout_ms": session_timeout_ms,
             "heartbeat_interval_ms": max(100, min(3000, session_timeout_ms // 5)),
             "max_poll_records": max_poll_records,
@@ -114,13 +113,18 @@ class Clients:
             "enable_auto_commit": False,
             "auto_offset_reset": "earliest",
             "allow_auto_create_topics": False,
-        })
+        }
 
-    def reader(self, *, client_id: str, max_fetch_bytes: int):
-        """A consumer outside any group (assigned by hand), e.g. for the snapshot topic."""
+    def consumer(self, group: str, **options):
+        """A KafkaConsumer with `consumer_config(group, **options)`."""
         from kafka import KafkaConsumer
 
-        return KafkaConsumer(**{
+        return KafkaConsumer(**self.consumer_config(group, **options))
+
+    def reader_config(self, *, client_id: str, max_fetch_bytes: int) -> dict:
+        """The settings of `reader`: a consumer outside any group (assigned by hand), e.g. for
+        the snapshot topic."""
+        return {
             "max_partition_fetch_bytes": max_fetch_bytes,
             "fetch_max_bytes": max_fetch_bytes,
             **self._common(client_id, None),
@@ -128,19 +132,24 @@ class Clients:
             "enable_auto_commit": False,
             "auto_offset_reset": "earliest",
             "allow_auto_create_topics": False,
-        })
+        }
 
-    def producer(self, *, max_request_size: int = 4 * 2**20, client_id: str = "advsvm-serve",
-                 linger_ms: int = 5, bootstrap_timeout_ms: int | None = None):
-        """A producer for outputs: acks from all replicas, retries, and no idempotence.
+    def reader(self, **options):
+        """A KafkaConsumer with `reader_config(**options)`."""
+        from kafka import KafkaConsumer
+
+        return KafkaConsumer(**self.reader_config(**options))
+
+    def producer_config(self, *, max_request_size: int = 4 * 2**20,
+                        client_id: str = "advsvm-serve", linger_ms: int = 5,
+                        bootstrap_timeout_ms: int | None = None) -> dict:
+        """The settings of `producer`: acks from all replicas, retries, and no idempotence.
 
         Idempotence is off because an idempotent producer does not survive a restart of the
         bundled broker; `streams.sink.OutputSink` resends what fails, so outputs are
         at-least-once either way.
         """
-        from kafka import KafkaProducer
-
-        return KafkaProducer(**{
+        return {
             "linger_ms": linger_ms,
             "max_block_ms": 5000,
             "request_timeout_ms": 10000,
@@ -149,12 +158,24 @@ class Clients:
             **self._common(client_id, bootstrap_timeout_ms),
             "acks": "all",
             "enable_idempotence": False,
-        })
+        }
 
-    def admin(self, client_id: str = "advsvm-admin", bootstrap_timeout_ms: int | None = None):
+    def producer(self, **options):
+        """A KafkaProducer with `producer_config(**options)`."""
+        from kafka import KafkaProducer
+
+        return KafkaProducer(**self.producer_config(**options))
+
+    def admin_config(self, client_id: str = "advsvm-admin",
+                     bootstrap_timeout_ms: int | None = None) -> dict:
+        """The settings of `admin`."""
+        return self._common(client_id, bootstrap_timeout_ms)
+
+    def admin(self, **options):
+        """A KafkaAdminClient with `admin_config(**options)` (it reaches a broker at once)."""
         from kafka import KafkaAdminClient
 
-        return KafkaAdminClient(**self._common(client_id, bootstrap_timeout_ms))
+        return KafkaAdminClient(**self.admin_config(**options))
 
     def create_topics(self, topics: dict[str, int], configs: dict | None = None,
                       bootstrap_timeout_ms: int | None = None) -> None:

@@ -132,6 +132,29 @@ def test_mutual_tls_with_a_client_certificate_from_a_properties_file(mtls_broker
         "TLS): give --ssl-certfile and --ssl-keyfile\n")
 
 
+def test_the_replay_and_benchmark_producers_and_the_outputs_reader_through_tls(tls_broker,
+                                                                              pki):
+    """The producers of `serve --local-broker` and `benchmarks/scaleout.py`, and the reader of
+    the outputs it shows, take the same settings (here: TLS only works with them)."""
+    import importlib.util
+
+    from streams import local
+
+    spec = importlib.util.spec_from_file_location("scaleout", kh.REPO + "/benchmarks/scaleout.py")
+    scaleout = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scaleout)
+    settings = tls(pki)
+    clients.create_topics(tls_broker.bootstrap_servers, {"tls-replayed": 2}, security=settings)
+    X, y = kh.stream(30, seed=3)
+    sent = local.replay(tls_broker.bootstrap_servers, "tls-replayed", zip(X, y.tolist()),
+                        unlabelled_every=3, security=settings)
+    values = kh.messages(X, y, start_id=100)
+    scaleout.produce(tls_broker.bootstrap_servers, "tls-replayed", values, 2, security=settings)
+    read = local.read_outputs(tls_broker.bootstrap_servers, "tls-replayed", security=settings)
+    ids = sorted(json.loads(value)["id"] for value in read)
+    assert sent == 30 and ids == list(range(30)) + list(range(100, 130))
+
+
 def _refused(bootstrap: str, tmp_path, *flags, env=None) -> str:
     """Run serve against `bootstrap` with `flags`; assert it exits with status 4 within the
     connect timeout and one line on stderr, and return that line."""
