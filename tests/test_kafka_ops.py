@@ -294,3 +294,48 @@ def test_liveness_fails_while_the_loop_is_stuck_and_the_process_answers(broker, 
         server.stop()
     assert statuses == [0]
     assert service.state.counters["learned"] == 50
+
+
+def test_group_metrics_of_two_workers(broker, tmp_path):
+    """Two workers of a group: their consumed and learned counters add up to the stream, each
+    one's syncs are the snapshots in its checkpoint, and the folds and peers show that they
+    averaged each other's models in."""
+    topic = "ops-group"
+    clients.create_topics(broker.bootstrap_servers, {topic: 2})
+    X, y = kh.stream(800, seed=14)
+    values = kh.messages(X, y, unlabelled_every=4)
+    expected = expected_counters(values)
+    ports, processes, directories = [], [], []
+    for worker in ("w0", "w1"):
+        ports.append(free_port())
+        directories.append(tmp_path / worker)
+        command = kh.serve_command(broker.bootstrap_servers, topic, "ops-group-group",
+                                   directories[-1], "--sync-every", "100", "--gamma", "0.1",
+                                   "--worker-id", worker, "--checkpoint-interval", "0.5",
+                                   "--metrics-port", str(ports[-1]))
+        processes.append(kh.start_service(command, tmp_path / f"{worker}.log"))
+    for port, process, worker in zip(ports, processes, ("w0", "w1")):
+        kh.wait_until(lambda: probe(port, "/readyz")[0] == 200, 60, f"{worker} ready", process,
+                      tmp_path / f"{worker}.log")
+    kh.produce(broker.bootstrap_servers, topic, values, partition=[0, 1])
+
+    def settled():
+        """Both scrapes, once the stream is consumed and each worker's last sync is on disk."""
+        scrapes = [scrape(port) for port in ports]
+        if sum(s["advsvm_messages_consumed_total"] for s in scrapes) != len(values):
+            return None
+        for samples, directory in zip(scrapes, directories):
+            saved = state.load(directory)
+            if saved is None or samples["advsvm_group_syncs_total"] != saved.group["seq"] or \
+                    saved.counters["consumed"] != samples["advsvm_messages_consumed_total"]:
+                return None
+        return scrapes
+
+    scrapes = kh.wait_until(settled, 120, "both workers to sync the whole stream")
+    assert sum(s["advsvm_messages_learned_total"] for s in scrapes) == expected["learned"]
+    assert all(s["advsvm_group_syncs_total"] >= 1 for s in scrapes)
+    assert sum(s["advsvm_assigned_partitions"] for s in scrapes) == 2
+    folded = [s for s in scrapes if s["advsvm_group_folds_total"] >= 1]
+    assert folded and all(s["advsvm_group_peers"] == 1 for s in folded)
+    for process in processes:
+        assert kh.stop_service(process) == 0
