@@ -266,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     traceback)."""
     from river_advsvm.checkpoint import CheckpointError
     from streams.broker import BrokerError
+    from streams import logs
     from streams.lifecycle import BrokerUnreachable, SettingsRefused
 
     args = build_parser().parse_args(argv)
@@ -288,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
             return _fail(error, 2)
         return _fail(error, 1, prefix=f"unexpected {type(error).__name__}: ",
                      suffix=" (run with --debug for the traceback)")
+    finally:
+        logs.reset()  # a program that ran `main` keeps its own logging afterwards
 
 
 def _fail(error: BaseException, status: int, prefix: str = "", suffix: str = "") -> int:
