@@ -292,7 +292,8 @@ class MarginClassifier(base.MiniBatchClassifier):
         classes known then.
         """
         labels = [None if y is None and predict_only_ok else _as_label(y) for y in labels]
-        self._classes_after([y for y in labels if y is not None])
+        if not all(y is None or y in self._labels for y in labels):
+            self._classes_after([y for y in labels if y is not None])
         hashes = self._check_new_inputs(rows, labels)
 
         margins = np.empty(len(labels))
@@ -332,6 +333,9 @@ class MarginClassifier(base.MiniBatchClassifier):
         predicted: dict = {}
         i = 0
         for names, values in rows.runs:
+            if self._index.knows_all(names):
+                i += len(values)
+                continue
             positions = self._index.positions(names)
             unknown = np.flatnonzero(positions < 0)
             if len(unknown):
