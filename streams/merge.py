@@ -104,7 +104,8 @@ def check_mergeable_params(params: dict) -> None:
 def incompatibility(meta_a: dict, meta_b: dict) -> str | None:
     """Why two models (checkpoint metadata) cannot be averaged, or None if they can."""
     if meta_a.get("class") != AdvKernelSVM.__name__ or meta_b.get("class") != meta_a["class"]:
-        return f"only AdvKernelSVM models are averaged ({meta_a.get('class')}, {meta_b.get('class')})"
+        return (f"only AdvKernelSVM models are averaged "
+                f"({meta_a.get('class')}, {meta_b.get('class')})")
     params_a, params_b = meta_a.get("params", {}), meta_b.get("params", {})
     for key in sorted(set(params_a) | set(params_b)):
         if params_a.get(key) != params_b.get(key):

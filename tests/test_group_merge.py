@@ -149,7 +149,8 @@ def queries(names, n=20, seed=7) -> list[dict]:
 def fold_events(meta: dict, base: AdvKernelSVM) -> tuple[int, float]:
     """Maintenance events of an average and their total weight degradation (the merged
     store's counters continue the base's)."""
-    after, before = meta["state"]["model"]["store"], base.to_checkpoint()[0]["state"]["model"]["store"]
+    after = meta["state"]["model"]["store"]
+    before = base.to_checkpoint()[0]["state"]["model"]["store"]
     events = after["n_merges"] + after["n_removals"] - before["n_merges"] - before["n_removals"]
     return events, after["total_degradation"] - before["total_degradation"]
 
@@ -239,7 +240,7 @@ def test_support_vectors_weights_of_zero_contribute_nothing_and_all_zero_keeps_t
        seed=st.integers(0, 1000))
 def test_support_vectors_average_is_exact_for_any_weights_inputs_and_first_label(
         weights, subsets, flips, seed):
-    models = [sv_trained(25, seed + k, sorted(names), labels=("x", "y")[::-1] if flip else ("x", "y"))
+    models = [sv_trained(25, seed + k, sorted(names), labels=("y", "x") if flip else ("x", "y"))
               for k, (names, flip) in enumerate(zip(subsets, flips))]
     meta, arrays = merge.average([(*m.to_checkpoint(), w) for m, w in zip(models, weights)], 75)
     merged = merge.to_model(meta, arrays)
@@ -257,7 +258,8 @@ def test_support_vectors_average_is_exact_for_any_weights_inputs_and_first_label
 @pytest.mark.parametrize("change, key", [
     (dict(gamma=0.3), "gamma"), (dict(budget=32), "budget"), (dict(kernel="laplacian"), "kernel"),
     (dict(epsilon=0.2), "epsilon"), (dict(dtype="float32"), "dtype"),
-    (dict(budget_policy="remove"), "budget_policy"), (dict(budget_policy="compact"), "budget_policy"),
+    (dict(budget_policy="remove"), "budget_policy"),
+    (dict(budget_policy="compact"), "budget_policy"),
     (dict(gamma={"a": 0.2, "b": 0.3}), "gamma"),
 ])
 def test_support_vector_models_with_other_options_are_refused(change, key):
