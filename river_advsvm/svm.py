@@ -233,12 +233,17 @@ class AdvKernelSVM(MarginClassifier):
         # Inputs the held rows never had add the same distance to every held row.
         extra = [j for j, n in enumerate(names) if n not in position]
         offset = (values[:, extra] ** 2).sum(axis=1) * np.median(gammas) if extra else 0.0
+        # Memory stays at (rows x held) distances plus one (rows x inputs) temporary.
         if self.kernel == "rbf":
-            distances = ((Z[:, None, :] - X[None]) ** 2 * gammas).sum(axis=2)
+            root = np.sqrt(gammas)
+            Zs, Xs = Z * root, X * root
+            distances = np.maximum(
+                (Zs * Zs).sum(axis=1)[:, None] + (Xs * Xs).sum(axis=1)[None] - 2 * Zs @ Xs.T, 0.0)
         else:
-            distances = (np.abs(Z[:, None, :] - X[None]) * gammas).sum(axis=2)
-        votes = np.exp(-(distances + np.asarray(offset)[..., None] if extra else distances))
-        return votes @ signs / len(signs) + self._bias
+            distances = np.column_stack([(np.abs(Z - x) * gammas).sum(axis=1) for x in X])
+        if extra:
+            distances += np.asarray(offset)[:, None]
+        return np.exp(-distances) @ signs / len(signs) + self._bias
 
     @property
     def fitted_gamma(self) -> float | dict | None:

@@ -139,9 +139,12 @@ def test_max_features_refuses_the_sample_that_would_exceed_it():
     # Zero values cost nothing: names that only ever come with 0 are never stored...
     model.learn_one({**{f"zero{i}": 0.0 for i in range(100)}, "a": 0.5}, False)
     assert model.n_inputs == 2
-    # ... and neither are names seen only at prediction time.
-    model.predict_one({f"p{i}": 1.0 for i in range(100)})
+    # ... and neither are names seen only at prediction time...
+    model.predict_one({f"p{i}": 1.0 for i in range(5)})
     assert model.n_inputs == 2
+    # ... of which one sample may bring at most max_features, as in learning.
+    with pytest.raises(InvalidInput, match="6 inputs the model does not know"):
+        model.predict_one({f"p{i}": 1.0 for i in range(6)})
 
 
 @pytest.mark.parametrize("policy", ["merge", "compact"])
@@ -151,7 +154,11 @@ def test_many_fresh_names_in_one_sample_cost_memory_only_within_the_bound(policy
     hostile = {f"n{i}": 1.0 for i in range(100_000)}
     with pytest.raises(InvalidInput, match="max_features=1000"):
         model.learn_one(hostile, False)
-    model.predict_one(hostile)  # inference on them is allowed, and stores nothing
+    with pytest.raises(InvalidInput, match="100000 inputs the model does not know"):
+        model.predict_one(hostile)
+    # Inference on up to max_features unknown inputs is allowed, in bounded memory, and stores
+    # nothing (the random features weigh them a chunk at a time).
+    assert math.isfinite(model.decision_one({f"n{i}": 1.0 for i in range(1000)}))
     assert model.n_inputs == 1
     for i in range(999):  # up to the bound, one fresh name per sample
         model.learn_one({f"m{i}": 1.0}, i % 2 == 0)
