@@ -164,7 +164,8 @@ def _add_model(model) -> None:
     model.add_argument("--schedule", default="constant", choices=["constant", "diminishing"],
                        help="step schedule (default constant)")
     model.add_argument("--budget", type=int, default=1024,
-                       help="random features kept (default 1024): memory and time per message")
+                       help="support vectors or random features kept (default 1024): memory "
+                       "and time per message")
     model.add_argument("--budget-policy", default="compact",
                        choices=["merge", "remove", "compact", "compact_slot", "truncate",
                                 "grow"],
