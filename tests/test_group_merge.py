@@ -313,6 +313,23 @@ def test_a_snapshot_folded_entirely_into_a_later_one_is_superseded():
     assert group.superseded([dead, later, b]) == {"dead", "b"}
 
 
+def test_the_group_model_of_support_vector_snapshots_weighs_them_by_their_samples():
+    a = sv_trained(100, 1, ["a", "b"], budget=1000)
+    b = sv_trained(300, 2, ["b", "c"], budget=1000)
+    snaps = [snapshot("a", 0, a, {"t": {0: 100}}), snapshot("b", 1, b, {"t": {1: 300}})]
+    model = group.group_model(snaps)
+    assert model.n_learned == 400 and model.n_support_vectors == (a.n_support_vectors
+                                                                  + b.n_support_vectors)
+    for x in queries("abc", n=5):
+        assert model.decision_one(x) == pytest.approx(
+            (100 * a.decision_one(x) + 300 * b.decision_one(x)) / 400, rel=1e-12)
+    # A snapshot that folded all of a's samples in supersedes a: b's model is the group's.
+    snaps[1] = snapshot("b", 1, b, {"t": {1: 300}}, folded={"a": 100})
+    model = group.group_model(snaps)
+    for x in queries("abc", n=5):
+        assert model.decision_one(x) == pytest.approx(b.decision_one(x), rel=1e-12)
+
+
 class FakeReader:
     def __init__(self, latest):
         self.latest = latest
