@@ -88,12 +88,16 @@ def worker_rate(log_path) -> float | None:
     return float(found[-1]) if found else None
 
 
-def produce(bootstrap_servers: str, topic: str, values: list[bytes], partitions: int) -> None:
-    from kafka import KafkaProducer
+def produce(bootstrap_servers: str, topic: str, values: list[bytes], partitions: int,
+            security=None) -> None:
+    """Send `values` round-robin over the partitions, with the service's own producer
+    settings (`streams.clients`: acks from all replicas) and `security` (plaintext if None)."""
+    from streams import clients
+    from streams.security import SecuritySettings
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks=1, linger_ms=20,
-                             batch_size=256 * 1024, enable_idempotence=False,
-                             max_request_size=8 * 2**20)
+    producer = clients.Clients(bootstrap_servers, {"batch_size": 256 * 1024},
+                               security=security or SecuritySettings()).producer(
+        client_id="advsvm-bench", linger_ms=20, max_request_size=8 * 2**20)
     for i, value in enumerate(values):
         producer.send(topic, value=value, partition=i % partitions)
     producer.flush()

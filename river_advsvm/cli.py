@@ -439,13 +439,20 @@ def _error_message(error: Exception) -> str:
 
 
 def _serve(argv: list[str]) -> int | None:
-    """`advsvm [--debug] serve ...` is parsed and run by `streams.cli` (the kafka extra); None
-    for any other command."""
+    """`advsvm [--debug] serve ...` and `advsvm inspect --bootstrap-servers ...` are parsed and
+    run by `streams.cli` (the kafka extra); None for any other command."""
     position = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), None)
-    if position is None or argv[position] != "serve" or set(argv[:position]) - {"--debug"}:
+    if position is None or set(argv[:position]) - {"--debug"}:
+        return None
+    rest = argv[position + 1:]
+    if argv[position] == "inspect" and any(a.split("=")[0] == "--bootstrap-servers"
+                                           for a in rest):
+        (streams_cli,) = _import_streams("inspect --bootstrap-servers", "kafka", "cli")
+        return streams_cli.inspect_main(rest)
+    if argv[position] != "serve":
         return None
     (streams_cli,) = _import_streams("serve", "kafka", "cli")
-    return streams_cli.main(argv[:position] + argv[position + 1:])
+    return streams_cli.main(argv[:position] + rest)
 
 
 def main(argv: list[str] | None = None) -> int:

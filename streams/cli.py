@@ -13,7 +13,7 @@ import sys
 
 from streams.serve_parser import build_parser
 
-__all__ = ["build_parser", "inspect_group", "main"]
+__all__ = ["build_inspect_parser", "build_parser", "inspect_group", "inspect_main", "main"]
 
 if importlib.util.find_spec("kafka") is None:  # the kafka extra; river_advsvm.cli says so
     raise ImportError("kafka-python is missing", name="kafka")
@@ -56,7 +56,7 @@ _WORKER_OPTIONS = [
     "sync_every", "blas_threads", "connect_timeout", "model", "epsilon", "norm", "kernel",
     "gamma", "regularization", "step_size", "bias_step_size", "schedule", "budget",
     "budget_policy", "max_features", "seed", "monitor_sample_rate", "monitor_epsilon",
-    "monitor_norm", "monitor_bounds",
+    "monitor_norm", "monitor_bounds", "log_format",
 ]
 
 
@@ -114,17 +114,19 @@ def _check_group_options(args: argparse.Namespace, model_factory) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import logging
+    from streams import logs, metrics, security
 
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # The Kafka client's own messages repeat what the service says (connection attempts
-    # during outages): shown with --log-level debug only.
-    logging.getLogger("kafka").setLevel(
-        logging.DEBUG if args.log_level == "debug" else logging.CRITICAL)
+    logs.configure(args.log_level, args.log_format)
+    settings = security.from_args(args)  # every file read and checked now
     if args.workers and not args.local_broker:
         raise ValueError("--workers starts workers next to a local broker (--local-broker); "
                          "elsewhere start one `advsvm serve --sync-every N` per worker")
+    if args.local_broker and settings != security.SecuritySettings():
+        raise ValueError("--local-broker starts a plaintext broker on 127.0.0.1: the security "
+                         "settings are for a cluster of your own (--bootstrap-servers)")
+    if args.workers and args.metrics_port:
+        raise ValueError("--metrics-port serves one service: with --workers each worker would "
+                         "need a port of its own")
     if args.workers and args.sync_every is None:
         args.sync_every = 1000
     model_factory = _model_factory(args)
@@ -148,6 +150,7 @@ def _serve(args: argparse.Namespace) -> int:
         sync_topic=args.sync_topic,
         worker_id=args.worker_id,
         blas_threads=args.blas_threads,
+        security=settings,
     )
     if args.local_broker:
         from streams import local
@@ -162,7 +165,8 @@ def _serve(args: argparse.Namespace) -> int:
                                unlabelled_every=args.replay_unlabelled_every,
                                monitor=monitor, workers=args.workers or 0,
                                worker_argv=_worker_argv(args) if args.workers else None,
-                               show=args.show, outputs_file=args.outputs_file)
+                               show=args.show, outputs_file=args.outputs_file,
+                               observe=lambda s: metrics.from_args(args, s.session.reading))
     missing = [flag for flag, value in [("--bootstrap-servers", args.bootstrap_servers),
                                         ("--topic", args.topic), ("--group", args.group),
                                         ("--checkpoint-dir", args.checkpoint_dir)] if not value]
@@ -174,12 +178,24 @@ def _serve(args: argparse.Namespace) -> int:
         bootstrap_servers=args.bootstrap_servers, topic=args.topic, group=args.group,
         checkpoint_dir=args.checkpoint_dir, **options,
     )
-    return service.Service(config, model_factory, monitor).run()
+    served = service.Service(config, model_factory, monitor)
+    # Up before the service connects: /healthz and /readyz answer during start-up too.
+    server = metrics.from_args(args, served.session.reading)
+    try:
+        return served.run()
+    finally:
+        if server is not None:
+            server.stop()
 
 
 def inspect_group(args: argparse.Namespace) -> int:
-    """`advsvm inspect --bootstrap-servers B --sync-topic S`: a group's totals as JSON."""
+    """`advsvm inspect --bootstrap-servers B --sync-topic S`: a group's totals as JSON.
+
+    `args` may carry the security flags (`inspect_main` parses them); without them the
+    clients connect in plaintext."""
     import json
+
+    from streams import security
 
     if not (args.sync_topic and args.bootstrap_servers):
         print("advsvm inspect: a group needs both --bootstrap-servers and --sync-topic",
@@ -187,9 +203,24 @@ def inspect_group(args: argparse.Namespace) -> int:
         return 2
     from streams import group
     try:
-        snapshots = group.read_group(args.bootstrap_servers, args.sync_topic, timeout=30)
+        settings = (security.from_args(args) if hasattr(args, "security_protocol")
+                    else security.SecuritySettings())
+    except security.SecurityError as error:
+        print(f"advsvm inspect: {error}", file=sys.stderr)
+        return 2
+    from streams.connection_check import ConnectionCheckError, check_connection, explain
+
+    try:
+        # The clients would only say that they could not bootstrap; the check says why.
+        check_connection(args.bootstrap_servers, settings, timeout=10)
+        snapshots = group.read_group(args.bootstrap_servers, args.sync_topic, timeout=30,
+                                     security=settings)
+    except (ConnectionCheckError, ValueError) as error:
+        print(f"advsvm inspect: {' '.join(str(error).split())}", file=sys.stderr)
+        return 2
     except Exception as error:  # noqa: BLE001 - broker errors, timeouts
-        print(f"advsvm inspect: cannot read {args.sync_topic}: {error!r}", file=sys.stderr)
+        print(f"advsvm inspect: cannot read {args.sync_topic}: "
+              f"{explain(error, args.bootstrap_servers, settings)}", file=sys.stderr)
         return 2
     summary = group.totals(snapshots.values())
     summary["per_worker"] = {
@@ -206,13 +237,37 @@ def inspect_group(args: argparse.Namespace) -> int:
     return 0
 
 
+def build_inspect_parser() -> argparse.ArgumentParser:
+    """The parser of `advsvm inspect --bootstrap-servers B --sync-topic S` with the security
+    flags of `serve`."""
+    from streams import security
+    from streams.serve_parser import _Parser
+
+    parser = _Parser(prog="advsvm inspect", description=(
+        "Print the group of workers behind a snapshot topic as JSON: totals over the latest "
+        "snapshot of every worker, each partition's resume point, the merged model."))
+    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", required=True)
+    parser.add_argument("--sync-topic", metavar="S", required=True,
+                        help="the group's snapshot topic")
+    parser.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    security.add_arguments(parser)
+    return parser
+
+
+def inspect_main(argv: list[str] | None = None) -> int:
+    """`advsvm inspect --bootstrap-servers B --sync-topic S [security flags]`; the exit
+    status (0, or 2 with one line on stderr)."""
+    return inspect_group(build_inspect_parser().parse_args(argv))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run `advsvm serve` with `argv` (the arguments after `serve`); returns the exit status
     (see `advsvm serve --help`). Every error is one line on stderr (`--debug`: and its
     traceback)."""
     from river_advsvm.checkpoint import CheckpointError
     from streams.broker import BrokerError
-    from streams.lifecycle import BrokerUnreachable
+    from streams import logs
+    from streams.lifecycle import BrokerUnreachable, SettingsRefused
 
     args = build_parser().parse_args(argv)
     try:
@@ -228,10 +283,14 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         if isinstance(error, BrokerUnreachable):
             return _fail(error, 3)
+        if isinstance(error, SettingsRefused):
+            return _fail(error, 4)
         if isinstance(error, (ValueError, TypeError, OSError, CheckpointError, BrokerError)):
             return _fail(error, 2)
         return _fail(error, 1, prefix=f"unexpected {type(error).__name__}: ",
                      suffix=" (run with --debug for the traceback)")
+    finally:
+        logs.reset()  # a program that ran `main` keeps its own logging afterwards
 
 
 def _fail(error: BaseException, status: int, prefix: str = "", suffix: str = "") -> int:

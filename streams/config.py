@@ -16,6 +16,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from streams.clients import Clients
+from streams.security import SecuritySettings
+
 __all__ = ["ServiceConfig"]
 
 
@@ -59,9 +62,14 @@ class ServiceConfig:
         This worker's key in the snapshot topic; by default kept in `checkpoint_dir/worker-id`.
     blas_threads
         BLAS threads in the service (threadpoolctl); None or 0 leaves BLAS as it is.
+    security
+        TLS and SASL settings of every Kafka client (`streams.security.SecuritySettings`;
+        plaintext by default). At start-up the service checks them against the cluster
+        (`streams.connection_check`) and stops with `streams.lifecycle.SettingsRefused` if the
+        cluster refuses them.
     client_settings
-        Extra kafka-python settings for every Kafka client of the service (security, say):
-        see `streams.clients.Clients`.
+        Other extra kafka-python settings for every Kafka client of the service: see
+        `streams.clients.Clients` (security settings go in `security`).
 
     """
 
@@ -87,9 +95,11 @@ class ServiceConfig:
     sync_topic: str | None = None
     worker_id: str | None = None
     blas_threads: int | None = 1
+    security: SecuritySettings = dataclasses.field(default_factory=SecuritySettings)
     client_settings: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
+        Clients(self.bootstrap_servers, self.client_settings, security=self.security)  # checks
         if self.checkpoint_every < 1 or self.checkpoint_interval <= 0:
             raise ValueError("checkpoint_every must be >= 1 and checkpoint_interval > 0")
         if self.max_message_bytes < 1:

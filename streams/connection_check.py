@@ -16,7 +16,8 @@ that failed:
 5. the brokers the cluster advertises (a Metadata request; with SASL, a kafka-python admin
    client authenticates first, as the service's clients will), each probed as in 1-3: a TLS
    terminator, or a listener that advertises another address, makes clients that bootstrap
-   and then hang.
+   and then hang. A broker that is only down is no misconfiguration: it fails the check only
+   if no advertised broker answers.
 
 Steps 1-4 are plain sockets, so they report the exact `ssl` error; SASL authentication itself
 is kafka-python's. A `ConnectionCheckError` says whether waiting could help (`retriable`: the
@@ -85,7 +86,8 @@ def check_connection(bootstrap_servers: str, settings: SecuritySettings,
 
     Every bootstrap address is probed (TCP, TLS, Kafka, SASL handshake); the first that passes
     is enough. Then a kafka-python admin client authenticates and lists the brokers, and every
-    advertised broker is probed the same way. The whole check takes at most `timeout` seconds
+    advertised broker is probed the same way (one that refuses the settings fails the check;
+    one that is down fails it only if none answers). The whole check takes at most `timeout` seconds
     (plus the time to close sockets).
     """
     deadline = time.monotonic() + timeout
@@ -94,6 +96,7 @@ def check_connection(bootstrap_servers: str, settings: SecuritySettings,
     for host, port in addresses:
         try:
             brokers = _probe(host, port, settings, deadline, timeout)
+            working = (host, port)
             break
         except ConnectionCheckError as error:
             failures.append(error)
@@ -102,16 +105,25 @@ def check_connection(bootstrap_servers: str, settings: SecuritySettings,
         raise next((f for f in failures if not f.retriable), failures[0])
     if brokers is None:
         brokers = _authenticated_brokers(bootstrap_servers, settings, deadline, timeout)
+    # A broker that is down (a rolling restart) is the cluster's business, and its clients cope;
+    # settings it refuses, or advertised addresses that no client can use, are not.
+    reachable, down = working in [(h, p) for _, h, p in brokers], None
     for node, host, port in brokers:
-        if (host, port) in addresses:
+        if (host, port) == working:
             continue
         try:
             _probe(host, port, settings, deadline, timeout)
+            reachable = True
         except ConnectionCheckError as error:
-            raise ConnectionCheckError(
+            failure = ConnectionCheckError(
                 f"the bootstrap address works, but the cluster advertises broker {node} at "
                 f"{host}:{port}, where clients fail ({error}); a broker must advertise the "
-                "address and protocol clients reach it by", error.retriable) from None
+                "address and protocol clients reach it by", error.retriable)
+            if not error.retriable:
+                raise failure from None
+            down = down or failure
+    if down is not None and not reachable:
+        raise down
 
 
 def _remaining(deadline: float) -> float:

@@ -1,6 +1,6 @@
 """What a service process needs around its loop: its checkpoint directory to itself, BLAS on
-one thread, a first broker within a deadline, and SIGTERM / SIGINT handled as documented in
-`streams.service`."""
+one thread, a first broker within a deadline (that accepts the connection settings), and
+SIGTERM / SIGINT handled as documented in `streams.service`."""
 
 from __future__ import annotations
 
@@ -14,8 +14,11 @@ import time
 
 from kafka.errors import KafkaError, KafkaTimeoutError
 
-__all__ = ["INTERRUPTED", "BrokerUnreachable", "Signals", "blas_threads", "lock_directory",
-           "reach_broker"]
+from streams.connection_check import ConnectionCheckError, check_connection, explain
+from streams.security import SecurityError
+
+__all__ = ["CHECK_TIMEOUT", "INTERRUPTED", "BrokerUnreachable", "Signals", "SettingsRefused",
+           "blas_threads", "lock_directory", "reach_broker"]
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +26,19 @@ log = logging.getLogger(__name__)
 INTERRUPTED = 128 + signal.SIGINT
 
 
+#: One connection check at start-up takes at most this long (then it is tried again, until
+#: `connect_timeout`): a SIGTERM while the broker is away is answered within seconds.
+CHECK_TIMEOUT = 5.0
+
+
 class BrokerUnreachable(RuntimeError):
     """No broker answered within `connect_timeout` seconds at start-up."""
+
+
+class SettingsRefused(RuntimeError):
+    """At start-up the cluster answered, and refused the connection settings (a CA that did not
+    sign its certificate, plaintext against TLS or TLS against plaintext, a client certificate
+    missing or refused, a wrong SASL password or mechanism): retrying cannot help."""
 
 
 def lock_directory(directory: str):
@@ -40,32 +54,47 @@ def lock_directory(directory: str):
     return lock
 
 
-def reach_broker(clients, topics: list[str], timeout: float, stopping: threading.Event) -> bool:
-    """Wait for a first broker, at most `timeout` seconds, and create `topics` (one partition
-    each) on it; False if `stopping` came first, `BrokerUnreachable` after the timeout."""
+def reach_broker(clients, topics: list[str], timeout: float, stopping: threading.Event,
+                 heartbeat=lambda: None) -> bool:
+    """Wait for a first broker, at most `timeout` seconds, check that it accepts the connection
+    settings (`streams.connection_check`), and create `topics` (one partition each) on it.
+
+    Returns False if `stopping` came first; raises `SettingsRefused` as soon as the cluster
+    refuses the settings, and `BrokerUnreachable` after the timeout (with the last reason).
+    `heartbeat` is called while waiting (liveness: waiting for the broker is not being stuck).
+    """
     deadline = time.monotonic() + timeout
+    servers = clients.bootstrap_servers
     waiting = False
     while not stopping.is_set():
+        heartbeat()
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise BrokerUnreachable(f"no Kafka broker answered at {clients.bootstrap_servers} "
-                                    f"within {timeout:g}s")
+            raise BrokerUnreachable(f"no Kafka broker answered at {servers} within {timeout:g}s"
+                                    f"{f' ({reason})' if waiting else ''}")
         try:
+            check_connection(servers, clients.security, min(remaining, CHECK_TIMEOUT))
             clients.create_topics({t: 1 for t in topics},
                                   bootstrap_timeout_ms=int(1000 * max(0.1, min(5.0, remaining))))
             return True
+        except ConnectionCheckError as error:
+            if not error.retriable:
+                raise SettingsRefused(str(error)) from None
+            reason = str(error)
         except KafkaError as error:
             if not isinstance(error, KafkaTimeoutError):  # a broker answered, and refused:
                 log.warning("could not create the output topics: %r", error)  # auto-created?
                 return True
-            if not waiting:
-                log.warning("waiting for a Kafka broker at %s (at most %gs)",
-                            clients.bootstrap_servers, timeout)
-                waiting = True
-            stopping.wait(min(0.5, max(0.0, deadline - time.monotonic())))
-        except ValueError as error:  # kafka-python could not parse the servers
-            raise ValueError(f"bootstrap servers {clients.bootstrap_servers!r}: {error}") \
-                from None
+            reason = explain(error, servers, clients.security)
+        except SecurityError:  # a file of the settings became unreadable
+            raise
+        except ValueError as error:  # the servers do not parse
+            raise ValueError(f"bootstrap servers {servers!r}: {error}") from None
+        if not waiting:
+            log.warning("waiting for a Kafka broker at %s (at most %gs): %s", servers, timeout,
+                        reason)
+            waiting = True
+        stopping.wait(min(0.5, max(0.0, deadline - time.monotonic())))
     return False
 
 

@@ -81,12 +81,12 @@ def _checked_samples(source: str, target: str, limit, pair):
     return itertools.chain([first], samples)
 
 
-def replay(bootstrap_servers: str, topic: str, samples, unlabelled_every: int = 0) -> int:
-    """Produce `samples` as input messages (ids 0, 1, ...); returns how many were sent."""
-    from kafka import KafkaProducer
-
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all", linger_ms=20,
-                             enable_idempotence=False)
+def replay(bootstrap_servers: str, topic: str, samples, unlabelled_every: int = 0,
+           security=None) -> int:
+    """Produce `samples` as input messages (ids 0, 1, ...); returns how many were sent.
+    `security`: the `streams.security.SecuritySettings` of the producer (plaintext if None)."""
+    producer = _clients(bootstrap_servers, security).producer(client_id="advsvm-replay",
+                                                              linger_ms=20)
     count = 0
     try:
         for count, (x, y) in enumerate(samples, start=1):
@@ -99,16 +99,26 @@ def replay(bootstrap_servers: str, topic: str, samples, unlabelled_every: int = 
     return count
 
 
+def _clients(bootstrap_servers: str, security=None) -> clients.Clients:
+    from streams.security import SecuritySettings
+
+    return clients.Clients(bootstrap_servers, security=security or SecuritySettings())
+
+
 def run_local(config_overrides: dict, model_factory, source: str = "phishing",
               target: str = "y", limit: int | None = None, pair: tuple | None = None,
               partitions: int = 1, unlabelled_every: int = 10, monitor=None, workers: int = 0,
-              worker_argv=None, show: int = 5, outputs_file: str | None = None) -> int:
+              worker_argv=None, show: int = 5, outputs_file: str | None = None,
+              observe=None) -> int:
     """Broker, topics, replay, service (or `workers` worker processes), summary; returns the
     exit status (the worst of the workers').
 
     `worker_argv(bootstrap_servers, topic, group, checkpoint_dir, worker_id)` is the command
     line of one worker (the CLI builds it from its own options). The first `show` predictions
     and alerts are printed before the broker stops; `outputs_file` gets every output.
+    `observe(service)`, called before the service runs, may return an object whose `stop()`
+    is called after it (the CLI starts the metrics endpoint that way). Every Kafka client here
+    has the config's security settings (the bundled broker itself is plaintext).
     """
     samples = _checked_samples(source, target, limit, pair)
     checkpoint_dir = config_overrides.get("checkpoint_dir") or tempfile.mkdtemp(
@@ -129,15 +139,22 @@ def run_local(config_overrides: dict, model_factory, source: str = "phishing",
         })
         print(f"local broker (tansu, memory only) on {broker.bootstrap_servers}", flush=True)
         outputs = [config.predictions_topic, config.alerts_topic, config.dead_letter_topic]
-        clients.create_topics(broker.bootstrap_servers,
-                               {config.topic: partitions, **{t: 1 for t in outputs if t}})
-        sent = replay(broker.bootstrap_servers, config.topic, samples, unlabelled_every)
+        _clients(broker.bootstrap_servers, config.security).create_topics(
+            {config.topic: partitions, **{t: 1 for t in outputs if t}})
+        sent = replay(broker.bootstrap_servers, config.topic, samples, unlabelled_every,
+                      config.security)
         print(f"replayed {sent} messages from {source} into {config.topic!r}; serving "
               f"(stops after {config.exit_when_idle:g}s without messages)", flush=True)
         if workers:
             status = _run_workers(broker, config, workers, worker_argv, checkpoint_dir)
         else:
-            status = Service(config, model_factory, monitor).run()
+            service = Service(config, model_factory, monitor)
+            observer = observe(service) if observe is not None else None
+            try:
+                status = service.run()
+            finally:
+                if observer is not None:
+                    observer.stop()
             summary = state_io.describe(checkpoint_dir)
             print(json.dumps({k: summary[k] for k in (
                 "samples_learned", "test_then_train_accuracy", "offsets", "counters", "path")},
@@ -190,7 +207,8 @@ def _run_workers(broker, config: ServiceConfig, workers: int, worker_argv,
                 process.wait()
     print(f"all {workers} workers stopped after {time.monotonic() - started:.1f}s "
           f"(exit statuses {statuses})", flush=True)
-    snapshots = group_io.read_group(broker.bootstrap_servers, sync_topic)
+    snapshots = group_io.read_group(broker.bootstrap_servers, sync_topic,
+                                    security=config.security)
     summary = group_io.totals(snapshots.values())
     first, last = summary.pop("first_message_at"), summary.pop("last_message_at")
     if first is not None and last is not None and last > first:
@@ -213,7 +231,8 @@ def _show_outputs(bootstrap_servers: str, config: ServiceConfig, show: int,
         return
     topics = [("prediction", config.predictions_topic), ("alert", config.alerts_topic),
               ("dead letter", config.dead_letter_topic)]
-    found = {kind: read_outputs(bootstrap_servers, topic) for kind, topic in topics if topic}
+    found = {kind: read_outputs(bootstrap_servers, topic, security=config.security)
+             for kind, topic in topics if topic}
     if outputs_file:
         with open(outputs_file, "w") as f:
             for kind, values in found.items():
@@ -232,13 +251,14 @@ def _show_outputs(bootstrap_servers: str, config: ServiceConfig, show: int,
             print(f"no {kind}s")
 
 
-def read_outputs(bootstrap_servers: str, topic: str, quiet: float = 1.0) -> list[bytes]:
+def read_outputs(bootstrap_servers: str, topic: str, quiet: float = 1.0,
+                 security=None) -> list[bytes]:
     """Every record value of `topic`, read from the beginning until nothing new came for
     `quiet` seconds (the bundled broker's end offsets cannot be trusted)."""
     from kafka import TopicPartition
 
-    consumer = clients.Clients(bootstrap_servers).reader(client_id="advsvm-local",
-                                                          max_fetch_bytes=8 * 2**20)
+    consumer = _clients(bootstrap_servers, security).reader(client_id="advsvm-local",
+                                                            max_fetch_bytes=8 * 2**20)
     try:
         partitions = consumer.partitions_for_topic(topic) or set()
         tps = [TopicPartition(topic, p) for p in sorted(partitions)]

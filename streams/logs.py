@@ -91,7 +91,8 @@ def configure(level: str = "info", log_format: str = "plain", stream=None) -> No
     """Send the process's logs to `stream` (stderr) in `log_format`, at `level` and above.
 
     Replaces the handler a previous call installed (and only that one), so it can be called
-    again; Kafka's client library is kept to errors.
+    again. Kafka's client library is silent unless `level` is debug: its messages repeat what
+    the service says itself (connection attempts during an outage, say).
     """
     global _installed
     if log_format not in FORMATS:
@@ -107,7 +108,7 @@ def configure(level: str = "info", log_format: str = "plain", stream=None) -> No
     root.setLevel(level.upper())
     _installed = handler
     for name in QUIET:
-        logging.getLogger(name).setLevel(logging.ERROR)
+        logging.getLogger(name).setLevel(logging.DEBUG if level == "debug" else logging.CRITICAL)
 
 
 def reset() -> None:

@@ -80,7 +80,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 __all__ = ["MetricsServer", "Reading", "ServiceCollector", "add_arguments", "from_args",
-           "log_fields", "partition_lag"]
+           "log_fields", "partition_lag", "read_session"]
 
 log = logging.getLogger(__name__)
 
@@ -133,8 +133,8 @@ class Reading:
             messages=counters["consumed"], learned=counters["learned"],
             correct=counters["learned_correct"], predicted=counters["predicted"],
             dead_letters=dict(counters["dead_letters_by_code"]),
+            alerts=dict(counters.get("alerts_by_kind", {})),
             checkpoints=counters["checkpoints"], topic_resets=counters["topic_resets"],
-            # TODO(core): n_support_vectors and n_inputs arrive with the core API of this round.
             support_vectors=_count(model, "n_support_vectors"),
             random_features=_count(model, "n_features"),
             inputs=_count(model, "n_inputs"),
@@ -157,10 +157,13 @@ def _count(model, name: str) -> int | None:
 
 
 def _monitor_snapshot(monitor) -> dict:
+    snapshot = getattr(monitor, "snapshot", None)
+    if snapshot is None:  # a monitor without rolling accuracies
+        return {}
     # The service may be updating the windows right now: a read that raced a write is retried.
     for _ in range(3):
         try:
-            return monitor.snapshot()
+            return snapshot()
         except (RuntimeError, ValueError, ZeroDivisionError):
             continue
     return {}
@@ -295,16 +298,57 @@ def partition_lag(consumer, offsets: dict, assignment) -> dict:
     reported minus the next offset to process (`offsets`: topic -> {partition: offset}, as the
     checkpoint keeps them; the consumer's position where it has none). Partitions without a
     fetch yet are left out. Call it on the thread that polls: a consumer is not thread-safe."""
+    from kafka.errors import KafkaError
+
     lag = {}
-    for tp in assignment:
-        high = consumer.highwater(tp)
-        if high is None:
+    for tp in sorted(assignment):
+        try:
+            high = consumer.highwater(tp)
+            if high is None:
+                continue
+            position = offsets.get(tp.topic, {}).get(tp.partition)
+            if position is None:  # known once fetched: no request to the broker
+                position = consumer.position(tp, timeout_ms=0)
+        except KafkaError:  # e.g. no longer assigned (a rebalance in between)
             continue
-        position = offsets.get(tp.topic, {}).get(tp.partition)
-        if position is None:
-            position = consumer.position(tp)
-        lag[(tp.topic, tp.partition)] = max(int(high) - int(position), 0)
+        if position is not None:
+            lag[(tp.topic, tp.partition)] = max(int(high) - int(position), 0)
     return lag
+
+
+def read_session(session) -> Reading:
+    """The reading of a running service's `streams.session.Session`, from any thread.
+
+    It only reads: the state's counters and model (replaced whole on a reload, so taken once),
+    the run's `Progress` (the lag is replaced whole at each poll), the monitor's windows (read
+    with a retry) and the checkpoint file's modification time (its age)."""
+    import os
+    import time
+
+    from streams import state as state_io
+
+    state, progress = session.state, session.progress
+    now = time.monotonic()
+    try:
+        written = os.stat(state_io.checkpoint_path(session.config.checkpoint_dir)).st_mtime
+        age = max(0.0, time.time() - written)
+    except OSError:
+        age = None  # no checkpoint yet
+    last_poll = progress.last_poll if progress.last_poll is not None else progress.started
+    if session.stopping.is_set():
+        reason = "stopping"
+    elif progress.restoring:
+        reason = "positioning the assigned partitions from the group's snapshots"
+    elif not progress.assigned_once:
+        reason = "waiting for the consumer group to assign partitions"
+    else:
+        reason = ""
+    return Reading.from_state(
+        state, monitor=session.learner.monitor, group_folds=progress.group_folds,
+        group_peers=progress.group_peers, lag=dict(progress.lag),
+        assigned_partitions=len(session.assignment), processing_rate=progress.throughput(),
+        last_checkpoint_age_seconds=age, seconds_since_poll=now - last_poll,
+        ready=not reason, not_ready_reason=reason or "ready")
 
 
 # -- the HTTP server ------------------------------------------------------------------------------
@@ -434,14 +478,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "metrics and health (Prometheus)",
         "One HTTP port serves /metrics (Prometheus), /healthz (liveness: the loop polled "
-        "recently) and /readyz (readiness: partitions assigned, checkpoint restored).")
+        "Kafka, or waited for it on purpose, recently) and /readyz (readiness: partitions "
+        "assigned and positioned from the checkpoint). Not with --workers (one port each).")
     group.add_argument("--metrics-port", type=_port, default=0, metavar="PORT",
                        help="serve metrics and health on this port (default 0: off)")
     group.add_argument("--metrics-host", default="127.0.0.1", metavar="ADDRESS",
                        help="address to bind (default 127.0.0.1; 0.0.0.0 in a container)")
     group.add_argument("--liveness-timeout", type=float, default=120.0, metavar="SECONDS",
-                       help="/healthz fails when the loop has not polled for this long "
-                       "(default 120)")
+                       help="/healthz answers 503 when the loop has not polled for this "
+                       "long (default 120); a frozen process does not answer at all")
 
 
 def _port(text: str) -> int:

@@ -105,7 +105,10 @@ class Outputs:
             sink.send(config.predictions_topic, prediction_json(outcome, record, n_learned),
                       key=record.key)
         for alert in outcome.alerts:
-            self.counters()["alerts"] += 1
+            counters = self.counters()
+            counters["alerts"] += 1
+            kind = str(getattr(alert, "kind", type(alert).__name__))
+            counters["alerts_by_kind"][kind] = counters["alerts_by_kind"].get(kind, 0) + 1
             if config.alerts_topic:
                 sink.send(config.alerts_topic, alert_json(alert, outcome, record))
             else:

@@ -51,13 +51,18 @@ import os
 import re
 import ssl
 
-__all__ = ["MECHANISMS", "PASSWORD_ENV", "PROTOCOLS", "SecurityError", "SecuritySettings",
-           "add_arguments", "from_args", "read_properties", "settings_from_properties"]
+__all__ = ["CLIENT_KEYS", "MECHANISMS", "PASSWORD_ENV", "PROTOCOLS", "SecurityError",
+           "SecuritySettings", "add_arguments", "from_args", "read_properties",
+           "settings_from_properties"]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 PASSWORD_ENV = "ADVSVM_SASL_PASSWORD"
 KEY_PASSWORD_ENV = "ADVSVM_SSL_KEY_PASSWORD"
+#: The kafka-python settings `SecuritySettings.client_kwargs` may set.
+CLIENT_KEYS = frozenset({"security_protocol", "ssl_check_hostname", "ssl_cafile", "ssl_certfile",
+                         "ssl_keyfile", "ssl_password", "sasl_mechanism", "sasl_plain_username",
+                         "sasl_plain_password", "client_dns_lookup"})
 
 _CONVERT_TRUST = ("convert it to PEM, e.g. `keytool -exportcert -rfc -keystore FILE -alias "
                   "ALIAS > ca.pem` (JKS) or `openssl pkcs12 -in FILE -nokeys -out ca.pem` (PKCS12)")
@@ -266,7 +271,7 @@ _NAMES = {"ssl_key_password": KEY_PASSWORD_ENV, "sasl_password": PASSWORD_ENV,
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the security flags (and `--connect-timeout`) to `parser`, in a group of their own."""
+    """Add the security flags to `parser`, in a group of their own."""
     group = parser.add_argument_group(
         "Kafka security (TLS, SASL)",
         f"Flags win over the same settings in --kafka-config. The SASL password is read from "
@@ -287,13 +292,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ssl-check-hostname", action=argparse.BooleanOptionalAction,
                        default=None, help="check that the broker's certificate names the host "
                        "connected to (default: check)")
-    group.add_argument("--sasl-mechanism", choices=MECHANISMS)
-    group.add_argument("--sasl-username", metavar="USER")
+    group.add_argument("--sasl-mechanism", choices=MECHANISMS,
+                       help="the SASL mechanism (with SASL_PLAINTEXT or SASL_SSL)")
+    group.add_argument("--sasl-username", metavar="USER", help="the SASL user")
     group.add_argument("--sasl-password-file", metavar="FILE",
                        help=f"file whose first line is the SASL password (else {PASSWORD_ENV})")
     group.add_argument("--sasl-password", action=_RefusePassword, help=argparse.SUPPRESS)
-    group.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
-                       help="how long the start-up connection check may take (default 10)")
 
 
 class _RefusePassword(argparse.Action):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from streams import logs, metrics, security
+
 __all__ = ["build_parser"]
 
 DESCRIPTION = (
@@ -23,8 +25,12 @@ signals and exit statuses:
     0    stopped by SIGTERM or --exit-when-idle, final checkpoint written
     1    outputs not delivered within --shutdown-timeout (no final checkpoint; what came
          after the last one is learned again at the next start), or an unexpected error
-    2    usage error: bad options, unreadable checkpoint, checkpoint directory in use
-    3    no broker answered within --connect-timeout at start-up
+    2    usage error: bad options, unusable security settings or files, unreadable
+         checkpoint, checkpoint directory in use
+    3    no broker answered within --connect-timeout at start-up (it may come back: restart)
+    4    at start-up the cluster answered and refused the connection settings (wrong CA,
+         certificate not valid for the host, client certificate missing or refused, plaintext
+         against TLS or TLS against plaintext, wrong SASL password or mechanism): fix them
     130  stopped by SIGINT, after the same drain as SIGTERM
   A message never stops the service: whatever goes wrong with one is its dead letter.
 """
@@ -90,7 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "the first two labels seen)")
     service.add_argument("--connect-timeout", type=float, default=30.0, metavar="SECONDS",
                          help="at start-up, give up (exit status 3) if no broker answers within "
-                         "this long (default 30); later outages are waited out")
+                         "this long (default 30); a broker that answers and refuses the "
+                         "security settings stops it at once (status 4); later outages are "
+                         "waited out")
     service.add_argument("--session-timeout-ms", type=int, default=10000, metavar="MS",
                          help="the consumer group's session timeout: a frozen service loses its "
                          "partitions after this long (default 10000)")
@@ -104,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                          choices=["debug", "info", "warning", "error"],
                          help="what goes to stderr (default info; debug also shows the Kafka "
                          "client's messages and tracebacks)")
+    logs.add_arguments(service)
     service.add_argument("--blas-threads", type=int, default=1, metavar="N",
                          help="BLAS threads in the service (default 1: per-message products "
                          "gain nothing from more; 0 leaves BLAS as it is)")
@@ -136,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("--monitor-bounds", nargs=2, type=float, metavar=("LOW", "HIGH"),
                        help="the box the inputs live in, which attacked inputs stay in (e.g. "
                        "0 1 for pixels; default: no box)")
+    security.add_arguments(parser)
+    metrics.add_arguments(parser)
     _add_model(parser.add_argument_group("model (ignored when a checkpoint exists)"))
     _add_local(parser.add_argument_group("local broker (one-command demo)"))
     return parser

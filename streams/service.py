@@ -34,6 +34,8 @@ with:
   and what came after it is learned again at the next start;
 - 2: a usage error: bad options, an unreadable checkpoint, a checkpoint directory in use;
 - 3: no broker answered within `connect_timeout` at start-up (`BrokerUnreachable`);
+- 4: at start-up the cluster refused the connection settings: TLS or SASL
+  (`SettingsRefused`);
 - 130: stopped by SIGINT (after the drain, as for SIGTERM).
 
 A message never stops the service: whatever goes wrong with one becomes its dead letter.
@@ -75,7 +77,7 @@ from kafka.errors import KafkaError
 from streams import lifecycle
 from streams import state as state_io
 from streams.config import ServiceConfig
-from streams.lifecycle import BrokerUnreachable
+from streams.lifecycle import BrokerUnreachable, SettingsRefused
 from streams.learner import Learner, Outcome
 from streams.outputs import Outputs, dead_letter_cap
 from streams.session import Session
@@ -83,7 +85,8 @@ from streams.sink import OutputSink
 from streams.standalone import Standalone
 from streams.worker import GroupWorker
 
-__all__ = ["BrokerUnreachable", "Learner", "Outcome", "Service", "ServiceConfig"]
+__all__ = ["BrokerUnreachable", "Learner", "Outcome", "Service", "ServiceConfig",
+           "SettingsRefused"]
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +185,8 @@ class Service:
 
         Raises `CheckpointError` if the checkpoint directory holds an unreadable checkpoint
         (the service never silently starts over), `ValueError` if another service holds the
-        directory, and `BrokerUnreachable` if no broker answered within `connect_timeout`.
+        directory, `BrokerUnreachable` if no broker answered within `connect_timeout`, and
+        `SettingsRefused` if the cluster refused the connection settings.
         """
         config = self.config
         os.makedirs(config.checkpoint_dir, exist_ok=True)
@@ -210,7 +214,8 @@ class Service:
         outputs = [config.predictions_topic, config.alerts_topic, config.dead_letter_topic]
         try:
             if not lifecycle.reach_broker(session.clients, [t for t in outputs if t],
-                                          config.connect_timeout, self.stopping):
+                                          config.connect_timeout, self.stopping,
+                                          heartbeat=session.progress.heartbeat):
                 return signals.status(0)
             if not self.checkpoints.start():
                 return signals.status(0)
@@ -236,6 +241,7 @@ class Service:
             except KafkaError as error:
                 log.warning("cannot reach %s (%r); retrying in %.1fs",
                             config.bootstrap_servers, error, backoff)
+                session.progress.heartbeat()
                 self.stopping.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
         return None
@@ -255,6 +261,7 @@ class Service:
             except KafkaError as error:
                 if self._fatal is None:
                     log.warning("poll failed (%r); retrying in %.1fs", error, backoff)
+                    progress.heartbeat()
                     self.stopping.wait(backoff)
                     backoff = min(backoff * 2, 5.0)
                     continue

@@ -2,10 +2,15 @@
 
 A `Session` holds the consumer, the output sink, the learner (and through it the state that
 checkpoints save), the partitions assigned now, and `Progress`, the run's observable progress
-(messages processed, rate, time of the last poll, messages since the last checkpoint). The
-loop (`streams.service`) and the checkpoint strategies (`streams.standalone`, `streams.worker`)
-work on it; an observer (logs, metrics, a health check) reads `Progress` and the state's
-counters (`streams.state.new_counters`) without touching the loop.
+(messages processed, rate, time of the last poll, messages since the last checkpoint, consumer
+lag, whether the partitions are positioned). The loop (`streams.service`) and the checkpoint
+strategies (`streams.standalone`, `streams.worker`) work on it; an observer (logs, metrics, a
+health check) reads it with `Session.reading` (`streams.metrics.Reading`) from any thread,
+without touching the loop.
+
+Liveness: `Progress.last_poll` is when the loop last polled Kafka, or last waited for the
+broker on purpose (a retry during an outage, a flush waiting for acknowledgements: see
+`Session.waiting`): a loop that waits and retries is alive; one stuck elsewhere is not.
 
 """
 
@@ -21,6 +26,7 @@ from kafka import TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from streams import clients as clients_io
+from streams import logs, metrics
 from streams import state as state_io
 from streams.config import ServiceConfig
 
@@ -39,12 +45,18 @@ class Progress:
     last_message: float | None = None  # when the processing of the last records ended
     first_wall: float | None = None
     last_wall: float | None = None
-    last_poll: float | None = None  # when the latest poll returned (liveness)
+    last_poll: float | None = None  # when the latest poll returned, or a retry waited (liveness)
     polls: int = 0
     since_checkpoint: int = 0  # records processed since the state was last saved
     last_checkpoint: float = dataclasses.field(default_factory=time.monotonic)
     last_activity: float = dataclasses.field(default_factory=time.monotonic)
     assigned_once: bool = False
+    restoring: bool = False  # partitions assigned, not positioned yet (a group worker)
+    # (topic, partition) -> messages behind the high watermark, as of the last poll; replaced
+    # whole, never updated in place (an observer reads it from another thread).
+    lag: dict = dataclasses.field(default_factory=dict)
+    group_folds: int | None = None  # peer snapshots averaged in, in this run (a group worker)
+    group_peers: int | None = None  # peers whose snapshots this worker has seen
     # Where the time went, in seconds: polls that returned records ("fetch"), decoding and
     # validating, the model (and monitor), handing outputs to the producer ("publish"),
     # checkpoints (flushing outputs included).
@@ -60,6 +72,10 @@ class Progress:
             self.last_activity = now
             if self.first_message is None:
                 self.first_message = now
+
+    def heartbeat(self) -> None:
+        """The loop is waiting for the broker on purpose (a retry): alive, as after a poll."""
+        self.last_poll = time.monotonic()
 
     def record(self, count: int = 1) -> None:
         """`count` more records processed (their outputs are in the sink)."""
@@ -105,7 +121,8 @@ class Session:
         self.learner = learner
         self.new_state = new_state
         self.stopping = threading.Event()
-        self.clients = clients_io.Clients(config.bootstrap_servers, config.client_settings)
+        self.clients = clients_io.Clients(config.bootstrap_servers, config.client_settings,
+                                          security=config.security)
         self.sink = None  # a `streams.sink.OutputSink`, once running
         self.consumer = None
         self.assignment: set = set()
@@ -118,6 +135,29 @@ class Session:
     @state.setter
     def state(self, value: state_io.ServiceState) -> None:
         self.learner.state = value
+
+    def waiting(self, stoppable: bool = True) -> bool:
+        """`should_stop` of a wait for the broker (a flush): keeps liveness fresh; True once
+        stopping if the wait is `stoppable` (the final flush is not)."""
+        self.progress.heartbeat()
+        return stoppable and self.stopping.is_set()
+
+    def log_fields(self) -> dict:
+        """`extra=` of a log line: the reading under the metric names (`--log-format json`)."""
+        return logs.fields(**metrics.log_fields(self.reading()))
+
+    def measure_lag(self) -> None:
+        """The consumer lag of the assigned partitions, into `progress.lag` (on the thread that
+        polls: the consumer is not thread-safe)."""
+        if self.consumer is None or self.progress.restoring:
+            return
+        self.progress.lag = metrics.partition_lag(self.consumer, self.state.offsets,
+                                                  self.assignment)
+
+    def reading(self) -> metrics.Reading:
+        """What the service reports now, for metrics, health checks and log fields; safe to
+        call from another thread."""
+        return metrics.read_session(self)
 
     def topic_ids(self, partitions) -> dict:
         """Topic -> the broker's current id, for the topics of `partitions`."""

@@ -78,15 +78,17 @@ class SnapshotReader:
 
 
 def read_group(bootstrap_servers: str, topic: str, timeout: float = 30.0,
-               settings: dict | None = None) -> dict[str, Snapshot]:
+               settings: dict | None = None, security=None) -> dict[str, Snapshot]:
     """The latest snapshot of every worker of a group, read to the end of its snapshot topic.
 
-    Writes one fence record (ignored by workers) to know where the end is. `settings` are
-    extra Kafka client settings (`streams.clients.Clients`).
+    Writes one fence record (ignored by workers) to know where the end is. `security` (a
+    `streams.security.SecuritySettings`) and `settings` (other Kafka client settings) reach
+    both clients, as in `streams.clients.Clients`.
     """
     from streams.clients import Clients
+    from streams.security import SecuritySettings
 
-    clients = Clients(bootstrap_servers, settings or {})
+    clients = Clients(bootstrap_servers, settings or {}, security=security or SecuritySettings())
     producer = clients.producer(client_id="advsvm-inspect")
     try:
         metadata = producer.send(topic, value=b"fence", key=fence_key(f"read-{uuid.uuid4().hex}"),

@@ -52,12 +52,13 @@ class Standalone:
             "checkpoint %d: %d learned, %d predicted, %d dead letters, offsets %s (%.0f msg/s)",
             counters["checkpoints"], counters["learned"], counters["predicted"],
             counters["dead_letters"], session.state.offsets, progress.throughput(),
+            extra=session.log_fields(),
         )
 
     def checkpoint(self) -> bool:
         """Flush outputs, then write the checkpoint; False if stopped before outputs were out."""
         session = self.session
-        if not session.sink.flush(should_stop=session.stopping.is_set):
+        if not session.sink.flush(should_stop=session.waiting):
             return False
         self.save()
         session.commit_offsets()
@@ -69,7 +70,7 @@ class Standalone:
         if not session.progress.since_checkpoint:
             return 0
         timeout = session.config.shutdown_timeout
-        if session.sink.flush(timeout=timeout):
+        if session.sink.flush(timeout=timeout, should_stop=lambda: session.waiting(False)):
             self.save()
             session.commit_offsets()
             return 0
@@ -86,7 +87,8 @@ class Standalone:
         session = self.session
         since = session.progress.since_checkpoint
         if since:
-            if session.sink.flush(timeout=max(1.0, session.config.session_timeout_ms / 2000)):
+            if session.sink.flush(timeout=max(1.0, session.config.session_timeout_ms / 2000),
+                                  should_stop=lambda: session.waiting(False)):
                 self.save()
             else:
                 log.warning("outputs not delivered before the rebalance; %d messages will be "
@@ -103,10 +105,12 @@ class Standalone:
         """Called after every poll; True if the records it returned must be dropped (they
         were read at positions of a topic's previous incarnation)."""
         session = self.session
+        session.measure_lag()
         if not session.topic_recreated():
             return False
         if session.progress.since_checkpoint and session.sink.flush(
-                timeout=session.config.shutdown_timeout):
+                timeout=session.config.shutdown_timeout,
+                should_stop=lambda: session.waiting(False)):
             self.save()
         self.restore(set(session.assignment))
         return True
@@ -146,6 +150,7 @@ class Standalone:
         session.progress.assigned_once = True
         session.progress.last_activity = time.monotonic()
         log.info("assigned %s; resuming from %s", sorted((tp.topic, tp.partition)
-                 for tp in partitions), saved.offsets or "the start")
+                 for tp in partitions), saved.offsets or "the start",
+                 extra=session.log_fields())
         if recreated:
             self.save()  # the resync point, for an upstream that replays what the broker lost

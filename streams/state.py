@@ -82,6 +82,7 @@ def new_counters() -> dict:
         "dead_letters": 0,  # messages refused, each with a code
         "dead_letters_by_code": {},
         "alerts": 0,  # alerts the monitor raised
+        "alerts_by_kind": {},  # of those, how many of each kind (clean_drift, ...)
         "topic_resets": 0,  # topics found recreated (the broker lost them)
         "checkpoints": 0,  # checkpoints (or, in a group, snapshots) written
     }
@@ -216,7 +217,7 @@ def parse_extra(meta: dict, where: str) -> dict:
             saved = _v1_counters(saved)
         counters = new_counters()
         for key, value in saved.items():
-            if key == "dead_letters_by_code":
+            if key in ("dead_letters_by_code", "alerts_by_kind"):
                 counters[key] = {str(code): int(n) for code, n in value.items()}
             elif key in counters:
                 counters[key] = int(value)

@@ -33,7 +33,6 @@ class GroupWorker:
         self.session = session
         self.group: group_io.GroupSync | None = None
         self._started = False  # the state comes from the group's snapshots
-        self._pending_restore = False  # partitions assigned, not yet positioned
         self._evicted = False  # the group dropped this worker: publish nothing, roll back
 
     def start(self) -> bool:
@@ -46,6 +45,7 @@ class GroupWorker:
         worker = group_io.worker_id(config.checkpoint_dir, config.worker_id)
         group = group_io.GroupSync(session.clients, config.sync_topic, worker,
                                    config.checkpoint_dir, session.sink)
+        session.progress.group_folds = session.progress.group_peers = 0
         backoff = 0.5
         while not session.stopping.is_set():
             try:
@@ -57,6 +57,7 @@ class GroupWorker:
             except KafkaError as error:
                 log.warning("cannot reach %s (%r); retrying in %.1fs",
                             config.bootstrap_servers, error, backoff)
+                session.progress.heartbeat()
                 session.stopping.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
         return False
@@ -82,9 +83,9 @@ class GroupWorker:
 
     def checkpoint(self) -> bool:
         session = self.session
-        if not session.sink.flush(should_stop=session.stopping.is_set):
+        if not session.sink.flush(should_stop=session.waiting):
             return False
-        return self.sync(should_stop=session.stopping.is_set)
+        return self.sync(should_stop=session.waiting)
 
     def sync(self, timeout: float | None = None, should_stop=lambda: False,
              check_membership: bool = True) -> bool:
@@ -101,8 +102,9 @@ class GroupWorker:
         if self._evicted:
             return False
         group.poll()
-        group.fold(session.state)
         progress = session.progress
+        progress.group_folds += group.fold(session.state)
+        progress.group_peers = len(group.peers())
         session.state.group["run"] = {"first": progress.first_wall, "last": progress.last_wall,
                                       "processed": progress.processed}
         if check_membership and not self._confirm_membership(timeout):
@@ -115,8 +117,8 @@ class GroupWorker:
         log.info(
             "snapshot %d of %s: %d learned here, %d in the merged model, %d peers, offsets %s "
             "(%.0f msg/s)", session.state.group["seq"], group.worker, counters["learned"],
-            session.state.model.n_learned, len(group.peers()), session.state.offsets,
-            progress.throughput(),
+            session.state.model.n_learned, progress.group_peers, session.state.offsets,
+            progress.throughput(), extra=session.log_fields(),
         )
         if not check_membership:
             session.commit_offsets()
@@ -148,14 +150,16 @@ class GroupWorker:
         """The sync at shutdown: 0, or 1 if the outputs could not be delivered."""
         session = self.session
         since = session.progress.since_checkpoint
-        if since and (self._evicted or self._pending_restore):
+        if since and (self._evicted or self.session.progress.restoring):
             log.info("not publishing at shutdown: the group has moved this worker's "
                      "partitions; %d messages will be learned again by their owners", since)
             return 0
         if not since:
             return 0
         timeout = session.config.shutdown_timeout
-        if session.sink.flush(timeout=timeout) and self.sync(timeout=timeout):
+        keep_alive = lambda: session.waiting(False)  # noqa: E731
+        if session.sink.flush(timeout=timeout, should_stop=keep_alive) and self.sync(
+                timeout=timeout, should_stop=keep_alive):
             return 0
         log.error("outputs could not be delivered within %.0fs: no final checkpoint; the last "
                   "one stays valid and what came after it will be learned again", timeout)
@@ -166,12 +170,14 @@ class GroupWorker:
     def on_revoked(self, partitions) -> None:
         session = self.session
         since = session.progress.since_checkpoint
-        if since and not self._pending_restore:
+        if since and not self.session.progress.restoring:
             # Publish before letting go, so that the next owner resumes exactly here. This
             # blocks the consumer's heartbeats: bounded well below the session timeout.
             timeout = max(1.0, session.config.session_timeout_ms / 2000)
-            if not (session.sink.flush(timeout=timeout)
-                    and self.sync(timeout=timeout, check_membership=False)):
+            keep_alive = lambda: session.waiting(False)  # noqa: E731
+            if not (session.sink.flush(timeout=timeout, should_stop=keep_alive)
+                    and self.sync(timeout=timeout, should_stop=keep_alive,
+                                  check_membership=False)):
                 log.warning("could not publish before the rebalance; %d messages will be "
                             "learned again", since)
         session.assignment -= set(partitions)
@@ -188,21 +194,23 @@ class GroupWorker:
         # blocks heartbeats): nothing is fetched from these partitions until then.
         session = self.session
         session.assignment = set(partitions)
-        self._pending_restore = True
+        self.session.progress.restoring = True
         if partitions:
             session.consumer.pause(*partitions)
 
     def after_poll(self) -> bool:
         """Called after every poll; True if the records it returned must be dropped."""
         session = self.session
-        if self._pending_restore:
+        if session.progress.restoring:
             self.restore()
+            session.measure_lag()
             return True  # what this poll returned was fetched before the partitions were placed
+        session.measure_lag()
         if session.topic_recreated():
             timeout = session.config.shutdown_timeout
             if session.progress.since_checkpoint and session.sink.flush(timeout=timeout):
                 self.sync(timeout=timeout)
-            self._pending_restore = True
+            self.session.progress.restoring = True
             return True
         return False
 
@@ -212,11 +220,12 @@ class GroupWorker:
         session, group = self.session, self.group
         partitions = set(session.assignment)
         backoff = 0.5
-        while not group.fence(timeout=10.0, should_stop=session.stopping.is_set):
+        while not group.fence(timeout=10.0, should_stop=session.waiting):
             if session.stopping.is_set():
                 return
             log.warning("could not read the snapshot topic %s; retrying in %.1fs", group.topic,
                         backoff)
+            session.progress.heartbeat()
             session.stopping.wait(backoff)
             backoff = min(backoff * 2, 10.0)
         republish = False
@@ -232,6 +241,8 @@ class GroupWorker:
             self._evicted = False
         state = session.state
         folded = group.fold(state)
+        session.progress.group_folds += folded
+        session.progress.group_peers = len(group.peers())
         current = session.topic_ids(partitions)
         for topic, now in current.items():
             saved = state.topic_ids.get(topic)
@@ -254,13 +265,15 @@ class GroupWorker:
                 consumer.seek(tp, offset)
         if partitions:
             consumer.resume(*partitions)
-        self._pending_restore = False
+        session.progress.restoring = False
         session.progress.assigned_once = True
         session.progress.last_activity = time.monotonic()
         log.info("worker %s assigned %s; resuming from %s; merged model of %d samples (%d "
                  "peers folded in)", group.worker,
                  sorted((tp.topic, tp.partition) for tp in partitions),
                  {f"{tp.topic}[{tp.partition}]": claims.get(tp.topic, {}).get(tp.partition, 0)
-                  for tp in sorted(partitions)}, state.model.n_learned, folded)
-        if republish and session.sink.flush(timeout=session.config.shutdown_timeout):
+                  for tp in sorted(partitions)}, state.model.n_learned, folded,
+                 extra=session.log_fields())
+        if republish and session.sink.flush(timeout=session.config.shutdown_timeout,
+                                            should_stop=lambda: session.waiting(False)):
             self.sync(timeout=session.config.shutdown_timeout)

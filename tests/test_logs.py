@@ -85,8 +85,10 @@ def test_configure_replaces_its_own_handler_only(output):
         logs.configure("info", "json", stream=output)
         assert other in root.handlers
         assert sum(isinstance(h.formatter, logs.JsonFormatter) for h in root.handlers) == 1
-        assert logging.getLogger("kafka").level == logging.ERROR
+        assert logging.getLogger("kafka").level == logging.CRITICAL
         assert root.level == logging.INFO
+        logs.configure("debug", "json", stream=output)
+        assert logging.getLogger("kafka").level == logging.DEBUG
     finally:
         root.removeHandler(other)
     logs.reset()
