@@ -13,7 +13,10 @@
   `streams.cli` and `streams.serve_parser` (the command line of `advsvm serve`).
 - `streams.state`: the service's checkpoint layout (read by `advsvm inspect`; no Kafka needed).
 - `streams.group`: several `advsvm serve --sync-every` workers learning one model (the
-  snapshot-topic protocol); `streams.merge`: averaging models that share a feature pool.
+  snapshot-topic protocol); its parts: `streams.snapshot` (the topic's records),
+  `streams.snapshot_topic` (reading it), `streams.group_state` (claims, totals, the group's
+  model); `streams.merge`: averaging models (support vectors in function space, or the
+  coefficients of a shared feature pool).
 - `streams.broker`: the bundled local broker (tansu, loopback, memory only) for demos and tests.
 - `streams.local`: `advsvm serve --local-broker`, the whole Kafka path with one command.
 

@@ -120,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
         "scale-out (several workers, one model)",
         "Start N services with the same --group and --sync-every: Kafka splits the partitions "
         "between them and they average their models through a snapshot topic. Needs the "
-        "'compact' policy, a numeric --gamma and the same model options everywhere.")
+        "same model options everywhere, a numeric --gamma and the 'merge', 'remove' or "
+        "'compact' policy.")
     group.add_argument("--sync-every", type=int, metavar="N",
                        help="be one worker of the group: every N messages average the peers' "
                        "models in and publish this one (replaces --checkpoint-every)")
@@ -174,10 +175,13 @@ def _add_model(model) -> None:
     model.add_argument("--schedule", default="constant", choices=["constant", "diminishing"],
                        help="step schedule (default constant)")
     model.add_argument("--budget", type=int, default=1024,
-                       help="random features kept (default 1024): memory and time per message")
+                       help="support vectors or random features kept (default 1024): memory "
+                       "and time per message")
     model.add_argument("--budget-policy", default="compact",
-                       choices=["compact", "compact_slot", "truncate", "grow"],
-                       help="what happens to the features past the budget (default compact)")
+                       choices=["merge", "remove", "compact", "compact_slot", "truncate",
+                                "grow"],
+                       help="'merge' or 'remove' keep support vectors (exact kernel), the others "
+                       "random features; what happens past the budget (default compact)")
     model.add_argument("--max-features", type=int, metavar="N",
                        help="most input names the model learns; a message that would add more "
                        "is a dead letter, code too_many_features (default: the model's, "

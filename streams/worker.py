@@ -11,11 +11,14 @@ the group's claim. See `streams.group` for the protocol and its guarantees.
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 from kafka.errors import CommitFailedError, KafkaError, RebalanceInProgressError
 
 from streams import group as group_io
+from streams import merge
+from streams import state as state_io
 from streams.session import Session
 
 __all__ = ["GroupWorker"]
@@ -34,9 +37,11 @@ class GroupWorker:
 
     def start(self) -> bool:
         """Join the group's snapshot topic (retrying while the broker is away); False if
-        stopped first."""
+        stopped first. `ValueError` if the model (a checkpoint's, which wins over the options)
+        cannot be averaged with a group's."""
         session = self.session
         config = session.config
+        self._check_model()
         worker = group_io.worker_id(config.checkpoint_dir, config.worker_id)
         group = group_io.GroupSync(session.clients, config.sync_topic, worker,
                                    config.checkpoint_dir, session.sink)
@@ -60,6 +65,19 @@ class GroupWorker:
     def close(self) -> None:
         if self.group is not None:
             self.group.close()
+
+    def _check_model(self) -> None:
+        model = self.session.state.model
+        try:
+            if type(model).__name__ != "AdvKernelSVM":
+                raise ValueError("workers that sync need --model kernel (AdvKernelSVM)")
+            merge.check_mergeable_params(model._get_params())
+        except ValueError as error:
+            path = state_io.checkpoint_path(self.session.config.checkpoint_dir)
+            if not os.path.exists(path):
+                raise
+            raise ValueError(f"the checkpoint {path} wins over the model options, and its model "
+                             f"cannot be averaged: {error}") from None
 
     # -- syncing --------------------------------------------------------------------------------
 
