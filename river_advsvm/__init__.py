@@ -18,8 +18,11 @@ def load(path):
     """Load any model of this package written by its `save`."""
     from river_advsvm import checkpoint
 
-    meta, arrays = checkpoint.read(path)
-    cls = _MODELS.get(meta.get("class"))
-    if cls is None:
-        raise CheckpointError(f"unknown model class {meta.get('class')!r} in {path!r}")
-    return cls.from_checkpoint(meta, arrays)
+    def bound(meta: dict) -> int:
+        cls = _MODELS.get(meta.get("class"))
+        if cls is None:
+            raise CheckpointError(f"unknown model class {meta.get('class')!r} in {path!r}")
+        return cls.checkpoint_array_bytes(meta)
+
+    meta, arrays = checkpoint.read(path, max_array_bytes=bound)
+    return _MODELS[meta["class"]].from_checkpoint(meta, arrays)

@@ -10,8 +10,10 @@ memory a file can make the reader use is bounded before anything is allocated:
 
 - the file ends with a SHA-256 seal of everything before it (in the zip comment), checked
   first, so a truncated file or any flipped byte is refused before it is parsed;
-- only stored or deflated members are accepted, each decompressed in chunks and never past
-  the size its metadata implies (a member's own declared size is not trusted);
+- arrays are stored uncompressed, and a compressed array member is refused: a file can never
+  unpack into more array bytes than it holds, so a 1 MB file costs about 1 MB to read. Only
+  the metadata is deflated, decompressed in chunks and never past its bound (a member's own
+  declared size is not trusted);
 - the metadata is at most `MAX_META_BYTES` of UTF-8 JSON, nested at most `MAX_META_DEPTH`
   deep with at most `MAX_META_VALUES` values, all checked on the text before it is parsed;
 - every array has a plain numeric dtype and a shape whose total size, summed over the
@@ -148,8 +150,8 @@ def dumps(meta: dict, arrays: dict[str, np.ndarray]) -> bytes:
     except CheckpointError as error:
         raise ValueError(f"checkpoint metadata that could not be read back: {error}") from None
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
-        zf.writestr(_META, text)
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as zf:
+        zf.writestr(_META, text, compress_type=zipfile.ZIP_DEFLATED, compresslevel=1)
         for name, array in stored.items():
             with zf.open(f"{name}.npy", "w", force_zip64=array.nbytes > 2**30) as member:
                 np.lib.format.write_array(member, array, version=(1, 0), allow_pickle=False)
@@ -367,6 +369,9 @@ def _read_array(archive: zipfile.ZipFile, info: zipfile.ZipInfo, dtype: np.dtype
                 nbytes: int) -> np.ndarray:
     """One array, decompressed chunk by chunk straight into its preallocated memory."""
     name = info.filename
+    if info.compress_type != zipfile.ZIP_STORED:
+        raise CheckpointError(f"member {name!r} is compressed; arrays are stored uncompressed "
+                              "(a small file must not unpack into a large array)")
     if info.file_size > nbytes + len(_NPY_PREFIX) + 2 + _MAX_NPY_HEADER:
         raise CheckpointError(f"member {name!r} declares {info.file_size} bytes, more than its "
                               f"array needs")

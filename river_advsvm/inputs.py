@@ -70,8 +70,9 @@ def describe(value) -> str:
     if isinstance(value, bool) or value is None:
         return repr(value)
     if isinstance(value, int):
-        digits = len(str(abs(value))) if abs(value) < 10**100 else "over 100"
-        return repr(value) if abs(value) < 10**18 else f"an integer of {digits} digits"
+        if abs(value) < 10**18:
+            return repr(value)
+        return f"an integer of about {round(value.bit_length() * math.log10(2))} digits"
     text = repr(value)
     if len(text) > 60:
         text = text[:57] + "..."
@@ -287,7 +288,7 @@ class FeatureIndex:
         """The column of each name (-1 if unknown), and whether they are exactly 0..D-1."""
         # Streams usually repeat the same names in the same order: one list comparison then
         # replaces a dict lookup per feature.
-        if names == self._last_names:
+        if names is self._last_names or names == self._last_names:
             return self._last_positions, self._last_identity
         get = self.position.get
         positions = np.fromiter((get(n, -1) for n in names), dtype=np.intp, count=len(names))
@@ -306,10 +307,10 @@ class FeatureIndex:
     @staticmethod
     def hash_names(names: list) -> np.ndarray:
         """Stable hashes of `names`; raises `InvalidInput` for a name that cannot be hashed."""
-        from river_advsvm.kernels import key_hash
-
         if not names:
             return _NO_HASHES
+        from river_advsvm.kernels import key_hash
+
         return np.fromiter((key_hash(n) for n in names), dtype=np.uint64, count=len(names))
 
     def add(self, names: list, hashes: np.ndarray) -> None:

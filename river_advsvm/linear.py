@@ -131,6 +131,9 @@ class AdvLinearSVM(MarginClassifier):
         positions = self._index.positions(names)
         return certify.linear_radii(self._weights[positions[positions >= 0]], margins, norm)
 
+    def _max_state_bytes(self):
+        return 8 * self.max_features
+
     def _negate(self):
         self._weights *= -1.0
         self._bias = -self._bias

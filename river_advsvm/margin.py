@@ -275,7 +275,7 @@ class MarginClassifier(base.MiniBatchClassifier):
         for i, (g, s, classes) in enumerate(zip(margins.tolist(), scales, known)):
             for label, p in self._proba_dict(g, s, classes).items():
                 data[label][i] = p
-        index = X.index if hasattr(X, "index") else None
+        index = X.index if isinstance(X, pd.DataFrame) else None
         return pd.DataFrame(data, columns=columns, index=index)
 
     @staticmethod
@@ -409,7 +409,7 @@ class MarginClassifier(base.MiniBatchClassifier):
     # -- inference ------------------------------------------------------------------------------
 
     def _unknown_hashes(self, u_names: list) -> list:
-        return list(self._index.hash_names(u_names))
+        return list(self._index.hash_names(u_names)) if u_names else []
 
     def _decision_of_row(self, names: list, row: np.ndarray) -> float:
         if not self._started:
@@ -646,6 +646,26 @@ class MarginClassifier(base.MiniBatchClassifier):
         names, row = inputs.dict_values(dict(zip(names, values, strict=True)))
         return names, row, _as_label(y)
 
+    def _max_state_bytes(self) -> int:
+        """The most bytes of arrays a checkpoint of a model with these parameters can hold."""
+        raise NotImplementedError
+
+    @classmethod
+    def checkpoint_array_bytes(cls, meta: dict) -> int:
+        """The most array bytes a checkpoint with this metadata may hold, from its parameters
+        alone: `checkpoint.read` refuses a file declaring more before reading any array."""
+        if not isinstance(meta, dict) or meta.get("class") != cls.__name__:
+            found = meta.get("class") if isinstance(meta, dict) else None
+            raise checkpoint.CheckpointError(f"checkpoint holds a {found!r}, not a {cls.__name__}")
+        try:
+            params = meta["params"]
+            if not isinstance(params, dict):
+                raise TypeError("params must be a mapping")
+            return cls(**params)._max_state_bytes()
+        except (KeyError, TypeError, ValueError) as error:
+            raise checkpoint.CheckpointError(
+                f"invalid {cls.__name__} checkpoint parameters: {error}") from None
+
     def save(self, path, extra: dict | None = None) -> None:
         """Write the model to `path` atomically, in the safe format of `checkpoint`.
 
@@ -656,4 +676,5 @@ class MarginClassifier(base.MiniBatchClassifier):
     @classmethod
     def load(cls, path) -> typing.Self:
         """Read a model written by `save`. It predicts and learns exactly as the saved one."""
-        return cls.from_checkpoint(*checkpoint.read(path))
+        return cls.from_checkpoint(
+            *checkpoint.read(path, max_array_bytes=cls.checkpoint_array_bytes))

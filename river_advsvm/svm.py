@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from river_advsvm import budget as rf, certify, inputs, kernels
+from river_advsvm import budget as rf, certify, checkpoint, inputs, kernels
 from river_advsvm.margin import MarginClassifier
 
 __all__ = ["AdvKernelSVM"]
@@ -276,7 +276,7 @@ class AdvKernelSVM(MarginClassifier):
             from river_advsvm.support import SupportVectors
 
             self._store = SupportVectors(self.kernel, self._gamma, self.budget,
-                                         self.budget_policy, self.dtype)
+                                         self.budget_policy, self.dtype, self.max_features)
         else:
             self._store = rf.make_store(self.budget_policy, self.kernel, self._gamma, self._seed,
                                         self.budget, self.dtype, self.max_features)
@@ -349,10 +349,23 @@ class AdvKernelSVM(MarginClassifier):
         if self._support_vectors:
             from river_advsvm import support
 
-            return support.certified_radii(self._store, margins, Vs, Us, q, q_u, norm,
-                                           bounds, np.hstack([V, U]))
+            return support.support_radii(self._store, margins, np.hstack([Vs, Us]), norm,
+                                         bias=self._bias, scale=np.concatenate([q, q_u]),
+                                         bounds=bounds)
         return certify.kernel_radii(self._store, margins, norm, Vs, Us, u_hashes, q, q_u,
                                     n_inputs=len(names))
+
+    def _max_state_bytes(self):
+        itemsize = np.dtype(self.dtype).itemsize
+        if self._support_vectors:
+            # Stored vectors over at most max_features inputs, their weights and ids; an
+            # unbounded budget is bounded by what one checkpoint may hold at all.
+            if self.budget is None:
+                return checkpoint.MAX_ARRAY_BYTES
+            return self.budget * (self.max_features * itemsize + 32) + 4096
+        # Feature ids and coefficients, and the norm sketch: random features hold no weights.
+        features = self.budget if self.budget_policy != "grow" else checkpoint.MAX_ARRAY_BYTES // 16
+        return 16 * features + 8 * rf.NORM_PROBES + 4096
 
     def _negate(self):
         if self._store is not None:

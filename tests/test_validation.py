@@ -1,113 +1,247 @@
-"""Bad input: a clear exception before any state changes, never a NaN in the model."""
+"""Hostile and careless input: a clear error before any state changes, or a model that stays
+finite; NaN at prediction time is a missing feature."""
 
 from __future__ import annotations
 
+import json
 import math
-import pickle
+import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from river_advsvm import AdvKernelSVM, AdvLinearSVM, InvalidInput
+from river_advsvm.inputs import MAX_ABS_VALUE
 
 
-def trained(model):
+def fingerprint(model) -> str:
+    """Everything a checkpoint holds, as one string: equal exactly when the models are."""
+    meta, arrays = model.to_checkpoint()
+    parts = [json.dumps(meta, sort_keys=True)]
+    parts += [f"{name}:{array.dtype}:{array.shape}:{array.tobytes().hex()}"
+              for name, array in sorted(arrays.items())]
+    return "\n".join(parts)
+
+
+def trained(model, n=80):
     rng = np.random.default_rng(0)
-    for _ in range(50):
+    for _ in range(n):
         x = {"a": float(rng.random()), "b": float(rng.random())}
         model.learn_one(x, x["a"] > 0.5)
     return model
 
 
-MODELS = [
-    lambda: trained(AdvKernelSVM(epsilon=0.1, seed=1)),
-    lambda: trained(AdvKernelSVM(budget=16, budget_policy="truncate", seed=1)),
-    lambda: trained(AdvLinearSVM(epsilon=0.1)),
-]
+MODELS = {
+    "rf": lambda: trained(AdvKernelSVM(epsilon=0.1, budget=64, seed=1)),
+    "truncate": lambda: trained(AdvKernelSVM(budget=16, budget_policy="truncate", seed=1)),
+    "linear": lambda: trained(AdvLinearSVM(epsilon=0.1)),
+}
 
 BAD_SAMPLES = [
-    ({"a": math.nan, "b": 0.1}, True, "finite"),
-    ({"a": math.inf, "b": 0.1}, True, "finite"),
-    ({"a": -math.inf, "new": 1.0}, True, "finite"),
-    ({"a": "0.5", "b": 0.1}, True, "numbers"),
-    ({"a": None, "b": 0.1}, True, "numbers"),
-    ({"a": [1.0], "b": 0.1}, True, "numbers"),
-    ({"a": 0.5, object(): 0.1}, True, "feature name"),
-    ([0.5, 0.1], True, "dict"),
-    ({"a": 0.5, "b": 0.1}, "maybe", "third class"),
-    ({"a": 0.5, "b": 0.1}, None, "label"),
-    ({"a": 0.5, "b": 0.1}, math.nan, "label"),
+    ({"a": math.nan, "b": 0.1}, True, "not_finite", "'a' is nan"),
+    ({"a": math.inf, "b": 0.1}, True, "not_finite", "'a' is inf"),
+    ({"a": -math.inf, "new": 1.0}, True, "not_finite", "'a' is -inf"),
+    ({"a": 2e15, "b": 0.1}, True, "too_large", "'a' is 2000000000000000.0"),
+    ({"a": 10**5000, "b": 0.1}, True, "too_large", "about 5000 digits"),
+    ({"a": 1.0, "b": "x"}, True, "not_a_number", "'b' is 'x' (a str)"),
+    ({"a": np.str_("0.5"), "b": 0.1}, True, "not_a_number", "'a' is '0.5' (a str)"),
+    ({"a": None, "b": 0.1}, True, "not_a_number", "'a' is None"),
+    ({"a": [1.0], "b": 0.1}, True, "not_a_number", "'a' is [1.0] (a list)"),
+    ({"a": {"nested": 1.0}}, True, "not_a_number", "'a' is {'nested': 1.0} (a dict)"),
+    ({"a": 1 + 2j}, True, "not_a_number", "(a complex)"),
+    ({"a": 0.5, object(): 0.1}, True, "bad_name", "feature name"),
+    ({"a": 0.5, math.nan: 0.1}, True, "bad_name", "feature name nan"),
+    ({"a": 0.5, "x" * 5000: 0.1}, True, "bad_name", "longer than"),
+    ([0.5, 0.1], True, "bad_shape", "dict"),
+    ({"a": 0.5, "b": 0.1}, "maybe", "third_class", "third class"),
+    ({"a": 0.5, "b": 0.1}, None, "bad_label", "label None"),
+    ({"a": 0.5, "b": 0.1}, math.nan, "bad_label", "label nan"),
+    ({"a": 0.5, "b": 0.1}, [True], "bad_label", "label [True]"),
 ]
 
 
-@pytest.mark.parametrize("make", MODELS)
-@pytest.mark.parametrize("x, y, message", BAD_SAMPLES)
-def test_learn_one_rejects_bad_input_without_changing_the_model(make, x, y, message):
+@pytest.mark.parametrize("make", MODELS.values(), ids=MODELS.keys())
+@pytest.mark.parametrize("x, y, code, message", BAD_SAMPLES)
+def test_learn_one_refuses_bad_input_and_changes_nothing(make, x, y, code, message):
     model = make()
-    before = pickle.dumps(model)
-    with pytest.raises(InvalidInput, match=message):
+    before = fingerprint(model)
+    with pytest.raises(InvalidInput) as error:
         model.learn_one(x, y)
-    assert pickle.dumps(model) == before
+    assert error.value.code == code
+    assert message in str(error.value)
+    assert "np." not in str(error.value)  # no numpy reprs in messages
+    assert fingerprint(model) == before
 
 
-@pytest.mark.parametrize("make", MODELS)
-def test_learn_many_rejects_a_batch_with_one_bad_row(make):
+@pytest.mark.parametrize("make", MODELS.values(), ids=MODELS.keys())
+def test_learn_many_refuses_a_batch_with_one_bad_row(make):
     model = make()
-    before = pickle.dumps(model)
+    before = fingerprint(model)
     X = pd.DataFrame({"a": [0.1, 0.2, np.nan], "b": [0.3, 0.4, 0.5], "c": [1.0, 2.0, 3.0]})
-    with pytest.raises(InvalidInput, match="finite"):
+    with pytest.raises(InvalidInput, match="'a' is nan"):
         model.learn_many(X, pd.Series([True, False, True]))
-    X = pd.DataFrame({"a": [0.1, 0.2], "b": ["x", "y"]})
-    with pytest.raises(InvalidInput, match="numbers"):
-        model.learn_many(X, pd.Series([True, False]))
+    with pytest.raises(InvalidInput, match="'b' is 'y'"):
+        model.learn_many(pd.DataFrame({"a": [0.1, 0.2], "b": [1.0, "y"]}), [True, False])
     with pytest.raises(InvalidInput, match="labels"):
         model.learn_many(pd.DataFrame({"a": [0.1]}), pd.Series([True, False]))
     with pytest.raises(InvalidInput, match="third class"):
         model.learn_many(pd.DataFrame({"a": [0.1, 0.2]}), pd.Series([True, "other"]))
-    assert pickle.dumps(model) == before
+    with pytest.raises(InvalidInput, match="'q' is inf"):
+        model.learn_many([{"a": 0.1}, {"q": math.inf}], [True, False])
+    assert fingerprint(model) == before
 
 
-@pytest.mark.parametrize("make", MODELS)
-def test_inference_rejects_bad_input(make):
+@pytest.mark.parametrize("make", MODELS.values(), ids=MODELS.keys())
+def test_nan_at_prediction_time_is_a_missing_feature(make):
     model = make()
-    for method in (model.predict_one, model.predict_proba_one, model.decision_one,
-                   model.decision_gradient_one):
-        with pytest.raises(InvalidInput):
-            method({"a": math.nan})
-    with pytest.raises(InvalidInput):
+    x = {"a": 0.7, "b": math.nan}
+    assert model.decision_one(x) == model.decision_one({"a": 0.7})
+    assert model.predict_proba_one(x) == model.predict_proba_one({"a": 0.7})
+    assert model.decision_gradient_one(x).keys() == {"a"}
+    frame = pd.DataFrame({"a": [0.7, 0.2], "b": [math.nan, 0.4]})
+    filled = pd.DataFrame({"a": [0.7, 0.2], "b": [0.0, 0.4]})
+    np.testing.assert_array_equal(model.decision_many(frame), model.decision_many(filled))
+    before = fingerprint(model)
+    model.predict_one(x)
+    assert fingerprint(model) == before
+    for method in (model.predict_one, model.predict_proba_one, model.decision_one):
+        with pytest.raises(InvalidInput, match="'a' is inf"):
+            method({"a": math.inf})
+    with pytest.raises(InvalidInput, match="finite"):
         model.decision_many(np.array([[0.1, np.inf]]))
 
 
-def test_a_third_label_names_the_way_out():
-    model = AdvKernelSVM(seed=0)
-    model.learn_one({"a": 0.1}, "cat")
-    model.learn_one({"a": 0.9}, "dog")
-    with pytest.raises(InvalidInput, match="OneVsRestClassifier"):
-        model.learn_one({"a": 0.5}, "bird")
-    assert model.classes == ("cat", "dog")
+@pytest.mark.parametrize("make", MODELS.values(), ids=MODELS.keys())
+def test_inputs_at_the_bound_keep_every_number_finite(make):
+    model = make()
+    for sign in (1, -1):
+        for _ in range(20):
+            x = {"a": sign * MAX_ABS_VALUE, "b": -sign * MAX_ABS_VALUE, "c": 5e-324}
+            model.learn_one(x, True)
+            model.learn_one({"a": 0.1, "b": 0.2}, False)
+    checks = [model.decision_one({"a": MAX_ABS_VALUE}), model.decision_one({"a": 0.3})]
+    checks += list(model.predict_proba_one({"a": -MAX_ABS_VALUE, "b": 1.0}).values())
+    assert all(math.isfinite(v) for v in checks)
+    assert "NaN" not in fingerprint(model) and "Infinity" not in fingerprint(model)
 
 
-@pytest.mark.parametrize(
-    "params",
-    [
-        dict(epsilon=-1.0), dict(epsilon=math.nan), dict(norm="l3"), dict(kernel="poly"),
-        dict(gamma=0.0), dict(gamma="auto"), dict(budget=0), dict(budget=1.5),
-        dict(budget_policy="lru"), dict(schedule="cosine"), dict(step_size=0.0),
-        dict(step_size=2.0, regularization=0.6), dict(schedule="diminishing", regularization=0.0),
-    ],
-    ids=str,
+def test_max_features_refuses_the_sample_that_would_exceed_it():
+    model = AdvKernelSVM(budget=8, max_features=5, gamma=1.0, seed=0)
+    model.learn_one({"a": 1.0, "b": 1.0}, True)
+    before = fingerprint(model)
+    with pytest.raises(InvalidInput) as error:
+        model.learn_one({f"x{i}": 1.0 for i in range(4)}, False)
+    assert error.value.code == "too_many_features"
+    assert fingerprint(model) == before
+    # Zero values cost nothing: names that only ever come with 0 are never stored...
+    model.learn_one({**{f"zero{i}": 0.0 for i in range(100)}, "a": 0.5}, False)
+    assert model.n_inputs == 2
+    # ... and neither are names seen only at prediction time.
+    model.predict_one({f"p{i}": 1.0 for i in range(100)})
+    assert model.n_inputs == 2
+
+
+def test_many_fresh_names_in_one_sample_cost_memory_only_within_the_bound():
+    model = AdvKernelSVM(budget=32, max_features=1000, gamma=1.0, seed=0)
+    model.learn_one({"a": 1.0}, True)
+    hostile = {f"n{i}": 1.0 for i in range(100_000)}
+    with pytest.raises(InvalidInput, match="max_features=1000"):
+        model.learn_one(hostile, False)
+    model.predict_one(hostile)  # inference on them is allowed, and stores nothing
+    assert model.n_inputs == 1
+    assert model._store._omega.shape[0] <= 1000
+
+
+def test_tiny_first_samples_fall_back_to_a_sane_gamma_with_a_warning():
+    model = AdvKernelSVM(warm_up=5, seed=0)
+    with pytest.warns(UserWarning, match="falling back to gamma = 1/d"):
+        for i in range(5):
+            model.learn_one({"a": 1e-160 * (i % 2)}, bool(i % 2))
+    assert model.fitted_gamma == pytest.approx(1.0)
+    assert math.isfinite(model.decision_one({"a": 1e-160}))
+    assert math.isfinite(model.decision_one({"a": 3.0}))
+
+
+def test_a_constant_warm_up_falls_back_with_a_warning():
+    model = AdvKernelSVM(warm_up=4, seed=0)
+    with pytest.warns(UserWarning, match="do not vary"):
+        for i in range(4):
+            model.learn_one({"a": 2.0, "b": 0.0}, bool(i % 2))
+    assert model.fitted_gamma == pytest.approx(0.5)  # 1/d over the two inputs seen
+
+
+# -- fuzzing ----------------------------------------------------------------------------------
+
+finite = st.floats(allow_nan=False, allow_infinity=False)
+values = st.one_of(
+    finite, st.floats(), st.integers(), st.integers(min_value=-(10**40), max_value=10**40),
+    st.booleans(), st.none(), st.text(max_size=3), st.just(-0.0), st.just(5e-324),
+    st.sampled_from([1e308, -1e308, 1e-310, MAX_ABS_VALUE, np.float32(1.5), np.int64(7),
+                     np.bool_(True), np.float64(np.nan)]),
+    st.lists(finite, max_size=2), st.dictionaries(st.text(max_size=2), finite, max_size=2),
 )
-def test_bad_parameters_are_refused_at_construction(params):
-    with pytest.raises(ValueError):
-        AdvKernelSVM(**params)
+names = st.one_of(
+    st.text(max_size=5), st.integers(min_value=-5, max_value=50), st.booleans(), finite,
+    st.just(math.nan), st.just(math.inf), st.tuples(st.text(max_size=2), st.integers(0, 3)),
+    st.just(np.int64(3)), st.just(np.str_("np")), st.just(b"bytes"), st.just(None),
+)
+samples = st.dictionaries(names, values, max_size=6)
 
 
-def test_huge_but_finite_inputs_never_put_nan_in_the_model():
-    model = AdvKernelSVM(epsilon=0.1, gamma=1.0, seed=0)
-    rng = np.random.default_rng(0)
-    for _ in range(200):
-        model.learn_one({"a": float(rng.normal() * 1e150), "b": 1e-300}, bool(rng.random() > 0.5))
-    assert np.isfinite(model._store.coefficients).all()
-    assert math.isfinite(model.rkhs_norm) and math.isfinite(model._bias)
-    assert math.isfinite(model.decision_one({"a": 1e300, "b": -1e300}))
+def kernel_model():
+    model = AdvKernelSVM(budget=16, warm_up=3, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trained(model, n=6)
+    return model
+
+
+def assert_finite_after(model):
+    for x in ({"a": 0.3, "b": 0.9}, {"a": -2.0}, {"zzz": 1.0}):
+        assert math.isfinite(model.decision_one(x))
+        assert all(math.isfinite(p) for p in model.predict_proba_one(x).values())
+    text = fingerprint(model)
+    assert "NaN" not in text and "Infinity" not in text
+
+
+@settings(max_examples=1200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(x=samples, y=st.sampled_from([True, False]))
+def test_fuzzed_dicts_are_refused_cleanly_or_learned_finitely(x, y):
+    for model in (kernel_model(), trained(AdvLinearSVM())):
+        before = fingerprint(model)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model.learn_one(x, y)
+        except InvalidInput as error:
+            assert error.code in {"not_a_number", "not_finite", "too_large", "bad_name"}
+            assert fingerprint(model) == before
+        assert_finite_after(model)
+        try:
+            model.predict_proba_one(x)  # at prediction time NaN is allowed, as missing
+        except InvalidInput:
+            pass
+
+
+frames = st.integers(min_value=1, max_value=4).flatmap(
+    lambda width: st.lists(st.lists(st.one_of(finite, st.floats(), st.sampled_from(
+        [1e300, -1e-300, 2e15, 0.0, -0.0])), min_size=width, max_size=width),
+        min_size=1, max_size=5))
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rows=frames)
+def test_fuzzed_frames_are_refused_cleanly_or_learned_finitely(rows):
+    X = pd.DataFrame(rows, columns=[f"c{j}" for j in range(len(rows[0]))])
+    y = [i % 2 == 0 for i in range(len(rows))]
+    for model in (kernel_model(), trained(AdvLinearSVM())):
+        before = fingerprint(model)
+        try:
+            model.learn_many(X, y)
+        except InvalidInput as error:
+            assert error.code in {"not_finite", "too_large"}
+            assert fingerprint(model) == before
+        assert_finite_after(model)

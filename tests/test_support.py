@@ -1,0 +1,528 @@
+"""The support-vector store: exact values, norm, gradients, budget maintenance, averaging,
+determinism and persistence, each against a brute-force reference on small data."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from river_advsvm import support
+from river_advsvm.support import SupportVectors
+
+
+def kernel_matrix(kernel, gamma, X, Y):
+    X, Y = np.asarray(X, dtype=float), np.asarray(Y, dtype=float)
+    if kernel == "rbf":
+        return np.exp(-gamma * ((X[:, None, :] - Y[None]) ** 2).sum(axis=2))
+    return np.exp(-gamma * np.abs(X[:, None, :] - Y[None]).sum(axis=2))
+
+
+def exact_values(store, X):
+    """f at the rows of X from the stored vectors and coefficients, in float64."""
+    return kernel_matrix(store.kernel, store.gamma, X, store.vectors) @ store.coefficients
+
+
+def exact_norm(store):
+    S, a = store.vectors, store.coefficients
+    return math.sqrt(max(a @ kernel_matrix(store.kernel, store.gamma, S, S) @ a, 0.0))
+
+
+def learn(store, X, y, step=0.5, shrink=0.999, seed=None):
+    """A hinge-loss SGD loop like the model's: value, shrink, add when active."""
+    for x, label in zip(X, y):
+        margin = label * store.value(x)
+        store.scale(shrink)
+        if margin < 1:
+            store.add(step * label)
+
+
+def stream(n=400, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, d))
+    y = np.where(np.sin(5 * X[:, 0]) + X[:, 1] > 0.8, 1.0, -1.0)
+    return X, y
+
+
+def new_store(kernel="rbf", gamma=2.0, budget=None, policy="merge", dtype="float64", d=3):
+    store = SupportVectors(kernel, gamma, budget, policy, dtype)
+    store.start()
+    store.add_inputs(d)
+    return store
+
+
+KINDS = [
+    (kernel, policy, dtype)
+    for kernel in ("rbf", "laplacian")
+    for policy in ("merge", "remove")
+    for dtype in ("float32", "float64")
+]
+
+
+# -- values, norm, gradients ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel,policy,dtype", KINDS)
+def test_values_and_norm_match_brute_force_after_merges_and_removals(kernel, policy, dtype):
+    X, y = stream()
+    store = new_store(kernel, budget=25, policy=policy, dtype=dtype)
+    learn(store, X, y)
+    assert store.size == 25
+    assert store.n_merges + store.n_removals > 100
+    if policy == "merge":
+        assert store.n_merges > 0
+    else:
+        assert store.n_merges == 0
+    Q = np.random.default_rng(1).random((50, 3))
+    rtol = 1e-5 if dtype == "float32" else 1e-12
+    scale = np.abs(store.coefficients).sum()
+    np.testing.assert_allclose(store.values(Q), exact_values(store, Q), rtol=0, atol=rtol * scale)
+    one = np.array([store.value(q) for q in Q])
+    np.testing.assert_allclose(one, exact_values(store, Q), rtol=0, atol=rtol * scale)
+    assert store.norm == pytest.approx(exact_norm(store), rel=1e-6 if dtype == "float32" else 1e-9)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_tracked_norm_stays_exact_without_recomputation(kernel, monkeypatch):
+    monkeypatch.setitem(support._RECOMPUTE_AFTER, kernel, 10**9)
+    X, y = stream(n=1500, seed=3)
+    for policy in ("merge", "remove"):
+        store = new_store(kernel, budget=40, policy=policy)
+        learn(store, X, y, shrink=0.995)
+        assert store.n_merges + store.n_removals > 500
+        # Merges store z rounded to the storage precision; the drift stays tiny anyway.
+        assert store.norm == pytest.approx(exact_norm(store), rel=1e-8)
+        store32 = new_store(kernel, budget=40, policy=policy, dtype="float32")
+        learn(store32, X, y, shrink=0.995)
+        assert store32.norm == pytest.approx(exact_norm(store32), rel=1e-4)
+
+
+def test_global_scale_is_folded_before_it_underflows():
+    store = new_store(budget=None)
+    X, y = stream(n=30)
+    learn(store, X, y)
+    before = store.values(X[:5])
+    for _ in range(40):
+        store.scale(1e-10)
+        store.scale(1e10)
+    for _ in range(20):  # 1e-200 overall: the scale must have been folded into a
+        store.scale(1e-10)
+    assert 1e-64 <= abs(store._scale) <= 1e64
+    np.testing.assert_allclose(store.values(X[:5]), before * 1e-200, rtol=1e-9)
+    assert store.norm == pytest.approx(exact_norm(store), rel=1e-9)
+    store.negate()
+    np.testing.assert_allclose(store.values(X[:5]), -before * 1e-200, rtol=1e-9)
+    store.scale(0.0)
+    assert store.size == 0 and store.norm == 0.0
+    assert store.value(X[0]) == 0.0
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_gradients_match_finite_differences(kernel):
+    X, y = stream(n=200)
+    store = new_store(kernel, budget=30)
+    learn(store, X, y)
+    rng = np.random.default_rng(5)
+    V, U = rng.random((6, 3)), rng.random((6, 2))
+    G, GU = store.gradients(V, U)
+    step = 1e-6
+    for j in range(5):
+        E = np.zeros((6, 5))
+        E[:, j] = step
+        full_plus, full_minus = np.hstack([V, U]) + E, np.hstack([V, U]) - E
+        f_plus = store.values(full_plus[:, :3], full_plus[:, 3:])
+        f_minus = store.values(full_minus[:, :3], full_minus[:, 3:])
+        expected = (f_plus - f_minus) / (2 * step)
+        got = G[:, j] if j < 3 else GU[:, j - 3]
+        # The Laplacian kernel has kinks where a coordinate equals a vector's: none here.
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_unknown_columns_count_as_zero_in_the_vectors():
+    X, y = stream(n=100)
+    for kernel in ("rbf", "laplacian"):
+        store = new_store(kernel)
+        learn(store, X, y)
+        U = np.random.default_rng(2).random((4, 2))
+        V = X[:4]
+        wide = np.hstack([V, U])
+        padded = np.hstack([store.vectors, np.zeros((store.size, 2))])
+        expected = kernel_matrix(kernel, store.gamma, wide, padded) @ store.coefficients
+        np.testing.assert_allclose(store.values(V, U), expected, rtol=1e-12)
+
+
+def test_the_same_input_twice_is_stored_once():
+    store = new_store()
+    x = np.array([0.1, 0.2, 0.3])
+    store.value(x)
+    store.add(1.0)
+    store.value(x)
+    store.add(0.5)
+    assert store.size == 1
+    assert store.coefficients.tolist() == [1.5]
+    assert store.norm == pytest.approx(1.5)
+
+
+def test_protocol_misuse_is_refused():
+    store = new_store()
+    with pytest.raises(RuntimeError):
+        store.add(1.0)
+    store.value(np.zeros(3))
+    store.add_inputs(1)  # the remembered row no longer has all columns
+    with pytest.raises(RuntimeError):
+        store.add(1.0)
+    with pytest.raises(ValueError):
+        store.value(np.zeros(3))
+    store.value(np.zeros(4))
+    with pytest.raises(ValueError):
+        store.add(math.nan)
+    with pytest.raises(ValueError):
+        store.scale(math.inf)
+    with pytest.raises(ValueError):
+        store.values(np.zeros((2, 3)))
+    for bad in [
+        dict(kernel="poly"),
+        dict(gamma=0.0),
+        dict(gamma=math.inf),
+        dict(budget=0),
+        dict(budget=2.5),
+        dict(policy="drop"),
+        dict(dtype="float16"),
+    ]:
+        kwargs = dict(kernel="rbf", gamma=1.0, budget=4) | bad
+        with pytest.raises(ValueError):
+            SupportVectors(**kwargs)
+
+
+# -- budget maintenance ---------------------------------------------------------------------------
+
+
+def dense_best_merge(kernel, gamma, x_m, a_m, x_n, a_n):
+    """The smallest weight degradation over a dense grid of h, by brute force in the kernel."""
+    hs = np.linspace(0.0, 1.0, 20001)
+    Z = hs[:, None] * x_m + (1 - hs[:, None]) * x_n
+    k_m = kernel_matrix(kernel, gamma, Z, x_m[None])[:, 0]
+    k_n = kernel_matrix(kernel, gamma, Z, x_n[None])[:, 0]
+    a_z = a_m * k_m + a_n * k_n
+    kappa = kernel_matrix(kernel, gamma, x_m[None], x_n[None])[0, 0]
+    loss = a_m**2 + a_n**2 + 2 * a_m * a_n * kappa - a_z**2
+    best = int(np.argmin(loss))
+    return loss[best], hs[best], a_z[best]
+
+
+def degradation_of(store_before, store_after):
+    """||f_before - f_after||^2 by brute force over both sets of vectors."""
+    S = np.vstack([store_before.vectors, store_after.vectors]).astype(float)
+    a = np.concatenate([store_before.coefficients, -store_after.coefficients])
+    return float(a @ kernel_matrix(store_before.kernel, store_before.gamma, S, S) @ a)
+
+
+def clone(store):
+    scalars, arrays = store.state()
+    twin = SupportVectors(store.kernel, store.gamma, store.budget, store.policy, store.dtype)
+    twin.restore(scalars, arrays, store.n_inputs)
+    return twin
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+@pytest.mark.parametrize("seed", range(6))
+def test_merge_picks_the_partner_and_point_a_dense_search_would(kernel, seed):
+    rng = np.random.default_rng(seed)
+    gamma = [0.3, 1.0, 4.0][seed % 3]
+    store = new_store(kernel, gamma=gamma, budget=8, d=2)
+    for _ in range(8):
+        store.value(rng.random(2))
+        store.add(rng.choice([-1, 1]) * rng.uniform(0.5, 2.0))
+    before = clone(store)
+    x, c = rng.random(2), 0.05 * np.sign(before.coefficients[0])
+    store.value(x)
+    store.add(c)  # the smallest coefficient: it is merged
+    assert store.n_merges == 1 and store.size == 8
+    # Every same-sign partner, searched densely.
+    S = np.vstack([before.vectors, x[None]])
+    a = np.append(before.coefficients, c)
+    m = int(np.argmin(np.abs(a)))
+    losses = [
+        dense_best_merge(kernel, gamma, S[m], a[m], S[n], a[n])[0]
+        for n in range(len(a))
+        if n != m and a[n] * a[m] > 0
+    ]
+    assert store.degradation <= min(losses) + 1e-9 * a[m] ** 2
+    assert store.degradation >= min(losses) - 1e-6 * a[m] ** 2
+    # What the store reports is what really changed.
+    after_exact = clone(store)
+    full_before = new_store(kernel, gamma=gamma, budget=None, d=2)
+    for row, coefficient in zip(S, a):
+        full_before.value(row)
+        full_before.add(coefficient)
+    assert degradation_of(full_before, after_exact) == pytest.approx(store.degradation, rel=1e-6)
+    assert store.norm == pytest.approx(exact_norm(store), rel=1e-10)
+
+
+def test_merge_search_finds_the_best_h_for_every_partner():
+    rng = np.random.default_rng(7)
+    A = 0.7
+    B = rng.uniform(0.7, 3.0, 200)
+    D = np.concatenate([rng.uniform(0, 0.5, 50), rng.uniform(0.5, 5, 100), rng.uniform(5, 40, 50)])
+    h, p = support._merge_points("rbf", A, B, D)
+    hs = np.linspace(0, 1, 20001)
+    P = A * np.exp(-D[:, None] * (1 - hs) ** 2) + B[:, None] * np.exp(-D[:, None] * hs**2)
+    best = P.max(axis=1)
+    # Every partner that could win is refined to the dense optimum; the others are within
+    # the grid's bound of it.
+    constant = A * A + B * B + 2 * A * B * np.exp(-D)
+    winner = int(np.argmin(constant - best**2))
+    assert p[winner] == pytest.approx(best[winner], rel=1e-9)
+    assert (p <= best * (1 + 1e-8)).all()  # (the grid's max is a little below the true one)
+    np.testing.assert_allclose(
+        p, A * np.exp(-D * (1 - h) ** 2) + B * np.exp(-D * h * h), rtol=1e-12
+    )
+
+
+def test_laplacian_merge_point_is_the_best_anywhere():
+    """For the Laplacian kernel no point beats the larger vector (proved in the module docs)."""
+    rng = np.random.default_rng(3)
+    gamma = 1.5
+    for _ in range(20):
+        x_m, x_n = rng.random(3), rng.random(3)
+        a_m, a_n = rng.uniform(0.1, 1.0), rng.uniform(1.0, 2.0)
+        _, p = support._merge_points(
+            "laplacian", a_m, np.array([a_n]), gamma * np.array([np.abs(x_m - x_n).sum()])
+        )
+        around = rng.random((4000, 3)) * 1.4 - 0.2
+        Z = np.vstack([around, x_m + (x_n - x_m) * rng.random((1000, 1))])
+        values = a_m * kernel_matrix("laplacian", gamma, Z, x_m[None])[:, 0]
+        values += a_n * kernel_matrix("laplacian", gamma, Z, x_n[None])[:, 0]
+        assert values.max() <= p[0] * (1 + 1e-12)
+
+
+def test_remove_drops_the_smallest_coefficient_exactly():
+    rng = np.random.default_rng(4)
+    store = new_store(budget=5, policy="remove", d=2)
+    for _ in range(5):
+        store.value(rng.random(2))
+        store.add(rng.uniform(0.5, 1.0) * rng.choice([-1, 1]))
+    before = clone(store)
+    x = rng.random(2)
+    store.value(x)
+    store.add(0.01)
+    # The newcomer had the smallest coefficient: f is what it was, scaled coefficients intact.
+    assert store.n_removals == 1
+    np.testing.assert_array_equal(np.sort(store.coefficients), np.sort(before.coefficients))
+    assert store.degradation == pytest.approx(0.01**2)
+    store.scale(0.5)
+    store.value(rng.random(2))
+    store.add(2.0)
+    smallest = np.min(np.abs(before.coefficients)) * 0.5
+    assert store.degradation == pytest.approx(smallest**2)
+    assert store.total_degradation == pytest.approx(0.01**2 + smallest**2)
+    assert store.norm == pytest.approx(exact_norm(store), rel=1e-10)
+
+
+def test_merge_without_a_same_sign_partner_removes():
+    store = new_store(budget=2, d=1)
+    for x, c in [(0.0, 1.0), (1.0, 1.0), (0.5, -0.1)]:
+        store.value(np.array([x]))
+        store.add(c)
+    assert (store.n_merges, store.n_removals) == (0, 1)
+    assert sorted(store.coefficients.tolist()) == [1.0, 1.0]
+
+
+# -- averaging ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_average_is_the_weighted_sum_of_functions(kernel):
+    stores = []
+    for seed in range(3):
+        X, y = stream(n=120, seed=seed)
+        store = new_store(kernel, budget=1000, d=3)
+        learn(store, X, y, shrink=0.99)
+        stores.append(store)
+    stores[1].negate()
+    stores[2].add_inputs(1)  # a worker that knows one more column
+    weights = [0.5, 0.3, 0.2]
+    shared = clone(stores[0])  # the same vectors in two workers combine exactly
+    merged = SupportVectors.average(stores + [shared], weights + [0.25])
+    Q = np.random.default_rng(9).random((30, 4))
+    # Columns a worker does not know are 0 in its vectors, not absent from the input.
+    expected = sum(
+        w * s.values(Q[:, : s.n_inputs], Q[:, s.n_inputs :]) for s, w in zip(stores, weights)
+    )
+    expected += 0.25 * shared.values(Q[:, :3], Q[:, 3:])
+    assert merged.size <= sum(s.size for s in stores)
+    np.testing.assert_allclose(merged.values(Q), expected, rtol=1e-12, atol=1e-12)
+    assert merged.norm == pytest.approx(exact_norm(merged), rel=1e-10)
+    # Down to a smaller budget: maintenance runs, the norm stays exact.
+    for s in stores:
+        s.budget = 40
+    small = SupportVectors.average(stores, weights)
+    assert small.size == 40 and small.n_merges > 0
+    assert small.norm == pytest.approx(exact_norm(small), rel=1e-9)
+
+
+def test_average_refuses_mismatched_stores():
+    a, b = new_store(gamma=1.0), new_store(gamma=2.0)
+    with pytest.raises(ValueError):
+        SupportVectors.average([a, b], [0.5, 0.5])
+    with pytest.raises(ValueError):
+        SupportVectors.average([a], [0.5, 0.5])
+    with pytest.raises(ValueError):
+        SupportVectors.average([a], [math.nan])
+
+
+# -- determinism ----------------------------------------------------------------------------------
+
+
+def test_value_is_bitwise_reproducible_at_any_alignment():
+    X, y = stream(n=300, d=37)
+    store = new_store(budget=64, d=37, dtype="float32")
+    learn(store, X, y)
+    reference = [store.value(x) for x in X[:20]]
+    buffer = np.zeros(37 * 40 + 8)
+    for offset in range(1, 8):
+        rows = [buffer[offset + 37 * i : offset + 37 * (i + 1)] for i in range(20)]
+        for row, x in zip(rows, X[:20]):
+            row[:] = x
+        assert [store.value(row) for row in rows] == reference
+    # values() of a single row is value(), bit for bit.
+    assert [float(store.values(x[None])[0]) for x in X[:20]] == reference
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_state_is_the_same_whether_columns_arrive_late_or_at_once(dtype):
+    d = 40
+    X, y = stream(n=300, d=d, seed=2)
+    X[:100, 25:] = 0.0  # the first rows do not have the last 15 inputs
+    at_once = new_store(budget=50, d=d, dtype=dtype)
+    learn(at_once, X, y)
+    grown = new_store(budget=50, d=25, dtype=dtype)
+    learn(grown, X[:100, :25], y[:100])
+    for j in range(25, d):  # the columns as a model registers them, one by one
+        grown.add_inputs(1)
+    learn(grown, X[100:], y[100:])
+    for name, value in at_once.state()[0].items():
+        assert grown.state()[0][name] == value, name
+    for name, array in at_once.state()[1].items():
+        np.testing.assert_array_equal(grown.state()[1][name], array)
+    assert [grown.value(x) for x in X[:10]] == [at_once.value(x) for x in X[:10]]
+
+
+def test_a_row_scored_with_unknown_columns_gets_the_bits_it_gets_once_they_are_known():
+    X, y = stream(n=200, d=20)
+    store = new_store(budget=50, d=20, dtype="float32")
+    learn(store, X, y)
+    row = np.random.default_rng(1).random(23)
+    before = float(store.values(row[None, :20], row[None, 20:])[0])
+    store.add_inputs(3)
+    assert store.value(row) == before
+
+
+# -- persistence ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel,policy,dtype", KINDS)
+def test_restored_store_continues_bit_for_bit(kernel, policy, dtype):
+    X, y = stream(n=600)
+    store = new_store(kernel, budget=20, policy=policy, dtype=dtype)
+    learn(store, X[:300], y[:300])
+    twin = clone(store)
+    learn(store, X[300:], y[300:])
+    learn(twin, X[300:], y[300:])
+    assert store.state()[0] == twin.state()[0]
+    for name, array in store.state()[1].items():
+        np.testing.assert_array_equal(twin.state()[1][name], array)
+    assert store.norm == twin.norm
+
+
+def hostile_states(store):
+    """(description, scalars, arrays, n_inputs) that must all be refused."""
+    scalars, arrays = store.state()
+    n = store.n_inputs
+    size = scalars["size"]
+    out = []
+
+    def variant(label, n_inputs=n, **changes):
+        s = dict(scalars)
+        a = dict(arrays)
+        for key, value in changes.items():
+            (a if key in ("vectors", "alpha") else s)[key] = value
+        out.append((label, s, a, n_inputs))
+
+    vectors, alpha = arrays["vectors"], arrays["alpha"]
+    variant("size beyond the budget", size=store.budget + 1)
+    variant("size does not match the arrays", size=size - 1)
+    variant("vectors of the wrong width", vectors=vectors[:, :-1])
+    variant("vectors of the wrong dtype", vectors=vectors.astype(np.float16))
+    variant("coefficients of the wrong length", alpha=alpha[:-1])
+    variant("coefficients as ints", alpha=alpha.astype(np.int64))
+    poisoned = vectors.copy()
+    poisoned[1, 1] = np.nan
+    variant("NaN vector", vectors=poisoned)
+    variant("inf coefficient", alpha=np.where(np.arange(size) == 1, np.inf, alpha))
+    variant("NaN scale", scale=math.nan)
+    variant("zero scale", scale=0.0)
+    variant("huge scale", scale=1e200)
+    variant("NaN norm", squared_norm=math.nan)
+    variant("norm inconsistent with the vectors", squared_norm=scalars["squared_norm"] * 2 + 1)
+    variant("negative norm", squared_norm=-1.0)
+    variant("another kernel", kernel="laplacian" if store.kernel == "rbf" else "rbf")
+    variant("another gamma", gamma=store.gamma * 2)
+    variant("another budget", budget=store.budget + 1)
+    variant("another policy", policy="remove" if store.policy == "merge" else "merge")
+    variant("size as a bool", size=True)
+    variant("size as a float", size=float(size))
+    variant("negative count", n_merges=-1)
+    variant("count as a string", n_merges="3")
+    variant("missing field", degradation=None)
+    variant("negative degradation", degradation=-1.0)
+    variant("more input columns than the model", n_inputs=n + 1)
+    variant("a million columns claimed", n_inputs=10**6)
+    out.append(("missing arrays", dict(scalars), {}, n))
+    as_lists = {"vectors": vectors.tolist(), "alpha": alpha}
+    out.append(("arrays not numpy", dict(scalars), as_lists, n))
+    out.append(("scalars not a dict", [1, 2], arrays, n))
+    return out
+
+
+def test_hostile_states_are_refused_before_any_change():
+    X, y = stream(n=200)
+    store = new_store(budget=20)
+    learn(store, X, y)
+    for label, scalars, arrays, n_inputs in hostile_states(store):
+        target = new_store(budget=20)
+        target_state = target.state()
+        with pytest.raises(ValueError):
+            target.restore(scalars, arrays, n_inputs)
+            pytest.fail(label)
+        assert target.state()[0] == target_state[0], label
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.integers(0, 30),
+    n_inputs=st.integers(0, 6),
+    claimed=st.integers(-3, 10**7),
+    value=st.floats(allow_nan=True, allow_infinity=True),
+)
+def test_restore_never_accepts_an_inconsistent_size(size, n_inputs, claimed, value):
+    store = SupportVectors("rbf", 1.0, 20, "merge", "float32")
+    rng = np.random.default_rng(size)
+    vectors = rng.random((size, n_inputs)).astype(np.float32)
+    alpha = rng.normal(size=size)
+    scalars = {
+        "kernel": "rbf", "gamma": 1.0, "budget": 20, "policy": "merge", "dtype": "float32",
+        "size": claimed, "n_inputs": n_inputs, "scale": 1.0, "squared_norm": value,
+        "stored_since_norm": 0, "n_merges": 0, "n_removals": 0, "degradation": 0.0,
+        "total_degradation": 0.0,
+    }
+    try:
+        store.restore(scalars, {"vectors": vectors, "alpha": alpha}, n_inputs)
+    except ValueError:
+        return
+    # Accepted: then everything was consistent.
+    assert claimed == size <= 20 and math.isfinite(value)
+    assert store.norm == pytest.approx(exact_norm(store), rel=1e-5, abs=1e-6)

@@ -1,0 +1,228 @@
+"""The support-vector certificate: exact where the answer is known, never beaten by an attack,
+and sound for the prediction as computed in float32."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from river_advsvm.attacks import PGD
+from river_advsvm.support import SupportVectors, support_radii
+
+
+class Model:
+    """A support-vector model over raw inputs, as the attacks see one: `g(x) = f(q x) + b`."""
+
+    def __init__(self, store, bias, q):
+        self.store, self.bias, self.q = store, bias, q
+
+    def decision_many(self, X):
+        return self.store.values(np.asarray(X, dtype=float) * self.q) + self.bias
+
+    def decision_gradient_many(self, X):
+        return self.store.gradients(np.asarray(X, dtype=float) * self.q)[0] * self.q
+
+    def sign_of(self, y):
+        return 1.0 if y > 0 else -1.0
+
+
+def build(kernel, gamma, vectors, coefficients, dtype="float64"):
+    store = SupportVectors(kernel, gamma, None, dtype=dtype)
+    store.start()
+    store.add_inputs(vectors.shape[1])
+    for v, c in zip(vectors, coefficients):
+        store.value(v)
+        store.add(c)
+    return store
+
+
+def samples_in_ball(rng, x, r, norm, bounds, n=3000):
+    """Points of the threat set around `x`: random inside, on the boundary and at the corners."""
+    d = len(x)
+    if norm == "linf":
+        inside = x + rng.uniform(-r, r, (n, d))
+        # On the faces: most coordinates at +-r, the others anywhere between.
+        at_face = rng.random((n, d)) < 0.7
+        signs = rng.choice([-1.0, 1.0], (n, d))
+        faces = x + np.where(at_face, r * signs, rng.uniform(-r, r, (n, d)))
+        corners = x + r * np.array(np.meshgrid(*[[-1.0, 1.0]] * d)).reshape(d, -1).T
+        points = np.vstack([inside, faces, corners])
+    else:
+        direction = rng.normal(size=(2 * n, d))
+        direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+        radius = r * np.concatenate([rng.random(n) ** (1 / d), np.ones(n)])
+        points = x + direction * radius[:, None]
+    if bounds is not None:
+        points = np.clip(points, *bounds)
+    return points
+
+
+@st.composite
+def small_models(draw):
+    kernel = draw(st.sampled_from(["rbf", "laplacian"]))
+    d = draw(st.integers(1, 3))
+    n = draw(st.integers(1, 6))
+    vectors = draw(hnp.arrays(np.float64, (n, d), elements=st.floats(0, 1)))
+    magnitudes = draw(hnp.arrays(np.float64, n, elements=st.floats(1e-3, 3.0)))
+    signs = draw(hnp.arrays(np.float64, n, elements=st.sampled_from([-1.0, 1.0])))
+    norm = draw(st.sampled_from(["l2", "linf"]))
+    q = draw(
+        st.one_of(
+            st.just(np.ones(d)), hnp.arrays(np.float64, d, elements=st.floats(0.25, 4.0))
+        )
+    )
+    return dict(
+        kernel=kernel,
+        dtype=draw(st.sampled_from(["float32", "float64"])),
+        gamma=draw(st.floats(0.3, 30.0)),
+        vectors=vectors,
+        coefficients=magnitudes * signs,
+        bias=draw(st.floats(-1.0, 1.0)),
+        norm=norm,
+        bounds=draw(st.sampled_from([None, (0.0, 1.0)])) if norm == "linf" else None,
+        q=q,
+        seed=draw(st.integers(0, 2**31 - 1)),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(problem=small_models())
+def test_no_certified_point_is_ever_flipped(problem):
+    q, norm, bounds, bias = problem["q"], problem["norm"], problem["bounds"], problem["bias"]
+    store = build(
+        problem["kernel"], problem["gamma"], problem["vectors"] * q, problem["coefficients"],
+        problem["dtype"],
+    )
+    model = Model(store, bias, q)
+    rng = np.random.default_rng(problem["seed"])
+    X = rng.random((10, len(q)))
+    g = model.decision_many(X)
+    y = np.where(g > 0, 1.0, -1.0)
+    y[::4] *= -1  # some wrong labels: never certified
+    margins = y * g
+    radii = support_radii(store, margins, X * q, norm, bias=bias, scale=q, bounds=bounds)
+    assert radii.shape == (10,)
+    assert (radii[margins <= 0] == 0).all()
+    assert (radii >= 0).all()
+    event("some points certified" if (radii > 0).any() else "no point certified")
+    for i in np.flatnonzero(radii > 0):
+        r = min(float(radii[i]), 3.0)
+        points = samples_in_ball(rng, X[i], r, norm, bounds)
+        assert (y[i] * model.decision_many(points) > 0).all()
+        if bounds is None and not math.isfinite(radii[i]):
+            continue
+        batch = np.repeat(X[i : i + 1], 9, axis=0)
+        for attack in (
+            PGD(epsilon=r, norm=norm, steps=30, step_size=r / 8, bounds=bounds),
+            PGD(epsilon=r, norm=norm, steps=30, step_size=r / 8, bounds=bounds,
+                random_start=True, seed=problem["seed"]),
+        ):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # flat spots of a tiny model are no failure
+                result = attack.run(model, batch, np.repeat(y[i], 9))
+            assert not result.fooled.any()
+
+
+def exact_single_vector_radius(x, s, R, norm, inside, bounds=None):
+    """The true radius for `g = a k(x, s) + b` with a > 0 > b: a sphere of radius R around s."""
+    if norm == "l2":
+        t = np.linalg.norm(x - s)
+        return R - t if inside else t - R
+    lo, hi = 0.0, 10.0
+    for _ in range(200):
+        r = (lo + hi) / 2
+        low, high = x - r, x + r
+        if bounds is not None:
+            low, high = np.maximum(low, bounds[0]), np.minimum(high, bounds[1])
+        if inside:  # the farthest point of the box from s
+            reach = np.square(np.maximum(np.abs(low - s), np.abs(high - s))).sum()
+            ok = reach < R * R
+        else:  # the nearest point of the box to s
+            reach = np.square(np.maximum(0.0, np.maximum(low - s, s - high))).sum()
+            ok = reach > R * R
+        lo, hi = (r, hi) if ok else (lo, r)
+    return lo
+
+
+@pytest.mark.parametrize("norm,bounds", [("l2", None), ("linf", None), ("linf", (0.0, 1.0))])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_radius_is_exact_for_one_support_vector(norm, bounds, dtype):
+    s = np.array([0.3, 0.6, 0.5])
+    gamma, a, b = 3.0, 2.0, -0.5
+    R = math.sqrt(math.log(a / -b) / gamma)
+    store = build("rbf", gamma, s[None], [a], dtype)
+    rng = np.random.default_rng(0)
+    X = rng.random((40, 3))
+    g = store.values(X) + b
+    radii = support_radii(store, np.abs(g), X, norm, bias=b, bounds=bounds)
+    # The search stops within a relative 1e-6; float32 rounding costs a little more.
+    tolerance = 1e-4 if dtype == "float32" else 1e-9
+    for x, gi, r in zip(X, g, radii):
+        exact = exact_single_vector_radius(x, s, R, norm, gi > 0, bounds)
+        if exact > 2:  # the box holds no point of the other class
+            continue
+        assert r <= exact * (1 + 1e-9)
+        assert r >= exact * (1 - 2e-6) - tolerance
+
+
+def test_rounding_in_float32_is_never_certified_away():
+    """With cancelling coefficients, float32 gets the sign of tiny margins wrong: such points
+    must get no radius, and every certified point has the exact model's sign."""
+    rng = np.random.default_rng(1)
+    base = rng.random((20, 6))
+    vectors = np.vstack([base, base + 1e-5])
+    coefficients = np.concatenate([np.full(20, 3e7), np.full(20, -3e7)])
+    store = build("rbf", 1.0, vectors, coefficients, "float32")
+    X = rng.random((30000, 6))
+    computed = store.values(X)
+    S = store.vectors.astype(float)
+    exact = np.exp(-((X[:, None] - S[None]) ** 2).sum(axis=2)) @ store.coefficients
+    wrong = np.sign(computed) != np.sign(exact)
+    assert wrong.any()  # float32 really does flip some of them
+    radii = support_radii(store, np.abs(computed), X, "l2")
+    assert (radii[wrong] == 0).all()
+    assert (np.sign(computed) == np.sign(exact))[radii > 0].all()
+    assert (radii > 0).any()
+
+
+def test_margins_and_edge_cases():
+    store = build("rbf", 1.0, np.array([[0.0, 0.0]]), [1.0])
+    X = np.array([[0.0, 0.0], [0.1, 0.0], [3.0, 3.0]])
+    radii = support_radii(store, np.array([0.5, 0.0, -0.1]), X, "l2", bias=-0.5)
+    assert radii[0] > 0 and radii[1] == 0 and radii[2] == 0
+    empty = SupportVectors("rbf", 1.0, 4)
+    empty.start()
+    empty.add_inputs(2)
+    radii = support_radii(empty, np.array([0.3, -0.3]), X[:2], "linf", bias=0.3)
+    assert radii.tolist() == [math.inf, 0.0]
+    # Inputs the store does not know count as zero-valued columns of its vectors.
+    wide = np.hstack([X, np.array([[0.0], [0.0], [0.0]])])
+    narrow_radii = support_radii(store, np.array([0.5, 0.1, 0.1]), X, "l2", bias=-0.5)
+    wide_radii = support_radii(store, np.array([0.5, 0.1, 0.1]), wide, "l2", bias=-0.5)
+    np.testing.assert_allclose(wide_radii, narrow_radii, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(norm="l1"),
+        dict(X=np.zeros((2, 1))),
+        dict(margins=np.zeros(3)),
+        dict(scale=np.array([1.0, 0.0])),
+        dict(scale=np.array([1.0])),
+        dict(scale=np.array([1.0, math.nan])),
+        dict(bounds=(1.0, 0.0)),
+        dict(X=np.array([[0.0, math.inf], [0.0, 0.0]])),
+    ],
+)
+def test_bad_arguments_are_refused(bad):
+    store = build("rbf", 1.0, np.array([[0.0, 0.0]]), [1.0])
+    arguments = dict(margins=np.ones(2), X=np.zeros((2, 2)), norm="l2") | bad
+    with pytest.raises(ValueError):
+        support_radii(store, **arguments)

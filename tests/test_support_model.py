@@ -1,0 +1,137 @@
+"""`AdvKernelSVM` over support vectors ('merge', 'remove'): the model-level contracts."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from river import datasets, evaluate, metrics, multiclass, preprocessing
+from river.checks import check_estimator
+
+from river_advsvm import AdvKernelSVM
+from river_advsvm.attacks import PGD
+
+MODELS = {
+    "merge": lambda: AdvKernelSVM(budget=24, budget_policy="merge", gamma=4.0, seed=1),
+    "remove-laplacian-adversarial": lambda: AdvKernelSVM(
+        epsilon=0.05, norm="linf", kernel="laplacian", budget=24, budget_policy="remove",
+        gamma=2.0, seed=1,
+    ),
+    "merge-float64-scale": lambda: AdvKernelSVM(
+        budget=24, budget_policy="merge", dtype="float64", warm_up=20, seed=1
+    ),
+    "unbounded": lambda: AdvKernelSVM(budget=None, budget_policy="merge", gamma=4.0, seed=1),
+}
+
+
+def sparse_stream(n=300, seed=0):
+    """Feature dicts whose keys appear and vanish, with a nonlinear boundary."""
+    rng = np.random.default_rng(seed)
+    rows, labels = [], []
+    for i in range(n):
+        x = {"a": rng.random(), "b": rng.random()}
+        if i % 3 == 0:
+            x["c"] = rng.random()
+        if i > n // 2 and i % 5 == 0:
+            x[("late", i % 4)] = rng.random()
+        rows.append(x)
+        labels.append(bool(np.sin(6 * x["a"]) + x["b"] + x.get("c", 0) > 0.9))
+    return rows, labels
+
+
+def store_state(model):
+    scalars, arrays = model._store.state()
+    return scalars, {name: array.copy() for name, array in arrays.items()}
+
+
+def assert_same_state(one, other):
+    (s1, a1), (s2, a2) = store_state(one), store_state(other)
+    assert s1 == s2
+    assert a1.keys() == a2.keys()
+    for name in a1:
+        np.testing.assert_array_equal(a1[name], a2[name])
+    assert one._bias == other._bias
+
+
+@pytest.mark.parametrize("kind", MODELS)
+def test_learn_one_and_any_batching_give_the_same_bits(kind):
+    X = np.random.default_rng(3).random((400, 3))
+    y = np.sin(5 * X[:, 0]) + X[:, 1] > 0.9
+    one = MODELS[kind]()
+    for x, label in zip(X, y):
+        one.learn_one(dict(enumerate(x)), label)
+    for size in (7, 500):
+        batched = MODELS[kind]()
+        for start in range(0, len(X), size):
+            batched.learn_many(X[start : start + size], y[start : start + size])
+        assert_same_state(one, batched)
+    if one.budget is not None:
+        assert one.n_support_vectors == one.budget
+    assert one._store.n_merges + one._store.n_removals > 0 or one.budget is None
+
+
+@pytest.mark.parametrize("kind", MODELS)
+def test_test_then_train_margins_are_decision_one_before_each_step(kind):
+    rows, labels = sparse_stream()
+    model, reference = MODELS[kind](), MODELS[kind]()
+    margins = model.decision_then_learn_many(rows, labels)
+    for x, label, margin in zip(rows, labels, margins):
+        assert reference.decision_one(x) == margin
+        reference.learn_one(x, label)
+    assert_same_state(model, reference)
+
+
+@pytest.mark.parametrize("kind", MODELS)
+def test_checkpoint_round_trip_continues_bit_for_bit(kind, tmp_path):
+    rows, labels = sparse_stream(seed=1)
+    model = MODELS[kind]()
+    for x, label in zip(rows[:200], labels[:200]):
+        model.learn_one(x, label)
+    model.save(tmp_path / "model.ckpt")
+    loaded = AdvKernelSVM.load(tmp_path / "model.ckpt")
+    for x, label in zip(rows[200:], labels[200:]):
+        model.learn_one(x, label)
+        loaded.learn_one(x, label)
+    assert_same_state(model, loaded)
+    assert [model.decision_one(x) for x in rows[:20]] == [loaded.decision_one(x) for x in rows[:20]]
+
+
+@pytest.mark.parametrize("kind", ["merge", "remove-laplacian-adversarial"])
+def test_river_estimator_checks(kind):
+    check_estimator(MODELS[kind]())
+
+
+def test_one_vs_rest_on_a_multiclass_stream():
+    model = preprocessing.StandardScaler() | multiclass.OneVsRestClassifier(
+        AdvKernelSVM(budget=64, budget_policy="merge", seed=1)
+    )
+    score = evaluate.progressive_val_score(
+        datasets.ImageSegments(), model, metrics.Accuracy()
+    )
+    assert score.get() > 0.85
+
+
+@pytest.mark.parametrize("norm,bounds", [("l2", None), ("linf", (0.0, 1.0))])
+@pytest.mark.parametrize("gamma", [4.0, "scale"])
+def test_certified_points_survive_attacks_through_the_model(norm, bounds, gamma):
+    rng = np.random.default_rng(5)
+    X = rng.random((600, 2))
+    X[:, 1] *= 0.5  # unequal input ranges: 'scale' gives per-input bandwidths
+    y = np.sin(6 * X[:, 0]) + 2 * X[:, 1] > 0.9
+    model = AdvKernelSVM(budget=40, budget_policy="merge", gamma=gamma, seed=2)
+    model.learn_many(X[:500], y[:500])
+    X_test, y_test = X[500:], y[500:]
+    radii = model.certified_radius_many(X_test, y_test, norm=norm, bounds=bounds)
+    assert (radii > 0).mean() > 0.5
+    certified = np.flatnonzero((radii > 0) & np.isfinite(radii))
+    for i in certified[:25]:
+        r = float(radii[i])
+        batch = np.repeat(X_test[i : i + 1], 8, axis=0)
+        labels = np.repeat(y_test[i], 8)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for start in (False, True):
+                attack = PGD(epsilon=r, norm=norm, steps=40, step_size=r / 8, bounds=bounds,
+                             random_start=start, seed=int(i))
+                assert not attack.run(model, batch, labels).fooled.any()
