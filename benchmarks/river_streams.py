@@ -232,19 +232,21 @@ def targets(records: list, policy: str) -> list:
 
 
 @contextlib.contextmanager
-def gamma_factor(factor: float):
-    """Scale what `gamma='scale'` fits by `factor` (an experiment on the rule)."""
+def gamma_rule(factor: float, tail: float):
+    """An experiment on `gamma='scale'`: fit on the last `tail` share of the warm-up samples
+    (where a scaler in front has settled) and scale what it fits by `factor`."""
     from river_advsvm import svm
 
     original = svm._scale_gamma
 
-    def scaled(rows):
-        fitted, why = original(rows)
+    def patched(rows):
+        fitted, why = original(rows[int(len(rows) * (1 - tail)):] if tail < 1 else rows)
         if isinstance(fitted, dict):
             return {k: v * factor for k, v in fitted.items()}, why
         return fitted * factor, why
 
-    svm._scale_gamma = scaled if factor != 1 else original
+    if factor != 1 or tail != 1:
+        svm._scale_gamma = patched
     try:
         yield
     finally:
@@ -252,33 +254,46 @@ def gamma_factor(factor: float):
 
 
 def explore_grid(quick: bool) -> list:
-    """(label, gamma factor, AdvKernelSVM parameters): one change at a time from the defaults,
-    then the promising combinations."""
+    """(label, gamma factor, warm-up share fitted on, AdvKernelSVM parameters): one change at
+    a time from the defaults, then combinations of the changes that helped on every
+    pipeline."""
     if quick:
-        return [("defaults", 1.0, {}), ("gamma x2", 2.0, {})]
-    grid = [("defaults", 1.0, {})]
-    grid += [(f"gamma x{f:g}", f, {}) for f in (0.5, 2, 4, 8)]
-    grid += [(f"regularization {lam:g}", 1.0, {"regularization": lam})
+        return [("defaults", 1.0, 1.0, {}), ("gamma x2", 2.0, 1.0, {})]
+    grid = [("defaults", 1.0, 1.0, {})]
+    grid += [(f"gamma x{f:g}", f, 1.0, {}) for f in (0.5, 2, 4, 8)]
+    grid += [("gamma fit on the warm-up's later half", 1.0, 0.5, {})]
+    grid += [(f"regularization {lam:g}", 1.0, 1.0, {"regularization": lam})
              for lam in (1e-5, 1e-3, 1e-2)]
-    grid += [(f"step_size {eta:g}", 1.0, {"step_size": eta}) for eta in (0.1, 1.0, 2.0)]
-    grid += [(f"bias_step_size {eta:g}", 1.0, {"bias_step_size": eta}) for eta in (0.01, 0.2)]
-    grid += [(f"warm_up {w}", 1.0, {"warm_up": w}) for w in (20, 200)]
-    grid += [(f"budget {b}", 1.0, {"budget": b}) for b in (256, 4096)]
+    grid += [(f"step_size {eta:g}", 1.0, 1.0, {"step_size": eta}) for eta in (0.1, 1.0, 2.0)]
+    grid += [(f"bias_step_size {eta:g}", 1.0, 1.0, {"bias_step_size": eta})
+             for eta in (0.01, 0.2)]
+    grid += [(f"warm_up {w}", 1.0, 1.0, {"warm_up": w}) for w in (20, 200)]
+    grid += [(f"budget {b}", 1.0, 1.0, {"budget": b}) for b in (256, 4096)]
+    lam = {"regularization": 1e-5}
+    grid += [("gamma x2, regularization 1e-05", 2.0, 1.0, lam),
+             ("gamma x2, regularization 3e-05", 2.0, 1.0, {"regularization": 3e-5}),
+             ("gamma x3, regularization 1e-05", 3.0, 1.0, lam),
+             ("gamma x2, regularization 1e-05, later half", 2.0, 0.5, lam),
+             ("gamma x2, regularization 1e-05, warm_up 100", 2.0, 1.0, {**lam, "warm_up": 100}),
+             ("gamma x2, regularization 1e-05, warm_up 200", 2.0, 1.0, {**lam, "warm_up": 200}),
+             ("gamma x2, regularization 1e-05, budget 4096", 2.0, 1.0, {**lam, "budget": 4096}),
+             ("gamma x2, regularization 1e-05, warm_up 200, budget 4096", 2.0, 1.0,
+              {**lam, "warm_up": 200, "budget": 4096})]
     return grid
 
 
-def explore(data: dict, quick: bool, extra: list | None = None) -> list:
-    policies = ["compact"] + (["merge"] if has_support_vectors() else [])
+def explore(data: dict, quick: bool, policies: list, settings: list | None) -> list:
     records = []
-    for label, factor, params in explore_grid(quick) + (extra or []):
+    grid = [g for g in explore_grid(quick) if not settings or g[0] in settings]
+    for label, factor, tail, params in grid:
         for policy in policies:
             params_ = {"seed": SEED, "budget_policy": policy, **params}
             for pipeline in PIPELINES:
                 row = {"kind": "explore", "setting": label, "gamma_factor": factor,
-                       "policy": policy, "pipeline": pipeline,
+                       "warm_up_share": tail, "policy": policy, "pipeline": pipeline,
                        "params": ", ".join(f"{k}={v}" for k, v in params.items()) or None}
                 seconds, n = 0.0, 0
-                with gamma_factor(factor):
+                with gamma_rule(factor, tail):
                     for stream, samples in data.items():
                         result = run(piped(pipeline, AdvKernelSVM(**params_)), samples["samples"])
                         row[f"accuracy_{stream}"] = result["accuracy"]
@@ -378,16 +393,21 @@ def main(argv=None) -> int:
     parser = common.parser(__doc__.split("\n\n")[0])
     parser.add_argument("--explore", action="store_true",
                         help="AdvKernelSVM alone over a grid of settings (see above)")
+    parser.add_argument("--policy", action="append", choices=["compact", "merge"],
+                        help="AdvKernelSVM representation(s) to run (default: every one "
+                             "installed)")
+    parser.add_argument("--setting", action="append",
+                        help="with --explore: only these settings of the grid, by label")
     args = parser.parse_args(argv)
     length = 500 if args.quick else LENGTH
     data = {}
     for name, draw in streams(length).items():
         samples = draw()
         data[name] = {"samples": samples, "majority": majority_share(samples)}
-    policies = ["compact"] + (["merge"] if has_support_vectors() else [])
+    policies = args.policy or ["compact"] + (["merge"] if has_support_vectors() else [])
     with common.one_blas_thread():
         if args.explore:
-            records = explore(data, args.quick)
+            records = explore(data, args.quick, policies, args.setting)
             name = "river_streams_explore"
             text = explore_markdown(records, args.quick)
         else:
