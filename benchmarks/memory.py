@@ -306,13 +306,13 @@ def main(argv=None) -> int:
     parser = common.parser(__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=1_000_000)
     args = parser.parse_args(argv)
-    if args.quick:
-        n, hostile_n, dtype_at, dtype_n = 10_000, 2_000, (64, 256), 1_000
+    if args.quick:  # a small budget, so that the support vectors fill it early
+        n, budget, hostile_n, dtype_at, dtype_n = 10_000, 128, 2_000, (64, 256), 1_000
         hostile_limits = [(200, 64)]
     else:
-        n, hostile_n, dtype_at, dtype_n = args.samples, 100_000, (784, 1024), 4_000
+        n, budget, hostile_n, dtype_at, dtype_n = args.samples, 1024, 100_000, (784, 1024), 4_000
         hostile_limits = [(1_000, 1024), (10_000, 1024)]
-    d, budget = 16, 1024
+    d = 16
     policies = list(RF_POLICIES) + (list(SV_POLICIES) if has_support_vectors() else [])
     records = dtype_comparison(*dtype_at, dtype_n)
     print(common.format_table(records, [

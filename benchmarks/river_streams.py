@@ -276,6 +276,7 @@ def explore_grid(quick: bool) -> list:
              ("gamma x2, regularization 1e-05, later half", 2.0, 0.5, lam),
              ("gamma x2, regularization 1e-05, warm_up 100", 2.0, 1.0, {**lam, "warm_up": 100}),
              ("gamma x2, regularization 1e-05, warm_up 200", 2.0, 1.0, {**lam, "warm_up": 200}),
+             ("gamma x2, warm_up 200", 2.0, 1.0, {"warm_up": 200}),
              ("gamma x2, regularization 1e-05, budget 4096", 2.0, 1.0, {**lam, "budget": 4096}),
              ("gamma x2, regularization 1e-05, warm_up 200, budget 4096", 2.0, 1.0,
               {**lam, "warm_up": 200, "budget": 4096})]
