@@ -232,69 +232,85 @@ def targets(records: list, policy: str) -> list:
 
 
 @contextlib.contextmanager
-def gamma_rule(factor: float, tail: float):
-    """An experiment on `gamma='scale'`: fit on the last `tail` share of the warm-up samples
-    (where a scaler in front has settled) and scale what it fits by `factor`."""
-    from river_advsvm import svm
+def experiment(gamma_factor: float = 1.0, tail: float = 1.0, golden_steps: int | None = None):
+    """Experiments on the model's rules, patched in for one run:
 
-    original = svm._scale_gamma
+    - `gamma_factor`, `tail`: `gamma='scale'` fitted on the last `tail` share of the warm-up
+      samples (where a scaler in front has settled), scaled by `gamma_factor`;
+    - `golden_steps`: the golden-section steps of the support vectors' merge search.
+    """
+    from river_advsvm import support, svm
+
+    original, steps = svm._scale_gamma, support._GOLDEN_STEPS
 
     def patched(rows):
         fitted, why = original(rows[int(len(rows) * (1 - tail)):] if tail < 1 else rows)
         if isinstance(fitted, dict):
-            return {k: v * factor for k, v in fitted.items()}, why
-        return fitted * factor, why
+            return {k: v * gamma_factor for k, v in fitted.items()}, why
+        return fitted * gamma_factor, why
 
-    if factor != 1 or tail != 1:
+    if gamma_factor != 1 or tail != 1:
         svm._scale_gamma = patched
+    if golden_steps is not None:
+        support._GOLDEN_STEPS = golden_steps
     try:
         yield
     finally:
-        svm._scale_gamma = original
+        svm._scale_gamma, support._GOLDEN_STEPS = original, steps
+
+
+def setting(label: str, gamma_factor: float = 1.0, tail: float = 1.0,
+            golden_steps: int | None = None, **params) -> dict:
+    return {"label": label, "rule": {"gamma_factor": gamma_factor, "tail": tail,
+                                     "golden_steps": golden_steps}, "params": params}
 
 
 def explore_grid(quick: bool) -> list:
-    """(label, gamma factor, warm-up share fitted on, AdvKernelSVM parameters): one change at
-    a time from the defaults, then combinations of the changes that helped on every
-    pipeline."""
+    """One change at a time from the defaults, then combinations of the changes that helped
+    on every pipeline."""
     if quick:
-        return [("defaults", 1.0, 1.0, {}), ("gamma x2", 2.0, 1.0, {})]
-    grid = [("defaults", 1.0, 1.0, {})]
-    grid += [(f"gamma x{f:g}", f, 1.0, {}) for f in (0.5, 2, 4, 8)]
-    grid += [("gamma fit on the warm-up's later half", 1.0, 0.5, {})]
-    grid += [(f"regularization {lam:g}", 1.0, 1.0, {"regularization": lam})
-             for lam in (1e-5, 1e-3, 1e-2)]
-    grid += [(f"step_size {eta:g}", 1.0, 1.0, {"step_size": eta}) for eta in (0.1, 1.0, 2.0)]
-    grid += [(f"bias_step_size {eta:g}", 1.0, 1.0, {"bias_step_size": eta})
-             for eta in (0.01, 0.2)]
-    grid += [(f"warm_up {w}", 1.0, 1.0, {"warm_up": w}) for w in (20, 200)]
-    grid += [(f"budget {b}", 1.0, 1.0, {"budget": b}) for b in (256, 4096)]
-    lam = {"regularization": 1e-5}
-    grid += [("gamma x2, regularization 1e-05", 2.0, 1.0, lam),
-             ("gamma x2, regularization 3e-05", 2.0, 1.0, {"regularization": 3e-5}),
-             ("gamma x3, regularization 1e-05", 3.0, 1.0, lam),
-             ("gamma x2, regularization 1e-05, later half", 2.0, 0.5, lam),
-             ("gamma x2, regularization 1e-05, warm_up 100", 2.0, 1.0, {**lam, "warm_up": 100}),
-             ("gamma x2, regularization 1e-05, warm_up 200", 2.0, 1.0, {**lam, "warm_up": 200}),
-             ("gamma x2, warm_up 200", 2.0, 1.0, {"warm_up": 200}),
-             ("gamma x2, regularization 1e-05, budget 4096", 2.0, 1.0, {**lam, "budget": 4096}),
-             ("gamma x2, regularization 1e-05, warm_up 200, budget 4096", 2.0, 1.0,
-              {**lam, "warm_up": 200, "budget": 4096})]
+        return [setting("defaults"), setting("gamma x2", 2.0)]
+    grid = [setting("defaults")]
+    grid += [setting(f"gamma x{f:g}", f) for f in (0.5, 2, 4, 8)]
+    grid += [setting("gamma fit on the warm-up's later half", tail=0.5)]
+    grid += [setting(f"regularization {lam:g}", regularization=lam) for lam in (1e-5, 1e-3, 1e-2)]
+    grid += [setting(f"step_size {eta:g}", step_size=eta) for eta in (0.1, 1.0, 2.0)]
+    grid += [setting(f"bias_step_size {eta:g}", bias_step_size=eta) for eta in (0.01, 0.2)]
+    grid += [setting(f"warm_up {w}", warm_up=w) for w in (20, 200)]
+    grid += [setting(f"budget {b}", budget=b) for b in (256, 4096)]
+    grid += [setting("gamma x2, regularization 1e-05", 2.0, regularization=1e-5),
+             setting("gamma x2, regularization 3e-05", 2.0, regularization=3e-5),
+             setting("gamma x3, regularization 1e-05", 3.0, regularization=1e-5),
+             setting("gamma x2, regularization 1e-05, later half", 2.0, 0.5, regularization=1e-5),
+             setting("gamma x2, regularization 1e-05, warm_up 100", 2.0, regularization=1e-5,
+                     warm_up=100),
+             setting("gamma x2, regularization 1e-05, warm_up 200", 2.0, regularization=1e-5,
+                     warm_up=200),
+             setting("gamma x2, warm_up 200", 2.0, warm_up=200),
+             setting("gamma x2, regularization 1e-05, budget 4096", 2.0, regularization=1e-5,
+                     budget=4096),
+             setting("gamma x2, regularization 1e-05, warm_up 200, budget 4096", 2.0,
+                     regularization=1e-5, warm_up=200, budget=4096),
+             setting("gamma x2, regularization 1e-05, warm_up 200, merge search 8 steps", 2.0,
+                     golden_steps=8, regularization=1e-5, warm_up=200),
+             setting("gamma x2, regularization 1e-05, warm_up 200, merge search grid only", 2.0,
+                     golden_steps=0, regularization=1e-5, warm_up=200)]
     return grid
 
 
 def explore(data: dict, quick: bool, policies: list, settings: list | None) -> list:
     records = []
-    grid = [g for g in explore_grid(quick) if not settings or g[0] in settings]
-    for label, factor, tail, params in grid:
+    grid = [g for g in explore_grid(quick) if not settings or g["label"] in settings]
+    for entry in grid:
+        label, rule, params = entry["label"], entry["rule"], entry["params"]
         for policy in policies:
             params_ = {"seed": SEED, "budget_policy": policy, **params}
             for pipeline in PIPELINES:
-                row = {"kind": "explore", "setting": label, "gamma_factor": factor,
-                       "warm_up_share": tail, "policy": policy, "pipeline": pipeline,
+                row = {"kind": "explore", "setting": label, "policy": policy,
+                       "pipeline": pipeline, **rule,
                        "params": ", ".join(f"{k}={v}" for k, v in params.items()) or None}
                 seconds, n = 0.0, 0
-                with gamma_rule(factor, tail):
+                with experiment(**rule):
                     for stream, samples in data.items():
                         result = run(piped(pipeline, AdvKernelSVM(**params_)), samples["samples"])
                         row[f"accuracy_{stream}"] = result["accuracy"]
