@@ -22,12 +22,14 @@ import time
 import numpy as np
 
 import common
+from river_advsvm import progress
 
 EPSILON = common.EPSILON
 BOUNDED = ("compact", "compact_slot", "truncate")
 
 
-def run(data: dict, budgets, seeds: int, pgd_points: int) -> list[dict]:
+def run(data: dict, budgets, seeds: int, pgd_points: int,
+        show_progress: bool = False) -> list[dict]:
     from river_advsvm import AdvKernelSVM
 
     X_train, y_train = data["X_train"], data["y_train"]
@@ -38,6 +40,8 @@ def run(data: dict, budgets, seeds: int, pgd_points: int) -> list[dict]:
     X_pgd, y_pgd = X_test[pgd_idx], y_test[pgd_idx]
     configs = [(p, b) for p in BOUNDED for b in budgets] + [("grow", None)]
     records = []
+    bar = progress.bar(total=seeds * 2 * len(configs), desc="budget policies", unit="model",
+                       progress=show_progress)
     for seed in range(seeds):
         order = np.random.default_rng(seed).permutation(n)
         Xs, ys = X_train[order], y_train[order]
@@ -54,9 +58,12 @@ def run(data: dict, budgets, seeds: int, pgd_points: int) -> list[dict]:
                           "train_seconds": seconds, "features": model.n_features,
                           "model_mb": model._raw_memory_usage / 2**20}
                 records.append(record)
-                print(f"seed {seed} ε={epsilon * 255:.0f}/255 {policy:12s} B={budget or '-':>5} "
-                      f"clean {record['clean']:.4f} PGD {record['pgd']:.4f} "
-                      f"features {record['features']:6d} {seconds:6.2f} s", flush=True)
+                progress.write(
+                    f"seed {seed} ε={epsilon * 255:.0f}/255 {policy:12s} B={budget or '-':>5} "
+                    f"clean {record['clean']:.4f} PGD {record['pgd']:.4f} "
+                    f"features {record['features']:6d} {seconds:6.2f} s")
+                bar.update()
+    bar.close()
     for r in records:
         grow = next(g for g in records if g["policy"] == "grow" and g["seed"] == r["seed"]
                     and g["epsilon"] == r["epsilon"])
@@ -109,7 +116,7 @@ def main(argv=None) -> int:
     seeds = args.seeds or seeds
     start = time.perf_counter()
     with common.one_blas_thread():
-        records = run(data, budgets, seeds, pgd_points)
+        records = run(data, budgets, seeds, pgd_points, not args.no_progress)
     summaries = [r for r in records if r["kind"] == "summary"]
     choice = pick(summaries)
     records.append(choice)

@@ -41,6 +41,8 @@ def parser(description: str, data: bool = False) -> argparse.ArgumentParser:
                    help="tiny smoke run (seconds, no shared data needed)")
     p.add_argument("--out", default=None,
                    help="JSON output (default: benchmarks/results/NAME[_quick].json)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar on stderr (there is none when stderr is not a terminal)")
     if data:
         p.add_argument("--data", default=str(DEFAULT_DATA),
                        help="directory holding the data files (written by `advsvm data "
@@ -191,14 +193,14 @@ def right(model, X, y) -> np.ndarray:
     return (np.asarray(model.decision_many(X)) > 0) == (y == model.classes[-1])
 
 
-def attack(attack_, model, X, y):
+def attack(attack_, model, X, y, show_progress: bool = False):
     """`attack_.run`, without the per-batch warning about samples with no usable gradient (the
-    result counts them)."""
+    result counts them); with its progress bar if `show_progress` (for the slow attacks)."""
     from river_advsvm.attacks import NoGradientWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NoGradientWarning)
-        return attack_.run(model, X, y)
+        return attack_.run(model, X, y, progress=show_progress)
 
 
 def pgd_right(model, X, y, epsilon: float = EPSILON, steps: int = 10):

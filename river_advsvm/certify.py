@@ -166,6 +166,7 @@ def kernel_radii(
     _check_norm(norm)
     margins = np.asarray(margins, dtype=float)
     coefficients = math.sqrt(2.0) * np.abs(store.coefficients)
+    # The weights of inputs the store does not know (bounded by the model's max_features).
     W_extra = store.weights_for(unknown_hashes) if len(unknown_hashes) else None
     spectrum = _spectrum(store, scales, unknown_hashes, unknown_scales, W_extra)
     dual = spectrum["l2"] if norm == "l2" else spectrum["l1"]

@@ -394,7 +394,14 @@ class MarginClassifier(base.MiniBatchClassifier):
             return v, row[:0], []
         unknown = ~known & (row != 0)  # an absent input and a zero one are the same
         u_names = [n for n, k in zip(names, unknown.tolist()) if k]
+        self._check_unknown(len(u_names))
         return v, row[unknown], u_names
+
+    def _check_unknown(self, n_unknown: int) -> None:
+        if n_unknown > self.max_features:
+            raise inputs.InvalidInput(
+                f"the sample has {n_unknown} inputs the model does not know, more than "
+                f"max_features={self.max_features}", "too_many_features")
 
     @property
     def n_learned(self) -> int:
@@ -422,6 +429,7 @@ class MarginClassifier(base.MiniBatchClassifier):
         dropped (they cost nothing) unless `keep_zero` (an attacker may move them)."""
         V, unknown, U = self._index.dense(names, values)
         keep = (U != 0).any(axis=0) | keep_zero
+        self._check_unknown(int(keep.sum()))
         if not keep.all():
             unknown = [n for n, k in zip(unknown, keep.tolist()) if k]
             U = U[:, keep]

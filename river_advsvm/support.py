@@ -12,7 +12,9 @@ How it stays cheap:
   into the `a_i` before it under- or overflows.
 - One matrix-vector product `S @ x` per step gives every RBF distance at once, as
   `||x - x_i||^2 = ||x||^2 + ||x_i||^2 - 2 x_i . x`. Vectors are stored in `float32` by default
-  (half the memory traffic); distances, `a`, `s` and the norm are `float64`.
+  (half the memory traffic); a learned row's distances, `a`, `s` and the norm are `float64`.
+  Predictions on many rows are one matrix product, with the kernel values in the storage
+  precision and the sum over vectors in float64.
 - `||f||^2` is tracked exactly: adding `c k(x, .)` changes it by `2 c f(x) + c^2` (as
   `k(x, x) = 1`), and `f(x)` is what the step computed anyway. It is recomputed from scratch
   every few thousand stored vectors, so that rounding cannot drift.
@@ -653,7 +655,8 @@ class SupportVectors:
             alpha = np.bincount(inverse.ravel(), weights=alpha, minlength=len(vectors))
             keep = alpha != 0.0
             vectors, alpha = vectors[keep], alpha[keep]
-        merged = cls(first.kernel, first.gamma, first.budget, first.policy, first.dtype)
+        merged = cls(first.kernel, first.gamma, first.budget, first.policy, first.dtype,
+                     first.max_inputs)
         merged.start()
         merged._reserve(max(len(vectors), 1), n)
         merged.n_inputs = n
@@ -849,11 +852,11 @@ def support_radii(
 
     Why it is sound. Let `x'` be any point of the threat set and `x~ = q x`, `x~' = q x'` the
     rows the store sees; let `g` be the model in exact arithmetic over the stored vectors and
-    `g^` what the store computes. Three facts:
+    `g^` what the store computes. Four facts:
 
     1. Rounding: `|g^(x') - g(x')| <= err(x')`. Each distance is a dot product computed in the
        storage precision, off by at most `gamma_n sum_j |x~_j s_j|` (`gamma_n = n u / (1 - n u)`,
-       any summation order), plus the rounding of `x~` to storage and of the few float64
+       any summation order), plus the rounding of `x~` to storage and of the few other
        operations; `|exp(-a) - exp(-b)| <= exp(-min(a, b)) (1 - exp(-|a - b|))` carries that
        to each kernel value, and the weighted sum adds `gamma_B sum |a_i|`. Every term grows
        with the radius, so its value at the ball's worst case, `err(r)`, bounds it.
@@ -867,13 +870,22 @@ def support_radii(
        interval (the triangle inequality for an L2 ball; for an L-inf ball in the box, each
        coordinate independently, which is exact), so `f(x')` is at least the sum of the
        positive terms at their smallest kernel value and the negative ones at their largest.
+    4. The first-order bound (RBF): by Taylor's theorem `f(x~') = f(x~) + grad f(x~) . d +
+       d' H(xi) d / 2` with `d = x~' - x~` and `xi` on the segment, inside the ball. The
+       linear term's worst case over the ball is exact (a dual norm, or per coordinate in the
+       box), with the rounding of the computed gradient added; each vector's part of the
+       curvature term is bounded over the ball (see `_taylor_slack`). Unlike (3), the linear
+       term keeps the cancellation between vectors of both signs.
 
     With `m^ = y g^(x)` the margin the model computed, (1) and (2) give
-    `y g^(x') >= m^ - err(0) - ||f|| sqrt(2 - 2 min kappa) - err(r)`, and (1) and (3) give
-    `y g^(x') >= y bias + (interval bound of y f) - err(r)`: where either is positive for
-    radius `r`, no point of the ball changes the computed prediction. The radius of each bound
-    is found by bisection, which only ever returns a radius at which the inequality was checked
-    (so rounding in the search cannot make it unsound), and the larger of the two is returned.
+    `y g^(x') >= m^ - err(0) - ||f|| sqrt(2 - 2 min kappa) - err(r)`, (1) and (3) give
+    `y g^(x') >= y bias + (interval bound of y f) - err(r)`, and (1) and (4) give
+    `y g^(x') >= m^ - err(0) - (linear worst case) - (curvature bound) - err(r)`: where one of
+    them is positive for radius `r`, no point of the ball changes the computed prediction. Each
+    bound grows with `r`; its radius is found by a bracketed search that only ever returns a
+    radius at which the inequality was checked (so rounding in the search cannot make it
+    unsound), and the largest of the three is returned. Sums of non-negative terms evaluated in
+    float64 are inflated by a relative 1e-9, far more than their own rounding.
 
     """
     if norm not in NORMS:

@@ -141,7 +141,7 @@ class AdvKernelSVM(MarginClassifier):
         schedule: str = "constant",
         bias_step_size: float = 0.05,
         budget: int | None = 1024,
-        budget_policy: str = "compact",
+        budget_policy: str = "merge",
         dtype: str = "float32",
         max_features: int = 10_000,
         warm_up: int = 50,
@@ -233,12 +233,17 @@ class AdvKernelSVM(MarginClassifier):
         # Inputs the held rows never had add the same distance to every held row.
         extra = [j for j, n in enumerate(names) if n not in position]
         offset = (values[:, extra] ** 2).sum(axis=1) * np.median(gammas) if extra else 0.0
+        # Memory stays at (rows x held) distances plus one (rows x inputs) temporary.
         if self.kernel == "rbf":
-            distances = ((Z[:, None, :] - X[None]) ** 2 * gammas).sum(axis=2)
+            root = np.sqrt(gammas)
+            Zs, Xs = Z * root, X * root
+            distances = np.maximum(
+                (Zs * Zs).sum(axis=1)[:, None] + (Xs * Xs).sum(axis=1)[None] - 2 * Zs @ Xs.T, 0.0)
         else:
-            distances = (np.abs(Z[:, None, :] - X[None]) * gammas).sum(axis=2)
-        votes = np.exp(-(distances + np.asarray(offset)[..., None] if extra else distances))
-        return votes @ signs / len(signs) + self._bias
+            distances = np.column_stack([(np.abs(Z - x) * gammas).sum(axis=1) for x in X])
+        if extra:
+            distances += np.asarray(offset)[:, None]
+        return np.exp(-distances) @ signs / len(signs) + self._bias
 
     @property
     def fitted_gamma(self) -> float | dict | None:
@@ -393,6 +398,7 @@ class AdvKernelSVM(MarginClassifier):
             self._gamma_by_name = _check_gamma({inputs.decode_name(n): g for n, g in fitted})
         gamma = scalars["gamma"]
         self._gamma = None if gamma is None else float(gamma)
+        self.kernel_radius = float(scalars.get("kernel_radius", 0.0))
         if self._gamma is not None and not 0 < self._gamma <= kernels.MAX_GAMMA:
             raise ValueError(f"gamma {self._gamma!r} is out of range")
         if "store" in scalars:

@@ -36,7 +36,7 @@ format, as bytes): model, counters, `offsets` and the `group` bookkeeping. The p
   group's model options if its own differ, as a checkpoint would win over them).
 
 Exactly once, with averaging. Each message is *counted* once: over the latest snapshot of every
-worker, the `messages` counters sum to the sum of the partitions' claims, and `samples_learned`
+worker, the `consumed` counters sum to the sum of the partitions' claims, and `samples_learned`
 sums to the labelled ones among them; the merged model's `n_learned` is that sum. A message
 learned by a worker that dies before its next snapshot is in no snapshot, so no peer averaged it
 in, and it is learned again by the partition's next owner. With averaging, "learned" means its
@@ -107,8 +107,8 @@ class Snapshot:
         return self.fields["counters"]["learned"]
 
     @property
-    def messages(self) -> int:
-        return self.fields["counters"]["messages"]
+    def consumed(self) -> int:
+        return self.fields["counters"]["consumed"]
 
     @property
     def offsets(self) -> dict:
@@ -136,9 +136,11 @@ def parse_snapshot(key: bytes | None, value: bytes | None, position: int) -> Sna
     from river_advsvm import checkpoint
 
     meta, arrays = checkpoint.loads(value)
-    fields = state_io.parse_extra(meta, f"snapshot {position} of {worker}")
+    where = f"snapshot {position} of {worker}"
+    fields = state_io.parse_extra(meta, where)
     if fields["group"] is None or fields["group"]["worker"] != worker:
         raise CheckpointError(f"snapshot {position} keyed {worker!r} is not that worker's")
+    state_io.from_checkpoint(meta, arrays, where)  # a model can be made of it
     return Snapshot(worker, position, meta, arrays, fields)
 
 
@@ -212,16 +214,19 @@ def totals(snapshots) -> dict:
     """What the group has done, over the latest snapshot of every worker."""
     snapshots = list(snapshots)
     sums = {key: sum(s.fields["counters"][key] for s in snapshots)
-            for key in ("messages", "learned", "predicted", "dead_letters", "correct")}
+            for key in ("consumed", "learned", "predicted", "unlabelled", "dead_letters",
+                        "learned_correct")}
     all_claims = claims(snapshots)
     runs = [s.group["run"] for s in snapshots if s.group["run"]["first"] is not None]
     return {
         "workers": sorted(s.worker for s in snapshots),
         "samples_learned": sums["learned"],
-        "messages": sums["messages"],
+        "consumed": sums["consumed"],
         "predicted": sums["predicted"],
+        "unlabelled": sums["unlabelled"],
         "dead_letters": sums["dead_letters"],
-        "test_then_train_accuracy": sums["correct"] / sums["learned"] if sums["learned"] else None,
+        "test_then_train_accuracy": (sums["learned_correct"] / sums["learned"]
+                                     if sums["learned"] else None),
         "offsets": {t: {str(p): o for p, o in sorted(parts.items())}
                     for t, parts in sorted(all_claims.items())},
         "claimed_messages": sum(o for parts in all_claims.values() for o in parts.values()),
@@ -240,22 +245,14 @@ class SnapshotReader:
     snapshot; the latest of each worker wins either way).
     """
 
-    def __init__(self, bootstrap_servers: str, topic: str, client_id: str = "advsvm-group"):
-        from kafka import KafkaConsumer, TopicPartition
-
-        from streams.kafka import _BOOTSTRAP_TIMEOUT_MS
+    def __init__(self, clients, topic: str, client_id: str = "advsvm-group"):
+        from kafka import TopicPartition
 
         self.topic = topic
         self.latest: dict[str, Snapshot] = {}
         self.invalid = 0
         self._tp = TopicPartition(topic, 0)
-        self._consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap_servers, group_id=None, client_id=client_id,
-            enable_auto_commit=False, auto_offset_reset="earliest",
-            allow_auto_create_topics=False, max_partition_fetch_bytes=_FETCH_BYTES,
-            fetch_max_bytes=_FETCH_BYTES, reconnect_backoff_max_ms=2000,
-            bootstrap_timeout_ms=_BOOTSTRAP_TIMEOUT_MS,
-        )
+        self._consumer = clients.reader(client_id=client_id, max_fetch_bytes=_FETCH_BYTES)
         self._consumer.assign([self._tp])
         self._consumer.seek_to_beginning(self._tp)
 
@@ -271,9 +268,11 @@ class SnapshotReader:
     def _take(self, record) -> None:
         try:
             snapshot = parse_snapshot(record.key, record.value, record.offset)
-        except (CheckpointError, UnicodeDecodeError) as error:
+        except Exception as error:  # noqa: BLE001 - whatever a record holds, the group goes on
             self.invalid += 1
-            log.error("ignoring record %d of %s: %s", record.offset, self.topic, error)
+            log.error("ignoring record %d of %s, not a readable snapshot (%d so far): %s",
+                      record.offset, self.topic, self.invalid,
+                      " ".join(str(error).split())[:300] or type(error).__name__)
             return
         if snapshot is not None and newer(self.latest.get(snapshot.worker), snapshot):
             self.latest[snapshot.worker] = snapshot
@@ -298,21 +297,23 @@ def _fence_key(name: str) -> bytes:
     return FENCE_PREFIX + name.encode()
 
 
-def read_group(bootstrap_servers: str, topic: str, timeout: float = 30.0) -> dict[str, Snapshot]:
+def read_group(bootstrap_servers: str, topic: str, timeout: float = 30.0,
+               settings: dict | None = None) -> dict[str, Snapshot]:
     """The latest snapshot of every worker of a group, read to the end of its snapshot topic.
 
-    Writes one fence record (ignored by workers) to know where the end is.
+    Writes one fence record (ignored by workers) to know where the end is. `settings` are
+    extra Kafka client settings (`streams.clients.Clients`).
     """
-    from kafka import KafkaProducer
+    from streams.clients import Clients
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all",
-                             enable_idempotence=False)
+    clients = Clients(bootstrap_servers, settings or {})
+    producer = clients.producer(client_id="advsvm-inspect")
     try:
         metadata = producer.send(topic, value=b"fence", key=_fence_key(f"read-{uuid.uuid4().hex}"),
                                  partition=0).get(timeout)
     finally:
         producer.close()
-    reader = SnapshotReader(bootstrap_servers, topic, client_id="advsvm-inspect")
+    reader = SnapshotReader(clients, topic, client_id="advsvm-inspect")
     try:
         if not reader.read_past(metadata.offset, timeout):
             raise TimeoutError(f"could not read {topic} to its end within {timeout}s")
@@ -352,24 +353,25 @@ def worker_id(checkpoint_dir: str, requested: str | None = None) -> str:
 
 
 class GroupSync:
-    """One worker's side of the protocol; `streams.service.Service` drives it.
+    """One worker's side of the protocol; `streams.worker.GroupWorker` drives it.
 
     Parameters
     ----------
-    bootstrap_servers, topic
-        The broker and the snapshot topic (created with one partition, compacted).
+    clients
+        The service's `streams.clients.Clients`.
+    topic
+        The snapshot topic (created with one partition, compacted).
     worker
         This worker's id (the snapshots' key).
     checkpoint_dir
         Where the local copy of the last published snapshot goes.
     sink
-        The service's `streams.kafka.OutputSink`: snapshots go out through it, after the outputs.
+        The service's `streams.sink.OutputSink`: snapshots go out through it, after the outputs.
 
     """
 
-    def __init__(self, bootstrap_servers: str, topic: str, worker: str, checkpoint_dir: str,
-                 sink):
-        self.bootstrap_servers = bootstrap_servers
+    def __init__(self, clients, topic: str, worker: str, checkpoint_dir: str, sink):
+        self.clients = clients
         self.topic = topic
         self.worker = worker
         self.checkpoint_dir = checkpoint_dir
@@ -382,29 +384,18 @@ class GroupSync:
 
     def start(self) -> None:
         """Create the snapshot topic if needed and start reading it."""
-        from kafka import KafkaAdminClient
-        from kafka.admin import NewTopic
-        from kafka.errors import TopicAlreadyExistsError
-
-        from streams.kafka import _BOOTSTRAP_TIMEOUT_MS
-
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers,
-                                 client_id="advsvm-admin",
-                                 bootstrap_timeout_ms=_BOOTSTRAP_TIMEOUT_MS)
+        self.clients.create_topics({self.topic: 1}, configs={
+            "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1"})
+        admin = self.clients.admin()
         try:
-            try:
-                admin.create_topics([NewTopic(self.topic, 1, 1, topic_configs={
-                    "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1"})])
-            except TopicAlreadyExistsError:
-                pass
             described = admin.describe_topics([self.topic])
-            partitions = len(described[0].get("partitions", [])) if described else 1
-            if partitions != 1:
-                raise ValueError(f"the snapshot topic {self.topic!r} has {partitions} partitions;"
-                                 " it needs exactly one (a total order of snapshots)")
         finally:
             admin.close()
-        self.reader = SnapshotReader(self.bootstrap_servers, self.topic,
+        partitions = len(described[0].get("partitions", [])) if described else 1
+        if partitions != 1:
+            raise ValueError(f"the snapshot topic {self.topic!r} has {partitions} partitions;"
+                             " it needs exactly one (a total order of snapshots)")
+        self.reader = SnapshotReader(self.clients, self.topic,
                                      client_id=f"advsvm-group-{self.worker}")
 
     def close(self) -> None:
@@ -502,7 +493,7 @@ class GroupSync:
         members += [(peer.meta, peer.arrays, float(new)) for peer, new in fresh]
         try:
             state.model = merge.to_model(*merge.average(members, in_model))
-        except merge.IncompatibleModels as error:  # e.g. three labels over three snapshots
+        except Exception as error:  # noqa: BLE001 - e.g. three labels over three snapshots
             log.error("not averaging %s: %s", [p.worker for p, _ in fresh], error)
             return 0
         for peer, _ in fresh:

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from river_advsvm import cli
+from streams import cli
 from streams import kafka as kafka_io
 from streams import state
 
@@ -174,7 +174,7 @@ def tail(log_path, lines: int = 30) -> str:
 def reference_model(values: list[bytes]):
     """An uninterrupted in-process run: the same model options, `learn_one` on each valid
     labelled message in order (decoded by the same schema, nothing else shared)."""
-    args = cli.build_parser().parse_args(["serve", *MODEL_ARGS])
+    args = cli.build_parser().parse_args(MODEL_ARGS)
     model = cli._model_factory(args)()
     for value in values:
         try:

@@ -9,7 +9,7 @@ from river_advsvm import AdvKernelSVM
 from streams import group, merge
 from streams import state as state_io
 
-PARAMS = dict(epsilon=0.1, gamma=0.2, budget=64, seed=3)
+PARAMS = dict(epsilon=0.1, gamma=0.2, budget=64, budget_policy="compact", seed=3)
 
 
 def trained(n: int, data_seed: int, labels=(0, 1), **params) -> AdvKernelSVM:
@@ -98,7 +98,7 @@ def snapshot(worker, position, model, offsets, folded=None, learned=None, messag
              topic_ids=None, seq=1):
     state = state_io.ServiceState(model=model, offsets=offsets, topic_ids=topic_ids or {})
     state.counters["learned"] = model.n_learned if learned is None else learned
-    state.counters["messages"] = state.counters["learned"] if messages is None else messages
+    state.counters["consumed"] = state.counters["learned"] if messages is None else messages
     state.group = {**group.new_bookkeeping(worker), "seq": seq, "folded": folded or {}}
     return group.parse_snapshot(worker.encode(), state_io.to_bytes(state), position)
 
@@ -205,7 +205,7 @@ def test_totals_count_every_message_once_over_the_latest_snapshots():
     snaps = [snapshot("a", 0, m, {"t": {0: 60, 1: 20}}, learned=70, messages=80),
              snapshot("b", 1, m, {"t": {1: 50}}, learned=25, messages=30)]
     summary = group.totals(snaps)
-    assert summary["messages"] == 110 == summary["claimed_messages"]
+    assert summary["consumed"] == 110 == summary["claimed_messages"]
     assert summary["samples_learned"] == 95 and summary["workers"] == ["a", "b"]
 
 

@@ -22,6 +22,7 @@ import pytest
 
 import kafka_helpers as kh
 from streams import group as group_io
+from streams import clients
 from streams import kafka as kafka_io
 
 pytestmark = pytest.mark.kafka
@@ -49,7 +50,7 @@ def group_state(broker, sync_topic):
 
 def local_learned(directory) -> int:
     info = kh.checkpoint_info(directory)
-    return 0 if info is None else info["counters"]["messages"]
+    return 0 if info is None else info["counters"]["consumed"]
 
 
 def assigned_lines(log_path) -> list[str]:
@@ -82,7 +83,7 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
     total, partitions = 30_000, 6
     topic, group = "scale", "scale-group"
     sync_topic = f"{topic}-{group}-snapshots"
-    kafka_io.create_topics(broker.bootstrap_servers, {topic: partitions, f"{topic}-pred": 1})
+    clients.create_topics(broker.bootstrap_servers, {topic: partitions, f"{topic}-pred": 1})
     X, y = kh.stream(total, d=D, seed=11)
     values = kh.messages(X, y, unlabelled_every=10)
     labelled = total - total // 10
@@ -140,7 +141,7 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
 
         def finished():
             snapshots = group_state(broker, sync_topic)
-            return group_io.totals(snapshots.values())["messages"] >= total and snapshots
+            return group_io.totals(snapshots.values())["consumed"] >= total and snapshots
         snapshots = kh.wait_until(finished, 120, "the group to learn the whole stream",
                                   poll=0.5)
         elapsed = time.monotonic() - started
@@ -157,9 +158,9 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
     # Exactly once: the partitions' claims cover the topic, and the counts over the latest
     # snapshot of every worker (the dead one's included) add up to each message once.
     assert summary["offsets"] == {topic: {str(p): sizes[p] for p in range(partitions)}}
-    assert summary["messages"] == summary["claimed_messages"] == total
+    assert summary["consumed"] == summary["claimed_messages"] == total
     assert summary["samples_learned"] == labelled
-    assert summary["predicted"] == total - labelled
+    assert summary["unlabelled"] == total - labelled
     assert killed_at["samples_learned"] < labelled // 6  # killed early, and relieved:
     assert any(o < sent_per_partition[p] for p, o in orphaned.items())
     assert snapshots["w3"].learned > 0
@@ -183,8 +184,8 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
         capture_output=True, text=True, timeout=60, check=True, cwd=kh.REPO,
     )
     shown = json.loads(inspect.stdout)
-    assert shown["messages"] == total and shown["merged_model"]["n_learned"] == labelled
-    assert shown["per_worker"]["w2"]["messages"] == snapshots["w2"].messages
+    assert shown["consumed"] == total and shown["merged_model"]["n_learned"] == labelled
+    assert shown["per_worker"]["w2"]["consumed"] == snapshots["w2"].consumed
     X_test, y_test = kh.stream(20_000, d=D, seed=12)
     single = reference_single_worker(values)
     accuracy_group = float(np.mean(model.predict_many(X_test).to_numpy() == y_test))
@@ -197,7 +198,7 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
     assert set(ids) == set(range(total))
     relearned = sum(n - 1 for n in ids.values())
     print(f"\n3 workers, kill, join, rejoin, leave: {total} messages in {elapsed:.1f}s; w2 killed after "
-          f"publishing {killed_at['counters']['messages']} messages; {relearned} messages "
+          f"publishing {killed_at['counters']['consumed']} messages; {relearned} messages "
           f"predicted twice (learned by w2 after its last snapshot, or re-sent outputs); "
           f"w3 joined onto a merged model of {merged_at_join} samples; accuracy group "
           f"{accuracy_group:.4f} vs single worker {accuracy_single:.4f}")
@@ -211,7 +212,7 @@ def test_a_frozen_worker_evicted_from_the_group_publishes_nothing_stale(broker, 
     counts once."""
     total, partitions = 16_000, 4
     topic, group = "zombie", "zombie-group"
-    kafka_io.create_topics(broker.bootstrap_servers, {topic: partitions})
+    clients.create_topics(broker.bootstrap_servers, {topic: partitions})
     X, y = kh.stream(total, d=D, seed=13)
     values = kh.messages(X, y)
     directories = {w: tmp_path / w for w in ("w0", "w1")}
@@ -235,7 +236,7 @@ def test_a_frozen_worker_evicted_from_the_group_publishes_nothing_stale(broker, 
             os.kill(processes["w0"].pid, signal.SIGCONT)
         snapshots = kh.wait_until(
             lambda: (s := group_state(broker, f"{topic}-{group}-snapshots"))
-            and group_io.totals(s.values())["messages"] >= total and s,
+            and group_io.totals(s.values())["consumed"] >= total and s,
             120, "the whole stream", poll=0.5)
         for worker in list(processes):
             assert kh.stop_service(processes.pop(worker)) == 0, kh.tail(logs[worker])
@@ -244,7 +245,7 @@ def test_a_frozen_worker_evicted_from_the_group_publishes_nothing_stale(broker, 
             kh.kill_service(process)
     snapshots = group_state(broker, f"{topic}-{group}-snapshots")
     summary = group_io.totals(snapshots.values())
-    assert summary["messages"] == summary["claimed_messages"] == total
+    assert summary["consumed"] == summary["claimed_messages"] == total
     assert summary["samples_learned"] == total
     assert group_io.group_model(snapshots.values()).n_learned == total
     w0_log = logs["w0"].read_text(errors="replace")
@@ -266,9 +267,10 @@ def test_local_broker_runs_a_group_of_workers_in_one_command(tmp_path):
         capture_output=True, text=True, timeout=120, cwd=kh.REPO,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    summary = json.loads(result.stdout[result.stdout.index("{"):result.stdout.rindex("}") + 1])
+    # The group's summary, then a sample of the outputs.
+    summary, _ = json.JSONDecoder().raw_decode(result.stdout[result.stdout.index("{"):])
     assert summary["workers"] == ["worker-0", "worker-1"]
-    assert summary["messages"] == summary["claimed_messages"] == 600
+    assert summary["consumed"] == summary["claimed_messages"] == 600
     assert summary["samples_learned"] == 540 == summary["merged_model_samples"]
     assert summary["offsets"]["advsvm-input"].keys() == {"0", "1", "2", "3"}
     assert summary["test_then_train_accuracy"] > 0.7
