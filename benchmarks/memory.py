@@ -34,7 +34,7 @@ import tracemalloc
 import numpy as np
 
 import common
-from river_advsvm import AdvKernelSVM, inputs
+from river_advsvm import AdvKernelSVM, inputs, progress
 
 BATCH = common.BATCH
 RF_POLICIES = ("compact", "compact_slot", "truncate")
@@ -319,13 +319,14 @@ def main(argv=None) -> int:
         ("policy", "policy", ""), ("dtype", "dtype", ""), ("model_mb", "model MB", ".2f"),
         ("model_mb_ratio_to_float64", "ratio", ".3f"), ("river_memory_mb", "River MB", ".2f")]),
         flush=True)
-    for policy in policies:
+    for policy in progress.bar(policies, desc="memory", unit="policy",
+                               progress=not args.no_progress):
         rows = in_fresh_process(stream_records, policy, n, d, budget)
         first, last = rows[0], rows[-1]
-        print(f"{policy:13s} {last['samples']:>9,d} samples  RSS {first['rss_mb']:7.1f} -> "
-              f"{last['rss_mb']:7.1f} MB ({last['rss_growth_after_first']:+.2%})  model "
-              f"{first['model_mb']:6.2f} -> {last['model_mb']:6.2f} MB  {last['seconds']:.0f} s",
-              flush=True)
+        progress.write(f"{policy:13s} {last['samples']:>9,d} samples  RSS {first['rss_mb']:7.1f} -> "
+                       f"{last['rss_mb']:7.1f} MB ({last['rss_growth_after_first']:+.2%})  model "
+                       f"{first['model_mb']:6.2f} -> {last['model_mb']:6.2f} MB  "
+                       f"{last['seconds']:.0f} s")
         records += rows
     records += in_fresh_process(stream_records, "grow", max(n // 10, 10 * BATCH), d, budget)
     for policy in ["compact"] + (["merge"] if has_support_vectors() else []):
@@ -333,9 +334,10 @@ def main(argv=None) -> int:
             rows = in_fresh_process(hostile_records, policy, max_features, hostile_n,
                                     hostile_budget, 20)
             last = rows[-1]
-            print(f"hostile {policy:8s} max_features {max_features:>6,d}: learned "
-                  f"{last['learned']:,}, refused {last['refused']:,}, inputs {last['inputs']:,}, "
-                  f"model {last['model_mb']:.2f} MB (bound {last['bound_mb']:.2f})", flush=True)
+            progress.write(f"hostile {policy:8s} max_features {max_features:>6,d}: learned "
+                           f"{last['learned']:,}, refused {last['refused']:,}, inputs "
+                           f"{last['inputs']:,}, model {last['model_mb']:.2f} MB (bound "
+                           f"{last['bound_mb']:.2f})")
             records += rows
     goals = targets(records)
     print(common.format_table(goals, [("target", "target", ""), ("value", "measured", ".3f"),

@@ -39,7 +39,7 @@ import time
 import numpy as np
 
 import common
-from river_advsvm import AdvKernelSVM
+from river_advsvm import AdvKernelSVM, progress
 
 SEED = 42
 LENGTH = 20_000
@@ -150,9 +150,10 @@ def run(model, samples: list) -> dict:
             "warnings": "; ".join(sorted({str(w.message) for w in caught}))[:300] or None}
 
 
-def run_all(models: list, data: dict) -> list:
+def run_all(models: list, data: dict, show_progress: bool) -> list:
     records = []
-    for name, family, pipeline, policy, factory in models:
+    for name, family, pipeline, policy, factory in progress.bar(
+            models, desc="river_streams", unit="model", progress=show_progress):
         for stream, samples in data.items():
             result = run(factory(), samples["samples"])
             records.append({"kind": "run", "model": name, "family": family,
@@ -160,11 +161,11 @@ def run_all(models: list, data: dict) -> list:
                             "samples": len(samples["samples"]),
                             "majority": samples["majority"], **result})
         summary = summarise(records, name)
-        print(f"{name:40s} " + " ".join(
+        progress.write(f"{name:40s} " + " ".join(
             "crash" if r["accuracy"] is None else f"{100 * r['accuracy']:5.1f}"
             for r in records if r["model"] == name)
-              + f"  mean {fmt(summary['mean_accuracy'], 100, '.2f')}"
-              f"  {summary['samples_per_s']:>9,.0f}/s", flush=True)
+            + f"  mean {fmt(summary['mean_accuracy'], 100, '.2f')}"
+            f"  {summary['samples_per_s']:>9,.0f}/s")
         records.append(summary)
     return records
 
@@ -299,10 +300,11 @@ def explore_grid(quick: bool) -> list:
     return grid
 
 
-def explore(data: dict, quick: bool, policies: list, settings: list | None) -> list:
+def explore(data: dict, quick: bool, policies: list, settings: list | None,
+            show_progress: bool) -> list:
     records = []
     grid = [g for g in explore_grid(quick) if not settings or g["label"] in settings]
-    for entry in grid:
+    for entry in progress.bar(grid, desc="explore", unit="setting", progress=show_progress):
         label, rule, params = entry["label"], entry["rule"], entry["params"]
         for policy in policies:
             params_ = {"seed": SEED, "budget_policy": policy, **params}
@@ -322,10 +324,9 @@ def explore(data: dict, quick: bool, policies: list, settings: list | None) -> l
                                         else statistics.mean(accuracies))
                 row["samples_per_s"] = n / seconds
                 records.append(row)
-                print(f"{label:24s} {policy:8s} {pipeline:15s} " + " ".join(
+                progress.write(f"{label:24s} {policy:8s} {pipeline:15s} " + " ".join(
                     fmt(a, 100, "5.1f") for a in accuracies)
-                      + f"  mean {fmt(row['mean_accuracy'], 100)}  {n / seconds:,.0f}/s",
-                      flush=True)
+                    + f"  mean {fmt(row['mean_accuracy'], 100)}  {n / seconds:,.0f}/s")
     return records
 
 
@@ -425,11 +426,11 @@ def main(argv=None) -> int:
     policies = args.policy or ["compact"] + (["merge"] if has_support_vectors() else [])
     with common.one_blas_thread():
         if args.explore:
-            records = explore(data, args.quick, policies, args.setting)
+            records = explore(data, args.quick, policies, args.setting, not args.no_progress)
             name = "river_streams_explore"
             text = explore_markdown(records, args.quick)
         else:
-            records = run_all(ours(policies) + river_models(), data)
+            records = run_all(ours(policies) + river_models(), data, not args.no_progress)
             for policy in policies:
                 records += targets(records, policy)
             print(common.format_table([r for r in records if r["kind"] == "target"], [

@@ -48,8 +48,6 @@ def test_benchmark_quick_mode(quick_results, name):
     assert all(not isinstance(v, (dict, list)) for r in records for v in r.values())
 
 
-
-
 def test_paper_tables_quick_mode_fills_every_column(quick_results):
     records = quick_results("paper_tables")
     kinds = {r["kind"] for r in records}
