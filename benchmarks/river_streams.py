@@ -36,8 +36,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
-
 import common
 from river_advsvm import AdvKernelSVM, progress
 

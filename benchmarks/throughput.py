@@ -711,17 +711,18 @@ def markdown(records: list, quick: bool) -> str:
               "| d | B | hand loop | hand loop, predict | batch limit | sklearn one | "
               "sklearn predict | sklearn batch | River one | River predict |",
               "|---" * 10 + "|"]
+    sk, rv = "sklearn RBFSampler+SGD", "river RBFSampler|LogReg"
+    columns = [("hand loop", "float32", "learn_one"), ("hand loop", "float32", "predict_one"),
+               ("batch limit", "float32", "batch"), (sk, "float64", "learn_one"),
+               (sk, "float64", "predict_one"), (sk, "float64", "learn_many"),
+               (rv, "float64", "learn_one"), (rv, "float64", "predict_one")]
     for d, b in configs:
-        def rate(system, dtype, mode):
+        cells = []
+        for system, dtype, mode in columns:
             r = index.get((system, dtype, d, b, mode))
-            return "-" if r is None else f"{r['samples_per_s']:,.1f}" if r[
-                "samples_per_s"] < 10 else f"{r['samples_per_s']:,.0f}"
-        sk, rv = "sklearn RBFSampler+SGD", "river RBFSampler|LogReg"
-        lines.append(f"| {d} | {b} | " + " | ".join([
-            rate("hand loop", "float32", "learn_one"), rate("hand loop", "float32", "predict_one"),
-            rate("batch limit", "float32", "batch"), rate(sk, "float64", "learn_one"),
-            rate(sk, "float64", "predict_one"), rate(sk, "float64", "learn_many"),
-            rate(rv, "float64", "learn_one"), rate(rv, "float64", "predict_one")]) + " |")
+            rate = None if r is None else r["samples_per_s"]
+            cells.append("-" if rate is None else f"{rate:,.1f}" if rate < 10 else f"{rate:,.0f}")
+        lines.append(f"| {d} | {b} | " + " | ".join(cells) + " |")
     mnist = [r for r in records if r["kind"] == "mnist"]
     if mnist:
         lines += ["", f"**One pass of `learn_many(500)` over {mnist[0]['data']}** "

@@ -160,7 +160,7 @@ def test_memory_hostile_names_are_refused_past_max_features(quick_results):
     final = hostile[-1]
     assert final["refused"] > 0 and final["refused_codes"] == "too_many_features"
     # Samples with known names only are still learned after the limit is reached.
-    first = [r for r in hostile if r["policy"] == final["policy"]][0]
+    first = next(r for r in hostile if r["policy"] == final["policy"])
     assert final["learned"] > first["learned"]
 
 
