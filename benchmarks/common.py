@@ -210,3 +210,31 @@ def pgd_right(model, X, y, epsilon: float = EPSILON, steps: int = 10):
 
     result = attack(PGD(epsilon=epsilon, steps=steps), model, X, y)
     return ~result.fooled, result
+
+
+# -- markdown summaries -----------------------------------------------------------------------------
+
+
+def markdown_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
+    """A Markdown table: `columns` are (key, header, format spec), as in `format_table`."""
+    lines = ["| " + " | ".join(h for _, h, _ in columns) + " |",
+             "|" + "---|" * len(columns)]
+    for row in rows:
+        cells = []
+        for key, _, spec in columns:
+            value = row.get(key)
+            missing = value is None or (isinstance(value, float) and not math.isfinite(value))
+            cells.append("-" if missing else format(value, spec))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_markdown(text: str, out: str | None, name: str, quick: bool) -> pathlib.Path:
+    """Write a Markdown summary next to the JSON: `out` with a .md suffix, or
+    `benchmarks/results/NAME[_quick].md`."""
+    path = (pathlib.Path(out).with_suffix(".md") if out
+            else RESULTS / f"{name}{'_quick' if quick else ''}.md")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text.rstrip() + "\n")
+    print(f"wrote {path}")
+    return path
