@@ -38,6 +38,7 @@ import time
 import numpy as np
 
 import common
+from river_advsvm import progress
 
 EPSILON = common.EPSILON
 #: policy -> representation. The unbounded model of each representation is its reference.
@@ -74,7 +75,8 @@ def make_model(policy, budget, epsilon, gamma, dtype, seed):
                         budget_policy=policy, dtype=dtype, seed=seed)
 
 
-def run(pair: str, data: dict, runs: list, dtypes, seeds: int, pgd_points: int) -> list[dict]:
+def run(pair: str, data: dict, runs: list, dtypes, seeds: int, pgd_points: int,
+        show_progress: bool = False) -> list[dict]:
     X_train, y_train = data["X_train"], data["y_train"]
     X_test, y_test = data["X_test"], data["y_test"]
     n, d = X_train.shape
@@ -82,6 +84,8 @@ def run(pair: str, data: dict, runs: list, dtypes, seeds: int, pgd_points: int) 
     pgd_idx = np.random.default_rng(1).permutation(len(y_test))[:pgd_points]
     X_pgd, y_pgd = X_test[pgd_idx], y_test[pgd_idx]
     records = []
+    bar = progress.bar(total=seeds * len(dtypes) * 2 * len(runs), desc=pair, unit="model",
+                       progress=show_progress)
     for seed in range(seeds):
         order = np.random.default_rng(seed).permutation(n)
         Xs, ys = X_train[order], y_train[order]
@@ -104,18 +108,20 @@ def run(pair: str, data: dict, runs: list, dtypes, seeds: int, pgd_points: int) 
                               **common.model_size(model)}
                     models[(policy, budget)] = model
                     group.append(record)
+                    bar.update()
                 # The prediction costs, the models taking turns on the same test set.
                 costs = common.predict_seconds(models, X_test)
                 for record in group:
                     record["predict_us"] = 1e6 * costs[(record["policy"], record["budget"])]
                     kept = record["support_vectors"] or record["features"]
-                    print(f"{pair} seed {seed} {dtype} ε={epsilon * 255:.0f}/255 "
-                          f"{record['policy']:12s} B={record['budget'] or '-':>5} clean "
-                          f"{record['clean']:.4f} PGD {record['pgd']:.4f} PGD .1 "
-                          f"{record['pgd_01']:.4f} kept {kept:6d} "
-                          f"{record['train_seconds']:6.2f} s {record['predict_us']:6.1f} µs",
-                          flush=True)
+                    progress.write(
+                        f"{pair} seed {seed} {dtype} ε={epsilon * 255:.0f}/255 "
+                        f"{record['policy']:12s} B={record['budget'] or '-':>5} clean "
+                        f"{record['clean']:.4f} PGD {record['pgd']:.4f} PGD .1 "
+                        f"{record['pgd_01']:.4f} kept {kept:6d} "
+                        f"{record['train_seconds']:6.2f} s {record['predict_us']:6.1f} µs")
                 records += group
+    bar.close()
     for r in records:
         reference = next(
             u for u in records if u["policy"] == UNBOUNDED[r["representation"]]
@@ -201,20 +207,19 @@ def pick(summaries: list[dict]) -> dict:
             **{f"predict_us_{p}": c for p, c in costs.items()}}
 
 
+def shown(r: dict) -> dict:
+    """A summary row as the tables show it: points (%), mean ± std, the budget or ∞."""
+    return {**r, "B": str(r["budget"] or "∞"), "eps": f"{r['epsilon'] * 255:.0f}/255",
+            "kept": r["support_vectors"] or r["features"],
+            "clean_pm": f"{100 * r['clean']:.2f} ± {100 * r['clean_std']:.2f}",
+            "pgd_pm": f"{100 * r['pgd']:.2f} ± {100 * r['pgd_std']:.2f}",
+            **{k: 100 * r[k] for k in ("clean_vs_unbounded", "pgd_vs_unbounded", "pgd_01")}}
+
+
 def table(summaries: list[dict]) -> str:
-    rows = []
-    for r in summaries:
-        row = dict(r)
-        row["eps"] = f"{r['epsilon'] * 255:.0f}/255"
-        row["kept"] = r["support_vectors"] or r["features"]
-        for key in ("clean_vs_unbounded", "pgd_vs_unbounded", "pgd_01"):
-            row[key] = 100 * r[key]
-        row["clean_pm"] = f"{100 * r['clean']:.2f}±{100 * r['clean_std']:.2f}"
-        row["pgd_pm"] = f"{100 * r['pgd']:.2f}±{100 * r['pgd_std']:.2f}"
-        rows.append(row)
-    return common.format_table(rows, [
+    return common.format_table([shown(r) for r in summaries], [
         ("pair", "pair", ""), ("dtype", "dtype", ""), ("policy", "policy", ""),
-        ("budget", "B", "d"), ("eps", "train ε", ""), ("clean_pm", "clean %", ""),
+        ("B", "B", ""), ("eps", "train ε", ""), ("clean_pm", "clean %", ""),
         ("clean_vs_unbounded", "vs unb.", "+.2f"), ("pgd_pm", "PGD %", ""),
         ("pgd_vs_unbounded", "vs unb.", "+.2f"), ("pgd_01", "PGD .1 %", ".1f"),
         ("kept", "kept", ".0f"), ("degradation_per_event", "degr./event", ".2e"),
@@ -227,9 +232,6 @@ def markdown(records: list[dict]) -> str:
     first = records[0]
     summaries = [r for r in records if r["kind"] == "summary"]
     seeds = max(r["seeds"] for r in summaries)
-
-    def pm(r, key):
-        return f"{100 * r[key]:.2f} ± {100 * r[f'{key}_std']:.2f}"
 
     out = [
         "# Budget policies",
@@ -244,29 +246,28 @@ def markdown(records: list[dict]) -> str:
         "Degradation: the mean ||f_before − f_after||² per merge or removal.",
         "",
     ]
+    columns = [("representation", "representation", ""), ("policy", "policy", ""),
+               ("B", "B", ""), ("clean_pm", "clean", ""),
+               ("clean_vs_unbounded", "vs unb.", "+.2f"),
+               ("pgd_pm", "PGD 8/255", ""), ("pgd_vs_unbounded", "vs unb.", "+.2f"),
+               ("pgd_01", "PGD 0.1", ".1f"), ("kept", "kept", ".0f"),
+               ("degradation_per_event", "degradation / event", ".2e"),
+               ("predict_us", "µs / prediction", ".1f"), ("train_seconds", "train s", ".2f")]
     for pair in dict.fromkeys(r["pair"] for r in summaries):
         for epsilon in (0.0, EPSILON):
+            rows = [shown(r) for r in summaries
+                    if r["pair"] == pair and r["epsilon"] == epsilon and r["dtype"] == "float32"]
             out += [f"## {pair}, trained {'naturally' if epsilon == 0 else 'at L∞ 8/255'} "
-                    "(float32)", "",
-                    "| representation | policy | B | clean | vs unb. | PGD 8/255 | vs unb. "
-                    "| PGD 0.1 | kept | degradation / event | µs / prediction | train s |",
-                    "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-            for r in summaries:
-                if r["pair"] != pair or r["epsilon"] != epsilon or r["dtype"] != "float32":
-                    continue
-                degradation = r.get("degradation_per_event")
-                out.append(
-                    f"| {r['representation']} | {r['policy']} | {r['budget'] or '∞'} "
-                    f"| {pm(r, 'clean')} | {100 * r['clean_vs_unbounded']:+.2f} "
-                    f"| {pm(r, 'pgd')} | {100 * r['pgd_vs_unbounded']:+.2f} "
-                    f"| {100 * r['pgd_01']:.1f} | {r['support_vectors'] or r['features']:.0f} "
-                    f"| {'-' if degradation is None else f'{degradation:.2e}'} "
-                    f"| {r['predict_us']:.1f} | {r['train_seconds']:.2f} |")
-            out.append("")
+                    "(float32)", "", common.markdown_table(rows, columns), ""]
     gaps = [r for r in records if r["kind"] == "dtype_gap"]
     if gaps:
         within = sum(r["within_noise"] for r in gaps)
         largest = max(gaps, key=lambda r: abs(r["gap"]))
+        beyond = [{**r, "B": str(r["budget"] or "∞"), "eps": f"{255 * r['epsilon']:.0f}/255",
+                   "gap_seeds": f"{100 * r['gap']:+.2f} "
+                                f"({100 * r['gap_min']:+.2f}…{100 * r['gap_max']:+.2f})",
+                   **{k: 100 * r[k] for k in ("float32", "float64", "seed_std")}}
+                  for r in gaps if not r["within_noise"]]
         out += ["## float32 against float64", "",
                 f"Paired by seed, the same stream and features: {within} of {len(gaps)} gaps "
                 "(float32 − float64, every configuration, clean, PGD 8/255 and PGD 0.1) are "
@@ -275,17 +276,11 @@ def markdown(records: list[dict]) -> str:
                 f"({largest['pair']} {largest['policy']} B={largest['budget'] or '∞'} "
                 f"{largest['metric']}, ε = {255 * largest['epsilon']:.0f}/255, σ "
                 f"{100 * largest['seed_std']:.2f}). Beyond σ:", "",
-                "| pair | policy | B | train ε | metric | float32 | float64 | gap (seeds) | σ |",
-                "|---|---|---|---|---|---|---|---|---|"]
-        for r in gaps:
-            if not r["within_noise"]:
-                out.append(
-                    f"| {r['pair']} | {r['policy']} | {r['budget'] or '∞'} "
-                    f"| {255 * r['epsilon']:.0f}/255 | {r['metric']} | {100 * r['float32']:.2f} "
-                    f"| {100 * r['float64']:.2f} | {100 * r['gap']:+.2f} "
-                    f"({100 * r['gap_min']:+.2f}…{100 * r['gap_max']:+.2f}) "
-                    f"| {100 * r['seed_std']:.2f} |")
-        out.append("")
+                common.markdown_table(beyond, [
+                    ("pair", "pair", ""), ("policy", "policy", ""), ("B", "B", ""),
+                    ("eps", "train ε", ""), ("metric", "metric", ""),
+                    ("float32", "float32", ".2f"), ("float64", "float64", ".2f"),
+                    ("gap_seeds", "gap (seeds)", ""), ("seed_std", "σ", ".2f")]), ""]
     choice = next(r for r in records if r["kind"] == "pick")
     out += [f"Best bounded policy at B = {choice['budget']} by the mean of clean and PGD "
             f"accuracy over both trainings: **{choice['policy']}** "
@@ -312,7 +307,8 @@ def main(argv=None) -> int:
     records = []
     with common.one_blas_thread():
         for pair, data in jobs:
-            records += run(pair, data, runs, args.dtypes, seeds, pgd_points)
+            records += run(pair, data, runs, args.dtypes, seeds, pgd_points,
+                           not args.no_progress)
     summaries = summarise(records)
     records += summaries + dtype_gaps(records)
     records.append(pick(summaries))
@@ -325,9 +321,7 @@ def main(argv=None) -> int:
     print(f"\nbest bounded policy at B={choice['budget']} by mean of clean and PGD accuracy: "
           f"{choice['policy']} ({100 * choice['score']:.2f}%)")
     path = common.write_records(records, args.out, "budget_policies", args.quick)
-    md = path.with_suffix(".md")
-    md.write_text(markdown(records))
-    print(f"wrote {md}")
+    common.write_markdown(markdown(records), args.out, "budget_policies", args.quick)
     return 0
 
 

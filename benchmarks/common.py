@@ -41,6 +41,8 @@ def parser(description: str, data: bool = False) -> argparse.ArgumentParser:
                    help="tiny smoke run (seconds, no shared data needed)")
     p.add_argument("--out", default=None,
                    help="JSON output (default: benchmarks/results/NAME[_quick].json)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar on stderr (there is none when stderr is not a terminal)")
     if data:
         p.add_argument("--data", default=str(DEFAULT_DATA),
                        help="directory holding the data files (written by `advsvm data "
@@ -159,20 +161,25 @@ def write_records(records: list[dict], out: str | None, name: str, quick: bool) 
 
 def format_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
     """A fixed-width table: `columns` are (key, header, format spec); missing values print '-'."""
-    cells = [[h for _, h, _ in columns]]
-    for row in rows:
-        line = []
-        for key, _, spec in columns:
-            value = row.get(key)
-            if value is None or (isinstance(value, float) and not math.isfinite(value)):
-                line.append("-")
-            else:
-                line.append(format(value, spec))
-        cells.append(line)
+    cells = [[h for _, h, _ in columns]] + table_cells(rows, columns)
     widths = [max(len(c[i]) for c in cells) for i in range(len(columns))]
     return "\n".join(
         "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
         for r in cells)
+
+
+def table_cells(rows: list[dict], columns: list[tuple[str, str, str]]) -> list[list[str]]:
+    """Each row's values formatted by `columns` ((key, header, format spec)); missing or
+    non-finite values are '-'."""
+    out = []
+    for row in rows:
+        line = []
+        for key, _, spec in columns:
+            value = row.get(key)
+            missing = value is None or (isinstance(value, float) and not math.isfinite(value))
+            line.append("-" if missing else format(value, spec))
+        out.append(line)
+    return out
 
 
 # -- training and scoring ---------------------------------------------------------------------------
@@ -191,14 +198,14 @@ def right(model, X, y) -> np.ndarray:
     return (np.asarray(model.decision_many(X)) > 0) == (y == model.classes[-1])
 
 
-def attack(attack_, model, X, y):
+def attack(attack_, model, X, y, show_progress: bool = False):
     """`attack_.run`, without the per-batch warning about samples with no usable gradient (the
-    result counts them)."""
+    result counts them); with its progress bar if `show_progress` (for the slow attacks)."""
     from river_advsvm.attacks import NoGradientWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NoGradientWarning)
-        return attack_.run(model, X, y)
+        return attack_.run(model, X, y, progress=show_progress)
 
 
 def pgd_right(model, X, y, epsilon: float = EPSILON, steps: int = 10, norm: str = "linf"):
@@ -230,7 +237,8 @@ def model_size(model) -> dict:
     (in total and per event), as flat fields."""
     row = {"features": getattr(model, "n_features", 0),
            "support_vectors": getattr(model, "n_support_vectors", 0)}
-    # TODO(core): a public view of the store's maintenance statistics.
+    # TODO(core): the model has no public view of these yet (n_merges, n_removals,
+    # total_degradation live on its store), so they are read from the store.
     store = getattr(model, "_store", None)
     if store is not None and hasattr(store, "n_merges"):
         events = store.n_merges + store.n_removals
@@ -238,3 +246,25 @@ def model_size(model) -> dict:
                    degradation_total=store.total_degradation,
                    degradation_per_merge=store.total_degradation / events if events else 0.0)
     return row
+
+
+# -- markdown summaries -----------------------------------------------------------------------------
+
+
+def markdown_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
+    """A Markdown table: `columns` are (key, header, format spec), as in `format_table`."""
+    lines = ["| " + " | ".join(h for _, h, _ in columns) + " |",
+             "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in table_cells(rows, columns)]
+    return "\n".join(lines)
+
+
+def write_markdown(text: str, out: str | None, name: str, quick: bool) -> pathlib.Path:
+    """Write a Markdown summary next to the JSON: `out` with a .md suffix, or
+    `benchmarks/results/NAME[_quick].md`."""
+    path = (pathlib.Path(out).with_suffix(".md") if out
+            else RESULTS / f"{name}{'_quick' if quick else ''}.md")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text.rstrip() + "\n")
+    print(f"wrote {path}")
+    return path

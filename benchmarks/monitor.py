@@ -26,7 +26,7 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from river_advsvm import AdvKernelSVM
+from river_advsvm import AdvKernelSVM, progress
 from river_advsvm.attacks import PGD
 from river_advsvm.monitor import RobustnessMonitor
 
@@ -72,9 +72,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few hundred samples only")
     parser.add_argument("--out", help="write the records as JSON here")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     args = parser.parse_args()
     sizes = {64: 300, 784: 200} if args.quick else {64: 6000, 784: 3000}
     records = []
+    bar = progress.bar(total=len(sizes) * len(SETTINGS), desc="monitor cost", unit="run",
+                       progress=not args.no_progress)
     for d, n in sizes.items():
         stream = make_stream(n, d)
         bare = None
@@ -85,7 +88,9 @@ def main():
                       "samples_per_s": round(samples_per_s, 1),
                       "ratio_to_bare": round(samples_per_s / bare, 3), **extra}
             records.append(record)
-            print(json.dumps(record), flush=True)
+            progress.write(json.dumps(record))
+            bar.update()
+    bar.close()
     if args.out:
         with open(args.out, "w") as f:
             json.dump(records, f, indent=1)

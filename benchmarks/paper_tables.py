@@ -116,6 +116,7 @@ import numpy as np
 
 import common
 import paper_report
+from river_advsvm import progress
 
 BATCH = common.BATCH
 EPSILON = common.EPSILON
@@ -142,6 +143,9 @@ KERNEL_MODELS = [name for name, rep in MODELS.items() if rep != "linear"]
 PAPER_MODELS = ["Natural", "adv-linear-SVM", "adv-SVM(D)", "adv-SVM(C)"]
 CW_MODELS = PAPER_MODELS + ["SV Natural", "SV adv-SVM(C)", "SV adv-SVM(C) for 0.1"]
 ZOO_MODELS = ["Natural", "adv-SVM(C)", "SV Natural", "SV adv-SVM(C)"]
+#: The families whose validation grids choose the hyper-parameters.
+GRID_FAMILIES = ["Natural", "adv-linear-SVM", "adv-SVM(D)", "adv-SVM(C)", "SV Natural",
+                 "SV adv-SVM(C)"]
 #: The dtype the hyper-parameters are chosen with and the seed-0 extras run on.
 DTYPE = "float32"
 
@@ -471,13 +475,12 @@ def svc_records(pair, data, order, n_val, gamma, s: Settings, log) -> list[dict]
 # -- one pair ---------------------------------------------------------------------------------------
 
 
-def select(pair, base, X_fit, y_fit, X_val, y_val, gamma, s: Settings, log):
+def select(pair, base, X_fit, y_fit, X_val, y_val, gamma, s: Settings, log, bar):
     """Every family's validation grid on seed 0's split; the records and the chosen
     `(params, val_clean, val_pgd, eligible)` per model."""
     X_vp, y_vp = X_val[:s.val_points], y_val[:s.val_points]
     records, scored_by, scored_01_by, selected = [], {}, {}, {}
-    for family in ["Natural", "adv-linear-SVM", "adv-SVM(D)", "adv-SVM(C)", "SV Natural",
-                   "SV adv-SVM(C)"]:
+    for family in GRID_FAMILIES:
         scored, scored_01 = [], []
         for params in grid(family, s):
             model = make_model(family, params, 0, gamma, s.budget)
@@ -491,6 +494,7 @@ def select(pair, base, X_fit, y_fit, X_val, y_val, gamma, s: Settings, log):
                             "val_pgd": pgd, "val_pgd_01": pgd_01, "val_points": len(y_val),
                             "val_pgd_points": len(y_vp), "train_seconds": seconds,
                             **common.model_size(model)})
+            bar.update()
         log(f"grid {family}: {len(scored)} configurations")
         scored_by[family], scored_01_by[family] = scored, scored_01
         if "Natural" in family:
@@ -519,13 +523,24 @@ def select(pair, base, X_fit, y_fit, X_val, y_val, gamma, s: Settings, log):
     return records, selected, reference
 
 
-def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
+def steps_of_pair(s: Settings) -> int:
+    """The units of `run_pair`'s progress bar: one per model trained, attacked or checked."""
+    grids = sum(len(grid(family, s)) for family in GRID_FAMILIES)
+    evaluated = sum(s.seeds * sum(rep != "linear" or dtype == DTYPE for rep in MODELS.values())
+                    for dtype in s.dtypes)
+    sweeps = len(s.sweep_epsilons) * (len(s.step_sizes) + 2) + len(MODELS)
+    return (grids + 1 + evaluated + len(MODELS) - 1 + len(CW_MODELS) + len(ZOO_MODELS)
+            + len(MODELS) + sweeps)
+
+
+def run_pair(pair: str, data: dict, s: Settings, show_progress: bool = False) -> list[dict]:
     from river_advsvm.attacks import ZOO, CarliniWagnerL2
 
     pair_start = time.perf_counter()
+    bar = progress.bar(total=steps_of_pair(s), desc=pair, unit="model", progress=show_progress)
 
     def log(message):
-        print(f"[{pair} {time.perf_counter() - pair_start:6.0f} s] {message}", flush=True)
+        progress.write(f"[{pair} {time.perf_counter() - pair_start:6.0f} s] {message}")
 
     X_train, y_train = data["X_train"], data["y_train"]
     X_test, y_test, exact = data["X_test"], data["y_test"], data["exact_test"]
@@ -540,8 +555,9 @@ def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
     fit_idx, val_idx = order0[:-n_val], order0[-n_val:]
     records, selected, reference = select(
         pair, base, X_train[fit_idx], y_train[fit_idx], X_train[val_idx], y_train[val_idx],
-        gamma, s, log)
+        gamma, s, log, bar)
     records += svc_records(pair, data, order0, n_val, gamma, s, log)
+    bar.update()
 
     # Test subsets for the slow attacks, the soundness checks and the sweeps (the same for
     # every model).
@@ -578,6 +594,7 @@ def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
                               "representation": representation, "dtype": dtype, "seed": seed,
                               **params, "train_seconds": seconds, **row}
                 rows[name] = record
+                bar.update()
                 log(f"{dtype} seed {seed} {name:23s} train {record['train_seconds']:6.2f} s  "
                     f"clean {record['clean']:.4f} PGD {record['pgd']:.4f} PGD 0.1 "
                     f"{record['pgd_01']:.4f} L2 {record['pgd_l2']:.4f} cert "
@@ -607,6 +624,7 @@ def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
         records.append({"kind": "learn_one", **base, "model": name, "seed": 0,
                         "learn_one_seconds": seconds, "max_decision_gap_to_learn_many": gap})
         log(f"learn_one {name:23s} {seconds:6.2f} s, |g_one - g_many| <= {gap:.1e}")
+        bar.update()
 
     # Seed 0: C&W and ZOO on subsets, with the same points' clean and PGD accuracy; C&W's flips
     # against the certified radii.
@@ -616,7 +634,7 @@ def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
         Xa, ya = X_test[idx], y_test[idx]
         for name in names:
             model = models0[name]
-            result = common.attack(factory(), model, Xa, ya)
+            result = common.attack(factory(), model, Xa, ya, show_progress)
             found = result.fooled
 
             def robust(radius):
@@ -640,6 +658,7 @@ def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
                 check = cw_flip_check(result, Xa, radii0[name]["linf"][idx],
                                       radii0[name]["l2"][idx])
                 records.append({**check, **base, "model": name, "seed": 0})
+            bar.update()
 
     # Seed 0: every certified point of the flip subset attacked at its certified radius.
     Xf, yf = X_test[flip_idx], y_test[flip_idx]
@@ -650,6 +669,7 @@ def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
             if check["certified_points"]:
                 log(f"flip check {name:23s} {check['column']}: {check['flipped']} of "
                     f"{check['certified_points']} certified points flipped")
+        bar.update()
 
     # Seed 0: Fig. 2 sweeps.
     X_fit, y_fit = X_train[fit_idx], y_train[fit_idx]
@@ -671,10 +691,12 @@ def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
             records.append({"kind": "sweep_grid", **base, "model": "adv-SVM(C)", **params,
                             "epsilon": epsilon, "val_clean": val_clean, "val_pgd": val_pgd,
                             "val_pgd_points": len(y_vp)})
+            bar.update()
         params = choose(scored, reference["adv-SVM(C)"])[0]
         model = make_model("adv-SVM(C)", params, 0, gamma, s.budget)
         common.train(model, X_train[order], y_train[order])
         sweep_models[f"adv-SVM(C) at r={epsilon:.4g}"] = model
+        bar.update()
     for name, model in sweep_models.items():
         matched = name.startswith("adv-SVM(C) at")
         radii = certified_radii(model, Xw, yw)
@@ -693,6 +715,8 @@ def run_pair(pair: str, data: dict, s: Settings) -> list[dict]:
             records.append({**base_sweep, "sweep": sweep, "epsilon": epsilon, "steps": steps,
                             "pgd": cache[(epsilon, steps)],
                             "certified": certified_at(radii, epsilon)})
+        bar.update()
+    bar.close()
     log(f"sweeps done on {len(yw)} points")
     records += summarise(pair, base, records, s)
     log(f"done in {time.perf_counter() - pair_start:.0f} s")
@@ -879,14 +903,14 @@ def targets(records: list[dict]) -> list[dict]:
 # -- main -------------------------------------------------------------------------------------------
 
 
-def _worker(pair, data_path, quick, settings):
+def _worker(pair, data_path, quick, settings, show_progress=False):
     with common.one_blas_thread():
         if quick:
             data = common.digits_pair(1, 7)
         else:
             _, first, second, _, _ = PAIRS[pair]
             data = common.load_pair(data_path, first, second)
-        return run_pair(pair, data, settings)
+        return run_pair(pair, data, settings, show_progress)
 
 
 def main(argv=None) -> int:
@@ -935,15 +959,19 @@ def main(argv=None) -> int:
 
     start = time.perf_counter()
     results = {}
+    show_progress = not args.no_progress
     if args.jobs > 1 and len(jobs) > 1:
+        # One bar over the pairs: bars drawn by several processes would overwrite each other.
         with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
             futures = {pool.submit(_worker, pair, path, args.quick, s): pair
                        for pair, path, s in jobs}
-            for future in concurrent.futures.as_completed(futures):
+            for future in progress.bar(concurrent.futures.as_completed(futures),
+                                       total=len(futures), desc="pairs", unit="pair",
+                                       progress=show_progress):
                 results[futures[future]] = future.result()
     else:
         for pair, path, s in jobs:
-            results[pair] = _worker(pair, path, args.quick, s)
+            results[pair] = _worker(pair, path, args.quick, s, show_progress)
     wall = time.perf_counter() - start
 
     records = [r for pair, _, _ in jobs for r in results[pair]]

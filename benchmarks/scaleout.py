@@ -1,20 +1,27 @@
-"""Group throughput of `advsvm serve` workers on one machine, against the bundled broker.
+"""`advsvm serve` on the bundled broker: one worker's rate and where its time goes, and a group.
 
-    python benchmarks/scaleout.py [--workers 1 2 3] [--messages 30000] [--d 16] [--quick]
-    python benchmarks/scaleout.py --standalone --preload --workers 1 --d 784 --budget 1024 \
-        --gamma 0.001 --messages 4000 --blas-threads 0   # the service's rate, BLAS as it comes
+    python benchmarks/scaleout.py                       # one worker, d = 784 and d = 16
+    python benchmarks/scaleout.py --group --workers 1 2 3 [--messages 30000] [--d 16]
 
-For each number of workers: a fresh local broker (tansu, 127.0.0.1, memory), an input topic of
-`--partitions` partitions, N worker processes (`advsvm serve --sync-every`), started first and
-waited for until the group is stable (every worker owns partitions, all of them are owned);
-then the stream is produced, and the clock runs from the first message sent until the workers'
-checkpoints account for every message. `group_msg_per_s` is messages / that time. Each worker's
-own rate (`worker_msg_per_s_*`: the messages it processed / its first-to-last message time, from
-its log) is reported too. `--preload` produces the whole stream before the workers start (the
-producer then does not compete for the cores), which is how the service's own rate is measured.
+One worker (the default): for d = 784 (array messages, pixel-like values in [0, 1]) and d = 16
+(object messages), the input topic is preloaded on a fresh local broker (tansu, 127.0.0.1,
+memory), then one `advsvm serve` (predictions on, default checkpointing, BLAS on one thread)
+learns it; its rate is the messages over the time from its first poll with messages to the end
+of the last one's processing, and its log says where that time went (fetch: polls that
+returned records; decode: parsing and checking; model: the batched test-then-train; publish:
+handing outputs to the producer; checkpoint: flushing outputs and writing the checkpoint).
+In the same process the same messages go through the service's `Learner` without Kafka, and
+through the decoder alone: the ratios say what Kafka costs and how far the model is from
+the decoder. Targets (issue 11): 4,000 msg/s at d = 784, 10,000 msg/s at d = 16.
 
-Everything (broker, producer, workers) shares this machine's cores, so the numbers say how the
-group scales *here*; on separate machines each worker has its cores to itself.
+A group (`--group`): for each number of workers, a fresh broker, an input topic of
+`--partitions` partitions and N worker processes (`advsvm serve --sync-every`), started first
+and waited for until the group is stable; then the stream is produced, and the clock runs from
+the first message sent until the workers' checkpoints account for every message.
+
+Everything (broker, producer, workers) shares the machine's cores (AMD EPYC, 2 cores here), so
+the group numbers say how the group scales on it; on separate machines each worker has its
+cores to itself.
 
 """
 
@@ -56,7 +63,7 @@ def learned_messages(directories) -> int:
     total = 0
     for directory in directories:
         try:
-            total += state.describe(directory)["counters"]["messages"]
+            total += state.describe(directory)["counters"]["consumed"]
         except FileNotFoundError:
             pass
     return total
@@ -81,12 +88,16 @@ def worker_rate(log_path) -> float | None:
     return float(found[-1]) if found else None
 
 
-def produce(bootstrap_servers: str, topic: str, values: list[bytes], partitions: int) -> None:
-    from kafka import KafkaProducer
+def produce(bootstrap_servers: str, topic: str, values: list[bytes], partitions: int,
+            security=None) -> None:
+    """Send `values` round-robin over the partitions, with the service's own producer
+    settings (`streams.clients`: acks from all replicas) and `security` (plaintext if None)."""
+    from streams import clients
+    from streams.security import SecuritySettings
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks=1, linger_ms=20,
-                             batch_size=256 * 1024, enable_idempotence=False,
-                             max_request_size=8 * 2**20)
+    producer = clients.Clients(bootstrap_servers, {"batch_size": 256 * 1024},
+                               security=security or SecuritySettings()).producer(
+        client_id="advsvm-bench", linger_ms=20, max_request_size=8 * 2**20)
     for i, value in enumerate(values):
         producer.send(topic, value=value, partition=i % partitions)
     producer.flush()
@@ -94,13 +105,13 @@ def produce(bootstrap_servers: str, topic: str, values: list[bytes], partitions:
 
 
 def run(workers: int, values: list[bytes], args, root: pathlib.Path) -> dict:
-    from streams import kafka as kafka_io
+    from streams import clients
     from streams.broker import LocalBroker
 
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with LocalBroker(log_path=str(root / "broker.log")) as broker:
         topic = "bench"
-        kafka_io.create_topics(broker.bootstrap_servers, {topic: args.partitions})
+        clients.create_topics(broker.bootstrap_servers, {topic: args.partitions})
         produced = None
         if args.preload:
             clock = time.monotonic()
@@ -167,8 +178,170 @@ def run(workers: int, values: list[bytes], args, root: pathlib.Path) -> dict:
     }
 
 
+# -- one worker ------------------------------------------------------------------------------
+
+#: The service's targets (issue 11), msg/s, by d.
+TARGETS = {784: 4000, 16: 10000}
+STAGES = ("fetch", "decode", "model", "publish", "checkpoint")
+
+
+def rate_messages(n: int, d: int, seed: int = 0) -> list[bytes]:
+    """d = 784: arrays of pixel-like values in [0, 1]; otherwise objects named f0, f1, ..."""
+    from streams import kafka as kafka_io
+
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, d)).round(3)
+    y = (X[:, : d // 2].mean(axis=1) > X[:, d // 2:].mean(axis=1)).astype(int)
+    if d >= 100:
+        return [kafka_io.encode(x, int(t), id=i) for i, (x, t) in enumerate(zip(X.tolist(), y))]
+    return [kafka_io.encode({f"f{j}": v for j, v in enumerate(x)}, int(t), id=i)
+            for i, (x, t) in enumerate(zip(X.tolist(), y))]
+
+
+def model_options(d: int) -> list[str]:
+    gamma = 1.0 / d  # numeric: the rate does not depend on a warm-up
+    return ["--epsilon", "0.1", "--gamma", str(gamma), "--budget", "1024", "--seed", "0"]
+
+
+def in_process(values: list[bytes], d: int) -> dict:
+    """The decoder alone, and the service's Learner (decode + model) without Kafka."""
+    from streams import cli as streams_cli
+    from streams import kafka as kafka_io
+    from streams import state
+    from streams.learner import Learner
+
+    started = time.perf_counter()
+    for value in values:
+        kafka_io.decode(value, 2**20)
+    decode_s = time.perf_counter() - started
+    args = streams_cli.build_parser().parse_args(model_options(d))
+    learner = Learner(state.ServiceState(model=streams_cli._model_factory(args)()), 2**20)
+    started = time.perf_counter()
+    for i in range(0, len(values), 500):
+        learner.process_many(values[i:i + 500])
+    learner_s = time.perf_counter() - started
+    return {"decode_msg_per_s": len(values) / decode_s,
+            "learner_msg_per_s": len(values) / learner_s,
+            "learner_model_share": learner.seconds["model"] / learner_s}
+
+
+def client_floor(bootstrap_servers: str, values: list[bytes]) -> dict:
+    """What kafka-python alone costs per message on this broker: consuming the preloaded topic
+    (500 records a poll, as the service) and producing a prediction-sized record."""
+    from streams import clients
+
+    kafka = clients.Clients(bootstrap_servers)
+    consumer = kafka.consumer("floor", max_poll_records=500, session_timeout_ms=2000)
+    consumer.subscribe(["bench"])
+    got, first, busy = 0, True, 0.0
+    while got < len(values):
+        started = time.perf_counter()
+        count = sum(len(batch) for batch in consumer.poll(timeout_ms=200).values())
+        if count and not first:  # the first poll waited for the group
+            busy += time.perf_counter() - started
+        first = first and not count
+        got += count
+    consumer.close()
+    prediction = (b'{"id":12345,"label":1,"probability":0.9312,"labelled":true,"topic":"bench",'
+                  b'"partition":0,"offset":12345,"samples_learned":12345,"y":1}')
+    producer = kafka.producer()
+    started = time.perf_counter()
+    for _ in range(len(values)):
+        producer.send("bench-floor", prediction)
+    producer.flush()
+    produce_s = time.perf_counter() - started
+    producer.close()
+    return {"kafka_python_consume_us": 1e6 * busy / max(1, len(values) - 500),
+            "kafka_python_produce_us": 1e6 * produce_s / len(values)}
+
+
+def service_rate(values: list[bytes], d: int, root: pathlib.Path) -> dict:
+    """One `advsvm serve` over a preloaded topic: its rate and its time per stage; and the
+    client floor (`client_floor`) on the same broker."""
+    from streams import clients
+    from streams.broker import LocalBroker
+
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    log = root / f"rate-{d}.log"
+    with LocalBroker(log_path=str(root / "broker.log")) as broker:
+        clients.create_topics(broker.bootstrap_servers, {"bench": 1, "bench-predictions": 1})
+        produce(broker.bootstrap_servers, "bench", values, 1)
+        command = [sys.executable, "-m", "river_advsvm.cli", "serve",
+                   "--bootstrap-servers", broker.bootstrap_servers, "--topic", "bench",
+                   "--group", "bench", "--checkpoint-dir", str(root / f"rate-{d}"),
+                   "--predictions-topic", "bench-predictions", "--exit-when-idle", "2",
+                   "--session-timeout-ms", "2000", "--blas-threads", "1", *model_options(d)]
+        with open(log, "ab") as f:
+            status = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, env=env,
+                                    cwd=REPO, timeout=1200).returncode
+        clients.create_topics(broker.bootstrap_servers, {"bench-floor": 1})
+        floor = client_floor(broker.bootstrap_servers, values)
+    text = log.read_text(errors="replace")
+    if status != 0:
+        raise RuntimeError(f"the service exited {status}:\n{text[-2000:]}")
+    rate = float(re.findall(r"messages processed in this run \(([\d.]+) msg/s\)", text)[-1])
+    seconds = json.loads(re.findall(r"time spent \(seconds\): (\{.*\})", text)[-1])
+    total = len(values) / rate
+    record = {"service_msg_per_s": rate, "service_seconds": total, **floor,
+              "client_floor_msg_per_s": 1e6 / (floor["kafka_python_consume_us"]
+                                               + floor["kafka_python_produce_us"])}
+    for stage in STAGES:
+        record[f"share_{stage}"] = seconds.get(stage, 0.0) / total
+        record[f"us_per_msg_{stage}"] = 1e6 * seconds.get(stage, 0.0) / len(values)
+    record["share_other"] = max(0.0, 1.0 - sum(record[f"share_{s}"] for s in STAGES))
+    return record
+
+
+def rate(args, root: pathlib.Path) -> list[dict]:
+    sizes = [(784, 600 if args.quick else 12000), (16, 2000 if args.quick else 40000)]
+    records = []
+    for d, n in sizes:
+        values = rate_messages(n, d)
+        record = {"d": d, "form": "array" if d >= 100 else "object", "messages": n,
+                  "budget": 1024, "workers": 1, "target_msg_per_s": TARGETS[d],
+                  "message_bytes": round(sum(map(len, values)) / n)}
+        record.update(service_rate(values, d, root))
+        record.update(in_process(values, d))
+        record["target_met"] = record["service_msg_per_s"] >= TARGETS[d]
+        record["ratio_service_to_learner"] = (record["service_msg_per_s"]
+                                              / record["learner_msg_per_s"])
+        record["ratio_learner_to_decode"] = (record["learner_msg_per_s"]
+                                             / record["decode_msg_per_s"])
+        # The keys every scale-out record has (one worker: its own rate).
+        record.update(seconds=round(record["service_seconds"], 2),
+                      group_msg_per_s=record["service_msg_per_s"],
+                      worker_msg_per_s_mean=record["service_msg_per_s"])
+        records.append(record)
+        print(json.dumps({k: record[k] for k in ("d", "service_msg_per_s", "target_met")}),
+              flush=True)
+    return records
+
+
+def print_rate_table(records: list[dict]) -> None:
+    from common import format_table
+
+    print(format_table(records, [
+        ("d", "d", "d"), ("form", "x", "s"), ("service_msg_per_s", "service msg/s", ".0f"),
+        ("target_msg_per_s", "target", "d"), ("target_met", "met", ""),
+        ("learner_msg_per_s", "no-Kafka msg/s", ".0f"),
+        ("ratio_service_to_learner", "service/no-Kafka", ".2f"),
+        ("decode_msg_per_s", "decode msg/s", ".0f"),
+        ("client_floor_msg_per_s", "kafka-python floor msg/s", ".0f")]))
+    print("\nwhere one worker's time goes (share of its time; microseconds per message):")
+    print(format_table(records, [("d", "d", "d")] + [
+        (f"share_{s}", s, ".0%") for s in (*STAGES, "other")] + [
+        (f"us_per_msg_{s}", f"{s} us", ".1f") for s in STAGES]))
+    print("\nkafka-python alone, per message: consume (500 a poll) and produce one output:")
+    print(format_table(records, [("d", "d", "d"),
+                                 ("kafka_python_consume_us", "consume us", ".1f"),
+                                 ("kafka_python_produce_us", "produce us", ".1f")]))
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--group", action="store_true",
+                        help="the group's scaling (--workers) instead of one worker's rate")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--messages", type=int, default=30000)
     parser.add_argument("--d", type=int, default=16)
@@ -183,20 +356,30 @@ def main(argv=None) -> int:
                         help="produce the stream before starting the workers (the clock then "
                         "includes their start-up: read worker_msg_per_s)")
     parser.add_argument("--quick", action="store_true", help="a tiny run (smoke test)")
-    parser.add_argument("--out", help="write the records as JSON here")
+    parser.add_argument("--out", help="write the records as JSON here (default: "
+                        "benchmarks/results/scaleout[_group][_quick].json)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.messages, args.workers = 1000, [2]
-    X, y = make_stream(args.messages, args.d)
-    values = encode(X, y)
+    from common import machine, one_blas_thread, write_records
+
     records = []
-    with tempfile.TemporaryDirectory(prefix="advsvm-scaleout-") as tmp:
-        for workers in args.workers:
-            record = run(workers, values, args, pathlib.Path(tmp))
-            print(json.dumps(record), flush=True)
-            records.append(record)
-    if args.out:
-        pathlib.Path(args.out).write_text(json.dumps(records, indent=1))
+    with tempfile.TemporaryDirectory(prefix="advsvm-scaleout-") as tmp, one_blas_thread():
+        if not args.group:
+            records = [{**r, **machine()} for r in rate(args, pathlib.Path(tmp))]
+            print_rate_table(records)
+        else:
+            if args.quick:
+                args.messages, args.workers = 1000, [2]
+            X, y = make_stream(args.messages, args.d)
+            values = encode(X, y)
+            from river_advsvm import progress
+
+            for workers in progress.bar(args.workers, desc="group sizes", unit="run",
+                                        progress=not args.no_progress):
+                record = run(workers, values, args, pathlib.Path(tmp))
+                progress.write(json.dumps(record))
+                records.append(record)
+    write_records(records, args.out, "scaleout_group" if args.group else "scaleout", args.quick)
     return 0
 
 

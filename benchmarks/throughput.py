@@ -1,39 +1,86 @@
-"""Samples per second of AdvKernelSVM next to reference implementations, in the same process.
+"""Samples per second of AdvKernelSVM next to what numpy does on the same arithmetic, in one run.
 
-    python benchmarks/throughput.py [--quick] [--out FILE]
+    python benchmarks/throughput.py [--quick] [--data PATH] [--out FILE]
 
-For each input width `d` and budget `B` it times learn_one, learn_many (batches of 500) and
-predict_one for:
+Every number is measured with BLAS on one thread, in CPU seconds of this process (so that time
+the scheduler gives to other jobs on a shared machine does not count), and every rate is
+judged by its ratio to a reference measured in the same process, interleaved with it: each
+system and each reference runs a short chunk per round, for several rounds, and its rate is
+the best round's (the median is recorded too). The references:
 
-- `river-advsvm`: AdvKernelSVM (compact policy), dict samples for the *_one modes, numpy batches
-  for learn_many (River's DataFrame path is measured too, as `river-advsvm (DataFrame)`).
-- `numpy loop`: the same arithmetic written by hand on numpy arrays (no dicts, no validation):
-  the ceiling the one-sample API can approach. For learn_many its row is the batch floor: one
-  GEMM and one cosine for the whole batch, nothing sequential.
-- `river RBFSampler|LogReg`: River's own `feature_extraction.RBFSampler(n_components=B) |
-  linear_model.LogisticRegression`. It expands each input into d x B features per sample, so its
-  run is capped in time.
-- `sklearn RBFSampler+SGD`: scikit-learn's `RBFSampler(n_components=B)` and
-  `SGDClassifier(loss="hinge").partial_fit`, one sample (or one batch) per call.
+- `hand loop`: the random-feature step written by hand in float32 numpy, one sample at a time
+  (`z = x W + u`, `cos z`, the margin, the coefficient update and its norm), on float32 rows
+  prepared in advance: no dicts, no validation. The reference of `learn_one`; its prediction
+  half (`z`, `cos`, the margin) is the reference of `predict_one`.
+- `batch limit`: numpy's float32 `cos(X W + u)` for a batch of 500 rows, one matrix product and
+  nothing sequential. The reference of `learn_many(500)` and `decision_then_learn_many(500)`.
 
-BLAS is pinned to one thread (the machine is shared; a second thread has been seen to slow
-down 90x under load) and every number is reported with its ratio to the numpy loop measured in
-the same run, which is what to compare across machines.
+AdvKernelSVM learns strictly row by row: a `learn_one` loop and any batching of `learn_many`
+give the same model bit for bit, which is what exactly-once replay across crashes needs. BLAS
+rounds a row's product differently by the shape of the batch it is in, so learning uses one
+matrix-vector product per row, and a matrix-vector product streams the whole weight matrix
+for one row. The batch limit is therefore out of reach of learning by construction; the
+tables say by how much, and `hand loop` is the per-row ceiling.
+
+Systems: AdvKernelSVM with random features (`compact`) in float32 and float64 and, when the
+installed version has them, with support vectors (`merge`, float32, trained to its steady state
+first; the table gives how many vectors it holds); scikit-learn's `RBFSampler` +
+`SGDClassifier(loss="hinge").partial_fit`; River's `RBFSampler | LogisticRegression` (d x B
+dict entries per sample: a short capped run, skipped past 4 million).
+
+Also measured: one pass of `learn_many(500)` over MNIST 1 vs 7 (`--data`; `--quick` uses
+scikit-learn's digits) with its test accuracy; where the time of `learn_one` and `predict_one`
+goes at d = 784 (component timings and cProfile); and candidate dict -> array conversions, each
+checked to refuse strings, None, nested and non-finite values.
 
 """
 
 from __future__ import annotations
 
+import array
+import contextlib
+import cProfile
+import functools
+import importlib.util
+import itertools
 import math
+import pathlib
+import pstats
+import statistics
+import struct
 import sys
 import time
 
 import numpy as np
 
 import common
-from river_advsvm import AdvKernelSVM
+from river_advsvm import AdvKernelSVM, inputs, progress
 
-BATCH = 500
+BATCH = common.BATCH
+#: CPU seconds of this process: time the scheduler gives to other jobs on a shared machine is
+#: not counted (BLAS runs on this one thread).
+clock = time.process_time
+SQRT2 = math.sqrt(2.0)
+#: The configuration the targets are judged at.
+TARGET_D, TARGET_BUDGET = 784, 1024
+TARGETS = {"learn_one": 0.5, "predict_one": 0.6, "learn_many": 0.8}
+MNIST_SECONDS = 0.4
+#: Feature dicts held in memory per configuration (cycled): about 1.5 million entries.
+DICT_ENTRIES = 1_500_000
+#: River's pipeline builds d x B dict entries per sample; past this it is not run.
+RIVER_MAX_ENTRIES = 4_000_000
+
+
+def has_support_vectors() -> bool:
+    """Whether the installed river_advsvm has the support-vector representation."""
+    return importlib.util.find_spec("river_advsvm.support") is not None
+
+
+def river_dicts(X: np.ndarray) -> list[dict]:
+    """Rows as feature dicts the way `river.stream.iter_array` makes them: one list of names
+    shared by every row, so rows share their key objects."""
+    names = list(range(X.shape[1]))
+    return [dict(zip(names, row)) for row in X.tolist()]
 
 
 def make_data(n: int, d: int, seed: int = 0):
@@ -44,154 +91,745 @@ def make_data(n: int, d: int, seed: int = 0):
     return X, y
 
 
-def timed(run, n_samples: int, budget_seconds: float) -> float:
-    """Samples per second of `run(i)` over up to `n_samples` calls or `budget_seconds`."""
-    run(0)  # warm-up: first-touch allocations, input registration
-    done, start = 0, time.perf_counter()
-    while done < n_samples:
-        run(done + 1)
-        done += 1
-        if time.perf_counter() - start > budget_seconds:
-            break
-    return done / (time.perf_counter() - start)
+# -- timing ---------------------------------------------------------------------------------------
 
 
-# -- the hand-written reference -----------------------------------------------------------------
+class Rounds:
+    """Interleaved timing: each runner gets one chunk of calls per round; its rate is the best
+    round's, the median is kept too."""
+
+    def __init__(self, rounds: int, chunk_seconds: float):
+        self.rounds = rounds
+        self.chunk_seconds = chunk_seconds
+        self.runners: dict = {}
+
+    def add(self, key, call, samples_per_call: int = 1, context=contextlib.nullcontext) -> None:
+        """`call()` processes `samples_per_call` samples; `context()` is entered around each
+        chunk of calls (an experiment patched in for that chunk only)."""
+        self.runners[key] = (call, samples_per_call, context)
+
+    def run(self) -> dict:
+        """`{key: (best samples/s, median samples/s)}`."""
+        calls = {}
+        for key, (call, _, context) in self.runners.items():
+            with context():
+                call()  # first-touch allocations, input registration
+                n, start = 0, clock()
+                while n < 2 or clock() - start < self.chunk_seconds / 4:
+                    call()
+                    n += 1
+                seconds = clock() - start
+            calls[key] = max(1, round(self.chunk_seconds * n / seconds))
+        rates: dict = {key: [] for key in self.runners}
+        for _ in range(self.rounds):
+            for key, (call, per_call, context) in self.runners.items():
+                k = calls[key]
+                with context():
+                    start = clock()
+                    for _ in range(k):
+                        call()
+                    seconds = clock() - start
+                rates[key].append(k * per_call / seconds)
+        return {key: (max(r), statistics.median(r)) for key, r in rates.items()}
+
+
+def cycling(items):
+    """A function returning the next item of `items`, round and round."""
+    return itertools.cycle(items).__next__
+
+
+# -- the references -------------------------------------------------------------------------------
 
 
 class HandLoop:
-    """The compact-policy DSG step on numpy arrays, with nothing else around it."""
+    """The `compact` random-feature step in float32 numpy, with nothing around it.
+
+    Borrows the float32 model's own weights (rows in the order of the inputs 0..d-1), so it
+    computes the same function with the same arithmetic: `W` and `x` float32, coefficients
+    float64 as in the model.
+    """
 
     def __init__(self, model: AdvKernelSVM, d: int):
-        # Borrow the model's own random features so both compute exactly the same thing.
-        model.learn_one(dict(enumerate(np.ones(d).tolist())), True)
-        self.omega = model._store.omega.copy()
-        self.phase = model._store.phase[: model._store.size].copy()
-        self.coef = np.zeros(self.omega.shape[1])
+        store = model._store
+        rows = model._index.positions(list(range(d)))
+        self.W = np.ascontiguousarray(store.omega[rows], dtype=np.float32)
+        self.u = store.phase[: store.size].astype(np.float32)
+        self.B = self.W.shape[1]
+        self.coef = np.zeros(self.B)
         self.bias, self.norm = 0.0, 0.0
-        self.eta, self.lam, self.eta_b = model.step_size, model.regularization, model.bias_step_size
+        self.eta, self.eta_b = model.step_size, model.bias_step_size
+        self.rho = 1.0 - model.step_size * model.regularization
 
     def learn(self, x: np.ndarray, y: float) -> None:
-        phi = math.sqrt(2) * np.cos(x @ self.omega + self.phase)
-        g = float(self.coef @ phi) + self.bias
-        self.coef *= 1 - self.eta * self.lam
-        if 1 - y * g > 0:
-            self.coef += (self.eta * y / len(self.coef)) * phi
-            self.norm = math.sqrt(len(self.coef)) * float(np.sqrt(self.coef @ self.coef))
+        z = x @ self.W
+        z += self.u
+        c = np.cos(z)
+        g = SQRT2 * float(self.coef @ c) + self.bias
+        self.coef *= self.rho
+        if 1.0 - y * g > 0.0:
+            self.coef += (SQRT2 * self.eta * y / self.B) * c
+            self.norm = math.sqrt(self.B) * math.sqrt(float(self.coef @ self.coef))
             self.bias += self.eta_b * y
 
     def predict(self, x: np.ndarray) -> bool:
-        return float(self.coef @ (math.sqrt(2) * np.cos(x @ self.omega + self.phase))) > -self.bias
+        z = x @ self.W
+        z += self.u
+        return SQRT2 * float(self.coef @ np.cos(z)) + self.bias > 0.0
 
-    def batch_floor(self, X: np.ndarray) -> np.ndarray:
-        return math.sqrt(2) * np.cos(X @ self.omega + self.phase)
+    def batch_limit(self, X: np.ndarray) -> np.ndarray:
+        Z = X @ self.W
+        Z += self.u
+        return np.cos(Z, out=Z)
 
 
-# -- one configuration --------------------------------------------------------------------------
+def start_hand_loop(d: int, budget: int, gamma: float) -> HandLoop:
+    model = AdvKernelSVM(gamma=gamma, budget=budget, budget_policy="compact", seed=0,
+                         dtype="float32")
+    model.learn_one(dict.fromkeys(range(d), 1.0), True)  # every input registered
+    return HandLoop(model, d)
 
 
-def bench_config(d: int, budget: int, n_one: int, n_many: int, seconds: float) -> list[dict]:
-    import pandas as pd
+# -- the grid -------------------------------------------------------------------------------------
 
-    X, y = make_data(max(n_one, n_many) + BATCH + 1, d)
-    dicts = [dict(enumerate(row)) for row in X[: n_one + 2].tolist()]
+
+def prefill(model, X, y, samples: int, seconds: float) -> None:
+    """Learn batches of `X` (round and round) until `samples` or `seconds`: the steady state
+    of a support-vector model, whose cost grows with the vectors it holds."""
+    start, i = time.perf_counter(), 0
+    while model.n_learned < samples and time.perf_counter() - start < seconds:
+        rows = slice(i % len(X), i % len(X) + BATCH)
+        model.learn_many(X[rows], y[rows])
+        i += BATCH
+
+
+def bench_config(d: int, budget: int, rounds: int, chunk: float, prefill_seconds: float) -> list:
+    n_pool = 4 * BATCH
+    X, y = make_data(n_pool, d)
+    X32 = X.astype(np.float32)
+    gamma = 1.0 / (d * float(X.var()))
+    n_dicts = max(50, min(n_pool, DICT_ENTRIES // d))
+    dicts = river_dicts(X[:n_dicts])
     labels = y.tolist()
-    signs = np.where(y, 1.0, -1.0)
-    records = []
+    signs = np.where(y, 1.0, -1.0).tolist()
+    batches = [(X[i:i + BATCH], y[i:i + BATCH]) for i in range(0, n_pool, BATCH)]
+    bench = Rounds(rounds, chunk)
 
-    def record(system, mode, rate):
-        records.append({"system": system, "d": d, "budget": budget, "mode": mode,
-                        "samples_per_s": rate})
+    hand = start_hand_loop(d, budget, gamma)
+    rows32 = list(X32)
+    bench.add(("hand loop", "float32", "learn_one"),
+              lambda it=cycling(list(zip(rows32, signs))): hand.learn(*it()))
+    bench.add(("hand loop", "float32", "predict_one"),
+              lambda it=cycling(rows32): hand.predict(it()))
+    bench.add(("batch limit", "float32", "batch"),
+              lambda it=cycling([X32[i:i + BATCH] for i in range(0, n_pool, BATCH)]):
+              hand.batch_limit(it()), BATCH)
 
-    # river-advsvm
-    model = AdvKernelSVM(budget=budget, seed=0)
-    record("river-advsvm", "learn_one",
-           timed(lambda i: model.learn_one(dicts[i], labels[i]), n_one, seconds))
-    record("river-advsvm", "predict_one",
-           timed(lambda i: model.predict_one(dicts[i]), n_one, seconds))
-    model = AdvKernelSVM(budget=budget, seed=0)
-    n_batches = max(1, n_many // BATCH)
-    record("river-advsvm", "learn_many", BATCH * timed(
-        lambda i: model.learn_many(X[(i % n_batches) * BATCH:][:BATCH],
-                                   y[(i % n_batches) * BATCH:][:BATCH]), n_batches, seconds))
-    frames = [pd.DataFrame(X[i * BATCH:(i + 1) * BATCH]) for i in range(n_batches)]
-    series = [pd.Series(y[i * BATCH:(i + 1) * BATCH]) for i in range(n_batches)]
-    model = AdvKernelSVM(budget=budget, seed=0)
-    record("river-advsvm (DataFrame)", "learn_many", BATCH * timed(
-        lambda i: model.learn_many(frames[i % n_batches], series[i % n_batches]),
-        n_batches, seconds))
+    models = {}
+    systems = [("river-advsvm", "compact", "float32"), ("river-advsvm", "compact", "float64")]
+    if has_support_vectors():
+        systems.append(("river-advsvm", "merge", "float32"))
+    for system, policy, dtype in systems:
+        key = (f"{system} {policy}", dtype)
+        model = models[key] = AdvKernelSVM(gamma=gamma, budget=budget, budget_policy=policy,
+                                           dtype=dtype, seed=0)
+        model.learn_many(*batches[0])
+        if policy != "compact":
+            prefill(model, X, y, 2 * budget, prefill_seconds)
+        bench.add((*key, "learn_one"),
+                  lambda m=model, it=cycling(list(zip(dicts, labels))): m.learn_one(*it()))
+        bench.add((*key, "predict_one"), lambda m=model, it=cycling(dicts): m.predict_one(it()))
+        bench.add((*key, "learn_many"),
+                  lambda m=model, it=cycling(batches): m.learn_many(*it()), BATCH)
+        bench.add((*key, "decision_then_learn_many"),
+                  lambda m=model, it=cycling(batches): m.decision_then_learn_many(*it()), BATCH)
 
-    # numpy hand loop and batch floor
-    hand = HandLoop(AdvKernelSVM(budget=budget, gamma=1.0 / d, seed=0), d)
-    record("numpy loop", "learn_one", timed(lambda i: hand.learn(X[i], signs[i]), n_one, seconds))
-    record("numpy loop", "predict_one", timed(lambda i: hand.predict(X[i]), n_one, seconds))
-    record("numpy loop", "learn_many", BATCH * timed(
-        lambda i: hand.batch_floor(X[(i % n_batches) * BATCH:][:BATCH]), n_batches, seconds))
-
-    # scikit-learn
-    from sklearn.kernel_approximation import RBFSampler as SkRBF
+    from sklearn.kernel_approximation import RBFSampler
     from sklearn.linear_model import SGDClassifier
 
-    sampler = SkRBF(n_components=budget, gamma=1.0 / d, random_state=0).fit(X[:2])
-    sgd = SGDClassifier(loss="hinge", alpha=1e-4)
+    sampler = RBFSampler(n_components=budget, gamma=gamma, random_state=0).fit(X[:2])
+    sgd_one, sgd_many = SGDClassifier(loss="hinge"), SGDClassifier(loss="hinge")
     classes = np.array([False, True])
-    record("sklearn RBFSampler+SGD", "learn_one", timed(
-        lambda i: sgd.partial_fit(sampler.transform(X[i : i + 1]), y[i : i + 1], classes),
-        n_one, seconds))
-    record("sklearn RBFSampler+SGD", "predict_one", timed(
-        lambda i: sgd.predict(sampler.transform(X[i : i + 1])), n_one, seconds))
-    sgd = SGDClassifier(loss="hinge", alpha=1e-4)
-    record("sklearn RBFSampler+SGD", "learn_many", BATCH * timed(
-        lambda i: sgd.partial_fit(sampler.transform(X[(i % n_batches) * BATCH:][:BATCH]),
-                                  y[(i % n_batches) * BATCH:][:BATCH], classes),
-        n_batches, seconds))
+    sgd_one.partial_fit(sampler.transform(X[:BATCH]), y[:BATCH], classes)
+    sgd_many.partial_fit(sampler.transform(X[:BATCH]), y[:BATCH], classes)
+    rows = [(X[i:i + 1], y[i:i + 1]) for i in range(n_pool)]
+    sk = ("sklearn RBFSampler+SGD", "float64")
+    bench.add((*sk, "learn_one"), lambda it=cycling(rows): (
+        lambda r: sgd_one.partial_fit(sampler.transform(r[0]), r[1], classes))(it()))
+    bench.add((*sk, "predict_one"),
+              lambda it=cycling(rows): sgd_one.predict(sampler.transform(it()[0])))
+    bench.add((*sk, "learn_many"), lambda it=cycling(batches): (
+        lambda b: sgd_many.partial_fit(sampler.transform(b[0]), b[1], classes))(it()), BATCH)
 
-    # River's own pipeline: d x B output features per sample, so a short capped run.
-    from river import feature_extraction, linear_model
+    rates = bench.run()
 
-    pipeline = feature_extraction.RBFSampler(
-        gamma=1.0 / d, n_components=budget, seed=0
-    ) | linear_model.LogisticRegression()
-    cap = max(3, min(n_one, int(2e6 // (d * budget))))
-    record("river RBFSampler|LogReg", "learn_one",
-           timed(lambda i: pipeline.learn_one(dicts[i], labels[i]), cap, seconds))
-    record("river RBFSampler|LogReg", "predict_one",
-           timed(lambda i: pipeline.predict_one(dicts[i]), cap, seconds))
+    reference = {"learn_one": rates[("hand loop", "float32", "learn_one")],
+                 "predict_one": rates[("hand loop", "float32", "predict_one")],
+                 "learn_many": rates[("batch limit", "float32", "batch")],
+                 "decision_then_learn_many": rates[("batch limit", "float32", "batch")]}
+    names = {"learn_one": "hand loop", "predict_one": "hand loop (predict)",
+             "learn_many": "batch limit", "decision_then_learn_many": "batch limit"}
+    records = []
+    for (system, dtype, mode), (best, median) in rates.items():
+        record = {"kind": "rate", "system": system, "dtype": dtype, "d": d, "budget": budget,
+                  "mode": mode, "samples_per_s": best, "samples_per_s_median": median}
+        if mode in reference:
+            record["reference"] = names[mode]
+            record["ratio"] = best / reference[mode][0]
+            record["ratio_median"] = median / reference[mode][1]
+        model = models.get((system, dtype))
+        if model is not None and model.n_support_vectors:
+            record["n_support_vectors"] = model.n_support_vectors
+        records.append(record)
 
-    reference = {r["mode"]: r["samples_per_s"] for r in records if r["system"] == "numpy loop"}
-    for r in records:
-        r["ratio_to_numpy"] = r["samples_per_s"] / reference[r["mode"]]
+    # River's own pipeline, on its own: d x B dict entries per sample.
+    if d * budget <= RIVER_MAX_ENTRIES:
+        from river import feature_extraction, linear_model
+
+        pipeline = feature_extraction.RBFSampler(
+            gamma=gamma, n_components=budget, seed=0) | linear_model.LogisticRegression()
+        cap = max(3, min(200, RIVER_MAX_ENTRIES // 2 // (d * budget)))
+        for mode, call in [("learn_one", lambda i: pipeline.learn_one(dicts[i], labels[i])),
+                           ("predict_one", lambda i: pipeline.predict_one(dicts[i]))]:
+            call(0)
+            start = clock()
+            for i in range(1, cap + 1):
+                call(i % n_dicts)
+            rate = cap / (clock() - start)
+            records.append({"kind": "rate", "system": "river RBFSampler|LogReg",
+                            "dtype": "float64", "d": d, "budget": budget, "mode": mode,
+                            "samples_per_s": rate, "samples_per_s_median": rate,
+                            "reference": names[mode], "ratio": rate / reference[mode][0],
+                            "ratio_median": rate / reference[mode][1]})
     return records
 
 
-def format_table(records: list[dict]) -> str:
-    lines = [f"{'system':28s} {'d':>5s} {'B':>5s} {'mode':12s} {'samples/s':>12s} {'x numpy':>8s}"]
+# -- MNIST 1 vs 7 ---------------------------------------------------------------------------------
+
+
+def same_model(a, b) -> bool:
+    """Whether two models hold the same state, bit for bit (their checkpoints)."""
+    meta_a, arrays_a = a.to_checkpoint()
+    meta_b, arrays_b = b.to_checkpoint()
+    return (meta_a["state"] == meta_b["state"] and arrays_a.keys() == arrays_b.keys()
+            and all(np.array_equal(arrays_a[k], arrays_b[k]) for k in arrays_a))
+
+
+def mnist_pass(pair: dict, name: str, budget: int, repeats: int) -> list:
+    """One pass of learn_many(500), as `common.train` does, with test accuracy; the float32
+    hand loop and batch limit over the same rows; and a learn_one loop compared bit for bit."""
+    X, y, X_test, y_test = pair["X_train"], pair["y_train"], pair["X_test"], pair["y_test"]
+    d = X.shape[1]
+    gamma = 1.0 / (d * float(X.var()))
+    systems = [("compact", "float32"), ("compact", "float64")]
+    if has_support_vectors():
+        systems += [("merge", "float32"), ("merge", "float64")]
+    X32 = X.astype(np.float32)
+    hand = start_hand_loop(d, budget, gamma)
+    signs = np.where(y == y.max(), 1.0, -1.0).tolist()
+    rows32 = list(X32)
+
+    def hand_pass():
+        start = clock()
+        for x, s in zip(rows32, signs):
+            hand.learn(x, s)
+        return clock() - start
+
+    def limit_pass():
+        start = clock()
+        for i in range(0, len(X32), BATCH):
+            hand.batch_limit(X32[i:i + BATCH])
+        return clock() - start
+
+    seconds: dict = {key: [] for key in [*systems, "hand loop", "batch limit"]}
+    models = {}
+    for _ in range(repeats):  # interleaved; the best of the repeats
+        seconds["hand loop"].append(hand_pass())
+        seconds["batch limit"].append(limit_pass())
+        for policy, dtype in systems:
+            model = AdvKernelSVM(gamma=gamma, budget=budget, budget_policy=policy, dtype=dtype,
+                                 seed=0)
+            start = clock()  # common.train's pass, on the CPU clock
+            for i in range(0, len(X), BATCH):
+                model.learn_many(X[i:i + BATCH], y[i:i + BATCH])
+            seconds[(policy, dtype)].append(clock() - start)
+            models[(policy, dtype)] = model
+    records = []
+    limit, loop = min(seconds["batch limit"]), min(seconds["hand loop"])
+    for reference, best in [("hand loop", loop), ("batch limit", limit)]:
+        records.append({"kind": "mnist", "data": name, "system": reference, "d": d,
+                        "budget": budget, "samples": len(X), "pass_seconds": best,
+                        "samples_per_s": len(X) / best})
+    dicts = river_dicts(X)
+    labels = y.tolist()
+    for policy, dtype in systems:
+        model = models[(policy, dtype)]
+        best = min(seconds[(policy, dtype)])
+        record = {"kind": "mnist", "data": name, "system": "river-advsvm", "policy": policy,
+                  "dtype": dtype, "d": d, "budget": budget, "gamma": gamma,
+                  "samples": len(X), "pass_seconds": best, "samples_per_s": len(X) / best,
+                  "ratio_to_batch_limit": limit / best, "ratio_to_hand_loop": loop / best,
+                  "accuracy": float(common.right(model, X_test, y_test).mean()),
+                  "n_support_vectors": model.n_support_vectors if policy != "compact" else None}
+        if dtype == "float32":
+            one = AdvKernelSVM(gamma=gamma, budget=budget, budget_policy=policy, dtype=dtype,
+                               seed=0)
+            for x, label in zip(dicts, labels):
+                one.learn_one(x, label)
+            record["same_as_learn_one_loop"] = same_model(model, one)
+        records.append(record)
+    float64 = {r["policy"]: r["accuracy"] for r in records
+               if r.get("dtype") == "float64"}
     for r in records:
-        lines.append(
-            f"{r['system']:28s} {r['d']:5d} {r['budget']:5d} {r['mode']:12s} "
-            f"{r['samples_per_s']:12,.0f} {r['ratio_to_numpy']:8.3f}"
-        )
+        if r.get("dtype") == "float32":
+            r["accuracy_change_vs_float64"] = r["accuracy"] - float64[r["policy"]]
+    return records
+
+
+# -- where the time goes --------------------------------------------------------------------------
+
+
+def profile_split(d: int, budget: int, rounds: int, chunk: float) -> list:
+    """Component timings of `learn_one` and `predict_one` (float32 `compact`) on dicts."""
+    X, y = make_data(4 * BATCH, d)
+    gamma = 1.0 / (d * float(X.var()))
+    model = AdvKernelSVM(gamma=gamma, budget=budget, budget_policy="compact", seed=0)
+    model.learn_many(X[:BATCH], y[:BATCH])
+    store = model._store
+    n_dicts = max(50, min(1000, DICT_ENTRIES // d))
+    dicts = river_dicts(X[:n_dicts])
+    labels = y.tolist()
+    parsed = [inputs.dict_values(x) for x in dicts]
+    rows = [model._split(names, values)[0] for names, values in parsed]
+    z = store._row_projection(rows[0])
+    c = np.cos(z)
+    rho = 1.0 - model.step_size * model.regularization
+
+    def update(v):
+        store.value(v)  # caches cos z for add(), as the model's step does
+        store.scale(rho)
+        store.add(model.step_size, v)
+
+    bench = Rounds(rounds, chunk)
+    pairs = list(zip(dicts, labels))
+    for name, conversion, lookup in CANDIDATES:
+        context = functools.partial(candidate_changes, conversion, lookup)
+        bench.add(("learn_one", name), lambda it=cycling(pairs): model.learn_one(*it()),
+                  context=context)
+        bench.add(("predict_one", name), lambda it=cycling(dicts): model.predict_one(it()),
+                  context=context)
+    hand = start_hand_loop(d, budget, gamma)
+    rows32 = [r.astype(np.float32) for r in X[:n_dicts]]
+    signs = np.where(y, 1.0, -1.0).tolist()
+    bench.add(("learn_one", "hand loop"),
+              lambda it=cycling(list(zip(rows32, signs))): hand.learn(*it()))
+    bench.add(("predict_one", "hand loop"), lambda it=cycling(rows32): hand.predict(it()))
+    bench.add("dict -> array", lambda it=cycling(dicts): inputs.dict_values(it()))
+    bench.add("name lookup", lambda it=cycling(parsed): model._split(*it()))
+    bench.add("projection", lambda it=cycling(rows): store._row_projection(it()))
+    bench.add("cos", lambda: np.cos(z))
+    bench.add("margin", lambda: float(store.coefficients @ c))
+    bench.add("value", lambda it=cycling(rows): store.value(it()))
+    bench.add("update", lambda it=cycling(rows): update(it()))
+    bench.add("harness", lambda it=cycling(rows): it())  # the cost of the timing loop itself
+    us = {key: 1e6 / best for key, (best, _) in bench.run().items()}
+    harness = us.pop("harness")
+    us = {key: max(value - harness, 0.0) for key, value in us.items()}
+    # `update` includes one `value` (projection, cos, margin) to set up the step.
+    us["update"] = max(us["update"] - us["value"], 0.0)
+    records = []
+    for call in ("learn_one", "predict_one"):
+        today, hand_us = us[(call, "today")], us[(call, "hand loop")]
+        for name, _, _ in CANDIDATES:
+            records.append({"kind": "candidate", "call": call, "d": d, "budget": budget,
+                            "variant": name, "us_per_call": us[(call, name)],
+                            "speedup_vs_today": today / us[(call, name)],
+                            "ratio": hand_us / us[(call, name)]})
+        us[call] = today
+    for call, parts in [("learn_one", ["dict -> array", "name lookup", "projection", "cos",
+                                       "margin", "update"]),
+                        ("predict_one", ["dict -> array", "name lookup", "projection", "cos",
+                                         "margin"])]:
+        total = us[call]
+        split = {p: us[p] for p in parts}
+        split["python overhead"] = max(total - sum(split.values()), 0.0)
+        for part, value in split.items():
+            records.append({"kind": "profile", "call": call, "d": d, "budget": budget,
+                            "part": part, "us_per_call": value, "share": value / total,
+                            "total_us": total})
+    records += cprofile_top(model, dicts, labels, "compact")
+    if has_support_vectors():
+        svm = AdvKernelSVM(gamma=gamma, budget=budget, budget_policy="merge", seed=0)
+        prefill(svm, X, y, 2 * budget, 60.0)
+        records += cprofile_top(svm, dicts, labels, "merge")
+    return records
+
+
+def cprofile_top(model, dicts, labels, policy: str, top: int = 10) -> list:
+    """cProfile's own time per function, per call, for learn_one and predict_one."""
+    records = []
+    for call, run in [("learn_one", lambda: [model.learn_one(x, y)
+                                             for x, y in zip(dicts, labels)]),
+                      ("predict_one", lambda: [model.predict_one(x) for x in dicts])]:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        run()
+        profiler.disable()
+        stats = pstats.Stats(profiler).stats
+        rows = sorted(stats.items(), key=lambda item: -item[1][2])[:top]
+        for (file, line, function), (_, calls, own, cumulative, _) in rows:
+            where = pathlib.Path(file).name if file != "~" else "builtin"
+            records.append({"kind": "cprofile", "policy": policy, "call": call,
+                            "n_support_vectors": model.n_support_vectors,
+                            "function": f"{where}:{function}",
+                            "calls_per_sample": calls / len(dicts),
+                            "own_us_per_sample": 1e6 * own / len(dicts),
+                            "cumulative_us_per_sample": 1e6 * cumulative / len(dicts)})
+    return records
+
+
+# -- candidate changes to river_advsvm.inputs ------------------------------------------------------
+
+#: (name, conversion, lookup that remembers the list it matched)
+CANDIDATES = [("today", None, False), ("struct conversion", "struct", False),
+              ("array('d') conversion", "array('d')", False),
+              ("lookup remembers the list", None, True), ("struct + lookup", "struct", True)]
+
+
+@contextlib.contextmanager
+def candidate_changes(conversion: str | None, lookup: bool):
+    """Candidate changes to `river_advsvm.inputs`, patched in for one chunk of calls:
+
+    - `conversion`: `dict_values` through `convert_struct` or `convert_array_d` (same results,
+      same errors);
+    - `lookup`: `FeatureIndex._lookup` remembers the list it matched, so that the second
+      lookup of the same sample (learn_one looks its names up twice) is an identity check.
+    """
+    original_values, original_lookup = inputs.dict_values, inputs.FeatureIndex._lookup
+
+    def remembering(self, names):
+        if names is not self._last_names and names == self._last_names:
+            self._last_names = names
+        return original_lookup(self, names)
+
+    if conversion:
+        inputs.dict_values = {"struct": convert_struct, "array('d')": convert_array_d}[conversion]
+    if lookup:
+        inputs.FeatureIndex._lookup = remembering
+    try:
+        yield
+    finally:
+        inputs.dict_values, inputs.FeatureIndex._lookup = original_values, original_lookup
+
+
+# -- dict -> array candidates ---------------------------------------------------------------------
+
+NUMERIC_TYPES = frozenset({float, int, bool, np.float64, np.float32, np.int64, np.int32,
+                           np.bool_})
+
+
+DICT_VALUES = inputs.dict_values  # today's, kept: the candidates fall back on it
+
+
+def convert_today(x):
+    """What `river_advsvm.inputs.dict_values` does: `np.asarray`, whose dtype exposes strings
+    and None, then the bounds."""
+    return DICT_VALUES(x)
+
+
+def convert_array_d(x, missing_ok: bool = False):
+    """`array.array('d', values)`: C doubles through `__float__`, which str, None and nested
+    values do not have (TypeError); the bounds in one reduction. Anything refused or out of
+    bounds goes to today's `dict_values` for its error message (or, at inference, for dropping
+    NaN)."""
+    if not isinstance(x, dict):
+        return DICT_VALUES(x, missing_ok)
+    try:
+        values = np.frombuffer(array.array("d", list(x.values())))
+    except (TypeError, OverflowError):
+        return DICT_VALUES(x, missing_ok)
+    if not np.abs(values).max(initial=0.0) <= inputs.MAX_ABS_VALUE:
+        return DICT_VALUES(x, missing_ok)
+    return list(x), values
+
+
+_PACKERS: dict = {}
+
+
+def convert_struct(x, missing_ok: bool = False):
+    """`struct.Struct(f"{n}d").pack_into` a new float64 array: C doubles through `__float__`
+    (or `__index__`), which str, None, bytes, complex and nested values do not have
+    (`struct.error`); the bounds in one reduction. Anything refused or out of bounds goes to
+    today's `dict_values` for its error message (or, at inference, for dropping NaN). The
+    packer of each length is made once."""
+    if not isinstance(x, dict):
+        return DICT_VALUES(x, missing_ok)
+    raw = list(x.values())
+    packer = _PACKERS.get(len(raw))
+    if packer is None:
+        packer = _PACKERS[len(raw)] = struct.Struct(f"{len(raw)}d")
+    values = np.empty(len(raw))
+    try:
+        packer.pack_into(values, 0, *raw)
+    except (struct.error, TypeError, OverflowError):
+        return DICT_VALUES(x, missing_ok)
+    if not np.abs(values).max(initial=0.0) <= inputs.MAX_ABS_VALUE:
+        return DICT_VALUES(x, missing_ok)
+    return list(x), values
+
+
+def convert_type_set(x):
+    """Check the set of value types against the numeric ones, then `np.fromiter`."""
+    names, raw = list(x), list(x.values())
+    if set(map(type, raw)) <= NUMERIC_TYPES:
+        try:
+            values = np.fromiter(raw, np.float64, len(raw))
+        except OverflowError:  # an int beyond float64
+            return DICT_VALUES(x)
+        if np.abs(values).max(initial=0.0) <= inputs.MAX_ABS_VALUE:
+            return names, values
+    return DICT_VALUES(x)
+
+
+def convert_fromiter(x):
+    """`np.fromiter(values, float64)`: fast, but it parses "1.5" and turns None into NaN."""
+    names = list(x)
+    try:
+        values = np.fromiter(x.values(), np.float64, len(names))
+    except (TypeError, ValueError, OverflowError):
+        return DICT_VALUES(x)
+    if not np.abs(values).max(initial=0.0) <= inputs.MAX_ABS_VALUE:
+        return DICT_VALUES(x)
+    return names, values
+
+
+CONVERSIONS = {"np.asarray (today)": convert_today, "struct": convert_struct,
+               "array('d')": convert_array_d,
+               "type set + fromiter": convert_type_set, "fromiter (parses str)": convert_fromiter}
+BAD_VALUES = ["1.5", np.str_("1.5"), None, [1.0], (1.0,), {"v": 1.0}, b"1", 1j, float("nan"),
+              float("inf"), 1e16, 10**400, np.float64("nan")]
+
+
+def refuses_bad_values(convert) -> bool:
+    """Whether `convert` refuses every bad value, in any position, with InvalidInput (any
+    other outcome, a value accepted or another exception, is a failure)."""
+    for bad in BAD_VALUES:
+        for x in ({"a": 1.0, "b": bad}, {"b": bad}):
+            try:
+                convert(x)
+            except inputs.InvalidInput:
+                continue
+            except Exception:
+                return False
+            return False
+    return True
+
+
+def conversion_candidates(dims, rounds: int, chunk: float) -> list:
+    records = []
+    rng = np.random.default_rng(0)
+    for d in dims:
+        pool = river_dicts(rng.random((32, d)))
+        for x in pool[:2]:
+            reference = convert_today(x)
+            for convert in CONVERSIONS.values():
+                names, values = convert(x)
+                assert names == reference[0] and np.array_equal(values, reference[1])
+        bench = Rounds(rounds, chunk)
+        for name, convert in CONVERSIONS.items():
+            bench.add(name, lambda f=convert, it=cycling(pool): f(it()))
+        rates = bench.run()
+        today = 1e6 / rates["np.asarray (today)"][0]
+        for name, convert in CONVERSIONS.items():
+            us = 1e6 / rates[name][0]
+            records.append({"kind": "conversion", "candidate": name, "d": d, "us_per_call": us,
+                            "speedup_vs_today": today / us,
+                            "refuses_bad_values": refuses_bad_values(convert)})
+    return records
+
+
+# -- targets, tables ------------------------------------------------------------------------------
+
+
+def targets(records: list, d: int, budget: int) -> list:
+    out = []
+    rates = {(r["system"], r["dtype"], r["mode"]): r for r in records
+             if r["kind"] == "rate" and r["d"] == d and r["budget"] == budget}
+    for system in ("river-advsvm compact", "river-advsvm merge"):
+        for mode, threshold in TARGETS.items():
+            r = rates.get((system, "float32", mode))
+            if r is not None:
+                out.append({"kind": "target", "target": f"{mode} >= {threshold}x "
+                                                        f"{r['reference']}, {system[13:]}",
+                            "d": d, "budget": budget, "value": r["ratio"],
+                            "value_median": r["ratio_median"], "threshold": threshold,
+                            "met": r["ratio"] >= threshold})
+    for r in records:
+        if r["kind"] == "mnist" and r["system"] == "river-advsvm":
+            out.append({"kind": "target",
+                        "target": f"{r['data']} learn_many pass < {MNIST_SECONDS} s, "
+                                  f"{r['policy']} {r['dtype']}",
+                        "d": r["d"], "budget": r["budget"], "value": r["pass_seconds"],
+                        "threshold": MNIST_SECONDS, "met": r["pass_seconds"] < MNIST_SECONDS})
+    return out
+
+
+RATE_COLUMNS = [("system", "system", ""), ("dtype", "dtype", ""), ("d", "d", "d"),
+                ("budget", "B", "d"), ("mode", "mode", ""), ("samples_per_s", "samples/s", ",.0f"),
+                ("ratio", "ratio", ".3f"), ("ratio_median", "(median)", ".3f"),
+                ("n_support_vectors", "SVs", "d")]
+
+
+def markdown(records: list, quick: bool) -> str:
+    machine = common.machine()
+    lines = ["# Throughput (`benchmarks/throughput.py`)", "",
+             f"{machine['cpu']}, {machine['cpus']} cores shared with other jobs, Python "
+             f"{machine['python']}, numpy {machine['numpy']}, BLAS pinned to one thread."
+             + (" Quick smoke run." if quick else ""), "",
+             "Samples/s (best round of interleaved rounds), and in parentheses the ratio to the "
+             "reference measured in the same run: the float32 hand loop for `learn_one` (its "
+             "prediction half for `predict_one`), the float32 batch limit `cos(X W + u)` for "
+             "`learn_many(500)` and `decision_then_learn_many(500)`.", ""]
+    rates = [r for r in records if r["kind"] == "rate"]
+
+    def cell(r):
+        return "-" if r is None else f"{r['samples_per_s']:,.0f} ({r['ratio']:.2f}x)"
+
+    configs = sorted({(r["d"], r["budget"]) for r in rates})
+    systems = list(dict.fromkeys((r["system"], r["dtype"]) for r in rates
+                                 if r["system"].startswith("river-advsvm")))
+    index = {(r["system"], r["dtype"], r["d"], r["budget"], r["mode"]): r for r in rates}
+    modes = ["learn_one", "predict_one", "learn_many", "decision_then_learn_many"]
+    for system, dtype in systems:
+        lines += [f"**{system}, {dtype}**", "",
+                  "| d | B | " + " | ".join(modes) + " | SVs |", "|---" * (len(modes) + 3) + "|"]
+        for d, b in configs:
+            cells = [cell(index.get((system, dtype, d, b, m))) for m in modes]
+            svs = index.get((system, dtype, d, b, "learn_one"), {}).get("n_support_vectors")
+            lines.append(f"| {d} | {b} | " + " | ".join(cells) + f" | {svs or '-'} |")
+        lines.append("")
+    lines += ["**References and competitors** (samples/s)", "",
+              "| d | B | hand loop | hand loop, predict | batch limit | sklearn one | "
+              "sklearn predict | sklearn batch | River one | River predict |",
+              "|---" * 10 + "|"]
+    sk, rv = "sklearn RBFSampler+SGD", "river RBFSampler|LogReg"
+    columns = [("hand loop", "float32", "learn_one"), ("hand loop", "float32", "predict_one"),
+               ("batch limit", "float32", "batch"), (sk, "float64", "learn_one"),
+               (sk, "float64", "predict_one"), (sk, "float64", "learn_many"),
+               (rv, "float64", "learn_one"), (rv, "float64", "predict_one")]
+    for d, b in configs:
+        cells = []
+        for system, dtype, mode in columns:
+            r = index.get((system, dtype, d, b, mode))
+            rate = None if r is None else r["samples_per_s"]
+            cells.append("-" if rate is None else f"{rate:,.1f}" if rate < 10 else f"{rate:,.0f}")
+        lines.append(f"| {d} | {b} | " + " | ".join(cells) + " |")
+    mnist = [r for r in records if r["kind"] == "mnist"]
+    if mnist:
+        lines += ["", f"**One pass of `learn_many(500)` over {mnist[0]['data']}** "
+                      f"({mnist[0]['samples']:,} samples, d = {mnist[0]['d']}, "
+                      f"B = {mnist[0]['budget']}, gamma = 1/(d Var X))", "",
+                  common.markdown_table(mnist, [
+                      ("system", "system", ""), ("policy", "policy", ""), ("dtype", "dtype", ""),
+                      ("pass_seconds", "seconds", ".3f"), ("samples_per_s", "samples/s", ",.0f"),
+                      ("ratio_to_batch_limit", "x batch limit", ".2f"),
+                      ("accuracy", "test accuracy", ".4f"),
+                      ("accuracy_change_vs_float64", "vs float64", "+.4f"),
+                      ("same_as_learn_one_loop", "= learn_one loop", ""),
+                      ("n_support_vectors", "SVs", "d")])]
+    candidates = [r for r in records if r["kind"] == "candidate"]
+    if candidates:
+        lines += ["", "**Candidate changes to the input path**, patched in for the measurement "
+                      "(µs per call, speed-up against today, ratio to the hand loop, same "
+                      "rounds)", "",
+                  common.markdown_table(candidates, [
+                      ("call", "call", ""), ("variant", "variant", ""),
+                      ("us_per_call", "µs", ".1f"), ("speedup_vs_today", "speed-up", ".3f"),
+                      ("ratio", "x hand loop", ".3f")])]
+    profile = [r for r in records if r["kind"] == "profile"]
+    if profile:
+        lines += ["", f"**Where the time goes** (d = {profile[0]['d']}, "
+                      f"B = {profile[0]['budget']}, float32, µs per call)", ""]
+        for call in ("learn_one", "predict_one"):
+            rows = [r for r in profile if r["call"] == call]
+            lines.append(f"- `{call}` {rows[0]['total_us']:.0f} µs: " + ", ".join(
+                f"{r['part']} {r['us_per_call']:.1f} ({r['share']:.0%})" for r in rows))
+    conversions = [r for r in records if r["kind"] == "conversion"]
+    if conversions:
+        lines += ["", "**dict -> array candidates** (µs per call; speed-up against today's "
+                      "`np.asarray`; whether str, None, nested and non-finite values are all "
+                      "refused)", "",
+                  common.markdown_table(conversions, [
+                      ("candidate", "candidate", ""), ("d", "d", "d"),
+                      ("us_per_call", "µs", ".2f"), ("speedup_vs_today", "speed-up", ".2f"),
+                      ("refuses_bad_values", "refuses bad values", "")])]
+    goals = [r for r in records if r["kind"] == "target"]
+    if goals:
+        lines += ["", "**Targets**", "",
+                  common.markdown_table(
+                      [{**g, "met": "met" if g["met"] else "not met"} for g in goals],
+                      [("target", "target", ""), ("d", "d", "d"), ("budget", "B", "d"),
+                       ("value", "measured", ".3f"), ("value_median", "(median)", ".3f"),
+                       ("met", "", "")])]
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
-    args = common.parser(__doc__.split("\n\n")[0]).parse_args(argv)
+    parser = common.parser(__doc__.split("\n\n")[0], data=True)
+    args = parser.parse_args(argv)
     if args.quick:
-        grid, n_one, n_many, seconds = [(64, 256)], 200, 1000, 0.5
+        grid, rounds, chunk, prefill_seconds = [(64, 256)], 2, 0.03, 2.0
+        profile_at, dims, repeats = (64, 256), (16, 64), 1
+        pair, pair_name = common.digits_pair(1, 7), "digits 1 vs 7"
     else:
-        grid = [(d, b) for d in (64, 784, 3072) for b in (256, 1024, 4096)]
-        n_one, n_many, seconds = 3000, 10_000, 4.0
+        grid = [(d, b) for d in (16, 64, 784, 3072) for b in (256, 1024, 4096)]
+        rounds, chunk, prefill_seconds = 5, 0.25, 60.0
+        profile_at, dims, repeats = (TARGET_D, TARGET_BUDGET), (16, 64, 784, 3072), 3
+        pair = common.load_pair(common.data_file(args.data, "mnist.npz"), 1, 7)
+        pair_name = "MNIST 1 vs 7"
     records = []
     with common.one_blas_thread():
-        for d, budget in grid:
-            rows = bench_config(d, budget, n_one, n_many, seconds)
-            print(format_table(rows), flush=True)
-            print()
-            records.extend(rows)
+        for d, budget in progress.bar(grid, desc="throughput", unit="config",
+                                      progress=not args.no_progress):
+            # Twice the rounds where the targets are judged.
+            more = 2 if (d, budget) == (TARGET_D, TARGET_BUDGET) else 1
+            rows = bench_config(d, budget, more * rounds, chunk, prefill_seconds)
+            progress.write(common.format_table(rows, RATE_COLUMNS) + "\n")
+            records += rows
+        rows = mnist_pass(pair, pair_name, TARGET_BUDGET, repeats)
+        print(common.format_table(rows, [
+            ("system", "system", ""), ("policy", "policy", ""), ("dtype", "dtype", ""),
+            ("pass_seconds", "seconds", ".3f"), ("samples_per_s", "samples/s", ",.0f"),
+            ("ratio_to_batch_limit", "x limit", ".2f"), ("accuracy", "accuracy", ".4f"),
+            ("same_as_learn_one_loop", "= learn_one", ""), ("n_support_vectors", "SVs", "d")]),
+            flush=True)
+        records += rows
+        rows = profile_split(*profile_at, 2 * rounds, chunk)
+        print(common.format_table([r for r in rows if r["kind"] == "profile"], [
+            ("call", "call", ""), ("part", "part", ""), ("us_per_call", "us", ".1f"),
+            ("share", "share", ".1%")]))
+        print(common.format_table([r for r in rows if r["kind"] == "candidate"], [
+            ("call", "call", ""), ("variant", "variant", ""), ("us_per_call", "us", ".1f"),
+            ("speedup_vs_today", "speed-up", ".3f"), ("ratio", "x hand loop", ".3f")]))
+        print(common.format_table([r for r in rows if r["kind"] == "cprofile"], [
+            ("policy", "policy", ""), ("call", "call", ""), ("function", "function", ""),
+            ("own_us_per_sample", "own us", ".1f"),
+            ("cumulative_us_per_sample", "cumulative us", ".1f")]), flush=True)
+        records += rows
+        rows = conversion_candidates(dims, rounds, chunk / 2)
+        print(common.format_table(rows, [
+            ("candidate", "candidate", ""), ("d", "d", "d"), ("us_per_call", "us", ".2f"),
+            ("speedup_vs_today", "speed-up", ".2f"), ("refuses_bad_values", "honest", "")]))
+        records += rows
+    target_at = (TARGET_D, TARGET_BUDGET) if not args.quick else grid[0]
+    goals = targets(records, *target_at)
+    print(common.format_table(goals, [("target", "target", ""), ("value", "measured", ".3f"),
+                                      ("met", "met", "")]))
+    records += goals
     machine = common.machine()
     for r in records:
         r.update(machine, quick=args.quick)
     common.write_records(records, args.out, "throughput", args.quick)
+    common.write_markdown(markdown(records, args.quick), args.out, "throughput", args.quick)
     return 0
 
 

@@ -1,28 +1,32 @@
 """Robustness of natural vs adversarially trained AdvKernelSVM on 1 vs 7, attacked and certified.
 
     python examples/robustness_report.py digits
-    python examples/robustness_report.py mnist --mnist /path/to/mnist.npz
+    python examples/robustness_report.py mnist [--mnist PATH]   # after: advsvm data fetch mnist
 
 For each model: clean accuracy; FGSM and PGD-10 (L-inf at 8/255 and 0.1, L2 at 0.5 and 1.0);
 C&W-L2 and ZOO (L2 at 0.5 and 1.0); and the certified accuracy at every radius. Attack
 accuracies are upper bounds on the robust accuracy, certified ones lower bounds. C&W and ZOO
 cost far more than the rest (ZOO sees scores only: 2 queries per coordinate per step), so they
 run on the first `--cw-samples` / `--zoo-samples` test points; every row says on how many, and
-how many seconds 1,000 samples would take.
+how many seconds 1,000 samples would take. Progress bars and the estimated cost of each
+attack are shown on stderr when it is a terminal (`--no-progress` switches them off).
 
-`mnist.npz` holds uint8 arrays X_train, y_train, X_test, y_test (pixels are divided by 255).
+`mnist.npz` holds uint8 arrays X_train, y_train, X_test, y_test (pixels are divided by 255);
+`advsvm data fetch mnist` downloads it into the directory `--mnist` defaults to.
 """
 
 from __future__ import annotations
 
 import argparse
+import pathlib
 import time
 
 import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from river_advsvm import AdvKernelSVM
+from river_advsvm import AdvKernelSVM, progress
+from river_advsvm import data as datasets
 from river_advsvm.attacks import FGSM, PGD, ZOO, CarliniWagnerL2
 from river_advsvm.evaluate import robustness_report
 
@@ -41,6 +45,9 @@ def load_pair(data: str, mnist_path: str, first: int = 1, second: int = 7):
             X[mask] / 16.0, y[mask], test_size=0.3, random_state=0, stratify=y[mask]
         )
         return X_train, y_train, X_test, y_test
+    if not pathlib.Path(mnist_path).is_file():
+        raise SystemExit(f"robustness_report.py: {mnist_path} not found; download it with: "
+                         f"{datasets.fetch_command('mnist.npz')} (or pass --mnist PATH)")
     arrays = np.load(mnist_path)
     pair = []
     for part in ("train", "test"):
@@ -56,7 +63,8 @@ def train(model, X, y, batch: int = 500):
     return model
 
 
-def report(model, X, y, cw_samples: int, zoo_samples: int, zoo: ZOO) -> pd.DataFrame:
+def report(model, X, y, cw_samples: int, zoo_samples: int, zoo: ZOO,
+           show_progress: bool = True) -> pd.DataFrame:
     """One table per model: the cheap attacks on all of X, C&W and ZOO on the first points
     (each run with its own clean row, so that every attack is compared on its samples)."""
     runs = [
@@ -67,7 +75,8 @@ def report(model, X, y, cw_samples: int, zoo_samples: int, zoo: ZOO) -> pd.DataF
     ]
     tables = []
     for attacks, n, certified in runs:
-        table = robustness_report(model, X[:n], y[:n], attacks, EPSILONS, certified=certified)
+        table = robustness_report(model, X[:n], y[:n], attacks, EPSILONS, certified=certified,
+                                  progress=show_progress)
         table.insert(3, "samples", n)
         tables.append(table)
     table = pd.concat(tables, ignore_index=True)
@@ -81,7 +90,8 @@ def report(model, X, y, cw_samples: int, zoo_samples: int, zoo: ZOO) -> pd.DataF
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("data", choices=["digits", "mnist"])
-    parser.add_argument("--mnist", default="mnist.npz", help="path of mnist.npz")
+    parser.add_argument("--mnist", default=str(datasets.default_dir() / "mnist.npz"),
+                        help="path of mnist.npz (default: where advsvm data fetch puts it)")
     parser.add_argument("--test-samples", type=int, default=2000)
     parser.add_argument("--cw-samples", type=int, default=500)
     parser.add_argument("--zoo-samples", type=int, default=40)
@@ -92,6 +102,8 @@ def main():
                         help="radius of adversarial training (default: 0.1 digits, 8/255 MNIST)")
     parser.add_argument("--adv-norm", default="linf", choices=["linf", "l2"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bars or cost estimates on stderr")
     args = parser.parse_args()
     epsilon = args.adv_epsilon
     if epsilon is None:
@@ -107,17 +119,20 @@ def main():
     }
     pd.set_option("display.width", 160)
     pd.set_option("display.max_columns", 20)
-    for name, model in models.items():
+    show_progress = not args.no_progress
+    for name, model in progress.bar(models.items(), total=len(models), desc="models",
+                                    unit="model", progress=show_progress):
         start = time.perf_counter()
         train(model, X_train, y_train)
-        print(f"\n{args.data} 1 vs 7, {name}: trained on {len(X_train)} in "
-              f"{time.perf_counter() - start:.1f} s")
+        progress.write(f"\n{args.data} 1 vs 7, {name}: trained on {len(X_train)} in "
+                       f"{time.perf_counter() - start:.1f} s")
         zoo = ZOO(learning_rate=args.zoo_learning_rate, search_steps=args.zoo_search_steps,
                   seed=args.seed)
-        table = report(model, X_test, y_test, args.cw_samples, args.zoo_samples, zoo)
+        table = report(model, X_test, y_test, args.cw_samples, args.zoo_samples, zoo,
+                       show_progress)
         columns = ["attack", "norm", "epsilon", "samples", "accuracy", "mean_perturbation",
                    "no_gradient", "seconds_per_1000"]
-        print(table[columns].round(3).to_string(index=False))
+        progress.write(table[columns].round(3).to_string(index=False))
 
 
 if __name__ == "__main__":

@@ -52,6 +52,8 @@ __all__ = [
 _SQRT2 = math.sqrt(2.0)
 NORM_PROBES = 256
 DTYPES = ("float32", "float64")
+#: Inputs a store does not know are weighted this many at a time (see `_extra_weights`).
+EXTRA_CHUNK = 256
 # The norm sketch draws its features from a seed unrelated to the model's (digits of sqrt(2)).
 _SKETCH_SEED_MASK = 0x6A09E667F3BCC908
 
@@ -166,14 +168,20 @@ class FeatureStore:
         """Weights of input keys the store has no rows for, without storing them."""
         if hashes is None or not len(hashes):
             return None
-        return self._weights(self.ids[: self.size], hashes).astype(self.dtype)
+        return self._weights(self.ids[: self.size], np.asarray(hashes, np.uint64)).astype(self.dtype)
+
+    def _extra_weights(self, hashes):
+        """`(columns, weights)` for inputs the store does not know, a bounded chunk at a time:
+        memory stays at `EXTRA_CHUNK x B` however many unknown inputs a sample brings."""
+        for start in range(0, len(hashes), EXTRA_CHUNK):
+            columns = slice(start, start + EXTRA_CHUNK)
+            yield columns, self.weights_for(hashes[columns])
 
     def projections(self, V: np.ndarray, U=None, extra_hashes=None) -> np.ndarray:
         """`Z = V Omega + u`, plus `U W_extra` for inputs the store does not know; many rows."""
         Z = V.astype(self.dtype) @ self.omega + self.phase[: self.size]
-        W_extra = self.weights_for(extra_hashes)
-        if W_extra is not None:
-            Z += U.astype(self.dtype) @ W_extra
+        for columns, W in self._extra_weights(extra_hashes or ()):
+            Z += U[:, columns].astype(self.dtype) @ W
         return Z
 
     def _row_projection(self, v: np.ndarray, u=None, extra_hashes=None) -> np.ndarray:
@@ -181,9 +189,8 @@ class FeatureStore:
         # alone, never on a batch.
         z = v.astype(self.dtype) @ self.omega
         z += self.phase[: self.size]
-        W_extra = self.weights_for(extra_hashes)
-        if W_extra is not None:
-            z += u.astype(self.dtype) @ W_extra
+        for columns, W in self._extra_weights(extra_hashes or ()):
+            z += u[columns].astype(self.dtype) @ W
         return z
 
     # -- the per-row protocol -------------------------------------------------------------------
@@ -203,11 +210,12 @@ class FeatureStore:
 
     def gradients(self, V: np.ndarray, U=None, extra_hashes=None):
         """`(df/dv, df/du)` for each row: `-sqrt(2) sum_i a_i sin(w_i . x + u_i) w_i`."""
-        W_extra = self.weights_for(extra_hashes)
         S = -_SQRT2 * np.sin(self.projections(V, U, extra_hashes)) * self.coefficients
         S = S.astype(self.dtype)
         GV = (S @ self.omega.T).astype(np.float64)
-        GU = (S @ W_extra.T).astype(np.float64) if W_extra is not None else np.zeros((len(V), 0))
+        GU = np.zeros((len(V), len(extra_hashes or ())))
+        for columns, W in self._extra_weights(extra_hashes or ()):
+            GU[:, columns] = S @ W.T
         return GV, GU
 
     def scale(self, factor: float) -> None:

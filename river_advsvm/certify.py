@@ -26,6 +26,9 @@ registered, for the fixed pool of `compact`).
 
 For a linear model `g(x) = w . x + b` the certificate is exact: `|g(x)| / ||w||_*`.
 
+For the support-vector model (`river_advsvm.support`), `support_radii` bounds the exact kernel
+expansion instead (see `river_advsvm.support_certificate`, where each bound is proved).
+
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ import weakref
 import numpy as np
 
 from river_advsvm.kernels import NORMS
+from river_advsvm.support_certificate import support_radii
 
-__all__ = ["certified_accuracy", "kernel_radii", "linear_radii"]
+__all__ = ["certified_accuracy", "kernel_radii", "linear_radii", "support_radii"]
 
 # Radii are shrunk by this relative amount, so that rounding in the margin or in the bounds
 # can never turn a certified radius into an unsound one.
@@ -166,6 +170,7 @@ def kernel_radii(
     _check_norm(norm)
     margins = np.asarray(margins, dtype=float)
     coefficients = math.sqrt(2.0) * np.abs(store.coefficients)
+    # The weights of inputs the store does not know (bounded by the model's max_features).
     W_extra = store.weights_for(unknown_hashes) if len(unknown_hashes) else None
     spectrum = _spectrum(store, scales, unknown_hashes, unknown_scales, W_extra)
     dual = spectrum["l2"] if norm == "l2" else spectrum["l1"]

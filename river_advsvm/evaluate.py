@@ -14,6 +14,7 @@ lower bound (no attack can go below it). Reporting both shows how tight the eval
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import time
 import typing
 import warnings
@@ -22,7 +23,8 @@ import numpy as np
 from river import metrics
 
 from river_advsvm import inputs
-from river_advsvm.attacks.base import Attack, NoGradientWarning, has_margin_api
+from river_advsvm import progress as progress_
+from river_advsvm.attacks.base import NOTE_SECONDS, Attack, NoGradientWarning, has_margin_api
 
 __all__ = ["iter_progressive_robust_val", "progressive_robust_val", "robustness_report"]
 
@@ -73,6 +75,7 @@ def robustness_report(
     attacks: dict | typing.Sequence,
     epsilons: dict | typing.Sequence[float],
     certified: bool = True,
+    progress: bool = True,
 ):
     """Accuracy of `model` on `(X, y)` clean, under each attack at each radius, and certified.
 
@@ -94,6 +97,10 @@ def robustness_report(
     certified
         Add the certified accuracy at every (norm, radius) of the report, for models that have
         `certified_radius_many`.
+    progress
+        Show a progress bar per run on stderr, and first an estimate of what each attack will
+        cost when the whole report may take more than a few seconds (only when stderr is a
+        terminal and tqdm is installed). `False` switches both off.
 
     Returns
     -------
@@ -144,22 +151,32 @@ def robustness_report(
         predictions = _predictions(model, names, points)
         return np.fromiter((p == t for p, t in zip(predictions, labels)), bool, len(labels))
 
+    named = _named(attacks)
+    for name, attack in named.items():
+        if not isinstance(attack, Attack):
+            raise TypeError(f"{name!r} is not a river_advsvm.attacks.Attack")
+    runs = {name: (1 if attack.minimizes_norm else len(_radii_for(epsilons, attack.norm)))
+            for name, attack in named.items()}
+    if progress_.enabled(progress):
+        _note_estimate(model, X, labels, named, runs)
+
+    bar = progress_.bar(total=sum(runs.values()), desc="robustness_report", unit="run",
+                        progress=progress and sum(runs.values()) > 1)
     start = time.perf_counter()
     clean_right = right_at(values)
     rows = [_row("clean", "", 0.0, clean_right, np.zeros(len(labels)), 0,
                  time.perf_counter() - start)]
 
     norms_used = []
-    for name, attack in _named(attacks).items():
-        if not isinstance(attack, Attack):
-            raise TypeError(f"{name!r} is not a river_advsvm.attacks.Attack")
+    for name, attack in named.items():
         radii = _radii_for(epsilons, attack.norm)
         if radii and attack.norm not in norms_used:
             norms_used.append(attack.norm)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NoGradientWarning)
             if attack.minimizes_norm:
-                result = attack.clone({"epsilon": None}).run(model, X, labels)
+                result = attack.clone({"epsilon": None}).run(model, X, labels, progress)
+                bar.update(runs[name])
                 adversarial_right = right_at(result.adversarial)
                 for radius in radii:
                     within = result.norms <= radius
@@ -169,9 +186,11 @@ def robustness_report(
                                      result.n_no_gradient, result.seconds))
             else:
                 for radius in radii:
-                    result = attack.clone({"epsilon": radius}).run(model, X, labels)
+                    result = attack.clone({"epsilon": radius}).run(model, X, labels, progress)
                     rows.append(_row(name, attack.norm, radius, right_at(result.adversarial),
                                      result.norms, result.n_no_gradient, result.seconds))
+                    bar.update()
+    bar.close()
 
     if certified and hasattr(model, "certified_radius_many"):
         norms = norms_used or [n for n in ("linf", "l2") if _radii_for(epsilons, n)]
@@ -185,6 +204,20 @@ def robustness_report(
                 rows.append(_row("certified", norm, radius, right, np.zeros(len(labels)), 0,
                                  seconds))
     return pd.DataFrame(rows, columns=REPORT_COLUMNS)
+
+
+def _note_estimate(model, X, labels: list, named: dict, runs: dict) -> None:
+    """One line on stderr with what each attack of a report should cost, if it adds up to
+    more than a few seconds."""
+    costs = {name: runs[name] * attack.estimate_seconds(model, X, labels)
+             for name, attack in named.items() if runs[name]}
+    total = sum(costs.values())
+    if total >= NOTE_SECONDS:
+        parts = ", ".join(f"{name} ~{progress_.duration(seconds)}"
+                          for name, seconds in costs.items())
+        if len(costs) > 1:
+            parts += f"; at most ~{progress_.duration(total)} in all"
+        progress_.note(f"robustness_report on {len(labels):,} samples: {parts}")
 
 
 def _row(attack, norm, radius, right, norms, no_gradient, seconds) -> dict:
@@ -267,10 +300,10 @@ def iter_progressive_robust_val(
     >>> for c in checkpoints:
     ...     print(c["step"], f"{c['clean_accuracy']:.3f} {c['robust_accuracy']:.3f} "
     ...           f"{c['certified_accuracy']:.3f}")
-    120 0.958 0.881 0.347
-    240 0.979 0.899 0.286
-    360 0.983 0.905 0.251
-    361 0.983 0.905 0.251
+    120 0.958 0.941 0.525
+    240 0.979 0.941 0.702
+    360 0.986 0.939 0.746
+    361 0.986 0.939 0.747
 
     """
     from river_advsvm.monitor import RobustnessMonitor
@@ -312,23 +345,51 @@ def iter_progressive_robust_val(
         return report
 
     n_seen = 0
-    for x, y in dataset:
-        y_pred = model.predict_one(x)
-        alerts.extend(monitor.update(x, y, y_pred=y_pred))
-        model.learn_one(x, y)
-        n_seen += 1
-        clean.update(y, y_pred)
-        seen = monitor.last
-        if seen.sampled:
-            n_attacked += 1
-            robust.update(True, seen.robust_correct)
-            if seen.certified is not None:
-                n_certified += 1
-                certified.update(True, seen.certified)
+    stream = iter(dataset)
+    while chunk := list(itertools.islice(stream, step - n_seen % step)):
+        for x, y, y_pred in _test_then_train(model, monitor, chunk):
+            alerts.extend(monitor.update(x, y, y_pred=y_pred))
+            n_seen += 1
+            clean.update(y, y_pred)
+            seen = monitor.last
+            if seen.sampled:
+                n_attacked += 1
+                robust.update(True, seen.robust_correct)
+                if seen.certified is not None:
+                    n_certified += 1
+                    certified.update(True, seen.certified)
         if n_seen % step == 0:
             yield checkpoint()
     if n_seen % step:
         yield checkpoint()
+
+
+def _test_then_train(model, monitor, chunk: list) -> typing.Iterator[tuple]:
+    """`(x, y, y_pred)` for each sample of `chunk`, the model having predicted `y_pred` just
+    before it learned `(x, y)`, and the monitor's `update` due before the next sample is learned.
+
+    Runs of samples the monitor will not attack go through `decision_then_learn_many` (one call,
+    the same predictions and model, bit for bit, as a loop); a sample it attacks is predicted,
+    handed over and learned alone, so that the attack meets the model as it was.
+    """
+    batched = hasattr(model, "decision_then_learn_many") and hasattr(monitor, "upcoming")
+    attacked = monitor.upcoming(len(chunk)) if batched else [True] * len(chunk)
+    i = 0
+    while i < len(chunk):
+        if attacked[i] or len(getattr(model, "classes", ())) != 2:
+            x, y = chunk[i]
+            y_pred = model.predict_one(x)
+            yield x, y, y_pred  # the monitor attacks here, before the model learns x
+            model.learn_one(x, y)
+            i += 1
+            continue
+        end = attacked.index(True, i) if True in attacked[i:] else len(chunk)
+        rows = chunk[i:end]
+        margins = model.decision_then_learn_many([x for x, _ in rows], [y for _, y in rows])
+        negative, positive = model.classes
+        for (x, y), margin in zip(rows, margins.tolist()):
+            yield x, y, positive if margin > 0 else negative
+        i = end
 
 
 def progressive_robust_val(
@@ -338,12 +399,14 @@ def progressive_robust_val(
     sample_rate: float | int | None = None,
     monitor=None,
     print_every: int = 0,
+    progress: bool = True,
     **print_kwargs,
 ) -> dict:
     """Run `iter_progressive_robust_val` to the end; return its final checkpoint.
 
     With `print_every`, a line per `print_every` samples is printed (`print_kwargs` go to
-    `print`, e.g. `file=`).
+    `print`, e.g. `file=`). A progress bar over the samples is shown on stderr when it is a
+    terminal and tqdm is installed; `progress=False` switches it off.
 
     Examples
     --------
@@ -360,20 +423,39 @@ def progressive_robust_val(
 
     >>> final = progressive_robust_val(digits, AdvKernelSVM(seed=0), PGD(epsilon=0.5, norm="l2"),
     ...                                sample_rate=4, print_every=100)  # doctest: +ELLIPSIS
-    [100] clean 95.00% – robust 88.00% – certified 32.00% (25 attacked) – 00:00:0...
-    [200] clean 97.50% – robust 90.00% – certified 26.00% (50 attacked) – 00:00:0...
-    [300] clean 98.33% – robust 92.00% – certified 22.67% (75 attacked) – 00:00:0...
-    [361] clean 98.34% – robust 91.11% – certified 21.11% (90 attacked) – 00:00:0...
+    [100] clean 95.00% – robust 88.00% – certified 48.00% (25 attacked) – 00:00:0...
+    [200] clean 97.50% – robust 92.00% – certified 72.00% (50 attacked) – 00:00:0...
+    [300] clean 98.33% – robust 93.33% – certified 78.67% (75 attacked) – 00:00:0...
+    [361] clean 98.61% – robust 92.22% – certified 77.78% (90 attacked) – 00:00:0...
     >>> final["n_attacked"]
     90
 
     """
     last = None
     step = print_every if print_every > 0 else 1 << 62
-    for last in iter_progressive_robust_val(dataset, model, attack, step, sample_rate, monitor):
-        if print_every > 0:
-            print(_progress_line(last), **print_kwargs)
+    with progress_.bar(total=_length(dataset), desc="progressive validation", unit="sample",
+                       progress=progress) as bar:
+
+        def counted(pairs):
+            for pair in pairs:
+                yield pair
+                bar.update()
+
+        for last in iter_progressive_robust_val(counted(dataset), model, attack, step,
+                                                sample_rate, monitor):
+            if print_every > 0 and progress_.enabled(progress):
+                progress_.write(_progress_line(last), file=print_kwargs.get("file"))
+            elif print_every > 0:
+                print(_progress_line(last), **print_kwargs)
     return last
+
+
+def _length(dataset) -> int | None:
+    """The number of samples of a sized iterable or a River dataset, if it says."""
+    try:
+        return len(dataset)
+    except TypeError:
+        return getattr(dataset, "n_samples", None)
 
 
 def _progress_line(checkpoint: dict) -> str:

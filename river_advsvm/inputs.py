@@ -193,9 +193,10 @@ def _numeric(names: typing.Sequence, raw: typing.Sequence) -> np.ndarray:
 def _check_bounds(names: typing.Sequence, values: np.ndarray, missing_ok: bool):
     """Refuse non-finite and too large values; with `missing_ok`, NaN entries are returned as
     a mask of entries to drop instead."""
-    inside = np.abs(values) <= MAX_ABS_VALUE  # False for NaN and inf too
-    if inside.all():
+    # Two reductions and no temporary: NaN fails both comparisons, as inf does one.
+    if values.size == 0 or (values.max() <= MAX_ABS_VALUE and values.min() >= -MAX_ABS_VALUE):
         return None
+    inside = np.abs(values) <= MAX_ABS_VALUE
     missing = np.isnan(values) if missing_ok else np.zeros(values.shape, dtype=bool)
     bad = ~inside & ~missing
     if bad.any():
@@ -299,6 +300,12 @@ class FeatureIndex:
             self._last_names, self._last_positions = names, positions
             self._last_identity = identity
         return positions, identity
+
+    def knows_all(self, names: list) -> bool:
+        """True when every name has a column (cheap for the names of the previous lookup)."""
+        if names is self._last_names or names == self._last_names:
+            return True
+        return bool((self._lookup(names)[0] >= 0).all())
 
     def positions(self, names: list) -> np.ndarray:
         """The column of each name, -1 where the name is unknown."""

@@ -292,7 +292,8 @@ class MarginClassifier(base.MiniBatchClassifier):
         classes known then.
         """
         labels = [None if y is None and predict_only_ok else _as_label(y) for y in labels]
-        self._classes_after([y for y in labels if y is not None])
+        if not all(y is None or y in self._labels for y in labels):
+            self._classes_after([y for y in labels if y is not None])
         hashes = self._check_new_inputs(rows, labels)
 
         margins = np.empty(len(labels))
@@ -332,6 +333,9 @@ class MarginClassifier(base.MiniBatchClassifier):
         predicted: dict = {}
         i = 0
         for names, values in rows.runs:
+            if self._index.knows_all(names):
+                i += len(values)
+                continue
             positions = self._index.positions(names)
             unknown = np.flatnonzero(positions < 0)
             if len(unknown):
@@ -394,7 +398,14 @@ class MarginClassifier(base.MiniBatchClassifier):
             return v, row[:0], []
         unknown = ~known & (row != 0)  # an absent input and a zero one are the same
         u_names = [n for n, k in zip(names, unknown.tolist()) if k]
+        self._check_unknown(len(u_names))
         return v, row[unknown], u_names
+
+    def _check_unknown(self, n_unknown: int) -> None:
+        if n_unknown > self.max_features:
+            raise inputs.InvalidInput(
+                f"the sample has {n_unknown} inputs the model does not know, more than "
+                f"max_features={self.max_features}", "too_many_features")
 
     @property
     def n_learned(self) -> int:
@@ -422,6 +433,7 @@ class MarginClassifier(base.MiniBatchClassifier):
         dropped (they cost nothing) unless `keep_zero` (an attacker may move them)."""
         V, unknown, U = self._index.dense(names, values)
         keep = (U != 0).any(axis=0) | keep_zero
+        self._check_unknown(int(keep.sum()))
         if not keep.all():
             unknown = [n for n, k in zip(unknown, keep.tolist()) if k]
             U = U[:, keep]

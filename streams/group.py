@@ -1,9 +1,12 @@
 """Scale-out: the workers of one consumer group learn one model together.
 
 `advsvm serve --sync-every N` makes the service one *worker* of its consumer group. Kafka
-spreads the input topic's partitions over the workers; every worker has the same random-feature
-pool (same seed, numeric gamma, budget, kernel, the 'compact' policy), so their models live in
-the same coordinates and can be averaged (`streams.merge`).
+spreads the input topic's partitions over the workers; every worker has the same model options,
+so their models can be averaged (`streams.merge`): support vectors ('merge', 'remove') in
+function space, the 'compact' random features (same seed) coefficient by coefficient. The
+kernel bandwidth is a fixed number (or dict) given to every worker: with `gamma='scale'` each
+worker would fit its own on its own first samples, and models of different bandwidths cannot be
+averaged, so workers refuse it (`merge.check_mergeable_params`).
 
 The group's state is a *snapshot topic* (one partition, `cleanup.policy=compact`, keyed by
 worker id). A snapshot is a worker's service checkpoint (`streams.state`, the package's safe
@@ -14,9 +17,9 @@ format, as bytes): model, counters, `offsets` and the `group` bookkeeping. The p
   the state as a snapshot and wait for the broker's acknowledgement, then write the same bytes
   to the local checkpoint file. A worker publishes
   nothing else: what peers see is always a state whose every input offset is accounted for.
-- **Fold**: merged = sum_k n_k a_k / sum_k n_k over this worker's model and each peer snapshot
-  with samples this worker has not averaged in yet; n_k is that number of new samples (for
-  itself: what it learned since its last fold). A snapshot already folded weighs 0, so a dead
+- **Fold**: merged f = sum_k n_k f_k / sum_k n_k over this worker's model and each peer
+  snapshot with samples this worker has not averaged in yet; n_k is that number of new samples
+  (for itself: what it learned since its last fold). A snapshot already folded weighs 0, so a dead
   worker's last model is averaged in once, not at every sync. The bias and the calibration
   temperature are averaged the same way, and the model's `n_learned` becomes the group's total.
 - **Claims**: a snapshot's `offsets` hold, for every partition the worker ever learned from, the
@@ -36,7 +39,7 @@ format, as bytes): model, counters, `offsets` and the `group` bookkeeping. The p
   group's model options if its own differ, as a checkpoint would win over them).
 
 Exactly once, with averaging. Each message is *counted* once: over the latest snapshot of every
-worker, the `messages` counters sum to the sum of the partitions' claims, and `samples_learned`
+worker, the `consumed` counters sum to the sum of the partitions' claims, and `samples_learned`
 sums to the labelled ones among them; the merged model's `n_learned` is that sum. A message
 learned by a worker that dies before its next snapshot is in no snapshot, so no peer averaged it
 in, and it is learned again by the partition's next owner. With averaging, "learned" means its
@@ -50,275 +53,38 @@ coordinator refuses the commit of an evicted member, and the worker then publish
 rolls back at its next assignment (so do workers whose partitions were lost). What remains is
 the round trip between that commit and the publication: closing it needs Kafka transactions.
 
-Not covered (and said so in the README): a broker that loses the snapshot topic loses the
+Not covered (and said so in the docs): a broker that loses the snapshot topic loses the
 group's claims (the workers' local files are republished on restart).
+
+The parts: `streams.snapshot` (the topic's records), `streams.snapshot_topic` (reading it),
+`streams.group_state` (claims, totals and the group's model over the latest snapshots) and,
+here, one worker's side of the protocol (`GroupSync`, driven by `streams.worker.GroupWorker`).
 
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import re
 import socket
-import time
 import uuid
 
-from river_advsvm.checkpoint import CheckpointError
 from streams import merge
 from streams import state as state_io
+from streams.group_state import claims, group_model, superseded, totals
+from streams.snapshot import (FENCE_PREFIX, Snapshot, fence_key, new_bookkeeping, newer,
+                              parse_snapshot)
+from streams.snapshot_topic import SnapshotReader, read_group
 
-__all__ = ["GroupSync", "Snapshot", "SnapshotReader", "claims", "group_model", "new_bookkeeping",
-           "parse_snapshot", "read_group", "superseded", "totals", "worker_id"]
+__all__ = ["FENCE_PREFIX", "GroupSync", "Snapshot", "SnapshotReader", "claims", "group_model",
+           "new_bookkeeping", "newer", "parse_snapshot", "read_group", "superseded", "totals",
+           "worker_id"]
 
 log = logging.getLogger(__name__)
 
-FENCE_PREFIX = b"fence/"
 WORKER_ID_FILE = "worker-id"
 _WORKER_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-#: Snapshots can be large (B coefficients plus the input names): fetch them whole.
-_FETCH_BYTES = 64 * 2**20
-
-
-# -- snapshots ------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class Snapshot:
-    """One published worker state, as read from the snapshot topic."""
-
-    worker: str
-    position: int  # offset in the snapshot topic
-    meta: dict
-    arrays: dict
-    fields: dict  # `streams.state.parse_extra`
-
-    @property
-    def group(self) -> dict:
-        return self.fields["group"]
-
-    @property
-    def seq(self) -> int:
-        return self.group["seq"]
-
-    @property
-    def learned(self) -> int:
-        return self.fields["counters"]["learned"]
-
-    @property
-    def messages(self) -> int:
-        return self.fields["counters"]["messages"]
-
-    @property
-    def offsets(self) -> dict:
-        return self.fields["offsets"]
-
-    @property
-    def folded(self) -> dict:
-        return self.group["folded"]
-
-    def state(self) -> state_io.ServiceState:
-        """The full service state (the model is rebuilt: slower than reading the fields)."""
-        return state_io.from_checkpoint(self.meta, self.arrays, f"snapshot of {self.worker}")
-
-
-def new_bookkeeping(worker: str) -> dict:
-    return {"worker": worker, "seq": 0, "folded": {}, "self_at_fold": 0,
-            "run": {"first": None, "last": None, "processed": 0}}
-
-
-def parse_snapshot(key: bytes | None, value: bytes | None, position: int) -> Snapshot | None:
-    """The snapshot in a record of the snapshot topic; None for fences and foreign records."""
-    if key is None or key.startswith(FENCE_PREFIX) or not value:
-        return None
-    worker = key.decode("utf-8", "replace")
-    from river_advsvm import checkpoint
-
-    meta, arrays = checkpoint.loads(value)
-    fields = state_io.parse_extra(meta, f"snapshot {position} of {worker}")
-    if fields["group"] is None or fields["group"]["worker"] != worker:
-        raise CheckpointError(f"snapshot {position} keyed {worker!r} is not that worker's")
-    return Snapshot(worker, position, meta, arrays, fields)
-
-
-def newer(a: Snapshot | None, b: Snapshot) -> bool:
-    """True if `b` replaces `a` as its worker's latest: a higher seq, or the same seq later."""
-    return a is None or (b.seq, b.position) > (a.seq, a.position)
-
-
-def claims(snapshots, topic_ids: dict | None = None) -> dict[str, dict[int, int]]:
-    """The group's next offset of every partition: the largest any snapshot holds for it.
-
-    `topic_ids` (topic -> current id) drops the offsets of a topic's earlier incarnation: those
-    positions are in a log that is gone.
-    """
-    result: dict[str, dict[int, int]] = {}
-    for snapshot in snapshots:
-        ids = snapshot.fields["topic_ids"]
-        for topic, parts in snapshot.offsets.items():
-            current = (topic_ids or {}).get(topic)
-            if current is not None and ids.get(topic) not in (None, current):
-                continue
-            mine = result.setdefault(topic, {})
-            for partition, offset in parts.items():
-                mine[partition] = max(mine.get(partition, 0), offset)
-    return result
-
-
-def superseded(snapshots) -> set[str]:
-    """Workers whose latest snapshot is entirely inside a later one: a snapshot published after
-    it (higher position) that had folded in all of its samples."""
-    out = set()
-    for s in snapshots:
-        for t in snapshots:
-            if t.position > s.position and t.worker != s.worker \
-                    and t.folded.get(s.worker, -1) >= s.learned:
-                out.add(s.worker)
-                break
-    return out
-
-
-def group_model(snapshots):
-    """The group's model: what a new worker starts from, as a fitted model (None if empty).
-
-    The latest snapshots that no later snapshot has folded in entirely, averaged with weights
-    = their `samples_learned`; `n_learned` is the sum over every latest snapshot. Snapshots
-    whose model cannot be averaged with the earliest one are left out (and logged).
-    """
-    members = _group_members(list(snapshots))
-    if not members:
-        return None
-    return merge.to_model(*merge.average(members, sum(s.learned for s in snapshots)))
-
-
-def _group_members(snapshots: list[Snapshot]) -> list[tuple]:
-    if not snapshots:
-        return []
-    ordered = sorted(snapshots, key=lambda s: s.position)
-    gone = superseded(ordered)
-    base = ordered[0]
-    members = [(base.meta, base.arrays, 0.0 if base.worker in gone else float(base.learned))]
-    for s in ordered[1:]:
-        reason = merge.incompatibility(base.meta, s.meta)
-        if reason is not None:
-            log.error("leaving out the snapshot of %s: %s", s.worker, reason)
-            continue
-        members.append((s.meta, s.arrays, 0.0 if s.worker in gone else float(s.learned)))
-    return members
-
-
-def totals(snapshots) -> dict:
-    """What the group has done, over the latest snapshot of every worker."""
-    snapshots = list(snapshots)
-    sums = {key: sum(s.fields["counters"][key] for s in snapshots)
-            for key in ("messages", "learned", "predicted", "dead_letters", "correct")}
-    all_claims = claims(snapshots)
-    runs = [s.group["run"] for s in snapshots if s.group["run"]["first"] is not None]
-    return {
-        "workers": sorted(s.worker for s in snapshots),
-        "samples_learned": sums["learned"],
-        "messages": sums["messages"],
-        "predicted": sums["predicted"],
-        "dead_letters": sums["dead_letters"],
-        "test_then_train_accuracy": sums["correct"] / sums["learned"] if sums["learned"] else None,
-        "offsets": {t: {str(p): o for p, o in sorted(parts.items())}
-                    for t, parts in sorted(all_claims.items())},
-        "claimed_messages": sum(o for parts in all_claims.values() for o in parts.values()),
-        "first_message_at": min((r["first"] for r in runs), default=None),
-        "last_message_at": max((r["last"] for r in runs), default=None),
-    }
-
-
-# -- reading the topic ----------------------------------------------------------------------------
-
-
-class SnapshotReader:
-    """Follows the snapshot topic and keeps the latest snapshot of every worker.
-
-    Reads the whole log (a broker that does not compact, like the bundled one, keeps every
-    snapshot; the latest of each worker wins either way).
-    """
-
-    def __init__(self, bootstrap_servers: str, topic: str, client_id: str = "advsvm-group"):
-        from kafka import KafkaConsumer, TopicPartition
-
-        from streams.kafka import _BOOTSTRAP_TIMEOUT_MS
-
-        self.topic = topic
-        self.latest: dict[str, Snapshot] = {}
-        self.invalid = 0
-        self._tp = TopicPartition(topic, 0)
-        self._consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap_servers, group_id=None, client_id=client_id,
-            enable_auto_commit=False, auto_offset_reset="earliest",
-            allow_auto_create_topics=False, max_partition_fetch_bytes=_FETCH_BYTES,
-            fetch_max_bytes=_FETCH_BYTES, reconnect_backoff_max_ms=2000,
-            bootstrap_timeout_ms=_BOOTSTRAP_TIMEOUT_MS,
-        )
-        self._consumer.assign([self._tp])
-        self._consumer.seek_to_beginning(self._tp)
-
-    def poll(self, timeout_ms: int = 0) -> int:
-        """Read what is available (waiting at most `timeout_ms`); returns records read."""
-        count = 0
-        for records in self._consumer.poll(timeout_ms=timeout_ms).values():
-            for record in records:
-                count += 1
-                self._take(record)
-        return count
-
-    def _take(self, record) -> None:
-        try:
-            snapshot = parse_snapshot(record.key, record.value, record.offset)
-        except (CheckpointError, UnicodeDecodeError) as error:
-            self.invalid += 1
-            log.error("ignoring record %d of %s: %s", record.offset, self.topic, error)
-            return
-        if snapshot is not None and newer(self.latest.get(snapshot.worker), snapshot):
-            self.latest[snapshot.worker] = snapshot
-
-    def position(self) -> int:
-        return self._consumer.position(self._tp)
-
-    def read_past(self, offset: int, timeout: float) -> bool:
-        """Read until every record up to `offset` is read; False after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while self.position() <= offset:
-            if time.monotonic() > deadline:
-                return False
-            self.poll(timeout_ms=100)
-        return True
-
-    def close(self) -> None:
-        self._consumer.close(autocommit=False)
-
-
-def _fence_key(name: str) -> bytes:
-    return FENCE_PREFIX + name.encode()
-
-
-def read_group(bootstrap_servers: str, topic: str, timeout: float = 30.0) -> dict[str, Snapshot]:
-    """The latest snapshot of every worker of a group, read to the end of its snapshot topic.
-
-    Writes one fence record (ignored by workers) to know where the end is.
-    """
-    from kafka import KafkaProducer
-
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all",
-                             enable_idempotence=False)
-    try:
-        metadata = producer.send(topic, value=b"fence", key=_fence_key(f"read-{uuid.uuid4().hex}"),
-                                 partition=0).get(timeout)
-    finally:
-        producer.close()
-    reader = SnapshotReader(bootstrap_servers, topic, client_id="advsvm-inspect")
-    try:
-        if not reader.read_past(metadata.offset, timeout):
-            raise TimeoutError(f"could not read {topic} to its end within {timeout}s")
-        return dict(reader.latest)
-    finally:
-        reader.close()
 
 
 # -- a worker -------------------------------------------------------------------------------------
@@ -352,24 +118,25 @@ def worker_id(checkpoint_dir: str, requested: str | None = None) -> str:
 
 
 class GroupSync:
-    """One worker's side of the protocol; `streams.service.Service` drives it.
+    """One worker's side of the protocol; `streams.worker.GroupWorker` drives it.
 
     Parameters
     ----------
-    bootstrap_servers, topic
-        The broker and the snapshot topic (created with one partition, compacted).
+    clients
+        The service's `streams.clients.Clients`.
+    topic
+        The snapshot topic (created with one partition, compacted).
     worker
         This worker's id (the snapshots' key).
     checkpoint_dir
         Where the local copy of the last published snapshot goes.
     sink
-        The service's `streams.kafka.OutputSink`: snapshots go out through it, after the outputs.
+        The service's `streams.sink.OutputSink`: snapshots go out through it, after the outputs.
 
     """
 
-    def __init__(self, bootstrap_servers: str, topic: str, worker: str, checkpoint_dir: str,
-                 sink):
-        self.bootstrap_servers = bootstrap_servers
+    def __init__(self, clients, topic: str, worker: str, checkpoint_dir: str, sink):
+        self.clients = clients
         self.topic = topic
         self.worker = worker
         self.checkpoint_dir = checkpoint_dir
@@ -382,29 +149,18 @@ class GroupSync:
 
     def start(self) -> None:
         """Create the snapshot topic if needed and start reading it."""
-        from kafka import KafkaAdminClient
-        from kafka.admin import NewTopic
-        from kafka.errors import TopicAlreadyExistsError
-
-        from streams.kafka import _BOOTSTRAP_TIMEOUT_MS
-
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers,
-                                 client_id="advsvm-admin",
-                                 bootstrap_timeout_ms=_BOOTSTRAP_TIMEOUT_MS)
+        self.clients.create_topics({self.topic: 1}, configs={
+            "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1"})
+        admin = self.clients.admin()
         try:
-            try:
-                admin.create_topics([NewTopic(self.topic, 1, 1, topic_configs={
-                    "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1"})])
-            except TopicAlreadyExistsError:
-                pass
             described = admin.describe_topics([self.topic])
-            partitions = len(described[0].get("partitions", [])) if described else 1
-            if partitions != 1:
-                raise ValueError(f"the snapshot topic {self.topic!r} has {partitions} partitions;"
-                                 " it needs exactly one (a total order of snapshots)")
         finally:
             admin.close()
-        self.reader = SnapshotReader(self.bootstrap_servers, self.topic,
+        partitions = len(described[0].get("partitions", [])) if described else 1
+        if partitions != 1:
+            raise ValueError(f"the snapshot topic {self.topic!r} has {partitions} partitions;"
+                             " it needs exactly one (a total order of snapshots)")
+        self.reader = SnapshotReader(self.clients, self.topic,
                                      client_id=f"advsvm-group-{self.worker}")
 
     def close(self) -> None:
@@ -421,7 +177,7 @@ class GroupSync:
 
     def fence(self, timeout: float = 30.0, should_stop=lambda: False) -> bool:
         """Read every snapshot published before now (a fence record, then read past it)."""
-        entry = self.sink.send(self.topic, b"fence", key=_fence_key(self.worker))
+        entry = self.sink.send(self.topic, b"fence", key=fence_key(self.worker))
         if not self.sink.flush(timeout=timeout, should_stop=should_stop):
             return False
         offset = self.sink.offset_of(entry)
@@ -502,7 +258,7 @@ class GroupSync:
         members += [(peer.meta, peer.arrays, float(new)) for peer, new in fresh]
         try:
             state.model = merge.to_model(*merge.average(members, in_model))
-        except merge.IncompatibleModels as error:  # e.g. three labels over three snapshots
+        except Exception as error:  # noqa: BLE001 - e.g. three labels over three snapshots
             log.error("not averaging %s: %s", [p.worker for p, _ in fresh], error)
             return 0
         for peer, _ in fresh:

@@ -1,5 +1,6 @@
-"""The Kafka side of the service: the message schema, its validation, and the adapters around
-kafka-python (consumer, a producer that does not lose outputs, topic creation).
+"""The service's message schema: decoding and validating input messages, dead-letter envelopes.
+
+The Kafka clients are made in `streams.clients`; outputs go out through `streams.sink`.
 
 Input messages are UTF-8 JSON objects::
 
@@ -9,9 +10,11 @@ Input messages are UTF-8 JSON objects::
 - `id` (optional): a string or an integer, echoed in the outputs.
 - `x` (required): the features, either an object of name -> number (River's dict; names are
   strings) or an array of numbers (named `0..d-1`, like `river.stream.iter_array`). Numbers are
-  JSON numbers or booleans; NaN, Infinity and out-of-range numbers are refused.
+  JSON numbers or booleans (as 1 and 0); NaN and Infinity (not JSON) and numbers beyond a
+  float's range are refused here, values beyond the model's magnitude limit by the model.
 - `y` (optional): the label, a string, integer, boolean or finite number. Absent or null means
   unlabelled: the message is only predicted.
+- `id` and `y` are echoed as they came; any other key is ignored.
 
 Anything else is a dead letter, with a machine-readable `code` (see `REASONS`) and a sentence.
 `decode` does every check that needs no model; `check_against` the ones that do (a label
@@ -25,10 +28,10 @@ Examples
 >>> sample.id, sample.x, sample.y, sample.labelled
 (7, {0: 0.5, 1: 1.0}, 1, True)
 >>> try:
-...     kafka.decode(b'{"x": [NaN]}', max_bytes=1024)
+...     kafka.decode(b'{"x": [1e999]}', max_bytes=1024)
 ... except kafka.InvalidMessage as error:
 ...     print(error.code, "-", error)
-non_finite - x holds a non-finite number (NaN)
+not_finite - x holds a number out of range (inf)
 >>> kafka.encode({"a": 1.5}, y="cat", id="m1")
 b'{"id":"m1","x":{"a":1.5},"y":"cat"}'
 
@@ -39,69 +42,132 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-import logging
 import math
-import time
 import typing
 
-__all__ = [
-    "REASONS",
-    "InvalidMessage",
-    "OutputSink",
-    "Sample",
-    "check_against",
-    "create_topics",
-    "dead_letter",
-    "decode",
-    "encode",
-    "make_consumer",
-    "make_producer",
-    "topic_id",
-]
+import msgspec
 
-log = logging.getLogger(__name__)
+__all__ = ["DECODE_REASONS", "MODEL_REASONS", "REASONS", "InvalidMessage", "Sample",
+           "check_against", "dead_letter", "decode", "encode"]
 
-#: Every reason a message can be dead-lettered for, by code.
-REASONS = {
+#: Why `decode` and `check_against` refuse a message, by dead-letter code.
+DECODE_REASONS = {
     "empty": "the message has no value (a tombstone)",
-    "too_large": "the message is larger than the configured maximum",
+    "message_too_large": "the message is larger than the configured maximum (bytes)",
     "not_utf8": "the bytes are not UTF-8",
     "not_json": "the text is not JSON",
     "duplicate_key": "a JSON object repeats a key",
     "not_object": "the JSON is not an object",
-    "bad_id": "id is neither a string nor an integer",
+    "bad_id": "id is neither a string nor a 64-bit integer",
     "missing_x": "there is no x",
     "bad_x": "x is neither an object nor an array",
     "empty_x": "x has no features",
-    "non_numeric": "a feature value is not a number",
-    "non_finite": "a feature value is NaN, infinite or out of range",
-    "bad_label": "y is not a string, integer, boolean or finite number",
+    "not_a_number": "a feature value is not a number",
+    "not_finite": "a feature value is NaN, infinite, or beyond a float's range",
+    "bad_label": "y is not a string, 64-bit integer, boolean or finite number",
     "unknown_label": "y is not one of the model's two classes",
     "wrong_width": "an array x has another length than the model's features",
-    "model_refused": "the model refused the sample",
 }
+#: Why the model refuses a sample (`river_advsvm.inputs.InvalidInput.code`), by code.
+MODEL_REASONS = {
+    "not_a_number": "a feature value is not a number",
+    "not_finite": "a value the model must learn is NaN or infinite",
+    "too_large": "a feature value is beyond the magnitude the model accepts",
+    "bad_name": "a feature name the model cannot use",
+    "too_many_features": "learning it would give the model more inputs than max_features",
+    "bad_label": "a label the model cannot use",
+    "third_class": "a third label for a binary model",
+    "unknown_label": "a label outside the model's classes",
+    "bad_shape": "features of the wrong shape",
+    "invalid_input": "the model refused the sample",
+}
+#: Every reason a message can be dead-lettered for, by code. `internal_error` is a bug (ours or
+#: the model's) met while processing the message: its traceback is in the service's log.
+REASONS = {**MODEL_REASONS, **DECODE_REASONS,
+           "internal_error": "processing the message raised an unexpected error"}
 
 _MISSING = object()
+#: Longest integer literal the strict decoder converts (a float holds ~309 digits at most).
+_MAX_DIGITS = 400
 
 
 class InvalidMessage(ValueError):
-    """A message that goes to the dead-letter topic; `code` is one of `REASONS`."""
+    """A message that goes to the dead-letter topic, with its `code` (see `REASONS`)."""
 
     def __init__(self, code: str, detail: str):
-        assert code in REASONS, code
         super().__init__(detail)
         self.code = code
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Sample:
-    """A valid message: `x` ready for River, `y` None when unlabelled, `width` for arrays."""
+    """A valid message: `features` as sent (a dict, or a list for an array), `y` None when
+    unlabelled."""
 
     id: str | int | None
-    x: dict
+    features: dict | list
     y: typing.Any
     labelled: bool
-    width: int | None  # the array's length when x came as an array, else None
+
+    @property
+    def width(self) -> int | None:
+        """The array's length when x came as an array, else None."""
+        return len(self.features) if type(self.features) is list else None
+
+    @property
+    def x(self) -> dict:
+        """The features as River takes them (an array's are named 0..d-1)."""
+        features = self.features
+        return features if type(features) is dict else dict(enumerate(features))
+
+
+class _Message(msgspec.Struct):
+    x: dict[str, float | bool] | list[float | bool]
+    id: str | int | None | msgspec.UnsetType = msgspec.UNSET
+    y: str | int | float | bool | None | msgspec.UnsetType = msgspec.UNSET
+
+
+_FAST = msgspec.json.Decoder(_Message)
+
+
+def decode(value: bytes | None, max_bytes: int) -> Sample:
+    """Parse and validate one message value; raises `InvalidMessage` with a reason code.
+
+    The common case is one pass of msgspec's typed decoder (the types are checked in C). It
+    takes the last of repeated keys, so a message is also counted: when its bytes hold more
+    colons than the keys it decoded to (a repeated key, or a colon in a string), or when the
+    typed decoder refuses it, the strict decoder (the standard library, every key seen) decides
+    and names the reason.
+    """
+    if value is None or len(value) == 0:
+        raise InvalidMessage("empty", "the message value is empty")
+    if len(value) > max_bytes:
+        raise InvalidMessage("message_too_large",
+                             f"{len(value)} bytes, over the {max_bytes} limit")
+    try:
+        message = _FAST.decode(value)
+    except (msgspec.DecodeError, RecursionError):
+        return _decode_strictly(value)
+    x, keys = message.x, 1 + (message.id is not msgspec.UNSET) + (message.y is not msgspec.UNSET)
+    if type(x) is dict:
+        keys += len(x)
+    id_, y = message.id, message.y
+    if (value.count(b":") != keys or (type(id_) is int and id_.bit_length() > 63)
+            or (type(y) is int and y.bit_length() > 63)):
+        return _decode_strictly(value)  # a repeated key, or integers the strict rules judge
+    if not x:
+        raise InvalidMessage("empty_x", "x has no features")
+    labelled = y is not msgspec.UNSET and y is not None
+    id_ = None if id_ is msgspec.UNSET else id_
+    return Sample(id=id_, features=x, y=y if labelled else None, labelled=labelled)
+
+
+class _OutOfRange(str):
+    """An integer literal too long to convert: kept as text, refused by the checks."""
+
+
+def _parse_int(text: str):
+    return int(text) if len(text) <= _MAX_DIGITS else _OutOfRange(text)
 
 
 def _no_duplicates(pairs):
@@ -113,8 +179,13 @@ def _no_duplicates(pairs):
     return obj
 
 
-def _refuse_constant(name):
-    raise InvalidMessage("non_finite", f"x holds a non-finite number ({name})")
+def _describe(value) -> str:
+    if isinstance(value, _OutOfRange):
+        return f"an integer of {len(value.lstrip('-'))} digits"
+    try:
+        return json.dumps(value)[:40]
+    except (TypeError, ValueError):
+        return type(value).__name__
 
 
 def _check_values(values, where: str) -> None:
@@ -122,36 +193,37 @@ def _check_values(values, where: str) -> None:
         kind = type(v)
         if kind is float:
             if not math.isfinite(v):
-                raise InvalidMessage("non_finite", f"{where} holds a non-finite number ({v})")
+                raise InvalidMessage("not_finite", f"{where} holds a number out of range ({v})")
         elif kind is int:
             if abs(v) > 1.7e308:  # would become inf as a float
-                raise InvalidMessage("non_finite", f"{where} holds a number out of range")
+                raise InvalidMessage("not_finite", f"{where} holds an integer out of range")
+        elif kind is _OutOfRange:
+            raise InvalidMessage("not_finite", f"{where} holds {_describe(v)}, out of range")
         elif kind is not bool:
             raise InvalidMessage(
-                "non_numeric", f"{where} holds {json.dumps(v)[:40]} ({type(v).__name__})"
+                "not_a_number", f"{where} holds {_describe(v)} ({type(v).__name__})"
             )
 
 
 def _label(y):
+    if type(y) is _OutOfRange or (type(y) is int and y.bit_length() > 63):
+        raise InvalidMessage("bad_label", f"y is {_describe(y)}, out of range")
     if isinstance(y, (str, bool, int)) or (isinstance(y, float) and math.isfinite(y)):
         return y
-    raise InvalidMessage("bad_label", f"y is {json.dumps(y)[:40]}, not a usable label")
+    raise InvalidMessage("bad_label", f"y is {_describe(y)}, not a usable label")
 
 
-def decode(value: bytes | None, max_bytes: int) -> Sample:
-    """Parse and validate one message value; raises `InvalidMessage` with a reason code."""
-    if value is None or len(value) == 0:
-        raise InvalidMessage("empty", "the message value is empty")
-    if len(value) > max_bytes:
-        raise InvalidMessage("too_large", f"{len(value)} bytes, over the {max_bytes} limit")
+def _decode_strictly(value: bytes) -> Sample:
+    """The standard library's parser with every check spelled out: slower, and exact about
+    what is wrong."""
     try:
         text = value.decode("utf-8")
     except UnicodeDecodeError as error:
         raise InvalidMessage("not_utf8", f"not UTF-8: {error}") from None
     try:
-        message = json.loads(
-            text, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant
-        )
+        # NaN and Infinity (not JSON, yet common) parse as floats: the checks below refuse
+        # them where they are, with the reason of that place.
+        message = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_parse_int)
     except json.JSONDecodeError as error:
         raise InvalidMessage("not_json", f"not JSON: {error}") from None
     except RecursionError:
@@ -160,25 +232,25 @@ def decode(value: bytes | None, max_bytes: int) -> Sample:
         raise InvalidMessage("not_object", f"a JSON {type(message).__name__}, not an object")
 
     id_ = message.get("id")
-    if id_ is not None and (isinstance(id_, bool) or not isinstance(id_, (str, int))):
-        raise InvalidMessage("bad_id", f"id is {json.dumps(id_)[:40]}")
+    if id_ is not None and type(id_) is not str and (type(id_) is not int
+                                                     or id_.bit_length() > 63):
+        raise InvalidMessage("bad_id", f"id is {_describe(id_)}")
     if "x" not in message:
         raise InvalidMessage("missing_x", "the message has no x")
-    raw = message["x"]
-    if isinstance(raw, dict):
-        _check_values(raw.values(), "x")
-        x, width = raw, None
-    elif isinstance(raw, list):
-        _check_values(raw, "x")
-        x, width = dict(enumerate(raw)), len(raw)
+    x = message["x"]
+    if isinstance(x, dict):
+        _check_values(x.values(), "x")
+    elif isinstance(x, list):
+        _check_values(x, "x")
     else:
-        raise InvalidMessage("bad_x", f"x is a JSON {type(raw).__name__}")
+        raise InvalidMessage("bad_x", f"x is a JSON {type(x).__name__}")
     if not x:
         raise InvalidMessage("empty_x", "x has no features")
-
+    x = {k: float(v) if type(v) is int else v for k, v in x.items()} if isinstance(x, dict) \
+        else [float(v) if type(v) is int else v for v in x]
     y = message.get("y")
     labelled = y is not None
-    return Sample(id=id_, x=x, y=_label(y) if labelled else None, labelled=labelled, width=width)
+    return Sample(id=id_, features=x, y=_label(y) if labelled else None, labelled=labelled)
 
 
 def check_against(sample: Sample, classes: tuple, width: int | None) -> None:
@@ -232,216 +304,3 @@ def dead_letter(record, error: InvalidMessage, max_value_bytes: int = 2**20) -> 
         "truncated": truncated,
     }
     return json.dumps(envelope, separators=(",", ":")).encode()
-
-
-# -- kafka-python adapters --------------------------------------------------------------------
-
-# Clients give up bootstrapping after this long and the service retries with backoff, so that
-# a SIGTERM during an outage at start-up is answered within seconds.
-_BOOTSTRAP_TIMEOUT_MS = 5000
-
-
-def make_consumer(bootstrap_servers: str, group: str, *, session_timeout_ms: int = 10000,
-                  max_poll_records: int = 500, client_id: str = "advsvm-serve"):
-    """A group consumer that never commits on its own and starts at the earliest offset.
-
-    Offsets are the checkpoint's business: auto-commit is off, and a partition the checkpoint
-    does not know starts at the group's committed offset, else at the beginning.
-    """
-    from kafka import KafkaConsumer
-
-    return KafkaConsumer(
-        bootstrap_servers=bootstrap_servers,
-        group_id=group,
-        client_id=client_id,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        allow_auto_create_topics=False,
-        session_timeout_ms=session_timeout_ms,
-        heartbeat_interval_ms=max(100, min(3000, session_timeout_ms // 5)),
-        max_poll_records=max_poll_records,
-        reconnect_backoff_max_ms=2000,
-        request_timeout_ms=max(30000, session_timeout_ms + 5000),
-        bootstrap_timeout_ms=_BOOTSTRAP_TIMEOUT_MS,
-    )
-
-
-def make_producer(bootstrap_servers: str, *, max_request_size: int = 4 * 2**20,
-                  client_id: str = "advsvm-serve"):
-    """A producer for outputs: acks from all replicas, retries, and no idempotence.
-
-    Idempotence is off because an idempotent producer does not survive a restart of the
-    bundled broker; `OutputSink` resends what fails, so outputs are at-least-once either way.
-    """
-    from kafka import KafkaProducer
-
-    return KafkaProducer(
-        bootstrap_servers=bootstrap_servers,
-        client_id=client_id,
-        acks="all",
-        enable_idempotence=False,
-        linger_ms=5,
-        max_block_ms=5000,
-        request_timeout_ms=10000,
-        delivery_timeout_ms=60000,
-        reconnect_backoff_max_ms=2000,
-        max_request_size=max_request_size,
-        bootstrap_timeout_ms=_BOOTSTRAP_TIMEOUT_MS,
-    )
-
-
-def create_topics(bootstrap_servers: str, topics: dict[str, int]) -> None:
-    """Create each topic (name -> partitions) unless it exists already."""
-    from kafka import KafkaAdminClient
-    from kafka.admin import NewTopic
-    from kafka.errors import TopicAlreadyExistsError
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="advsvm-admin",
-                             bootstrap_timeout_ms=_BOOTSTRAP_TIMEOUT_MS)
-    try:
-        for name, partitions in topics.items():
-            try:
-                admin.create_topics([NewTopic(name, partitions, 1)])
-            except TopicAlreadyExistsError:
-                pass
-    finally:
-        admin.close()
-
-
-def topic_id(consumer, topic: str) -> str | None:
-    """The broker's id of `topic` as the consumer last saw it (None if unknown).
-
-    A topic that is deleted and created again gets a new id: the checkpoint's offsets then
-    belong to a log that no longer exists. kafka-python keeps the ids in its cluster metadata,
-    which it does not expose publicly, hence the defensive lookup.
-    """
-    cluster = getattr(consumer, "_cluster", None)
-    if cluster is None:
-        cluster = getattr(getattr(consumer, "_client", None), "cluster", None)
-    try:
-        value = cluster.topic_id(topic)
-    except Exception:  # noqa: BLE001 - an older kafka-python without topic ids
-        return None
-    return None if value is None else str(value)
-
-
-class OutputSink:
-    """Sends outputs and makes sure each one is acknowledged, resending what fails.
-
-    `flush` returns only when every output sent so far is acknowledged (acks=all), retrying
-    through broker outages with exponential backoff. The service flushes before every
-    checkpoint, so a checkpoint never covers an input whose outputs could still be lost: a
-    crash may duplicate an output, never drop one.
-
-    Parameters
-    ----------
-    producer_factory
-        Makes a producer; called again when the producer has to be replaced.
-
-    """
-
-    def __init__(self, producer_factory: typing.Callable[[], typing.Any]):
-        self._factory = producer_factory
-        self._producer = None
-        self._pending: list[list] = []  # [topic, key, value, future or None]
-        self.sent = 0
-
-    @property
-    def pending(self) -> int:
-        return len(self._pending)
-
-    def _ensure_producer(self):
-        if self._producer is None:
-            self._producer = self._factory()
-        return self._producer
-
-    def send(self, topic: str, value: bytes, key: bytes | None = None) -> list:
-        """Queue an output; returns its entry (for `offset_of` and `cancel`)."""
-        entry = [topic, key, value, None]
-        self._pending.append(entry)
-        self._submit(entry)
-        return entry
-
-    @staticmethod
-    def offset_of(entry: list) -> int | None:
-        """The offset the broker gave an entry once acknowledged (None if not, or dropped)."""
-        future = entry[3]
-        if future is None or not future.is_done or future.exception is not None:
-            return None
-        return future.value.offset
-
-    def cancel(self, entry: list) -> None:
-        """Stop resending an entry not yet acknowledged (one already in flight may still land)."""
-        if self.offset_of(entry) is None:
-            self._pending = [e for e in self._pending if e is not entry]
-
-    def _submit(self, entry) -> None:
-        from kafka.errors import KafkaError, MessageSizeTooLargeError
-
-        try:
-            entry[3] = self._ensure_producer().send(entry[0], value=entry[2], key=entry[1])
-        except MessageSizeTooLargeError as error:  # retrying cannot help: drop it, loudly
-            log.error("dropping an output to %s too large to send: %r", entry[0], error)
-            self._pending = [e for e in self._pending if e is not entry]
-        except KafkaError as error:  # no metadata yet (broker down): retried by flush
-            log.debug("could not send to %s yet: %r", entry[0], error)
-            entry[3] = None
-
-    def flush(self, timeout: float | None = None, should_stop=lambda: False) -> bool:
-        """Wait until every output is acknowledged; False if `timeout` or `should_stop` came
-        first (the outputs then stay pending, to be flushed later)."""
-        from kafka.errors import KafkaTimeoutError, MessageSizeTooLargeError
-
-        deadline = None if timeout is None else time.monotonic() + timeout
-        backoff = 0.1
-        while self._pending:
-            try:
-                if self._producer is not None:
-                    wait = 5.0 if deadline is None else max(0.0, deadline - time.monotonic())
-                    self._producer.flush(timeout=min(wait, 5.0))
-            except KafkaTimeoutError:
-                pass
-            still = []
-            fatal = False
-            for entry in self._pending:
-                future = entry[3]
-                if future is not None and future.is_done and future.exception is None:
-                    self.sent += 1
-                    continue
-                if future is not None and future.is_done:
-                    error = future.exception
-                    if isinstance(error, MessageSizeTooLargeError):
-                        log.error("dropping an output too large for the broker: %r", error)
-                        continue
-                    log.warning("output to %s failed (%r); resending", entry[0], error)
-                    fatal = fatal or not getattr(error, "retriable", False)
-                    entry[3] = None
-                still.append(entry)
-            self._pending = still
-            if not self._pending:
-                break
-            if fatal:
-                self._replace_producer()
-            for entry in list(self._pending):
-                if entry[3] is None:
-                    self._submit(entry)
-            if should_stop() or (deadline is not None and time.monotonic() >= deadline):
-                return False
-            if any(entry[3] is None for entry in self._pending):
-                log.warning("outputs waiting for the broker; retrying in %.1fs", backoff)
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-        return True
-
-    def _replace_producer(self) -> None:
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            try:
-                producer.close(timeout=1)
-            except Exception:  # noqa: BLE001 - a broken producer may fail to close
-                pass
-
-    def close(self, timeout: float = 5.0) -> None:
-        if self._producer is not None:
-            self._producer.close(timeout=timeout)
-            self._producer = None

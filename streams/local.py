@@ -3,7 +3,9 @@
 Starts the bundled broker on a free loopback port, creates the topics, replays a data set
 into the input topic (every `unlabelled_every`-th message without its label, to exercise the
 prediction-only path), runs the service until it has been idle for a few seconds, prints what
-it did and stops the broker. Everything stays on 127.0.0.1 and in memory.
+it did and a sample of the predictions and alerts it published (all of its outputs go to a
+file on request: they are gone with the broker), and stops the broker. Everything stays on
+127.0.0.1 and in memory.
 
 Replay sources: 'phishing' (River's bundled Phishing data set, no download), a Parquet file
 (read with `streams.parquet`, label column `y` unless told otherwise) or an `.npz` file with
@@ -26,6 +28,7 @@ import tempfile
 import time
 import typing
 
+from streams import clients
 from streams import kafka as kafka_io
 from streams import state as state_io
 from streams.broker import LocalBroker
@@ -64,12 +67,26 @@ def replay_samples(source: str, target: str = "y", limit: int | None = None,
     return itertools.islice(samples, limit)
 
 
-def replay(bootstrap_servers: str, topic: str, samples, unlabelled_every: int = 0) -> int:
-    """Produce `samples` as input messages (ids 0, 1, ...); returns how many were sent."""
-    from kafka import KafkaProducer
+def _checked_samples(source: str, target: str, limit, pair):
+    """`replay_samples`, with a missing or unreadable source refused before any broker starts."""
+    if source != "phishing" and not os.path.exists(source):
+        raise ValueError(f"--replay {source}: no such file")
+    try:
+        samples = iter(replay_samples(source, target, limit, pair))
+        first = next(samples, None)
+    except (KeyError, OSError, ValueError) as error:
+        raise ValueError(f"--replay {source}: cannot read it ({error})") from None
+    if first is None:
+        raise ValueError(f"--replay {source}: no samples to replay")
+    return itertools.chain([first], samples)
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all", linger_ms=20,
-                             enable_idempotence=False)
+
+def replay(bootstrap_servers: str, topic: str, samples, unlabelled_every: int = 0,
+           security=None) -> int:
+    """Produce `samples` as input messages (ids 0, 1, ...); returns how many were sent.
+    `security`: the `streams.security.SecuritySettings` of the producer (plaintext if None)."""
+    producer = _clients(bootstrap_servers, security).producer(client_id="advsvm-replay",
+                                                              linger_ms=20)
     count = 0
     try:
         for count, (x, y) in enumerate(samples, start=1):
@@ -82,16 +99,28 @@ def replay(bootstrap_servers: str, topic: str, samples, unlabelled_every: int = 
     return count
 
 
+def _clients(bootstrap_servers: str, security=None) -> clients.Clients:
+    from streams.security import SecuritySettings
+
+    return clients.Clients(bootstrap_servers, security=security or SecuritySettings())
+
+
 def run_local(config_overrides: dict, model_factory, source: str = "phishing",
               target: str = "y", limit: int | None = None, pair: tuple | None = None,
               partitions: int = 1, unlabelled_every: int = 10, monitor=None, workers: int = 0,
-              worker_argv=None) -> int:
+              worker_argv=None, show: int = 5, outputs_file: str | None = None,
+              observe=None) -> int:
     """Broker, topics, replay, service (or `workers` worker processes), summary; returns the
     exit status (the worst of the workers').
 
     `worker_argv(bootstrap_servers, topic, group, checkpoint_dir, worker_id)` is the command
-    line of one worker (the CLI builds it from its own options).
+    line of one worker (the CLI builds it from its own options). The first `show` predictions
+    and alerts are printed before the broker stops; `outputs_file` gets every output.
+    `observe(service)`, called before the service runs, may return an object whose `stop()`
+    is called after it (the CLI starts the metrics endpoint that way). Every Kafka client here
+    has the config's security settings (the bundled broker itself is plaintext).
     """
+    samples = _checked_samples(source, target, limit, pair)
     checkpoint_dir = config_overrides.get("checkpoint_dir") or tempfile.mkdtemp(
         prefix="advsvm-local-"
     )
@@ -110,19 +139,28 @@ def run_local(config_overrides: dict, model_factory, source: str = "phishing",
         })
         print(f"local broker (tansu, memory only) on {broker.bootstrap_servers}", flush=True)
         outputs = [config.predictions_topic, config.alerts_topic, config.dead_letter_topic]
-        kafka_io.create_topics(broker.bootstrap_servers,
-                               {config.topic: partitions, **{t: 1 for t in outputs if t}})
-        sent = replay(broker.bootstrap_servers, config.topic,
-                      replay_samples(source, target, limit, pair), unlabelled_every)
+        _clients(broker.bootstrap_servers, config.security).create_topics(
+            {config.topic: partitions, **{t: 1 for t in outputs if t}})
+        sent = replay(broker.bootstrap_servers, config.topic, samples, unlabelled_every,
+                      config.security)
         print(f"replayed {sent} messages from {source} into {config.topic!r}; serving "
               f"(stops after {config.exit_when_idle:g}s without messages)", flush=True)
         if workers:
-            return _run_workers(broker, config, workers, worker_argv, checkpoint_dir)
-        status = Service(config, model_factory, monitor).run()
-    summary = state_io.describe(checkpoint_dir)
-    print(json.dumps({k: summary[k] for k in (
-        "samples_learned", "test_then_train_accuracy", "offsets", "counters", "path")}, indent=2))
-    print(f"inspect it again with: advsvm inspect {checkpoint_dir}")
+            status = _run_workers(broker, config, workers, worker_argv, checkpoint_dir)
+        else:
+            service = Service(config, model_factory, monitor)
+            observer = observe(service) if observe is not None else None
+            try:
+                status = service.run()
+            finally:
+                if observer is not None:
+                    observer.stop()
+            summary = state_io.describe(checkpoint_dir)
+            print(json.dumps({k: summary[k] for k in (
+                "samples_learned", "test_then_train_accuracy", "offsets", "counters", "path")},
+                indent=2))
+            print(f"inspect it again with: advsvm inspect {checkpoint_dir}")
+        _show_outputs(broker.bootstrap_servers, config, show, outputs_file)
     return status
 
 
@@ -169,13 +207,14 @@ def _run_workers(broker, config: ServiceConfig, workers: int, worker_argv,
                 process.wait()
     print(f"all {workers} workers stopped after {time.monotonic() - started:.1f}s "
           f"(exit statuses {statuses})", flush=True)
-    snapshots = group_io.read_group(broker.bootstrap_servers, sync_topic)
+    snapshots = group_io.read_group(broker.bootstrap_servers, sync_topic,
+                                    security=config.security)
     summary = group_io.totals(snapshots.values())
     first, last = summary.pop("first_message_at"), summary.pop("last_message_at")
     if first is not None and last is not None and last > first:
-        summary["group_msg_per_s"] = round(summary["messages"] / (last - first), 1)
+        summary["group_msg_per_s"] = round(summary["consumed"] / (last - first), 1)
     summary["per_worker"] = {
-        w: {"samples_learned": s.learned, "messages": s.messages, "snapshots": s.seq}
+        w: {"samples_learned": s.learned, "consumed": s.consumed, "snapshots": s.seq}
         for w, s in sorted(snapshots.items())
     }
     model = group_io.group_model(snapshots.values())
@@ -183,3 +222,58 @@ def _run_workers(broker, config: ServiceConfig, workers: int, worker_argv,
     print(json.dumps(summary, indent=2))
     print(f"inspect a worker with: advsvm inspect {checkpoint_dir}/worker-0")
     return max(statuses, default=0)
+
+
+def _show_outputs(bootstrap_servers: str, config: ServiceConfig, show: int,
+                  outputs_file: str | None) -> None:
+    """Print the first `show` predictions and alerts; write every output to `outputs_file`."""
+    if not show and not outputs_file:
+        return
+    topics = [("prediction", config.predictions_topic), ("alert", config.alerts_topic),
+              ("dead letter", config.dead_letter_topic)]
+    found = {kind: read_outputs(bootstrap_servers, topic, security=config.security)
+             for kind, topic in topics if topic}
+    if outputs_file:
+        with open(outputs_file, "w") as f:
+            for kind, values in found.items():
+                for value in values:
+                    f.write(json.dumps({"output": kind, **json.loads(value)}) + "\n")
+        print(f"every output ({', '.join(f'{len(v)} {k}s' for k, v in found.items())}) "
+              f"written to {outputs_file}")
+    for kind in ("prediction", "alert"):
+        values = found.get(kind, [])
+        if show and values:
+            print(f"the first {min(show, len(values))} of {len(values)} {kind}s "
+                  f"({config.predictions_topic if kind == 'prediction' else config.alerts_topic}):")
+            for value in values[:show]:
+                print("  " + value.decode())
+        elif show:
+            print(f"no {kind}s")
+
+
+def read_outputs(bootstrap_servers: str, topic: str, quiet: float = 1.0,
+                 security=None) -> list[bytes]:
+    """Every record value of `topic`, read from the beginning until nothing new came for
+    `quiet` seconds (the bundled broker's end offsets cannot be trusted)."""
+    from kafka import TopicPartition
+
+    consumer = _clients(bootstrap_servers, security).reader(client_id="advsvm-local",
+                                                            max_fetch_bytes=8 * 2**20)
+    try:
+        partitions = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        if not tps:
+            return []
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        values: list[bytes] = []
+        last = time.monotonic()
+        while time.monotonic() - last < quiet:
+            batches = consumer.poll(timeout_ms=200)
+            for tp in sorted(batches):
+                values += [record.value for record in batches[tp]]
+            if batches:
+                last = time.monotonic()
+        return values
+    finally:
+        consumer.close()

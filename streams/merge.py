@@ -1,20 +1,33 @@
-"""Sample-weighted averaging of `AdvKernelSVM` models that share a random-feature pool.
+"""Sample-weighted averaging of `AdvKernelSVM` models across the workers of a group.
 
-Models built with the same `seed`, `gamma`, `kernel`, `budget` and the 'compact' budget policy
-hold their coefficients over the same `B` random features (feature `i` is regenerated from
-`(seed, i)`, whatever the order in which inputs were first seen), so
+The merged model is the weighted average of the models' decision functions,
 
-    merged coefficients = sum_k n_k a_k / sum_k n_k
+    f = sum_k w_k f_k,   b = sum_k w_k b_k,   w_k = n_k / sum_j n_j,
 
-is a model in the same coordinates: parallel SGD's model averaging. The bias and the
-calibration temperature are averaged with the same weights; the input names are the union.
-Everything works on the checkpoint form of the models (`to_checkpoint` / `from_checkpoint`,
-metadata and arrays), which is also what workers publish, so no private state is touched.
+which is parallel SGD's model averaging. How `f` is formed depends on the representation:
 
-Only models whose parameters are all equal are averaged (`incompatibility` says why not). Two
-models that saw their labels in another order are aligned first: the update is odd in the
-label, so a model whose provisional positive class is the other model's negative one is
-negated exactly.
+- Support vectors ('merge', 'remove'): `f` is a sum of kernels centred on stored vectors, so the
+  average is taken in function space: the union of every model's vectors, each coefficient
+  multiplied by its model's weight (equal vectors are combined exactly), then the usual budget
+  maintenance merges or removes vectors until at most `budget` remain. Before maintenance the
+  average is exact; each maintenance step moves `f` by the square root of the weight
+  degradation it records, so `|f(x) - sum_k w_k f_k(x)|` is at most the sum of those square
+  roots (the kernel is at most 1). The norm is recomputed exactly, cross terms included.
+- Random features ('compact'): models with the same `seed`, `gamma` and `budget` hold their
+  coefficients over the same `B` features (feature `i` is regenerated from `(seed, i)`), so the
+  coefficients themselves are averaged.
+
+The calibration temperature is averaged with the same weights; the input names are the union
+(the base's first, in its order). Everything works on the checkpoint form of the models
+(`to_checkpoint` / `from_checkpoint`, metadata and arrays), which is also what workers publish.
+
+What can be averaged (`incompatibility` says why not): two `AdvKernelSVM` whose parameters are
+all equal (kernel, gamma, budget, budget policy, dtype, epsilon, ...), with a policy that has a
+shared representation ('merge', 'remove' or 'compact') and a fixed `gamma`, a number or a dict
+of per-feature bandwidths: 'scale' is fitted by each model on its own first samples, and two
+models of different bandwidths live in different spaces (`check_mergeable_params`). Models
+that saw their labels in another order are aligned first: the update is odd in the label, so a
+model whose provisional positive class is the other model's negative one is negated exactly.
 
 Examples
 --------
@@ -25,11 +38,14 @@ Examples
 >>> a.learn_one({"u": 1.0}, True); b.learn_one({"v": -1.0}, False)
 >>> merged = merge.average([(*a.to_checkpoint(), 3.0), (*b.to_checkpoint(), 1.0)], n_learned=2)
 >>> model = merge.to_model(*merged)
->>> model.n_learned, model.classes, model.n_features
-(2, (False, True), 8)
->>> merge.incompatibility(a.to_checkpoint()[0], AdvKernelSVM(gamma=0.5, budget=8, seed=1)
+>>> model.n_learned, model.classes, model.n_support_vectors
+(2, (False, True), 2)
+>>> x = {"u": 0.5, "v": 0.5}
+>>> abs(model.decision_one(x) - (0.75 * a.decision_one(x) + 0.25 * b.decision_one(x))) < 1e-12
+True
+>>> merge.incompatibility(a.to_checkpoint()[0], AdvKernelSVM(gamma=0.6, budget=8, seed=0)
 ...                       .to_checkpoint()[0])
-'params differ: seed 0 != 1'
+'params differ: gamma 0.5 != 0.6'
 
 """
 
@@ -37,43 +53,59 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
 
 import numpy as np
 
 from river_advsvm import AdvKernelSVM
 from river_advsvm.checkpoint import CheckpointError
+from river_advsvm.support import SupportVectors
 
-__all__ = ["IncompatibleModels", "average", "check_mergeable_params", "incompatibility",
-           "to_model"]
+__all__ = ["IncompatibleModels", "POLICIES", "average", "check_mergeable_params",
+           "incompatibility", "to_model"]
+
+#: Budget policies whose models can be averaged: support vectors (any two models share the
+#: input space) and 'compact' random features (a pool fixed by the seed).
+SUPPORT_VECTOR_POLICIES = ("merge", "remove")
+POLICIES = (*SUPPORT_VECTOR_POLICIES, "compact")
 
 
 class IncompatibleModels(ValueError):
-    """Models that cannot be averaged: another pool, other parameters, other classes."""
+    """Models that cannot be averaged: other parameters, another pool, other classes."""
 
 
 def check_mergeable_params(params: dict) -> None:
     """Raise `ValueError` unless models with these parameters can be averaged across workers.
 
-    Averaging needs the 'compact' policy (a fixed pool of features shared by every worker) and
-    a numeric `gamma`: 'scale' would be fixed from each worker's own first sample, giving each
-    worker another pool.
+    Averaging needs a shared representation: support vectors ('merge', 'remove') or the
+    'compact' random features with an explicit seed (the pool); and a fixed `gamma`: 'scale'
+    is fitted by each worker on its own first samples, and models of different bandwidths
+    cannot be averaged.
     """
-    if params.get("budget_policy") != "compact":
-        raise ValueError("workers that sync need budget_policy 'compact' (a shared feature pool), "
-                         f"got {params.get('budget_policy')!r}")
-    if not isinstance(params.get("gamma"), (int, float)) or isinstance(params.get("gamma"), bool):
+    policy = params.get("budget_policy")
+    if policy not in POLICIES:
+        raise ValueError(f"workers that sync need budget_policy 'merge', 'remove' or 'compact' "
+                         f"(a representation they share), got {policy!r}")
+    gamma = params.get("gamma")
+    fixed = isinstance(gamma, dict) or (isinstance(gamma, numbers.Real)
+                                        and not isinstance(gamma, bool))
+    if not fixed:
         raise ValueError(
-            "workers that sync need a numeric gamma (--gamma 0.05, say): 'scale' is fixed from "
-            "each worker's first sample, so every worker would have its own feature pool"
+            "workers that sync need a numeric gamma, the same for every worker (--gamma 0.05, "
+            "say; 1/(d Var x) is scikit-learn's 'scale'): with 'scale' each worker would fit "
+            "its own from its first samples, and models of different bandwidths cannot be "
+            "averaged"
         )
-    if params.get("seed") is None:
-        raise ValueError("workers that sync need an explicit seed: it fixes the feature pool")
+    if policy == "compact" and params.get("seed") is None:
+        raise ValueError("workers that sync with budget_policy 'compact' need an explicit seed: "
+                         "it fixes the feature pool")
 
 
 def incompatibility(meta_a: dict, meta_b: dict) -> str | None:
     """Why two models (checkpoint metadata) cannot be averaged, or None if they can."""
     if meta_a.get("class") != AdvKernelSVM.__name__ or meta_b.get("class") != meta_a["class"]:
-        return f"only AdvKernelSVM models are averaged ({meta_a.get('class')}, {meta_b.get('class')})"
+        return (f"only AdvKernelSVM models are averaged "
+                f"({meta_a.get('class')}, {meta_b.get('class')})")
     params_a, params_b = meta_a.get("params", {}), meta_b.get("params", {})
     for key in sorted(set(params_a) | set(params_b)):
         if params_a.get(key) != params_b.get(key):
@@ -84,15 +116,22 @@ def incompatibility(meta_a: dict, meta_b: dict) -> str | None:
         return str(error)
     model_a = meta_a["state"]["model"]
     model_b = meta_b["state"]["model"]
-    for key in ("seed", "gamma"):
+    # The features of 'compact' come from the seed; support vectors need the bandwidth only.
+    keys = ("gamma",) if _support_vectors(meta_a) else ("seed", "gamma")
+    for key in keys:
         if model_a.get(key) is not None and model_b.get(key) is not None \
                 and model_a[key] != model_b[key]:
-            return f"pools differ: {key} {model_a[key]!r} != {model_b[key]!r}"
+            what = "bandwidths" if key == "gamma" else "pools"
+            return f"{what} differ: {key} {model_a[key]!r} != {model_b[key]!r}"
     try:
         _target_classes([list(meta_a["state"]["labels"]), list(meta_b["state"]["labels"])])
     except IncompatibleModels as error:
         return str(error)
     return None
+
+
+def _support_vectors(meta: dict) -> bool:
+    return meta["params"].get("budget_policy") in SUPPORT_VECTOR_POLICIES
 
 
 def _target_classes(label_lists: list[list]) -> list:
@@ -133,12 +172,16 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int) -> tuple[di
     appended), and has `n_learned` samples. Weights are non-negative; members of weight 0 only
     contribute their input names and labels. If every weight is 0, the base is returned as is
     (with `n_learned`). Raises `IncompatibleModels` if a member cannot be averaged with the base.
+
+    Support vectors: the budget maintenance of the average continues the base's counters
+    (`n_merges`, `n_removals`, `total_degradation` of the store grow by the average's own).
     """
     base_meta, base_arrays, _ = members[0]
     for meta, _, weight in members[1:]:
         reason = incompatibility(base_meta, meta)
         if reason is not None:
             raise IncompatibleModels(reason)
+    for _, _, weight in members:
         if not (weight >= 0 and math.isfinite(weight)):
             raise ValueError(f"weights must be finite and >= 0, got {weight!r}")
     meta = copy.deepcopy(base_meta)
@@ -155,41 +198,100 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int) -> tuple[di
             if repr(name) not in known:
                 known.add(repr(name))
                 names.append(name)
+    max_features = meta["params"].get("max_features")
+    if max_features is not None and len(names) > max_features:
+        raise IncompatibleModels(f"the models have {len(names)} inputs together, more than "
+                                 f"max_features ({max_features})")
     state["names"] = names
 
     active = [(m, a, w) for m, a, w in members if w > 0 and m["state"]["started"]]
     total = sum(w for _, _, w in active)
+    support_vectors = _support_vectors(base_meta)
     if total <= 0:
-        if _sign(list(base_meta["state"]["labels"]), target) < 0:
+        if not state["started"]:
+            state["names"] = list(base_meta["state"]["names"])  # nothing learned: no inputs
+        sign = _sign(list(base_meta["state"]["labels"]), target)
+        if support_vectors and state["started"]:
+            # The base alone (aligned), its vectors over the union of the inputs.
+            state["bias"] = sign * float(state["bias"])
+            _average_support_vectors(meta, arrays, [(base_meta, base_arrays, 1.0)], [sign],
+                                     names)
+        elif sign < 0:
             _negate(meta, arrays)
         return meta, arrays
 
+    shares = [w / total for _, _, w in active]
+    signs = [_sign(list(m["state"]["labels"]), target) for m, _, _ in active]
+    state["bias"] = sum(share * sign * float(m["state"]["bias"])
+                        for (m, _, _), share, sign in zip(active, shares, signs))
+    state["temperature"] = [
+        sum(share * float(m["state"]["temperature"][i]) for (m, _, _), share in zip(active, shares))
+        for i in range(2)
+    ]
+    state["started"] = True
+    weights = [share * sign for share, sign in zip(shares, signs)]
+    if support_vectors:
+        _average_support_vectors(meta, arrays, active, weights, names)
+    else:
+        _average_features(meta, arrays, active, weights)
+    return meta, arrays
+
+
+def _average_features(meta: dict, arrays: dict, active: list, weights: list[float]) -> None:
+    """'compact': the weighted mean of the coefficients over the shared pool."""
     first_meta, first_arrays, _ = active[0]
     ids = first_arrays["ids"]
     coef = np.zeros(len(ids))
-    bias = scale = grad_squares = 0.0
-    for m, a, w in active:
+    for (m, a, _), weight in zip(active, weights):
         if not np.array_equal(a["ids"], ids):
             raise IncompatibleModels("the models hold different random features")
-        sign = _sign(list(m["state"]["labels"]), target)
-        share = w / total
-        coef += (share * sign) * np.asarray(a["coef"], dtype=np.float64)
-        bias += share * sign * float(m["state"]["bias"])
-        t_scale, t_squares = m["state"]["temperature"]
-        scale += share * float(t_scale)
-        grad_squares += share * float(t_squares)
+        coef += weight * np.asarray(a["coef"], dtype=np.float64)
     arrays["ids"], arrays["coef"] = np.array(ids, copy=True), coef
-    state["bias"] = bias
-    state["temperature"] = [scale, grad_squares]
-    state["started"] = True
     store = dict(first_meta["state"]["model"]["store"])
     store["size"] = len(ids)
     store["norm"] = math.sqrt(len(ids)) * float(np.sqrt(coef @ coef))  # exact for 'compact'
     store["n_added"] = max(int(m["state"]["model"]["store"]["n_added"]) for m, _, _ in active)
     model = dict(first_meta["state"]["model"])
     model["store"] = store
-    state["model"] = model
-    return meta, arrays
+    meta["state"]["model"] = model
+
+
+def _average_support_vectors(meta: dict, arrays: dict, active: list, weights: list[float],
+                             names: list) -> None:
+    """Support vectors: `sum_k weights_k f_k` over the inputs `names`, then maintenance."""
+    position = {repr(n): j for j, n in enumerate(names)}
+    max_inputs = meta["params"].get("max_features")
+    stores = [_store(m, a, position, max_inputs) for m, a, _ in active]
+    merged = SupportVectors.average(stores, weights)
+    scalars, merged_arrays = merged.state()
+    first = active[0][0]["state"]["model"]
+    before = first["store"]
+    scalars["n_merges"] += before["n_merges"]
+    scalars["n_removals"] += before["n_removals"]
+    scalars["total_degradation"] += before["total_degradation"]
+    if merged.n_merges + merged.n_removals == 0:
+        scalars["degradation"] = before["degradation"]
+    arrays.update(merged_arrays)
+    model = dict(first)
+    model["store"] = scalars
+    meta["state"]["model"] = model
+
+
+def _store(meta: dict, arrays: dict, position: dict, max_inputs: int | None) -> SupportVectors:
+    """A model's support vectors, with its input columns moved to where `position` puts them
+    (inputs it never saw are 0, as River's sparse features are)."""
+    scalars = dict(meta["state"]["model"]["store"])
+    own = meta["state"]["names"]
+    vectors = arrays["vectors"]
+    if vectors.shape[1] != len(own):
+        raise CheckpointError(f"{vectors.shape[1]} columns of support vectors, {len(own)} inputs")
+    widened = np.zeros((vectors.shape[0], len(position)), dtype=vectors.dtype)
+    widened[:, [position[repr(n)] for n in own]] = vectors
+    scalars["n_inputs"] = len(position)
+    store = SupportVectors(scalars["kernel"], scalars["gamma"], scalars["budget"],
+                           scalars["policy"], scalars["dtype"], max_inputs)
+    store.restore(scalars, {"vectors": widened, "alpha": arrays["alpha"]}, len(position))
+    return store
 
 
 def _negate(meta: dict, arrays: dict) -> None:

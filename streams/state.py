@@ -7,12 +7,17 @@ together or not at all, which is what makes learning exactly-once across crashes
 
 `extra` holds::
 
-    {"kind": "advsvm-serve", "version": 1, "created_at": "2025-01-01T12:00:00.000000Z",
+    {"kind": "advsvm-serve", "version": 2, "created_at": "2025-01-01T12:00:00.000000Z",
      "samples_learned": 20000,
      "offsets": {"topic": {"0": 20000}},          # next offset to learn, per partition
      "topic_ids": {"topic": "0194...", ...},      # the topic incarnation those offsets are in
      "counters": {...}, "width": 8, "labels": null,
+     "monitor": {...},                            # the robustness monitor's state, if any
      "group": {...}}                              # only for a worker of a group (below)
+
+The counters (`new_counters`) are the one place where the service counts what it did; they are
+saved with the model, so they are exact across crashes. Version 1 checkpoints (counters
+`messages`, `correct`, and `predicted` for the unlabelled messages only) are read too.
 
 A worker of a group (`advsvm serve --sync-every N`, see `streams.group`) publishes this same
 checkpoint as its snapshot, with `group`::
@@ -62,23 +67,34 @@ __all__ = ["CHECKPOINT_FILE", "ServiceState", "checkpoint_path", "describe", "fr
 
 CHECKPOINT_FILE = "checkpoint.ckpt"
 KIND = "advsvm-serve"
-VERSION = 1
+VERSION = 2
 _MODELS = {cls.__name__: cls for cls in (river_advsvm.AdvKernelSVM, river_advsvm.AdvLinearSVM)}
 
 
 def new_counters() -> dict:
     """Counters of a fresh service; all of them survive restarts in the checkpoint."""
     return {
-        "messages": 0,  # consumed records, valid or not
+        "consumed": 0,  # records consumed, valid or not
+        "predicted": 0,  # messages the model predicted (every valid one, labelled or not)
+        "unlabelled": 0,  # of those, the ones without a label (predicted only)
         "learned": 0,  # labelled messages learned (test-then-train)
-        "correct": 0,  # of those, how many the model predicted right before learning them
-        "predicted": 0,  # unlabelled messages predicted
-        "dead_letters": 0,
+        "learned_correct": 0,  # of those, how many were predicted right before being learned
+        "dead_letters": 0,  # messages refused, each with a code
         "dead_letters_by_code": {},
-        "alerts": 0,
+        "alerts": 0,  # alerts the monitor raised
+        "alerts_by_kind": {},  # of those, how many of each kind (clean_drift, ...)
         "topic_resets": 0,  # topics found recreated (the broker lost them)
-        "checkpoints": 0,
+        "checkpoints": 0,  # checkpoints (or, in a group, snapshots) written
     }
+
+
+def _v1_counters(counters: dict) -> dict:
+    """Version-1 counter names in today's: `messages` were the consumed records, `correct` the
+    right predictions of learned messages, `predicted` the unlabelled messages."""
+    renamed = {"messages": "consumed", "correct": "learned_correct", "predicted": "unlabelled"}
+    counters = {renamed.get(key, key): value for key, value in counters.items()}
+    counters["predicted"] = int(counters.get("learned", 0)) + int(counters.get("unlabelled", 0))
+    return counters
 
 
 @dataclasses.dataclass
@@ -92,6 +108,7 @@ class ServiceState:
     width: int | None = None  # features of array-form x, once known
     labels: list | None = None  # the two classes, when pinned by the operator
     group: dict | None = None  # a group worker's bookkeeping (see the module docs)
+    monitor: dict | None = None  # the monitor's state (`RobustnessMonitor.state()`)
 
     def extra(self) -> dict:
         extra = {
@@ -110,6 +127,8 @@ class ServiceState:
             "width": self.width,
             "labels": self.labels,
         }
+        if self.monitor is not None:
+            extra["monitor"] = self.monitor
         if self.group is not None:
             extra["group"] = {
                 **self.group,
@@ -156,7 +175,7 @@ def _service_extra(meta: dict, where: str) -> dict:
     extra = meta.get("extra")
     if not isinstance(extra, dict) or extra.get("kind") != KIND:
         raise CheckpointError(f"{where!r} is a model file, not a checkpoint of `advsvm serve`")
-    if extra.get("version") != VERSION:
+    if extra.get("version") not in (1, VERSION):
         raise CheckpointError(f"{where!r} has service checkpoint version {extra.get('version')!r}")
     return extra
 
@@ -193,10 +212,18 @@ def parse_extra(meta: dict, where: str) -> dict:
         }
         if any(o < 0 for parts in offsets.values() for o in parts.values()):
             raise ValueError("negative offset")
+        saved = extra["counters"]
+        if extra["version"] == 1:
+            saved = _v1_counters(saved)
         counters = new_counters()
-        for key, value in extra["counters"].items():
-            if key in counters:
-                counters[key] = dict(value) if key == "dead_letters_by_code" else int(value)
+        for key, value in saved.items():
+            if key in ("dead_letters_by_code", "alerts_by_kind"):
+                counters[key] = {str(code): int(n) for code, n in value.items()}
+            elif key in counters:
+                counters[key] = int(value)
+        monitor = extra.get("monitor")
+        if monitor is not None and not isinstance(monitor, dict):
+            raise ValueError("the monitor's state is not an object")
         topic_ids = {str(t): (None if i is None else str(i)) for t, i in extra["topic_ids"].items()}
         width = None if extra["width"] is None else int(extra["width"])
         labels = None if extra["labels"] is None else list(extra["labels"])
@@ -204,7 +231,7 @@ def parse_extra(meta: dict, where: str) -> dict:
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise CheckpointError(f"invalid service metadata in {where!r}: {error!r}") from None
     return {"offsets": offsets, "topic_ids": topic_ids, "counters": counters, "width": width,
-            "labels": labels, "group": group}
+            "labels": labels, "group": group, "monitor": monitor}
 
 
 def from_checkpoint(meta: dict, arrays: dict, where: str) -> ServiceState:
@@ -234,9 +261,11 @@ def describe(path: str | os.PathLike) -> dict:
     path = os.fspath(path)
     if os.path.isdir(path):
         path = checkpoint_path(path)
-    meta, _ = checkpoint.read(path)
+    meta = checkpoint.read_meta(path)  # no array is decompressed
     extra = _service_extra(meta, path)
     counters = extra.get("counters", {})
+    if isinstance(counters, dict) and extra.get("version") == 1:
+        counters = _v1_counters(counters)
     learned = counters.get("learned", 0)
     state = meta.get("state", {})
     return {
@@ -246,7 +275,8 @@ def describe(path: str | os.PathLike) -> dict:
         "offsets": extra.get("offsets"),
         "topic_ids": extra.get("topic_ids"),
         "counters": counters,
-        "test_then_train_accuracy": (counters.get("correct", 0) / learned) if learned else None,
+        "test_then_train_accuracy": (counters.get("learned_correct", 0) / learned
+                                     if learned else None),
         "width": extra.get("width"),
         "labels": extra.get("labels"),
         **({"group": extra["group"]} if extra.get("group") is not None else {}),

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from river_advsvm import cli
+from streams import cli
 from streams import kafka as kafka_io
 from streams import state
 
@@ -41,13 +41,16 @@ def messages(X, y, unlabelled_every: int = 0, start_id: int = 0) -> list[bytes]:
     return out
 
 
-def produce(bootstrap: str, topic: str, values: list[bytes], partition=None) -> list[tuple]:
+def produce(bootstrap: str, topic: str, values: list[bytes], partition=None,
+            security=None) -> list[tuple]:
     """Send `values` in order (to `partition`, or round-robin over a list of partitions) and
-    return each one's `(partition, offset)` once the broker acknowledged it."""
+    return each one's `(partition, offset)` once the broker acknowledged it. `security`: a
+    `streams.security.SecuritySettings` (plaintext if None)."""
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=10,
-                             enable_idempotence=False, max_request_size=8 * 2**20)
+                             enable_idempotence=False, max_request_size=8 * 2**20,
+                             **(security.client_kwargs() if security else {}))
     try:
         futures = []
         for i, value in enumerate(values):
@@ -59,7 +62,8 @@ def produce(bootstrap: str, topic: str, values: list[bytes], partition=None) -> 
         producer.close()
 
 
-def read_topic(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> list:
+def read_topic(bootstrap: str, topic: str, count: int, timeout: float = 60.0,
+               security=None) -> list:
     """The first `count` records of every partition of `topic` (fails if fewer arrive).
 
     Reads until `count` records are in rather than up to the end offsets: tansu's
@@ -67,7 +71,8 @@ def read_topic(bootstrap: str, topic: str, count: int, timeout: float = 60.0) ->
     """
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             **(security.client_kwargs() if security else {}))
     try:
         deadline = time.monotonic() + timeout
         partitions = None
@@ -174,7 +179,7 @@ def tail(log_path, lines: int = 30) -> str:
 def reference_model(values: list[bytes]):
     """An uninterrupted in-process run: the same model options, `learn_one` on each valid
     labelled message in order (decoded by the same schema, nothing else shared)."""
-    args = cli.build_parser().parse_args(["serve", *MODEL_ARGS])
+    args = cli.build_parser().parse_args(MODEL_ARGS)
     model = cli._model_factory(args)()
     for value in values:
         try:

@@ -38,7 +38,7 @@ def small_model(**kwargs):
     rng = np.random.default_rng(1)
     X = rng.random((300, 3))
     y = np.sin(6 * X[:, 0]) + X[:, 1] > 0.9
-    model = AdvKernelSVM(budget=48, seed=2, **kwargs)
+    model = AdvKernelSVM(budget=48, budget_policy="compact", seed=2, **kwargs)
     model.learn_many(X, y)
     return model, X[:40], y[:40]
 
@@ -126,7 +126,7 @@ def test_spectral_norm_is_cached_until_the_features_change():
     rng = np.random.default_rng(0)
     X = rng.random((50, 3))
     y = X[:, 0] > 0.5
-    model = AdvKernelSVM(budget=32, gamma=1.0, seed=0)
+    model = AdvKernelSVM(budget=32, budget_policy="compact", gamma=1.0, seed=0)
     model.learn_many(X, y)
     store = model._store
     version = store.version
@@ -147,7 +147,7 @@ def test_inputs_the_model_never_saw_count_in_the_certificate():
     """An unknown input still moves f (its weights are drawn on the fly): the radius shrinks."""
     rng = np.random.default_rng(0)
     X = rng.random((100, 3))
-    model = AdvKernelSVM(budget=32, seed=0)
+    model = AdvKernelSVM(budget=32, budget_policy="compact", seed=0)
     model.learn_many(X, X[:, 0] > 0.5)
     x = {0: 0.9, 1: 0.5, 2: 0.5}
     x_extra = dict(x, unseen=0.0)

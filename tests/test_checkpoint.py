@@ -20,7 +20,8 @@ import river_advsvm
 from river_advsvm import AdvKernelSVM, AdvLinearSVM, CheckpointError, checkpoint
 
 FACTORIES = {
-    "compact": lambda: AdvKernelSVM(epsilon=0.1, budget=64, seed=3),
+    "compact": lambda: AdvKernelSVM(epsilon=0.1, budget=64, budget_policy="compact", seed=3),
+    "merge": lambda: AdvKernelSVM(epsilon=0.1, budget=16, gamma=2.0, seed=3),
     "compact_slot": lambda: AdvKernelSVM(
         epsilon=0.1, budget=64, budget_policy="compact_slot", seed=4
     ),

@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from river_advsvm import AdvKernelSVM
+from river_advsvm import checkpoint
 from streams import group, merge
 from streams import state as state_io
 
-PARAMS = dict(epsilon=0.1, gamma=0.2, budget=64, seed=3)
+PARAMS = dict(epsilon=0.1, gamma=0.2, budget=64, budget_policy="compact", seed=3)
+#: Support vectors, with room for every vector of a few models (no maintenance) unless a test
+#: lowers the budget.
+SV_PARAMS = dict(epsilon=0.1, gamma=0.2, budget=400, budget_policy="merge", dtype="float64",
+                 seed=3)
+REPRESENTATIONS = {"compact": PARAMS, "merge": SV_PARAMS}
 
 
-def trained(n: int, data_seed: int, labels=(0, 1), **params) -> AdvKernelSVM:
+def trained(n: int, data_seed: int, labels=(0, 1), names=range(4), **params) -> AdvKernelSVM:
     rng = np.random.default_rng(data_seed)
     model = AdvKernelSVM(**{**PARAMS, **params})
     for _ in range(n):
-        x = rng.normal(size=4)
-        y = labels[int(x[0] + 0.5 * x[1] > 0)] if len(labels) == 2 else labels[0]
-        model.learn_one(dict(enumerate(x)), y)
+        x = rng.normal(size=len(names))
+        y = labels[int(x[0] + 0.5 * x[1 % len(x)] > 0)] if len(labels) == 2 else labels[0]
+        model.learn_one(dict(zip(names, x)), y)
     return model
 
 
@@ -52,20 +62,22 @@ def test_weights_of_zero_contribute_nothing_and_all_zero_keeps_the_base():
     assert meta["state"]["n_learned"] == 7
 
 
-def test_models_that_saw_their_labels_in_another_order_are_aligned_exactly():
+@pytest.mark.parametrize("representation", REPRESENTATIONS)
+def test_models_that_saw_their_labels_in_another_order_are_aligned_exactly(representation):
     # `only_b` saw only "b" (provisionally positive, rightly); `only_a` saw only "a", which it
     # holds as provisionally positive although "a" < "b" makes it the negative class.
-    only_b = trained(50, 1, labels=("b",))
-    only_a = trained(50, 2, labels=("a",))
+    params = REPRESENTATIONS[representation]
+    only_b = trained(50, 1, labels=("b",), **params)
+    only_a = trained(50, 2, labels=("a",), **params)
     meta, arrays = merge.average([(*only_b.to_checkpoint(), 1.0), (*only_a.to_checkpoint(), 1.0)],
                                  n_learned=100)
     model = merge.to_model(meta, arrays)
     assert model.classes == ("a", "b")
     x = {0: 0.1, 1: 0.2, 2: 0.3, 3: 0.4}
     assert model.decision_one(x) == pytest.approx(
-        (only_b.decision_one(x) - only_a.decision_one(x)) / 2)
+        (only_b.decision_one(x) - only_a.decision_one(x)) / 2, rel=1e-12)
     # A third label cannot be averaged in.
-    third = trained(10, 3, labels=("c",))
+    third = trained(10, 3, labels=("c",), **params)
     reason = merge.incompatibility(meta, third.to_checkpoint()[0])
     assert reason is not None and "do not fit" in reason
 
@@ -82,13 +94,188 @@ def test_models_with_another_pool_or_other_options_are_refused(change):
 
 @pytest.mark.parametrize("params, message", [
     (dict(gamma="scale"), "numeric gamma"),
-    (dict(budget_policy="truncate"), "compact"),
+    (dict(SV_PARAMS, gamma="scale"), "numeric gamma"),
+    (dict(budget_policy="truncate"), "'merge', 'remove' or 'compact'"),
+    (dict(budget_policy="grow"), "'merge', 'remove' or 'compact'"),
     (dict(seed=None), "seed"),
 ])
 def test_options_that_cannot_share_a_pool_are_refused_up_front(params, message):
     model = AdvKernelSVM(**{**PARAMS, **params})
     with pytest.raises(ValueError, match=message):
         merge.check_mergeable_params(model._get_params())
+
+
+@pytest.mark.parametrize("params", [SV_PARAMS, dict(SV_PARAMS, budget_policy="remove"),
+                                    dict(SV_PARAMS, seed=None), dict(SV_PARAMS, budget=None),
+                                    dict(SV_PARAMS, gamma={"a": 0.5, "b": 0.1})])
+def test_support_vectors_with_a_fixed_gamma_can_sync(params):
+    merge.check_mergeable_params(AdvKernelSVM(**params)._get_params())  # no error
+
+
+# -- support vectors: the average in function space ------------------------------------------------
+
+
+def sv_trained(n: int, data_seed: int, names, labels=(0, 1), **params) -> AdvKernelSVM:
+    return trained(n, data_seed, labels=labels, names=names, **{**SV_PARAMS, **params})
+
+
+def kernel_matrix(kernel: str, gamma: float, S, T) -> np.ndarray:
+    if kernel == "rbf":
+        return np.exp(-gamma * ((S[:, None, :] - T[None]) ** 2).sum(axis=2))
+    return np.exp(-gamma * np.abs(S[:, None, :] - T[None]).sum(axis=2))
+
+
+def weighted_norm(models, weights) -> float:
+    """`||sum_k w_k f_k||` from the models' checkpoints: the cross terms by brute force."""
+    metas = [m.to_checkpoint() for m in models]
+    names = list(dict.fromkeys(repr(n) for meta, _ in metas for n in meta["state"]["names"]))
+    parts = []
+    for (meta, arrays), w in zip(metas, weights):
+        S = np.zeros((len(arrays["alpha"]), len(names)))
+        S[:, [names.index(repr(n)) for n in meta["state"]["names"]]] = arrays["vectors"]
+        parts.append((S, w * meta["state"]["model"]["store"]["scale"] * arrays["alpha"]))
+    model = metas[0][0]["state"]["model"]
+    square = sum(a @ kernel_matrix(model["store"]["kernel"], model["gamma"], S, T) @ b
+                 for S, a in parts for T, b in parts)
+    return math.sqrt(square)
+
+
+def queries(names, n=20, seed=7) -> list[dict]:
+    """Points over every input of the models and one none of them knows."""
+    rng = np.random.default_rng(seed)
+    return [dict(zip([*names, "unseen"], rng.normal(size=len(names) + 1))) for _ in range(n)]
+
+
+def fold_events(meta: dict, base: AdvKernelSVM) -> tuple[int, float]:
+    """Maintenance events of an average and their total weight degradation (the merged
+    store's counters continue the base's)."""
+    after = meta["state"]["model"]["store"]
+    before = base.to_checkpoint()[0]["state"]["model"]["store"]
+    events = after["n_merges"] + after["n_removals"] - before["n_merges"] - before["n_removals"]
+    return events, after["total_degradation"] - before["total_degradation"]
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+@pytest.mark.parametrize("policy", ["merge", "remove"])
+def test_support_vectors_average_is_the_weighted_sum_of_the_decision_functions(kernel, policy):
+    """Within the budget: exactly `sum_k w_k (f_k + b_k)`, over inputs that differ from model
+    to model (and come in another order), with the exact norm, cross terms included."""
+    options = dict(kernel=kernel, budget_policy=policy)
+    models = [sv_trained(150, 1, ["a", "b", "c"], **options),
+              sv_trained(120, 2, ["c", "b", "d"], **options),
+              sv_trained(90, 3, ["e", "a"], **options)]
+    weights = np.array([3.0, 1.0, 2.0])
+    meta, arrays = merge.average([(*m.to_checkpoint(), w) for m, w in zip(models, weights)],
+                                 n_learned=360)
+    merged = merge.to_model(meta, arrays)
+    shares = weights / weights.sum()
+    for x in queries("abcde"):
+        expected = sum(s * m.decision_one(x) for s, m in zip(shares, models))
+        assert merged.decision_one(x) == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    assert merged.n_support_vectors == sum(m.n_support_vectors for m in models)
+    assert fold_events(meta, models[0]) == (0, 0.0)
+    assert merged.rkhs_norm == pytest.approx(weighted_norm(models, shares), rel=1e-9)
+    assert merged.n_learned == 360 and merged.classes == (0, 1)
+    temperatures = [m.to_checkpoint()[0]["state"]["temperature"] for m in models]
+    assert meta["state"]["temperature"] == pytest.approx(
+        [sum(s * t[i] for s, t in zip(shares, temperatures)) for i in range(2)])
+    # The merged model is a model like any other: it round-trips and keeps learning.
+    again = AdvKernelSVM.from_checkpoint(*checkpoint.loads(checkpoint.dumps(meta, arrays)))
+    x = queries("abcde", n=1)[0]
+    assert again.decision_one(x) == merged.decision_one(x)
+    merged.learn_one(x, 1)
+    assert merged.n_learned == 361
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+@pytest.mark.parametrize("policy, dtype", [("merge", "float64"), ("remove", "float64"),
+                                           ("merge", "float32")])
+def test_support_vectors_average_over_the_budget_is_within_the_weight_degradation(
+        kernel, policy, dtype):
+    """Over the budget, maintenance brings the union down to `budget` vectors; each event moves
+    `f` by at most the square root of the degradation it reports, so the sum of the events can
+    move `f(x)` by at most `sqrt(events * total degradation)` (Cauchy-Schwarz)."""
+    options = dict(kernel=kernel, budget_policy=policy, dtype=dtype, budget=40)
+    models = [sv_trained(150, 1, ["a", "b", "c"], **options),
+              sv_trained(150, 2, ["b", "c", "d"], **options)]
+    assert [m.n_support_vectors for m in models] == [40, 40]
+    meta, arrays = merge.average([(*models[0].to_checkpoint(), 2.0),
+                                  (*models[1].to_checkpoint(), 1.0)], n_learned=300)
+    merged = merge.to_model(meta, arrays)
+    assert merged.n_support_vectors == 40
+    events, degradation = fold_events(meta, models[0])
+    assert events == 40 and degradation > 0
+    # What the maintenance moved f by in the kernel's space (brute force), against what the
+    # events reported; a value moves by at most that distance (k(x, x) = 1).
+    distance = weighted_norm([*models, merged], [2 / 3, 1 / 3, -1.0])
+    bound = math.sqrt(events * degradation)
+    rounding = 1e-5 if dtype == "float32" else 1e-10
+    assert 0 < distance <= bound * (1 + 1e-9) + rounding
+    errors = [abs(merged.decision_one(x) - (2 * models[0].decision_one(x)
+                                            + models[1].decision_one(x)) / 3)
+              for x in queries("abcd", n=50)]
+    assert max(errors) <= distance + rounding
+    print(f"\n{kernel} {policy} {dtype}: 80 -> 40 vectors, largest |error| {max(errors):.2e}, "
+          f"distance {distance:.2e}, bound {bound:.2e}")
+
+
+def test_support_vectors_weights_of_zero_contribute_nothing_and_all_zero_keeps_the_base():
+    a = sv_trained(100, 1, ["a", "b"])
+    b = sv_trained(100, 2, ["b", "c"])
+    meta, arrays = merge.average([(*a.to_checkpoint(), 0.0), (*b.to_checkpoint(), 5.0)], 200)
+    merged = merge.to_model(meta, arrays)
+    for x in queries("abc", n=5):
+        assert merged.decision_one(x) == pytest.approx(b.decision_one(x), rel=1e-12)
+    meta, arrays = merge.average([(*a.to_checkpoint(), 0.0), (*b.to_checkpoint(), 0.0)], 7)
+    kept = merge.to_model(meta, arrays)
+    assert kept.n_learned == 7 and kept.n_support_vectors == a.n_support_vectors
+    for x in queries("abc", n=5):
+        assert kept.decision_one(x) == pytest.approx(a.decision_one(x), rel=1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(weights=st.lists(st.floats(0.0, 10.0), min_size=3, max_size=3),
+       subsets=st.lists(st.sets(st.sampled_from("abcdef"), min_size=1), min_size=3, max_size=3),
+       flips=st.lists(st.booleans(), min_size=3, max_size=3),
+       seed=st.integers(0, 1000))
+def test_support_vectors_average_is_exact_for_any_weights_inputs_and_first_label(
+        weights, subsets, flips, seed):
+    models = [sv_trained(25, seed + k, sorted(names), labels=("y", "x") if flip else ("x", "y"))
+              for k, (names, flip) in enumerate(zip(subsets, flips))]
+    meta, arrays = merge.average([(*m.to_checkpoint(), w) for m, w in zip(models, weights)], 75)
+    merged = merge.to_model(meta, arrays)
+    # Every model learned both labels: they all hold ("x", "y"), whatever came first.
+    assert merged.classes == ("x", "y")
+    total = sum(weights)
+    for x in queries("abcdef", n=5, seed=seed):
+        if total == 0:
+            expected = models[0].decision_one(x)
+        else:
+            expected = sum(w / total * m.decision_one(x) for w, m in zip(weights, models))
+        assert merged.decision_one(x) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("change, key", [
+    (dict(gamma=0.3), "gamma"), (dict(budget=32), "budget"), (dict(kernel="laplacian"), "kernel"),
+    (dict(epsilon=0.2), "epsilon"), (dict(dtype="float32"), "dtype"),
+    (dict(budget_policy="remove"), "budget_policy"),
+    (dict(budget_policy="compact"), "budget_policy"),
+    (dict(gamma={"a": 0.2, "b": 0.3}), "gamma"),
+])
+def test_support_vector_models_with_other_options_are_refused(change, key):
+    a, b = sv_trained(20, 1, "ab"), sv_trained(20, 2, "ab", **change)
+    reason = merge.incompatibility(a.to_checkpoint()[0], b.to_checkpoint()[0])
+    assert reason == (f"params differ: {key} {a._get_params()[key]!r} != "
+                      f"{b._get_params()[key]!r}")
+    with pytest.raises(merge.IncompatibleModels, match=key):
+        merge.average([(*a.to_checkpoint(), 1.0), (*b.to_checkpoint(), 1.0)], 40)
+
+
+def test_support_vector_models_whose_inputs_together_are_too_many_are_refused():
+    a, b = sv_trained(20, 1, "abc", max_features=4), sv_trained(20, 2, "cde", max_features=4)
+    with pytest.raises(merge.IncompatibleModels, match="5 inputs together, more than "
+                                                        "max_features"):
+        merge.average([(*a.to_checkpoint(), 1.0), (*b.to_checkpoint(), 1.0)], 40)
 
 
 # -- the protocol's bookkeeping, on snapshots made by hand ---------------------------------------
@@ -98,7 +285,7 @@ def snapshot(worker, position, model, offsets, folded=None, learned=None, messag
              topic_ids=None, seq=1):
     state = state_io.ServiceState(model=model, offsets=offsets, topic_ids=topic_ids or {})
     state.counters["learned"] = model.n_learned if learned is None else learned
-    state.counters["messages"] = state.counters["learned"] if messages is None else messages
+    state.counters["consumed"] = state.counters["learned"] if messages is None else messages
     state.group = {**group.new_bookkeeping(worker), "seq": seq, "folded": folded or {}}
     return group.parse_snapshot(worker.encode(), state_io.to_bytes(state), position)
 
@@ -126,15 +313,34 @@ def test_a_snapshot_folded_entirely_into_a_later_one_is_superseded():
     assert group.superseded([dead, later, b]) == {"dead", "b"}
 
 
+def test_the_group_model_of_support_vector_snapshots_weighs_them_by_their_samples():
+    a = sv_trained(100, 1, ["a", "b"], budget=1000)
+    b = sv_trained(300, 2, ["b", "c"], budget=1000)
+    snaps = [snapshot("a", 0, a, {"t": {0: 100}}), snapshot("b", 1, b, {"t": {1: 300}})]
+    model = group.group_model(snaps)
+    assert model.n_learned == 400 and model.n_support_vectors == (a.n_support_vectors
+                                                                  + b.n_support_vectors)
+    for x in queries("abc", n=5):
+        assert model.decision_one(x) == pytest.approx(
+            (100 * a.decision_one(x) + 300 * b.decision_one(x)) / 400, rel=1e-12)
+    # A snapshot that folded all of a's samples in supersedes a: b's model is the group's.
+    snaps[1] = snapshot("b", 1, b, {"t": {1: 300}}, folded={"a": 100})
+    model = group.group_model(snaps)
+    for x in queries("abc", n=5):
+        assert model.decision_one(x) == pytest.approx(b.decision_one(x), rel=1e-12)
+
+
 class FakeReader:
     def __init__(self, latest):
         self.latest = latest
 
 
-def test_fold_weighs_each_peer_by_the_samples_not_yet_averaged_in(tmp_path):
+@pytest.mark.parametrize("representation", REPRESENTATIONS)
+def test_fold_weighs_each_peer_by_the_samples_not_yet_averaged_in(tmp_path, representation):
     """A peer's snapshot is averaged in once: folding the same snapshot again is a no-op, so a
     dead worker's last model does not pull the others back at every sync."""
-    mine, peer = trained(200, 1), trained(300, 2)
+    params = dict(REPRESENTATIONS[representation], budget=1000)
+    mine, peer = trained(200, 1, **params), trained(300, 2, **params)
     peer_snap = snapshot("p", 0, peer, {"t": {1: 300}}, learned=300)
     sync = group.GroupSync("127.0.0.1:1", "snaps", "me", str(tmp_path), sink=None)
     sync.reader = FakeReader({"p": peer_snap})
@@ -144,7 +350,7 @@ def test_fold_weighs_each_peer_by_the_samples_not_yet_averaged_in(tmp_path):
     assert sync.fold(state) == 1
     x = {0: 0.5, 1: 0.5, 2: -0.5, 3: 1.0}
     expected = (200 * mine.decision_one(x) + 300 * peer.decision_one(x)) / 500
-    assert state.model.decision_one(x) == pytest.approx(expected)
+    assert state.model.decision_one(x) == pytest.approx(expected, rel=1e-12)
     assert state.model.n_learned == 500
     assert state.group["folded"] == {"p": 300} and state.group["self_at_fold"] == 200
 
@@ -156,24 +362,26 @@ def test_fold_weighs_each_peer_by_the_samples_not_yet_averaged_in(tmp_path):
     for i in range(50):
         state.model.learn_one({0: float(i % 3) - 1, 1: 0.3}, i % 2)
     state.counters["learned"] = 250
-    peer2 = trained(400, 2)
+    peer2 = trained(400, 2, **params)
     sync.reader = FakeReader({"p": snapshot("p", 1, peer2, {"t": {1: 400}}, learned=400,
                                             seq=2)})
     mine_now = state.model.decision_one(x)
     assert sync.fold(state) == 1
     assert state.model.decision_one(x) == pytest.approx(
-        (50 * mine_now + 100 * peer2.decision_one(x)) / 150)
+        (50 * mine_now + 100 * peer2.decision_one(x)) / 150, rel=1e-12)
     assert state.model.n_learned == 650
 
 
-def test_a_new_worker_starts_from_the_group_and_adopts_its_options(tmp_path):
-    peer = trained(100, 2)
+@pytest.mark.parametrize("representation", REPRESENTATIONS)
+def test_a_new_worker_starts_from_the_group_and_adopts_its_options(tmp_path, representation):
+    params = REPRESENTATIONS[representation]
+    peer = trained(100, 2, **params)
     sync = group.GroupSync("127.0.0.1:1", "snaps", "new", str(tmp_path), sink=None)
     sync.reader = FakeReader({"p": snapshot("p", 0, peer, {"t": {0: 100}})})
     state, republish = sync.initial_state(
-        lambda: state_io.ServiceState(model=AdvKernelSVM(**{**PARAMS, "epsilon": 0.0})))
+        lambda: state_io.ServiceState(model=AdvKernelSVM(**{**params, "epsilon": 0.0})))
     assert not republish and state.group["worker"] == "new" and state.counters["learned"] == 0
-    assert state.model.epsilon == PARAMS["epsilon"]  # the group's options won
+    assert state.model.epsilon == params["epsilon"]  # the group's options won
     sync.fold(state)
     x = {0: 1.0, 1: 0.0, 2: 0.0, 3: 0.0}
     assert state.model.decision_one(x) == pytest.approx(peer.decision_one(x))
@@ -205,7 +413,7 @@ def test_totals_count_every_message_once_over_the_latest_snapshots():
     snaps = [snapshot("a", 0, m, {"t": {0: 60, 1: 20}}, learned=70, messages=80),
              snapshot("b", 1, m, {"t": {1: 50}}, learned=25, messages=30)]
     summary = group.totals(snaps)
-    assert summary["messages"] == 110 == summary["claimed_messages"]
+    assert summary["consumed"] == 110 == summary["claimed_messages"]
     assert summary["samples_learned"] == 95 and summary["workers"] == ["a", "b"]
 
 

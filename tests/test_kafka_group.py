@@ -22,6 +22,7 @@ import pytest
 
 import kafka_helpers as kh
 from streams import group as group_io
+from streams import clients
 from streams import kafka as kafka_io
 
 pytestmark = pytest.mark.kafka
@@ -33,7 +34,8 @@ GAMMA = "0.05"
 #: default regularization the workers' final snapshots differed by up to 1% in accuracy within
 #: one run (the group's model by 1.4% across runs), too noisy to compare within 0.5%.
 GROUP_MODEL_ARGS = ["--epsilon", "0.1", "--budget", "256", "--gamma", GAMMA, "--seed", "0",
-                    "--schedule", "diminishing", "--regularization", "1e-3"]
+                    "--schedule", "diminishing", "--regularization", "1e-3",
+                    "--budget-policy", "compact"]
 
 
 def worker_command(broker, topic, group, directory, worker, *extra):
@@ -49,7 +51,7 @@ def group_state(broker, sync_topic):
 
 def local_learned(directory) -> int:
     info = kh.checkpoint_info(directory)
-    return 0 if info is None else info["counters"]["messages"]
+    return 0 if info is None else info["counters"]["consumed"]
 
 
 def assigned_lines(log_path) -> list[str]:
@@ -59,17 +61,32 @@ def assigned_lines(log_path) -> list[str]:
         return []
 
 
-def reference_single_worker(values):
-    """One model over the same stream, in order: what a single worker learns."""
+def reference_iterates(values, every=None, last=0, budget_policy="compact"):
+    """One model over the same stream, in order: what a single worker learns. Yields the
+    model every `every` labelled samples within the `last` ones, and at the end."""
     from river_advsvm import AdvKernelSVM
 
     model = AdvKernelSVM(epsilon=0.1, budget=256, gamma=float(GAMMA), seed=0,
-                          schedule="diminishing", regularization=1e-3)
-    for value in values:
-        sample = kafka_io.decode(value, 2**20)
-        if sample.labelled:
-            model.learn_one(sample.x, sample.y)
-    return model
+                          schedule="diminishing", regularization=1e-3,
+                          budget_policy=budget_policy)
+    samples = [s for s in (kafka_io.decode(v, 2**20) for v in values) if s.labelled]
+    for i, sample in enumerate(samples):
+        model.learn_one(sample.x, sample.y)
+        if every and len(samples) - i <= last and i % every == 0:
+            yield model
+    yield model
+
+
+def accuracy(model, X, y) -> float:
+    return float(np.mean(model.predict_many(X).to_numpy() == y))
+
+
+def iterate_accuracies(values, X_test, y_test, budget_policy="compact") -> list[float]:
+    """The test accuracy of one model over the same stream, every 50 samples within its last
+    3,000, and at its end (last)."""
+    return [accuracy(model, X_test, y_test)
+            for model in reference_iterates(values, every=50, last=3000,
+                                            budget_policy=budget_policy)]
 
 
 def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp_path):
@@ -82,7 +99,7 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
     total, partitions = 30_000, 6
     topic, group = "scale", "scale-group"
     sync_topic = f"{topic}-{group}-snapshots"
-    kafka_io.create_topics(broker.bootstrap_servers, {topic: partitions, f"{topic}-pred": 1})
+    clients.create_topics(broker.bootstrap_servers, {topic: partitions, f"{topic}-pred": 1})
     X, y = kh.stream(total, d=D, seed=11)
     values = kh.messages(X, y, unlabelled_every=10)
     labelled = total - total // 10
@@ -140,7 +157,7 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
 
         def finished():
             snapshots = group_state(broker, sync_topic)
-            return group_io.totals(snapshots.values())["messages"] >= total and snapshots
+            return group_io.totals(snapshots.values())["consumed"] >= total and snapshots
         snapshots = kh.wait_until(finished, 120, "the group to learn the whole stream",
                                   poll=0.5)
         elapsed = time.monotonic() - started
@@ -157,9 +174,9 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
     # Exactly once: the partitions' claims cover the topic, and the counts over the latest
     # snapshot of every worker (the dead one's included) add up to each message once.
     assert summary["offsets"] == {topic: {str(p): sizes[p] for p in range(partitions)}}
-    assert summary["messages"] == summary["claimed_messages"] == total
+    assert summary["consumed"] == summary["claimed_messages"] == total
     assert summary["samples_learned"] == labelled
-    assert summary["predicted"] == total - labelled
+    assert summary["unlabelled"] == total - labelled
     assert killed_at["samples_learned"] < labelled // 6  # killed early, and relieved:
     assert any(o < sent_per_partition[p] for p, o in orphaned.items())
     assert snapshots["w3"].learned > 0
@@ -183,12 +200,11 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
         capture_output=True, text=True, timeout=60, check=True, cwd=kh.REPO,
     )
     shown = json.loads(inspect.stdout)
-    assert shown["messages"] == total and shown["merged_model"]["n_learned"] == labelled
-    assert shown["per_worker"]["w2"]["messages"] == snapshots["w2"].messages
+    assert shown["consumed"] == total and shown["merged_model"]["n_learned"] == labelled
+    assert shown["per_worker"]["w2"]["consumed"] == snapshots["w2"].consumed
     X_test, y_test = kh.stream(20_000, d=D, seed=12)
-    single = reference_single_worker(values)
-    accuracy_group = float(np.mean(model.predict_many(X_test).to_numpy() == y_test))
-    accuracy_single = float(np.mean(single.predict_many(X_test).to_numpy() == y_test))
+    accuracy_group = accuracy(model, X_test, y_test)
+    single = iterate_accuracies(values, X_test, y_test)
 
     # At-least-once outputs: every message has a prediction; those the dead worker predicted
     # after its last snapshot were predicted again by their new owner.
@@ -196,12 +212,17 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
     ids = collections.Counter(json.loads(r.value)["id"] for r in predictions)
     assert set(ids) == set(range(total))
     relearned = sum(n - 1 for n in ids.values())
-    print(f"\n3 workers, kill, join, rejoin, leave: {total} messages in {elapsed:.1f}s; w2 killed after "
-          f"publishing {killed_at['counters']['messages']} messages; {relearned} messages "
+    print(f"\n3 workers, kill, join, rejoin, leave: {total} messages in {elapsed:.1f}s; w2 "
+          f"killed after publishing {killed_at['counters']['consumed']} messages; {relearned} "
+          f"messages "
           f"predicted twice (learned by w2 after its last snapshot, or re-sent outputs); "
           f"w3 joined onto a merged model of {merged_at_join} samples; accuracy group "
-          f"{accuracy_group:.4f} vs single worker {accuracy_single:.4f}")
-    assert abs(accuracy_group - accuracy_single) <= 0.005
+          f"{accuracy_group:.4f}; one model over the last 3,000 samples {min(single):.4f} to "
+          f"{max(single):.4f}, {single[-1]:.4f} at the end")
+    # The group's model is as accurate as one model trained on the stream in order: within
+    # what that model's last iterates reach (87.4% to 89.4% over its last 3,000 samples,
+    # median 88.7%; comparing with its very last iterate alone compares with one noisy draw).
+    assert accuracy_group >= min(single)
 
 
 def test_a_frozen_worker_evicted_from_the_group_publishes_nothing_stale(broker, tmp_path):
@@ -211,7 +232,7 @@ def test_a_frozen_worker_evicted_from_the_group_publishes_nothing_stale(broker, 
     counts once."""
     total, partitions = 16_000, 4
     topic, group = "zombie", "zombie-group"
-    kafka_io.create_topics(broker.bootstrap_servers, {topic: partitions})
+    clients.create_topics(broker.bootstrap_servers, {topic: partitions})
     X, y = kh.stream(total, d=D, seed=13)
     values = kh.messages(X, y)
     directories = {w: tmp_path / w for w in ("w0", "w1")}
@@ -235,7 +256,7 @@ def test_a_frozen_worker_evicted_from_the_group_publishes_nothing_stale(broker, 
             os.kill(processes["w0"].pid, signal.SIGCONT)
         snapshots = kh.wait_until(
             lambda: (s := group_state(broker, f"{topic}-{group}-snapshots"))
-            and group_io.totals(s.values())["messages"] >= total and s,
+            and group_io.totals(s.values())["consumed"] >= total and s,
             120, "the whole stream", poll=0.5)
         for worker in list(processes):
             assert kh.stop_service(processes.pop(worker)) == 0, kh.tail(logs[worker])
@@ -244,7 +265,7 @@ def test_a_frozen_worker_evicted_from_the_group_publishes_nothing_stale(broker, 
             kh.kill_service(process)
     snapshots = group_state(broker, f"{topic}-{group}-snapshots")
     summary = group_io.totals(snapshots.values())
-    assert summary["messages"] == summary["claimed_messages"] == total
+    assert summary["consumed"] == summary["claimed_messages"] == total
     assert summary["samples_learned"] == total
     assert group_io.group_model(snapshots.values()).n_learned == total
     w0_log = logs["w0"].read_text(errors="replace")
@@ -266,9 +287,10 @@ def test_local_broker_runs_a_group_of_workers_in_one_command(tmp_path):
         capture_output=True, text=True, timeout=120, cwd=kh.REPO,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    summary = json.loads(result.stdout[result.stdout.index("{"):result.stdout.rindex("}") + 1])
+    # The group's summary, then a sample of the outputs.
+    summary, _ = json.JSONDecoder().raw_decode(result.stdout[result.stdout.index("{"):])
     assert summary["workers"] == ["worker-0", "worker-1"]
-    assert summary["messages"] == summary["claimed_messages"] == 600
+    assert summary["consumed"] == summary["claimed_messages"] == 600
     assert summary["samples_learned"] == 540 == summary["merged_model_samples"]
     assert summary["offsets"]["advsvm-input"].keys() == {"0", "1", "2", "3"}
     assert summary["test_then_train_accuracy"] > 0.7
@@ -277,9 +299,99 @@ def test_local_broker_runs_a_group_of_workers_in_one_command(tmp_path):
         assert info["group"]["worker"] == worker and info["model"]["params"]["gamma"] == 0.1
 
 
+def test_support_vector_workers_average_their_models_in_function_space(broker, tmp_path):
+    """2 workers with support-vector models ('merge', B = 256) share a 4-partition topic, and
+    a third joins mid-stream from the group's merged model. Each one's snapshots fold the
+    others' vectors in; over the latest snapshots every message counts once; the group's model
+    keeps the budget and is as accurate as one model trained on the whole stream in order."""
+    total, partitions = 9_000, 4
+    topic, group = "sv-scale", "sv-group"
+    sync_topic = f"{topic}-{group}-snapshots"
+    clients.create_topics(broker.bootstrap_servers, {topic: partitions})
+    X, y = kh.stream(total, d=D, seed=21)
+    values = kh.messages(X, y, unlabelled_every=10)
+    labelled = total - total // 10
+    directories = {w: tmp_path / w for w in ("v0", "v1", "v2")}
+    logs = {w: tmp_path / f"{w}.log" for w in directories}
+
+    def start(worker):
+        return kh.start_service(worker_command(
+            broker, topic, group, directories[worker], worker, "--budget-policy", "merge",
+            "--sync-every", "300", "--checkpoint-interval", "0.5"), logs[worker])
+
+    processes = {w: start(w) for w in ("v0", "v1")}
+    try:
+        kh.wait_until(lambda: all(assigned_lines(logs[w]) for w in processes), 60,
+                      "two workers assigned", processes["v0"], logs["v0"])
+        kh.produce(broker.bootstrap_servers, topic, values[:6_000],
+                   partition=list(range(partitions)))
+        # v2 joins once both workers have published, while the rest of the stream arrives.
+        kh.wait_until(lambda: all(local_learned(directories[w]) >= 1000 for w in processes), 60,
+                      "both workers to publish 1,000 messages", processes["v1"], logs["v1"])
+        processes["v2"] = start("v2")
+        kh.produce(broker.bootstrap_servers, topic, values[6_000:],
+                   partition=list(range(partitions)))
+        kh.wait_until(lambda: assigned_lines(logs["v2"]), 60, "v2 to be assigned",
+                      processes["v2"], logs["v2"])
+        kh.wait_until(lambda: (s := group_state(broker, sync_topic))
+                      and group_io.totals(s.values())["consumed"] >= total, 120,
+                      "the group to learn the whole stream", poll=0.5)
+        for worker in list(processes):
+            assert kh.stop_service(processes.pop(worker)) == 0, kh.tail(logs[worker])
+    finally:
+        for process in processes.values():
+            kh.kill_service(process)
+
+    snapshots = group_state(broker, sync_topic)
+    summary = group_io.totals(snapshots.values())
+    assert summary["consumed"] == summary["claimed_messages"] == total
+    assert summary["samples_learned"] == labelled
+    # The first two averaged each other in, v2 started from both (none was refused).
+    folded = {w: set(s.folded) for w, s in snapshots.items()}
+    assert "v1" in folded["v0"] and "v0" in folded["v1"] and folded["v2"] == {"v0", "v1"}, folded
+    for worker in snapshots:
+        assert "not averaging" not in logs[worker].read_text(errors="replace")
+    first = assigned_lines(logs["v2"])[0]
+    assert int(re.search(r"merged model of (\d+) samples", first).group(1)) > 0, first
+    model = group_io.group_model(snapshots.values())
+    assert model.n_learned == labelled and model.budget_policy == "merge"
+    assert 0 < model.n_support_vectors <= 256 and model.n_features == 0
+    X_test, y_test = kh.stream(10_000, d=D, seed=22)
+    accuracy_group = accuracy(model, X_test, y_test)
+    # One model's last iterates move by several points from sample to sample (88.9% to 92.8%
+    # over the last 3,000 of this stream, median 91.6%): the group's model, itself a last
+    # iterate, must be within what one model on the whole stream in order reaches there.
+    single = iterate_accuracies(values, X_test, y_test, budget_policy="merge")
+    print(f"\nsupport-vector group of 3: accuracy {accuracy_group:.4f}; one model over the "
+          f"last 3,000 samples: {min(single):.4f} to {max(single):.4f}, {single[-1]:.4f} at the "
+          f"end")
+    assert accuracy_group >= min(single)
+
+
+def test_a_worker_refuses_a_checkpoint_whose_model_cannot_be_averaged(broker, tmp_path):
+    """The checkpoint wins over the model options: one of `gamma='scale'` (each worker would
+    have its own bandwidth) stops a worker at start with a one-line error."""
+    from river_advsvm import AdvKernelSVM
+    from streams import state as state_io
+
+    model = AdvKernelSVM(gamma="scale", warm_up=5, seed=0)
+    for x, label in zip(*kh.stream(20, d=D)):
+        model.learn_one(dict(enumerate(x)), label)
+    state_io.save(tmp_path, state_io.ServiceState(model=model))
+    result = subprocess.run(
+        worker_command(broker, "refused", "refused-group", tmp_path, "w", "--sync-every", "100"),
+        capture_output=True, text=True, timeout=60, cwd=kh.REPO,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "wins over the model options, and its model cannot be averaged: workers that sync " \
+           "need a numeric gamma" in result.stderr
+
+
 def test_serve_refuses_options_that_cannot_share_a_pool(tmp_path):
     for options, message in [(["--gamma", "scale"], "numeric gamma"),
-                             (["--gamma", "0.1", "--budget-policy", "grow"], "compact"),
+                             (["--gamma", "scale", "--budget-policy", "merge"], "numeric gamma"),
+                             (["--gamma", "0.1", "--budget-policy", "grow"],
+                              "'merge', 'remove' or 'compact'"),
                              (["--gamma", "0.1", "--model", "linear"], "kernel")]:
         result = subprocess.run(
             [sys.executable, "-m", "river_advsvm.cli", "serve", "--bootstrap-servers",

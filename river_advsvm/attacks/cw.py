@@ -172,7 +172,13 @@ class CarliniWagnerL2(Attack):
         self.learning_rate = learning_rate
         _check_search(confidence, initial_const, search_steps, steps, learning_rate)
 
-    def _attack(self, oracle, X):
+    def _progress_total(self):
+        return self.search_steps * self.steps
+
+    def _evaluations(self, n_inputs):
+        return self.search_steps * self.steps, self.search_steps + 2
+
+    def _attack(self, oracle, X, bar):
         box = TanhBox(self.bounds)
         W0 = box.to_variables(X)
         best = BestFound(X, oracle.margins(X), self.confidence)
@@ -196,6 +202,7 @@ class CarliniWagnerL2(Attack):
                 hinge_active = (search.const * (margins + kappa > 0.0))[:, None]
                 grad = (2.0 * (X_t - X) + hinge_active * G) * box.input_derivative(W)
                 adam_step(W, grad, M, V, t + 1, self.learning_rate * decay[t], 0.9, 0.999)
+                bar.update()
             search.update(succeeded)
         return best.points, no_gradient
 

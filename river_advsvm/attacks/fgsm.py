@@ -52,7 +52,11 @@ class FGSM(Attack):
     ):
         super().__init__(epsilon=epsilon, norm=norm, bounds=bounds)
 
-    def _attack(self, oracle, X):
+    def _evaluations(self, n_inputs):
+        return 1, 1
+
+    def _attack(self, oracle, X, bar):
         margins, G = oracle.margins_and_gradients(X)
         no_gradient = unusable_gradients(G, margins) & (margins > 0)
+        bar.update()
         return X - self.epsilon * steepest_direction(G, self.norm), no_gradient

@@ -85,7 +85,13 @@ class PGD(Attack):
             delta = direction * self.epsilon * rng.random((n, 1)) ** (1.0 / max(d, 1))
         return project(X + delta, X, self.epsilon, self.norm, self.bounds)
 
-    def _attack(self, oracle, X):
+    def _progress_total(self):
+        return self.steps
+
+    def _evaluations(self, n_inputs):
+        return self.steps, 2
+
+    def _attack(self, oracle, X, bar):
         step = self.epsilon / 4 if self.step_size is None else self.step_size
         X_adv = self._random_start(X) if self.random_start else X.copy()
         best, best_margins = X_adv.copy(), None
@@ -104,6 +110,7 @@ class PGD(Attack):
             if k == self.steps:
                 break
             no_gradient |= unusable_gradients(G, margins) & (margins > 0)
+            bar.update()
             X_adv = project(
                 X_adv - step * steepest_direction(G, self.norm), X, self.epsilon, self.norm,
                 self.bounds,

@@ -120,7 +120,14 @@ class ZOO(Attack):
             :, : self.coordinates
         ]
 
-    def _attack(self, oracle, X):
+    def _progress_total(self):
+        return self.search_steps * self.steps
+
+    def _evaluations(self, n_inputs):
+        queries = 2 * min(self.coordinates, n_inputs) + 1  # the estimates, then the new margin
+        return 0, self.search_steps * self.steps * queries + 2
+
+    def _attack(self, oracle, X, bar):
         rng = np.random.default_rng(self.seed)
         n, d = X.shape
         box = TanhBox(self.bounds)
@@ -143,7 +150,9 @@ class ZOO(Attack):
             succeeded = np.zeros(n, dtype=bool)
             for step in range(self.steps):
                 if not active.size:
+                    bar.update(self.steps - step)  # every sample stalled: this c is done
                     break
+                bar.update()
                 a = active[:, None]
                 C = self._coordinate_batches(rng, active.size, d)
                 G = oracle.finite_differences(

@@ -1,0 +1,448 @@
+"""AdvKernelSVM as a River user meets it: progressive validation on River's binary streams.
+
+    python benchmarks/river_streams.py [--quick] [--out FILE]
+    python benchmarks/river_streams.py --explore [--quick] [--out FILE]
+
+Progressive validation (`river.evaluate.progressive_val_score`: predict each sample, then
+learn it; accuracy) on Phishing, Bananas, and 20,000 samples each of Hyperplane(10 features),
+Agrawal, SEA, SEA with a concept drift at 10,000 (`ConceptDriftStream` of SEA variants 0 and
+1), Sine and Mixed, seed 42 everywhere. Each stream is drawn once into memory, so that the
+samples/s are the models' own; they are CPU seconds of this process (BLAS on one thread), so
+that time the scheduler gives to other jobs on a shared machine does not count.
+
+Models, all in the same run: `AdvKernelSVM` with its default parameters (only the seed fixed,
+for reproducibility) raw, behind `preprocessing.StandardScaler()` and behind
+`preprocessing.MinMaxScaler()`, with random features (`compact`) and, when installed, support
+vectors (`merge`); River's `forest.ARFClassifier(n_models=10, seed=42)`,
+`tree.HoeffdingAdaptiveTreeClassifier(seed=42)`, `StandardScaler() | neighbors.KNNClassifier()`
+and `StandardScaler() | linear_model.LogisticRegression()`. Reported: accuracy per stream and
+its mean over the 8, samples/s over all of them, and memory (River's `_raw_memory_usage` of the
+model at the end of each stream, the largest over the streams).
+
+`--explore` runs AdvKernelSVM alone over a grid of settings (bandwidth rule, regularization,
+steps, warm-up, budget, representation) on all 8 streams and all three pipelines, to find
+defaults that meet the targets on every stream at once rather than on one. A bandwidth factor
+other than 1 scales what `gamma='scale'` fits: it is an experiment on the rule, patched in for
+the run, not an option of the model.
+
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import itertools
+import statistics
+import sys
+import time
+
+import common
+from river_advsvm import AdvKernelSVM, progress
+
+SEED = 42
+LENGTH = 20_000
+#: Issue 15's targets.
+AGRAWAL_RAW = 0.80
+BANANAS_SCALED = 0.87
+ARF_SLACK = 0.005
+ARF_SPEEDUP = 5.0
+#: Within this of the majority class's share, a model has learned nothing.
+MAJORITY_MARGIN = 0.01
+
+
+def has_support_vectors() -> bool:
+    return importlib.util.find_spec("river_advsvm.support") is not None
+
+
+# -- the streams ----------------------------------------------------------------------------------
+
+
+def streams(length: int) -> dict:
+    """Name -> a function returning the stream's samples as a list."""
+    from river import datasets
+    from river.datasets import synth
+
+    def first(stream):
+        return lambda: list(itertools.islice(stream(), length))
+
+    return {
+        "Phishing": first(datasets.Phishing),
+        "Bananas": first(datasets.Bananas),
+        "Hyperplane": first(lambda: synth.Hyperplane(seed=SEED, n_features=10)),
+        "Agrawal": first(lambda: synth.Agrawal(seed=SEED)),
+        "SEA": first(lambda: synth.SEA(seed=SEED)),
+        "SEA-drift": first(lambda: synth.ConceptDriftStream(
+            synth.SEA(seed=SEED, variant=0), synth.SEA(seed=SEED, variant=1),
+            position=length // 2, seed=SEED)),
+        "Sine": first(lambda: synth.Sine(seed=SEED)),
+        "Mixed": first(lambda: synth.Mixed(seed=SEED)),
+    }
+
+
+def majority_share(samples: list) -> float:
+    counts: dict = {}
+    for _, y in samples:
+        counts[y] = counts.get(y, 0) + 1
+    return max(counts.values()) / len(samples)
+
+
+# -- the models -----------------------------------------------------------------------------------
+
+PIPELINES = ("raw", "StandardScaler", "MinMaxScaler")
+
+
+def piped(pipeline: str, model):
+    from river import preprocessing
+
+    if pipeline == "StandardScaler":
+        return preprocessing.StandardScaler() | model
+    if pipeline == "MinMaxScaler":
+        return preprocessing.MinMaxScaler() | model
+    return model
+
+
+def ours(policies: list) -> list:
+    """(name, family, pipeline, policy, factory) for AdvKernelSVM with its defaults."""
+    return [(f"AdvKernelSVM({policy}) {pipeline}", "AdvKernelSVM", pipeline, policy,
+             lambda pipeline=pipeline, policy=policy: piped(
+                 pipeline, AdvKernelSVM(budget_policy=policy, seed=SEED)))
+            for policy in policies for pipeline in PIPELINES]
+
+
+def river_models() -> list:
+    from river import forest, linear_model, neighbors, preprocessing, tree
+
+    return [
+        ("ARF(10)", "river", None, None,
+         lambda: forest.ARFClassifier(n_models=10, seed=SEED)),
+        ("HoeffdingAdaptiveTree", "river", None, None,
+         lambda: tree.HoeffdingAdaptiveTreeClassifier(seed=SEED)),
+        ("StandardScaler | KNN", "river", "StandardScaler", None,
+         lambda: preprocessing.StandardScaler() | neighbors.KNNClassifier()),
+        ("StandardScaler | LogisticRegression", "river", "StandardScaler", None,
+         lambda: preprocessing.StandardScaler() | linear_model.LogisticRegression()),
+    ]
+
+
+# -- one run --------------------------------------------------------------------------------------
+
+
+def run(model, samples: list) -> dict:
+    """Progressive validation of `model` over `samples`: accuracy, seconds, memory, or the
+    error if it raised."""
+    import warnings
+
+    from river import evaluate, metrics
+
+    start = time.process_time()  # CPU seconds: other jobs on a shared machine do not count
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            metric = evaluate.progressive_val_score(samples, model, metrics.Accuracy())
+    except Exception as error:  # a crash is a result here: recorded, the run goes on
+        return {"accuracy": None, "seconds": time.process_time() - start,
+                "error": f"{type(error).__name__}: {error}"}
+    seconds = time.process_time() - start
+    return {"accuracy": metric.get(), "seconds": seconds, "error": None,
+            "memory_kb": model._raw_memory_usage / 1024,
+            "warnings": "; ".join(sorted({str(w.message) for w in caught}))[:300] or None}
+
+
+def run_all(models: list, data: dict, show_progress: bool) -> list:
+    records = []
+    for name, family, pipeline, policy, factory in progress.bar(
+            models, desc="river_streams", unit="model", progress=show_progress):
+        for stream, samples in data.items():
+            result = run(factory(), samples["samples"])
+            records.append({"kind": "run", "model": name, "family": family,
+                            "pipeline": pipeline, "policy": policy, "stream": stream,
+                            "samples": len(samples["samples"]),
+                            "majority": samples["majority"], **result})
+        summary = summarise(records, name)
+        progress.write(f"{name:40s} " + " ".join(
+            "crash" if r["accuracy"] is None else f"{100 * r['accuracy']:5.1f}"
+            for r in records if r["model"] == name)
+            + f"  mean {fmt(summary['mean_accuracy'], 100, '.2f')}"
+            f"  {summary['samples_per_s']:>9,.0f}/s")
+        records.append(summary)
+    return records
+
+
+def fmt(value, scale=1.0, spec=".2f") -> str:
+    return "-" if value is None else format(scale * value, spec)
+
+
+def summarise(records: list, name: str) -> dict:
+    rows = [r for r in records if r["kind"] == "run" and r["model"] == name]
+    crashed = [r["stream"] for r in rows if r["accuracy"] is None]
+    accuracies = [r["accuracy"] for r in rows if r["accuracy"] is not None]
+    seconds = sum(r["seconds"] for r in rows)
+    summary = {"kind": "summary", "model": name, "family": rows[0]["family"],
+               "pipeline": rows[0]["pipeline"], "policy": rows[0]["policy"],
+               "streams": len(rows), "crashed": ",".join(crashed) or None,
+               "mean_accuracy": None if crashed else statistics.mean(accuracies),
+               "samples_per_s": sum(r["samples"] for r in rows) / seconds,
+               "memory_kb_max": max((r.get("memory_kb") or 0.0) for r in rows),
+               "at_majority": ",".join(r["stream"] for r in rows if r["accuracy"] is not None
+                                       and r["accuracy"] <= r["majority"] + MAJORITY_MARGIN)
+               or None}
+    for r in rows:
+        summary[f"accuracy_{r['stream']}"] = r["accuracy"]
+    return summary
+
+
+# -- targets --------------------------------------------------------------------------------------
+
+
+def targets(records: list, policy: str) -> list:
+    summaries = {r["model"]: r for r in records if r["kind"] == "summary"}
+    arf = summaries["ARF(10)"]
+    name = {p: f"AdvKernelSVM({policy}) {p}" for p in PIPELINES}
+    out = []
+
+    def target(text, value, threshold, met):
+        out.append({"kind": "target", "policy": policy, "target": text, "value": value,
+                    "threshold": threshold, "met": bool(met)})
+
+    for pipeline in PIPELINES:
+        s = summaries[name[pipeline]]
+        target(f"{pipeline}: no crash", s["streams"] - len((s["crashed"] or "").split(",")
+                                                          if s["crashed"] else []),
+               s["streams"], s["crashed"] is None)
+        target(f"{pipeline}: no stream at majority-class level (+{MAJORITY_MARGIN:.0%})",
+               None, None, s["at_majority"] is None)
+    agrawal = summaries[name["raw"]]["accuracy_Agrawal"]
+    target("raw: Agrawal >= 80%", agrawal, AGRAWAL_RAW, agrawal is not None
+           and agrawal >= AGRAWAL_RAW)
+    for pipeline in ("StandardScaler", "MinMaxScaler"):
+        bananas = summaries[name[pipeline]]["accuracy_Bananas"]
+        target(f"{pipeline}: Bananas >= 87%", bananas, BANANAS_SCALED,
+               bananas is not None and bananas >= BANANAS_SCALED)
+    std = summaries[name["StandardScaler"]]
+    if std["mean_accuracy"] is not None and arf["mean_accuracy"] is not None:
+        target("StandardScaler: mean over the 8 >= ARF's mean - 0.5 points",
+               std["mean_accuracy"] - arf["mean_accuracy"], -ARF_SLACK,
+               std["mean_accuracy"] >= arf["mean_accuracy"] - ARF_SLACK)
+    speedup = std["samples_per_s"] / arf["samples_per_s"]
+    target("StandardScaler: samples/s >= 5x ARF's", speedup, ARF_SPEEDUP, speedup >= ARF_SPEEDUP)
+    return out
+
+
+# -- exploring the defaults -----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def experiment(gamma_factor: float = 1.0, tail: float = 1.0, golden_steps: int | None = None):
+    """Experiments on the model's rules, patched in for one run:
+
+    - `gamma_factor`, `tail`: `gamma='scale'` fitted on the last `tail` share of the warm-up
+      samples (where a scaler in front has settled), scaled by `gamma_factor`;
+    - `golden_steps`: the golden-section steps of the support vectors' merge search.
+    """
+    from river_advsvm import support, svm
+
+    original, steps = svm._scale_gamma, support._GOLDEN_STEPS
+
+    def patched(rows):
+        fitted, why = original(rows[int(len(rows) * (1 - tail)):] if tail < 1 else rows)
+        if isinstance(fitted, dict):
+            return {k: v * gamma_factor for k, v in fitted.items()}, why
+        return fitted * gamma_factor, why
+
+    if gamma_factor != 1 or tail != 1:
+        svm._scale_gamma = patched
+    if golden_steps is not None:
+        support._GOLDEN_STEPS = golden_steps
+    try:
+        yield
+    finally:
+        svm._scale_gamma, support._GOLDEN_STEPS = original, steps
+
+
+def setting(label: str, gamma_factor: float = 1.0, tail: float = 1.0,
+            golden_steps: int | None = None, **params) -> dict:
+    return {"label": label, "rule": {"gamma_factor": gamma_factor, "tail": tail,
+                                     "golden_steps": golden_steps}, "params": params}
+
+
+def explore_grid(quick: bool) -> list:
+    """One change at a time from the defaults, then combinations of the changes that helped
+    on every pipeline."""
+    if quick:
+        return [setting("defaults"), setting("gamma x2", 2.0)]
+    grid = [setting("defaults")]
+    grid += [setting(f"gamma x{f:g}", f) for f in (0.5, 2, 4, 8)]
+    grid += [setting("gamma fit on the warm-up's later half", tail=0.5)]
+    grid += [setting(f"regularization {lam:g}", regularization=lam) for lam in (1e-5, 1e-3, 1e-2)]
+    grid += [setting(f"step_size {eta:g}", step_size=eta) for eta in (0.1, 1.0, 2.0)]
+    grid += [setting(f"bias_step_size {eta:g}", bias_step_size=eta) for eta in (0.01, 0.2)]
+    grid += [setting(f"warm_up {w}", warm_up=w) for w in (20, 200)]
+    grid += [setting(f"budget {b}", budget=b) for b in (256, 4096)]
+    grid += [setting("gamma x2, regularization 1e-05", 2.0, regularization=1e-5),
+             setting("gamma x2, regularization 3e-05", 2.0, regularization=3e-5),
+             setting("gamma x3, regularization 1e-05", 3.0, regularization=1e-5),
+             setting("gamma x2, regularization 1e-05, later half", 2.0, 0.5, regularization=1e-5),
+             setting("gamma x2, regularization 1e-05, warm_up 100", 2.0, regularization=1e-5,
+                     warm_up=100),
+             setting("gamma x2, regularization 1e-05, warm_up 200", 2.0, regularization=1e-5,
+                     warm_up=200),
+             setting("gamma x2, warm_up 200", 2.0, warm_up=200),
+             setting("gamma x2, regularization 1e-05, budget 4096", 2.0, regularization=1e-5,
+                     budget=4096),
+             setting("gamma x2, regularization 1e-05, warm_up 200, budget 4096", 2.0,
+                     regularization=1e-5, warm_up=200, budget=4096),
+             setting("gamma x2, regularization 1e-05, warm_up 200, merge search 8 steps", 2.0,
+                     golden_steps=8, regularization=1e-5, warm_up=200),
+             setting("gamma x2, regularization 1e-05, warm_up 200, merge search grid only", 2.0,
+                     golden_steps=0, regularization=1e-5, warm_up=200)]
+    return grid
+
+
+def explore(data: dict, quick: bool, policies: list, settings: list | None,
+            show_progress: bool) -> list:
+    records = []
+    grid = [g for g in explore_grid(quick) if not settings or g["label"] in settings]
+    for entry in progress.bar(grid, desc="explore", unit="setting", progress=show_progress):
+        label, rule, params = entry["label"], entry["rule"], entry["params"]
+        for policy in policies:
+            params_ = {"seed": SEED, "budget_policy": policy, **params}
+            for pipeline in PIPELINES:
+                row = {"kind": "explore", "setting": label, "policy": policy,
+                       "pipeline": pipeline, **rule,
+                       "params": ", ".join(f"{k}={v}" for k, v in params.items()) or None}
+                seconds, n = 0.0, 0
+                with experiment(**rule):
+                    for stream, samples in data.items():
+                        result = run(piped(pipeline, AdvKernelSVM(**params_)), samples["samples"])
+                        row[f"accuracy_{stream}"] = result["accuracy"]
+                        seconds += result["seconds"]
+                        n += len(samples["samples"])
+                accuracies = [row[f"accuracy_{s}"] for s in data]
+                row["mean_accuracy"] = (None if None in accuracies
+                                        else statistics.mean(accuracies))
+                row["samples_per_s"] = n / seconds
+                records.append(row)
+                progress.write(f"{label:24s} {policy:8s} {pipeline:15s} " + " ".join(
+                    fmt(a, 100, "5.1f") for a in accuracies)
+                    + f"  mean {fmt(row['mean_accuracy'], 100)}  {n / seconds:,.0f}/s")
+    return records
+
+
+# -- output ---------------------------------------------------------------------------------------
+
+
+def table_rows(records: list, names: list) -> list:
+    summaries = {r["model"]: r for r in records if r["kind"] == "summary"}
+    rows = []
+    for name in names:
+        s = summaries[name]
+        row = {"model": name}
+        for stream in names_of_streams(records):
+            a = s.get(f"accuracy_{stream}")
+            row[stream] = "crash" if a is None else f"{100 * a:.1f}"
+        row["mean"] = fmt(s["mean_accuracy"], 100)
+        row["samples/s"] = f"{s['samples_per_s']:,.0f}"
+        row["memory"] = f"{s['memory_kb_max']:,.0f} KB"
+        rows.append(row)
+    return rows
+
+
+def names_of_streams(records: list) -> list:
+    return list(dict.fromkeys(r["stream"] for r in records if r["kind"] == "run"))
+
+
+def markdown(records: list, quick: bool) -> str:
+    machine = common.machine()
+    streams_ = names_of_streams(records)
+    models = list(dict.fromkeys(r["model"] for r in records if r["kind"] == "summary"))
+    columns = [("model", "model", "")] + [(s, s, "") for s in streams_] + [
+        ("mean", "mean", ""), ("samples/s", "samples/s", ""), ("memory", "memory", "")]
+    runs = [r for r in records if r["kind"] == "run"]
+    majority = {r["stream"]: r["majority"] for r in runs}
+    lengths = {r["stream"]: r["samples"] for r in runs}
+    lines = ["# River's binary streams (`benchmarks/river_streams.py`)", "",
+             f"{machine['cpu']}, {machine['cpus']} cores shared with other jobs, Python "
+             f"{machine['python']}, numpy {machine['numpy']}, BLAS on one thread."
+             + (" Quick smoke run." if quick else ""), "",
+             "Progressive validation accuracy (%), its mean over the streams, samples/s over "
+             "all of them, and the largest memory at the end of a stream (River's "
+             "`_raw_memory_usage`). AdvKernelSVM with its defaults (seed fixed), by "
+             "representation (`compact` random features, `merge` support vectors).", "",
+             "Streams (samples, majority class %): " + ", ".join(
+                 f"{s} ({lengths[s]:,}, {100 * majority[s]:.1f})" for s in streams_), "",
+             common.markdown_table(table_rows(records, models), columns)]
+    errors = [r for r in runs if r["error"]]
+    if errors:
+        lines += ["", "Crashes: " + "; ".join(f"{r['model']} on {r['stream']}: {r['error']}"
+                                              for r in errors)]
+    goals = [r for r in records if r["kind"] == "target"]
+    if goals:
+        lines += ["", "**Targets (issue 15)**", "", common.markdown_table(
+            [{**g, "met": "met" if g["met"] else "not met"} for g in goals],
+            [("policy", "representation", ""), ("target", "target", ""),
+             ("value", "measured", ".3f"), ("met", "", "")])]
+    return "\n".join(lines)
+
+
+def explore_markdown(records: list, quick: bool) -> str:
+    rows = [r for r in records if r["kind"] == "explore"]
+    streams_ = [k[len("accuracy_"):] for k in rows[0] if k.startswith("accuracy_")]
+    table = []
+    for r in rows:
+        row = {k: r[k] for k in ("setting", "policy", "pipeline")}
+        for s in streams_:
+            row[s] = fmt(r[f"accuracy_{s}"], 100, ".1f")
+        row["mean"] = fmt(r["mean_accuracy"], 100)
+        row["samples/s"] = f"{r['samples_per_s']:,.0f}"
+        table.append(row)
+    columns = [("setting", "setting", ""), ("policy", "policy", ""),
+               ("pipeline", "pipeline", "")] + [(s, s, "") for s in streams_] + [
+        ("mean", "mean", ""), ("samples/s", "samples/s", "")]
+    return "\n".join(["# AdvKernelSVM settings on River's binary streams "
+                      "(`benchmarks/river_streams.py --explore`)", "",
+                      "One change at a time from the defaults, every stream and pipeline. "
+                      "'gamma xF' scales what gamma='scale' fits by F (an experiment on the "
+                      "rule)." + (" Quick smoke run." if quick else ""), "",
+                      common.markdown_table(table, columns)])
+
+
+def main(argv=None) -> int:
+    parser = common.parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--explore", action="store_true",
+                        help="AdvKernelSVM alone over a grid of settings (see above)")
+    parser.add_argument("--policy", action="append", choices=["compact", "merge"],
+                        help="AdvKernelSVM representation(s) to run (default: every one "
+                             "installed)")
+    parser.add_argument("--setting", action="append",
+                        help="with --explore: only these settings of the grid, by label")
+    args = parser.parse_args(argv)
+    length = 500 if args.quick else LENGTH
+    data = {}
+    for name, draw in streams(length).items():
+        samples = draw()
+        data[name] = {"samples": samples, "majority": majority_share(samples)}
+    policies = args.policy or ["compact"] + (["merge"] if has_support_vectors() else [])
+    with common.one_blas_thread():
+        if args.explore:
+            records = explore(data, args.quick, policies, args.setting, not args.no_progress)
+            name = "river_streams_explore"
+            text = explore_markdown(records, args.quick)
+        else:
+            records = run_all(ours(policies) + river_models(), data, not args.no_progress)
+            for policy in policies:
+                records += targets(records, policy)
+            print(common.format_table([r for r in records if r["kind"] == "target"], [
+                ("policy", "policy", ""), ("target", "target", ""), ("value", "measured", ".3f"),
+                ("met", "met", "")]))
+            name = "river_streams"
+            text = markdown(records, args.quick)
+    machine = common.machine()
+    for r in records:
+        r.update(machine, quick=args.quick)
+    common.write_records(records, args.out, name, args.quick)
+    common.write_markdown(text, args.out, name, args.quick)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""Budget maintenance of the support vectors: what goes when a `(B + 1)`-th vector arrives.
+
+The vector `m` with the smallest `|a_m|` is merged into a same-sign partner `n` (policy
+'merge', as in budgeted SGD, Wang, Crammer and Vucetic 2012) or dropped ('remove'; also 'merge'
+when no vector has the sign of `a_m`). A merge replaces `a_m k(x_m, .) + a_n k(x_n, .)` by the
+single `a_z k(z, .)` closest to it in the kernel's space: for a fixed `z` the best `a_z` is the
+projection `a_m k(x_m, z) + a_n k(x_n, z)`, and what is lost, the weight degradation
+`||a_m k(x_m, .) + a_n k(x_n, .) - a_z k(z, .)||^2 = a_m^2 + a_n^2 + 2 a_m a_n k(x_m, x_n) -
+a_z^2`, is smallest where `|a_z|` is largest. The partner with the smallest degradation wins.
+Only the kernel row of `m` (and of the chosen `n`) is needed, never the full kernel matrix.
+
+Where `z` goes:
+
+- RBF: on the segment `z = h x_m + (1 - h) x_n` (moving off it shrinks both kernel values).
+  Squared distances scale quadratically along it, `k(x_m, z) = kappa^((1-h)^2)` and
+  `k(x_n, z) = kappa^(h^2)` with `kappa = k(x_m, x_n)`; `h` maximises `|a_z|`, the one zero of
+  the derivative in the half of the segment nearer the larger vector, found by Newton's method
+  (`merge_points`). Only the partners that can win are solved: the nearest few, then any other
+  whose lower bound on the degradation, a function of its distance alone, is below the best
+  degradation found (`best_merge`). The result is the exhaustive search's.
+- Laplacian: the L1 distances of any `z` in the box spanned by `x_m` and `x_n` add up to
+  `||x_m - x_n||_1`, so `|a_z|` depends on `T = ||x_m - z||_1` alone:
+  `A exp(-gamma T) + B exp(-gamma (L - T))`, a convex function of `T`, largest at an end. The
+  best merge point in the whole input space is therefore one of the two vectors: the larger one
+  (`|a_n| >= |a_m|`) absorbs `a_m k(x_m, x_n)`, and the degradation is `a_m^2 (1 - kappa^2)`,
+  smallest for the nearest same-sign vector. No interior point of the segment (nor any other
+  point) does better.
+
+`plan` decides; the store (`river_advsvm.support.SupportVectors`) applies the decision to its
+vectors.
+
+"""
+
+from __future__ import annotations
+
+import math
+import typing
+
+import numpy as np
+
+__all__ = ["POLICIES", "Maintenance", "best_merge", "merge_points", "plan"]
+
+POLICIES = ("merge", "remove")
+
+# The merge point: Newton steps on the logit of h, until they move it by less than this (the
+# error left is then of the order of its square, and p is at its maximum to rounding).
+_NEWTON_TOLERANCE = 1e-7
+_NEWTON_STEPS = 100
+# The merge partners solved first: the nearest ones (the others are bounded, see best_merge).
+_NEAREST = 8
+
+
+class Maintenance(typing.NamedTuple):
+    """One maintenance event: vector `m` leaves; with a `partner`, it is merged into it."""
+
+    m: int
+    partner: int | None
+    h: float  # z = h x_m + (1 - h) x_partner
+    coefficient: float  # a_z, the partner's new coefficient
+    squared_norm_change: float  # of a^T K a
+    loss: float  # the weight degradation, in the units of `a`
+
+
+def plan(kernel: str, policy: str, a: np.ndarray, row) -> Maintenance:
+    """The maintenance event for the coefficients `a` (one per stored vector).
+
+    `row(i)` returns `gamma * dist(x_i, x_j)` for every stored `j` (0 at `j = i`: squared L2
+    distances for RBF, L1 for Laplacian). The change of `a^T K a` is exact up to rounding: the
+    removed terms' cross products come from the rows of `m`, of the partner and (RBF) of `z`,
+    whose squared distances to every vector are exact combinations of the first two.
+    """
+    m = int(np.argmin(np.abs(a)))
+    a_m = a[m]
+    exponents_m = row(m)
+    value_m = float(np.exp(-exponents_m) @ a)
+    same_sign = a * a_m > 0.0
+    same_sign[m] = False
+    partners = np.flatnonzero(same_sign)
+    if policy == "merge" and partners.size:
+        D = exponents_m[partners]
+        best, h, p, loss = best_merge(kernel, abs(a_m), np.abs(a[partners]), D)
+        n, a_z = int(partners[best]), math.copysign(p, a_m)
+        exponents_n = row(n)
+        value_n = float(np.exp(-exponents_n) @ a)
+        if kernel == "rbf":
+            # Squared distances from a point of the segment, exactly.
+            exponents_z = h * exponents_m + (1.0 - h) * exponents_n - h * (1.0 - h) * D[best]
+            np.maximum(exponents_z, 0.0, out=exponents_z)
+        else:
+            exponents_z = exponents_m if h == 1.0 else exponents_n
+        value_z = float(np.exp(-exponents_z) @ a)
+        change = 2.0 * (a_z * value_z - a_m * value_m - a[n] * value_n) + loss
+        return Maintenance(m, n, h, a_z, change, loss)
+    return Maintenance(m, None, 1.0, 0.0, a_m * (a_m - 2.0 * value_m), a_m * a_m)
+
+
+def best_merge(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
+    """The partner whose merge loses least: `(its index, h, p(h), the weight degradation)`.
+
+    `A = |a_m|` is the smallest magnitude of all (`B >= A`, the partners'; otherwise every
+    partner is solved), and `D` as in `merge_points`. The degradation of a partner is `A^2 + B^2 + 2 A B exp(-D) - p^2` at its
+    best `h`.
+
+    RBF: only partners that can win are searched. A partner's degradation is at least
+    `A^2 l(min(D, 2))`, `l(D) = 2 (1 - exp(-D/2))^2`, the degradation of merging two equal
+    coefficients at distance `D` (whose best point is the midpoint when `D <= 2`):
+
+    - It grows with `B` (`B = r A`, `r >= 1`): `p*(r) = max_h p(h)` is a maximum of functions
+      linear in `r`, so its derivative is `exp(-D h*^2)` (almost everywhere), and the
+      derivative of the degradation is `2 A^2 (r (1 - e2^2) - (e1 e2 - kappa))` with
+      `e1 = exp(-D (1 - h*)^2)`, `e2 = exp(-D h*^2)`. With `p'(h*) = 0`, `r = (1 - h*) e1 /
+      (h* e2)`, and with `a = 2 D h*^2`, `b = 2 D h* (1 - h*)` (so `b / a = (1 - h*) / h*`),
+      that is nonnegative iff `(b / a) (1 - e^-a) >= e^-a (1 - e^-b)`: true, as
+      `(1 - e^-a) / a >= e^-a` and `b >= 1 - e^-b`.
+    - For `A = B` it grows with `D`: at the best point `e1 = h t`, `e2 = (1 - h) t` with
+      `t = p*`, and its derivative in `D` is `-2 kappa + 2 t^2 h (1 - h) = 2 e1 e2 - 2 kappa
+      >= 0`, as `e1 e2 = kappa exp(2 D h (1 - h))`.
+
+    The bound is increasing in `D`, so the partners nearest `m` are solved first; every other
+    partner whose bound is below the best degradation found is solved too, the rest cannot win.
+    Ties go to the first partner, as `np.argmin` would.
+
+    """
+    if kernel == "laplacian" or len(D) <= _NEAREST or (B < A).any():
+        h, p, loss = _merges(kernel, A, B, D)
+        best = int(np.argmin(loss))
+        return best, float(h[best]), float(p[best]), float(loss[best])
+    chosen = np.sort(np.argpartition(D, _NEAREST)[:_NEAREST])
+    h, p, loss = _merges(kernel, A, B[chosen], D[chosen])
+    # Partners whose bound A^2 l(min(D, 2)) is at most the best degradation found (a little
+    # more, for rounding): A^2 l(D) <= loss exactly when D <= -2 log(1 - sqrt(loss / 2 A^2)).
+    v = 0.5 * float(loss.min()) / (A * A)
+    reach = -2.0 * math.log1p(-math.sqrt(v)) if v < (1.0 - math.exp(-1.0)) ** 2 else math.inf
+    candidates = D <= reach * (1.0 + 1e-6)
+    candidates[chosen] = False
+    others = np.flatnonzero(candidates)
+    if others.size:
+        more = _merges(kernel, A, B[others], D[others])
+        chosen = np.concatenate([chosen, others])
+        order = np.argsort(chosen, kind="stable")  # back in partner order, for the ties
+        chosen = chosen[order]
+        h, p, loss = (np.concatenate([old, new])[order] for old, new in zip((h, p, loss), more))
+    best = int(np.argmin(loss))
+    return int(chosen[best]), float(h[best]), float(p[best]), float(loss[best])
+
+
+def _merges(kernel, A, B, D):
+    """`merge_points` and the weight degradation of each merge."""
+    h, p = merge_points(kernel, A, B, D)
+    return h, p, np.maximum(A * A + B * B + 2.0 * A * B * np.exp(-D) - p * p, 0.0)
+
+
+def merge_points(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
+    """For each partner: the `h` that maximises `p(h) = A k(x_m, z) + B k(x_n, z)`, and `p(h)`.
+
+    `A = |a_m|`, `B = |a_n|`, `D = gamma dist(x_m, x_n)` (squared L2 for RBF, L1 for Laplacian),
+    `z = h x_m + (1 - h) x_n`, for positive `A` and `B`.
+
+    RBF: `p(h) = A exp(-D (1 - h)^2) + B exp(-D h^2)`. Say `A <= B` (otherwise swap the roles
+    and measure `h` from the other end). Then `p(h) >= p(1 - h)` for `h <= 1/2`, as
+    `p(h) - p(1 - h) = (B - A) (exp(-D h^2) - exp(-D (1 - h)^2))`, so a maximum lies in
+    `[0, 1/2]`; `p'(0) > 0`, so it is a zero of `p'` there. In the logit `u = log(h / (1 - h))`,
+    `p'(h) = 0` reads `F(u) = u - c - 2 D sigma(u) = 0` with `c = log(A / B) - D` and `sigma`
+    the logistic function. On `u <= 0` (`h <= 1/2`), `F` is concave (`F'' = -2 D sigma
+    (1 - sigma) (1 - 2 sigma)`). `F` has exactly one zero `u*` below 0, or `u* = 0` (where
+    `A = B`, `D <= 2`): `F(u) = 0` means `A/B = r(h) = h / (1 - h) exp(D (1 - 2h))`, and
+    `log r` increases up to `h (1 - h) = 1 / (2D)` (or up to 1/2), then decreases to
+    `r(1/2) = 1 >= A/B`; `F' > 0` on `(-inf, u*)` for the same reason. Newton's method on a
+    concave increasing function started left of its zero never overshoots: the iterates
+    increase to `u*`, quadratically (linearly only at the double zero `A = B`, `D = 2`, where
+    `p` is flat). So `h = sigma(u*)` is the maximiser, to rounding, for every partner at once.
+    Two starting points are left of `u*`: `c`, as `F(c) = -2 D sigma(c) < 0`, and, for
+    `D < 2`, `log(A / B) / (1 - D / 2)`, where `F <= 0` because `sigma(u) >= 1/2 + u/4` on
+    `u <= 0` (`sigma` is convex there); the larger one is used.
+
+    Laplacian: one of the two vectors (see the module's notes).
+    """
+    if kernel == "laplacian":
+        at_m, at_n = A + B * np.exp(-D), A * np.exp(-D) + B
+        return np.where(at_m > at_n, 1.0, 0.0), np.maximum(at_m, at_n)
+    A, B, D = float(A), np.asarray(B, dtype=np.float64), np.asarray(D, dtype=np.float64)
+    swap = B < A
+    ratio = np.minimum(A, B) / np.maximum(A, B) if swap.any() else A / B
+    # exp(-u) = inf for far partners gives sigma(u) = 0, exactly; D = 2 divides by 0 in the
+    # branch not taken.
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        log_ratio = np.log(ratio)
+        c = log_ratio - D
+        u = np.maximum(c, np.where(D < 2.0, log_ratio / (1.0 - 0.5 * D), c))
+        D2 = D + D
+        for _ in range(_NEWTON_STEPS):
+            s = 1.0 / (1.0 + np.exp(-u))
+            t = D2 * s
+            step = (u - c - t) / (1.0 - t * (1.0 - s))
+            u -= step
+            if np.max(np.abs(step)) <= _NEWTON_TOLERANCE:
+                break
+        h = 1.0 / (1.0 + np.exp(-u))
+    if swap.any():
+        h = np.where(swap, 1.0 - h, h)
+    return h, A * np.exp(-D * (1.0 - h) ** 2) + B * np.exp(-D * h * h)

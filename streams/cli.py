@@ -1,0 +1,305 @@
+"""`advsvm serve` and `advsvm inspect --bootstrap-servers`: the command line of the Kafka side.
+
+`river_advsvm.cli` hands every `advsvm serve ...` command line to `main` here (the core never
+imports Kafka); `python -m streams.cli ARGS` is the same as `advsvm serve ARGS`.
+
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+
+from streams.serve_parser import build_parser
+
+__all__ = ["build_inspect_parser", "build_parser", "inspect_group", "inspect_main", "main"]
+
+if importlib.util.find_spec("kafka") is None:  # the kafka extra; river_advsvm.cli says so
+    raise ImportError("kafka-python is missing", name="kafka")
+
+
+def _model_factory(args: argparse.Namespace):
+    from river_advsvm import AdvKernelSVM, AdvLinearSVM
+
+    common = dict(epsilon=args.epsilon, norm=args.norm, regularization=args.regularization,
+                  schedule=args.schedule)
+    if args.step_size is not None:
+        common["step_size"] = args.step_size
+    if args.bias_step_size is not None:
+        common["bias_step_size"] = args.bias_step_size
+    if args.max_features is not None:
+        # TODO(core): every model takes max_features once the core API is on main.
+        import inspect
+
+        if "max_features" not in inspect.signature(AdvKernelSVM).parameters:
+            raise ValueError("--max-features needs a river-advsvm whose models take max_features")
+        common["max_features"] = args.max_features
+    if args.model == "linear":
+        AdvLinearSVM(**common)  # invalid options fail now, not at the first message
+        return lambda: AdvLinearSVM(**common)
+    try:
+        gamma = args.gamma if args.gamma == "scale" else float(args.gamma)
+    except ValueError:
+        raise ValueError(f"--gamma must be a positive number or 'scale', got {args.gamma!r}") \
+            from None
+    kernel = dict(kernel=args.kernel, gamma=gamma, budget=args.budget,
+                  budget_policy=args.budget_policy, seed=args.seed)
+    AdvKernelSVM(**common, **kernel)  # invalid options fail now, not at the first message
+    return lambda: AdvKernelSVM(**common, **kernel)
+
+
+#: Options a worker of `serve --local-broker --workers N` gets from the command line, by dest.
+_WORKER_OPTIONS = [
+    "checkpoint_every", "checkpoint_interval", "exit_when_idle", "max_message_bytes", "features",
+    "labels", "session_timeout_ms", "max_poll_records", "shutdown_timeout", "log_level",
+    "sync_every", "blas_threads", "connect_timeout", "model", "epsilon", "norm", "kernel",
+    "gamma", "regularization", "step_size", "bias_step_size", "schedule", "budget",
+    "budget_policy", "max_features", "seed", "monitor_sample_rate", "monitor_epsilon",
+    "monitor_norm", "monitor_bounds", "log_format",
+]
+
+
+def _worker_argv(args: argparse.Namespace):
+    """The `advsvm serve` command line of one worker, from this command's options."""
+    options = []
+    for dest in _WORKER_OPTIONS:
+        value = getattr(args, dest)
+        if value is None:
+            continue
+        flag = "--" + dest.replace("_", "-")
+        if isinstance(value, list):  # --labels, --monitor-bounds
+            import json
+
+            options += [flag, *(json.dumps(v) if not isinstance(v, str) else v for v in value)]
+        else:
+            options += [flag, str(value)]
+
+    def argv(bootstrap_servers: str, topic: str, group: str, checkpoint_dir: str,
+             worker_id: str) -> list[str]:
+        return [sys.executable, "-m", "streams.cli",
+                "--bootstrap-servers", bootstrap_servers, "--topic", topic, "--group", group,
+                "--checkpoint-dir", checkpoint_dir, "--worker-id", worker_id, *options]
+
+    return argv
+
+
+def _monitor(args: argparse.Namespace):
+    """The robustness monitor of `serve`, or None: on when there is an alerts topic."""
+    if not args.alerts_topic:
+        return None
+    from river_advsvm.attacks import PGD
+    from river_advsvm.monitor import RobustnessMonitor
+
+    epsilon = args.monitor_epsilon
+    if epsilon is None:
+        epsilon = args.epsilon if args.epsilon > 0 else 8 / 255
+    norm = args.monitor_norm or args.norm
+    # The service points the monitor at its current model before each update (checkpoint
+    # reloads and group merges replace the model object), hence no model here.
+    bounds = tuple(args.monitor_bounds) if args.monitor_bounds else None
+    return RobustnessMonitor(None, attack=PGD(epsilon=epsilon, norm=norm, bounds=bounds),
+                             sample_rate=args.monitor_sample_rate)
+
+
+def _check_group_options(args: argparse.Namespace, model_factory) -> None:
+    """Workers that sync must share their feature pool: `ValueError` otherwise."""
+    if args.sync_every is None and not args.workers:
+        return
+    if args.model != "kernel":
+        raise ValueError("workers that sync need --model kernel (AdvKernelSVM)")
+    from streams import merge
+
+    merge.check_mergeable_params(model_factory()._get_params())
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from streams import logs, metrics, security
+
+    logs.configure(args.log_level, args.log_format)
+    settings = security.from_args(args)  # every file read and checked now
+    if args.workers and not args.local_broker:
+        raise ValueError("--workers starts workers next to a local broker (--local-broker); "
+                         "elsewhere start one `advsvm serve --sync-every N` per worker")
+    if args.local_broker and settings != security.SecuritySettings():
+        raise ValueError("--local-broker starts a plaintext broker on 127.0.0.1: the security "
+                         "settings are for a cluster of your own (--bootstrap-servers)")
+    if args.workers and args.metrics_port:
+        raise ValueError("--metrics-port serves one service: with --workers each worker would "
+                         "need a port of its own")
+    if args.workers and args.sync_every is None:
+        args.sync_every = 1000
+    model_factory = _model_factory(args)
+    monitor = _monitor(args)
+    _check_group_options(args, model_factory)
+    options = dict(
+        predictions_topic=args.predictions_topic,
+        alerts_topic=args.alerts_topic,
+        dead_letter_topic=args.dead_letter_topic,
+        checkpoint_every=args.checkpoint_every,
+        checkpoint_interval=args.checkpoint_interval,
+        exit_when_idle=args.exit_when_idle,
+        max_message_bytes=args.max_message_bytes,
+        width=args.features,
+        labels=args.labels,
+        session_timeout_ms=args.session_timeout_ms,
+        max_poll_records=args.max_poll_records,
+        shutdown_timeout=args.shutdown_timeout,
+        connect_timeout=args.connect_timeout,
+        sync_every=args.sync_every,
+        sync_topic=args.sync_topic,
+        worker_id=args.worker_id,
+        blas_threads=args.blas_threads,
+        security=settings,
+    )
+    if args.local_broker:
+        from streams import local
+
+        overrides = dict(options, topic=args.topic, group=args.group,
+                         checkpoint_dir=args.checkpoint_dir)
+        pair = tuple(args.replay_pair) if args.replay_pair else None
+        partitions = args.partitions or (2 * args.workers if args.workers else 1)
+        return local.run_local(overrides, model_factory, source=args.replay,
+                               target=args.replay_target, limit=args.replay_limit, pair=pair,
+                               partitions=partitions,
+                               unlabelled_every=args.replay_unlabelled_every,
+                               monitor=monitor, workers=args.workers or 0,
+                               worker_argv=_worker_argv(args) if args.workers else None,
+                               show=args.show, outputs_file=args.outputs_file,
+                               observe=lambda s: metrics.from_args(args, s.session.reading))
+    missing = [flag for flag, value in [("--bootstrap-servers", args.bootstrap_servers),
+                                        ("--topic", args.topic), ("--group", args.group),
+                                        ("--checkpoint-dir", args.checkpoint_dir)] if not value]
+    if missing:
+        raise ValueError(f"{', '.join(missing)} required (or use --local-broker)")
+    from streams import service
+
+    config = service.ServiceConfig(
+        bootstrap_servers=args.bootstrap_servers, topic=args.topic, group=args.group,
+        checkpoint_dir=args.checkpoint_dir, **options,
+    )
+    served = service.Service(config, model_factory, monitor)
+    # Up before the service connects: /healthz and /readyz answer during start-up too.
+    server = metrics.from_args(args, served.session.reading)
+    try:
+        return served.run()
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def inspect_group(args: argparse.Namespace) -> int:
+    """`advsvm inspect --bootstrap-servers B --sync-topic S`: a group's totals as JSON.
+
+    `args` may carry the security flags (`inspect_main` parses them); without them the
+    clients connect in plaintext."""
+    import json
+
+    from streams import security
+
+    if not (args.sync_topic and args.bootstrap_servers):
+        print("advsvm inspect: a group needs both --bootstrap-servers and --sync-topic",
+              file=sys.stderr)
+        return 2
+    from streams import group
+    try:
+        settings = (security.from_args(args) if hasattr(args, "security_protocol")
+                    else security.SecuritySettings())
+    except security.SecurityError as error:
+        print(f"advsvm inspect: {error}", file=sys.stderr)
+        return 2
+    from streams.connection_check import ConnectionCheckError, check_connection, explain
+
+    try:
+        # The clients would only say that they could not bootstrap; the check says why.
+        check_connection(args.bootstrap_servers, settings, timeout=10)
+        snapshots = group.read_group(args.bootstrap_servers, args.sync_topic, timeout=30,
+                                     security=settings)
+    except (ConnectionCheckError, ValueError) as error:
+        print(f"advsvm inspect: {' '.join(str(error).split())}", file=sys.stderr)
+        return 2
+    except Exception as error:  # noqa: BLE001 - broker errors, timeouts
+        print(f"advsvm inspect: cannot read {args.sync_topic}: "
+              f"{explain(error, args.bootstrap_servers, settings)}", file=sys.stderr)
+        return 2
+    summary = group.totals(snapshots.values())
+    summary["per_worker"] = {
+        w: {"samples_learned": s.learned, "consumed": s.consumed, "snapshot": s.seq,
+            "created_at": s.meta["extra"].get("created_at"),
+            "offsets": {t: {str(p): o for p, o in parts.items()} for t, parts in s.offsets.items()}}
+        for w, s in sorted(snapshots.items())
+    }
+    model = group.group_model(snapshots.values())
+    summary["merged_model"] = None if model is None else {
+        "n_learned": model.n_learned, "classes": list(model.classes),
+        "params": model._get_params()}
+    print(json.dumps(summary, indent=2, default=str))
+    return 0
+
+
+def build_inspect_parser() -> argparse.ArgumentParser:
+    """The parser of `advsvm inspect --bootstrap-servers B --sync-topic S` with the security
+    flags of `serve`."""
+    from streams import security
+    from streams.serve_parser import _Parser
+
+    parser = _Parser(prog="advsvm inspect", description=(
+        "Print the group of workers behind a snapshot topic as JSON: totals over the latest "
+        "snapshot of every worker, each partition's resume point, the merged model."))
+    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", required=True)
+    parser.add_argument("--sync-topic", metavar="S", required=True,
+                        help="the group's snapshot topic")
+    parser.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    security.add_arguments(parser)
+    return parser
+
+
+def inspect_main(argv: list[str] | None = None) -> int:
+    """`advsvm inspect --bootstrap-servers B --sync-topic S [security flags]`; the exit
+    status (0, or 2 with one line on stderr)."""
+    return inspect_group(build_inspect_parser().parse_args(argv))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `advsvm serve` with `argv` (the arguments after `serve`); returns the exit status
+    (see `advsvm serve --help`). Every error is one line on stderr (`--debug`: and its
+    traceback)."""
+    from river_advsvm.checkpoint import CheckpointError
+    from streams.broker import BrokerError
+    from streams import logs
+    from streams.lifecycle import BrokerUnreachable, SettingsRefused
+
+    args = build_parser().parse_args(argv)
+    try:
+        return _serve(args)
+    except KeyboardInterrupt:
+        print("advsvm serve: interrupted twice: stopped without a final checkpoint (the last "
+              "one stays valid)", file=sys.stderr)
+        return 130
+    except Exception as error:  # noqa: BLE001 - every error is one line
+        if args.debug:
+            import traceback
+
+            traceback.print_exc()
+        if isinstance(error, BrokerUnreachable):
+            return _fail(error, 3)
+        if isinstance(error, SettingsRefused):
+            return _fail(error, 4)
+        if isinstance(error, (ValueError, TypeError, OSError, CheckpointError, BrokerError)):
+            return _fail(error, 2)
+        return _fail(error, 1, prefix=f"unexpected {type(error).__name__}: ",
+                     suffix=" (run with --debug for the traceback)")
+    finally:
+        logs.reset()  # a program that ran `main` keeps its own logging afterwards
+
+
+def _fail(error: BaseException, status: int, prefix: str = "", suffix: str = "") -> int:
+    text = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        text = f"{error.filename}: {error.strerror}"
+    print(f"advsvm serve: {prefix}{text}{suffix}", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

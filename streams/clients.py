@@ -1,0 +1,218 @@
+"""Every Kafka client the service uses is made here, from one `Clients` object.
+
+A `Clients` holds the bootstrap servers, the security settings (`streams.security`: TLS and
+SASL) and a dict of other extra kafka-python settings; all of them reach every client it makes
+(the service's consumer and producer, the admin client that creates topics, the group's
+snapshot reader, `advsvm inspect --bootstrap-servers`, the local broker's replay producer, the
+benchmarks' producer). A setting a method fixes for the service's guarantees
+(`enable_auto_commit`, `acks`, ...) cannot be overridden: `Clients` refuses such a key, and a
+security setting goes in `security`, not among the extra settings.
+
+Examples
+--------
+
+>>> from streams.clients import Clients
+>>> from streams.security import SecuritySettings
+>>> clients = Clients("127.0.0.1:9092", {"linger_ms": 20},
+...                   security=SecuritySettings(security_protocol="SSL", ssl_cafile="ca.pem"))
+>>> clients.settings["security_protocol"], clients.settings["linger_ms"]
+('SSL', 20)
+>>> Clients("127.0.0.1:9092", {"acks": 0})
+Traceback (most recent call last):
+...
+ValueError: the Kafka client setting 'acks' is fixed by the service and cannot be set
+>>> Clients("127.0.0.1:9092", {"ssl_cafile": "ca.pem"})
+Traceback (most recent call last):
+...
+ValueError: the Kafka client setting 'ssl_cafile' is a security setting: give it in security=SecuritySettings(...)
+
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from streams.security import CLIENT_KEYS, SecuritySettings
+
+__all__ = ["BOOTSTRAP_TIMEOUT_MS", "FIXED_SETTINGS", "Clients", "create_topics", "topic_id"]
+
+#: Clients give up bootstrapping after this long and the service retries with backoff, so that a
+#: SIGTERM during an outage is answered within seconds.
+BOOTSTRAP_TIMEOUT_MS = 5000
+
+#: Settings the service chooses itself: changing them would break exactly-once or the outputs'
+#: guarantees, so `Clients` refuses them as extra settings.
+FIXED_SETTINGS = frozenset({
+    "bootstrap_servers", "group_id", "enable_auto_commit", "auto_offset_reset",
+    "allow_auto_create_topics", "acks", "enable_idempotence", "key_deserializer",
+    "value_deserializer", "key_serializer", "value_serializer",
+})
+
+
+@dataclasses.dataclass
+class Clients:
+    """Makes the Kafka clients of one service, all with the same servers and settings.
+
+    Parameters
+    ----------
+    bootstrap_servers
+        `HOST:PORT[,HOST:PORT]`.
+    settings
+        Extra kafka-python settings given to every client (e.g. TLS and SASL ones).
+    bootstrap_timeout_ms
+        How long a client waits for a first broker before raising `NoBrokersAvailable`.
+    security
+        TLS and SASL (`streams.security.SecuritySettings`); plaintext by default.
+
+    `settings` is, after construction, everything the clients get besides what each method
+    fixes: the security settings as kafka-python names them, then the extra ones.
+    """
+
+    bootstrap_servers: str
+    settings: dict = dataclasses.field(default_factory=dict)
+    bootstrap_timeout_ms: int = BOOTSTRAP_TIMEOUT_MS
+    security: SecuritySettings = dataclasses.field(default_factory=SecuritySettings)
+
+    def __post_init__(self):
+        extra = dict(self.settings or {})
+        for key in sorted(extra):
+            if key in FIXED_SETTINGS:
+                raise ValueError(
+                    f"the Kafka client setting {key!r} is fixed by the service and cannot be set"
+                )
+            if key in CLIENT_KEYS:
+                raise ValueError(f"the Kafka client setting {key!r} is a security setting: give "
+                                 "it in security=SecuritySettings(...)")
+        self.settings = {**self.security.client_kwargs(), **extra}
+
+    def _common(self, client_id: str, bootstrap_timeout_ms: int | None) -> dict:
+        return {
+            "reconnect_backoff_max_ms": 2000,
+            **self.settings,
+            "bootstrap_servers": self.bootstrap_servers,
+            "client_id": client_id,
+            "bootstrap_timeout_ms": bootstrap_timeout_ms or self.bootstrap_timeout_ms,
+        }
+
+    def consumer_config(self, group: str, *, session_timeout_ms: int = 10000,
+                        max_poll_records: int = 500, client_id: str = "advsvm-serve",
+                        bootstrap_timeout_ms: int | None = None) -> dict:
+        """The settings of `consumer`: a group consumer that never commits on its own and
+        starts at the earliest offset.
+
+        Offsets are the checkpoint's business: auto-commit is off, and a partition the
+        checkpoint does not know starts at the group's committed offset, else at the beginning.
+        """
+        return {
+            "session_timeout_ms": session_timeout_ms,
+            "heartbeat_interval_ms": max(100, min(3000, session_timeout_ms // 5)),
+            "max_poll_records": max_poll_records,
+            "request_timeout_ms": max(30000, session_timeout_ms + 5000),
+            **self._common(client_id, bootstrap_timeout_ms),
+            "group_id": group,
+            "enable_auto_commit": False,
+            "auto_offset_reset": "earliest",
+            "allow_auto_create_topics": False,
+        }
+
+    def consumer(self, group: str, **options):
+        """A KafkaConsumer with `consumer_config(group, **options)`."""
+        from kafka import KafkaConsumer
+
+        return KafkaConsumer(**self.consumer_config(group, **options))
+
+    def reader_config(self, *, client_id: str, max_fetch_bytes: int) -> dict:
+        """The settings of `reader`: a consumer outside any group (assigned by hand), e.g. for
+        the snapshot topic."""
+        return {
+            "max_partition_fetch_bytes": max_fetch_bytes,
+            "fetch_max_bytes": max_fetch_bytes,
+            **self._common(client_id, None),
+            "group_id": None,
+            "enable_auto_commit": False,
+            "auto_offset_reset": "earliest",
+            "allow_auto_create_topics": False,
+        }
+
+    def reader(self, **options):
+        """A KafkaConsumer with `reader_config(**options)`."""
+        from kafka import KafkaConsumer
+
+        return KafkaConsumer(**self.reader_config(**options))
+
+    def producer_config(self, *, max_request_size: int = 4 * 2**20,
+                        client_id: str = "advsvm-serve", linger_ms: int = 5,
+                        bootstrap_timeout_ms: int | None = None) -> dict:
+        """The settings of `producer`: acks from all replicas, retries, and no idempotence.
+
+        Idempotence is off because an idempotent producer does not survive a restart of the
+        bundled broker; `streams.sink.OutputSink` resends what fails, so outputs are
+        at-least-once either way.
+        """
+        return {
+            "linger_ms": linger_ms,
+            "max_block_ms": 5000,
+            "request_timeout_ms": 10000,
+            "delivery_timeout_ms": 60000,
+            "max_request_size": max_request_size,
+            **self._common(client_id, bootstrap_timeout_ms),
+            "acks": "all",
+            "enable_idempotence": False,
+        }
+
+    def producer(self, **options):
+        """A KafkaProducer with `producer_config(**options)`."""
+        from kafka import KafkaProducer
+
+        return KafkaProducer(**self.producer_config(**options))
+
+    def admin_config(self, client_id: str = "advsvm-admin",
+                     bootstrap_timeout_ms: int | None = None) -> dict:
+        """The settings of `admin`."""
+        return self._common(client_id, bootstrap_timeout_ms)
+
+    def admin(self, **options):
+        """A KafkaAdminClient with `admin_config(**options)` (it reaches a broker at once)."""
+        from kafka import KafkaAdminClient
+
+        return KafkaAdminClient(**self.admin_config(**options))
+
+    def create_topics(self, topics: dict[str, int], configs: dict | None = None,
+                      bootstrap_timeout_ms: int | None = None) -> None:
+        """Create each topic (name -> partitions) unless it exists already."""
+        from kafka.admin import NewTopic
+        from kafka.errors import TopicAlreadyExistsError
+
+        admin = self.admin(bootstrap_timeout_ms=bootstrap_timeout_ms)  # reaches a broker
+        try:
+            for name, partitions in topics.items():
+                try:
+                    admin.create_topics([NewTopic(name, partitions, 1, topic_configs=configs or {})])
+                except TopicAlreadyExistsError:
+                    pass
+        finally:
+            admin.close()
+
+
+def create_topics(bootstrap_servers: str, topics: dict[str, int], settings: dict | None = None,
+                  security: SecuritySettings | None = None):
+    """Create each topic (name -> partitions) unless it exists already."""
+    Clients(bootstrap_servers, settings or {},
+            security=security or SecuritySettings()).create_topics(topics)
+
+
+def topic_id(consumer, topic: str) -> str | None:
+    """The broker's id of `topic` as the consumer last saw it (None if unknown).
+
+    A topic that is deleted and created again gets a new id: the checkpoint's offsets then
+    belong to a log that no longer exists. kafka-python keeps the ids in its cluster metadata,
+    which it does not expose publicly, hence the defensive lookup.
+    """
+    cluster = getattr(consumer, "_cluster", None)
+    if cluster is None:
+        cluster = getattr(getattr(consumer, "_client", None), "cluster", None)
+    try:
+        value = cluster.topic_id(topic)
+    except Exception:  # noqa: BLE001 - an older kafka-python without topic ids
+        return None
+    return None if value is None else str(value)

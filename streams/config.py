@@ -1,0 +1,127 @@
+"""The settings of `advsvm serve` besides the model: `ServiceConfig`.
+
+Examples
+--------
+
+>>> from streams.config import ServiceConfig
+>>> config = ServiceConfig(bootstrap_servers="127.0.0.1:9092", topic="digits", group="svm",
+...                        checkpoint_dir="/tmp/svm", sync_every=500)
+>>> config.sync_topic, config.grouped
+('digits-svm-snapshots', True)
+
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from streams.clients import Clients
+from streams.security import SecuritySettings
+
+__all__ = ["ServiceConfig"]
+
+
+@dataclasses.dataclass
+class ServiceConfig:
+    """Everything `advsvm serve` needs besides the model.
+
+    Parameters
+    ----------
+    bootstrap_servers, topic, group
+        Where to read from: `HOST:PORT[,HOST:PORT]`, the input topic, the consumer group.
+    checkpoint_dir
+        Directory of the checkpoint file (created if missing).
+    predictions_topic, alerts_topic, dead_letter_topic
+        Where outputs go; None drops them (dead letters are still counted and logged).
+    checkpoint_every, checkpoint_interval
+        Checkpoint after this many messages, or this many seconds with progress.
+    exit_when_idle
+        Stop cleanly (final checkpoint) after this many seconds without a message, counted
+        from the first partition assignment; None runs until SIGTERM.
+    max_message_bytes
+        Larger messages are dead letters.
+    width
+        Number of features of array-form `x`; None takes it from the first learned array.
+    labels
+        Pin the two classes; any other label is a dead letter. None: the first two labels seen.
+    session_timeout_ms, max_poll_records, poll_timeout_ms
+        Consumer settings; a short session timeout makes restarts rejoin faster.
+    shutdown_timeout
+        How long the final flush may wait for the broker before giving up.
+    connect_timeout
+        At start-up, how long to wait for a first broker to answer before giving up
+        (`streams.service.BrokerUnreachable`). Later outages are waited out.
+    sync_every
+        None: a standalone service. A number: this service is one worker of the group; every
+        `sync_every` messages (or `checkpoint_interval` seconds with progress) it averages its
+        peers' snapshots in and publishes its own (this replaces `checkpoint_every`).
+    sync_topic
+        The group's snapshot topic; by default `<topic>-<group>-snapshots`.
+    worker_id
+        This worker's key in the snapshot topic; by default kept in `checkpoint_dir/worker-id`.
+    blas_threads
+        BLAS threads in the service (threadpoolctl); None or 0 leaves BLAS as it is.
+    security
+        TLS and SASL settings of every Kafka client (`streams.security.SecuritySettings`;
+        plaintext by default). At start-up the service checks them against the cluster
+        (`streams.connection_check`) and stops with `streams.lifecycle.SettingsRefused` if the
+        cluster refuses them.
+    client_settings
+        Other extra kafka-python settings for every Kafka client of the service: see
+        `streams.clients.Clients` (security settings go in `security`).
+
+    """
+
+    bootstrap_servers: str
+    topic: str
+    group: str
+    checkpoint_dir: str
+    predictions_topic: str | None = None
+    alerts_topic: str | None = None
+    dead_letter_topic: str | None = None
+    checkpoint_every: int = 1000
+    checkpoint_interval: float = 10.0
+    exit_when_idle: float | None = None
+    max_message_bytes: int = 2**20
+    width: int | None = None
+    labels: list | None = None
+    session_timeout_ms: int = 10000
+    max_poll_records: int = 500
+    poll_timeout_ms: int = 200
+    shutdown_timeout: float = 30.0
+    connect_timeout: float = 30.0
+    sync_every: int | None = None
+    sync_topic: str | None = None
+    worker_id: str | None = None
+    blas_threads: int | None = 1
+    security: SecuritySettings = dataclasses.field(default_factory=SecuritySettings)
+    client_settings: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        Clients(self.bootstrap_servers, self.client_settings, security=self.security)  # checks
+        if self.checkpoint_every < 1 or self.checkpoint_interval <= 0:
+            raise ValueError("checkpoint_every must be >= 1 and checkpoint_interval > 0")
+        if self.max_message_bytes < 1:
+            raise ValueError("max_message_bytes must be >= 1")
+        if not self.connect_timeout > 0:
+            raise ValueError("connect_timeout must be > 0")
+        if self.labels is not None and (len(self.labels) != 2 or self.labels[0] == self.labels[1]):
+            raise ValueError(f"labels must be two distinct labels, got {self.labels!r}")
+        outputs = [self.predictions_topic, self.alerts_topic, self.dead_letter_topic]
+        if self.topic in outputs:
+            raise ValueError(f"the input topic {self.topic!r} cannot also be an output topic")
+        if self.sync_every is not None:
+            if self.sync_every < 1:
+                raise ValueError("sync_every must be >= 1")
+            if self.sync_topic is None:
+                name = f"{self.topic}-{self.group}-snapshots"
+                self.sync_topic = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:249]
+            if self.sync_topic in [self.topic, *outputs]:
+                raise ValueError(f"the snapshot topic {self.sync_topic!r} must be a topic of its own")
+            self.checkpoint_every = self.sync_every
+
+    @property
+    def grouped(self) -> bool:
+        """True when this service is one worker of a group that syncs its model."""
+        return self.sync_every is not None

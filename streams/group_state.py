@@ -1,0 +1,105 @@
+"""What a group's latest snapshots say together: claims, totals, the group's model.
+
+Pure functions over `streams.snapshot.Snapshot`s (no Kafka): the resume point of every
+partition (`claims`), the snapshots that a later one has entirely folded in (`superseded`),
+the merged model a new worker starts from (`group_model`) and the group's counters
+(`totals`, what `advsvm inspect` shows). See `streams.group` for the protocol.
+
+"""
+
+from __future__ import annotations
+
+import logging
+
+from streams import merge
+from streams.snapshot import Snapshot
+
+__all__ = ["claims", "group_model", "superseded", "totals"]
+
+log = logging.getLogger(__name__)
+
+
+def claims(snapshots, topic_ids: dict | None = None) -> dict[str, dict[int, int]]:
+    """The group's next offset of every partition: the largest any snapshot holds for it.
+
+    `topic_ids` (topic -> current id) drops the offsets of a topic's earlier incarnation: those
+    positions are in a log that is gone.
+    """
+    result: dict[str, dict[int, int]] = {}
+    for snapshot in snapshots:
+        ids = snapshot.fields["topic_ids"]
+        for topic, parts in snapshot.offsets.items():
+            current = (topic_ids or {}).get(topic)
+            if current is not None and ids.get(topic) not in (None, current):
+                continue
+            mine = result.setdefault(topic, {})
+            for partition, offset in parts.items():
+                mine[partition] = max(mine.get(partition, 0), offset)
+    return result
+
+
+def superseded(snapshots) -> set[str]:
+    """Workers whose latest snapshot is entirely inside a later one: a snapshot published after
+    it (higher position) that had folded in all of its samples."""
+    out = set()
+    for s in snapshots:
+        for t in snapshots:
+            if t.position > s.position and t.worker != s.worker \
+                    and t.folded.get(s.worker, -1) >= s.learned:
+                out.add(s.worker)
+                break
+    return out
+
+
+def group_model(snapshots):
+    """The group's model: what a new worker starts from, as a fitted model (None if empty).
+
+    The latest snapshots that no later snapshot has folded in entirely, averaged with weights
+    = their `samples_learned`; `n_learned` is the sum over every latest snapshot. Snapshots
+    whose model cannot be averaged with the earliest one are left out (and logged).
+    """
+    members = _group_members(list(snapshots))
+    if not members:
+        return None
+    return merge.to_model(*merge.average(members, sum(s.learned for s in snapshots)))
+
+
+def _group_members(snapshots: list[Snapshot]) -> list[tuple]:
+    if not snapshots:
+        return []
+    ordered = sorted(snapshots, key=lambda s: s.position)
+    gone = superseded(ordered)
+    base = ordered[0]
+    members = [(base.meta, base.arrays, 0.0 if base.worker in gone else float(base.learned))]
+    for s in ordered[1:]:
+        reason = merge.incompatibility(base.meta, s.meta)
+        if reason is not None:
+            log.error("leaving out the snapshot of %s: %s", s.worker, reason)
+            continue
+        members.append((s.meta, s.arrays, 0.0 if s.worker in gone else float(s.learned)))
+    return members
+
+
+def totals(snapshots) -> dict:
+    """What the group has done, over the latest snapshot of every worker."""
+    snapshots = list(snapshots)
+    sums = {key: sum(s.fields["counters"][key] for s in snapshots)
+            for key in ("consumed", "learned", "predicted", "unlabelled", "dead_letters",
+                        "learned_correct")}
+    all_claims = claims(snapshots)
+    runs = [s.group["run"] for s in snapshots if s.group["run"]["first"] is not None]
+    return {
+        "workers": sorted(s.worker for s in snapshots),
+        "samples_learned": sums["learned"],
+        "consumed": sums["consumed"],
+        "predicted": sums["predicted"],
+        "unlabelled": sums["unlabelled"],
+        "dead_letters": sums["dead_letters"],
+        "test_then_train_accuracy": (sums["learned_correct"] / sums["learned"]
+                                     if sums["learned"] else None),
+        "offsets": {t: {str(p): o for p, o in sorted(parts.items())}
+                    for t, parts in sorted(all_claims.items())},
+        "claimed_messages": sum(o for parts in all_claims.values() for o in parts.values()),
+        "first_message_at": min((r["first"] for r in runs), default=None),
+        "last_message_at": max((r["last"] for r in runs), default=None),
+    }

@@ -1,0 +1,152 @@
+"""What a service process needs around its loop: its checkpoint directory to itself, BLAS on
+one thread, a first broker within a deadline (that accepts the connection settings), and
+SIGTERM / SIGINT handled as documented in `streams.service`."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import threading
+import time
+
+from kafka.errors import KafkaError, KafkaTimeoutError
+
+from streams.connection_check import ConnectionCheckError, check_connection, explain
+from streams.security import SecurityError
+
+__all__ = ["CHECK_TIMEOUT", "INTERRUPTED", "BrokerUnreachable", "Signals", "SettingsRefused",
+           "blas_threads", "lock_directory", "reach_broker"]
+
+log = logging.getLogger(__name__)
+
+#: The exit status after a SIGINT (128 + the signal's number, as shells report it).
+INTERRUPTED = 128 + signal.SIGINT
+
+
+#: One connection check at start-up takes at most this long (then it is tried again, until
+#: `connect_timeout`): a SIGTERM while the broker is away is answered within seconds.
+CHECK_TIMEOUT = 5.0
+
+
+class BrokerUnreachable(RuntimeError):
+    """No broker answered within `connect_timeout` seconds at start-up."""
+
+
+class SettingsRefused(RuntimeError):
+    """At start-up the cluster answered, and refused the connection settings (a CA that did not
+    sign its certificate, plaintext against TLS or TLS against plaintext, a client certificate
+    missing or refused, a wrong SASL password or mechanism): retrying cannot help."""
+
+
+def lock_directory(directory: str):
+    """An exclusive lock on `directory` (an open file to close), or `ValueError` if another
+    service holds it: two services writing one checkpoint would overwrite each other."""
+    lock = open(os.path.join(directory, ".lock"), "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        raise ValueError(f"another service is using the checkpoint directory {directory}") \
+            from None
+    return lock
+
+
+def reach_broker(clients, topics: list[str], timeout: float, stopping: threading.Event,
+                 heartbeat=lambda: None) -> bool:
+    """Wait for a first broker, at most `timeout` seconds, check that it accepts the connection
+    settings (`streams.connection_check`), and create `topics` (one partition each) on it.
+
+    Returns False if `stopping` came first; raises `SettingsRefused` as soon as the cluster
+    refuses the settings, and `BrokerUnreachable` after the timeout (with the last reason).
+    `heartbeat` is called while waiting (liveness: waiting for the broker is not being stuck).
+    """
+    deadline = time.monotonic() + timeout
+    servers = clients.bootstrap_servers
+    waiting = False
+    while not stopping.is_set():
+        heartbeat()
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise BrokerUnreachable(f"no Kafka broker answered at {servers} within {timeout:g}s"
+                                    f"{f' ({reason})' if waiting else ''}")
+        try:
+            check_connection(servers, clients.security, min(remaining, CHECK_TIMEOUT))
+            clients.create_topics({t: 1 for t in topics},
+                                  bootstrap_timeout_ms=int(1000 * max(0.1, min(5.0, remaining))))
+            return True
+        except ConnectionCheckError as error:
+            if not error.retriable:
+                raise SettingsRefused(str(error)) from None
+            reason = str(error)
+        except KafkaError as error:
+            if not isinstance(error, KafkaTimeoutError):  # a broker answered, and refused:
+                log.warning("could not create the output topics: %r", error)  # auto-created?
+                return True
+            reason = explain(error, servers, clients.security)
+        except SecurityError:  # a file of the settings became unreadable
+            raise
+        except ValueError as error:  # the servers do not parse
+            raise ValueError(f"bootstrap servers {servers!r}: {error}") from None
+        if not waiting:
+            log.warning("waiting for a Kafka broker at %s (at most %gs): %s", servers, timeout,
+                        reason)
+            waiting = True
+        stopping.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+    return False
+
+
+class Signals:
+    """SIGTERM and SIGINT call `stop` (the loop drains); a second SIGINT raises
+    KeyboardInterrupt at once. Installed from the main thread only; `restore` puts the
+    previous handlers back."""
+
+    def __init__(self, stop):
+        self.interrupted = False
+        self._previous = {}
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def interrupt(*_):
+            log.warning("interrupted: draining, then a final checkpoint (interrupt again to "
+                        "stop at once)")
+            self.interrupted = True
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # the second one stops
+            stop()
+
+        self._previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, lambda *_: stop())
+        self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt)
+
+    def status(self, status: int) -> int:
+        """The exit status: `status`, or `INTERRUPTED` for a clean stop after SIGINT."""
+        return INTERRUPTED if status == 0 and self.interrupted else status
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+
+
+@contextlib.contextmanager
+def blas_threads(threads: int | None):
+    """Limit BLAS to `threads` threads for the duration (nothing if None or 0).
+
+    threadpoolctl acts on the BLAS library numpy already loaded (the command line imports numpy
+    before any service code runs, too late for OMP_NUM_THREADS and friends), covers OpenBLAS,
+    MKL and BLIS alike, and restores the previous limits afterwards, so a program that embeds
+    the service keeps its own BLAS settings outside it.
+    """
+    if not threads:
+        yield
+        return
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        log.warning("threadpoolctl is missing: BLAS keeps its default threads "
+                    "(pip install 'river-advsvm[kafka]')")
+        yield
+        return
+    with threadpool_limits(limits=threads, user_api="blas"):
+        yield

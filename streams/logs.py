@@ -1,0 +1,129 @@
+"""The service's log format: plain lines for people (the default), or one JSON object per line
+for log collectors (`--log-format json`).
+
+A JSON line holds `time` (UTC, RFC 3339), `level`, `logger` and `message`, the traceback as
+`exception` when there is one, and the fields the call passed with `extra=fields(...)`:
+
+    log.info("checkpoint %d", n, extra=logs.fields(**metrics.log_fields(reading)))
+
+gives `{"time": ..., "level": "info", ..., "messages_consumed_total": 1000, ...}`: the
+service's numbers under the same names as its Prometheus metrics. The plain format shows
+the message only, as before.
+
+Examples
+--------
+
+>>> import io, json, logging
+>>> from streams import logs
+>>> stream = io.StringIO()
+>>> logs.configure("info", "json", stream=stream)
+>>> logging.getLogger("streams.service").info("checkpoint %d", 3,
+...                                           extra=logs.fields(learned_total=7))
+>>> line = json.loads(stream.getvalue())
+>>> line["message"], line["level"], line["learned_total"]
+('checkpoint 3', 'info', 7)
+>>> logs.reset()
+
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import math
+import sys
+
+__all__ = ["FORMATS", "JsonFormatter", "add_arguments", "configure", "fields", "reset"]
+
+FORMATS = ("plain", "json")
+PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+#: Libraries whose retry chatter during a broker outage would drown the service's own lines.
+QUIET = ("kafka",)
+
+_FIELDS = "advsvm_fields"
+_RESERVED = ("time", "level", "logger", "message", "exception")
+
+
+def fields(**values) -> dict:
+    """`extra=` for a log call: these key/values become fields of the JSON line."""
+    return {_FIELDS: values}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line. The record's fields (from `fields`) follow
+    the fixed keys; a field named like a fixed key is renamed `field_<name>`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "time": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc)
+            .isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in getattr(record, _FIELDS, {}).items():
+            line[f"field_{key}" if key in _RESERVED else key] = value
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        elif record.stack_info:
+            line["exception"] = self.formatStack(record.stack_info)
+        return json.dumps(_finite(line), default=str, ensure_ascii=False, allow_nan=False)
+
+
+def _finite(value):
+    """NaN and infinities are not JSON: they become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+_installed: logging.Handler | None = None
+_previous_levels: dict[str, int] = {}  # logger name ("" for the root) -> level before configure
+
+
+def configure(level: str = "info", log_format: str = "plain", stream=None) -> None:
+    """Send the process's logs to `stream` (stderr) in `log_format`, at `level` and above.
+
+    Replaces the handler a previous call installed (and only that one), so it can be called
+    again. Kafka's client library is silent unless `level` is debug: its messages repeat what
+    the service says itself (connection attempts during an outage, say).
+    """
+    global _installed
+    if log_format not in FORMATS:
+        raise ValueError(f"the log format is one of {', '.join(FORMATS)}, not {log_format!r}")
+    handler = logging.StreamHandler(sys.stderr if stream is None else stream)
+    handler.setFormatter(JsonFormatter() if log_format == "json"
+                         else logging.Formatter(PLAIN_FORMAT))
+    root = logging.getLogger()
+    reset()
+    for name in ("", *QUIET):
+        _previous_levels[name] = logging.getLogger(name).level
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    _installed = handler
+    for name in QUIET:
+        logging.getLogger(name).setLevel(logging.DEBUG if level == "debug" else logging.CRITICAL)
+
+
+def reset() -> None:
+    """Remove the handler `configure` installed, and put the levels it set back."""
+    global _installed
+    if _installed is not None:
+        logging.getLogger().removeHandler(_installed)
+        _installed = None
+    for name, level in _previous_levels.items():
+        logging.getLogger(name).setLevel(level)
+    _previous_levels.clear()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add `--log-format plain|json`."""
+    parser.add_argument("--log-format", choices=FORMATS, default="plain",
+                        help="plain lines (default) or one JSON object per line, with the "
+                        "service's numbers under the names of its metrics")

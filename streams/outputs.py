@@ -1,0 +1,120 @@
+"""The service's outputs: predictions, alerts and dead letters, as JSON, to their topics.
+
+A prediction::
+
+    {"id": 7, "label": 1, "probability": 0.93, "labelled": true, "topic": "in",
+     "partition": 0, "offset": 41, "samples_learned": 1200, "y": 1}
+
+`label` and `probability` are null before the model knows a class; `samples_learned` counts
+what the model had learned once this message was (in a group: the merged model's samples).
+An alert is the monitor's alert (`river_advsvm.monitor.Alert`) with `"alert"` (its type), the
+message's `message_id`, `topic`, `partition` and `offset`. A dead letter is the envelope of
+`streams.kafka.dead_letter`.
+
+Every output is strict JSON: a number that is not finite (NaN, infinity) is written as null,
+never as the `NaN` or `Infinity` that strict parsers refuse.
+
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import msgspec
+
+from streams import kafka as kafka_io
+
+__all__ = ["Outputs", "alert_json", "prediction_json"]
+
+log = logging.getLogger(__name__)
+
+
+
+def _plain(value):
+    """What msgspec cannot write itself: numpy scalars as numbers, anything else as text."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+# msgspec writes NaN and infinities as null: outputs stay strict JSON.
+_ENCODER = msgspec.json.Encoder(enc_hook=_plain)
+
+
+def prediction_json(outcome, record, n_learned: int) -> bytes:
+    sample = outcome.sample
+    message = {
+        "id": sample.id,
+        "label": outcome.label,
+        "probability": outcome.probability,
+        "labelled": sample.labelled,
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "samples_learned": n_learned,
+    }
+    if sample.labelled:
+        message["y"] = sample.y
+    return _ENCODER.encode(message)
+
+
+def alert_json(alert, outcome, record) -> bytes:
+    body = dataclasses.asdict(alert) if dataclasses.is_dataclass(alert) else {"detail": repr(alert)}
+    message = {
+        "alert": type(alert).__name__,
+        **body,
+        "message_id": outcome.sample.id,
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+    }
+    return _ENCODER.encode(message)
+
+
+class Outputs:
+    """Sends what a message led to: its prediction and alerts, or its dead letter.
+
+    Parameters
+    ----------
+    config
+        The `ServiceConfig` (which topics; None drops that output).
+    sink
+        The `streams.sink.OutputSink` they go through.
+    counters
+        A callable returning the state's counters (the state is replaced on reloads).
+
+    """
+
+    def __init__(self, config, sink, counters):
+        self.config = config
+        self.sink = sink
+        self.counters = counters
+        # Dead letters keep the original bytes whole up to this size (base64 makes them 4/3
+        # larger); beyond it they are cut, so a huge message cannot block its own dead letter.
+        self.dead_letter_cap = dead_letter_cap(config.max_message_bytes)
+
+    def publish(self, outcome, record, n_learned: int) -> None:
+        sink, config = self.sink, self.config
+        if outcome.error is not None:
+            log.debug("dead letter at %s[%d]@%d: %s", record.topic, record.partition,
+                      record.offset, outcome.error)
+            if config.dead_letter_topic:
+                envelope = kafka_io.dead_letter(record, outcome.error, self.dead_letter_cap)
+                sink.send(config.dead_letter_topic, envelope, key=record.key)
+            return
+        if config.predictions_topic:
+            sink.send(config.predictions_topic, prediction_json(outcome, record, n_learned),
+                      key=record.key)
+        for alert in outcome.alerts:
+            counters = self.counters()
+            counters["alerts"] += 1
+            kind = str(getattr(alert, "kind", type(alert).__name__))
+            counters["alerts_by_kind"][kind] = counters["alerts_by_kind"].get(kind, 0) + 1
+            if config.alerts_topic:
+                sink.send(config.alerts_topic, alert_json(alert, outcome, record))
+            else:
+                log.warning("alert: %r", alert)
+
+
+def dead_letter_cap(max_message_bytes: int) -> int:
+    """Bytes of the original message a dead letter keeps whole."""
+    return max(2 * 2**20, max_message_bytes)

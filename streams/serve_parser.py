@@ -1,0 +1,217 @@
+"""The options of `advsvm serve`: every one of them, described (`advsvm serve --help`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from streams import logs, metrics, security
+
+__all__ = ["build_parser"]
+
+DESCRIPTION = (
+    "Consume JSON messages {\"id\", \"x\", \"y\"} from a Kafka topic: predict each one "
+    "(published to the predictions topic), learn the labelled ones, dead-letter the invalid "
+    "ones with a reason code, and checkpoint model + offsets atomically so that every message "
+    "is learned exactly once even across crashes. A checkpoint in --checkpoint-dir wins over "
+    "the model options. x is an object of name -> number or an array of numbers; y (optional) "
+    "a string, integer, boolean or number."
+)
+
+EPILOG = """\
+signals and exit statuses:
+  SIGTERM and SIGINT (Ctrl-C) drain: the batch in hand is finished, outputs are flushed, a
+  final checkpoint is written; a second Ctrl-C stops at once (the last checkpoint stays valid).
+    0    stopped by SIGTERM or --exit-when-idle, final checkpoint written
+    1    outputs not delivered within --shutdown-timeout (no final checkpoint; what came
+         after the last one is learned again at the next start), or an unexpected error
+    2    usage error: bad options, unusable security settings or files, unreadable
+         checkpoint, checkpoint directory in use
+    3    no broker answered within --connect-timeout at start-up (it may come back: restart)
+    4    at start-up the cluster answered and refused the connection settings (wrong CA,
+         certificate not valid for the host, client certificate missing or refused, plaintext
+         against TLS or TLS against plaintext, wrong SASL password or mechanism): fix them
+    130  stopped by SIGINT, after the same drain as SIGTERM
+  A message never stops the service: whatever goes wrong with one is its dead letter.
+"""
+
+
+def _label(text: str):
+    """A label from the command line: JSON when it parses (1, true, 2.5), else the string."""
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, (bool, int, float, str)) else text
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line on stderr, exit status 2."""
+
+    def error(self, message: str):
+        print(f"{self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of `advsvm serve`."""
+    parser = _Parser(prog="advsvm serve", description=DESCRIPTION, epilog=EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = parser.add_argument_group("where (all four required, unless --local-broker)")
+    where.add_argument("--bootstrap-servers", metavar="HOST:PORT",
+                       help="the Kafka brokers to start from, comma-separated")
+    where.add_argument("--topic", metavar="T", help="the input topic")
+    where.add_argument("--group", metavar="G",
+                       help="the consumer group (its committed offsets are for lag tools only: "
+                       "the checkpoint decides where to resume)")
+    where.add_argument("--checkpoint-dir", metavar="DIR",
+                       help="where the checkpoint is kept (created if missing; one service per "
+                       "directory)")
+    outputs = parser.add_argument_group("outputs (each optional)")
+    outputs.add_argument("--predictions-topic", metavar="P",
+                         help="one JSON prediction per valid message: id, label, probability, "
+                         "where the message was")
+    outputs.add_argument("--alerts-topic", metavar="A",
+                         help="the robustness monitor's alerts as JSON (turns the monitor on)")
+    outputs.add_argument("--dead-letter-topic", metavar="D",
+                         help="every refused message: its reason code, its position and its "
+                         "original bytes in base64")
+    service = parser.add_argument_group("service")
+    service.add_argument("--checkpoint-every", type=int, default=1000, metavar="N",
+                         help="checkpoint after N messages (default 1000)")
+    service.add_argument("--checkpoint-interval", type=float, default=10.0, metavar="SECONDS",
+                         help="or after this long with progress (default 10)")
+    service.add_argument("--exit-when-idle", type=float, metavar="SECONDS",
+                         help="stop cleanly after this long without a message (default: run "
+                         "until SIGTERM)")
+    service.add_argument("--max-message-bytes", type=int, default=2**20, metavar="BYTES",
+                         help="larger messages are dead letters (default 1 MiB)")
+    service.add_argument("--features", type=int, metavar="N",
+                         help="length of array-form x; other lengths are dead letters (default: "
+                         "the first learned array's)")
+    service.add_argument("--labels", nargs=2, type=_label, metavar=("NEG", "POS"),
+                         help="pin the two classes; other labels are dead letters (default: "
+                         "the first two labels seen)")
+    service.add_argument("--connect-timeout", type=float, default=30.0, metavar="SECONDS",
+                         help="at start-up, give up (exit status 3) if no broker answers within "
+                         "this long (default 30); a broker that answers and refuses the "
+                         "security settings stops it at once (status 4); later outages are "
+                         "waited out")
+    service.add_argument("--session-timeout-ms", type=int, default=10000, metavar="MS",
+                         help="the consumer group's session timeout: a frozen service loses its "
+                         "partitions after this long (default 10000)")
+    service.add_argument("--max-poll-records", type=int, default=500, metavar="N",
+                         help="records per poll, learned as one batch (default 500)")
+    service.add_argument("--shutdown-timeout", type=float, default=30.0, metavar="SECONDS",
+                         help="how long the final flush waits for the broker (default 30)")
+    service.add_argument("--debug", action="store_true",
+                         help="show the traceback of an error, not only its one-line message")
+    service.add_argument("--log-level", default="info",
+                         choices=["debug", "info", "warning", "error"],
+                         help="what goes to stderr (default info; debug also shows the Kafka "
+                         "client's messages and tracebacks)")
+    logs.add_arguments(service)
+    service.add_argument("--blas-threads", type=int, default=1, metavar="N",
+                         help="BLAS threads in the service (default 1: per-message products "
+                         "gain nothing from more; 0 leaves BLAS as it is)")
+    group = parser.add_argument_group(
+        "scale-out (several workers, one model)",
+        "Start N services with the same --group and --sync-every: Kafka splits the partitions "
+        "between them and they average their models through a snapshot topic. Needs the "
+        "same model options everywhere, a numeric --gamma and the 'merge', 'remove' or "
+        "'compact' policy.")
+    group.add_argument("--sync-every", type=int, metavar="N",
+                       help="be one worker of the group: every N messages average the peers' "
+                       "models in and publish this one (replaces --checkpoint-every)")
+    group.add_argument("--sync-topic", metavar="S",
+                       help="the group's snapshot topic (default <topic>-<group>-snapshots)")
+    group.add_argument("--worker-id", metavar="ID",
+                       help="this worker's id (default: kept in the checkpoint directory)")
+    watch = parser.add_argument_group(
+        "robustness monitor (on with --alerts-topic)",
+        "Before learning each labelled message, a RobustnessMonitor checks the current model on "
+        "it and, on a share of them, attacks it with PGD-10 and certifies it; drift in clean or "
+        "robust accuracy, or a clean-robust gap, is published as JSON to the alerts topic. Its "
+        "windows and detectors are saved in the checkpoint.")
+    watch.add_argument("--monitor-sample-rate", type=float, default=0.05, metavar="R",
+                       help="share of labelled messages attacked (default 0.05)")
+    watch.add_argument("--monitor-epsilon", type=float, metavar="EPS",
+                       help="radius of the monitor's attack (default: --epsilon if > 0, "
+                       "else 8/255)")
+    watch.add_argument("--monitor-norm", choices=["l2", "linf"],
+                       help="norm of the monitor's attack (default: --norm)")
+    watch.add_argument("--monitor-bounds", nargs=2, type=float, metavar=("LOW", "HIGH"),
+                       help="the box the inputs live in, which attacked inputs stay in (e.g. "
+                       "0 1 for pixels; default: no box)")
+    security.add_arguments(parser)
+    metrics.add_arguments(parser)
+    _add_model(parser.add_argument_group("model (ignored when a checkpoint exists)"))
+    _add_local(parser.add_argument_group("local broker (one-command demo)"))
+    return parser
+
+
+def _add_model(model) -> None:
+    model.add_argument("--model", choices=["kernel", "linear"], default="kernel",
+                       help="AdvKernelSVM (random features of a kernel, default) or "
+                       "AdvLinearSVM")
+    model.add_argument("--epsilon", type=float, default=0.0,
+                       help="radius of the worst case the model trains against (default 0: "
+                       "a plain SVM)")
+    model.add_argument("--norm", default="l2", choices=["l2", "linf"],
+                       help="norm of that radius (default l2)")
+    model.add_argument("--kernel", default="rbf", choices=["rbf", "laplacian"],
+                       help="the kernel (default rbf)")
+    model.add_argument("--gamma", default="scale",
+                       help="kernel width: a positive number, or 'scale' (fixed from the first "
+                       "samples; default)")
+    model.add_argument("--regularization", type=float, default=1e-4,
+                       help="the L2 penalty, lambda (default 1e-4)")
+    model.add_argument("--step-size", type=float,
+                       help="the step of the coefficients (default: the model's)")
+    model.add_argument("--bias-step-size", type=float,
+                       help="the step of the bias (default: the model's)")
+    model.add_argument("--schedule", default="constant", choices=["constant", "diminishing"],
+                       help="step schedule (default constant)")
+    model.add_argument("--budget", type=int, default=1024,
+                       help="support vectors or random features kept (default 1024): memory "
+                       "and time per message")
+    model.add_argument("--budget-policy", default="compact",
+                       choices=["merge", "remove", "compact", "compact_slot", "truncate",
+                                "grow"],
+                       help="'merge' or 'remove' keep support vectors (exact kernel), the others "
+                       "random features; what happens past the budget (default compact)")
+    model.add_argument("--max-features", type=int, metavar="N",
+                       help="most input names the model learns; a message that would add more "
+                       "is a dead letter, code too_many_features (default: the model's, "
+                       "10,000)")
+    model.add_argument("--seed", type=int, default=0,
+                       help="seed of the random features (default 0: restarts reproduce)")
+
+
+def _add_local(local) -> None:
+    local.add_argument("--local-broker", action="store_true",
+                       help="start the bundled broker on 127.0.0.1, create the topics, replay a "
+                       "data set into the input topic, serve it until idle, show a sample of "
+                       "the predictions and alerts, and stop the broker")
+    local.add_argument("--replay", default="phishing", metavar="SOURCE",
+                       help="'phishing' (default), a .parquet file or an .npz with X_train/y_train")
+    local.add_argument("--replay-target", default="y", metavar="COLUMN",
+                       help="label column of a Parquet file (default y)")
+    local.add_argument("--replay-limit", type=int, metavar="N",
+                       help="replay only the first N samples")
+    local.add_argument("--replay-pair", nargs=2, type=_label, metavar=("A", "B"),
+                       help="keep only these two labels (e.g. 1 7 for MNIST)")
+    local.add_argument("--replay-unlabelled-every", type=int, default=10, metavar="K",
+                       help="send every K-th message without its label (default 10; 0: never)")
+    local.add_argument("--partitions", type=int, metavar="N",
+                       help="partitions of the input topic (default 1, or 2 per worker)")
+    local.add_argument("--workers", type=int, metavar="N",
+                       help="run N worker processes that sync (default --sync-every 1000)")
+    local.add_argument("--show", type=int, default=5, metavar="N",
+                       help="print the first N predictions and alerts before the broker stops "
+                       "(default 5; 0: none)")
+    local.add_argument("--outputs-file", metavar="PATH",
+                       help="also write every prediction, alert and dead letter there, one "
+                       "JSON object per line")

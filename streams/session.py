@@ -1,0 +1,190 @@
+"""What one run of the service shares between its loop and its checkpoints: `Session`.
+
+A `Session` holds the consumer, the output sink, the learner (and through it the state that
+checkpoints save), the partitions assigned now, and `Progress`, the run's observable progress
+(messages processed, rate, time of the last poll, messages since the last checkpoint, consumer
+lag, whether the partitions are positioned). The loop (`streams.service`) and the checkpoint
+strategies (`streams.standalone`, `streams.worker`) work on it; an observer (logs, metrics, a
+health check) reads it with `Session.reading` (`streams.metrics.Reading`) from any thread,
+without touching the loop.
+
+Liveness: `Progress.last_poll` is when the loop last polled Kafka, or last waited for the
+broker on purpose (a retry during an outage, a flush waiting for acknowledgements: see
+`Session.waiting`): a loop that waits and retries is alive; one stuck elsewhere is not.
+
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+import typing
+
+from kafka import TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from streams import clients as clients_io
+from streams import logs, metrics
+from streams import state as state_io
+from streams.config import ServiceConfig
+
+__all__ = ["Progress", "Session"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Progress:
+    """How far this run got. Monotonic clock times unless named `*_wall` (epoch seconds)."""
+
+    started: float = dataclasses.field(default_factory=time.monotonic)
+    processed: int = 0  # records processed in this run
+    first_message: float | None = None  # when the first poll with records returned
+    last_message: float | None = None  # when the processing of the last records ended
+    first_wall: float | None = None
+    last_wall: float | None = None
+    last_poll: float | None = None  # when the latest poll returned, or a retry waited (liveness)
+    polls: int = 0
+    since_checkpoint: int = 0  # records processed since the state was last saved
+    last_checkpoint: float = dataclasses.field(default_factory=time.monotonic)
+    last_activity: float = dataclasses.field(default_factory=time.monotonic)
+    assigned_once: bool = False
+    restoring: bool = False  # partitions assigned, not positioned yet (a group worker)
+    # (topic, partition) -> messages behind the high watermark, as of the last poll; replaced
+    # whole, never updated in place (an observer reads it from another thread).
+    lag: dict = dataclasses.field(default_factory=dict)
+    group_folds: int | None = None  # peer snapshots averaged in, in this run (a group worker)
+    group_peers: int | None = None  # peers whose snapshots this worker has seen
+    # Where the time went, in seconds: polls that returned records ("fetch"), decoding and
+    # validating, the model (and monitor), handing outputs to the producer ("publish"),
+    # checkpoints (flushing outputs included).
+    seconds: dict = dataclasses.field(default_factory=lambda: dict.fromkeys(
+        ("fetch", "decode", "model", "publish", "checkpoint"), 0.0))
+
+    def polled(self, count: int) -> None:
+        """A poll returned `count` records."""
+        now = time.monotonic()
+        self.last_poll = now
+        self.polls += 1
+        if count:
+            self.last_activity = now
+            if self.first_message is None:
+                self.first_message = now
+
+    def heartbeat(self) -> None:
+        """The loop is waiting for the broker on purpose (a retry): alive, as after a poll."""
+        self.last_poll = time.monotonic()
+
+    def record(self, count: int = 1) -> None:
+        """`count` more records processed (their outputs are in the sink)."""
+        self.since_checkpoint += count
+        self.processed += count
+        self.last_wall = time.time()
+        if self.first_wall is None:
+            self.first_wall = self.last_wall
+
+    def worked(self) -> None:
+        """The records of a poll are processed: idle time restarts from now."""
+        self.last_activity = self.last_message = time.monotonic()
+
+    def checkpointed(self) -> None:
+        self.since_checkpoint = 0
+        self.last_checkpoint = time.monotonic()
+
+    def throughput(self) -> float:
+        """Messages per second in this run, from the first poll with messages to the end of
+        the processing of the last one (idle time excluded)."""
+        if self.first_message is None:
+            return 0.0
+        end = self.last_message or time.monotonic()
+        return self.processed / max(end - self.first_message, 1e-9)
+
+
+class Session:
+    """The shared parts of one run; see the module docs.
+
+    Parameters
+    ----------
+    config
+        The `ServiceConfig`.
+    learner
+        The `streams.learner.Learner`; its `state` is what checkpoints save and restore.
+    new_state
+        Makes the state of a fresh model (no checkpoint).
+
+    """
+
+    def __init__(self, config: ServiceConfig, learner, new_state: typing.Callable):
+        self.config = config
+        self.learner = learner
+        self.new_state = new_state
+        self.stopping = threading.Event()
+        self.clients = clients_io.Clients(config.bootstrap_servers, config.client_settings,
+                                          security=config.security)
+        self.sink = None  # a `streams.sink.OutputSink`, once running
+        self.consumer = None
+        self.assignment: set = set()
+        self.progress = Progress()
+
+    @property
+    def state(self) -> state_io.ServiceState:
+        return self.learner.state
+
+    @state.setter
+    def state(self, value: state_io.ServiceState) -> None:
+        self.learner.state = value
+
+    def waiting(self, stoppable: bool = True) -> bool:
+        """`should_stop` of a wait for the broker (a flush): keeps liveness fresh; True once
+        stopping if the wait is `stoppable` (the final flush is not)."""
+        self.progress.heartbeat()
+        return stoppable and self.stopping.is_set()
+
+    def log_fields(self) -> dict:
+        """`extra=` of a log line: the reading under the metric names (`--log-format json`)."""
+        return logs.fields(**metrics.log_fields(self.reading()))
+
+    def measure_lag(self) -> None:
+        """The consumer lag of the assigned partitions, into `progress.lag` (on the thread that
+        polls: the consumer is not thread-safe)."""
+        if self.consumer is None or self.progress.restoring:
+            return
+        self.progress.lag = metrics.partition_lag(self.consumer, self.state.offsets,
+                                                  self.assignment)
+
+    def reading(self) -> metrics.Reading:
+        """What the service reports now, for metrics, health checks and log fields; safe to
+        call from another thread."""
+        return metrics.read_session(self)
+
+    def topic_ids(self, partitions) -> dict:
+        """Topic -> the broker's current id, for the topics of `partitions`."""
+        return {tp.topic: clients_io.topic_id(self.consumer, tp.topic) for tp in partitions}
+
+    def topic_recreated(self) -> bool:
+        """True if a topic we read now has another id than the one our offsets refer to."""
+        for topic, now in self.topic_ids(self.assignment).items():
+            saved = self.state.topic_ids.get(topic)
+            if saved is not None and now is not None and saved != now:
+                return True
+        return False
+
+    def assigned_offsets(self) -> dict:
+        """The state's next offsets of the partitions assigned now, as Kafka commits them."""
+        return {
+            TopicPartition(topic, p): OffsetAndMetadata(o, "", -1)
+            for topic, parts in self.state.offsets.items()
+            for p, o in parts.items()
+            if TopicPartition(topic, p) in self.assignment
+        }
+
+    def commit_offsets(self) -> None:
+        # For visibility (lag tools) only; the checkpoint is what the service trusts.
+        offsets = self.assigned_offsets()
+        if offsets:
+            try:
+                self.consumer.commit_async(offsets)
+            except Exception as error:  # noqa: BLE001 - e.g. during a rebalance
+                log.debug("offset commit skipped: %r", error)

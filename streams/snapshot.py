@@ -1,0 +1,90 @@
+"""The records of a group's snapshot topic: snapshots, fences, and how they are parsed.
+
+A record keyed by a worker id holds that worker's *snapshot*: its service checkpoint
+(`streams.state`, the package's safe format, as bytes) with the `group` bookkeeping
+(`new_bookkeeping`). A record whose key starts with `fence/` is a *fence*: written by a reader
+to learn where the end of the topic is, and ignored by everyone. The protocol that writes and
+reads these records is `streams.group`.
+
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from river_advsvm.checkpoint import CheckpointError
+from streams import state as state_io
+
+__all__ = ["FENCE_PREFIX", "Snapshot", "fence_key", "new_bookkeeping", "newer", "parse_snapshot"]
+
+FENCE_PREFIX = b"fence/"
+
+
+@dataclasses.dataclass
+class Snapshot:
+    """One published worker state, as read from the snapshot topic."""
+
+    worker: str
+    position: int  # offset in the snapshot topic
+    meta: dict
+    arrays: dict
+    fields: dict  # `streams.state.parse_extra`
+
+    @property
+    def group(self) -> dict:
+        return self.fields["group"]
+
+    @property
+    def seq(self) -> int:
+        return self.group["seq"]
+
+    @property
+    def learned(self) -> int:
+        return self.fields["counters"]["learned"]
+
+    @property
+    def consumed(self) -> int:
+        return self.fields["counters"]["consumed"]
+
+    @property
+    def offsets(self) -> dict:
+        return self.fields["offsets"]
+
+    @property
+    def folded(self) -> dict:
+        return self.group["folded"]
+
+    def state(self) -> state_io.ServiceState:
+        """The full service state (the model is rebuilt: slower than reading the fields)."""
+        return state_io.from_checkpoint(self.meta, self.arrays, f"snapshot of {self.worker}")
+
+
+def new_bookkeeping(worker: str) -> dict:
+    return {"worker": worker, "seq": 0, "folded": {}, "self_at_fold": 0,
+            "run": {"first": None, "last": None, "processed": 0}}
+
+
+def fence_key(name: str) -> bytes:
+    """The key of a fence record written by `name`."""
+    return FENCE_PREFIX + name.encode()
+
+
+def parse_snapshot(key: bytes | None, value: bytes | None, position: int) -> Snapshot | None:
+    """The snapshot in a record of the snapshot topic; None for fences and foreign records."""
+    if key is None or key.startswith(FENCE_PREFIX) or not value:
+        return None
+    worker = key.decode("utf-8", "replace")
+    from river_advsvm import checkpoint
+
+    meta, arrays = checkpoint.loads(value)
+    where = f"snapshot {position} of {worker}"
+    fields = state_io.parse_extra(meta, where)
+    if fields["group"] is None or fields["group"]["worker"] != worker:
+        raise CheckpointError(f"snapshot {position} keyed {worker!r} is not that worker's")
+    state_io.from_checkpoint(meta, arrays, where)  # a model can be made of it
+    return Snapshot(worker, position, meta, arrays, fields)
+
+
+def newer(a: Snapshot | None, b: Snapshot) -> bool:
+    """True if `b` replaces `a` as its worker's latest: a higher seq, or the same seq later."""
+    return a is None or (b.seq, b.position) > (a.seq, a.position)

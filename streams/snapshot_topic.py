@@ -1,0 +1,104 @@
+"""Reading a group's snapshot topic: `SnapshotReader` follows it, `read_group` reads it once.
+
+Both keep the latest snapshot of every worker (`streams.snapshot`); their Kafka clients come
+from `streams.clients.Clients`, like every client of the service.
+
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+from streams.snapshot import Snapshot, fence_key, newer, parse_snapshot
+
+__all__ = ["FETCH_BYTES", "SnapshotReader", "read_group"]
+
+log = logging.getLogger(__name__)
+
+#: Snapshots can be large (B coefficients or support vectors, and the input names): fetch them
+#: whole.
+FETCH_BYTES = 64 * 2**20
+
+
+class SnapshotReader:
+    """Follows the snapshot topic and keeps the latest snapshot of every worker.
+
+    Reads the whole log (a broker that does not compact, like the bundled one, keeps every
+    snapshot; the latest of each worker wins either way).
+    """
+
+    def __init__(self, clients, topic: str, client_id: str = "advsvm-group"):
+        from kafka import TopicPartition
+
+        self.topic = topic
+        self.latest: dict[str, Snapshot] = {}
+        self.invalid = 0
+        self._tp = TopicPartition(topic, 0)
+        self._consumer = clients.reader(client_id=client_id, max_fetch_bytes=FETCH_BYTES)
+        self._consumer.assign([self._tp])
+        self._consumer.seek_to_beginning(self._tp)
+
+    def poll(self, timeout_ms: int = 0) -> int:
+        """Read what is available (waiting at most `timeout_ms`); returns records read."""
+        count = 0
+        for records in self._consumer.poll(timeout_ms=timeout_ms).values():
+            for record in records:
+                count += 1
+                self._take(record)
+        return count
+
+    def _take(self, record) -> None:
+        try:
+            snapshot = parse_snapshot(record.key, record.value, record.offset)
+        except Exception as error:  # noqa: BLE001 - whatever a record holds, the group goes on
+            self.invalid += 1
+            log.error("ignoring record %d of %s, not a readable snapshot (%d so far): %s",
+                      record.offset, self.topic, self.invalid,
+                      " ".join(str(error).split())[:300] or type(error).__name__)
+            return
+        if snapshot is not None and newer(self.latest.get(snapshot.worker), snapshot):
+            self.latest[snapshot.worker] = snapshot
+
+    def position(self) -> int:
+        return self._consumer.position(self._tp)
+
+    def read_past(self, offset: int, timeout: float) -> bool:
+        """Read until every record up to `offset` is read; False after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while self.position() <= offset:
+            if time.monotonic() > deadline:
+                return False
+            self.poll(timeout_ms=100)
+        return True
+
+    def close(self) -> None:
+        self._consumer.close(autocommit=False)
+
+
+def read_group(bootstrap_servers: str, topic: str, timeout: float = 30.0,
+               settings: dict | None = None, security=None) -> dict[str, Snapshot]:
+    """The latest snapshot of every worker of a group, read to the end of its snapshot topic.
+
+    Writes one fence record (ignored by workers) to know where the end is. `security` (a
+    `streams.security.SecuritySettings`) and `settings` (other Kafka client settings) reach
+    both clients, as in `streams.clients.Clients`.
+    """
+    from streams.clients import Clients
+    from streams.security import SecuritySettings
+
+    clients = Clients(bootstrap_servers, settings or {}, security=security or SecuritySettings())
+    producer = clients.producer(client_id="advsvm-inspect")
+    try:
+        metadata = producer.send(topic, value=b"fence", key=fence_key(f"read-{uuid.uuid4().hex}"),
+                                 partition=0).get(timeout)
+    finally:
+        producer.close()
+    reader = SnapshotReader(clients, topic, client_id="advsvm-inspect")
+    try:
+        if not reader.read_past(metadata.offset, timeout):
+            raise TimeoutError(f"could not read {topic} to its end within {timeout}s")
+        return dict(reader.latest)
+    finally:
+        reader.close()

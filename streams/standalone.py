@@ -1,0 +1,156 @@
+"""Checkpoints of a service that owns its model alone: one local file, reloaded at assignment.
+
+The checkpoint file (`streams.state`) is the one source of truth: the model, the next offset of
+every partition and the counters, replaced atomically. On every partition assignment (start-up
+included) the service reloads that file and seeks each partition to its offset, so whatever was
+learned after the last checkpoint is read and learned again, and nothing twice. Kafka's
+committed offsets are written after each checkpoint for visibility only; they are used for a
+partition the checkpoint does not know, and never override it.
+
+If a topic comes back with a new topic id (a broker restarted without its data), the
+checkpointed offsets belong to a log that is gone: that topic restarts at its beginning, a
+`topic_resets` is counted, and a checkpoint is written at once (its `samples_learned` tells an
+upstream that replays its data where to resume).
+
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from streams import state as state_io
+from streams.session import Session
+
+__all__ = ["Standalone"]
+
+log = logging.getLogger(__name__)
+
+
+class Standalone:
+    """The checkpoint strategy of a service alone on its model (no `sync_every`)."""
+
+    def __init__(self, session: Session):
+        self.session = session
+
+    def start(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+    # -- saving ---------------------------------------------------------------------------------
+
+    def save(self) -> None:
+        session = self.session
+        session.learner.save_monitor()
+        state_io.save(session.config.checkpoint_dir, session.state)
+        progress = session.progress
+        progress.checkpointed()
+        counters = session.state.counters
+        log.info(
+            "checkpoint %d: %d learned, %d predicted, %d dead letters, offsets %s (%.0f msg/s)",
+            counters["checkpoints"], counters["learned"], counters["predicted"],
+            counters["dead_letters"], session.state.offsets, progress.throughput(),
+            extra=session.log_fields(),
+        )
+
+    def checkpoint(self) -> bool:
+        """Flush outputs, then write the checkpoint; False if stopped before outputs were out."""
+        session = self.session
+        if not session.sink.flush(should_stop=session.waiting):
+            return False
+        self.save()
+        session.commit_offsets()
+        return True
+
+    def final(self) -> int:
+        """The checkpoint at shutdown: 0, or 1 if the outputs could not be delivered."""
+        session = self.session
+        if not session.progress.since_checkpoint:
+            return 0
+        timeout = session.config.shutdown_timeout
+        if session.sink.flush(timeout=timeout, should_stop=lambda: session.waiting(False)):
+            self.save()
+            session.commit_offsets()
+            return 0
+        log.error("outputs could not be delivered within %.0fs: no final checkpoint; the last "
+                  "one stays valid and what came after it will be learned again", timeout)
+        return 1
+
+    # -- rebalances -----------------------------------------------------------------------------
+
+    def on_revoked(self, partitions) -> None:
+        # The main thread is blocked in poll() between two batches: once the outputs are out,
+        # the in-memory state can be checkpointed as it is, so no work is lost. The flush blocks
+        # the consumer's heartbeats: bounded well below the session timeout.
+        session = self.session
+        since = session.progress.since_checkpoint
+        if since:
+            if session.sink.flush(timeout=max(1.0, session.config.session_timeout_ms / 2000),
+                                  should_stop=lambda: session.waiting(False)):
+                self.save()
+            else:
+                log.warning("outputs not delivered before the rebalance; %d messages will be "
+                            "learned again", since)
+        session.assignment -= set(partitions)
+
+    def on_lost(self, partitions) -> None:
+        self.on_revoked(partitions)
+
+    def on_assigned(self, partitions) -> None:
+        self.restore(set(partitions))
+
+    def after_poll(self) -> bool:
+        """Called after every poll; True if the records it returned must be dropped (they
+        were read at positions of a topic's previous incarnation)."""
+        session = self.session
+        session.measure_lag()
+        if not session.topic_recreated():
+            return False
+        if session.progress.since_checkpoint and session.sink.flush(
+                timeout=session.config.shutdown_timeout,
+                should_stop=lambda: session.waiting(False)):
+            self.save()
+        self.restore(set(session.assignment))
+        return True
+
+    def restore(self, partitions: set) -> None:
+        """Reload the checkpoint and seek each partition to its checkpointed offset."""
+        session = self.session
+        loaded = state_io.load(session.config.checkpoint_dir)
+        session.state = loaded if loaded is not None else session.new_state()
+        session.progress.since_checkpoint = 0
+        saved = session.state
+        current = session.topic_ids(partitions)
+        recreated = {
+            topic for topic, now in current.items()
+            if now is not None and saved.topic_ids.get(topic) not in (None, now)
+        }
+        for topic in sorted(recreated):
+            log.warning(
+                "topic %r was recreated (id %s, checkpoint has %s): its checkpointed offsets "
+                "%s belong to a log the broker no longer has; starting it from its beginning",
+                topic, current[topic], saved.topic_ids[topic], saved.offsets.get(topic),
+            )
+            saved.offsets.pop(topic, None)
+            saved.counters["topic_resets"] += 1
+        for topic, now in current.items():
+            if now is not None:
+                saved.topic_ids[topic] = now
+        consumer = session.consumer
+        for tp in sorted(partitions):
+            offset = saved.offsets.get(tp.topic, {}).get(tp.partition)
+            if tp.topic in recreated:
+                consumer.seek_to_beginning(tp)
+            elif offset is not None:
+                consumer.seek(tp, offset)
+            # else: the group's committed offset, or the earliest one (auto_offset_reset)
+        session.assignment = set(partitions)
+        session.progress.assigned_once = True
+        session.progress.last_activity = time.monotonic()
+        log.info("assigned %s; resuming from %s", sorted((tp.topic, tp.partition)
+                 for tp in partitions), saved.offsets or "the start",
+                 extra=session.log_fields())
+        if recreated:
+            self.save()  # the resync point, for an upstream that replays what the broker lost

@@ -1,0 +1,171 @@
+"""Every Python block of README.md and docs/*.md runs, page by page, as a reader would run it.
+
+A page's blocks run in order in one namespace of their own (a later block may use what an
+earlier one defined; nothing else is defined), in a fresh temporary working directory:
+
+- ```python blocks are executed;
+- ```pycon blocks (`>>>` prompts with their output) are checked as doctests;
+- every other block (bash, json, text, ...) is shown, not run.
+
+A block is skipped only with a reason written in the page's source, on the line before it:
+`<!-- docs-test: skip because ... -->`. The build of the site itself (`mkdocs build --strict`)
+is checked in `test_docs_site.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import doctest
+import pathlib
+import re
+import traceback
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`\n]*)$")
+_SKIP = re.compile(r"<!--\s*docs-test:\s*skip\s+(?P<reason>\S.*?)\s*-->")
+
+
+@dataclasses.dataclass
+class Block:
+    language: str
+    code: str
+    line: int  # 1-based line of the opening fence
+    skip: str | None  # the reason, when the page says to skip it
+
+
+def blocks(text: str) -> list[Block]:
+    """The fenced code blocks of a Markdown text, in order (indented ones included, with their
+    indentation removed, as in admonitions and list items)."""
+    lines = text.splitlines()
+    found, i = [], 0
+    while i < len(lines):
+        opening = _FENCE.match(lines[i])
+        if not opening:
+            i += 1
+            continue
+        indent, fence = opening["indent"], opening["fence"]
+        language = (opening["info"].strip().split() or [""])[0].strip("{}.").lower()
+        body, j = [], i + 1
+        while j < len(lines):
+            closing = _FENCE.match(lines[j])
+            if (closing and closing["fence"][0] == fence[0]
+                    and len(closing["fence"]) >= len(fence) and not closing["info"].strip()):
+                break
+            body.append(lines[j][len(indent):] if lines[j].startswith(indent) else lines[j])
+            j += 1
+        before = next((lines[k] for k in range(i - 1, -1, -1) if lines[k].strip()), "")
+        skip = _SKIP.search(before)
+        found.append(Block(language, "\n".join(body) + "\n", i + 1, skip and skip["reason"]))
+        i = j + 1
+    return found
+
+
+def run_page(page: pathlib.Path) -> int:
+    """Run the page's Python blocks in order; return how many ran."""
+    namespace = {"__name__": f"docs:{page.name}"}
+    ran = 0
+    for block in blocks(page.read_text(encoding="utf-8")):
+        if block.language not in ("python", "py", "pycon") or block.skip:
+            continue
+        shown = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page
+        where = f"{shown}, the block at line {block.line}"
+        if block.language == "pycon":
+            _run_doctest(block, namespace, where)
+        else:
+            try:
+                exec(compile(block.code, where, "exec"), namespace)  # noqa: S102 - the docs' code
+            except Exception:
+                pytest.fail(f"{where} failed:\n{traceback.format_exc()}", pytrace=False)
+        ran += 1
+    return ran
+
+
+def _run_doctest(block: Block, namespace: dict, where: str) -> None:
+    test = doctest.DocTestParser().get_doctest(block.code, namespace, where, where, block.line)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    failures: list[str] = []
+    runner.run(test, out=failures.append, clear_globs=False)
+    namespace.update(test.globs)  # the doctest ran on a copy: what it defined is the page's
+    if runner.failures:
+        pytest.fail(f"{where}:\n{''.join(failures)}", pytrace=False)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_python_block_of_the_page_runs(page, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    run_page(page)
+
+
+# -- the collector itself ----------------------------------------------------------------------
+
+
+def test_blocks_are_found_in_order_with_their_languages_and_skip_reasons():
+    text = "\n".join([
+        "# page", "```python", "a = 1", "```", "",
+        "!!! note", "    ```pycon", "    >>> a + 1", "    2", "    ```", "",
+        "<!-- docs-test: skip because it needs a cluster -->", "```python", "connect()", "```",
+        "````markdown", "```python", "not code", "```", "````",
+        "```bash", "make test", "```",
+    ])
+    found = blocks(text)
+    assert [(b.language, b.line, b.skip) for b in found] == [
+        ("python", 2, None), ("pycon", 7, None),
+        ("python", 13, "because it needs a cluster"), ("markdown", 16, None), ("bash", 21, None)]
+    assert found[1].code == ">>> a + 1\n2\n"
+    assert found[3].code == "```python\nnot code\n```\n"
+
+
+def test_a_page_shares_one_namespace_and_fails_on_an_undefined_name(tmp_path):
+    def page(name, text):
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+
+    good = "```python\nx = 2\n```\ntext\n```python\nassert x == 2\n```\n"
+    mixed = "```python\nx = 2\n```\n\n```pycon\n>>> x * 3\n6\n```\n"
+    assert run_page(page("good.md", good)) == 2
+    assert run_page(page("mixed.md", mixed)) == 2
+    back = "```pycon\n>>> z = 5\n```\n\n```python\nassert z == 5\n```\n"
+    assert run_page(page("back.md", back)) == 2   # a doctest's names reach the next block
+    with pytest.raises(pytest.fail.Exception, match="NameError"):
+        run_page(page("bad.md", "```python\nprint(undefined_name)\n```\n"))
+    with pytest.raises(pytest.fail.Exception, match="Expected"):
+        run_page(page("wrong.md", "```pycon\n>>> 1 + 1\n3\n```\n"))
+    # Pages do not see each other's names.
+    with pytest.raises(pytest.fail.Exception, match="NameError"):
+        run_page(page("other.md", "```python\nprint(x)\n```\n"))
+
+
+def test_every_page_is_collected_and_most_have_code():
+    names = {str(p.relative_to(ROOT)) for p in PAGES}
+    assert {"README.md", "docs/index.md", "docs/getting-started.md", "docs/model.md"} <= names
+    python = sum(b.language in ("python", "pycon") for p in PAGES for b in blocks(p.read_text()))
+    assert python >= 20
+
+
+def test_skips_are_few_and_say_why():
+    skipped = [(p.name, b.line, b.skip) for p in PAGES for b in blocks(p.read_text()) if b.skip]
+    assert len(skipped) <= 5, skipped
+    assert all(len(reason.split()) >= 3 for _, _, reason in skipped), skipped
+
+
+def test_no_page_points_at_files_a_user_does_not_have():
+    forbidden = re.compile(r"MATH\.md|ARCHITECTURE\.md|DATA\.md|shared/|\bthis machine\b|"
+                           r"this 2-core|another engineer", re.IGNORECASE)
+    hits = [(str(p.relative_to(ROOT)), n + 1, line.strip())
+            for p in PAGES for n, line in enumerate(p.read_text().splitlines())
+            if forbidden.search(line)]
+    assert not hits, hits
+
+
+def test_the_readme_is_short_and_its_links_resolve():
+    """The site's own links are checked by the strict build; the README's here."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 150
+    for target in re.findall(r"\]\((?!https?://|#)([^)#\s]+)", readme):
+        assert (ROOT / target).exists(), target

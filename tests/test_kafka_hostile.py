@@ -1,0 +1,306 @@
+"""`advsvm serve` against hostile streams and failed start-ups, on a real broker (loopback).
+
+The service runs as a subprocess, as deployed; tests synchronise on what can be observed from
+outside (process exit, topic contents, the checkpoint), never on sleeps.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kafka_helpers as kh
+from river_advsvm import AdvKernelSVM
+from streams import clients
+from streams import cli as streams_cli
+from streams import kafka as kafka_io
+from streams import state
+from streams.broker import free_port
+from streams.learner import Learner
+
+pytestmark = pytest.mark.kafka
+
+#: The model refuses what the core API's validation boundary refuses (max_features, magnitudes).
+needs_core = pytest.mark.skipif(
+    "max_features" not in inspect.signature(AdvKernelSVM).parameters,
+    reason="needs the core API (max_features, value magnitudes, InvalidInput.code)")
+
+
+def _topics(broker, name, partitions=1, outputs=("predictions", "dead", "alerts")):
+    topics = {name: partitions, **{f"{name}-{o}": 1 for o in outputs}}
+    clients.create_topics(broker.bootstrap_servers, topics)
+    return name
+
+
+def _wait_with_rusage(process: subprocess.Popen, timeout: float) -> tuple[int, int]:
+    """Wait for the process; its exit status and peak RSS in MiB (from the kernel)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            process.returncode = os.waitstatus_to_exitcode(status)
+            return process.returncode, usage.ru_maxrss // 1024
+        if time.monotonic() > deadline:
+            raise AssertionError("the service did not stop")
+        time.sleep(0.1)
+
+
+# -- a hostile stream ---------------------------------------------------------------------------
+
+def _fresh_names(count: int, seed: int) -> bytes:
+    names = ",".join(f'"{seed}n{i:x}":1' for i in range(count))
+    return ('{"x": {' + names + '}, "y": 1}').encode()
+
+
+def hostile_message(rng: random.Random, width: int = 8) -> tuple[bytes, tuple]:
+    """A message the service must dead-letter, and the codes it may give it."""
+    good = [0.25] * width
+    kind = rng.randrange(13)
+    i = rng.randrange(10**6)
+    big = rng.randint(310, 5000)
+    if kind == 0:
+        return b"{\"x\": [" + b"9" * big + b"] , \"y\": 1}", ("not_finite",)
+    if kind == 1:
+        return b"{\"x\": [1], \"y\": " + b"9" * big + b"}", ("bad_label",)
+    if kind == 2:
+        return b"{\"id\": " + b"9" * big + b", \"x\": [1]}", ("bad_id",)
+    if kind == 3:
+        x = list(good)
+        x[rng.randrange(width)] = rng.choice([1, -1]) * 10 ** rng.uniform(16, 308.2)
+        return json.dumps({"id": i, "x": x, "y": rng.randrange(2)}).encode(), ("too_large",)
+    if kind == 4:
+        text = "".join(rng.choice("ab1.") for _ in range(rng.randrange(4)))
+        return json.dumps({"id": i, "x": good[:-1] + [text], "y": 1}).encode(), \
+            ("not_a_number",)
+    if kind == 5:
+        nested = rng.choice([[1], {"a": 1}, None])
+        return json.dumps({"x": good[:-1] + [nested], "y": 0}).encode(), ("not_a_number",)
+    if kind == 6:
+        depth = rng.randint(1000, 100_000)
+        return b"[" * depth + b"]" * depth, ("not_json",)
+    if kind == 7:
+        noise = bytes(rng.randrange(256) for _ in range(rng.randrange(30))).replace(b"{", b"")
+        return noise + b"\xff", ("not_utf8", "not_json")
+    if kind == 8:
+        return b"{\"x\": [1, 2], \"x\": [3]}", ("duplicate_key",)
+    if kind == 9:
+        return b"{\"x\": [NaN" + b", 0.5" * (width - 1) + b"], \"y\": 1}", ("not_finite",)
+    if kind == 10:
+        return json.dumps({"x": good, "y": rng.randint(2, 9)}).encode(), ("unknown_label",)
+    if kind == 11:
+        return json.dumps({"x": good[: rng.randint(1, width - 1)], "y": 1}).encode(), \
+            ("wrong_width",)
+    return b"", ("empty",)
+
+
+@needs_core
+@settings(max_examples=1, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(st.integers(0, 2**32 - 1))
+def test_a_hostile_stream_never_stops_the_service(broker, tmp_path, seed):
+    """1,000 generated hostile messages (every kind of issue 10), three messages of 86k fresh
+    names and tiny first samples, mixed with 600 good ones: the service never exits, every
+    hostile message is a dead letter with its code, every good one is learned exactly once,
+    every output is strict JSON, and the service's peak RSS stays under 500 MiB."""
+    rng = random.Random(seed)  # 1,000 messages: more than hypothesis draws in one example
+    topic = _topics(broker, f"hostile-{seed}")
+    hostile = [hostile_message(rng) for _ in range(1000)]
+    X, y = kh.stream(600, seed=9)
+    good = kh.messages(X, y, unlabelled_every=6)
+    tiny = [json.dumps({"x": {"a": 10.0 ** -(150 + k)}, "y": k % 2}).encode() for k in range(3)]
+    names = [_fresh_names(86_000, k) for k in range(3)]  # ~1 MiB each
+    expected_dead = {}
+    values = list(tiny) + good[:50]  # the first samples are tiny; then the classes are known
+    rest = [(v, None) for v in good[50:]] + list(hostile) + [(v, ("too_many_features",))
+                                                            for v in names]
+    rng.shuffle(rest)
+    for value, codes in rest:
+        if codes is not None:
+            expected_dead[len(values)] = (value, codes)
+        values.append(value)
+    kh.produce(broker.bootstrap_servers, topic, values, partition=0)
+
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(
+        broker.bootstrap_servers, topic, f"{topic}-group", directory,
+        "--dead-letter-topic", f"{topic}-dead", "--predictions-topic", f"{topic}-predictions",
+        "--exit-when-idle", "3", "--checkpoint-every", "300",
+    )
+    process = kh.start_service(command, log)
+    status, peak_mib = _wait_with_rusage(process, 300)
+    assert status == 0, kh.tail(log)
+    assert peak_mib < 500, f"peak RSS {peak_mib} MiB"
+
+    info = kh.checkpoint_info(directory)
+    counters = info["counters"]
+    print(f"\nhostile stream: peak RSS {peak_mib} MiB, dead letters by code "
+          f"{counters['dead_letters_by_code']}")
+    letters = kh.read_topic(broker.bootstrap_servers, f"{topic}-dead", len(expected_dead))
+    by_offset = {}
+    for record in letters:
+        letter = json.loads(record.value)
+        by_offset[letter["offset"]] = letter
+    tiny_dead = [o for o in by_offset if o < len(tiny)]  # tiny first samples: learned or refused
+    assert set(by_offset) == set(expected_dead) | set(tiny_dead)
+    for offset, (value, codes) in expected_dead.items():
+        letter = by_offset[offset]
+        assert letter["code"] in codes, (letter["code"], value[:80])
+        assert letter["code"] in kafka_io.REASONS and letter["reason"]
+        if not letter["truncated"]:
+            assert kh.b64(letter["value_b64"]) == value
+    labelled_good = sum(1 for v in good if b'"y"' in v)
+    assert counters["learned"] == labelled_good + len(tiny) - len(tiny_dead)
+    assert counters["predicted"] == len(good) + len(tiny) - len(tiny_dead)
+    assert counters["consumed"] == len(values)
+    assert counters["dead_letters"] == len(expected_dead) + len(tiny_dead)
+    assert info["offsets"] == {topic: {"0": len(values)}}
+
+    predictions = kh.read_topic(broker.bootstrap_servers, f"{topic}-predictions",
+                                counters["predicted"])
+    for record in predictions:  # strict JSON: NaN or Infinity would raise
+        prediction = json.loads(record.value, parse_constant=pytest.fail)
+        assert prediction["probability"] is None or 0.0 <= prediction["probability"] <= 1.0
+    # The model is the one of a learn_one loop over the accepted messages alone.
+    reference = kh.reference_model([])
+    for offset, value in enumerate(values):
+        if offset in by_offset:
+            continue
+        sample = kafka_io.decode(value, 2**20)
+        if sample.labelled:
+            reference.learn_one(sample.x, sample.y)
+    kh.assert_same_model(state.load(directory).model, reference)
+
+
+# -- start-up failures ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("servers", [f"127.0.0.1:{free_port()}", "no-such-host.invalid:9092"])
+def test_serve_without_a_broker_exits_with_one_line(tmp_path, servers):
+    """Nothing listens (or the name does not resolve): exit status 3 within the connect
+    timeout, one line on stderr naming the servers, no traceback."""
+    command = [sys.executable, "-m", "river_advsvm.cli", "serve", "--bootstrap-servers", servers,
+               "--topic", "t", "--group", "g", "--checkpoint-dir", str(tmp_path / "c"),
+               "--connect-timeout", "3", "--log-level", "error"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=3 + 30,
+                            cwd=kh.REPO)
+    assert result.returncode == 3, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and servers in lines[0] and "within 3s" in lines[0], result.stderr
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--topic", "t"], "--bootstrap-servers"),
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--epsilon", "-1"], "epsilon"),
+    (["--budget", "many"], "--budget"),
+    (["--gamma", "wide", "--local-broker"], "--gamma"),
+    (["--local-broker", "--replay", "/nonexistent/data.parquet"], "no such file"),
+    (["--workers", "2"], "--local-broker"),
+])
+def test_every_usage_error_is_one_line_with_status_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        sys.exit(streams_cli.main(argv))
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and err[0].startswith("advsvm serve: ")
+
+
+def test_serve_help_describes_every_option():
+    parser = streams_cli.build_parser()
+    undocumented = [action.option_strings for action in parser._actions
+                    if action.option_strings and not action.help]
+    assert undocumented == []
+    assert "130" in parser.format_help() and "SIGTERM" in parser.format_help()
+
+
+def test_sigint_drains_checkpoints_and_exits_130(broker, tmp_path):
+    total = 4_000
+    topic = _topics(broker, "interrupt", outputs=())
+    X, y = kh.stream(total, seed=10)
+    values = kh.messages(X, y)
+    kh.produce(broker.bootstrap_servers, topic, values, partition=0)
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(broker.bootstrap_servers, topic, "interrupt-group", directory,
+                               "--checkpoint-every", "500", "--checkpoint-interval", "1000")
+    process = kh.start_service(command, log)
+    kh.wait_until(lambda: kh.learned(directory) >= 500, 60, "progress", process, log)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(60) == 130, kh.tail(log)
+    info = kh.checkpoint_info(directory)
+    assert info["offsets"] == {topic: {"0": info["samples_learned"]}}
+    kh.assert_same_model(state.load(directory).model,
+                         kh.reference_model(values[:info["samples_learned"]]))
+
+
+# -- the monitor across a restart -----------------------------------------------------------------
+
+def test_a_restart_continues_the_monitors_windows(broker, tmp_path):
+    """The monitor's state is in the checkpoint: a service stopped half-way and restarted ends
+    with the monitor (windows, detectors, alerts, counters) of an uninterrupted run."""
+    total, flip = 2400, 1200
+    topic = _topics(broker, "watched-restart")
+    X, y = kh.stream(total, seed=11)
+    y[flip:] = 1 - y[flip:]
+    values = kh.messages(X, y, unlabelled_every=7)
+    options = ["--alerts-topic", f"{topic}-alerts", "--monitor-sample-rate", "0.1",
+               "--monitor-epsilon", "0.05"]
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(broker.bootstrap_servers, topic, "watched-restart-group",
+                               directory, *options, "--exit-when-idle", "2")
+    for half in (values[:total // 2 + 7], values[total // 2 + 7:]):
+        kh.produce(broker.bootstrap_servers, topic, half, partition=0)
+        process = kh.start_service(command, log)
+        assert process.wait(120) == 0, kh.tail(log)
+        saved = state.load(directory).monitor
+        assert saved is not None and saved["n_seen"] == kh.learned(directory)
+
+    args = streams_cli.build_parser().parse_args([*kh.MODEL_ARGS, *options])
+    monitor = streams_cli._monitor(args)
+    learner = Learner(state.ServiceState(model=streams_cli._model_factory(args)()),
+                      max_message_bytes=2**20, monitor=monitor)
+    learner.process_many(values)
+    expected = {**monitor.state(), "attack_seconds": None}
+    assert {**state.load(directory).monitor, "attack_seconds": None} == expected
+    assert monitor.alerts, "the flip raised alerts, which the restarted service kept"
+
+
+# -- the group's snapshot topic -------------------------------------------------------------------
+
+def test_corrupt_snapshot_records_do_not_stop_a_group(broker, tmp_path):
+    topic = _topics(broker, "corrupt-group", outputs=())
+    sync_topic = f"{topic}-snapshots"
+    clients.create_topics(broker.bootstrap_servers, {sync_topic: 1})
+    garbage = [b"not a checkpoint", b"PK\x03\x04" + b"\x00" * 64, b"[" * 50_000,
+               b"\xff" * 1000]
+    model = AdvKernelSVM(budget=16, seed=0)
+    model.learn_one({"a": 1.0}, 1)
+    plain = state.to_bytes(state.ServiceState(model=model))  # no group bookkeeping
+    producer = clients.Clients(broker.bootstrap_servers).producer(max_request_size=8 * 2**20)
+    try:
+        for value in garbage + [plain]:  # keyed as a worker's snapshots are
+            producer.send(sync_topic, value=value, key=b"w9", partition=0)
+        producer.flush()
+    finally:
+        producer.close()
+    X, y = kh.stream(1500, d=16, seed=12)
+    values = kh.messages(X, y)
+    kh.produce(broker.bootstrap_servers, topic, values, partition=0)
+
+    directory, log = tmp_path / "w0", tmp_path / "w0.log"
+    command = kh.serve_command(broker.bootstrap_servers, topic, f"{topic}-group", directory,
+                               "--sync-every", "300", "--sync-topic", sync_topic,
+                               "--worker-id", "w0", "--gamma", "0.05", "--exit-when-idle", "2")
+    process = kh.start_service(command, log)
+    assert process.wait(120) == 0, kh.tail(log)
+    assert kh.checkpoint_info(directory)["counters"]["consumed"] == 1500
+    text = log.read_text()
+    assert text.count("not a readable snapshot") >= len(garbage) + 1, kh.tail(log)

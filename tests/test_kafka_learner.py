@@ -1,0 +1,195 @@
+"""The service's decoding and batched test-then-train, without a broker: hostile and random
+messages (hypothesis), batch boundaries, the monitor's view, strict JSON outputs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+
+pytest.importorskip("kafka")
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from river_advsvm import AdvKernelSVM, AdvLinearSVM  # noqa: E402
+from river_advsvm.attacks import PGD  # noqa: E402
+from river_advsvm.monitor import RobustnessMonitor  # noqa: E402
+from streams import kafka as kafka_io  # noqa: E402
+from streams import outputs  # noqa: E402
+from streams import state  # noqa: E402
+from streams.learner import Learner  # noqa: E402
+
+import kafka_helpers as kh  # noqa: E402
+
+# -- decoding ---------------------------------------------------------------------------------
+
+numbers = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False), st.integers(-10**30, 10**30), st.booleans(),
+)
+json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70),
+                         st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=5))
+json_values = st.recursive(json_scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)),
+    max_leaves=6)
+names = st.text(max_size=6)
+
+
+@st.composite
+def message_texts(draw) -> bytes:
+    """Messages as a producer might write them: mostly valid, some not, some odd JSON."""
+    parts = []
+    if draw(st.booleans()):
+        parts.append(("id", draw(st.one_of(st.integers(-2**70, 2**70), st.text(max_size=4),
+                                            json_values))))
+    x = draw(st.one_of(
+        st.lists(st.one_of(numbers, json_values), max_size=6),
+        st.dictionaries(names, st.one_of(numbers, json_values), max_size=6),
+        json_values))
+    if draw(st.integers(0, 9)):
+        parts.append(("x", x))
+    if draw(st.booleans()):
+        parts.append(("y", draw(st.one_of(json_scalars, json_values))))
+    if draw(st.integers(0, 5)) == 0:  # a repeated key, or an extra one
+        parts.append((draw(st.sampled_from(["x", "y", "id", "extra", "a:b"])), draw(json_values)))
+    text = "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in parts) + "}"
+    for literal in ["NaN", "Infinity", "1e999", "9" * 500]:  # numbers strict JSON refuses
+        if draw(st.integers(0, 15)) == 0:
+            text = text.replace("0", literal, 1)
+    return text.encode()
+
+
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(message_texts())
+def test_fast_decoding_agrees_with_the_strict_decoder(value):
+    """msgspec's typed pass (taken when it accepts) and the standard library's strict pass
+    give the same sample, or the same refusal."""
+    try:
+        fast = kafka_io.decode(value, max_bytes=2**20)
+    except kafka_io.InvalidMessage as error:
+        fast = error.code
+    try:
+        strict = kafka_io._decode_strictly(value)
+    except kafka_io.InvalidMessage as error:
+        strict = error.code
+    assert fast == strict
+    if isinstance(fast, kafka_io.Sample):
+        assert all(type(v) in (float, bool) and math.isfinite(v) for v in
+                   (fast.features.values() if isinstance(fast.features, dict)
+                    else fast.features))
+
+
+# -- batched test-then-train ------------------------------------------------------------------
+
+def _stream_values(draw_ints, n: int) -> list[bytes]:
+    X, y = kh.stream(n, d=4, seed=draw_ints[0])
+    values = kh.messages(X, y, unlabelled_every=5)
+    hostile = [b"", b"{", b'{"x": [1, 2]}', b'{"x": [1e999, 0, 0, 0], "y": 1}',
+               b'{"x": [0.1, 0.2, 0.3, 0.4], "y": 9}', b'{"x": {"a": 1}, "y": 0}',
+               b'{"x": [0.1, "a", 0.3, 0.4], "y": 1}', b'{"x": [0.5, 0.5, 0.5, 0.5]}',
+               b'{"id": ' + b"7" * 5000 + b', "x": [1, 1, 1, 1]}']
+    for k, position in enumerate(draw_ints[1:]):
+        values.insert(position % (len(values) + 1), hostile[k % len(hostile)])
+    return values
+
+
+def _run(values, cuts, model, monitor=None):
+    learner = Learner(state.ServiceState(model=model), max_message_bytes=2**20, monitor=monitor)
+    outcomes, start = [], 0
+    for cut in [*sorted(cuts), len(values)]:
+        outcomes += learner.process_many(values[start:max(start, cut)])
+        start = max(start, cut)
+    summary = [(o.error.code, None) if o.error else (o.label, o.probability, o.alerts)
+               for o in outcomes]
+    return learner, summary
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 10_000), min_size=2, max_size=12),
+       st.lists(st.integers(0, 400), max_size=6), st.sampled_from(["kernel", "linear"]))
+def test_batches_give_the_model_and_outputs_of_one_message_at_a_time(draws, cuts, kind):
+    """Poll boundaries never change a result: the model (bit for bit), every prediction and
+    every dead letter are those of a loop over single messages."""
+    values = _stream_values(draws, 300)
+
+    def model():
+        return AdvKernelSVM(epsilon=0.1, budget=16, seed=0) if kind == "kernel" else \
+            AdvLinearSVM(epsilon=0.1)
+
+    one_by_one, expected = _run(values, range(len(values)), model())
+    batched, got = _run(values, cuts, model())
+    assert got == expected
+    kh.assert_same_model(batched.state.model, one_by_one.state.model)
+    assert batched.state.counters == one_by_one.state.counters
+    counters = batched.state.counters
+    assert counters["consumed"] == len(values)
+    assert counters["predicted"] + counters["dead_letters"] == len(values)
+
+
+def _monitor():
+    return RobustnessMonitor(None, attack=PGD(epsilon=0.1, norm="l2", bounds=None),
+                             sample_rate=0.3, window_size=50, min_sampled=5)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.integers(0, 10_000), min_size=2, max_size=6),
+       st.lists(st.integers(0, 400), max_size=6))
+def test_the_monitor_sees_each_message_with_the_model_just_before_it(draws, cuts):
+    """With a monitor that attacks 30% of the messages, batches still give the alerts, the
+    monitor's state and the model of a loop over single messages."""
+    values = _stream_values(draws, 300)
+    one_monitor, batch_monitor = _monitor(), _monitor()
+    one_by_one, expected = _run(values, range(len(values)),
+                                AdvKernelSVM(epsilon=0.1, budget=16, seed=0), one_monitor)
+    batched, got = _run(values, cuts, AdvKernelSVM(epsilon=0.1, budget=16, seed=0),
+                        batch_monitor)
+    assert got == expected
+    timeless = [{**m.state(), "attack_seconds": None} for m in (batch_monitor, one_monitor)]
+    assert timeless[0] == timeless[1]
+    assert one_monitor.n_sampled > 10  # the attacks did run
+    kh.assert_same_model(batched.state.model, one_by_one.state.model)
+
+
+def test_an_unexpected_error_is_a_dead_letter_logged_once(caplog):
+    class Fragile:
+        """A model with a bug on one input (and no batched call: one message at a time)."""
+
+        def __init__(self):
+            self.model = AdvLinearSVM()
+            self.classes = self.model.classes
+
+        def predict_proba_one(self, x):
+            return self.model.predict_proba_one(x)
+
+        def learn_one(self, x, y):
+            if x.get(0) == 13.0:
+                raise ZeroDivisionError("a bug")
+            self.model.learn_one(x, y)
+            self.classes = self.model.classes
+
+    learner = Learner(state.ServiceState(model=Fragile()), max_message_bytes=1000)
+    good = [b'{"x": [1], "y": true}', b'{"x": [2], "y": false}']
+    outcomes = learner.process_many([*good, b'{"x": [13], "y": true}', b'{"x": [3], "y": true}',
+                                     b'{"x": [13], "y": false}'])
+    codes = [o.error.code if o.error else None for o in outcomes]
+    assert codes == [None, None, "internal_error", None, "internal_error"]
+    assert "ZeroDivisionError: a bug" in str(outcomes[2].error)
+    assert learner.state.counters["learned"] == 3
+    assert sum("Traceback" in r.exc_text for r in caplog.records if r.exc_text) == 1
+
+
+def test_outputs_are_strict_json_even_for_non_finite_numbers():
+    @dataclasses.dataclass
+    class Alert:
+        gap: float
+        step: object
+
+    sample = kafka_io.decode(b'{"id": 1, "x": [1], "y": 2.5}', 100)
+    outcome = type("O", (), {"sample": sample, "label": 2.5, "probability": math.nan})()
+    record = type("R", (), {"topic": "t", "partition": 0, "offset": 3})()
+    for value in [outputs.prediction_json(outcome, record, 1),
+                  outputs.alert_json(Alert(math.inf, object()), outcome, record)]:
+        parsed = json.loads(value, parse_constant=lambda c: pytest.fail(f"{c} in {value}"))
+        assert None in parsed.values()

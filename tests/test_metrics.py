@@ -1,0 +1,268 @@
+"""The metrics endpoint and health checks, scraped over HTTP against a counter source of the
+test's own (the service-level scrape comes with the service's wiring)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import urllib.error
+import urllib.request
+import uuid
+
+import pytest
+
+pytest.importorskip("prometheus_client")
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+from river_advsvm import AdvKernelSVM  # noqa: E402
+from streams import metrics  # noqa: E402
+from streams.metrics import MetricsServer, Reading  # noqa: E402
+from streams.state import ServiceState  # noqa: E402
+
+
+class Source:
+    """A service stand-in: a reading the test changes between scrapes, and a count of reads."""
+
+    def __init__(self, **fields):
+        self.reading = Reading(**fields)
+        self.reads = 0
+
+    def __call__(self) -> Reading:
+        self.reads += 1
+        return self.reading
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(source, **options) -> MetricsServer:
+        server = MetricsServer(source, **options).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def scrape(server: MetricsServer) -> dict:
+    """{(sample name, sorted labels): value} of one scrape."""
+    status, text = get(server.url + "/metrics")
+    assert status == 200
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def test_a_scrape_reports_the_counters_of_the_source(serve):
+    source = Source(messages=10, learned=6, correct=4, predicted=2, checkpoints=3,
+                    dead_letters={"not_json": 1, "wrong_width": 1}, alerts={"robust_gap": 2},
+                    lag={("digits", 0): 5, ("digits", 1): 0}, assigned_partitions=2,
+                    last_checkpoint_age_seconds=1.5, processing_rate=250.0,
+                    support_vectors=40, inputs=8, model_samples=6, clean_accuracy=0.75,
+                    seconds_since_poll=0.2, ready=True)
+    server = serve(source)
+    samples = scrape(server)
+    assert samples == {
+        ("advsvm_messages_consumed_total", ()): 10,
+        ("advsvm_messages_learned_total", ()): 6,
+        ("advsvm_messages_predicted_total", ()): 2,
+        ("advsvm_predictions_correct_total", ()): 4,
+        ("advsvm_dead_letters_total", (("code", "not_json"),)): 1,
+        ("advsvm_dead_letters_total", (("code", "wrong_width"),)): 1,
+        ("advsvm_checkpoints_written_total", ()): 3,
+        ("advsvm_topic_resets_total", ()): 0,
+        ("advsvm_monitor_alerts_total", (("kind", "robust_gap"),)): 2,
+        ("advsvm_last_checkpoint_age_seconds", ()): 1.5,
+        ("advsvm_consumer_lag_messages", (("partition", "0"), ("topic", "digits"))): 5,
+        ("advsvm_consumer_lag_messages", (("partition", "1"), ("topic", "digits"))): 0,
+        ("advsvm_assigned_partitions", ()): 2,
+        ("advsvm_processing_rate_messages_per_second", ()): 250.0,
+        ("advsvm_model_support_vectors", ()): 40,
+        ("advsvm_model_inputs", ()): 8,
+        ("advsvm_model_samples", ()): 6,
+        ("advsvm_monitor_clean_accuracy_ratio", ()): 0.75,
+        ("advsvm_seconds_since_last_poll", ()): 0.2,
+        ("advsvm_ready", ()): 1,
+    }  # absent: what the source does not have (no group, no random features, ...)
+    # Nothing is counted by the server: a later scrape shows the source's new numbers.
+    source.reading.messages, source.reading.dead_letters["empty"] = 12, 1
+    samples = scrape(server)
+    assert samples[("advsvm_messages_consumed_total", ())] == 12
+    assert samples[("advsvm_dead_letters_total", (("code", "empty"),))] == 1
+    assert source.reads == 2
+
+
+def test_every_metric_follows_the_naming_conventions():
+    names = [m.name for m in metrics.METRICS]
+    assert len(set(names)) == len(names)
+    for metric in metrics.METRICS:
+        assert metric.name.startswith("advsvm_")
+        assert metric.name.endswith("_total") == (metric.kind == "counter"), metric.name
+        assert metric.help.endswith(".")
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """One server for many readings (starting one per hypothesis example is slow)."""
+    source = Source()
+    server = MetricsServer(source).start()
+    yield source, server
+    server.stop()
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.dictionaries(st.text(min_size=1, max_size=20), st.integers(0, 10**12), max_size=5),
+       st.dictionaries(st.tuples(st.text(min_size=1, max_size=20), st.integers(0, 1000)),
+                       st.integers(0, 10**9), max_size=5))
+def test_any_label_values_survive_the_text_format(shared, codes, lag):
+    source, server = shared
+    source.reading = Reading(dead_letters=codes, lag=lag)
+    samples = scrape(server)
+    assert {labels[0][1]: value for (name, labels), value in samples.items()
+            if name == "advsvm_dead_letters_total"} == codes
+    assert {(dict(labels)["topic"], int(dict(labels)["partition"])): value
+            for (name, labels), value in samples.items()
+            if name == "advsvm_consumer_lag_messages"} == lag
+
+
+def test_liveness_fails_once_the_loop_has_not_polled_for_too_long(serve):
+    source = Source(seconds_since_poll=None)
+    server = serve(source, liveness_timeout=30.0)
+    status, body = get(server.url + "/healthz")
+    assert status == 200 and json.loads(body)["live"]  # starting: nothing polled yet
+    source.reading.seconds_since_poll = 30.0
+    assert get(server.url + "/healthz")[0] == 200
+    source.reading.seconds_since_poll = 30.5
+    status, body = get(server.url + "/healthz")
+    assert status == 503
+    assert json.loads(body) == {"live": False, "seconds_since_last_poll": 30.5,
+                                "liveness_timeout_seconds": 30.0}
+    source.reading.seconds_since_poll = 0.1
+    assert get(server.url + "/healthz")[0] == 200
+
+
+def test_readiness_flips_when_the_service_says_so(serve):
+    source = Source(ready=False, not_ready_reason="waiting for a partition assignment")
+    server = serve(source)
+    status, body = get(server.url + "/readyz")
+    assert status == 503
+    assert json.loads(body)["reason"] == "waiting for a partition assignment"
+    source.reading.ready, source.reading.assigned_partitions = True, 3
+    status, body = get(server.url + "/readyz")
+    assert status == 200 and json.loads(body) == {"ready": True, "assigned_partitions": 3}
+
+
+def test_a_failing_source_is_an_error_answer_not_a_dead_server(serve):
+    calls = []
+
+    def broken():
+        calls.append(1)
+        raise RuntimeError("boom")
+
+    server = serve(broken)
+    assert get(server.url + "/metrics")[0] == 500
+    assert get(server.url + "/healthz")[0] == 503
+    assert get(server.url + "/readyz")[0] == 503
+    assert get(server.url + "/nothing-here")[0] == 404
+    assert len(calls) == 3  # the 404 did not read the service
+
+
+def test_each_server_has_its_own_registry(serve):
+    a = serve(Source(messages=1))
+    b = serve(Source(messages=2))
+    assert a.port != b.port
+    assert scrape(a)[("advsvm_messages_consumed_total", ())] == 1
+    assert scrape(b)[("advsvm_messages_consumed_total", ())] == 2
+
+
+def test_flags_off_by_default_loopback_by_default_and_a_busy_port_is_one_line(serve):
+    parser = argparse.ArgumentParser()
+    metrics.add_arguments(parser)
+    assert metrics.from_args(parser.parse_args([]), Source()) is None
+    busy = serve(Source())
+    args = parser.parse_args(["--metrics-port", str(busy.port), "--liveness-timeout", "5"])
+    assert args.metrics_host == "127.0.0.1" and args.liveness_timeout == 5.0
+    with pytest.raises(ValueError, match=f"cannot serve metrics on 127.0.0.1:{busy.port}: "):
+        metrics.from_args(args, Source())
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--metrics-port", "70000"])
+
+
+def test_log_fields_carry_the_metric_names():
+    reading = Reading(messages=5, dead_letters={"empty": 2}, lag={("t", 3): 7},
+                      clean_accuracy=float("nan"), ready=True)
+    fields = metrics.log_fields(reading)
+    assert fields["messages_consumed_total"] == 5
+    assert fields["dead_letters_total"] == {"empty": 2}
+    assert fields["consumer_lag_messages"] == {"t[3]": 7}
+    assert "monitor_clean_accuracy_ratio" not in fields and "model_inputs" not in fields
+    assert set(fields) <= {m.name[len("advsvm_"):] for m in metrics.METRICS}
+
+
+def test_a_reading_of_a_service_state_and_a_monitor():
+    from river_advsvm.attacks import PGD
+    from river_advsvm.monitor import RobustnessMonitor
+
+    model = AdvKernelSVM(epsilon=0.1, gamma=0.5, budget=16, seed=0)
+    state = ServiceState(model=model)
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.1), sample_rate=1.0, seed=0)
+    for i in range(20):
+        x, y = {0: float(i % 2), 1: (i % 3) / 2}, i % 2
+        monitor.update(x, y)
+        model.learn_one(x, y)
+        state.counters["consumed"] += 1
+        state.counters["learned"] += 1
+    state.counters["dead_letters_by_code"]["empty"] = 3
+    reading = Reading.from_state(state, monitor=monitor, processing_rate=9.0)
+    assert (reading.messages, reading.learned, reading.dead_letters) == (20, 20, {"empty": 3})
+    assert reading.model_samples == model.n_learned == 20
+    assert reading.random_features == model.n_features
+    now = monitor.snapshot()
+    assert (reading.clean_accuracy, reading.robust_accuracy, reading.certified_accuracy) == (
+        now["clean_accuracy"], now["robust_accuracy"], now["certified_accuracy"])
+    assert reading.processing_rate == 9.0 and reading.group_syncs is None
+    # The reading is a copy: the service counting on does not change a reading taken.
+    state.counters["dead_letters_by_code"]["empty"] = 4
+    assert reading.dead_letters == {"empty": 3}
+
+
+@pytest.mark.kafka
+def test_partition_lag_of_a_real_consumer(broker):
+    from kafka import KafkaConsumer, TopicPartition
+
+    from kafka_helpers import produce
+
+    topic = f"lag-{uuid.uuid4().hex[:8]}"
+    produce(broker.bootstrap_servers, topic, [b"m%d" % i for i in range(30)], partition=0)
+    tp = TopicPartition(topic, 0)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers,
+                             enable_auto_commit=False, max_poll_records=10)
+    try:
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        assert metrics.partition_lag(consumer, {}, [tp]) == {}  # no fetch yet
+        read = []
+        for _ in range(100):
+            read += consumer.poll(timeout_ms=100).get(tp, [])
+            if read:
+                break
+        processed = {topic: {0: read[-1].offset + 1}}
+        assert metrics.partition_lag(consumer, processed, [tp]) == {(topic, 0): 30 - len(read)}
+        assert metrics.partition_lag(consumer, {}, [tp]) == {
+            (topic, 0): 30 - consumer.position(tp)}
+    finally:
+        consumer.close()
