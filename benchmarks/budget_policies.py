@@ -236,8 +236,7 @@ def markdown(records: list[dict]) -> str:
     out = [
         "# Budget policies",
         "",
-        f"Measured on {first['cpu']}, {first['cpus']} cores, Python {first['python']}, numpy "
-        f"{first['numpy']}, BLAS pinned to one thread; the run took "
+        f"Measured on {common.machine_line(first)}; the run took "
         f"{first['run_seconds'] / 60:.0f} min (`python benchmarks/budget_policies.py`). One pass "
         f"of `learn_many(500)`, λ = 1e-4, η = 0.5, γ = 1/(d·Var X), mean ± std over {seeds} "
         f"seeds; clean accuracy on the whole test set, PGD-10 on {first['pgd_points']} test "

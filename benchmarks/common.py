@@ -144,6 +144,12 @@ def _plain(value):
     return value
 
 
+def machine_line(machine: dict) -> str:
+    """Where a result was measured, for the Markdown summaries (fields of `machine()`)."""
+    return (f"{machine['cpu']}, {machine['cpus']} cores shared with other jobs, Python "
+            f"{machine['python']}, numpy {machine['numpy']}, BLAS pinned to one thread")
+
+
 def write_records(records: list[dict], out: str | None, name: str, quick: bool) -> pathlib.Path:
     """Write flat records as JSON to `out` or `benchmarks/results/NAME[_quick].json`."""
     path = pathlib.Path(out) if out else RESULTS / f"{name}{'_quick' if quick else ''}.json"

@@ -253,8 +253,7 @@ def targets(records: list) -> list:
 def markdown(records: list, quick: bool) -> str:
     machine = common.machine()
     lines = ["# Memory (`benchmarks/memory.py`)", "",
-             f"{machine['cpu']}, {machine['cpus']} cores, Python {machine['python']}, numpy "
-             f"{machine['numpy']}, BLAS on one thread; each run in a fresh process."
+             f"{common.machine_line(machine)}; each run in a fresh process."
              + (" Quick smoke run." if quick else ""), "",
              "**float32 against float64** (bytes the trained model holds, traced by "
              "tracemalloc; River's `_raw_memory_usage` beside it)", "",

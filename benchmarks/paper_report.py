@@ -107,8 +107,7 @@ def markdown(records: list[dict]) -> str:
     out = [
         "# Paper tables: random features and support vectors",
         "",
-        f"Measured on {first['cpu']}, {first['cpus']} cores, Python {first['python']}, numpy "
-        f"{first['numpy']}, BLAS pinned to one thread; the run took {minutes:.0f} min with "
+        f"Measured on {common.machine_line(first)}; the run took {minutes:.0f} min with "
         f"{first['jobs']} job(s) (`python benchmarks/paper_tables.py --jobs {first['jobs']}`). "
         f"Means ± standard deviations over {seeds} seeds, whole test sets, one pass of "
         "`learn_many` in batches of 500, B = 1024, γ = 1/(d·Var X), float32, hyper-parameters "

@@ -361,8 +361,7 @@ def markdown(records: list, quick: bool) -> str:
     majority = {r["stream"]: r["majority"] for r in runs}
     lengths = {r["stream"]: r["samples"] for r in runs}
     lines = ["# River's binary streams (`benchmarks/river_streams.py`)", "",
-             f"{machine['cpu']}, {machine['cpus']} cores shared with other jobs, Python "
-             f"{machine['python']}, numpy {machine['numpy']}, BLAS on one thread."
+             f"{common.machine_line(machine)}."
              + (" Quick smoke run." if quick else ""), "",
              "Progressive validation accuracy (%), its mean over the streams, samples/s over "
              "all of them, and the largest memory at the end of a stream (River's "

@@ -682,8 +682,7 @@ RATE_COLUMNS = [("system", "system", ""), ("dtype", "dtype", ""), ("d", "d", "d"
 def markdown(records: list, quick: bool) -> str:
     machine = common.machine()
     lines = ["# Throughput (`benchmarks/throughput.py`)", "",
-             f"{machine['cpu']}, {machine['cpus']} cores shared with other jobs, Python "
-             f"{machine['python']}, numpy {machine['numpy']}, BLAS pinned to one thread."
+             f"{common.machine_line(machine)}."
              + (" Quick smoke run." if quick else ""), "",
              "Samples/s (best round of interleaved rounds), and in parentheses the ratio to the "
              "reference measured in the same run: the float32 hand loop for `learn_one` (its "
