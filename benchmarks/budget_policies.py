@@ -237,7 +237,7 @@ def markdown(records: list[dict]) -> str:
         "# Budget policies",
         "",
         f"Measured on {common.machine_line(first)}; the run took "
-        f"{first['run_seconds'] / 60:.0f} min (`python benchmarks/budget_policies.py`). One pass "
+        f"{first['run_seconds'] / 60:.0f} min (`{first['command']}`). One pass "
         f"of `learn_many(500)`, λ = 1e-4, η = 0.5, γ = 1/(d·Var X), mean ± std over {seeds} "
         f"seeds; clean accuracy on the whole test set, PGD-10 on {first['pgd_points']} test "
         "points; `vs unb.`: the gap to the unbounded model of the same representation (kernel "
@@ -311,9 +311,14 @@ def main(argv=None) -> int:
     summaries = summarise(records)
     records += summaries + dtype_gaps(records)
     records.append(pick(summaries))
+    # How the run was asked for, without where the data lives.
+    command = " ".join(["python benchmarks/budget_policies.py"]
+                       + (["--quick"] if args.quick else ["--pairs", *args.pairs])
+                       + ["--dtypes", *args.dtypes, "--seeds", str(seeds)])
     machine = common.machine()
     for r in records:
-        r.update(machine, quick=args.quick, run_seconds=time.perf_counter() - start)
+        r.update(machine, quick=args.quick, run_seconds=time.perf_counter() - start,
+                 command=command)
     print()
     print(table(summaries))
     choice = records[-1]

@@ -99,16 +99,23 @@ def target_line(t: dict) -> str:
 # -- Markdown ---------------------------------------------------------------------------------------
 
 
+def grid(header: list[str], rows: list[list]) -> str:
+    """A Markdown table of cells already formatted (None shows as '-')."""
+    return common.markdown_table([dict(enumerate(row)) for row in rows],
+                                 [(i, h, "") for i, h in enumerate(header)])
+
+
 def markdown(records: list[dict]) -> str:
     """Every table of the run as Markdown, for the docs."""
     first = records[0]
     seeds = max((r["seeds"] for r in summaries(records)), default=0)
     minutes = first["run_seconds"] / 60
+    pairs = list(dict.fromkeys(r["pair"] for r in summaries(records)))
     out = [
         "# Paper tables: random features and support vectors",
         "",
         f"Measured on {common.machine_line(first)}; the run took {minutes:.0f} min with "
-        f"{first['jobs']} job(s) (`python benchmarks/paper_tables.py --jobs {first['jobs']}`). "
+        f"{first['jobs']} job(s) (`{first.get('command', 'python benchmarks/paper_tables.py')}`). "
         f"Means ± standard deviations over {seeds} seeds, whole test sets, one pass of "
         "`learn_many` in batches of 500, B = 1024, γ = 1/(d·Var X), float32, hyper-parameters "
         "chosen on a validation split (the script's docstring says how). `¹`: the paper's pair "
@@ -122,88 +129,76 @@ def markdown(records: list[dict]) -> str:
         "vectors kept. Exact SVC: scikit-learn's offline RBF SVC on the same data, attacked "
         "through its exact gradient.",
         "",
-        "| pair | model | clean | PGD 8/255 | PGD L∞ 0.1 | PGD L2 1.0 | cert. L∞ 8/255 "
-        "| cert. L2 1.0 | train s | µs / prediction | SVs |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    pairs = list(dict.fromkeys(r["pair"] for r in summaries(records)))
     svc = {r["pair"]: r for r in records if r["kind"] == "svc"}
+    rows = []
     for pair in pairs:
         for r in summaries(records):
             if r["pair"] != pair or r["model"] == "Natural (PGD-selected)":
                 continue
-            sv = f"{r['support_vectors']:.0f}" if r.get("support_vectors") else "-"
-            out.append(
-                f"| {pair_label(pair)} | {r['model']} | {pm(r, 'clean')} | {pm(r, 'pgd', 1)} "
-                f"| {pm(r, 'pgd_01', 1)} | {pm(r, 'pgd_l2', 1)} | {pm(r, 'certified', 1)} "
-                f"| {pm(r, 'certified_l2', 1)} | {num(r.get('train_seconds'), '.2f')} "
-                f"| {num(r.get('predict_us'), '.1f')} | {sv} |")
+            sv = f"{r['support_vectors']:.0f}" if r.get("support_vectors") else None
+            rows.append([pair_label(pair), r["model"], pm(r, "clean"), pm(r, "pgd", 1),
+                         pm(r, "pgd_01", 1), pm(r, "pgd_l2", 1), pm(r, "certified", 1),
+                         pm(r, "certified_l2", 1), num(r.get("train_seconds"), ".2f"),
+                         num(r.get("predict_us"), ".1f"), sv])
         if pair in svc:
             r = svc[pair]
             subset = ("" if r.get("attack_points", math.inf) >= r.get("n_test", 0)
                       else f"; attacked on {r['attack_points']} test points")
-            out.append(
-                f"| {pair_label(pair)} | exact SVC (C = {r['C']:g}{subset}) | {pct(r['clean'], 2)} "
-                f"| {pct(r['pgd'])} | {pct(r['pgd_01'])} | {pct(r['pgd_l2'])} | - | - "
-                f"| {r['fit_seconds'] + r['kernel_seconds']:.1f} ² "
-                f"| {num(r.get('predict_us'), '.1f')} | {r['support_vectors']} |")
-    out += ["", "² offline: the kernel matrix and the fit, on the whole training set.", ""]
+            rows.append([pair_label(pair), f"exact SVC (C = {r['C']:g}{subset})",
+                         pct(r["clean"], 2), pct(r["pgd"]), pct(r["pgd_01"]), pct(r["pgd_l2"]),
+                         None, None, f"{r['fit_seconds'] + r['kernel_seconds']:.1f} ²",
+                         num(r.get("predict_us"), ".1f"), r["support_vectors"]])
+    out += [grid(["pair", "model", "clean", "PGD 8/255", "PGD L∞ 0.1", "PGD L2 1.0",
+                  "cert. L∞ 8/255", "cert. L2 1.0", "train s", "µs / prediction", "SVs"], rows),
+            "", "² offline: the kernel matrix and the fit, on the whole training set.", ""]
 
-    small = [r for r in summaries(records) if r.get("pgd_2") is not None]
+    small = [r for r in summaries(records)
+             if r.get("pgd_2") is not None and r["model"] != "Natural (PGD-selected)"]
     if small:
-        out += [
-            "## CIFAR at 2/255",
-            "",
-            "No random-feature model withstands PGD at 8/255 on CIFAR; at a quarter of the "
-            "radius:",
-            "",
-            "| pair | model | clean | PGD L∞ 2/255 | cert. L∞ 2/255 | PGD L∞ 8/255 "
-            "| cert. L∞ 8/255 |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for r in small:
-            if r["model"] == "Natural (PGD-selected)":
-                continue
-            out.append(
-                f"| {pair_label(r['pair'])} | {r['model']} | {pm(r, 'clean')} "
-                f"| {pm(r, 'pgd_2', 1)} | {pm(r, 'certified_2', 1)} | {pm(r, 'pgd', 1)} "
-                f"| {pm(r, 'certified', 1)} |")
-        for pair, r in svc.items():
-            if r.get("pgd_2") is not None:
-                out.append(f"| {pair_label(pair)} | exact SVC | {pct(r['clean'], 2)} "
-                           f"| {pct(r['pgd_2'])} | - | {pct(r['pgd'])} | - |")
-        out.append("")
+        rows = [[pair_label(r["pair"]), r["model"], pm(r, "clean"), pm(r, "pgd_2", 1),
+                 pm(r, "certified_2", 1), pm(r, "pgd", 1), pm(r, "certified", 1)]
+                for r in small]
+        rows += [[pair_label(pair), "exact SVC", pct(r["clean"], 2), pct(r["pgd_2"]), None,
+                  pct(r["pgd"]), None] for pair, r in svc.items() if r.get("pgd_2") is not None]
+        out += ["## CIFAR at 2/255", "",
+                "No random-feature model withstands PGD at 8/255 on CIFAR; at a quarter of the "
+                "radius:", "",
+                grid(["pair", "model", "clean", "PGD L∞ 2/255", "cert. L∞ 2/255",
+                      "PGD L∞ 8/255", "cert. L∞ 8/255"], rows), ""]
 
-    out += [
-        "## Against the paper",
-        "",
-        "Ours (%) beside the paper's; C&W-L2 and ZOO on a subset of seed 0's test set, counted "
-        "at the L2 radius √d·8/255; the paper's training time in minutes.",
-        "",
-        "| pair | model | clean | FGSM | PGD | C&W | ZOO | cert. | train s "
-        "| paper: clean | FGSM | PGD | C&W | ZOO | min |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in summaries(records):
-        paper = [pct(r.get(f"paper_{k}"), 2) for k in PAPER_COLUMNS]
-        out.append(
-            f"| {pair_label(r['pair'])} | {r['model']} | {pm(r, 'clean')} | {pct(r['fgsm'], 2)} "
-            f"| {pm(r, 'pgd')} | {pct(r.get('cw'))} | {pct(r.get('zoo'), 0)} "
-            f"| {pct(r['certified'])} | {r['train_seconds']:.2f} | " + " | ".join(paper)
-            + f" | {num(r.get('paper_train_minutes'), '.1f')} |")
+    rows = [[pair_label(r["pair"]), r["model"], pm(r, "clean"), pct(r["fgsm"], 2), pm(r, "pgd"),
+             pct(r.get("cw")), pct(r.get("zoo"), 0), pct(r["certified"]),
+             f"{r['train_seconds']:.2f}"]
+            + [pct(r.get(f"paper_{k}"), 2) for k in PAPER_COLUMNS]
+            + [num(r.get("paper_train_minutes"), ".1f")] for r in summaries(records)]
+    out += ["## Against the paper", "",
+            "Ours (%) beside the paper's; C&W-L2 and ZOO on a subset of seed 0's test set, "
+            "counted at the L2 radius √d·8/255; the paper's training time in minutes.", "",
+            grid(["pair", "model", "clean", "FGSM", "PGD", "C&W", "ZOO", "cert.", "train s",
+                  "paper: clean", "FGSM", "PGD", "C&W", "ZOO", "min"], rows)]
 
+    rows = [[r["pair"], r["model"], f"{r['regularization']:g}", f"{r['step_size']:g}",
+             f"{255 * r['train_epsilon']:.3g}/255", r["criterion"]]
+            for r in records if r["kind"] == "selected"]
     out += ["", "## Chosen hyper-parameters", "",
-            "| pair | model | λ | η | training radius | criterion |", "|---|---|---|---|---|---|"]
-    for r in records:
-        if r["kind"] == "selected":
-            out.append(f"| {r['pair']} | {r['model']} | {r['regularization']:g} "
-                       f"| {r['step_size']:g} | {255 * r['train_epsilon']:.3g}/255 "
-                       f"| {r['criterion']} |")
+            grid(["pair", "model", "λ", "η", "training radius", "criterion"], rows)]
 
     gaps = [r for r in records if r["kind"] == "dtype_gap"]
     if gaps:
         within = sum(r["within_noise"] for r in gaps)
         worst = max(gaps, key=lambda r: abs(r["gap"]) - r["seed_std"])
+        by = {(r["pair"], r["model"], r["metric"]): r for r in gaps}
+        rows = []
+        for pair, model in dict.fromkeys((r["pair"], r["model"]) for r in gaps):
+            cells = []
+            for metric in ("clean", "pgd", "pgd_01", "pgd_l2", "certified"):
+                g = by.get((pair, model, metric))
+                cells.append(None if g is None else
+                             f"{100 * g['gap']:+.2f} ({100 * g['gap_min']:+.2f}…"
+                             f"{100 * g['gap_max']:+.2f}; σ {100 * g['seed_std']:.2f})"
+                             + ("" if g["within_noise"] else " **>σ**"))
+            rows.append([pair_label(pair), model] + cells)
         out += [
             "", "## float32 against float64", "",
             "The same seeds and hyper-parameters with float64 features or vectors: the mean "
@@ -213,50 +208,35 @@ def markdown(records: list[dict]) -> str:
             f"{worst['pair']} {worst['model']} {worst['metric']} "
             f"{100 * worst['gap']:+.2f} points (σ {100 * worst['seed_std']:.2f}).",
             "",
-            "| pair | model | clean | PGD 8/255 | PGD L∞ 0.1 | PGD L2 1.0 | cert. L∞ 8/255 |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        by = {(r["pair"], r["model"], r["metric"]): r for r in gaps}
-        for pair, model in dict.fromkeys((r["pair"], r["model"]) for r in gaps):
-            cells = []
-            for metric in ("clean", "pgd", "pgd_01", "pgd_l2", "certified"):
-                g = by.get((pair, model, metric))
-                cells.append("-" if g is None else
-                             f"{100 * g['gap']:+.2f} ({100 * g['gap_min']:+.2f}…"
-                             f"{100 * g['gap_max']:+.2f}; σ {100 * g['seed_std']:.2f})"
-                             + ("" if g["within_noise"] else " **>σ**"))
-            out.append(f"| {pair_label(pair)} | {model} | " + " | ".join(cells) + " |")
+            grid(["pair", "model", "clean", "PGD 8/255", "PGD L∞ 0.1", "PGD L2 1.0",
+                  "cert. L∞ 8/255"], rows)]
 
     checks = [r for r in records if r["kind"] == "flip_check" and r["certified_points"]]
+    rows = [[r["pair"], r["model"],
+             r["attack"] + (f" + {r['restarts']} random starts" if "restarts" in r else ""),
+             r["column"], f"{r['certified_points']} of {r['points']}", r["flipped"]]
+            for r in checks] or [[None, None, None, None, "no point certified", None]]
     out += ["", "## Are certified points ever flipped?", "",
             "Seed 0: every certified point of a test subset attacked at the radius it is "
             "certified for by PGD-50 (from the point and from random starts), and every C&W-L2 "
             "flip compared with the point's certified L2 and L∞ radii.", "",
-            "| pair | model | attack | certified at | points attacked | flipped |",
-            "|---|---|---|---|---|---|"]
-    for r in checks:
-        attack = r["attack"] + (f" + {r['restarts']} random starts" if "restarts" in r else "")
-        out.append(f"| {r['pair']} | {r['model']} | {attack} | {r['column']} "
-                   f"| {r['certified_points']} of {r['points']} | {r['flipped']} |")
-    if not checks:
-        out.append("| - | - | - | - | no point certified | - |")
+            grid(["pair", "model", "attack", "certified at", "points attacked", "flipped"],
+                 rows)]
 
     merges = [r for r in summaries(records) if r.get("merges")]
     if merges:
         out += ["", "## Budget maintenance of the support vectors", "",
                 "Merges in one pass and the mean weight degradation ||f_before − f_after||² "
                 "per merge (seed mean).", "",
-                "| pair | model | merges | degradation per merge |", "|---|---|---|---|"]
-        for r in merges:
-            out.append(f"| {r['pair']} | {r['model']} | {r['merges']:.0f} "
-                       f"| {r['degradation_per_merge']:.2e} |")
+                grid(["pair", "model", "merges", "degradation per merge"],
+                     [[r["pair"], r["model"], f"{r['merges']:.0f}",
+                       f"{r['degradation_per_merge']:.2e}"] for r in merges])]
 
-    out += ["", "## Targets", "", "| | pair | target | measured |", "|---|---|---|---|"]
-    for t in (r for r in records if r["kind"] == "target"):
-        line = target_line(t)
-        detail = line.split(": ", 1)[1]
-        out.append(f"| {'met' if t['met'] else '**not met**'} | {t['pair']} | {t['target']} "
-                   f"| {detail} |")
+    goals = [r for r in records if r["kind"] == "target"]
+    out += ["", "## Targets", "",
+            grid(["", "pair", "target", "measured"],
+                 [["met" if t["met"] else "**not met**", t["pair"], t["target"],
+                   target_line(t).split(": ", 1)[1]] for t in goals])]
     return "\n".join(out) + "\n"
 
 
@@ -332,8 +312,6 @@ def report(records: list[dict], json_path: pathlib.Path, plot_path: pathlib.Path
         print(pair_table(records, pair), "\n")
     for t in (r for r in records if r["kind"] == "target"):
         print(target_line(t))
-    md = json_path.with_suffix(".md")
-    md.write_text(markdown(records))
-    print(f"wrote {md}")
+    common.write_markdown(markdown(records), str(json_path), "paper_tables", False)
     if plot_path is not None:
         plot(records, plot_path)

@@ -957,6 +957,11 @@ def main(argv=None) -> int:
     # The slowest (CIFAR) first, so that parallel jobs finish together.
     jobs.sort(key=lambda job: not str(job[1]).endswith("cifar10_pairs.npz"))
 
+    # How the run was asked for, without where the data lives.
+    command = " ".join(["python benchmarks/paper_tables.py", f"--jobs {args.jobs}"]
+                       + (["--quick"] if args.quick else
+                          ["--pairs", *args.pairs, "--float64-pairs", *args.float64_pairs])
+                       + ([f"--seeds {args.seeds}"] if args.seeds is not None else []))
     start = time.perf_counter()
     results = {}
     show_progress = not args.no_progress
@@ -978,7 +983,7 @@ def main(argv=None) -> int:
     records += targets(records)
     machine = common.machine()
     for r in records:
-        r.update(machine, quick=args.quick, jobs=args.jobs, run_seconds=wall)
+        r.update(machine, quick=args.quick, jobs=args.jobs, run_seconds=wall, command=command)
     print()
     path = common.write_records(records, args.out, "paper_tables", args.quick)
     plot = pathlib.Path(args.plot or common.RESULTS / "paper_fig2.png")
