@@ -276,7 +276,8 @@ def plot(records: list[dict], path: pathlib.Path) -> None:
             if r["kind"] == "grid" and r["pair"] == pair:
                 color = STYLES[r["model"]][0]
                 frontier.plot(r["val_clean"], r["val_pgd"], "o", color=color, ms=3, alpha=0.6)
-            if r["kind"] == "selected" and r["pair"] == pair:
+            # (The model chosen for PGD at 0.1 has no point on this 8/255 frontier.)
+            if r["kind"] == "selected" and r["pair"] == pair and "val_pgd" in r:
                 color, _ = STYLES[r["model"]]
                 frontier.plot(r["val_clean"], r["val_pgd"], "*", color=color, ms=11,
                               markeredgecolor="black", markeredgewidth=0.5)
