@@ -274,8 +274,10 @@ def markdown(records: list[dict]) -> str:
                 f"dtypes); the largest gap is {100 * largest['gap']:+.2f} points "
                 f"({largest['pair']} {largest['policy']} B={largest['budget'] or '∞'} "
                 f"{largest['metric']}, ε = {255 * largest['epsilon']:.0f}/255, σ "
-                f"{100 * largest['seed_std']:.2f}). Beyond σ:", "",
-                common.markdown_table(beyond, [
+                f"{100 * largest['seed_std']:.2f}). "
+                + ("Beyond σ:" if beyond else "None is beyond σ."), ""]
+        if beyond:
+            out += [common.markdown_table(beyond, [
                     ("pair", "pair", ""), ("policy", "policy", ""), ("B", "B", ""),
                     ("eps", "train ε", ""), ("metric", "metric", ""),
                     ("float32", "float32", ".2f"), ("float64", "float64", ".2f"),
