@@ -29,11 +29,6 @@ def _model_factory(args: argparse.Namespace):
     if args.bias_step_size is not None:
         common["bias_step_size"] = args.bias_step_size
     if args.max_features is not None:
-        # TODO(core): every model takes max_features once the core API is on main.
-        import inspect
-
-        if "max_features" not in inspect.signature(AdvKernelSVM).parameters:
-            raise ValueError("--max-features needs a river-advsvm whose models take max_features")
         common["max_features"] = args.max_features
     if args.model == "linear":
         AdvLinearSVM(**common)  # invalid options fail now, not at the first message
