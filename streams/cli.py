@@ -241,7 +241,8 @@ def build_inspect_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="advsvm inspect", description=(
         "Print the group of workers behind a snapshot topic as JSON: totals over the latest "
         "snapshot of every worker, each partition's resume point, the merged model."))
-    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", required=True)
+    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", required=True,
+                        help="the Kafka brokers of the group, comma-separated")
     parser.add_argument("--sync-topic", metavar="S", required=True,
                         help="the group's snapshot topic")
     parser.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
