@@ -53,14 +53,15 @@ coordinator refuses the commit of an evicted member, and the worker then publish
 rolls back at its next assignment (so do workers whose partitions were lost). A worker can
 also be frozen between that commit and its publication; generations close that gap. Each
 worker's fence names the consumer group generation it was assigned in, and each snapshot the
-generation it was published in; a snapshot is ignored by every reader if another worker fenced
-a higher generation after its worker's latest fence (`streams.snapshot_topic`): its partitions
-had moved on, from claims that did not include it. A member that is still in the group
-publishes before the next generation exists (the coordinator waits for it to rejoin), so only a
-zombie's snapshots are ignored. The worker reads each snapshot it publishes back and counts it
-published only if the topic took it; if not, it publishes nothing more, rolls back at its next
-assignment and republishes its last snapshot that counts (so that a compacted topic keeps that
-one, not the zombie's, under its key).
+generation it was published in; a snapshot is ignored by every reader if its worker's latest
+fence, or a fence another worker wrote after that one, names a higher generation
+(`streams.snapshot_topic`): its partitions had moved on, from claims that did not include it.
+A member that is still in the group publishes before the next generation exists (the
+coordinator waits for it to rejoin), so only a zombie's snapshots are ignored. The worker
+reads each snapshot it publishes back and counts it published only if the topic took it; if
+not, it publishes nothing more, rolls back at its next assignment and republishes its last
+snapshot that counts (so that a compacted topic keeps that one, not the zombie's, under its
+key).
 
 Not covered (and said so in the docs): a broker that loses the snapshot topic loses the
 group's claims (the workers' local files are republished on restart); compaction that runs
@@ -102,8 +103,8 @@ _WORKER_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
 class Fenced(Exception):
-    """The topic ignored a snapshot this worker published: another worker was assigned in a
-    newer generation first. This worker is a zombie and must roll back."""
+    """The topic ignored a snapshot this worker published: the group was assigned in a newer
+    generation first. This worker is a zombie and must roll back."""
 
 
 def worker_id(checkpoint_dir: str, requested: str | None = None) -> str:
@@ -292,8 +293,8 @@ class GroupSync:
         broker, read it back, then write it locally.
 
         False if the broker did not acknowledge it, or it could not be read back, in time (or a
-        stop came first): the caller must not count on it. `Fenced` if the topic ignores it (a
-        peer was assigned in a newer generation first).
+        stop came first): the caller must not count on it. `Fenced` if the topic ignores it (the
+        group was assigned in a newer generation first).
         """
         group = state.group
         group["seq"] += 1  # never reused, even if this attempt fails: the highest seq wins
@@ -317,6 +318,6 @@ class GroupSync:
         own = self.own()
         if own is None or own.position != offset:
             raise Fenced(f"snapshot {group['seq']} of {self.worker} (generation {generation}) "
-                         f"is ignored: another worker was assigned in a newer generation first")
+                         f"is ignored: the group was assigned in a newer generation first")
         state_io.save_bytes(self.checkpoint_dir, data)
         return True

@@ -5,13 +5,16 @@ from `streams.clients.Clients`, like every client of the service.
 
 Zombie snapshots are ignored. A worker writes a fence naming its consumer group generation each
 time it is assigned partitions, and publishes its snapshots with the generation it holds them
-in. A snapshot is *stale* if, between its worker's latest fence and it, another worker fenced a
-higher generation: the group had moved the partitions on (that worker read the topic up to its
-fence and resumed from what it found) while this one, frozen or cut off, still published. A
-worker that is still a member publishes before the next generation exists (the coordinator
-waits for it to rejoin), so only a zombie's snapshot can be stale. The rule depends on the log
-alone, so every reader decides alike; a compacted log only drops records, which can make a
-stale snapshot look valid again (see `streams.group`), never the reverse.
+in. A snapshot is *stale* if its generation is lower than that of its worker's latest fence
+(a snapshot resent late, after its worker was assigned anew), or than that of a fence another
+worker wrote after it: the group had moved the partitions on (that worker read the topic up to
+its fence and resumed from what it found) while this one, frozen or cut off, still published.
+A worker that is still a member publishes before the next generation exists (the coordinator
+waits for it to rejoin), so only a zombie's snapshot can be stale. Fences written before a
+worker's own do not count against it: a group whose generations start over (a new coordinator)
+is not taken for zombies. The rule depends on the log alone, so every reader decides alike; a
+compacted log only drops records, which can make a stale snapshot look valid again (see
+`streams.group`), never the reverse.
 
 """
 
@@ -47,8 +50,8 @@ class SnapshotReader:
         self.latest: dict[str, Snapshot] = {}
         self.invalid = 0
         self.stale = 0  # zombie snapshots ignored
-        # For each worker whose fence was read: the highest generation another worker fenced
-        # since its latest one (-1 if none): its snapshots of a lower generation are stale.
+        # For each worker whose fence was read: the highest generation fenced since (and by)
+        # its latest fence: its snapshots of a lower generation are stale.
         self._fenced_since: dict[str, int] = {}
         self._tp = TopicPartition(topic, 0)
         self._consumer = clients.reader(client_id=client_id, max_fetch_bytes=FETCH_BYTES)
@@ -72,7 +75,7 @@ class SnapshotReader:
                 for worker, since in self._fenced_since.items():
                     if worker != writer:
                         self._fenced_since[worker] = max(since, generation)
-                self._fenced_since[writer] = -1
+                self._fenced_since[writer] = generation
             return
         try:
             snapshot = parse_snapshot(record.key, record.value, record.offset)
@@ -88,7 +91,7 @@ class SnapshotReader:
         if snapshot.generation is not None and fenced > snapshot.generation:
             self.stale += 1
             log.warning("ignoring snapshot %d of %s (record %d): published in generation %d, "
-                        "after another worker was assigned in generation %d (a zombie's)",
+                        "after an assignment in generation %d (a zombie's)",
                         snapshot.seq, snapshot.worker, record.offset, snapshot.generation,
                         fenced)
             return
