@@ -621,14 +621,8 @@ class MarginClassifier(base.MiniBatchClassifier):
         learning before anything large is allocated, so a hostile checkpoint cannot make the
         reader allocate more than a model could legitimately hold.
         """
-        if not isinstance(meta, dict) or meta.get("class") != cls.__name__:
-            found = meta.get("class") if isinstance(meta, dict) else None
-            raise checkpoint.CheckpointError(f"checkpoint holds a {found!r}, not a {cls.__name__}")
         try:
-            params = meta["params"]
-            if not isinstance(params, dict):
-                raise TypeError("params must be a mapping")
-            model = cls(**params)
+            model = cls._unlearned(meta)
             state = meta["state"]
             names = [inputs.decode_name(n) for n in state["names"]]
             if len(names) > model.max_features:
@@ -661,6 +655,18 @@ class MarginClassifier(base.MiniBatchClassifier):
             raise checkpoint.CheckpointError(f"invalid {cls.__name__} checkpoint: {error}") from None
         return model
 
+    @classmethod
+    def _unlearned(cls, meta: dict) -> typing.Self:
+        """A new model with the checkpoint's parameters (`CheckpointError` if the checkpoint is
+        of another class; `KeyError`, `TypeError` or `ValueError` for bad parameters)."""
+        if not isinstance(meta, dict) or meta.get("class") != cls.__name__:
+            found = meta.get("class") if isinstance(meta, dict) else None
+            raise checkpoint.CheckpointError(f"checkpoint holds a {found!r}, not a {cls.__name__}")
+        params = meta["params"]
+        if not isinstance(params, dict):
+            raise TypeError("params must be a mapping")
+        return cls(**params)
+
     def _held_row(self, names, values, y) -> tuple:
         names = [inputs.decode_name(n) for n in names]
         if len(names) > self.max_features or len(self._held) >= MAX_FEATURES_LIMIT:
@@ -676,14 +682,8 @@ class MarginClassifier(base.MiniBatchClassifier):
     def checkpoint_array_bytes(cls, meta: dict) -> int:
         """The most array bytes a checkpoint with this metadata may hold, from its parameters
         alone: `checkpoint.read` refuses a file declaring more before reading any array."""
-        if not isinstance(meta, dict) or meta.get("class") != cls.__name__:
-            found = meta.get("class") if isinstance(meta, dict) else None
-            raise checkpoint.CheckpointError(f"checkpoint holds a {found!r}, not a {cls.__name__}")
         try:
-            params = meta["params"]
-            if not isinstance(params, dict):
-                raise TypeError("params must be a mapping")
-            return cls(**params)._max_state_bytes()
+            return cls._unlearned(meta)._max_state_bytes()
         except (KeyError, TypeError, ValueError) as error:
             raise checkpoint.CheckpointError(
                 f"invalid {cls.__name__} checkpoint parameters: {error}") from None
