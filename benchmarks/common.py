@@ -2,7 +2,7 @@
 
 Every script is run as `python benchmarks/NAME.py [--data PATH] [--quick] [--out FILE]`, prints a
 table and writes a JSON list of flat records (default `benchmarks/results/NAME.json`, or
-`NAME_quick.json` for `--quick`). `--quick` is a smoke run of seconds that needs no shared data
+`NAME_quick.json` for `--quick`). `--quick` is a smoke run of seconds that needs no downloaded data
 (scikit-learn's digits or synthetic streams), which is what CI runs.
 
 """
@@ -38,7 +38,7 @@ def parser(description: str, data: bool = False) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
-                   help="tiny smoke run (seconds, no shared data needed)")
+                   help="tiny smoke run (seconds, no downloaded data needed)")
     p.add_argument("--out", default=None,
                    help="JSON output (default: benchmarks/results/NAME[_quick].json)")
     p.add_argument("--no-progress", action="store_true",

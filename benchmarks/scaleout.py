@@ -127,7 +127,8 @@ def run(workers: int, values: list[bytes], args, root: pathlib.Path) -> dict:
                        "--group", f"bench-{workers}", "--checkpoint-dir", str(directory),
                        "--session-timeout-ms", "2000", "--log-level", "info",
                        "--epsilon", "0.1", "--gamma", str(args.gamma), "--budget",
-                       str(args.budget), "--seed", "0", "--blas-threads", str(args.blas_threads),
+                       str(args.budget), "--budget-policy", args.budget_policy, "--seed", "0",
+                       "--blas-threads", str(args.blas_threads),
                        "--checkpoint-every", str(args.sync_every)]
             if not args.standalone:
                 command += ["--sync-every", str(args.sync_every), "--worker-id", f"w{i}"]
@@ -166,7 +167,8 @@ def run(workers: int, values: list[bytes], args, root: pathlib.Path) -> dict:
     span = (max(r["last"] for r in runs) - min(r["first"] for r in runs)) if runs else 0
     return {
         "workers": workers, "standalone": args.standalone, "messages": len(values), "d": args.d,
-        "budget": args.budget, "partitions": args.partitions, "sync_every": args.sync_every,
+        "budget": args.budget, "budget_policy": args.budget_policy,
+        "partitions": args.partitions, "sync_every": args.sync_every,
         "blas_threads": args.blas_threads, "seconds": round(seconds, 2),
         "preload": args.preload, "produce_seconds": round(produced, 2),
         "group_msg_per_s": round(len(values) / seconds, 1),
@@ -198,12 +200,13 @@ def rate_messages(n: int, d: int, seed: int = 0) -> list[bytes]:
             for i, (x, t) in enumerate(zip(X.tolist(), y))]
 
 
-def model_options(d: int) -> list[str]:
+def model_options(d: int, policy: str) -> list[str]:
     gamma = 1.0 / d  # numeric: the rate does not depend on a warm-up
-    return ["--epsilon", "0.1", "--gamma", str(gamma), "--budget", "1024", "--seed", "0"]
+    return ["--epsilon", "0.1", "--gamma", str(gamma), "--budget", "1024", "--seed", "0",
+            "--budget-policy", policy]
 
 
-def in_process(values: list[bytes], d: int) -> dict:
+def in_process(values: list[bytes], d: int, policy: str) -> dict:
     """The decoder alone, and the service's Learner (decode + model) without Kafka."""
     from streams import cli as streams_cli
     from streams import kafka as kafka_io
@@ -214,7 +217,7 @@ def in_process(values: list[bytes], d: int) -> dict:
     for value in values:
         kafka_io.decode(value, 2**20)
     decode_s = time.perf_counter() - started
-    args = streams_cli.build_parser().parse_args(model_options(d))
+    args = streams_cli.build_parser().parse_args(model_options(d, policy))
     learner = Learner(state.ServiceState(model=streams_cli._model_factory(args)()), 2**20)
     started = time.perf_counter()
     for i in range(0, len(values), 500):
@@ -255,7 +258,7 @@ def client_floor(bootstrap_servers: str, values: list[bytes]) -> dict:
             "kafka_python_produce_us": 1e6 * produce_s / len(values)}
 
 
-def service_rate(values: list[bytes], d: int, root: pathlib.Path) -> dict:
+def service_rate(values: list[bytes], d: int, root: pathlib.Path, policy: str) -> dict:
     """One `advsvm serve` over a preloaded topic: its rate and its time per stage; and the
     client floor (`client_floor`) on the same broker."""
     from streams import clients
@@ -270,7 +273,7 @@ def service_rate(values: list[bytes], d: int, root: pathlib.Path) -> dict:
                    "--bootstrap-servers", broker.bootstrap_servers, "--topic", "bench",
                    "--group", "bench", "--checkpoint-dir", str(root / f"rate-{d}"),
                    "--predictions-topic", "bench-predictions", "--exit-when-idle", "2",
-                   "--session-timeout-ms", "2000", "--blas-threads", "1", *model_options(d)]
+                   "--session-timeout-ms", "2000", "--blas-threads", "1", *model_options(d, policy)]
         with open(log, "ab") as f:
             status = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, env=env,
                                     cwd=REPO, timeout=1200).returncode
@@ -298,10 +301,11 @@ def rate(args, root: pathlib.Path) -> list[dict]:
     for d, n in sizes:
         values = rate_messages(n, d)
         record = {"d": d, "form": "array" if d >= 100 else "object", "messages": n,
-                  "budget": 1024, "workers": 1, "target_msg_per_s": TARGETS[d],
+                  "budget": 1024, "budget_policy": args.budget_policy, "workers": 1,
+                  "target_msg_per_s": TARGETS[d],
                   "message_bytes": round(sum(map(len, values)) / n)}
-        record.update(service_rate(values, d, root))
-        record.update(in_process(values, d))
+        record.update(service_rate(values, d, root, args.budget_policy))
+        record.update(in_process(values, d, args.budget_policy))
         record["target_met"] = record["service_msg_per_s"] >= TARGETS[d]
         record["ratio_service_to_learner"] = (record["service_msg_per_s"]
                                               / record["learner_msg_per_s"])
@@ -347,6 +351,9 @@ def main(argv=None) -> int:
     parser.add_argument("--d", type=int, default=16)
     parser.add_argument("--budget", type=int, default=256)
     parser.add_argument("--gamma", type=float, default=0.05)
+    parser.add_argument("--budget-policy", default="merge",
+                        choices=["merge", "remove", "compact", "compact_slot", "truncate"],
+                        help="the workers' model (default merge, the library's default)")
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--sync-every", type=int, default=1000)
     parser.add_argument("--blas-threads", type=int, default=1)

@@ -347,7 +347,10 @@ def _add_inspect(subparsers) -> None:
     )
     parser.add_argument("path", nargs="?", metavar="DIR",
                         help="the checkpoint directory (or file)")
-    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT")
+    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT",
+                        help="with --sync-topic: the Kafka brokers of the group; the security "
+                        "flags of serve apply too (advsvm inspect --bootstrap-servers B "
+                        "--sync-topic S --help lists them)")
     parser.add_argument("--sync-topic", metavar="S", help="a group's snapshot topic")
     parser.set_defaults(run=_inspect)
 

@@ -300,10 +300,10 @@ def iter_progressive_robust_val(
     >>> for c in checkpoints:
     ...     print(c["step"], f"{c['clean_accuracy']:.3f} {c['robust_accuracy']:.3f} "
     ...           f"{c['certified_accuracy']:.3f}")
-    120 0.958 0.941 0.525
-    240 0.979 0.941 0.702
-    360 0.986 0.939 0.746
-    361 0.986 0.939 0.747
+    120 0.967 0.983 0.161
+    240 0.983 0.962 0.492
+    360 0.989 0.958 0.598
+    361 0.989 0.958 0.599
 
     """
     from river_advsvm.monitor import RobustnessMonitor
@@ -423,10 +423,10 @@ def progressive_robust_val(
 
     >>> final = progressive_robust_val(digits, AdvKernelSVM(seed=0), PGD(epsilon=0.5, norm="l2"),
     ...                                sample_rate=4, print_every=100)  # doctest: +ELLIPSIS
-    [100] clean 95.00% – robust 88.00% – certified 48.00% (25 attacked) – 00:00:0...
-    [200] clean 97.50% – robust 92.00% – certified 72.00% (50 attacked) – 00:00:0...
-    [300] clean 98.33% – robust 93.33% – certified 78.67% (75 attacked) – 00:00:0...
-    [361] clean 98.61% – robust 92.22% – certified 77.78% (90 attacked) – 00:00:0...
+    [100] clean 96.00% – robust 96.00% – certified 0.00% (25 attacked) – 00:00:0...
+    [200] clean 98.00% – robust 96.00% – certified 42.00% (50 attacked) – 00:00:0...
+    [300] clean 98.67% – robust 97.33% – certified 57.33% (75 attacked) – 00:00:0...
+    [361] clean 98.89% – robust 95.56% – certified 60.00% (90 attacked) – 00:00:0...
     >>> final["n_attacked"]
     90
 

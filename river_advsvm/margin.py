@@ -218,14 +218,17 @@ class MarginClassifier(base.MiniBatchClassifier):
                     "third_class")
         return classes
 
-    def _see_label(self, y) -> None:
-        """Make `y` a known class (validated beforehand), flipping the model if need be."""
+    def _see_label(self, y) -> bool:
+        """Make `y` a known class (validated beforehand), flipping the model if need be; whether
+        it was flipped."""
         if y in self._labels:
-            return
+            return False
         classes = self._classes_after([y])
-        if len(self._labels) == 1 and classes[0] == self._labels[0]:
+        flipped = len(self._labels) == 1 and classes[0] == self._labels[0]
+        if flipped:
             self._negate()  # the provisional positive label is the negative one
         self._labels = classes
+        return flipped
 
     def sign_of(self, y) -> float:
         """+1.0 for the positive class, -1.0 for the negative one."""
@@ -265,7 +268,8 @@ class MarginClassifier(base.MiniBatchClassifier):
     def predict_proba_then_learn_many(self, X, y):
         """Test-then-train on a batch: the probabilities `predict_proba_one` would give each row
         just before it is learned, as a DataFrame whose columns are the classes (0 for a class
-        not known yet at that row). See `decision_then_learn_many`."""
+        not known yet at that row; a row predicted before any label gets the same probability
+        for each column). See `decision_then_learn_many`."""
         import pandas as pd
 
         rows = _Rows.of(X, missing_ok=False)
@@ -273,6 +277,8 @@ class MarginClassifier(base.MiniBatchClassifier):
         columns = list(self._labels) or [False, True]
         data = {c: np.zeros(len(margins)) for c in columns}
         for i, (g, s, classes) in enumerate(zip(margins.tolist(), scales, known)):
+            if not classes:  # nothing known yet: the frame's columns are the classes to come
+                classes = tuple(columns)
             for label, p in self._proba_dict(g, s, classes).items():
                 data[label][i] = p
         index = X.index if isinstance(X, pd.DataFrame) else None
@@ -303,17 +309,21 @@ class MarginClassifier(base.MiniBatchClassifier):
         for names, values in rows.runs:
             for row in values:
                 y = labels[i]
-                if y is not None:
-                    self._see_label(y)
+                # What a predict-then-learn loop sees: the model before this row's label.
                 scales.append(self._calibration.scale)
                 known.append(tuple(self._labels))
-                if y is not None and self._holds_back():
+                held = y is not None and self._holds_back()
+                if held:
                     margins[i] = self._unstarted_margins(names, row[None, :])[0]
+                flipped = y is not None and self._see_label(y)
+                if held:
                     self._held.append((names, row, y))
                     if not self._holds_back():
                         self._learn_held(hashes)
                 else:
                     margins[i] = self._test_then_learn(names, row, y, hashes)
+                    if flipped:  # negating every term negates the sum exactly: the same bits
+                        margins[i] = -margins[i]
                 i += 1
         return margins, scales, known
 
@@ -611,14 +621,8 @@ class MarginClassifier(base.MiniBatchClassifier):
         learning before anything large is allocated, so a hostile checkpoint cannot make the
         reader allocate more than a model could legitimately hold.
         """
-        if not isinstance(meta, dict) or meta.get("class") != cls.__name__:
-            found = meta.get("class") if isinstance(meta, dict) else None
-            raise checkpoint.CheckpointError(f"checkpoint holds a {found!r}, not a {cls.__name__}")
         try:
-            params = meta["params"]
-            if not isinstance(params, dict):
-                raise TypeError("params must be a mapping")
-            model = cls(**params)
+            model = cls._unlearned(meta)
             state = meta["state"]
             names = [inputs.decode_name(n) for n in state["names"]]
             if len(names) > model.max_features:
@@ -651,6 +655,18 @@ class MarginClassifier(base.MiniBatchClassifier):
             raise checkpoint.CheckpointError(f"invalid {cls.__name__} checkpoint: {error}") from None
         return model
 
+    @classmethod
+    def _unlearned(cls, meta: dict) -> typing.Self:
+        """A new model with the checkpoint's parameters (`CheckpointError` if the checkpoint is
+        of another class; `KeyError`, `TypeError` or `ValueError` for bad parameters)."""
+        if not isinstance(meta, dict) or meta.get("class") != cls.__name__:
+            found = meta.get("class") if isinstance(meta, dict) else None
+            raise checkpoint.CheckpointError(f"checkpoint holds a {found!r}, not a {cls.__name__}")
+        params = meta["params"]
+        if not isinstance(params, dict):
+            raise TypeError("params must be a mapping")
+        return cls(**params)
+
     def _held_row(self, names, values, y) -> tuple:
         names = [inputs.decode_name(n) for n in names]
         if len(names) > self.max_features or len(self._held) >= MAX_FEATURES_LIMIT:
@@ -666,14 +682,8 @@ class MarginClassifier(base.MiniBatchClassifier):
     def checkpoint_array_bytes(cls, meta: dict) -> int:
         """The most array bytes a checkpoint with this metadata may hold, from its parameters
         alone: `checkpoint.read` refuses a file declaring more before reading any array."""
-        if not isinstance(meta, dict) or meta.get("class") != cls.__name__:
-            found = meta.get("class") if isinstance(meta, dict) else None
-            raise checkpoint.CheckpointError(f"checkpoint holds a {found!r}, not a {cls.__name__}")
         try:
-            params = meta["params"]
-            if not isinstance(params, dict):
-                raise TypeError("params must be a mapping")
-            return cls(**params)._max_state_bytes()
+            return cls._unlearned(meta)._max_state_bytes()
         except (KeyError, TypeError, ValueError) as error:
             raise checkpoint.CheckpointError(
                 f"invalid {cls.__name__} checkpoint parameters: {error}") from None

@@ -459,7 +459,8 @@ def _scale_gamma(rows: list) -> tuple[dict | float, str | None]:
         # (measured on River's streams, digits and MNIST; see the gamma parameter).
         spread = np.where(spread > 0, np.maximum(spread, median), median)
         variance = float((X / spread).var())
-        fitted = dict(zip(names, (SCALE_FACTOR / (d * variance * spread**2)).tolist()))
+        with np.errstate(over="ignore", divide="ignore"):  # absurd values are refused below
+            fitted = dict(zip(names, (SCALE_FACTOR / (d * variance * spread**2)).tolist()))
         if variance > 0 and all(0 < g <= kernels.MAX_GAMMA for g in fitted.values()):
             return fitted, None
     why = "do not vary" if median == 0 else f"vary by too little (median range {median:.3g})"

@@ -29,11 +29,6 @@ def _model_factory(args: argparse.Namespace):
     if args.bias_step_size is not None:
         common["bias_step_size"] = args.bias_step_size
     if args.max_features is not None:
-        # TODO(core): every model takes max_features once the core API is on main.
-        import inspect
-
-        if "max_features" not in inspect.signature(AdvKernelSVM).parameters:
-            raise ValueError("--max-features needs a river-advsvm whose models take max_features")
         common["max_features"] = args.max_features
     if args.model == "linear":
         AdvLinearSVM(**common)  # invalid options fail now, not at the first message
@@ -246,7 +241,8 @@ def build_inspect_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="advsvm inspect", description=(
         "Print the group of workers behind a snapshot topic as JSON: totals over the latest "
         "snapshot of every worker, each partition's resume point, the merged model."))
-    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", required=True)
+    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", required=True,
+                        help="the Kafka brokers of the group, comma-separated")
     parser.add_argument("--sync-topic", metavar="S", required=True,
                         help="the group's snapshot topic")
     parser.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)

@@ -38,7 +38,8 @@ class ServiceConfig:
         Checkpoint after this many messages, or this many seconds with progress.
     exit_when_idle
         Stop cleanly (final checkpoint) after this many seconds without a message, counted
-        from the first partition assignment; None runs until SIGTERM.
+        from the first partition assignment, once no assigned partition has messages left
+        to read; None runs until SIGTERM.
     max_message_bytes
         Larger messages are dead letters.
     width

@@ -50,11 +50,23 @@ Zombies. A worker frozen longer than the session timeout is evicted and its part
 when it wakes up it may still hold messages learned after its last snapshot. Right before every
 publication (outside rebalance callbacks) the service commits its offsets synchronously: the
 coordinator refuses the commit of an evicted member, and the worker then publishes nothing and
-rolls back at its next assignment (so do workers whose partitions were lost). What remains is
-the round trip between that commit and the publication: closing it needs Kafka transactions.
+rolls back at its next assignment (so do workers whose partitions were lost). A worker can
+also be frozen between that commit and its publication; generations close that gap. Each
+worker's fence names the consumer group generation it was assigned in, and each snapshot the
+generation it was published in; a snapshot is ignored by every reader if its worker's latest
+fence, or a fence another worker wrote after that one, names a higher generation
+(`streams.snapshot_topic`): its partitions had moved on, from claims that did not include it.
+A member that is still in the group publishes before the next generation exists (the
+coordinator waits for it to rejoin), so only a zombie's snapshots are ignored. The worker
+reads each snapshot it publishes back and counts it published only if the topic took it; if
+not, it publishes nothing more, rolls back at its next assignment and republishes its last
+snapshot that counts (so that a compacted topic keeps that one, not the zombie's, under its
+key).
 
 Not covered (and said so in the docs): a broker that loses the snapshot topic loses the
-group's claims (the workers' local files are republished on restart).
+group's claims (the workers' local files are republished on restart); compaction that runs
+between a zombie's snapshot and the republication that follows it can drop the fence that made
+it stale, and the snapshot it replaced.
 
 The parts: `streams.snapshot` (the topic's records), `streams.snapshot_topic` (reading it),
 `streams.group_state` (claims, totals and the group's model over the latest snapshots) and,
@@ -73,13 +85,13 @@ import uuid
 from streams import merge
 from streams import state as state_io
 from streams.group_state import claims, group_model, superseded, totals
-from streams.snapshot import (FENCE_PREFIX, Snapshot, fence_key, new_bookkeeping, newer,
-                              parse_snapshot)
+from streams.snapshot import (FENCE_PREFIX, Snapshot, fence_key, fence_value, new_bookkeeping,
+                              newer, parse_snapshot)
 from streams.snapshot_topic import SnapshotReader, read_group
 
-__all__ = ["FENCE_PREFIX", "GroupSync", "Snapshot", "SnapshotReader", "claims", "group_model",
-           "new_bookkeeping", "newer", "parse_snapshot", "read_group", "superseded", "totals",
-           "worker_id"]
+__all__ = ["FENCE_PREFIX", "Fenced", "GroupSync", "Snapshot", "SnapshotReader", "claims",
+           "group_model", "new_bookkeeping", "newer", "parse_snapshot", "read_group",
+           "superseded", "totals", "worker_id"]
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +100,11 @@ _WORKER_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
 # -- a worker -------------------------------------------------------------------------------------
+
+
+class Fenced(Exception):
+    """The topic ignored a snapshot this worker published: the group was assigned in a newer
+    generation first. This worker is a zombie and must roll back."""
 
 
 def worker_id(checkpoint_dir: str, requested: str | None = None) -> str:
@@ -175,9 +192,11 @@ class GroupSync:
         while self.reader.poll(timeout_ms=0):
             pass
 
-    def fence(self, timeout: float = 30.0, should_stop=lambda: False) -> bool:
-        """Read every snapshot published before now (a fence record, then read past it)."""
-        entry = self.sink.send(self.topic, b"fence", key=fence_key(self.worker))
+    def fence(self, generation: int | None, timeout: float = 30.0,
+              should_stop=lambda: False) -> bool:
+        """Read every snapshot published before now (a fence record naming the consumer group
+        `generation` this worker was assigned in, then read past it)."""
+        entry = self.sink.send(self.topic, fence_value(generation), key=fence_key(self.worker))
         if not self.sink.flush(timeout=timeout, should_stop=should_stop):
             return False
         offset = self.sink.offset_of(entry)
@@ -268,15 +287,18 @@ class GroupSync:
                   {p.worker: n for p, n in fresh}, in_model)
         return len(fresh)
 
-    def publish(self, state: state_io.ServiceState, timeout: float | None = None,
-                should_stop=lambda: False) -> bool:
-        """Publish `state` as the next snapshot, wait for the broker, then write it locally.
+    def publish(self, state: state_io.ServiceState, generation: int | None,
+                timeout: float | None = None, should_stop=lambda: False) -> bool:
+        """Publish `state` as the next snapshot of consumer group `generation`, wait for the
+        broker, read it back, then write it locally.
 
-        False if the broker did not acknowledge it in time (or a stop came first): the state is
-        then not published, and the caller must not count on it.
+        False if the broker did not acknowledge it, or it could not be read back, in time (or a
+        stop came first): the caller must not count on it. `Fenced` if the topic ignores it (the
+        group was assigned in a newer generation first).
         """
         group = state.group
         group["seq"] += 1  # never reused, even if this attempt fails: the highest seq wins
+        group["generation"] = generation
         state.counters["checkpoints"] += 1
         data = state_io.to_bytes(state)
         if self._last_sent is not None:
@@ -284,9 +306,18 @@ class GroupSync:
         entry = self._last_sent = self.sink.send(self.topic, data, key=self.worker.encode())
         if not self.sink.flush(timeout=timeout, should_stop=should_stop):
             return False
-        if self.sink.offset_of(entry) is None:
+        offset = self.sink.offset_of(entry)
+        if offset is None:
             raise RuntimeError(f"snapshot {group['seq']} ({len(data)} bytes) could not be "
                                f"published to {self.topic}; see the log")
         self._last_sent = None
+        if not self.reader.read_past(offset, 30.0 if timeout is None else max(timeout, 1.0)):
+            log.warning("could not read snapshot %d back from %s in time: not counting on it",
+                        group["seq"], self.topic)
+            return False
+        own = self.own()
+        if own is None or own.position != offset:
+            raise Fenced(f"snapshot {group['seq']} of {self.worker} (generation {generation}) "
+                         f"is ignored: the group was assigned in a newer generation first")
         state_io.save_bytes(self.checkpoint_dir, data)
         return True

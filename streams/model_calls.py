@@ -20,14 +20,12 @@ def test_then_train(state, samples: list, labels: list) -> list[dict]:
     """Each sample's class probabilities just before it is learned (labelled ones are learned
     in order; a label None is predicted only); `InvalidInput` leaves `state.model` unchanged."""
     model = state.model
-    batched = getattr(model, "predict_proba_then_learn_many", None)
-    if batched is not None and len(model.classes) == 2:
-        return _probabilities(batched(_rows(samples), labels))
+    if len(model.classes) == 2:
+        return _probabilities(model.predict_proba_then_learn_many(_rows(samples), labels))
     # Before the model knows two classes (the first messages of a stream: the service's runs
-    # are then a message or two) the service answers as `predict_proba_one` does, row by row.
-    # TODO(core): this is also the stand-in for models without predict_proba_then_learn_many.
-    # It keeps a copy of the model to undo a run the model refuses half-way (the batched call
-    # validates everything first).
+    # are then a message or two) the service answers as `predict_proba_one` does, row by row:
+    # a one-class model's answer is {label: 1.0}, which a frame with two columns cannot say.
+    # A copy of the model undoes a run the model refuses half-way.
     backup = copy.deepcopy(model) if len(samples) > 1 else None
     probas = []
     try:

@@ -154,8 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_model(model) -> None:
     model.add_argument("--model", choices=["kernel", "linear"], default="kernel",
-                       help="AdvKernelSVM (random features of a kernel, default) or "
-                       "AdvLinearSVM")
+                       help="AdvKernelSVM (a kernel SVM, default) or AdvLinearSVM")
     model.add_argument("--epsilon", type=float, default=0.0,
                        help="radius of the worst case the model trains against (default 0: "
                        "a plain SVM)")
@@ -164,8 +163,8 @@ def _add_model(model) -> None:
     model.add_argument("--kernel", default="rbf", choices=["rbf", "laplacian"],
                        help="the kernel (default rbf)")
     model.add_argument("--gamma", default="scale",
-                       help="kernel width: a positive number, or 'scale' (fixed from the first "
-                       "samples; default)")
+                       help="kernel width: a positive number, or 'scale' (fitted on the first 100 "
+                       "labelled samples; default; a worker group needs a number)")
     model.add_argument("--regularization", type=float, default=1e-4,
                        help="the L2 penalty, lambda (default 1e-4)")
     model.add_argument("--step-size", type=float,
@@ -177,17 +176,18 @@ def _add_model(model) -> None:
     model.add_argument("--budget", type=int, default=1024,
                        help="support vectors or random features kept (default 1024): memory "
                        "and time per message")
-    model.add_argument("--budget-policy", default="compact",
+    model.add_argument("--budget-policy", default="merge",
                        choices=["merge", "remove", "compact", "compact_slot", "truncate",
                                 "grow"],
                        help="'merge' or 'remove' keep support vectors (exact kernel), the others "
-                       "random features; what happens past the budget (default compact)")
+                       "random features; what happens past the budget (default merge, as the "
+                       "library's)")
     model.add_argument("--max-features", type=int, metavar="N",
                        help="most input names the model learns; a message that would add more "
                        "is a dead letter, code too_many_features (default: the model's, "
                        "10,000)")
     model.add_argument("--seed", type=int, default=0,
-                       help="seed of the random features (default 0: restarts reproduce)")
+                       help="seed of the model's random choices (default 0: restarts reproduce)")
 
 
 def _add_local(local) -> None:

@@ -285,9 +285,18 @@ class Service:
                     and now - progress.last_checkpoint >= config.checkpoint_interval):
                 self.checkpoint()
             if (config.exit_when_idle is not None and progress.assigned_once
-                    and now - progress.last_activity >= config.exit_when_idle):
+                    and now - progress.last_activity >= config.exit_when_idle
+                    and self._caught_up()):
                 log.info("no message for %.1fs: stopping", config.exit_when_idle)
                 break
+
+    def _caught_up(self) -> bool:
+        """Every assigned partition fetched at least once and none behind its high watermark
+        (the lag measured after the last poll): a process frozen for longer than
+        `exit_when_idle` (SIGSTOP, a long pause) must not stop with messages waiting."""
+        lag = self.session.progress.lag
+        assigned = {(tp.topic, tp.partition) for tp in self.session.assignment}
+        return assigned <= set(lag) and not any(lag.values())
 
     def _process(self, records: list) -> None:
         """Test-then-train the records of a poll in batches, checkpointing every

@@ -2,20 +2,36 @@
 
 A record keyed by a worker id holds that worker's *snapshot*: its service checkpoint
 (`streams.state`, the package's safe format, as bytes) with the `group` bookkeeping
-(`new_bookkeeping`). A record whose key starts with `fence/` is a *fence*: written by a reader
-to learn where the end of the topic is, and ignored by everyone. The protocol that writes and
-reads these records is `streams.group`.
+(`new_bookkeeping`), including the consumer group generation the worker published it in. A
+record whose key starts with `fence/` is a *fence*: written by a reader to learn where the end
+of the topic is. A worker's fence (`fence/<worker>`) also names the generation it was assigned
+its partitions in (`fence_value`); readers use those to ignore a zombie's late snapshots
+(`streams.snapshot_topic`). The protocol that writes and reads these records is
+`streams.group`.
+
+Examples
+--------
+
+>>> from streams.snapshot import fence_key, fence_value, parse_fence
+>>> parse_fence(fence_key("w1"), fence_value(7))
+('w1', 7)
+>>> parse_fence(fence_key("read-1f2e"), b"fence")  # a reader's fence: no generation
+('read-1f2e', None)
+>>> parse_fence(b"w1", b"...") is None  # a snapshot
+True
 
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from river_advsvm.checkpoint import CheckpointError
 from streams import state as state_io
 
-__all__ = ["FENCE_PREFIX", "Snapshot", "fence_key", "new_bookkeeping", "newer", "parse_snapshot"]
+__all__ = ["FENCE_PREFIX", "Snapshot", "fence_key", "fence_value", "new_bookkeeping", "newer",
+           "parse_fence", "parse_snapshot"]
 
 FENCE_PREFIX = b"fence/"
 
@@ -29,6 +45,7 @@ class Snapshot:
     meta: dict
     arrays: dict
     fields: dict  # `streams.state.parse_extra`
+    generation: int | None = None  # the consumer group generation it was published in
 
     @property
     def group(self) -> dict:
@@ -69,6 +86,26 @@ def fence_key(name: str) -> bytes:
     return FENCE_PREFIX + name.encode()
 
 
+def fence_value(generation: int | None) -> bytes:
+    """The value of a worker's fence: the consumer group generation it was assigned in."""
+    return b"fence" if generation is None else json.dumps({"generation": generation}).encode()
+
+
+def parse_fence(key: bytes | None, value: bytes | None) -> tuple[str, int | None] | None:
+    """`(writer, generation)` of a fence record (generation None if it names none, as a
+    reader's fences); None if the record is not a fence."""
+    if key is None or not key.startswith(FENCE_PREFIX):
+        return None
+    writer = key[len(FENCE_PREFIX):].decode("utf-8", "replace")
+    try:
+        generation = json.loads(value)["generation"]
+    except (TypeError, ValueError, KeyError):
+        return writer, None
+    if not isinstance(generation, int) or isinstance(generation, bool) or generation < 0:
+        return writer, None
+    return writer, generation
+
+
 def parse_snapshot(key: bytes | None, value: bytes | None, position: int) -> Snapshot | None:
     """The snapshot in a record of the snapshot topic; None for fences and foreign records."""
     if key is None or key.startswith(FENCE_PREFIX) or not value:
@@ -82,7 +119,12 @@ def parse_snapshot(key: bytes | None, value: bytes | None, position: int) -> Sna
     if fields["group"] is None or fields["group"]["worker"] != worker:
         raise CheckpointError(f"snapshot {position} keyed {worker!r} is not that worker's")
     state_io.from_checkpoint(meta, arrays, where)  # a model can be made of it
-    return Snapshot(worker, position, meta, arrays, fields)
+    # Not among the fields `streams.state` parses: read from the metadata as written.
+    generation = meta["extra"]["group"].get("generation")
+    if generation is not None and (not isinstance(generation, int) or isinstance(generation, bool)
+                                   or generation < 0):
+        raise CheckpointError(f"{where}: invalid generation {generation!r}")
+    return Snapshot(worker, position, meta, arrays, fields, generation)
 
 
 def newer(a: Snapshot | None, b: Snapshot) -> bool:

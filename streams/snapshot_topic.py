@@ -3,6 +3,19 @@
 Both keep the latest snapshot of every worker (`streams.snapshot`); their Kafka clients come
 from `streams.clients.Clients`, like every client of the service.
 
+Zombie snapshots are ignored. A worker writes a fence naming its consumer group generation each
+time it is assigned partitions, and publishes its snapshots with the generation it holds them
+in. A snapshot is *stale* if its generation is lower than that of its worker's latest fence
+(a snapshot resent late, after its worker was assigned anew), or than that of a fence another
+worker wrote after it: the group had moved the partitions on (that worker read the topic up to
+its fence and resumed from what it found) while this one, frozen or cut off, still published.
+A worker that is still a member publishes before the next generation exists (the coordinator
+waits for it to rejoin), so only a zombie's snapshot can be stale. Fences written before a
+worker's own do not count against it: a group whose generations start over (a new coordinator)
+is not taken for zombies. The rule depends on the log alone, so every reader decides alike; a
+compacted log only drops records, which can make a stale snapshot look valid again (see
+`streams.group`), never the reverse.
+
 """
 
 from __future__ import annotations
@@ -11,7 +24,8 @@ import logging
 import time
 import uuid
 
-from streams.snapshot import Snapshot, fence_key, newer, parse_snapshot
+from streams.snapshot import (Snapshot, fence_key, fence_value, newer, parse_fence,
+                              parse_snapshot)
 
 __all__ = ["FETCH_BYTES", "SnapshotReader", "read_group"]
 
@@ -35,6 +49,10 @@ class SnapshotReader:
         self.topic = topic
         self.latest: dict[str, Snapshot] = {}
         self.invalid = 0
+        self.stale = 0  # zombie snapshots ignored
+        # For each worker whose fence was read: the highest generation fenced since (and by)
+        # its latest fence: its snapshots of a lower generation are stale.
+        self._fenced_since: dict[str, int] = {}
         self._tp = TopicPartition(topic, 0)
         self._consumer = clients.reader(client_id=client_id, max_fetch_bytes=FETCH_BYTES)
         self._consumer.assign([self._tp])
@@ -50,6 +68,15 @@ class SnapshotReader:
         return count
 
     def _take(self, record) -> None:
+        fence = parse_fence(record.key, record.value)
+        if fence is not None:
+            writer, generation = fence
+            if generation is not None:  # a worker's (a reader's fence names none)
+                for worker, since in self._fenced_since.items():
+                    if worker != writer:
+                        self._fenced_since[worker] = max(since, generation)
+                self._fenced_since[writer] = generation
+            return
         try:
             snapshot = parse_snapshot(record.key, record.value, record.offset)
         except Exception as error:  # noqa: BLE001 - whatever a record holds, the group goes on
@@ -58,7 +85,17 @@ class SnapshotReader:
                       record.offset, self.topic, self.invalid,
                       " ".join(str(error).split())[:300] or type(error).__name__)
             return
-        if snapshot is not None and newer(self.latest.get(snapshot.worker), snapshot):
+        if snapshot is None:
+            return
+        fenced = self._fenced_since.get(snapshot.worker, -1)
+        if snapshot.generation is not None and fenced > snapshot.generation:
+            self.stale += 1
+            log.warning("ignoring snapshot %d of %s (record %d): published in generation %d, "
+                        "after an assignment in generation %d (a zombie's)",
+                        snapshot.seq, snapshot.worker, record.offset, snapshot.generation,
+                        fenced)
+            return
+        if newer(self.latest.get(snapshot.worker), snapshot):
             self.latest[snapshot.worker] = snapshot
 
     def position(self) -> int:
@@ -91,8 +128,9 @@ def read_group(bootstrap_servers: str, topic: str, timeout: float = 30.0,
     clients = Clients(bootstrap_servers, settings or {}, security=security or SecuritySettings())
     producer = clients.producer(client_id="advsvm-inspect")
     try:
-        metadata = producer.send(topic, value=b"fence", key=fence_key(f"read-{uuid.uuid4().hex}"),
-                                 partition=0).get(timeout)
+        metadata = producer.send(topic, value=fence_value(None),
+                                 key=fence_key(f"read-{uuid.uuid4().hex}"), partition=0
+                                 ).get(timeout)
     finally:
         producer.close()
     reader = SnapshotReader(clients, topic, client_id="advsvm-inspect")

@@ -1,10 +1,11 @@
 """Checkpoints of a service that is one worker of a group: snapshots (`streams.group`).
 
 Every checkpoint is a sync: fold the peers' fresh snapshots into the model, confirm the group
-membership by committing the offsets, publish the state to the snapshot topic, then write the
-same bytes locally. On assignment the worker reads the snapshot topic up to a fence record it
-writes, rolls back what it never published, folds its peers in and resumes each partition at
-the group's claim. See `streams.group` for the protocol and its guarantees.
+membership by committing the offsets, publish the state (tagged with the consumer group
+generation) to the snapshot topic and read it back, then write the same bytes locally. On
+assignment the worker reads the snapshot topic up to a fence record it writes (naming the
+generation), rolls back what it never published, folds its peers in and resumes each partition
+at the group's claim. See `streams.group` for the protocol and its guarantees.
 
 """
 
@@ -34,6 +35,8 @@ class GroupWorker:
         self.group: group_io.GroupSync | None = None
         self._started = False  # the state comes from the group's snapshots
         self._evicted = False  # the group dropped this worker: publish nothing, roll back
+        self._ignored = False  # the topic ignored a snapshot of this worker: republish its last
+        self._generation: int | None = None  # the consumer group generation of the assignment
 
     def start(self) -> bool:
         """Join the group's snapshot topic (retrying while the broker is away); False if
@@ -96,7 +99,9 @@ class GroupWorker:
         refuses the commit of a member it has evicted (frozen past the session timeout while
         another worker took its partitions over), and such a zombie must not publish claims on
         partitions that moved. The rebalance callback, which cannot block on the consumer,
-        skips that check: a member being asked to revoke is still a member.
+        skips that check: a member being asked to revoke is still a member. The snapshot
+        carries the generation of the assignment, and readers ignore it if a peer was assigned
+        in a newer one before it landed (a freeze between the commit and the publication).
         """
         session, group = self.session, self.group
         if self._evicted:
@@ -110,7 +115,14 @@ class GroupWorker:
         if check_membership and not self._confirm_membership(timeout):
             return False
         session.learner.save_monitor()
-        if not group.publish(session.state, timeout=timeout, should_stop=should_stop):
+        try:
+            if not group.publish(session.state, self._generation, timeout=timeout,
+                                 should_stop=should_stop):
+                return False
+        except group_io.Fenced as error:
+            log.warning("%s: this worker was cut off from the group; what it learned since its "
+                        "last snapshot that counts is rolled back at its next assignment", error)
+            self._evicted = self._ignored = True
             return False
         progress.checkpointed()
         counters = session.state.counters
@@ -219,8 +231,10 @@ class GroupWorker:
         published, fold the peers in, and resume each partition at its claim."""
         session, group = self.session, self.group
         partitions = set(session.assignment)
+        generation = session.consumer.group_metadata().generation_id
+        self._generation = generation if generation is not None and generation >= 0 else None
         backoff = 0.5
-        while not group.fence(timeout=10.0, should_stop=session.waiting):
+        while not group.fence(self._generation, timeout=10.0, should_stop=session.waiting):
             if session.stopping.is_set():
                 return
             log.warning("could not read the snapshot topic %s; retrying in %.1fs", group.topic,
@@ -235,10 +249,15 @@ class GroupWorker:
                 log.warning("rolling back %d messages learned since the last snapshot: their "
                             "partitions may have moved; they are learned again", since)
             state, republish = group.initial_state(session.new_state)
+            # After an ignored snapshot, the last one that counts is published again: under
+            # this worker's key, a compacted topic then keeps it rather than the ignored one.
+            republish = republish or self._ignored
             session.state = state
             session.progress.since_checkpoint = 0
             self._started = True
-            self._evicted = False
+            self._evicted = self._ignored = False
+        if self._generation is None:  # already out of the group again: publish nothing
+            self._evicted = True
         state = session.state
         folded = group.fold(state)
         session.progress.group_folds += folded

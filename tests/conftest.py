@@ -68,6 +68,40 @@ def own_broker(tmp_path_factory):
     local.stop()
 
 
+# -- a TLS terminator in front of a local broker (the security tests) ------------------------------
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    """A throwaway CA with a server and a client certificate."""
+    pytest.importorskip("cryptography")
+    from tls_helpers import make_pki
+
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+def _tls_broker(pki, tmp_path_factory, name, **kwargs):
+    from tls_helpers import TlsBroker
+
+    return TlsBroker(pki, str(tmp_path_factory.mktemp(name) / "broker.log"), **kwargs).start()
+
+
+@pytest.fixture(scope="module")
+def tls_broker(pki, tmp_path_factory):
+    """A tansu broker that advertises the address of its TLS terminator."""
+    cluster = _tls_broker(pki, tmp_path_factory, "tls")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def mtls_broker(pki, tmp_path_factory):
+    """The same behind a terminator that wants a client certificate signed by the test CA."""
+    cluster = _tls_broker(pki, tmp_path_factory, "mtls", client_cafile=pki.ca)
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture(autouse=True)
 def _no_service_outlives_its_test():
     """A test that fails half-way must not leave `advsvm serve` processes behind."""

@@ -126,7 +126,7 @@ def test_pickle_round_trip_keeps_learning_identically():
 @pytest.fixture
 def saved(tmp_path):
     model = FACTORIES["compact"]()
-    for x, y in stream(60, seed=0):
+    for x, y in stream(150, seed=0):
         model.learn_one(x, y)
     path = tmp_path / "m.ckpt"
     model.save(path)

@@ -23,33 +23,11 @@ from streams.connection_check import (  # noqa: E402
     parse_bootstrap,
 )
 from streams.security import SecuritySettings  # noqa: E402
-from tls_helpers import TlsBroker, TlsProxy, make_pki  # noqa: E402
+from tls_helpers import TlsProxy  # noqa: E402
 
 pytestmark = pytest.mark.kafka
 
 TIMEOUT = 10.0
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture(scope="module")
-def tls_broker(pki, tmp_path_factory):
-    """A tansu broker that advertises the address of its TLS terminator."""
-    cluster = TlsBroker(pki, str(tmp_path_factory.mktemp("tls") / "broker.log")).start()
-    yield cluster
-    cluster.stop()
-
-
-@pytest.fixture(scope="module")
-def mtls_broker(pki, tmp_path_factory):
-    """The same behind a terminator that wants a client certificate signed by the test CA."""
-    cluster = TlsBroker(pki, str(tmp_path_factory.mktemp("mtls") / "broker.log"),
-                        client_cafile=pki.ca).start()
-    yield cluster
-    cluster.stop()
 
 
 @pytest.fixture

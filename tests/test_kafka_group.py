@@ -275,6 +275,86 @@ def test_a_frozen_worker_evicted_from_the_group_publishes_nothing_stale(broker, 
     assert refused or rolled_back or "not publishing at shutdown" in w0_log
 
 
+def test_a_snapshot_published_after_a_peer_fenced_a_newer_generation_is_ignored(broker,
+                                                                                  tmp_path):
+    """The interleaving the test above meets only by chance, step by step: w0 commits in
+    generation 4, is frozen before it publishes, w1 is assigned in generation 5 (its fence),
+    then w0 publishes. Every reader ignores that snapshot and w0 learns it (`Fenced`), with
+    nothing written locally; so the claims and the counts stay w1's. Once assigned again, w0's
+    snapshots count, except one of an older generation landing after its new fence (a resend);
+    and a group whose generations start over (a new coordinator) is not taken for a zombie:
+    only fences from a worker's own on count against it."""
+    from river_advsvm import AdvKernelSVM
+    from streams import state as state_io
+    from streams.sink import OutputSink
+
+    topic = "fenced-snapshots"
+    kafka_clients = clients.Clients(broker.bootstrap_servers)
+    model = AdvKernelSVM(gamma=float(GAMMA), budget=16, budget_policy="compact", seed=0)
+    for x, label in zip(*kh.stream(20, d=D, seed=3)):
+        model.learn_one(dict(enumerate(x)), label)
+    sinks, workers = [], {}
+    for worker in ("w0", "w1"):
+        sinks.append(OutputSink(kafka_clients.producer))
+        workers[worker] = group_io.GroupSync(kafka_clients, topic, worker,
+                                             str(tmp_path / worker), sinks[-1])
+        (tmp_path / worker).mkdir()
+        workers[worker].start()
+    w0, w1 = workers["w0"], workers["w1"]
+
+    def state(worker, consumed, offset, seq=0):
+        s = state_io.ServiceState(model=model, offsets={"in": {0: offset}},
+                                  topic_ids={"in": None},
+                                  group={**group_io.new_bookkeeping(worker), "seq": seq})
+        s.counters["consumed"] = s.counters["learned"] = consumed
+        return s
+
+    def counted():
+        latest = group_io.read_group(broker.bootstrap_servers, topic)
+        summary = group_io.totals(latest.values())
+        return ({w: s.seq for w, s in sorted(latest.items())}, summary["consumed"],
+                summary["claimed_messages"])
+
+    try:
+        assert w0.fence(4) and w0.publish(state("w0", 100, 100), 4)
+        # w1 takes partition 0 over at w0's claim (100), in generation 5.
+        assert w1.fence(5) and w1.claims({})["in"] == {0: 100}
+        zombie = state("w0", 300, 300, seq=1)
+        with pytest.raises(group_io.Fenced, match="generation 4"):
+            w0.publish(zombie, 4)
+        assert kh.checkpoint_info(tmp_path / "w0")["group"]["seq"] == 1  # not the zombie's
+        assert w1.publish(state("w1", 150, 250), 5)
+        assert counted() == ({"w0": 1, "w1": 1}, 250, 250)
+        for reader in (w0, w1):  # the followers agree with a fresh reader
+            assert reader.fence(None)  # read to the end (a fence of no generation changes nothing)
+            assert {w: s.seq for w, s in reader.reader.latest.items()} == {"w0": 1, "w1": 1}
+            assert reader.reader.stale == 1
+
+        # w0 is assigned partition 1 in generation 6: its snapshots count again, except one of
+        # an older generation landing after its fence (a resend, say).
+        assert w1.fence(6) and w0.fence(6)  # w0 fenced last: only its own fence is newer
+        with pytest.raises(group_io.Fenced, match="generation 5"):
+            w0.publish(state("w0", 100, 100, seq=1), 5)
+        rolled_back = state("w0", 100, 100, seq=3)
+        rolled_back.offsets["in"][1] = 40
+        rolled_back.counters["consumed"] = rolled_back.counters["learned"] = 140
+        assert w0.publish(rolled_back, 6)
+        assert counted() == ({"w0": 4, "w1": 1}, 290, 290)
+
+        # A new coordinator: generations start over. w1's fence of generation 0 follows w0's
+        # last one, so w0's snapshots of generation 6 published before it still count, and
+        # after their own fences both workers' snapshots of generation 0 count.
+        assert w1.fence(0) and w1.publish(state("w1", 160, 260, seq=1), 0)
+        assert counted() == ({"w0": 4, "w1": 2}, 300, 300)
+        assert w0.fence(0) and w0.publish(rolled_back, 0)
+        assert counted() == ({"w0": 5, "w1": 2}, 300, 300)
+    finally:
+        for worker in workers.values():
+            worker.close()
+        for sink in sinks:
+            sink.close()
+
+
 def test_local_broker_runs_a_group_of_workers_in_one_command(tmp_path):
     """`advsvm serve --local-broker --workers 2`: broker, topics, replay, two syncing workers,
     the group's summary."""

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 
+import numpy as np
 import pytest
 
 pytest.importorskip("kafka")
@@ -154,7 +155,8 @@ def test_the_monitor_sees_each_message_with_the_model_just_before_it(draws, cuts
 
 def test_an_unexpected_error_is_a_dead_letter_logged_once(caplog):
     class Fragile:
-        """A model with a bug on one input (and no batched call: one message at a time)."""
+        """A model with a bug on one input: a batch holding it fails as a whole, then each
+        message is tried on its own."""
 
         def __init__(self):
             self.model = AdvLinearSVM()
@@ -168,6 +170,11 @@ def test_an_unexpected_error_is_a_dead_letter_logged_once(caplog):
                 raise ZeroDivisionError("a bug")
             self.model.learn_one(x, y)
             self.classes = self.model.classes
+
+        def predict_proba_then_learn_many(self, X, y):
+            if any(np.asarray(X)[:, 0] == 13.0):
+                raise ZeroDivisionError("a bug")
+            return self.model.predict_proba_then_learn_many(X, y)
 
     learner = Learner(state.ServiceState(model=Fragile()), max_message_bytes=1000)
     good = [b'{"x": [1], "y": true}', b'{"x": [2], "y": false}']

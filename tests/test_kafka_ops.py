@@ -157,7 +157,8 @@ def test_metrics_count_the_stream_and_readiness_waits_for_the_assignment(own_bro
     assert expected["dead_letters"] == {"not_json": 3, "bad_x": 1, "missing_x": 1,
                                         "not_utf8": 1}
     assert_counts(after, expected)
-    assert after["advsvm_model_inputs"] == 8 and after["advsvm_model_random_features"] == 128
+    assert after["advsvm_model_inputs"] == 8 and after["advsvm_model_random_features"] == 0
+    support_vectors = after["advsvm_model_support_vectors"]  # the default model's, checked below
     assert after["advsvm_model_samples"] == expected["learned"]
     assert after["advsvm_processing_rate_messages_per_second"] > 0
     assert "advsvm_monitor_clean_accuracy_ratio" not in after  # no monitor: absent, not 0
@@ -165,6 +166,7 @@ def test_metrics_count_the_stream_and_readiness_waits_for_the_assignment(own_bro
 
     assert kh.stop_service(process) == 0, kh.tail(log)
     saved = state.load(directory).counters
+    assert state.load(directory).model.n_support_vectors == support_vectors > 0
     assert saved["consumed"] == len(everything) and saved["learned"] == expected["learned"]
     assert saved["dead_letters_by_code"] == expected["dead_letters"]
     # The JSON log's checkpoint lines carry the same numbers under the metric names.

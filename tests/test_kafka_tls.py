@@ -26,32 +26,11 @@ from streams import cli as streams_cli  # noqa: E402
 from streams import clients, state  # noqa: E402
 from streams.broker import LocalBroker  # noqa: E402
 from streams.security import PASSWORD_ENV, SecuritySettings  # noqa: E402
-from tls_helpers import TlsBroker, make_pki  # noqa: E402
 
 pytestmark = pytest.mark.kafka
 
 #: Connect timeout of the misconfigured runs: they must exit well within it.
 CONNECT_TIMEOUT = 30
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture(scope="module")
-def tls_broker(pki, tmp_path_factory):
-    cluster = TlsBroker(pki, str(tmp_path_factory.mktemp("tls") / "broker.log")).start()
-    yield cluster
-    cluster.stop()
-
-
-@pytest.fixture(scope="module")
-def mtls_broker(pki, tmp_path_factory):
-    cluster = TlsBroker(pki, str(tmp_path_factory.mktemp("mtls") / "broker.log"),
-                        client_cafile=pki.ca).start()
-    yield cluster
-    cluster.stop()
 
 
 def tls(pki, **extra) -> SecuritySettings:

@@ -103,7 +103,7 @@ def test_bad_values_raise_invalid_input_with_their_place(tmp_path, table, messag
 
 def test_learn_many_on_batches_matches_learn_one_on_rows(images):
     path, _, _ = images
-    one, many = AdvKernelSVM(budget=64, seed=1), AdvKernelSVM(budget=64, seed=1)
+    one, many = (AdvKernelSVM(budget=64, warm_up=20, seed=1) for _ in range(2))
     for x, y in parquet.iter_rows(path, target="y"):
         one.learn_one({k: v / 255 for k, v in x.items()}, y)
     for X, y in parquet.iter_batches(path, target="y", batch_size=16):

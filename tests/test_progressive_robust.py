@@ -76,8 +76,10 @@ def test_a_monitor_brings_its_attack_and_its_alerts(digits_stream):
     checkpoints = list(iter_progressive_robust_val(digits_stream, model, monitor=monitor,
                                                    step=50))
     alerts = [a for c in checkpoints for a in c["alerts"]]
-    # The natural model loses about half of its samples to PGD at L2 radius 1: a gap alert.
-    assert [a.kind for a in alerts] == ["robust_gap"] == [a.kind for a in monitor.alerts]
+    # The natural model loses about half of its samples to PGD at L2 radius 1: a gap alert
+    # first (ADWIN may add a robust_drift as the robust accuracy falls further).
+    assert [a.kind for a in alerts] == [a.kind for a in monitor.alerts]
+    assert alerts[0].kind == "robust_gap"
     assert checkpoints[-1]["window"] == monitor.snapshot()
     assert checkpoints[-1]["robust_accuracy"] < 0.75
     with pytest.raises(ValueError, match="not both"):

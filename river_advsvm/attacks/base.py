@@ -86,7 +86,9 @@ def project(
         else:
             delta = X_adv - X
             length = np.sqrt(np.einsum("ij,ij->i", delta, delta))
-            factor = np.minimum(1.0, epsilon / np.maximum(length, np.finfo(float).tiny))
+            # Points inside the ball keep factor 1 (their epsilon / length may overflow to inf).
+            with np.errstate(over="ignore"):
+                factor = np.minimum(1.0, epsilon / np.maximum(length, np.finfo(float).tiny))
             X_adv = X + delta * factor[:, None]
     if bounds is not None:
         X_adv = np.clip(X_adv, bounds[0], bounds[1])
