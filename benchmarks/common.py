@@ -261,7 +261,9 @@ def markdown_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str
     """A Markdown table: `columns` are (key, header, format spec), as in `format_table`."""
     lines = ["| " + " | ".join(h for _, h, _ in columns) + " |",
              "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cells) + " |" for cells in table_cells(rows, columns)]
+    # A '|' inside a cell (a River pipeline's name) would split it: escaped.
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+              for cells in table_cells(rows, columns)]
     return "\n".join(lines)
 
 

@@ -376,7 +376,7 @@ def markdown(records: list, quick: bool) -> str:
                                               for r in errors)]
     goals = [r for r in records if r["kind"] == "target"]
     if goals:
-        lines += ["", "**Targets (issue 15)**", "", common.markdown_table(
+        lines += ["", "**Targets**", "", common.markdown_table(
             [{**g, "met": "met" if g["met"] else "not met"} for g in goals],
             [("policy", "representation", ""), ("target", "target", ""),
              ("value", "measured", ".3f"), ("met", "", "")])]
