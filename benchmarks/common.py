@@ -243,14 +243,12 @@ def model_size(model) -> dict:
     (in total and per event), as flat fields."""
     row = {"features": getattr(model, "n_features", 0),
            "support_vectors": getattr(model, "n_support_vectors", 0)}
-    # TODO(core): the model has no public view of these yet (n_merges, n_removals,
-    # total_degradation live on its store), so they are read from the store.
-    store = getattr(model, "_store", None)
-    if store is not None and hasattr(store, "n_merges"):
-        events = store.n_merges + store.n_removals
-        row.update(merges=store.n_merges, removals=store.n_removals,
-                   degradation_total=store.total_degradation,
-                   degradation_per_merge=store.total_degradation / events if events else 0.0)
+    maintenance = getattr(model, "budget_maintenance", {})
+    if maintenance:
+        events = maintenance["merges"] + maintenance["removals"]
+        row.update(merges=maintenance["merges"], removals=maintenance["removals"],
+                   degradation_total=maintenance["degradation"],
+                   degradation_per_merge=maintenance["degradation"] / events if events else 0.0)
     return row
 
 

@@ -429,6 +429,17 @@ class AdvKernelSVM(MarginClassifier):
         return self._store.size if self._store is not None and self._support_vectors else 0
 
     @property
+    def budget_maintenance(self) -> dict:
+        """What keeping the support vectors within the budget has cost so far: merges,
+        removals and the summed `||f_before - f_after||^2` of those events (empty for random
+        features)."""
+        if not (self._support_vectors and self._store is not None):
+            return {}
+        store = self._store
+        return {"merges": store.n_merges, "removals": store.n_removals,
+                "degradation": store.total_degradation}
+
+    @property
     def rkhs_norm(self) -> float:
         """`||f||_H` as the adversarial term uses it (see `river_advsvm.budget` for the random
         features; exact for support vectors)."""

@@ -135,3 +135,19 @@ def test_certified_points_survive_attacks_through_the_model(norm, bounds, gamma)
                 attack = PGD(epsilon=r, norm=norm, steps=40, step_size=r / 8, bounds=bounds,
                              random_start=start, seed=int(i))
                 assert not attack.run(model, batch, labels).fooled.any()
+
+
+def test_budget_maintenance_counts_the_events_of_each_policy():
+    rng = np.random.default_rng(3)
+    rows = [{"a": float(a), "b": float(b)} for a, b in rng.random((300, 2))]
+    labels = [x["a"] + 0.2 * rng.normal() > 0.5 for x in rows]
+    seen = {}
+    for policy in ("merge", "remove", "compact"):
+        model = AdvKernelSVM(budget=8, budget_policy=policy, gamma=4.0, seed=0)
+        for x, y in zip(rows, labels):
+            model.learn_one(x, y)
+        seen[policy] = model.budget_maintenance
+    assert seen["compact"] == {}
+    assert seen["remove"]["merges"] == 0 and seen["remove"]["removals"] > 0
+    assert seen["merge"]["merges"] > 0
+    assert all(m["degradation"] > 0 for m in (seen["merge"], seen["remove"]))
