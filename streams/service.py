@@ -231,20 +231,9 @@ class Service:
 
     def _connect(self):
         config, session = self.config, self.session
-        backoff = 0.5
-        while not self.stopping.is_set():
-            try:
-                return session.clients.consumer(
-                    config.group, session_timeout_ms=config.session_timeout_ms,
-                    max_poll_records=config.max_poll_records,
-                )
-            except KafkaError as error:
-                log.warning("cannot reach %s (%r); retrying in %.1fs",
-                            config.bootstrap_servers, error, backoff)
-                session.progress.heartbeat()
-                self.stopping.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
-        return None
+        return session.retry_while_away(lambda: session.clients.consumer(
+            config.group, session_timeout_ms=config.session_timeout_ms,
+            max_poll_records=config.max_poll_records))
 
     def _loop(self) -> None:
         config, session = self.config, self.session

@@ -23,6 +23,7 @@ import time
 import typing
 
 from kafka import TopicPartition
+from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from streams import clients as clients_io
@@ -141,6 +142,29 @@ class Session:
         stopping if the wait is `stoppable` (the final flush is not)."""
         self.progress.heartbeat()
         return stoppable and self.stopping.is_set()
+
+    def retry_while_away(self, attempt: typing.Callable):
+        """`attempt()`'s result, calling it again while it raises `KafkaError` (the broker is
+        away: a warning, liveness kept, waits doubling from 0.5 s to 10 s); None if stopped
+        first."""
+        backoff = 0.5
+        while not self.stopping.is_set():
+            try:
+                return attempt()
+            except KafkaError as error:
+                log.warning("cannot reach %s (%r); retrying in %.1fs",
+                            self.config.bootstrap_servers, error, backoff)
+                self.progress.heartbeat()
+                self.stopping.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+        return None
+
+    def no_final_checkpoint(self, timeout: float) -> int:
+        """Say that the final drain failed; the exit status of a stop without a final
+        checkpoint (1)."""
+        log.error("outputs could not be delivered within %.0fs: no final checkpoint; the last "
+                  "one stays valid and what came after it will be learned again", timeout)
+        return 1
 
     def log_fields(self) -> dict:
         """`extra=` of a log line: the reading under the metric names (`--log-format json`)."""

@@ -74,9 +74,7 @@ class Standalone:
             self.save()
             session.commit_offsets()
             return 0
-        log.error("outputs could not be delivered within %.0fs: no final checkpoint; the last "
-                  "one stays valid and what came after it will be learned again", timeout)
-        return 1
+        return session.no_final_checkpoint(timeout)
 
     # -- rebalances -----------------------------------------------------------------------------
 

@@ -49,21 +49,12 @@ class GroupWorker:
         group = group_io.GroupSync(session.clients, config.sync_topic, worker,
                                    config.checkpoint_dir, session.sink)
         session.progress.group_folds = session.progress.group_peers = 0
-        backoff = 0.5
-        while not session.stopping.is_set():
-            try:
-                group.start()
-                self.group = group
-                log.info("worker %s of group %r; snapshots in %r, every %d messages",
-                         worker, config.group, config.sync_topic, config.sync_every)
-                return True
-            except KafkaError as error:
-                log.warning("cannot reach %s (%r); retrying in %.1fs",
-                            config.bootstrap_servers, error, backoff)
-                session.progress.heartbeat()
-                session.stopping.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
-        return False
+        if session.retry_while_away(lambda: group.start() or True) is None:
+            return False  # stopped before the broker came back
+        self.group = group
+        log.info("worker %s of group %r; snapshots in %r, every %d messages",
+                 worker, config.group, config.sync_topic, config.sync_every)
+        return True
 
     def close(self) -> None:
         if self.group is not None:
@@ -173,9 +164,7 @@ class GroupWorker:
         if session.sink.flush(timeout=timeout, should_stop=keep_alive) and self.sync(
                 timeout=timeout, should_stop=keep_alive):
             return 0
-        log.error("outputs could not be delivered within %.0fs: no final checkpoint; the last "
-                  "one stays valid and what came after it will be learned again", timeout)
-        return 1
+        return session.no_final_checkpoint(timeout)
 
     # -- rebalances -----------------------------------------------------------------------------
 
