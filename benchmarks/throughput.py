@@ -30,17 +30,17 @@ dict entries per sample: a short capped run, skipped past 4 million).
 
 Also measured: one pass of `learn_many(500)` over MNIST 1 vs 7 (`--data`; `--quick` uses
 scikit-learn's digits) with its test accuracy; where the time of `learn_one` and `predict_one`
-goes at d = 784 (component timings and cProfile); and candidate dict -> array conversions, each
-checked to refuse strings, None, nested and non-finite values.
+goes at d = 784 (component timings and cProfile); candidate dict -> array conversions, each
+checked to refuse strings, None, nested, Decimal and non-finite values; and whether BLAS gives a
+row the same bits in batches of every size (it does not: the reason learning is per row).
 
 """
 
 from __future__ import annotations
 
 import array
-import contextlib
 import cProfile
-import functools
+import decimal
 import importlib.util
 import itertools
 import math
@@ -50,6 +50,7 @@ import statistics
 import struct
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -103,32 +104,29 @@ class Rounds:
         self.chunk_seconds = chunk_seconds
         self.runners: dict = {}
 
-    def add(self, key, call, samples_per_call: int = 1, context=contextlib.nullcontext) -> None:
-        """`call()` processes `samples_per_call` samples; `context()` is entered around each
-        chunk of calls (an experiment patched in for that chunk only)."""
-        self.runners[key] = (call, samples_per_call, context)
+    def add(self, key, call, samples_per_call: int = 1) -> None:
+        """`call()` processes `samples_per_call` samples."""
+        self.runners[key] = (call, samples_per_call)
 
     def run(self) -> dict:
         """`{key: (best samples/s, median samples/s)}`."""
         calls = {}
-        for key, (call, _, context) in self.runners.items():
-            with context():
-                call()  # first-touch allocations, input registration
-                n, start = 0, clock()
-                while n < 2 or clock() - start < self.chunk_seconds / 4:
-                    call()
-                    n += 1
-                seconds = clock() - start
+        for key, (call, _) in self.runners.items():
+            call()  # first-touch allocations, input registration
+            n, start = 0, clock()
+            while n < 2 or clock() - start < self.chunk_seconds / 4:
+                call()
+                n += 1
+            seconds = clock() - start
             calls[key] = max(1, round(self.chunk_seconds * n / seconds))
         rates: dict = {key: [] for key in self.runners}
         for _ in range(self.rounds):
-            for key, (call, per_call, context) in self.runners.items():
+            for key, (call, per_call) in self.runners.items():
                 k = calls[key]
-                with context():
-                    start = clock()
-                    for _ in range(k):
-                        call()
-                    seconds = clock() - start
+                start = clock()
+                for _ in range(k):
+                    call()
+                seconds = clock() - start
                 rates[key].append(k * per_call / seconds)
         return {key: (max(r), statistics.median(r)) for key, r in rates.items()}
 
@@ -411,12 +409,8 @@ def profile_split(d: int, budget: int, rounds: int, chunk: float) -> list:
 
     bench = Rounds(rounds, chunk)
     pairs = list(zip(dicts, labels))
-    for name, conversion, lookup in CANDIDATES:
-        context = functools.partial(candidate_changes, conversion, lookup)
-        bench.add(("learn_one", name), lambda it=cycling(pairs): model.learn_one(*it()),
-                  context=context)
-        bench.add(("predict_one", name), lambda it=cycling(dicts): model.predict_one(it()),
-                  context=context)
+    bench.add(("learn_one", "today"), lambda it=cycling(pairs): model.learn_one(*it()))
+    bench.add(("predict_one", "today"), lambda it=cycling(dicts): model.predict_one(it()))
     hand = start_hand_loop(d, budget, gamma)
     rows32 = [r.astype(np.float32) for r in X[:n_dicts]]
     signs = np.where(y, 1.0, -1.0).tolist()
@@ -438,13 +432,7 @@ def profile_split(d: int, budget: int, rounds: int, chunk: float) -> list:
     us["update"] = max(us["update"] - us["value"], 0.0)
     records = []
     for call in ("learn_one", "predict_one"):
-        today, hand_us = us[(call, "today")], us[(call, "hand loop")]
-        for name, _, _ in CANDIDATES:
-            records.append({"kind": "candidate", "call": call, "d": d, "budget": budget,
-                            "variant": name, "us_per_call": us[(call, name)],
-                            "speedup_vs_today": today / us[(call, name)],
-                            "ratio": hand_us / us[(call, name)]})
-        us[call] = today
+        us[call] = us[(call, "today")]
     for call, parts in [("learn_one", ["dict -> array", "name lookup", "projection", "cos",
                                        "margin", "update"]),
                         ("predict_one", ["dict -> array", "name lookup", "projection", "cos",
@@ -487,82 +475,22 @@ def cprofile_top(model, dicts, labels, policy: str, top: int = 10) -> list:
     return records
 
 
-# -- candidate changes to river_advsvm.inputs ------------------------------------------------------
-
-#: (name, conversion, lookup that remembers the list it matched)
-CANDIDATES = [("today", None, False), ("struct conversion", "struct", False),
-              ("array('d') conversion", "array('d')", False),
-              ("lookup remembers the list", None, True), ("struct + lookup", "struct", True)]
-
-
-@contextlib.contextmanager
-def candidate_changes(conversion: str | None, lookup: bool):
-    """Candidate changes to `river_advsvm.inputs`, patched in for one chunk of calls:
-
-    - `conversion`: `dict_values` through `convert_struct` or `convert_array_d` (same results,
-      same errors);
-    - `lookup`: `FeatureIndex._lookup` remembers the list it matched, so that the second
-      lookup of the same sample (learn_one looks its names up twice) is an identity check.
-    """
-    original_values, original_lookup = inputs.dict_values, inputs.FeatureIndex._lookup
-
-    def remembering(self, names):
-        if names is not self._last_names and names == self._last_names:
-            self._last_names = names
-        return original_lookup(self, names)
-
-    if conversion:
-        inputs.dict_values = {"struct": convert_struct, "array('d')": convert_array_d}[conversion]
-    if lookup:
-        inputs.FeatureIndex._lookup = remembering
-    try:
-        yield
-    finally:
-        inputs.dict_values, inputs.FeatureIndex._lookup = original_values, original_lookup
-
-
 # -- dict -> array candidates ---------------------------------------------------------------------
 
-NUMERIC_TYPES = frozenset({float, int, bool, np.float64, np.float32, np.int64, np.int32,
-                           np.bool_})
 
-
-DICT_VALUES = inputs.dict_values  # today's, kept: the candidates fall back on it
-
-
-def convert_today(x):
-    """What `river_advsvm.inputs.dict_values` does: `np.asarray`, whose dtype exposes strings
-    and None, then the bounds."""
-    return DICT_VALUES(x)
-
-
-def convert_array_d(x, missing_ok: bool = False):
-    """`array.array('d', values)`: C doubles through `__float__`, which str, None and nested
-    values do not have (TypeError); the bounds in one reduction. Anything refused or out of
-    bounds goes to today's `dict_values` for its error message (or, at inference, for dropping
-    NaN)."""
-    if not isinstance(x, dict):
-        return DICT_VALUES(x, missing_ok)
-    try:
-        values = np.frombuffer(array.array("d", list(x.values())))
-    except (TypeError, OverflowError):
-        return DICT_VALUES(x, missing_ok)
-    if not np.abs(values).max(initial=0.0) <= inputs.MAX_ABS_VALUE:
-        return DICT_VALUES(x, missing_ok)
-    return list(x), values
+def convert_general(x):
+    """The general path of `dict_values` alone (what it did before the shortcut): `np.asarray`,
+    whose dtype exposes strings and None, then the bounds."""
+    return inputs._checked_values(list(x), list(x.values()), False)
 
 
 _PACKERS: dict = {}
 
 
-def convert_struct(x, missing_ok: bool = False):
-    """`struct.Struct(f"{n}d").pack_into` a new float64 array: C doubles through `__float__`
-    (or `__index__`), which str, None, bytes, complex and nested values do not have
-    (`struct.error`); the bounds in one reduction. Anything refused or out of bounds goes to
-    today's `dict_values` for its error message (or, at inference, for dropping NaN). The
-    packer of each length is made once."""
-    if not isinstance(x, dict):
-        return DICT_VALUES(x, missing_ok)
+def convert_struct(x):
+    """`struct.Struct(f"{n}d").pack_into` alone, without the `sum` guard of today's shortcut:
+    it converts anything with `__float__` or `__index__` (a Decimal, a one-element array),
+    which the general path refuses."""
     raw = list(x.values())
     packer = _PACKERS.get(len(raw))
     if packer is None:
@@ -571,10 +499,25 @@ def convert_struct(x, missing_ok: bool = False):
     try:
         packer.pack_into(values, 0, *raw)
     except (struct.error, TypeError, OverflowError):
-        return DICT_VALUES(x, missing_ok)
+        return convert_general(x)
     if not np.abs(values).max(initial=0.0) <= inputs.MAX_ABS_VALUE:
-        return DICT_VALUES(x, missing_ok)
+        return convert_general(x)
     return list(x), values
+
+
+def convert_array_d(x):
+    """`array.array('d', values)`: C doubles through `__float__`, like struct, one call slower."""
+    try:
+        values = np.frombuffer(array.array("d", list(x.values())))
+    except (TypeError, OverflowError):
+        return convert_general(x)
+    if not np.abs(values).max(initial=0.0) <= inputs.MAX_ABS_VALUE:
+        return convert_general(x)
+    return list(x), values
+
+
+NUMERIC_TYPES = frozenset({float, int, bool, np.float64, np.float32, np.int64, np.int32,
+                           np.bool_})
 
 
 def convert_type_set(x):
@@ -584,10 +527,10 @@ def convert_type_set(x):
         try:
             values = np.fromiter(raw, np.float64, len(raw))
         except OverflowError:  # an int beyond float64
-            return DICT_VALUES(x)
+            return convert_general(x)
         if np.abs(values).max(initial=0.0) <= inputs.MAX_ABS_VALUE:
             return names, values
-    return DICT_VALUES(x)
+    return convert_general(x)
 
 
 def convert_fromiter(x):
@@ -596,17 +539,20 @@ def convert_fromiter(x):
     try:
         values = np.fromiter(x.values(), np.float64, len(names))
     except (TypeError, ValueError, OverflowError):
-        return DICT_VALUES(x)
+        return convert_general(x)
     if not np.abs(values).max(initial=0.0) <= inputs.MAX_ABS_VALUE:
-        return DICT_VALUES(x)
+        return convert_general(x)
     return names, values
 
 
-CONVERSIONS = {"np.asarray (today)": convert_today, "struct": convert_struct,
-               "array('d')": convert_array_d,
-               "type set + fromiter": convert_type_set, "fromiter (parses str)": convert_fromiter}
+CONVERSIONS = {"today: sum guard + struct": inputs.dict_values,
+               "np.asarray (before)": convert_general, "struct alone": convert_struct,
+               "array('d')": convert_array_d, "type set + fromiter": convert_type_set,
+               "fromiter": convert_fromiter}
+BASELINE = "np.asarray (before)"
 BAD_VALUES = ["1.5", np.str_("1.5"), None, [1.0], (1.0,), {"v": 1.0}, b"1", 1j, float("nan"),
-              float("inf"), 1e16, 10**400, np.float64("nan")]
+              float("inf"), 1e16, 10**400, np.float64("nan"), decimal.Decimal("1.5"),
+              np.array([1.0])]
 
 
 def refuses_bad_values(convert) -> bool:
@@ -615,7 +561,9 @@ def refuses_bad_values(convert) -> bool:
     for bad in BAD_VALUES:
         for x in ({"a": 1.0, "b": bad}, {"b": bad}):
             try:
-                convert(x)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    convert(x)
             except inputs.InvalidInput:
                 continue
             except Exception:
@@ -630,7 +578,7 @@ def conversion_candidates(dims, rounds: int, chunk: float) -> list:
     for d in dims:
         pool = river_dicts(rng.random((32, d)))
         for x in pool[:2]:
-            reference = convert_today(x)
+            reference = convert_general(x)
             for convert in CONVERSIONS.values():
                 names, values = convert(x)
                 assert names == reference[0] and np.array_equal(values, reference[1])
@@ -638,12 +586,35 @@ def conversion_candidates(dims, rounds: int, chunk: float) -> list:
         for name, convert in CONVERSIONS.items():
             bench.add(name, lambda f=convert, it=cycling(pool): f(it()))
         rates = bench.run()
-        today = 1e6 / rates["np.asarray (today)"][0]
+        before = 1e6 / rates[BASELINE][0]
         for name, convert in CONVERSIONS.items():
             us = 1e6 / rates[name][0]
             records.append({"kind": "conversion", "candidate": name, "d": d, "us_per_call": us,
-                            "speedup_vs_today": today / us,
+                            "speedup_vs_before": before / us,
                             "refuses_bad_values": refuses_bad_values(convert)})
+    return records
+
+
+# -- does BLAS round a row by its batch? ------------------------------------------------------------
+
+
+def batch_rounding(d: int, budget: int, sizes=(1, 2, 3, 7, 8, 16, 500)) -> list:
+    """Whether numpy's BLAS gives a row of `X W` the same bits in batches of every size: for
+    each size, the share of rows whose float32 product equals the one-row product (a
+    matrix-vector product, what learning uses) and the share equal to the same row in a batch
+    of 500. Any share below 1 means learning in batches would make the model depend on how the
+    stream was cut."""
+    rng = np.random.default_rng(0)
+    W = rng.standard_normal((d, budget)).astype(np.float32)
+    X = rng.standard_normal((1000, d)).astype(np.float32)
+    one_row = np.stack([x @ W for x in X])
+    in_500 = np.concatenate([X[i:i + 500] @ W for i in range(0, len(X), 500)])
+    records = []
+    for size in sizes:
+        rows = np.concatenate([X[i:i + size] @ W for i in range(0, len(X), size)])
+        records.append({"kind": "batch_rounding", "d": d, "budget": budget, "batch": size,
+                        "same_as_one_row": float((rows == one_row).all(axis=1).mean()),
+                        "same_as_batch_500": float((rows == in_500).all(axis=1).mean())})
     return records
 
 
@@ -735,15 +706,6 @@ def markdown(records: list, quick: bool) -> str:
                       ("accuracy_change_vs_float64", "vs float64", "+.4f"),
                       ("same_as_learn_one_loop", "= learn_one loop", ""),
                       ("n_support_vectors", "SVs", "d")])]
-    candidates = [r for r in records if r["kind"] == "candidate"]
-    if candidates:
-        lines += ["", "**Candidate changes to the input path**, patched in for the measurement "
-                      "(µs per call, speed-up against today, ratio to the hand loop, same "
-                      "rounds)", "",
-                  common.markdown_table(candidates, [
-                      ("call", "call", ""), ("variant", "variant", ""),
-                      ("us_per_call", "µs", ".1f"), ("speedup_vs_today", "speed-up", ".3f"),
-                      ("ratio", "x hand loop", ".3f")])]
     profile = [r for r in records if r["kind"] == "profile"]
     if profile:
         lines += ["", f"**Where the time goes** (d = {profile[0]['d']}, "
@@ -754,13 +716,20 @@ def markdown(records: list, quick: bool) -> str:
                 f"{r['part']} {r['us_per_call']:.1f} ({r['share']:.0%})" for r in rows))
     conversions = [r for r in records if r["kind"] == "conversion"]
     if conversions:
-        lines += ["", "**dict -> array candidates** (µs per call; speed-up against today's "
-                      "`np.asarray`; whether str, None, nested and non-finite values are all "
-                      "refused)", "",
+        lines += ["", "**dict -> array candidates** (µs per call; speed-up against the "
+                      "general path alone, `np.asarray`; whether str, None, nested, Decimal, "
+                      "one-element arrays and non-finite values are all refused)", "",
                   common.markdown_table(conversions, [
                       ("candidate", "candidate", ""), ("d", "d", "d"),
-                      ("us_per_call", "µs", ".2f"), ("speedup_vs_today", "speed-up", ".2f"),
+                      ("us_per_call", "µs", ".2f"), ("speedup_vs_before", "speed-up", ".2f"),
                       ("refuses_bad_values", "refuses bad values", "")])]
+    rounding = [r for r in records if r["kind"] == "batch_rounding"]
+    if rounding:
+        lines += ["", f"**Does BLAS round a row by its batch?** (float32 `x W`, d = "
+                      f"{rounding[0]['d']}, B = {rounding[0]['budget']}, 1,000 rows cut into "
+                      "batches of each size; share of rows with the same bits as the one-row "
+                      "product learning uses, and as the same row in a batch of 500)", "",
+                  common.markdown_table(rounding, BATCH_ROUNDING_COLUMNS)]
     goals = [r for r in records if r["kind"] == "target"]
     if goals:
         lines += ["", "**Targets**", "",
@@ -770,6 +739,10 @@ def markdown(records: list, quick: bool) -> str:
                        ("value", "measured", ".3f"), ("value_median", "(median)", ".3f"),
                        ("met", "", "")])]
     return "\n".join(lines)
+
+
+BATCH_ROUNDING_COLUMNS = [("batch", "batch", "d"), ("same_as_one_row", "= one row", ".3f"),
+                          ("same_as_batch_500", "= batch of 500", ".3f")]
 
 
 def main(argv=None) -> int:
@@ -806,9 +779,6 @@ def main(argv=None) -> int:
         print(common.format_table([r for r in rows if r["kind"] == "profile"], [
             ("call", "call", ""), ("part", "part", ""), ("us_per_call", "us", ".1f"),
             ("share", "share", ".1%")]))
-        print(common.format_table([r for r in rows if r["kind"] == "candidate"], [
-            ("call", "call", ""), ("variant", "variant", ""), ("us_per_call", "us", ".1f"),
-            ("speedup_vs_today", "speed-up", ".3f"), ("ratio", "x hand loop", ".3f")]))
         print(common.format_table([r for r in rows if r["kind"] == "cprofile"], [
             ("policy", "policy", ""), ("call", "call", ""), ("function", "function", ""),
             ("own_us_per_sample", "own us", ".1f"),
@@ -817,7 +787,10 @@ def main(argv=None) -> int:
         rows = conversion_candidates(dims, rounds, chunk / 2)
         print(common.format_table(rows, [
             ("candidate", "candidate", ""), ("d", "d", "d"), ("us_per_call", "us", ".2f"),
-            ("speedup_vs_today", "speed-up", ".2f"), ("refuses_bad_values", "honest", "")]))
+            ("speedup_vs_before", "speed-up", ".2f"), ("refuses_bad_values", "honest", "")]))
+        records += rows
+        rows = batch_rounding(*profile_at)
+        print(common.format_table(rows, BATCH_ROUNDING_COLUMNS))
         records += rows
     target_at = (TARGET_D, TARGET_BUDGET) if not args.quick else grid[0]
     goals = targets(records, *target_at)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import struct
 import typing
 
 import numpy as np
@@ -206,6 +207,46 @@ def _check_bounds(names: typing.Sequence, values: np.ndarray, missing_ok: bool):
     return missing
 
 
+# The packers of `_plain_floats`, one per dict length seen (bounded: lengths above the most
+# inputs a model accepts take the general path).
+_PACKERS: dict[int, struct.Struct] = {}
+_MAX_PACKED = 10_000
+
+
+def _plain_floats(x: dict) -> np.ndarray | None:
+    """The values of `x` as float64 when they are plain numbers within bounds, else None.
+
+    The common case, fast: Python's `sum` runs over floats, ints and bools in C and fails or
+    leaves the float/int world on anything else (a str or None raises, a Decimal, a complex or
+    an array makes the total one of those), then `struct` packs the values in one call.
+    Anything that does not pass, NaN and out-of-bounds values included, returns None, and the
+    general path (`_numeric`, `_check_bounds`) decides and words the error. (A dict of numpy
+    scalars whose sum overflows their own type may show numpy's overflow warning here; the
+    general path then converts them exactly.)
+    """
+    values = x.values()
+    try:
+        total = sum(values)
+    except Exception:  # whatever a value's own arithmetic raises, the general path handles it
+        return None
+    if type(total) is not float and type(total) is not int:
+        return None
+    n = len(values)
+    packer = _PACKERS.get(n)
+    if packer is None:
+        if n > _MAX_PACKED:
+            return None
+        packer = _PACKERS[n] = struct.Struct(f"{n}d")
+    array = np.empty(n)
+    try:
+        packer.pack_into(array, 0, *values)
+    except (struct.error, TypeError, OverflowError):
+        return None
+    if n and not (array.max() <= MAX_ABS_VALUE and array.min() >= -MAX_ABS_VALUE):
+        return None
+    return array
+
+
 def dict_values(x: dict, missing_ok: bool = False) -> tuple[list, np.ndarray]:
     """Names and float values of a feature dict, or `InvalidInput`.
 
@@ -214,7 +255,15 @@ def dict_values(x: dict, missing_ok: bool = False) -> tuple[list, np.ndarray]:
     if not isinstance(x, dict):
         raise InvalidInput(f"x must be a dict of features, got a {type(x).__name__}", "bad_shape")
     names = list(x)
-    values = _numeric(names, list(x.values()))
+    values = _plain_floats(x)
+    if values is not None:
+        return names, values
+    return _checked_values(names, list(x.values()), missing_ok)
+
+
+def _checked_values(names: list, raw: list, missing_ok: bool) -> tuple[list, np.ndarray]:
+    """`dict_values`' general path: any value, each checked (`_plain_floats` is its shortcut)."""
+    values = _numeric(names, raw)
     missing = _check_bounds(names, values, missing_ok)
     if missing is not None:
         keep = ~missing
@@ -267,6 +316,17 @@ def rows_values(rows: typing.Sequence, missing_ok: bool = False) -> list[tuple[l
 _NO_HASHES = np.empty(0, dtype=np.uint64)
 
 
+class Columns(typing.NamedTuple):
+    """Where the features of a list of names go in a `FeatureIndex` (see `FeatureIndex.lookup`)."""
+
+    positions: np.ndarray  # the column of each name, -1 if unknown
+    identity: bool  # the names are exactly the columns 0..D-1, in order
+    complete: bool  # every name has a column
+    known: np.ndarray  # the indices of the names with a column
+    known_columns: np.ndarray  # their columns
+    unknown: np.ndarray  # the indices of the names without a column
+
+
 class FeatureIndex:
     """Columns for feature names, in order of first appearance, with their stable hashes."""
 
@@ -275,8 +335,7 @@ class FeatureIndex:
         self.position: dict = {}
         self._hashes = np.empty(16, dtype=np.uint64)
         self._last_names: list | None = None
-        self._last_positions = np.empty(0, dtype=np.intp)
-        self._last_identity = False
+        self._last: Columns | None = None
 
     def __len__(self) -> int:
         return len(self.names)
@@ -285,31 +344,33 @@ class FeatureIndex:
     def hashes(self) -> np.ndarray:
         return self._hashes[: len(self.names)]
 
-    def _lookup(self, names: list) -> tuple[np.ndarray, bool]:
-        """The column of each name (-1 if unknown), and whether they are exactly 0..D-1."""
+    def lookup(self, names: list) -> Columns:
+        """The columns of `names` in this index."""
         # Streams usually repeat the same names in the same order: one list comparison then
-        # replaces a dict lookup per feature.
-        if names is self._last_names or names == self._last_names:
-            return self._last_positions, self._last_identity
+        # replaces a dict lookup per feature. The list last matched is kept, so that rows
+        # sharing their key objects (River's iter_array, iter_pandas) compare by identity.
+        if names is not self._last_names and names == self._last_names:
+            self._last_names = names
+        if names is self._last_names:
+            return self._last
         get = self.position.get
         positions = np.fromiter((get(n, -1) for n in names), dtype=np.intp, count=len(names))
         identity = len(names) == len(self.names) and bool(
             (positions == np.arange(len(names))).all()
         )
-        if (positions >= 0).all():
-            self._last_names, self._last_positions = names, positions
-            self._last_identity = identity
-        return positions, identity
+        known = np.flatnonzero(positions >= 0)
+        self._last_names = names
+        self._last = Columns(positions, identity, len(known) == len(names), known,
+                             positions[known], np.flatnonzero(positions < 0))
+        return self._last
 
     def knows_all(self, names: list) -> bool:
         """True when every name has a column (cheap for the names of the previous lookup)."""
-        if names is self._last_names or names == self._last_names:
-            return True
-        return bool((self._lookup(names)[0] >= 0).all())
+        return self.lookup(names).complete
 
     def positions(self, names: list) -> np.ndarray:
         """The column of each name, -1 where the name is unknown."""
-        return self._lookup(names)[0]
+        return self.lookup(names).positions
 
     @staticmethod
     def hash_names(names: list) -> np.ndarray:
@@ -342,14 +403,30 @@ class FeatureIndex:
 
         """
         values = np.atleast_2d(values)
-        positions, identity = self._lookup(names)
+        columns = self.lookup(names)
         n = values.shape[0]
-        if identity:
+        if columns.identity:
             return values, [], np.empty((n, 0))
-        known = positions >= 0
         V = np.zeros((n, len(self.names)))
-        V[:, positions[known]] = values[:, known]
-        if known.all():
+        if columns.complete:
+            V[:, columns.positions] = values
             return V, [], np.empty((n, 0))
-        unknown = [name for name, k in zip(names, known.tolist()) if not k]
-        return V, unknown, values[:, ~known]
+        V[:, columns.known_columns] = values[:, columns.known]
+        return V, [names[j] for j in columns.unknown.tolist()], values[:, columns.unknown]
+
+    def split_row(self, names: list, row: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
+        """One sample as `(values over the known columns, nonzero values of unknown names,
+        those names)`: an absent input and a zero one are the same."""
+        columns = self.lookup(names)
+        if columns.identity:
+            return row, row[:0], []
+        v = np.zeros(len(self.names))
+        if columns.complete:
+            v[columns.positions] = row
+            return v, row[:0], []
+        v[columns.known_columns] = row.take(columns.known)
+        u = row.take(columns.unknown)
+        if not np.count_nonzero(u):
+            return v, row[:0], []
+        nonzero = u != 0
+        return v, u[nonzero], [names[j] for j in columns.unknown[nonzero].tolist()]

@@ -398,18 +398,9 @@ class MarginClassifier(base.MiniBatchClassifier):
 
     def _split(self, names: list, row: np.ndarray):
         """One row as (values over the known inputs, nonzero values of unknown ones, their names)."""
-        positions, identity = self._index._lookup(names)
-        if identity:
-            return row, row[:0], []
-        known = positions >= 0
-        v = np.zeros(len(self._index))
-        v[positions[known]] = row[known]
-        if known.all():
-            return v, row[:0], []
-        unknown = ~known & (row != 0)  # an absent input and a zero one are the same
-        u_names = [n for n, k in zip(names, unknown.tolist()) if k]
+        v, u, u_names = self._index.split_row(names, row)
         self._check_unknown(len(u_names))
-        return v, row[unknown], u_names
+        return v, u, u_names
 
     def _check_unknown(self, n_unknown: int) -> None:
         if n_unknown > self.max_features:

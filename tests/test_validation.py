@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import warnings
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -13,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from river_advsvm import AdvKernelSVM, AdvLinearSVM, InvalidInput
+from river_advsvm import AdvKernelSVM, AdvLinearSVM, InvalidInput, inputs
 from river_advsvm.inputs import MAX_ABS_VALUE
 
 
@@ -237,6 +239,39 @@ def test_fuzzed_dicts_are_refused_cleanly_or_learned_finitely(x, y):
             pass
 
 
+# Values the shortcut of `dict_values` must treat exactly as the general path: numbers of every
+# kind Python and numpy have, and things that only look like numbers.
+odd_values = st.sampled_from([
+    Decimal("1.5"), Fraction(1, 3), np.array(2.0), np.array([2.0]), 1 + 2j, np.complex128(1),
+    np.float16(0.5), np.longdouble(2.5), np.uint8(200), np.str_("1.5"), "1.5", b"1", None,
+    10**400, -(10**400), 2**70, float("inf"), np.datetime64(1, "s"),
+])
+shortcut_values = st.one_of(values, odd_values)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(x=st.dictionaries(st.text(max_size=3), shortcut_values, max_size=8),
+       missing_ok=st.booleans())
+def test_the_dict_shortcut_accepts_and_converts_exactly_as_the_general_path(x, missing_ok):
+    names = list(x)
+    try:
+        expected = inputs._checked_values(names, list(x.values()), missing_ok)
+    except InvalidInput:
+        expected = None
+    fast = inputs._plain_floats(x)
+    if fast is not None:  # the shortcut only ever takes what the general path accepts as is
+        assert expected is not None and expected[0] == names
+        assert fast.dtype == np.float64 and fast.tobytes() == expected[1].tobytes()
+    got = None
+    try:
+        got = inputs.dict_values(x, missing_ok)
+    except InvalidInput:
+        assert expected is None
+    if got is not None:
+        assert expected is not None and got[0] == expected[0]
+        assert got[1].tobytes() == expected[1].tobytes()
+
+
 frames = st.integers(min_value=1, max_value=4).flatmap(
     lambda width: st.lists(st.lists(st.one_of(finite, st.floats(), st.sampled_from(
         [1e300, -1e-300, 2e15, 0.0, -0.0])), min_size=width, max_size=width),
@@ -256,3 +291,29 @@ def test_fuzzed_frames_are_refused_cleanly_or_learned_finitely(rows):
             assert error.code in {"not_finite", "too_large"}
             assert fingerprint(model) == before
         assert_finite_after(model)
+
+
+# -- the feature index ------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(known=st.lists(st.integers(0, 12), unique=True, max_size=8),
+       rows=st.lists(st.dictionaries(st.integers(0, 12), st.sampled_from([0.0, 1.5, -2.0]),
+                                     max_size=10), min_size=1, max_size=4))
+def test_split_row_matches_a_lookup_name_by_name_also_when_cached(known, rows):
+    index = inputs.FeatureIndex()
+    index.add(known, index.hash_names(known))
+    for x in rows * 2:  # every list of names twice: the second lookup comes from the cache
+        names, row = list(x), np.array(list(x.values()))
+        v, u, u_names = index.split_row(names, row)
+        expected_v = np.zeros(len(known))
+        for name, value in x.items():
+            if name in index.position:
+                expected_v[index.position[name]] = value
+        unknown = [(n, value) for n, value in x.items() if n not in index.position and value]
+        assert v.tolist() == expected_v.tolist()
+        assert u_names == [n for n, _ in unknown] and u.tolist() == [value for _, value in unknown]
+        V, all_unknown, U = index.dense(names, row)
+        assert V[0].tolist() == expected_v.tolist()
+        assert all_unknown == [n for n in x if n not in index.position]
+        assert U[0].tolist() == [x[n] for n in all_unknown]
