@@ -207,24 +207,21 @@ def _check_bounds(names: typing.Sequence, values: np.ndarray, missing_ok: bool):
     return missing
 
 
-# The packers of `_plain_floats`, one per dict length seen (bounded: lengths above the most
-# inputs a model accepts take the general path).
-_PACKERS: dict[int, struct.Struct] = {}
-_MAX_PACKED = 10_000
-
-
 def _plain_floats(x: dict) -> np.ndarray | None:
     """The values of `x` as float64 when they are plain numbers within bounds, else None.
 
     The common case, fast: Python's `sum` runs over floats, ints and bools in C and fails or
     leaves the float/int world on anything else (a str or None raises, a Decimal, a complex or
-    an array makes the total one of those), then `struct` packs the values in one call.
+    an array makes the total one of those), then `struct` packs the values in one call, each
+    through its `__float__`, as numpy would convert it.
     Anything that does not pass, NaN and out-of-bounds values included, returns None, and the
     general path (`_numeric`, `_check_bounds`) decides and words the error. (A dict of numpy
     scalars whose sum overflows their own type may show numpy's overflow warning here; the
     general path then converts them exactly.)
     """
     values = x.values()
+    if values and type(next(iter(values))) not in (float, int):
+        return None  # numpy scalars, say: their arithmetic would make the sum slower than numpy
     try:
         total = sum(values)
     except Exception:  # whatever a value's own arithmetic raises, the general path handles it
@@ -232,14 +229,9 @@ def _plain_floats(x: dict) -> np.ndarray | None:
     if type(total) is not float and type(total) is not int:
         return None
     n = len(values)
-    packer = _PACKERS.get(n)
-    if packer is None:
-        if n > _MAX_PACKED:
-            return None
-        packer = _PACKERS[n] = struct.Struct(f"{n}d")
     array = np.empty(n)
-    try:
-        packer.pack_into(array, 0, *values)
+    try:  # struct keeps its own bounded cache of compiled formats
+        struct.pack_into(f"{n}d", array, 0, *values)
     except (struct.error, TypeError, OverflowError):
         return None
     if n and not (array.max() <= MAX_ABS_VALUE and array.min() >= -MAX_ABS_VALUE):

@@ -246,7 +246,11 @@ odd_values = st.sampled_from([
     np.float16(0.5), np.longdouble(2.5), np.uint8(200), np.str_("1.5"), "1.5", b"1", None,
     10**400, -(10**400), 2**70, float("inf"), np.datetime64(1, "s"),
 ])
-shortcut_values = st.one_of(values, odd_values)
+numpy_values = st.one_of(
+    finite.map(np.float64), st.integers(-(2**63), 2**63 - 1).map(np.int64),
+    st.floats(width=32, allow_nan=False).map(np.float32), st.integers(0, 255).map(np.uint8),
+    st.sampled_from([np.float64(np.inf), np.float64(2e15), np.int64(2**62 + 1)]))
+shortcut_values = st.one_of(values, odd_values, numpy_values)
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
