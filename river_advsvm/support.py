@@ -500,7 +500,7 @@ class SupportVectors(_KernelExpansion):
         a_new = c / self._scale
         q = self._q + 2.0 * a_new * total + a_new * a_new
         if self.size:
-            nearest = int(np.argmin(exponents))
+            nearest = int(exponents.argmin())
             if np.array_equal(self._S[nearest, :n], x):
                 # The same input again: its coefficient grows, nothing new is stored.
                 self._a[nearest] += a_new

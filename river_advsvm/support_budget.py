@@ -69,7 +69,7 @@ def plan(kernel: str, policy: str, a: np.ndarray, row) -> Maintenance:
     removed terms' cross products come from the rows of `m`, of the partner and (RBF) of `z`,
     whose squared distances to every vector are exact combinations of the first two.
     """
-    m = int(np.argmin(np.abs(a)))
+    m = int(np.abs(a).argmin())
     a_m = a[m]
     exponents_m = row(m)
     value_m = float(np.exp(-exponents_m) @ a)
@@ -123,7 +123,7 @@ def best_merge(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
     """
     if kernel == "laplacian" or len(D) <= _NEAREST or (B < A).any():
         h, p, loss = _merges(kernel, A, B, D)
-        best = int(np.argmin(loss))
+        best = int(loss.argmin())
         return best, float(h[best]), float(p[best]), float(loss[best])
     chosen = np.sort(np.argpartition(D, _NEAREST)[:_NEAREST])
     h, p, loss = _merges(kernel, A, B[chosen], D[chosen])
@@ -140,7 +140,7 @@ def best_merge(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
         order = np.argsort(chosen, kind="stable")  # back in partner order, for the ties
         chosen = chosen[order]
         h, p, loss = (np.concatenate([old, new])[order] for old, new in zip((h, p, loss), more))
-    best = int(np.argmin(loss))
+    best = int(loss.argmin())
     return int(chosen[best]), float(h[best]), float(p[best]), float(loss[best])
 
 
@@ -193,7 +193,7 @@ def merge_points(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
             t = D2 * s
             step = (u - c - t) / (1.0 - t * (1.0 - s))
             u -= step
-            if np.max(np.abs(step)) <= _NEWTON_TOLERANCE:
+            if np.abs(step).max() <= _NEWTON_TOLERANCE:
                 break
         h = 1.0 / (1.0 + np.exp(-u))
     if swap.any():
