@@ -72,7 +72,7 @@ def _squared_norms(X: np.ndarray) -> np.ndarray:
     squares = np.square(X, dtype=np.float64)
     if squares.shape[-1] == 0:
         return np.zeros(squares.shape[:-1])
-    return np.cumsum(squares, axis=-1)[..., -1]
+    return np.cumsum(squares, axis=-1, out=squares)[..., -1]
 
 
 class _KernelExpansion:
@@ -201,7 +201,9 @@ class _KernelExpansion:
         S = self._S[: self.size, : len(x)]
         if self.kernel == "rbf":
             distances = self._norms[: self.size] + extra
-            distances -= 2.0 * (S @ x).astype(np.float64)
+            products = (S @ x).astype(np.float64)
+            products *= 2.0
+            distances -= products
             np.maximum(distances, 0.0, out=distances)
         else:
             distances = np.abs(S - x).sum(axis=1).astype(np.float64)
@@ -214,7 +216,9 @@ class _KernelExpansion:
         if not self.size:
             return np.zeros(0), 0.0
         exponents = self._exponents(row, extra)
-        return exponents, float(np.exp(-exponents) @ self._a[: self.size])
+        kernels = np.negative(exponents)
+        np.exp(kernels, out=kernels)
+        return exponents, float(kernels @ self._a[: self.size])
 
     def _load_row(self, x: np.ndarray, v, u: np.ndarray | None = None) -> tuple[np.ndarray, float]:
         """Copy `v` into the buffer `x`; the padded row and its `extra` for `_exponents`."""
