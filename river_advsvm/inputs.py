@@ -137,8 +137,9 @@ def decode_name(encoded):
 def _is_number(value) -> bool:
     if isinstance(value, (bool, np.bool_)):
         return True
-    if isinstance(value, np.generic):
-        return value.dtype.kind in "iuf"
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        # A 0-d array is a number to numpy too: np.asarray([1.0, np.array(2.0)]) is numeric.
+        return value.dtype.kind in "biuf"
     return isinstance(value, numbers.Real)
 
 

@@ -12,7 +12,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from river_advsvm import AdvKernelSVM, AdvLinearSVM, InvalidInput, inputs
@@ -242,7 +242,8 @@ def test_fuzzed_dicts_are_refused_cleanly_or_learned_finitely(x, y):
 # Values the shortcut of `dict_values` must treat exactly as the general path: numbers of every
 # kind Python and numpy have, and things that only look like numbers.
 odd_values = st.sampled_from([
-    Decimal("1.5"), Fraction(1, 3), np.array(2.0), np.array([2.0]), 1 + 2j, np.complex128(1),
+    Decimal("1.5"), Fraction(1, 3), np.array(2.0), np.array([2.0]), np.array(True),
+    np.array("a"), np.array(Decimal(1), dtype=object), 1 + 2j, np.complex128(1),
     np.float16(0.5), np.longdouble(2.5), np.uint8(200), np.str_("1.5"), "1.5", b"1", None,
     10**400, -(10**400), 2**70, float("inf"), np.datetime64(1, "s"),
 ])
@@ -256,6 +257,7 @@ shortcut_values = st.one_of(values, odd_values, numpy_values)
 @settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
 @given(x=st.dictionaries(st.text(max_size=3), shortcut_values, max_size=8),
        missing_ok=st.booleans())
+@example(x={"a": -0.0, "b": np.array(2.0), "c": Fraction(1, 3)}, missing_ok=False)
 def test_the_dict_shortcut_accepts_and_converts_exactly_as_the_general_path(x, missing_ok):
     names = list(x)
     try:
