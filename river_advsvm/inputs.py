@@ -216,9 +216,10 @@ def _plain_floats(x: dict) -> np.ndarray | None:
     an array makes the total one of those), then `struct` packs the values in one call, each
     through its `__float__`, as numpy would convert it.
     Anything that does not pass, NaN and out-of-bounds values included, returns None, and the
-    general path (`_numeric`, `_check_bounds`) decides and words the error. (A dict of numpy
-    scalars whose sum overflows their own type may show numpy's overflow warning here; the
-    general path then converts them exactly.)
+    general path (`_numeric`, `_check_bounds`) decides and words the error. (An object written
+    to add to a float as a float and to convert with `__float__` passes as that float. A dict
+    of numpy scalars after a first Python number may show numpy's overflow warning here when
+    their sum overflows their own type; the general path then converts them exactly.)
     """
     values = x.values()
     if values and type(next(iter(values))) not in (float, int):
@@ -233,7 +234,7 @@ def _plain_floats(x: dict) -> np.ndarray | None:
     array = np.empty(n)
     try:  # struct keeps its own bounded cache of compiled formats
         struct.pack_into(f"{n}d", array, 0, *values)
-    except (struct.error, TypeError, OverflowError):
+    except Exception:  # as for the sum: the general path decides
         return None
     if n and not (array.max() <= MAX_ABS_VALUE and array.min() >= -MAX_ABS_VALUE):
         return None
