@@ -326,7 +326,7 @@ def main(argv=None) -> int:
     choice = records[-1]
     print(f"\nbest bounded policy at B={choice['budget']} by mean of clean and PGD accuracy: "
           f"{choice['policy']} ({100 * choice['score']:.2f}%)")
-    path = common.write_records(records, args.out, "budget_policies", args.quick)
+    common.write_records(records, args.out, "budget_policies", args.quick)
     common.write_markdown(markdown(records), args.out, "budget_policies", args.quick)
     return 0
 

@@ -358,10 +358,6 @@ class FeatureIndex:
                              positions[known], np.flatnonzero(positions < 0))
         return self._last
 
-    def knows_all(self, names: list) -> bool:
-        """True when every name has a column (cheap for the names of the previous lookup)."""
-        return self.lookup(names).complete
-
     def positions(self, names: list) -> np.ndarray:
         """The column of each name, -1 where the name is unknown."""
         return self.lookup(names).positions

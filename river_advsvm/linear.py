@@ -128,8 +128,8 @@ class AdvLinearSVM(MarginClassifier):
     def _certified_radii(self, names, values, margins, norm, bounds):
         # Exact without a box: only the inputs of the sample can move, and inputs never learned
         # weigh 0. A box could only make the radius larger; it is not used.
-        positions = self._index.positions(names)
-        return certify.linear_radii(self._weights[positions[positions >= 0]], margins, norm)
+        known_columns = self._index.lookup(names).known_columns
+        return certify.linear_radii(self._weights[known_columns], margins, norm)
 
     def _max_state_bytes(self):
         return 8 * self.max_features

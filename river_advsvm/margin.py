@@ -343,11 +343,7 @@ class MarginClassifier(base.MiniBatchClassifier):
         predicted: dict = {}
         i = 0
         for names, values in rows.runs:
-            if self._index.knows_all(names):
-                i += len(values)
-                continue
-            positions = self._index.positions(names)
-            unknown = np.flatnonzero(positions < 0)
+            unknown = self._index.lookup(names).unknown
             if len(unknown):
                 is_learned = np.array([y is not None for y in labels[i : i + len(values)]])
                 for mask, found in [(is_learned, learned), (~is_learned, predicted)]:
@@ -469,14 +465,13 @@ class MarginClassifier(base.MiniBatchClassifier):
         values = np.atleast_2d(values)
         if not self._started:
             return np.zeros_like(values)
-        positions = self._index.positions(names)
-        known = positions >= 0
+        columns = self._index.lookup(names)
         G = np.zeros_like(values)
         for i in range(0, len(values), ROWS_PER_CHUNK):
             rows = slice(i, i + ROWS_PER_CHUNK)
             V, U, unknown, hashes = self._dense(names, values[rows], keep_zero=True)
             GV, GU = self._gradient_block(V, U, unknown, hashes)
-            G[rows, known] = GV[:, positions[known]]
+            G[rows, columns.known] = GV[:, columns.known_columns]
             if unknown:
                 columns = [names.index(n) for n in unknown]
                 G[rows, columns] = GU
