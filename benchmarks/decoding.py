@@ -5,7 +5,7 @@
 On the service's two message shapes (d = 16 objects, d = 784 arrays), microseconds per message
 for: the standard library with the strict hooks (what the service used before, and still uses
 to name the reason of a refusal), msgspec's typed decoder alone, orjson (if installed) plus
-the checks msgspec's types do in C, and `streams.kafka.decode` as the service calls it. Ratios
+the checks msgspec's types do in C, and `river_advsvm.streams.kafka.decode` as the service calls it. Ratios
 are to the standard library in the same run; BLAS is not involved (one thread anyway).
 
 """
@@ -24,7 +24,7 @@ sys.path.insert(0, str(common.BENCHMARKS.parent))
 
 
 def _messages(n: int, d: int) -> list[bytes]:
-    from streams import kafka as kafka_io
+    from river_advsvm.streams import kafka as kafka_io
 
     rng = np.random.default_rng(0)
     X = rng.random((n, d)).round(5)
@@ -59,7 +59,7 @@ def _per_message_us(decode, values: list[bytes], repeat: int = 3) -> float:
 
 def main(argv=None) -> int:
     args = common.parser(__doc__.splitlines()[0]).parse_args(argv)
-    from streams import kafka as kafka_io
+    from river_advsvm.streams import kafka as kafka_io
 
     candidates = {
         "stdlib_strict": kafka_io._decode_strictly,

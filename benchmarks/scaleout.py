@@ -52,13 +52,13 @@ def make_stream(n: int, d: int, seed: int = 0):
 
 
 def encode(X, y) -> list[bytes]:
-    from streams import kafka as kafka_io
+    from river_advsvm.streams import kafka as kafka_io
 
     return [kafka_io.encode(x, int(t), id=i) for i, (x, t) in enumerate(zip(X.tolist(), y))]
 
 
 def learned_messages(directories) -> int:
-    from streams import state
+    from river_advsvm.streams import state
 
     total = 0
     for directory in directories:
@@ -91,9 +91,9 @@ def worker_rate(log_path) -> float | None:
 def produce(bootstrap_servers: str, topic: str, values: list[bytes], partitions: int,
             security=None) -> None:
     """Send `values` round-robin over the partitions, with the service's own producer
-    settings (`streams.clients`: acks from all replicas) and `security` (plaintext if None)."""
-    from streams import clients
-    from streams.security import SecuritySettings
+    settings (`river_advsvm.streams.clients`: acks from all replicas) and `security` (plaintext if None)."""
+    from river_advsvm.streams import clients
+    from river_advsvm.streams.security import SecuritySettings
 
     producer = clients.Clients(bootstrap_servers, {"batch_size": 256 * 1024},
                                security=security or SecuritySettings()).producer(
@@ -105,8 +105,8 @@ def produce(bootstrap_servers: str, topic: str, values: list[bytes], partitions:
 
 
 def run(workers: int, values: list[bytes], args, root: pathlib.Path) -> dict:
-    from streams import clients
-    from streams.broker import LocalBroker
+    from river_advsvm.streams import clients
+    from river_advsvm.streams.broker import LocalBroker
 
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with LocalBroker(log_path=str(root / "broker.log")) as broker:
@@ -160,7 +160,7 @@ def run(workers: int, values: list[bytes], args, root: pathlib.Path) -> dict:
             for process in processes:
                 process.wait(60)
     rates = [worker_rate(path) for path in logs]
-    from streams import state
+    from river_advsvm.streams import state
 
     runs = [(state.describe(d).get("group") or {}).get("run") or {} for d in directories]
     runs = [r for r in runs if r.get("first") and r.get("last")]
@@ -189,7 +189,7 @@ STAGES = ("fetch", "decode", "model", "publish", "checkpoint")
 
 def rate_messages(n: int, d: int, seed: int = 0) -> list[bytes]:
     """d = 784: arrays of pixel-like values in [0, 1]; otherwise objects named f0, f1, ..."""
-    from streams import kafka as kafka_io
+    from river_advsvm.streams import kafka as kafka_io
 
     rng = np.random.default_rng(seed)
     X = rng.random((n, d)).round(3)
@@ -208,10 +208,10 @@ def model_options(d: int, policy: str) -> list[str]:
 
 def in_process(values: list[bytes], d: int, policy: str) -> dict:
     """The decoder alone, and the service's Learner (decode + model) without Kafka."""
-    from streams import cli as streams_cli
-    from streams import kafka as kafka_io
-    from streams import state
-    from streams.learner import Learner
+    from river_advsvm.streams import cli as streams_cli
+    from river_advsvm.streams import kafka as kafka_io
+    from river_advsvm.streams import state
+    from river_advsvm.streams.learner import Learner
 
     started = time.perf_counter()
     for value in values:
@@ -231,7 +231,7 @@ def in_process(values: list[bytes], d: int, policy: str) -> dict:
 def client_floor(bootstrap_servers: str, values: list[bytes]) -> dict:
     """What kafka-python alone costs per message on this broker: consuming the preloaded topic
     (500 records a poll, as the service) and producing a prediction-sized record."""
-    from streams import clients
+    from river_advsvm.streams import clients
 
     kafka = clients.Clients(bootstrap_servers)
     consumer = kafka.consumer("floor", max_poll_records=500, session_timeout_ms=2000)
@@ -261,8 +261,8 @@ def client_floor(bootstrap_servers: str, values: list[bytes]) -> dict:
 def service_rate(values: list[bytes], d: int, root: pathlib.Path, policy: str) -> dict:
     """One `advsvm serve` over a preloaded topic: its rate and its time per stage; and the
     client floor (`client_floor`) on the same broker."""
-    from streams import clients
-    from streams.broker import LocalBroker
+    from river_advsvm.streams import clients
+    from river_advsvm.streams.broker import LocalBroker
 
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     log = root / f"rate-{d}.log"

@@ -299,7 +299,7 @@ def _import_streams(command: str, extra: str, *modules: str):
     import importlib
 
     try:
-        return [importlib.import_module(f"streams.{m}") for m in modules]
+        return [importlib.import_module(f"river_advsvm.streams.{m}") for m in modules]
     except ImportError as error:
         print(_STREAMS_MISSING.format(command=command, module=error.name, extra=extra),
               file=sys.stderr)
@@ -402,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="show the traceback of an error, not only its one-line message")
     subparsers = parser.add_subparsers(required=True, metavar="COMMAND")
     _add_demo(subparsers)
-    subparsers.add_parser(  # parsed by streams.cli: `main` hands `serve ...` over before this
+    subparsers.add_parser(  # parsed by river_advsvm.streams.cli: `main` hands `serve ...` over before this
         "serve", add_help=False,
         help="test-then-train on a Kafka topic, exactly once across crashes (advsvm serve --help)")
     _add_inspect(subparsers)
@@ -443,7 +443,7 @@ def _error_message(error: Exception) -> str:
 
 def _serve(argv: list[str]) -> int | None:
     """`advsvm [--debug] serve ...` and `advsvm inspect --bootstrap-servers ...` are parsed and
-    run by `streams.cli` (the kafka extra); None for any other command."""
+    run by `river_advsvm.streams.cli` (the kafka extra); None for any other command."""
     position = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), None)
     if position is None or set(argv[:position]) - {"--debug"}:
         return None

@@ -20,7 +20,7 @@ Differences from Apache Kafka that the service works around (probed with tansu 0
 Examples
 --------
 
->>> from streams.broker import LocalBroker
+>>> from river_advsvm.streams.broker import LocalBroker
 >>> with LocalBroker() as broker:  # doctest: +SKIP
 ...     print(broker.bootstrap_servers)
 127.0.0.1:41721

@@ -1,7 +1,7 @@
 """`advsvm serve` and `advsvm inspect --bootstrap-servers`: the command line of the Kafka side.
 
 `river_advsvm.cli` hands every `advsvm serve ...` command line to `main` here (the core never
-imports Kafka); `python -m streams.cli ARGS` is the same as `advsvm serve ARGS`.
+imports Kafka); `python -m river_advsvm.streams.cli ARGS` is the same as `advsvm serve ARGS`.
 
 """
 
@@ -11,7 +11,7 @@ import argparse
 import importlib.util
 import sys
 
-from streams.serve_parser import build_parser
+from river_advsvm.streams.serve_parser import build_parser
 
 __all__ = ["build_inspect_parser", "build_parser", "inspect_group", "inspect_main", "main"]
 
@@ -72,7 +72,7 @@ def _worker_argv(args: argparse.Namespace):
 
     def argv(bootstrap_servers: str, topic: str, group: str, checkpoint_dir: str,
              worker_id: str) -> list[str]:
-        return [sys.executable, "-m", "streams.cli",
+        return [sys.executable, "-m", "river_advsvm.streams.cli",
                 "--bootstrap-servers", bootstrap_servers, "--topic", topic, "--group", group,
                 "--checkpoint-dir", checkpoint_dir, "--worker-id", worker_id, *options]
 
@@ -103,13 +103,13 @@ def _check_group_options(args: argparse.Namespace, model_factory) -> None:
         return
     if args.model != "kernel":
         raise ValueError("workers that sync need --model kernel (AdvKernelSVM)")
-    from streams import merge
+    from river_advsvm.streams import merge
 
     merge.check_mergeable_params(model_factory()._get_params())
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from streams import logs, metrics, security
+    from river_advsvm.streams import logs, metrics, security
 
     logs.configure(args.log_level, args.log_format)
     settings = security.from_args(args)  # every file read and checked now
@@ -148,7 +148,7 @@ def _serve(args: argparse.Namespace) -> int:
         security=settings,
     )
     if args.local_broker:
-        from streams import local
+        from river_advsvm.streams import local
 
         overrides = dict(options, topic=args.topic, group=args.group,
                          checkpoint_dir=args.checkpoint_dir)
@@ -167,7 +167,7 @@ def _serve(args: argparse.Namespace) -> int:
                                         ("--checkpoint-dir", args.checkpoint_dir)] if not value]
     if missing:
         raise ValueError(f"{', '.join(missing)} required (or use --local-broker)")
-    from streams import service
+    from river_advsvm.streams import service
 
     config = service.ServiceConfig(
         bootstrap_servers=args.bootstrap_servers, topic=args.topic, group=args.group,
@@ -190,20 +190,20 @@ def inspect_group(args: argparse.Namespace) -> int:
     clients connect in plaintext."""
     import json
 
-    from streams import security
+    from river_advsvm.streams import security
 
     if not (args.sync_topic and args.bootstrap_servers):
         print("advsvm inspect: a group needs both --bootstrap-servers and --sync-topic",
               file=sys.stderr)
         return 2
-    from streams import group
+    from river_advsvm.streams import group
     try:
         settings = (security.from_args(args) if hasattr(args, "security_protocol")
                     else security.SecuritySettings())
     except security.SecurityError as error:
         print(f"advsvm inspect: {error}", file=sys.stderr)
         return 2
-    from streams.connection_check import ConnectionCheckError, check_connection, explain
+    from river_advsvm.streams.connection_check import ConnectionCheckError, check_connection, explain
 
     try:
         # The clients would only say that they could not bootstrap; the check says why.
@@ -235,8 +235,8 @@ def inspect_group(args: argparse.Namespace) -> int:
 def build_inspect_parser() -> argparse.ArgumentParser:
     """The parser of `advsvm inspect --bootstrap-servers B --sync-topic S` with the security
     flags of `serve`."""
-    from streams import security
-    from streams.serve_parser import _Parser
+    from river_advsvm.streams import security
+    from river_advsvm.streams.serve_parser import _Parser
 
     parser = _Parser(prog="advsvm inspect", description=(
         "Print the group of workers behind a snapshot topic as JSON: totals over the latest "
@@ -261,9 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     (see `advsvm serve --help`). Every error is one line on stderr (`--debug`: and its
     traceback)."""
     from river_advsvm.checkpoint import CheckpointError
-    from streams.broker import BrokerError
-    from streams import logs
-    from streams.lifecycle import BrokerUnreachable, SettingsRefused
+    from river_advsvm.streams.broker import BrokerError
+    from river_advsvm.streams import logs
+    from river_advsvm.streams.lifecycle import BrokerUnreachable, SettingsRefused
 
     args = build_parser().parse_args(argv)
     try:

@@ -1,6 +1,6 @@
 """Every Kafka client the service uses is made here, from one `Clients` object.
 
-A `Clients` holds the bootstrap servers, the security settings (`streams.security`: TLS and
+A `Clients` holds the bootstrap servers, the security settings (`river_advsvm.streams.security`: TLS and
 SASL) and a dict of other extra kafka-python settings; all of them reach every client it makes
 (the service's consumer and producer, the admin client that creates topics, the group's
 snapshot reader, `advsvm inspect --bootstrap-servers`, the local broker's replay producer, the
@@ -11,8 +11,8 @@ security setting goes in `security`, not among the extra settings.
 Examples
 --------
 
->>> from streams.clients import Clients
->>> from streams.security import SecuritySettings
+>>> from river_advsvm.streams.clients import Clients
+>>> from river_advsvm.streams.security import SecuritySettings
 >>> clients = Clients("127.0.0.1:9092", {"linger_ms": 20},
 ...                   security=SecuritySettings(security_protocol="SSL", ssl_cafile="ca.pem"))
 >>> clients.settings["security_protocol"], clients.settings["linger_ms"]
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from streams.security import CLIENT_KEYS, SecuritySettings
+from river_advsvm.streams.security import CLIENT_KEYS, SecuritySettings
 
 __all__ = ["BOOTSTRAP_TIMEOUT_MS", "FIXED_SETTINGS", "Clients", "create_topics", "topic_id"]
 
@@ -62,7 +62,7 @@ class Clients:
     bootstrap_timeout_ms
         How long a client waits for a first broker before raising `NoBrokersAvailable`.
     security
-        TLS and SASL (`streams.security.SecuritySettings`); plaintext by default.
+        TLS and SASL (`river_advsvm.streams.security.SecuritySettings`); plaintext by default.
 
     `settings` is, after construction, everything the clients get besides what each method
     fixes: the security settings as kafka-python names them, then the extra ones.
@@ -146,7 +146,7 @@ class Clients:
         """The settings of `producer`: acks from all replicas, retries, and no idempotence.
 
         Idempotence is off because an idempotent producer does not survive a restart of the
-        bundled broker; `streams.sink.OutputSink` resends what fails, so outputs are
+        bundled broker; `river_advsvm.streams.sink.OutputSink` resends what fails, so outputs are
         at-least-once either way.
         """
         return {

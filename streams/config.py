@@ -3,7 +3,7 @@
 Examples
 --------
 
->>> from streams.config import ServiceConfig
+>>> from river_advsvm.streams.config import ServiceConfig
 >>> config = ServiceConfig(bootstrap_servers="127.0.0.1:9092", topic="digits", group="svm",
 ...                        checkpoint_dir="/tmp/svm", sync_every=500)
 >>> config.sync_topic, config.grouped
@@ -16,8 +16,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from streams.clients import Clients
-from streams.security import SecuritySettings
+from river_advsvm.streams.clients import Clients
+from river_advsvm.streams.security import SecuritySettings
 
 __all__ = ["ServiceConfig"]
 
@@ -52,7 +52,7 @@ class ServiceConfig:
         How long the final flush may wait for the broker before giving up.
     connect_timeout
         At start-up, how long to wait for a first broker to answer before giving up
-        (`streams.service.BrokerUnreachable`). Later outages are waited out.
+        (`river_advsvm.streams.service.BrokerUnreachable`). Later outages are waited out.
     sync_every
         None: a standalone service. A number: this service is one worker of the group; every
         `sync_every` messages (or `checkpoint_interval` seconds with progress) it averages its
@@ -64,13 +64,13 @@ class ServiceConfig:
     blas_threads
         BLAS threads in the service (threadpoolctl); None or 0 leaves BLAS as it is.
     security
-        TLS and SASL settings of every Kafka client (`streams.security.SecuritySettings`;
+        TLS and SASL settings of every Kafka client (`river_advsvm.streams.security.SecuritySettings`;
         plaintext by default). At start-up the service checks them against the cluster
-        (`streams.connection_check`) and stops with `streams.lifecycle.SettingsRefused` if the
+        (`river_advsvm.streams.connection_check`) and stops with `river_advsvm.streams.lifecycle.SettingsRefused` if the
         cluster refuses them.
     client_settings
         Other extra kafka-python settings for every Kafka client of the service: see
-        `streams.clients.Clients` (security settings go in `security`).
+        `river_advsvm.streams.clients.Clients` (security settings go in `security`).
 
     """
 

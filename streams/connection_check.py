@@ -31,7 +31,7 @@ Examples
 --------
 
 >>> import ssl
->>> from streams.connection_check import explain
+>>> from river_advsvm.streams.connection_check import explain
 >>> error = ssl.SSLCertVerificationError(1, "certificate verify failed")
 >>> error.verify_code, error.verify_message = 10, "certificate has expired"
 >>> explain(error, "broker.example.com:9093")
@@ -46,7 +46,7 @@ import ssl
 import struct
 import time
 
-from streams.security import MECHANISMS, SecuritySettings
+from river_advsvm.streams.security import MECHANISMS, SecuritySettings
 
 __all__ = ["ConnectionCheckError", "check_connection", "explain", "parse_bootstrap"]
 

@@ -2,14 +2,14 @@
 
 `advsvm serve --sync-every N` makes the service one *worker* of its consumer group. Kafka
 spreads the input topic's partitions over the workers; every worker has the same model options,
-so their models can be averaged (`streams.merge`): support vectors ('merge', 'remove') in
+so their models can be averaged (`river_advsvm.streams.merge`): support vectors ('merge', 'remove') in
 function space, the 'compact' random features (same seed) coefficient by coefficient. The
 kernel bandwidth is a fixed number (or dict) given to every worker: with `gamma='scale'` each
 worker would fit its own on its own first samples, and models of different bandwidths cannot be
 averaged, so workers refuse it (`merge.check_mergeable_params`).
 
 The group's state is a *snapshot topic* (one partition, `cleanup.policy=compact`, keyed by
-worker id). A snapshot is a worker's service checkpoint (`streams.state`, the package's safe
+worker id). A snapshot is a worker's service checkpoint (`river_advsvm.streams.state`, the package's safe
 format, as bytes): model, counters, `offsets` and the `group` bookkeeping. The protocol:
 
 - **Sync** (every N messages, or `checkpoint_interval` seconds with progress): fold the fresh
@@ -55,7 +55,7 @@ also be frozen between that commit and its publication; generations close that g
 worker's fence names the consumer group generation it was assigned in, and each snapshot the
 generation it was published in; a snapshot is ignored by every reader if its worker's latest
 fence, or a fence another worker wrote after that one, names a higher generation
-(`streams.snapshot_topic`): its partitions had moved on, from claims that did not include it.
+(`river_advsvm.streams.snapshot_topic`): its partitions had moved on, from claims that did not include it.
 A member that is still in the group publishes before the next generation exists (the
 coordinator waits for it to rejoin), so only a zombie's snapshots are ignored. The worker
 reads each snapshot it publishes back and counts it published only if the topic took it; if
@@ -68,9 +68,9 @@ group's claims (the workers' local files are republished on restart); compaction
 between a zombie's snapshot and the republication that follows it can drop the fence that made
 it stale, and the snapshot it replaced.
 
-The parts: `streams.snapshot` (the topic's records), `streams.snapshot_topic` (reading it),
-`streams.group_state` (claims, totals and the group's model over the latest snapshots) and,
-here, one worker's side of the protocol (`GroupSync`, driven by `streams.worker.GroupWorker`).
+The parts: `river_advsvm.streams.snapshot` (the topic's records), `river_advsvm.streams.snapshot_topic` (reading it),
+`river_advsvm.streams.group_state` (claims, totals and the group's model over the latest snapshots) and,
+here, one worker's side of the protocol (`GroupSync`, driven by `river_advsvm.streams.worker.GroupWorker`).
 
 """
 
@@ -82,12 +82,12 @@ import re
 import socket
 import uuid
 
-from streams import merge
-from streams import state as state_io
-from streams.group_state import claims, group_model, superseded, totals
-from streams.snapshot import (FENCE_PREFIX, Snapshot, fence_key, fence_value, new_bookkeeping,
+from river_advsvm.streams import merge
+from river_advsvm.streams import state as state_io
+from river_advsvm.streams.group_state import claims, group_model, superseded, totals
+from river_advsvm.streams.snapshot import (FENCE_PREFIX, Snapshot, fence_key, fence_value, new_bookkeeping,
                               newer, parse_snapshot)
-from streams.snapshot_topic import SnapshotReader, read_group
+from river_advsvm.streams.snapshot_topic import SnapshotReader, read_group
 
 __all__ = ["FENCE_PREFIX", "Fenced", "GroupSync", "Snapshot", "SnapshotReader", "claims",
            "group_model", "new_bookkeeping", "newer", "parse_snapshot", "read_group",
@@ -135,12 +135,12 @@ def worker_id(checkpoint_dir: str, requested: str | None = None) -> str:
 
 
 class GroupSync:
-    """One worker's side of the protocol; `streams.worker.GroupWorker` drives it.
+    """One worker's side of the protocol; `river_advsvm.streams.worker.GroupWorker` drives it.
 
     Parameters
     ----------
     clients
-        The service's `streams.clients.Clients`.
+        The service's `river_advsvm.streams.clients.Clients`.
     topic
         The snapshot topic (created with one partition, compacted).
     worker
@@ -148,7 +148,7 @@ class GroupSync:
     checkpoint_dir
         Where the local copy of the last published snapshot goes.
     sink
-        The service's `streams.sink.OutputSink`: snapshots go out through it, after the outputs.
+        The service's `river_advsvm.streams.sink.OutputSink`: snapshots go out through it, after the outputs.
 
     """
 

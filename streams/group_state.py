@@ -1,9 +1,9 @@
 """What a group's latest snapshots say together: claims, totals, the group's model.
 
-Pure functions over `streams.snapshot.Snapshot`s (no Kafka): the resume point of every
+Pure functions over `river_advsvm.streams.snapshot.Snapshot`s (no Kafka): the resume point of every
 partition (`claims`), the snapshots that a later one has entirely folded in (`superseded`),
 the merged model a new worker starts from (`group_model`) and the group's counters
-(`totals`, what `advsvm inspect` shows). See `streams.group` for the protocol.
+(`totals`, what `advsvm inspect` shows). See `river_advsvm.streams.group` for the protocol.
 
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 
-from streams import merge
-from streams.snapshot import Snapshot
+from river_advsvm.streams import merge
+from river_advsvm.streams.snapshot import Snapshot
 
 __all__ = ["claims", "group_model", "superseded", "totals"]
 

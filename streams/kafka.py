@@ -1,6 +1,6 @@
 """The service's message schema: decoding and validating input messages, dead-letter envelopes.
 
-The Kafka clients are made in `streams.clients`; outputs go out through `streams.sink`.
+The Kafka clients are made in `river_advsvm.streams.clients`; outputs go out through `river_advsvm.streams.sink`.
 
 Input messages are UTF-8 JSON objects::
 
@@ -23,7 +23,7 @@ outside the two known classes, an array whose width differs from the model's).
 Examples
 --------
 
->>> from streams import kafka
+>>> from river_advsvm.streams import kafka
 >>> sample = kafka.decode(b'{"id": 7, "x": [0.5, 1.0], "y": 1}', max_bytes=1024)
 >>> sample.id, sample.x, sample.y, sample.labelled
 (7, {0: 0.5, 1: 1.0}, 1, True)

@@ -30,9 +30,9 @@ import traceback
 import typing
 
 from river_advsvm import inputs
-from streams import kafka as kafka_io
-from streams import model_calls
-from streams import state as state_io
+from river_advsvm.streams import kafka as kafka_io
+from river_advsvm.streams import model_calls
+from river_advsvm.streams import state as state_io
 
 __all__ = ["Learner", "Outcome"]
 
@@ -61,7 +61,7 @@ class Learner:
     Parameters
     ----------
     state
-        The model and its bookkeeping (a `streams.state.ServiceState`); counters are updated
+        The model and its bookkeeping (a `river_advsvm.streams.state.ServiceState`); counters are updated
         in place, and the service replaces `state` when a checkpoint is reloaded.
     max_message_bytes
         Larger values are refused (`message_too_large`).
@@ -75,8 +75,8 @@ class Learner:
     --------
 
     >>> from river_advsvm import AdvLinearSVM
-    >>> from streams.learner import Learner
-    >>> from streams.state import ServiceState
+    >>> from river_advsvm.streams.learner import Learner
+    >>> from river_advsvm.streams.state import ServiceState
     >>> learner = Learner(ServiceState(model=AdvLinearSVM()), max_message_bytes=1024)
     >>> learner.process(b'{"x": [1.0, 0.0], "y": "cat"}').label  # no class known yet
     >>> outcomes = learner.process_many([b'{"x": [0.0, 1.0], "y": "dog"}',

@@ -1,6 +1,6 @@
 """What a service process needs around its loop: its checkpoint directory to itself, BLAS on
 one thread, a first broker within a deadline (that accepts the connection settings), and
-SIGTERM / SIGINT handled as documented in `streams.service`."""
+SIGTERM / SIGINT handled as documented in `river_advsvm.streams.service`."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import time
 
 from kafka.errors import KafkaError, KafkaTimeoutError
 
-from streams.connection_check import ConnectionCheckError, check_connection, explain
-from streams.security import SecurityError
+from river_advsvm.streams.connection_check import ConnectionCheckError, check_connection, explain
+from river_advsvm.streams.security import SecurityError
 
 __all__ = ["CHECK_TIMEOUT", "INTERRUPTED", "BrokerUnreachable", "Signals", "SettingsRefused",
            "blas_threads", "lock_directory", "reach_broker"]
@@ -57,7 +57,7 @@ def lock_directory(directory: str):
 def reach_broker(clients, topics: list[str], timeout: float, stopping: threading.Event,
                  heartbeat=lambda: None) -> bool:
     """Wait for a first broker, at most `timeout` seconds, check that it accepts the connection
-    settings (`streams.connection_check`), and create `topics` (one partition each) on it.
+    settings (`river_advsvm.streams.connection_check`), and create `topics` (one partition each) on it.
 
     Returns False if `stopping` came first; raises `SettingsRefused` as soon as the cluster
     refuses the settings, and `BrokerUnreachable` after the timeout (with the last reason).

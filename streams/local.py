@@ -8,7 +8,7 @@ file on request: they are gone with the broker), and stops the broker. Everythin
 127.0.0.1 and in memory.
 
 Replay sources: 'phishing' (River's bundled Phishing data set, no download), a Parquet file
-(read with `streams.parquet`, label column `y` unless told otherwise) or an `.npz` file with
+(read with `river_advsvm.streams.parquet`, label column `y` unless told otherwise) or an `.npz` file with
 `X_train`/`y_train` (e.g. the project's MNIST).
 
 With `workers=N` it runs N `advsvm serve --sync-every` processes in one consumer group instead
@@ -28,11 +28,11 @@ import tempfile
 import time
 import typing
 
-from streams import clients
-from streams import kafka as kafka_io
-from streams import state as state_io
-from streams.broker import LocalBroker
-from streams.service import Service, ServiceConfig
+from river_advsvm.streams import clients
+from river_advsvm.streams import kafka as kafka_io
+from river_advsvm.streams import state as state_io
+from river_advsvm.streams.broker import LocalBroker
+from river_advsvm.streams.service import Service, ServiceConfig
 
 __all__ = ["replay", "replay_samples", "run_local"]
 
@@ -59,7 +59,7 @@ def replay_samples(source: str, target: str = "y", limit: int | None = None,
         scale = 255.0 if X.dtype == np.uint8 else 1.0
         samples = ((row / scale, label) for row, label in zip(X, y.tolist()))
     else:
-        from streams import parquet
+        from river_advsvm.streams import parquet
 
         samples = parquet.iter_rows(source, target=target)
     if pair is not None:
@@ -84,7 +84,7 @@ def _checked_samples(source: str, target: str, limit, pair):
 def replay(bootstrap_servers: str, topic: str, samples, unlabelled_every: int = 0,
            security=None) -> int:
     """Produce `samples` as input messages (ids 0, 1, ...); returns how many were sent.
-    `security`: the `streams.security.SecuritySettings` of the producer (plaintext if None)."""
+    `security`: the `river_advsvm.streams.security.SecuritySettings` of the producer (plaintext if None)."""
     producer = _clients(bootstrap_servers, security).producer(client_id="advsvm-replay",
                                                               linger_ms=20)
     count = 0
@@ -100,7 +100,7 @@ def replay(bootstrap_servers: str, topic: str, samples, unlabelled_every: int = 
 
 
 def _clients(bootstrap_servers: str, security=None) -> clients.Clients:
-    from streams.security import SecuritySettings
+    from river_advsvm.streams.security import SecuritySettings
 
     return clients.Clients(bootstrap_servers, security=security or SecuritySettings())
 
@@ -168,7 +168,7 @@ def run_local(config_overrides: dict, model_factory, source: str = "phishing",
 def _run_workers(broker, config: ServiceConfig, workers: int, worker_argv,
                  checkpoint_dir: str) -> int:
     """Start the worker processes, wait for all of them, print the group's summary."""
-    from streams import group as group_io
+    from river_advsvm.streams import group as group_io
 
     sync_topic = config.sync_topic or ServiceConfig(
         bootstrap_servers="", topic=config.topic, group=config.group, checkpoint_dir="",

@@ -14,10 +14,10 @@ Examples
 --------
 
 >>> import io, json, logging
->>> from streams import logs
+>>> from river_advsvm.streams import logs
 >>> stream = io.StringIO()
 >>> logs.configure("info", "json", stream=stream)
->>> logging.getLogger("streams.service").info("checkpoint %d", 3,
+>>> logging.getLogger("river_advsvm.streams.service").info("checkpoint %d", 3,
 ...                                           extra=logs.fields(learned_total=7))
 >>> line = json.loads(stream.getvalue())
 >>> line["message"], line["level"], line["learned_total"]

@@ -33,7 +33,7 @@ Examples
 --------
 
 >>> from river_advsvm import AdvKernelSVM
->>> from streams import merge
+>>> from river_advsvm.streams import merge
 >>> a, b = AdvKernelSVM(gamma=0.5, budget=8, seed=0), AdvKernelSVM(gamma=0.5, budget=8, seed=0)
 >>> a.learn_one({"u": 1.0}, True); b.learn_one({"v": -1.0}, False)
 >>> merged = merge.average([(*a.to_checkpoint(), 3.0), (*b.to_checkpoint(), 1.0)], n_learned=2)

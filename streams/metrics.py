@@ -51,7 +51,7 @@ Examples
 --------
 
 >>> import urllib.request
->>> from streams.metrics import MetricsServer, Reading
+>>> from river_advsvm.streams.metrics import MetricsServer, Reading
 >>> server = MetricsServer(lambda: Reading(messages=3, learned=2, dead_letters={"not_json": 1},
 ...                                        seconds_since_poll=0.1, ready=True)).start()
 >>> page = urllib.request.urlopen(server.url + "/metrics").read().decode()
@@ -125,7 +125,7 @@ class Reading:
 
     @classmethod
     def from_state(cls, state, monitor=None, **others) -> Reading:
-        """A reading of a `streams.state.ServiceState` (counters and model) and a
+        """A reading of a `river_advsvm.streams.state.ServiceState` (counters and model) and a
         `RobustnessMonitor` (rolling accuracies); `others` are the remaining fields."""
         counters = state.counters
         model = state.model
@@ -317,7 +317,7 @@ def partition_lag(consumer, offsets: dict, assignment) -> dict:
 
 
 def read_session(session) -> Reading:
-    """The reading of a running service's `streams.session.Session`, from any thread.
+    """The reading of a running service's `river_advsvm.streams.session.Session`, from any thread.
 
     It only reads: the state's counters and model (replaced whole on a reload, so taken once),
     the run's `Progress` (the lag is replaced whole at each poll), the monitor's windows (read
@@ -325,7 +325,7 @@ def read_session(session) -> Reading:
     import os
     import time
 
-    from streams import state as state_io
+    from river_advsvm.streams import state as state_io
 
     state, progress = session.state, session.progress
     now = time.monotonic()

@@ -9,7 +9,7 @@ A prediction::
 what the model had learned once this message was (in a group: the merged model's samples).
 An alert is the monitor's alert (`river_advsvm.monitor.Alert`) with `"alert"` (its type), the
 message's `message_id`, `topic`, `partition` and `offset`. A dead letter is the envelope of
-`streams.kafka.dead_letter`.
+`river_advsvm.streams.kafka.dead_letter`.
 
 Every output is strict JSON: a number that is not finite (NaN, infinity) is written as null,
 never as the `NaN` or `Infinity` that strict parsers refuse.
@@ -23,7 +23,7 @@ import logging
 
 import msgspec
 
-from streams import kafka as kafka_io
+from river_advsvm.streams import kafka as kafka_io
 
 __all__ = ["Outputs", "alert_json", "prediction_json"]
 
@@ -78,7 +78,7 @@ class Outputs:
     config
         The `ServiceConfig` (which topics; None drops that output).
     sink
-        The `streams.sink.OutputSink` they go through.
+        The `river_advsvm.streams.sink.OutputSink` they go through.
     counters
         A callable returning the state's counters (the state is replaced on reloads).
 

@@ -23,7 +23,7 @@ Examples
 --------
 
 >>> import tempfile, numpy as np
->>> from streams import parquet
+>>> from river_advsvm.streams import parquet
 >>> X = np.arange(12, dtype=float).reshape(4, 3); y = np.array([0, 1, 0, 1])
 >>> path = tempfile.mkdtemp() + "/toy.parquet"
 >>> parquet.write(path, X, y, layout="list", row_group_size=2)

@@ -16,12 +16,12 @@ PKCS12) is refused with the command that converts it.
 A flag wins over the same setting in the properties file. Every file is read, and the TLS
 context built, when the settings are made: a missing file, a CA file with no certificate or a
 key that does not match its certificate is a one-line `SecurityError` before anything
-connects. Whether the broker then accepts the settings is `streams.connection_check`'s job.
+connects. Whether the broker then accepts the settings is `river_advsvm.streams.connection_check`'s job.
 
 Examples
 --------
 
->>> from streams.security import SecuritySettings
+>>> from river_advsvm.streams.security import SecuritySettings
 >>> SecuritySettings().client_kwargs()
 {'security_protocol': 'PLAINTEXT'}
 >>> settings = SecuritySettings(security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from streams import logs, metrics, security
+from river_advsvm.streams import logs, metrics, security
 
 __all__ = ["build_parser"]
 

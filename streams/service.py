@@ -1,18 +1,18 @@
 """`advsvm serve`: test-then-train on a Kafka topic, exactly once across crashes.
 
 The loop, for the records of each poll (in offset order within a partition), in batches of
-at most `checkpoint_every` messages and `BATCH_BYTES` bytes (`streams.learner`):
+at most `checkpoint_every` messages and `BATCH_BYTES` bytes (`river_advsvm.streams.learner`):
 
-1. validate each message (`streams.kafka.decode`, `check_against`); an invalid one becomes a
+1. validate each message (`river_advsvm.streams.kafka.decode`, `check_against`); an invalid one becomes a
    dead letter and the model never sees it;
 2. predict each valid message, and publish the prediction (labelled or not);
 3. if it has a label: show it to the monitor (alerts are published), then learn it. The model
    learns a batch in one call, with exactly the results of one message at a time.
 
-Exactly-once learning. The checkpoint (`streams.state`) is the one source of truth: the model,
+Exactly-once learning. The checkpoint (`river_advsvm.streams.state`) is the one source of truth: the model,
 the next offset of every partition and the counters, in one file replaced atomically every
 `checkpoint_every` messages or `checkpoint_interval` seconds, and reloaded at every partition
-assignment (`streams.standalone`): if the process dies (SIGKILL, power cut) at any point, the
+assignment (`river_advsvm.streams.standalone`): if the process dies (SIGKILL, power cut) at any point, the
 model state after restart and catch-up is the one an uninterrupted run reaches.
 
 Outputs (predictions, alerts, dead letters) are at-least-once: they are flushed with acks=all
@@ -21,7 +21,7 @@ partitions over), never one by one, so a crash can duplicate an output but never
 
 Broker outages: the consumer reconnects by itself and the output sink retries with backoff;
 nothing is learned while the broker is away, and nothing crashes. A topic that comes back with
-a new topic id restarts at its beginning (see `streams.standalone`).
+a new topic id restarts at its beginning (see `river_advsvm.streams.standalone`).
 
 Signals and exit statuses. SIGTERM and SIGINT (Ctrl-C) drain: the batch in hand is finished,
 outputs are flushed, a final checkpoint is written and the consumer leaves its group; a second
@@ -42,8 +42,8 @@ A message never stops the service: whatever goes wrong with one becomes its dead
 
 Several workers, one model (`sync_every`): the service is then one worker of its consumer
 group, and its checkpoint is published to the group's snapshot topic, from which partitions
-are handed over between workers and peers' models are averaged in; see `streams.worker` and
-`streams.group`.
+are handed over between workers and peers' models are averaged in; see `river_advsvm.streams.worker` and
+`river_advsvm.streams.group`.
 
 BLAS runs on one thread in the service (`blas_threads`): a one-sample matrix-vector product
 gains nothing from more, and on a shared machine extra BLAS threads only contend.
@@ -52,8 +52,8 @@ Examples
 --------
 
 >>> from river_advsvm import AdvKernelSVM
->>> from streams.config import ServiceConfig
->>> from streams.service import Service
+>>> from river_advsvm.streams.config import ServiceConfig
+>>> from river_advsvm.streams.service import Service
 >>> config = ServiceConfig(bootstrap_servers="127.0.0.1:9092", topic="digits", group="svm",
 ...                        checkpoint_dir="/tmp/svm", predictions_topic="digits-predictions")
 >>> service = Service(config, model_factory=lambda: AdvKernelSVM(epsilon=0.1, seed=0))
@@ -74,16 +74,16 @@ import typing
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import KafkaError
 
-from streams import lifecycle
-from streams import state as state_io
-from streams.config import ServiceConfig
-from streams.lifecycle import BrokerUnreachable, SettingsRefused
-from streams.learner import Learner, Outcome
-from streams.outputs import Outputs, dead_letter_cap
-from streams.session import Session
-from streams.sink import OutputSink
-from streams.standalone import Standalone
-from streams.worker import GroupWorker
+from river_advsvm.streams import lifecycle
+from river_advsvm.streams import state as state_io
+from river_advsvm.streams.config import ServiceConfig
+from river_advsvm.streams.lifecycle import BrokerUnreachable, SettingsRefused
+from river_advsvm.streams.learner import Learner, Outcome
+from river_advsvm.streams.outputs import Outputs, dead_letter_cap
+from river_advsvm.streams.session import Session
+from river_advsvm.streams.sink import OutputSink
+from river_advsvm.streams.standalone import Standalone
+from river_advsvm.streams.worker import GroupWorker
 
 __all__ = ["BrokerUnreachable", "Learner", "Outcome", "Service", "ServiceConfig",
            "SettingsRefused"]
@@ -155,7 +155,7 @@ class Service:
                                      labels=labels)
 
     def throughput(self) -> float:
-        """Messages per second in this run (see `streams.session.Progress.throughput`)."""
+        """Messages per second in this run (see `river_advsvm.streams.session.Progress.throughput`)."""
         return self.session.progress.throughput()
 
     def checkpoint(self) -> bool:

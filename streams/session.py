@@ -3,9 +3,9 @@
 A `Session` holds the consumer, the output sink, the learner (and through it the state that
 checkpoints save), the partitions assigned now, and `Progress`, the run's observable progress
 (messages processed, rate, time of the last poll, messages since the last checkpoint, consumer
-lag, whether the partitions are positioned). The loop (`streams.service`) and the checkpoint
-strategies (`streams.standalone`, `streams.worker`) work on it; an observer (logs, metrics, a
-health check) reads it with `Session.reading` (`streams.metrics.Reading`) from any thread,
+lag, whether the partitions are positioned). The loop (`river_advsvm.streams.service`) and the checkpoint
+strategies (`river_advsvm.streams.standalone`, `river_advsvm.streams.worker`) work on it; an observer (logs, metrics, a
+health check) reads it with `Session.reading` (`river_advsvm.streams.metrics.Reading`) from any thread,
 without touching the loop.
 
 Liveness: `Progress.last_poll` is when the loop last polled Kafka, or last waited for the
@@ -26,10 +26,10 @@ from kafka import TopicPartition
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from streams import clients as clients_io
-from streams import logs, metrics
-from streams import state as state_io
-from streams.config import ServiceConfig
+from river_advsvm.streams import clients as clients_io
+from river_advsvm.streams import logs, metrics
+from river_advsvm.streams import state as state_io
+from river_advsvm.streams.config import ServiceConfig
 
 __all__ = ["Progress", "Session"]
 
@@ -111,7 +111,7 @@ class Session:
     config
         The `ServiceConfig`.
     learner
-        The `streams.learner.Learner`; its `state` is what checkpoints save and restore.
+        The `river_advsvm.streams.learner.Learner`; its `state` is what checkpoints save and restore.
     new_state
         Makes the state of a fresh model (no checkpoint).
 
@@ -124,7 +124,7 @@ class Session:
         self.stopping = threading.Event()
         self.clients = clients_io.Clients(config.bootstrap_servers, config.client_settings,
                                           security=config.security)
-        self.sink = None  # a `streams.sink.OutputSink`, once running
+        self.sink = None  # a `river_advsvm.streams.sink.OutputSink`, once running
         self.consumer = None
         self.assignment: set = set()
         self.progress = Progress()

@@ -1,18 +1,18 @@
 """The records of a group's snapshot topic: snapshots, fences, and how they are parsed.
 
 A record keyed by a worker id holds that worker's *snapshot*: its service checkpoint
-(`streams.state`, the package's safe format, as bytes) with the `group` bookkeeping
+(`river_advsvm.streams.state`, the package's safe format, as bytes) with the `group` bookkeeping
 (`new_bookkeeping`), including the consumer group generation the worker published it in. A
 record whose key starts with `fence/` is a *fence*: written by a reader to learn where the end
 of the topic is. A worker's fence (`fence/<worker>`) also names the generation it was assigned
 its partitions in (`fence_value`); readers use those to ignore a zombie's late snapshots
-(`streams.snapshot_topic`). The protocol that writes and reads these records is
-`streams.group`.
+(`river_advsvm.streams.snapshot_topic`). The protocol that writes and reads these records is
+`river_advsvm.streams.group`.
 
 Examples
 --------
 
->>> from streams.snapshot import fence_key, fence_value, parse_fence
+>>> from river_advsvm.streams.snapshot import fence_key, fence_value, parse_fence
 >>> parse_fence(fence_key("w1"), fence_value(7))
 ('w1', 7)
 >>> parse_fence(fence_key("read-1f2e"), b"fence")  # a reader's fence: no generation
@@ -28,7 +28,7 @@ import dataclasses
 import json
 
 from river_advsvm.checkpoint import CheckpointError
-from streams import state as state_io
+from river_advsvm.streams import state as state_io
 
 __all__ = ["FENCE_PREFIX", "Snapshot", "fence_key", "fence_value", "new_bookkeeping", "newer",
            "parse_fence", "parse_snapshot"]
@@ -44,7 +44,7 @@ class Snapshot:
     position: int  # offset in the snapshot topic
     meta: dict
     arrays: dict
-    fields: dict  # `streams.state.parse_extra`
+    fields: dict  # `river_advsvm.streams.state.parse_extra`
     generation: int | None = None  # the consumer group generation it was published in
 
     @property
@@ -119,7 +119,7 @@ def parse_snapshot(key: bytes | None, value: bytes | None, position: int) -> Sna
     if fields["group"] is None or fields["group"]["worker"] != worker:
         raise CheckpointError(f"snapshot {position} keyed {worker!r} is not that worker's")
     state_io.from_checkpoint(meta, arrays, where)  # a model can be made of it
-    # Not among the fields `streams.state` parses: read from the metadata as written.
+    # Not among the fields `river_advsvm.streams.state` parses: read from the metadata as written.
     generation = meta["extra"]["group"].get("generation")
     if generation is not None and (not isinstance(generation, int) or isinstance(generation, bool)
                                    or generation < 0):

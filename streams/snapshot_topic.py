@@ -1,7 +1,7 @@
 """Reading a group's snapshot topic: `SnapshotReader` follows it, `read_group` reads it once.
 
-Both keep the latest snapshot of every worker (`streams.snapshot`); their Kafka clients come
-from `streams.clients.Clients`, like every client of the service.
+Both keep the latest snapshot of every worker (`river_advsvm.streams.snapshot`); their Kafka clients come
+from `river_advsvm.streams.clients.Clients`, like every client of the service.
 
 Zombie snapshots are ignored. A worker writes a fence naming its consumer group generation each
 time it is assigned partitions, and publishes its snapshots with the generation it holds them
@@ -14,7 +14,7 @@ waits for it to rejoin), so only a zombie's snapshot can be stale. Fences writte
 worker's own do not count against it: a group whose generations start over (a new coordinator)
 is not taken for zombies. The rule depends on the log alone, so every reader decides alike; a
 compacted log only drops records, which can make a stale snapshot look valid again (see
-`streams.group`), never the reverse.
+`river_advsvm.streams.group`), never the reverse.
 
 """
 
@@ -24,7 +24,7 @@ import logging
 import time
 import uuid
 
-from streams.snapshot import (Snapshot, fence_key, fence_value, newer, parse_fence,
+from river_advsvm.streams.snapshot import (Snapshot, fence_key, fence_value, newer, parse_fence,
                               parse_snapshot)
 
 __all__ = ["FETCH_BYTES", "SnapshotReader", "read_group"]
@@ -119,11 +119,11 @@ def read_group(bootstrap_servers: str, topic: str, timeout: float = 30.0,
     """The latest snapshot of every worker of a group, read to the end of its snapshot topic.
 
     Writes one fence record (ignored by workers) to know where the end is. `security` (a
-    `streams.security.SecuritySettings`) and `settings` (other Kafka client settings) reach
-    both clients, as in `streams.clients.Clients`.
+    `river_advsvm.streams.security.SecuritySettings`) and `settings` (other Kafka client settings) reach
+    both clients, as in `river_advsvm.streams.clients.Clients`.
     """
-    from streams.clients import Clients
-    from streams.security import SecuritySettings
+    from river_advsvm.streams.clients import Clients
+    from river_advsvm.streams.security import SecuritySettings
 
     clients = Clients(bootstrap_servers, settings or {}, security=security or SecuritySettings())
     producer = clients.producer(client_id="advsvm-inspect")

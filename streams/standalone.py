@@ -1,6 +1,6 @@
 """Checkpoints of a service that owns its model alone: one local file, reloaded at assignment.
 
-The checkpoint file (`streams.state`) is the one source of truth: the model, the next offset of
+The checkpoint file (`river_advsvm.streams.state`) is the one source of truth: the model, the next offset of
 every partition and the counters, replaced atomically. On every partition assignment (start-up
 included) the service reloads that file and seeks each partition to its offset, so whatever was
 learned after the last checkpoint is read and learned again, and nothing twice. Kafka's
@@ -19,8 +19,8 @@ from __future__ import annotations
 import logging
 import time
 
-from streams import state as state_io
-from streams.session import Session
+from river_advsvm.streams import state as state_io
+from river_advsvm.streams.session import Session
 
 __all__ = ["Standalone"]
 

@@ -19,7 +19,7 @@ The counters (`new_counters`) are the one place where the service counts what it
 saved with the model, so they are exact across crashes. Version 1 checkpoints (counters
 `messages`, `correct`, and `predicted` for the unlabelled messages only) are read too.
 
-A worker of a group (`advsvm serve --sync-every N`, see `streams.group`) publishes this same
+A worker of a group (`advsvm serve --sync-every N`, see `river_advsvm.streams.group`) publishes this same
 checkpoint as its snapshot, with `group`::
 
     {"worker": "host-1a2b3c4d", "seq": 12,        # who, and its 12th snapshot
@@ -37,7 +37,7 @@ Examples
 
 >>> import tempfile
 >>> from river_advsvm import AdvLinearSVM
->>> from streams import state
+>>> from river_advsvm.streams import state
 >>> directory = tempfile.mkdtemp()
 >>> model = AdvLinearSVM()
 >>> model.learn_one({"a": 1.0}, True)

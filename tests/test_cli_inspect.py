@@ -11,7 +11,7 @@ import pytest
 
 from river_advsvm import AdvKernelSVM, checkpoint, cli
 
-state = pytest.importorskip("streams.state")
+state = pytest.importorskip("river_advsvm.streams.state")
 
 RESERVED = ("format", "version", "arrays")
 

@@ -15,14 +15,14 @@ pytest.importorskip("cryptography")
 from kafka import errors as kafka_errors  # noqa: E402
 
 from kafka_helpers import wait_until  # noqa: E402
-from streams.broker import LocalBroker, free_port  # noqa: E402
-from streams.connection_check import (  # noqa: E402
+from river_advsvm.streams.broker import LocalBroker, free_port  # noqa: E402
+from river_advsvm.streams.connection_check import (  # noqa: E402
     ConnectionCheckError,
     check_connection,
     explain,
     parse_bootstrap,
 )
-from streams.security import SecuritySettings  # noqa: E402
+from river_advsvm.streams.security import SecuritySettings  # noqa: E402
 from tls_helpers import TlsProxy  # noqa: E402
 
 pytestmark = pytest.mark.kafka

@@ -96,7 +96,7 @@ def test_demo_reads_an_npz_and_evaluates_its_test_set(capsys, tmp_path):
 
 
 def test_demo_reads_a_parquet_file_with_a_held_out_fraction(capsys, tmp_path):
-    parquet = pytest.importorskip("streams.parquet")
+    parquet = pytest.importorskip("river_advsvm.streams.parquet")
     X, y = demo.load_digits_pair(1, 7, seed=1)
     path = tmp_path / "tiny.parquet"
     parquet.write(path, (X * 16).astype(np.uint8), y, layout="list", target_name="digit",
@@ -214,7 +214,7 @@ def test_numeric_options_are_parsed_or_refused_in_one_line(option, text):
 
 
 def test_a_parquet_file_with_boolean_labels(capsys, tmp_path):
-    parquet = pytest.importorskip("streams.parquet")
+    parquet = pytest.importorskip("river_advsvm.streams.parquet")
     X, y = demo.load_digits_pair(1, 7, seed=1)
     path = tmp_path / "bool.parquet"
     parquet.write(path, (X * 16).astype(np.uint8), y == 7, layout="list", target_name="is7",

@@ -174,6 +174,6 @@ def test_the_readme_is_short_and_its_links_resolve():
 def test_the_kafka_page_lists_every_dead_letter_code():
     """A code the service can write into a dead letter and the docs do not explain is a code
     an operator cannot act on."""
-    kafka = pytest.importorskip("streams.kafka")
+    kafka = pytest.importorskip("river_advsvm.streams.kafka")
     text = (ROOT / "docs" / "kafka.md").read_text()
     assert [code for code in kafka.REASONS if f"`{code}`" not in text] == []

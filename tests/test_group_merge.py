@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from river_advsvm import AdvKernelSVM
 from river_advsvm import checkpoint
-from streams import group, merge
-from streams import state as state_io
+from river_advsvm.streams import group, merge
+from river_advsvm.streams import state as state_io
 
 PARAMS = dict(epsilon=0.1, gamma=0.2, budget=64, budget_policy="compact", seed=3)
 #: Support vectors, with room for every vector of a few models (no maintenance) unless a test

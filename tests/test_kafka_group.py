@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 import kafka_helpers as kh
-from streams import group as group_io
-from streams import clients
-from streams import kafka as kafka_io
+from river_advsvm.streams import group as group_io
+from river_advsvm.streams import clients
+from river_advsvm.streams import kafka as kafka_io
 
 pytestmark = pytest.mark.kafka
 
@@ -285,8 +285,8 @@ def test_a_snapshot_published_after_a_peer_fenced_a_newer_generation_is_ignored(
     and a group whose generations start over (a new coordinator) is not taken for a zombie:
     only fences from a worker's own on count against it."""
     from river_advsvm import AdvKernelSVM
-    from streams import state as state_io
-    from streams.sink import OutputSink
+    from river_advsvm.streams import state as state_io
+    from river_advsvm.streams.sink import OutputSink
 
     topic = "fenced-snapshots"
     kafka_clients = clients.Clients(broker.bootstrap_servers)
@@ -452,7 +452,7 @@ def test_a_worker_refuses_a_checkpoint_whose_model_cannot_be_averaged(broker, tm
     """The checkpoint wins over the model options: one of `gamma='scale'` (each worker would
     have its own bandwidth) stops a worker at start with a one-line error."""
     from river_advsvm import AdvKernelSVM
-    from streams import state as state_io
+    from river_advsvm.streams import state as state_io
 
     model = AdvKernelSVM(gamma="scale", warm_up=5, seed=0)
     for x, label in zip(*kh.stream(20, d=D)):

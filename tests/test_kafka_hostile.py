@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 
 import kafka_helpers as kh
 from river_advsvm import AdvKernelSVM
-from streams import clients
-from streams import cli as streams_cli
-from streams import kafka as kafka_io
-from streams import state
-from streams.broker import free_port
-from streams.learner import Learner
+from river_advsvm.streams import clients
+from river_advsvm.streams import cli as streams_cli
+from river_advsvm.streams import kafka as kafka_io
+from river_advsvm.streams import state
+from river_advsvm.streams.broker import free_port
+from river_advsvm.streams.learner import Learner
 
 pytestmark = pytest.mark.kafka
 

@@ -18,10 +18,10 @@ from hypothesis import strategies as st  # noqa: E402
 from river_advsvm import AdvKernelSVM, AdvLinearSVM  # noqa: E402
 from river_advsvm.attacks import PGD  # noqa: E402
 from river_advsvm.monitor import RobustnessMonitor  # noqa: E402
-from streams import kafka as kafka_io  # noqa: E402
-from streams import outputs  # noqa: E402
-from streams import state  # noqa: E402
-from streams.learner import Learner  # noqa: E402
+from river_advsvm.streams import kafka as kafka_io  # noqa: E402
+from river_advsvm.streams import outputs  # noqa: E402
+from river_advsvm.streams import state  # noqa: E402
+from river_advsvm.streams.learner import Learner  # noqa: E402
 
 import kafka_helpers as kh  # noqa: E402
 

@@ -12,10 +12,10 @@ import pytest
 pytest.importorskip("kafka")
 
 from river_advsvm import AdvKernelSVM, AdvLinearSVM, CheckpointError, cli  # noqa: E402
-from streams import kafka as kafka_io  # noqa: E402
-from streams import state  # noqa: E402
-from streams.config import ServiceConfig  # noqa: E402
-from streams.learner import Learner  # noqa: E402
+from river_advsvm.streams import kafka as kafka_io  # noqa: E402
+from river_advsvm.streams import state  # noqa: E402
+from river_advsvm.streams.config import ServiceConfig  # noqa: E402
+from river_advsvm.streams.learner import Learner  # noqa: E402
 
 
 @pytest.mark.parametrize("value, code", [
@@ -209,7 +209,7 @@ def test_serve_refuses_bad_options(capsys):
 def test_a_checkpoint_directory_serves_one_service_at_a_time(tmp_path):
     import fcntl
 
-    from streams.service import Service
+    from river_advsvm.streams.service import Service
 
     with open(tmp_path / ".lock", "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)

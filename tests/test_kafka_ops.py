@@ -23,8 +23,8 @@ pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 import kafka_helpers as kh  # noqa: E402
-from streams import clients, state  # noqa: E402
-from streams.broker import free_port  # noqa: E402
+from river_advsvm.streams import clients, state  # noqa: E402
+from river_advsvm.streams.broker import free_port  # noqa: E402
 
 pytestmark = pytest.mark.kafka
 
@@ -64,7 +64,7 @@ def scrape(port: int) -> dict:
 
 def expected_counters(values: list[bytes]) -> dict:
     """What the service must count for `values`: decoded by the message schema alone."""
-    from streams import kafka as kafka_io
+    from river_advsvm.streams import kafka as kafka_io
 
     labelled = unlabelled = 0
     codes: dict = {}
@@ -266,8 +266,8 @@ def test_liveness_fails_while_the_loop_is_stuck_and_the_process_answers(broker, 
     """The loop blocked in a step (here the monitor): /healthz answers 503 once it has not
     polled for longer than the threshold, /metrics still answers; 200 again once it moves."""
     from river_advsvm import AdvLinearSVM
-    from streams.metrics import MetricsServer
-    from streams.service import Service, ServiceConfig
+    from river_advsvm.streams.metrics import MetricsServer
+    from river_advsvm.streams.service import Service, ServiceConfig
 
     topic = "ops-stuck"
     clients.create_topics(broker.bootstrap_servers, {topic: 1})

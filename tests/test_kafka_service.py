@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import kafka_helpers as kh
-from streams import clients
-from streams import state
+from river_advsvm.streams import clients
+from river_advsvm.streams import state
 
 pytestmark = pytest.mark.kafka
 

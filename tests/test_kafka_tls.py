@@ -22,10 +22,10 @@ pytest.importorskip("kafka")
 pytest.importorskip("cryptography")
 
 import kafka_helpers as kh  # noqa: E402
-from streams import cli as streams_cli  # noqa: E402
-from streams import clients, state  # noqa: E402
-from streams.broker import LocalBroker  # noqa: E402
-from streams.security import PASSWORD_ENV, SecuritySettings  # noqa: E402
+from river_advsvm.streams import cli as streams_cli  # noqa: E402
+from river_advsvm.streams import clients, state  # noqa: E402
+from river_advsvm.streams.broker import LocalBroker  # noqa: E402
+from river_advsvm.streams.security import PASSWORD_ENV, SecuritySettings  # noqa: E402
 
 pytestmark = pytest.mark.kafka
 
@@ -117,7 +117,7 @@ def test_the_replay_and_benchmark_producers_and_the_outputs_reader_through_tls(t
     the outputs it shows, take the same settings (here: TLS only works with them)."""
     import importlib.util
 
-    from streams import local
+    from river_advsvm.streams import local
 
     spec = importlib.util.spec_from_file_location("scaleout", kh.REPO + "/benchmarks/scaleout.py")
     scaleout = importlib.util.module_from_spec(spec)

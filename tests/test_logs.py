@@ -10,7 +10,7 @@ import logging
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from streams import logs, metrics
+from river_advsvm.streams import logs, metrics
 
 
 @pytest.fixture
@@ -28,12 +28,12 @@ def test_json_lines_carry_the_metric_fields(output):
     logs.configure("info", "json", stream=output)
     reading = metrics.Reading(messages=12, learned=10, dead_letters={"not_json": 2},
                               lag={("digits", 0): 4}, processing_rate=812.5)
-    log = logging.getLogger("streams.service")
+    log = logging.getLogger("river_advsvm.streams.service")
     log.info("checkpoint %d", 3, extra=logs.fields(checkpoint=3, **metrics.log_fields(reading)))
     log.debug("not shown at info")
     (line,) = lines(output)
     assert line["message"] == "checkpoint 3" and line["level"] == "info"
-    assert line["logger"] == "streams.service" and line["time"].endswith("Z")
+    assert line["logger"] == "river_advsvm.streams.service" and line["time"].endswith("Z")
     assert line["messages_consumed_total"] == 12 and line["messages_learned_total"] == 10
     assert line["dead_letters_total"] == {"not_json": 2}
     assert line["consumer_lag_messages"] == {"digits[0]": 4}
@@ -70,9 +70,9 @@ def test_plain_stays_the_default_format(output):
     args = parser.parse_args([])
     assert args.log_format == "plain"
     logs.configure("info", args.log_format, stream=output)
-    logging.getLogger("streams.service").info("assigned %s", [0], extra=logs.fields(n=1))
+    logging.getLogger("river_advsvm.streams.service").info("assigned %s", [0], extra=logs.fields(n=1))
     text = output.getvalue()
-    assert text.endswith(" INFO streams.service: assigned [0]\n") and "{" not in text
+    assert text.endswith(" INFO river_advsvm.streams.service: assigned [0]\n") and "{" not in text
 
 
 def test_configure_replaces_its_own_handler_only(output):

@@ -17,9 +17,9 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from river_advsvm import AdvKernelSVM  # noqa: E402
-from streams import metrics  # noqa: E402
-from streams.metrics import MetricsServer, Reading  # noqa: E402
-from streams.state import ServiceState  # noqa: E402
+from river_advsvm.streams import metrics  # noqa: E402
+from river_advsvm.streams.metrics import MetricsServer, Reading  # noqa: E402
+from river_advsvm.streams.state import ServiceState  # noqa: E402
 
 
 class Source:

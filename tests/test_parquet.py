@@ -16,7 +16,7 @@ import pyarrow.dataset as ds  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from river_advsvm import AdvKernelSVM, InvalidInput  # noqa: E402
-from streams import parquet  # noqa: E402
+from river_advsvm.streams import parquet  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -139,7 +139,7 @@ def test_from_npz_and_from_river(tmp_path):
 _MEASURE = textwrap.dedent("""
     import json, sys, tracemalloc
     import pyarrow as pa
-    from streams import parquet
+    from river_advsvm.streams import parquet
     path, batch_size = sys.argv[1], int(sys.argv[2])
     pool = pa.default_memory_pool()
     tracemalloc.start()

@@ -12,8 +12,8 @@ pytest.importorskip("cryptography")
 
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
-from streams import security  # noqa: E402
-from streams.security import SecurityError, SecuritySettings  # noqa: E402
+from river_advsvm.streams import security  # noqa: E402
+from river_advsvm.streams.security import SecurityError, SecuritySettings  # noqa: E402
 from tls_helpers import make_pki  # noqa: E402
 
 DEFAULTS = {"security_protocol": "PLAINTEXT"}

@@ -16,12 +16,12 @@ pytest.importorskip("kafka")
 pytest.importorskip("cryptography")
 
 from river_advsvm import AdvLinearSVM  # noqa: E402
-from streams import cli as streams_cli  # noqa: E402
-from streams import security  # noqa: E402
-from streams.clients import Clients  # noqa: E402
-from streams.config import ServiceConfig  # noqa: E402
-from streams.security import SecuritySettings  # noqa: E402
-from streams.service import Service  # noqa: E402
+from river_advsvm.streams import cli as streams_cli  # noqa: E402
+from river_advsvm.streams import security  # noqa: E402
+from river_advsvm.streams.clients import Clients  # noqa: E402
+from river_advsvm.streams.config import ServiceConfig  # noqa: E402
+from river_advsvm.streams.security import SecuritySettings  # noqa: E402
+from river_advsvm.streams.service import Service  # noqa: E402
 from tls_helpers import make_pki  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -94,7 +94,7 @@ def test_the_serve_and_inspect_flags_give_those_settings(pki, monkeypatch):
 
 def test_every_kafka_client_is_made_by_clients():
     """No module of the service or the benchmarks makes a Kafka client of its own: they all go
-    through `streams.clients.Clients`, which adds the security settings (the connection check
+    through `river_advsvm.streams.clients.Clients`, which adds the security settings (the connection check
     makes its admin client from the settings' own `client_kwargs`)."""
     makers = {"KafkaConsumer", "KafkaProducer", "KafkaAdminClient"}
     allowed = {"streams/clients.py", "streams/connection_check.py"}
@@ -173,7 +173,7 @@ def _statuses(text: str, pattern: str) -> set[int]:
 def test_one_table_of_exit_statuses():
     """The statuses of `serve --help`, of the deployment page's table and of the service's
     docs are the same set."""
-    from streams import serve_parser, service
+    from river_advsvm.streams import serve_parser, service
 
     expected = {0, 1, 2, 3, 4, 130}
     assert _statuses(serve_parser.EPILOG, r"^    (\d+) ") == expected

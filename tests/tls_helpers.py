@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from streams.broker import LOOPBACK, LocalBroker, free_port
+from river_advsvm.streams.broker import LOOPBACK, LocalBroker, free_port
 
 
 @dataclasses.dataclass
