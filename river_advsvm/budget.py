@@ -218,6 +218,10 @@ class FeatureStore:
             GU[:, columns] = S @ W.T
         return GV, GU
 
+    def gradient(self, v: np.ndarray) -> np.ndarray:
+        """`df/dx` at the row `v` (over the known inputs)."""
+        return self.gradients(v[None])[0][0]
+
     def scale(self, factor: float) -> None:
         """`f <- factor * f`."""
         self.coef[: self.size] *= factor

@@ -17,11 +17,12 @@ from __future__ import annotations
 import math
 import numbers
 import typing
+import warnings
 
 import numpy as np
 from river import base
 
-from river_advsvm import calibration, checkpoint, inputs
+from river_advsvm import calibration, checkpoint, collapse, inputs
 from river_advsvm.kernels import NORMS
 
 __all__ = ["MAX_FEATURES_LIMIT", "MarginClassifier"]
@@ -132,6 +133,7 @@ class MarginClassifier(base.MiniBatchClassifier):
         self._n_learned = 0
         self._started = False
         self._held: list[tuple[list, np.ndarray, typing.Any]] = []
+        self._collapse = collapse.CollapseWatch()
 
     # -- hooks for subclasses -------------------------------------------------------------------
 
@@ -388,6 +390,16 @@ class MarginClassifier(base.MiniBatchClassifier):
             self._add_inputs(u_names, hashes[order])
             v = np.concatenate([v, u[order]])
         sign = 1.0 if y == self._labels[-1] else -1.0
+        if not math.isfinite(g):  # inputs are bounded, so only a broken state can do this
+            raise FloatingPointError("the model's margin is not finite: a numerical failure of "
+                                     "the model, not of the sample")
+        was_collapsed = self._collapse.collapsed
+        self._collapse.update(sign, g)
+        if self._collapse.collapsed and not was_collapsed:
+            warnings.warn(
+                f"{type(self).__name__} predicts a constant: its last {self._collapse.window} "
+                "decisions did not tell the two labels apart (see `collapsed`)",
+                collapse.CollapseWarning, stacklevel=4)
         self._step(v, sign, g, self._n_learned, names)
         self._calibration.update_one(g, sign)
         self._n_learned += 1
@@ -408,6 +420,16 @@ class MarginClassifier(base.MiniBatchClassifier):
     def n_learned(self) -> int:
         """Number of samples learned so far."""
         return self._n_learned
+
+    @property
+    def collapsed(self) -> bool:
+        """True when the model has collapsed to a constant: over its last 256 learned samples,
+        each label was at least a tenth, the mean decision of one label was within 0.25 of the
+        other's (a model that learns anything separates them by far more), and no more were
+        right than by always predicting the majority label (see `river_advsvm.collapse`).
+        A warning (`river_advsvm.collapse.CollapseWarning`) is issued when it happens; the
+        robustness monitor raises an alert."""
+        return self._collapse.collapsed
 
     @property
     def n_inputs(self) -> int:
@@ -473,8 +495,7 @@ class MarginClassifier(base.MiniBatchClassifier):
             GV, GU = self._gradient_block(V, U, unknown, hashes)
             G[rows, columns.known] = GV[:, columns.known_columns]
             if unknown:
-                columns = [names.index(n) for n in unknown]
-                G[rows, columns] = GU
+                G[rows, columns.unknown] = GU
         return G
 
     def decision_gradient_one(self, x: dict) -> dict:

@@ -11,6 +11,7 @@ detectors, and the gap between the two is watched against a threshold. Three kin
 | `clean_drift`  | the detector on the clean error stream fires and the error went up          |
 | `robust_drift` | the detector on the robust error stream (attacked samples) fires, error up |
 | `robust_gap`   | clean minus robust accuracy over the window rises above `gap_threshold`    |
+| `collapsed`    | the model's decisions turned constant while both labels arrive (`collapsed`) |
 
 A detector says that the error rate changed, not which way. A model that is still learning
 changes for the better all the time, so a detection only becomes an alert when the error over
@@ -327,6 +328,7 @@ class RobustnessMonitor:
         self._clean_drift = _Worsening(detector.clone())
         self._robust_drift = _Worsening(detector.clone())
         self._gap_raised = False
+        self._collapse_raised = False
         self._alerts: collections.deque[Alert] = collections.deque(maxlen=max_alerts)
         self.last: Observation | None = None
         self.n_seen = 0
@@ -359,6 +361,12 @@ class RobustnessMonitor:
         alerts = []
         if self._clean_drift.update(int(not correct)):
             alerts.append(self._alert("clean_drift", type(self.detector).__name__))
+        # A model that reports a collapse to one class (`AdvKernelSVM.collapsed`): once as it
+        # happens, again only after it recovered.
+        collapsed = getattr(self.model, "collapsed", False) is True
+        if collapsed and not self._collapse_raised:
+            alerts.append(self._alert("collapsed", "one-sign decisions"))
+        self._collapse_raised = collapsed
 
         observation = Observation(step=self.n_seen, correct=correct, sampled=False)
         if self._is_sampled() and self._can_attack(y):
@@ -487,6 +495,7 @@ class RobustnessMonitor:
             "robust": [args[1] for args, _ in self._robust.window],
             "certified": [args[1] for args, _ in self._certified.window],
             "gap_raised": self._gap_raised,
+            "collapse_raised": self._collapse_raised,
             "clean_drift": _worsening_state(self._clean_drift),
             "robust_drift": _worsening_state(self._robust_drift),
             "alerts": [_finite(dataclasses.asdict(alert)) for alert in self._alerts],
@@ -538,6 +547,7 @@ class RobustnessMonitor:
             "n_no_gradient": _integer(state["n_no_gradient"], 0, 2**63),
             "attack_seconds": float(_number_or_none(state["attack_seconds"]) or 0.0),
             "_gap_raised": _boolean(state["gap_raised"]),
+            "_collapse_raised": _boolean(state.get("collapse_raised", False)),
             "_clean_drift": _worsening_of(state["clean_drift"], self.detector),
             "_robust_drift": _worsening_of(state["robust_drift"], self.detector),
             "_alerts": alerts,

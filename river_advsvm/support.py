@@ -454,6 +454,36 @@ class SupportVectors(_KernelExpansion):
         self._pending = (self._edits, self.n_inputs, exponents, total)
         return self._scale * total
 
+    def gradient(self, v: np.ndarray) -> np.ndarray:
+        """`df/dx` at the row of the latest `value`, from the kernel values it computed: one
+        more product with the stored vectors. `v` is that row over every input column (new
+        ones included; the vectors are 0 there).
+
+        RBF: `-2 gamma s (sum_i a_i k_i x - sum_i a_i k_i x_i)`; Laplacian (a subgradient):
+        `-gamma s sum_i a_i k_i sign(x - x_i)`.
+        """
+        pending = self._pending
+        if pending is None or pending[0] != self._edits:
+            raise RuntimeError("gradient() must follow value() of the same row, with no change "
+                               "between")
+        _, _, exponents, total = pending
+        v = np.asarray(v, dtype=np.float64)
+        n = self.n_inputs
+        if not self.size:
+            return np.zeros(len(v))
+        weights = np.exp(-exponents)
+        weights *= self._a[: self.size]
+        S = self._S[: self.size, :n]
+        if self.kernel == "rbf":
+            grad = total * v
+            grad[:n] -= weights.astype(self.dtype) @ S
+            grad *= -2.0 * self.gamma * self._scale
+            return grad
+        grad = np.sign(v) * total  # columns the vectors do not have (they are 0 there)
+        grad[:n] = weights @ np.sign(v[:n] - S)
+        grad *= -self.gamma * self._scale
+        return grad
+
     def scale(self, factor: float) -> None:
         """`f <- factor * f` (0 empties the store)."""
         factor = float(factor)

@@ -48,6 +48,8 @@ _NEWTON_TOLERANCE = 1e-7
 _NEWTON_STEPS = 100
 # The merge partners solved first: the nearest ones (the others are bounded, see best_merge).
 _NEAREST = 8
+#: The smallest coefficient ratio A / B the merge search works with (see merge_points).
+_SMALLEST_RATIO = 1e-300
 
 
 class Maintenance(typing.NamedTuple):
@@ -71,6 +73,8 @@ def plan(kernel: str, policy: str, a: np.ndarray, row) -> Maintenance:
     """
     m = int(np.abs(a).argmin())
     a_m = a[m]
+    if a_m * a_m == 0.0:  # nothing to carry over (to double precision): a removal is exact
+        return Maintenance(m, None, 1.0, 0.0, 0.0, 0.0)
     exponents_m = row(m)
     value_m = float(np.exp(-exponents_m) @ a)
     same_sign = a * a_m > 0.0
@@ -181,6 +185,9 @@ def merge_points(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
     A, B, D = float(A), np.asarray(B, dtype=np.float64), np.asarray(D, dtype=np.float64)
     swap = B < A
     ratio = np.minimum(A, B) / np.maximum(A, B) if swap.any() else A / B
+    # A ratio that underflows to 0 would make log(ratio) = -inf and Newton's step inf - inf:
+    # below this floor the merge point is at the partner to double precision anyway.
+    ratio = np.maximum(ratio, _SMALLEST_RATIO)
     # exp(-u) = inf for far partners gives sigma(u) = 0, exactly; D = 2 divides by 0 in the
     # branch not taken.
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):

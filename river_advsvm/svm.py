@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from river_advsvm import budget as rf, certify, checkpoint, inputs, kernels
+from river_advsvm import adversary, budget as rf, certify, checkpoint, inputs, kernels
 from river_advsvm.margin import MarginClassifier
 
 __all__ = ["AdvKernelSVM"]
@@ -19,23 +19,36 @@ SCALE_FACTOR = 2.0
 #: Budget policies of the support-vector representation (`river_advsvm.support`).
 SUPPORT_POLICIES = ("merge", "remove")
 POLICIES = (*SUPPORT_POLICIES, *rf.POLICIES)
+#: How the worst case of an attack is found while learning (see `AdvKernelSVM`).
+ADVERSARIES = ("pgd", "closed_form")
 
 
 class AdvKernelSVM(MarginClassifier):
     """Adversarially robust kernel SVM trained online (adv-SVM).
 
-    Each `learn_one` is one stochastic step of adv-SVM (Wu et al., AAAI 2021) on the per-sample
-    objective
+    Each `learn_one` is one stochastic step on the hinge loss at the worst point an attacker
+    can reach within `epsilon` of the sample,
 
-        (λ/2) ||f||² + [1 - y (f(x) + b) + ε' ||f||]₊
+        (λ/2) ||f||² + max_{||δ|| <= ε} [1 - y (f(x + δ) + b)]₊
 
-    where `ε' = sqrt(2 - 2 min κ(δ))` over the threat ball `||δ|| <= epsilon` is the radius in
-    kernel space that covers every input-space attack, so the bracket bounds the hinge loss
-    under the worst attack. `epsilon = 0` is the natural kernel SVM.
+    and `epsilon = 0` is the natural kernel SVM. The step: with `m = y g(x')` the margin at
+    the attacker's point `x'`, shrink `f <- (1 - η λ) f`; if `m < 1`, add `η y k(x', .)` and
+    `b <- b + η_b y`.
 
-    The step: with `active = 1 - y g(x) + ε' ||f|| > 0`, shrink `f <- (1 - η λ) f`; if active,
-    add `η y k(x, .)`, `b <- b + η_b y`, and take the exact proximal step of `η ε' ||f||`:
-    `f <- f max(0, 1 - η ε' / ||f||)`.
+    How the worst point is found, chosen by `adversary`:
+
+    - 'pgd' (default): `adversary_steps` projected gradient steps on the model's own margin,
+      from the sample, with the exact input gradient of `f`; the iterate of lowest margin is
+      learned. The attacker stays in the threat ball (and in `bounds`, if given) and moves only
+      the sample's own inputs. A sample whose margin, lowered by the closed form's bound below
+      (sound for every attack), is still above 1 is not attacked: it cannot be active.
+    - 'closed_form': the paper's bound, `[1 - y g(x) + ε' ||f||]₊`, where `ε' = sqrt(2 - 2
+      min κ(δ))` over the threat ball is the radius in kernel space that covers every
+      input-space attack; its step adds `η y k(x, .)` and takes the exact proximal step of
+      `η ε' ||f||`, `f <- f max(0, 1 - η ε' / ||f||)`. It covers the whole kernel-space ball,
+      far more than the inputs an attacker reaches in many dimensions: once `ε' ||f||` exceeds
+      what the data's margins pay, every sample is active and `f` shrinks to a constant (see
+      `collapsed`); at small radii it is cheap and certifies well.
 
     `f` has two representations, chosen by `budget_policy`:
 
@@ -97,12 +110,25 @@ class AdvKernelSVM(MarginClassifier):
     seed
         Seed of the random features. Models with the same seed and gamma (and 'compact') share
         their features, so their coefficients can be averaged.
+    adversary
+        'pgd' or 'closed_form': how the worst case within `epsilon` is found while learning
+        (see above). Used only when `epsilon > 0`.
+    adversary_steps
+        Gradient steps of the 'pgd' adversary; each costs about one more kernel row per
+        attacked sample. Each step moves by `epsilon` for one step, `2.5 epsilon / steps` for
+        more.
+    bounds
+        `(low, high)`: the box every input of the attacker's point stays in (pixels: (0, 1)),
+        as for the attacks of `river_advsvm.attacks`; None for no box.
 
     Attributes
     ----------
     kernel_radius
         `ε'` for the inputs of the last sample learned (its feature names, zero-valued ones
         included: the coordinates an attacker may move).
+    collapsed
+        True when the last 256 decisions did not tell the two labels apart: the model predicts
+        a constant (a `CollapseWarning` is issued when it happens).
 
     Examples
     --------
@@ -131,6 +157,8 @@ class AdvKernelSVM(MarginClassifier):
     Wu, Gu, Huang et al. Adversarial training of kernel SVMs by doubly stochastic gradients.
     Wang, Crammer & Vucetic. Breaking the curse of kernelization: budgeted stochastic gradient
     descent for large-scale SVM training. JMLR 13, 2012.
+    Madry, Makelov, Schmidt, Tsipras & Vladu. Towards deep learning models resistant to
+    adversarial attacks. ICLR 2018.
 
     """
 
@@ -150,6 +178,9 @@ class AdvKernelSVM(MarginClassifier):
         max_features: int = 10_000,
         warm_up: int = 100,
         seed: int | None = None,
+        adversary: str = "pgd",
+        adversary_steps: int = 1,
+        bounds: tuple[float, float] | None = None,
     ):
         super().__init__(
             epsilon=epsilon,
@@ -167,6 +198,9 @@ class AdvKernelSVM(MarginClassifier):
         self.dtype = dtype
         self.warm_up = warm_up
         self.seed = seed
+        self.adversary = adversary
+        self.adversary_steps = adversary_steps
+        self.bounds = bounds
         if kernel not in kernels.KERNELS:
             raise ValueError(f"kernel must be one of {kernels.KERNELS}, got {kernel!r}")
         self._gamma_by_name = _check_gamma(gamma)
@@ -183,6 +217,17 @@ class AdvKernelSVM(MarginClassifier):
             raise ValueError(f"warm_up must be an int in [1, 10000], got {warm_up!r}")
         if seed is not None and not isinstance(seed, int):
             raise ValueError(f"seed must be an int or None, got {seed!r}")
+        if adversary not in ADVERSARIES:
+            raise ValueError(f"adversary must be one of {ADVERSARIES}, got {adversary!r}")
+        if not (isinstance(adversary_steps, int) and 1 <= adversary_steps <= 100):
+            raise ValueError(f"adversary_steps must be an int in [1, 100], got {adversary_steps!r}")
+        if bounds is not None:
+            if not (isinstance(bounds, (tuple, list)) and len(bounds) == 2
+                    and all(isinstance(b, numbers.Real) and math.isfinite(b) for b in bounds)
+                    and bounds[0] < bounds[1]):
+                raise ValueError(f"bounds must be None or (low, high) with finite low < high, "
+                                 f"got {bounds!r}")
+            self.bounds = (float(bounds[0]), float(bounds[1]))
         # An unseeded model draws its seed now; the seed is state, saved with the model.
         self._seed = seed if seed is not None else random.getrandbits(63)
         self._gamma = None if isinstance(gamma, str) else _median_gamma(gamma)
@@ -318,13 +363,15 @@ class AdvKernelSVM(MarginClassifier):
     def _step(self, v, y, g, t, names):
         store = self._store
         q = self._input_scales
-        v = v if q is None else v * q
         eta, eta_bias = self._step_sizes(t)
         radius = self._kernel_radius_for(names) if self.epsilon > 0 else 0.0
-        if not math.isfinite(g):
-            # Cannot happen for inputs within `inputs.MAX_ABS_VALUE`; refused, not learned.
-            raise inputs.InvalidInput("the model's margin for this sample is not finite",
-                                      "not_finite")
+        if self.epsilon > 0 and self.adversary == "pgd":
+            # The attacker's point replaces the sample, unless the closed form's bound (sound
+            # for every attack) already shows the sample inactive.
+            if y * g - radius * store.norm < 1.0:
+                v, g = self._attacked(v, y, g, names)
+            radius = 0.0
+        v = v if q is None else v * q
         active = 1.0 - y * g + radius * store.norm > 0.0
         store.scale(1.0 - eta * self.regularization)
         if active:
@@ -332,6 +379,38 @@ class AdvKernelSVM(MarginClassifier):
             self._bias += eta_bias * y
             if radius > 0.0 and store.norm > 0.0:
                 store.scale(max(0.0, 1.0 - eta * radius / store.norm))
+
+    def _attacked(self, v: np.ndarray, y: float, g: float, names: list) -> tuple[np.ndarray, float]:
+        """The point of the threat ball around `v` where `y g` is lowest among the iterates of
+        `adversary_steps` projected gradient steps, and its margin; the store's latest `value`
+        is of that point (what `add` stores)."""
+        store = self._store
+        q = self._input_scales
+        movable = self._movable(names)
+        step = adversary.step_length(self.epsilon, self.adversary_steps)
+        scaled = (lambda x: x) if q is None else (lambda x: x * q)
+        x, best, best_margin = v, v, g
+        for k in range(self.adversary_steps):
+            if k:  # the margin's own `value` serves the first gradient
+                g_x = store.value(scaled(x)) + self._bias
+                if y * g_x < y * best_margin:
+                    best, best_margin = x, g_x
+            gradient = store.gradient(scaled(x))
+            if q is not None:
+                gradient *= q  # the chain rule through x -> q x
+            x = adversary.ascent_step(x, v, gradient, y, step, self.epsilon, self.norm,
+                                      self.bounds, movable)
+        g_x = store.value(scaled(x)) + self._bias
+        if y * g_x < y * best_margin:
+            return x, g_x
+        store.value(scaled(best))  # `add` stores the row of the latest `value`
+        return best, best_margin
+
+    def _movable(self, names: list) -> np.ndarray | None:
+        """The inputs an attacker may move in a sample with these names (None: all of them)."""
+        if len(names) == len(self._index):
+            return None
+        return np.isin(np.arange(len(self._index)), self._index.positions(names))
 
     def _decision_block(self, V, U, u_names, u_hashes):
         V, U = self._scaled(V, U, u_names)

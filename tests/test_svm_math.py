@@ -39,7 +39,8 @@ def test_one_step_equals_the_step_by_hand(small_data, policy, epsilon):
     """The adv-SVM step, recomputed with numpy from the model's state before the step."""
     X, y = small_data
     model = AdvKernelSVM(
-        epsilon=epsilon, budget=16, budget_policy=policy, regularization=0.05, seed=4,
+        adversary="closed_form", epsilon=epsilon, budget=16, budget_policy=policy,
+        regularization=0.05, seed=4,
         step_size=0.5, bias_step_size=0.1, gamma=0.5, dtype="float64",
     )
     for xi, yi in zip(X[:25], y[:25]):  # long enough for truncate to wrap its 16 slots
@@ -116,7 +117,8 @@ def test_compact_norm_is_the_exact_rkhs_norm_of_the_deployed_model(small_data):
     """||f||_H of f = sum_i beta_i k_B(x_i, .) is sqrt(beta^T K_B beta), K_B = Phi Phi^T / B."""
     X, y = small_data
     lam, eta, radius_eps = 0.05, 0.5, 0.1
-    model = AdvKernelSVM(epsilon=radius_eps, budget=64, budget_policy="compact",
+    model = AdvKernelSVM(adversary="closed_form", epsilon=radius_eps, budget=64,
+                         budget_policy="compact",
                          regularization=lam, step_size=eta,
                          gamma=0.5, dtype="float64", seed=2)
     betas = np.zeros(0)
@@ -176,11 +178,11 @@ def test_label_orientation_is_exact():
     X = rng.random((80, 3))
     y = np.where(X[:, 0] > 0.5, 7, 1)
     y[:5] = 7  # the first label seen is the positive one...
-    reference = AdvKernelSVM(epsilon=0.1, seed=3)
+    reference = AdvKernelSVM(adversary="closed_form", epsilon=0.1, seed=3)
     for xi, yi in zip(X, y):
         reference.learn_one(dict(enumerate(xi)), bool(yi == 7))
     for labels in (y, np.where(y == 7, 1, 7)):  # ...and then the negative one
-        model = AdvKernelSVM(epsilon=0.1, seed=3)
+        model = AdvKernelSVM(adversary="closed_form", epsilon=0.1, seed=3)
         for xi, yi in zip(X, labels):
             model.learn_one(dict(enumerate(xi)), int(yi))
         assert model.classes == (1, 7)
@@ -244,7 +246,8 @@ def test_dsg_approaches_the_exact_solution(moons, epsilon, policy):
     radius = kernels.adversarial_radius("rbf", gamma, epsilon, "l2", 2)
     decision, norm = exact_adversarial_svm(X, y, gamma, lam, radius)
     model = AdvKernelSVM(
-        epsilon=epsilon, gamma=gamma, regularization=lam, step_size=1.0,
+        adversary="closed_form", epsilon=epsilon, gamma=gamma, regularization=lam,
+        step_size=1.0,
         schedule="diminishing", bias_step_size=1.0, budget=4096, budget_policy=policy, seed=1,
     )
     rng = np.random.default_rng(0)

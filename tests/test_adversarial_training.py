@@ -1,0 +1,240 @@
+"""Adversarial training at the radius the user names: the inner maximizer, its gradient, the
+stability of the step at any radius, and the collapse signal."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from river_advsvm import AdvKernelSVM
+from river_advsvm.monitor import RobustnessMonitor
+from river_advsvm.adversary import ascent_step, step_length
+from river_advsvm.attacks import PGD
+from river_advsvm.collapse import CollapseWarning, CollapseWatch
+from river_advsvm.support import SupportVectors
+
+
+def blobs(n=400, d=8, seed=0, separation=0.35):
+    """Two classes in [0, 1]^d, apart along every input."""
+    rng = np.random.default_rng(seed)
+    y = rng.random(n) < 0.5
+    X = np.clip(0.5 + np.where(y, separation, -separation)[:, None] * 0.5
+                + 0.15 * rng.standard_normal((n, d)), 0.0, 1.0)
+    return X, y
+
+
+# -- the inner maximizer's geometry -------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    x0=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=12),
+    seed=st.integers(0, 2**32 - 1),
+    epsilon=st.floats(1e-4, 3.0),
+    norm=st.sampled_from(["linf", "l2"]),
+    steps=st.integers(1, 5),
+    y=st.sampled_from([-1.0, 1.0]),
+    boxed=st.booleans(),
+)
+def test_iterates_stay_in_the_ball_and_the_box(x0, seed, epsilon, norm, steps, y, boxed):
+    x0 = np.array(x0)
+    rng = np.random.default_rng(seed)
+    movable = rng.random(len(x0)) < 0.7
+    bounds = (0.0, 1.0) if boxed else None
+    x = x0
+    for _ in range(steps):
+        gradient = rng.standard_normal(len(x0)) * 10.0 ** rng.integers(-6, 6)
+        x = ascent_step(x, x0, gradient, y, step_length(epsilon, steps), epsilon, norm,
+                        bounds, movable)
+        delta = x - x0
+        size = np.abs(delta).max() if norm == "linf" else np.linalg.norm(delta)
+        assert size <= epsilon * (1 + 1e-12)
+        assert (delta[~movable] == 0).all()
+        if boxed:
+            assert ((0.0 <= x) & (x <= 1.0)).all()
+
+
+def test_one_linf_step_is_fgsm_and_lowers_a_linear_margin_by_its_exact_worst_case():
+    # g(x) = w.x: the worst L-inf change at radius eps is eps ||w||_1, reached by one step.
+    w = np.array([0.5, -2.0, 1.5, 0.0])
+    x0 = np.full(4, 0.5)
+    x = ascent_step(x0, x0, w, 1.0, step_length(0.1, 1), 0.1, "linf")
+    assert w @ x - w @ x0 == pytest.approx(-0.1 * np.abs(w).sum())
+    x = ascent_step(x0, x0, w, -1.0, step_length(0.1, 1), 0.1, "l2")
+    assert w @ x - w @ x0 == pytest.approx(0.1 * np.linalg.norm(w))
+
+
+# -- the gradient the learner uses --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_store_gradient_matches_finite_differences(kernel):
+    rng = np.random.default_rng(1)
+    store = SupportVectors(kernel, gamma=0.7, budget=None, dtype="float64")
+    store.start()
+    store.add_inputs(5)
+    for _ in range(30):
+        store.value(rng.random(5))
+        store.add(rng.standard_normal())
+    store.add_inputs(2)  # columns the vectors do not have
+    for _ in range(5):
+        v = rng.random(7)
+        store.value(v)
+        analytic = store.gradient(v)
+        h = 1e-6
+        numeric = np.array([(store.value(v + h * e) - store.value(v - h * e)) / (2 * h)
+                            for e in np.eye(7)])
+        assert analytic == pytest.approx(numeric, rel=1e-5, abs=1e-7)
+
+
+def test_the_gradient_needs_the_value_of_its_row():
+    store = SupportVectors("rbf", gamma=1.0, budget=4)
+    store.start()
+    store.add_inputs(2)
+    with pytest.raises(RuntimeError, match="follow value"):
+        store.gradient(np.zeros(2))
+
+
+# -- learning at the threat radius --------------------------------------------------------------
+
+
+def test_the_learned_point_is_the_attackers_point_in_the_ball():
+    X, y = blobs(n=60)
+    model = AdvKernelSVM(epsilon=0.05, norm="linf", gamma=1.0, budget=None, dtype="float64",
+                         bounds=(0.0, 1.0), seed=0)
+    model.learn_many(X, y)
+    S = model._store.vectors
+    X = X[:, model._index.names]  # the store's column order
+    # Every stored vector is a sample moved by at most epsilon inside the box.
+    distance = np.abs(S[:, None, :] - X[None]).max(axis=2).min(axis=1)
+    assert (distance <= 0.05 + 1e-12).all()
+    assert ((S >= 0) & (S <= 1)).all()
+    assert (distance > 1e-9).any()  # some were moved
+
+
+def test_natural_learning_is_unchanged_by_the_adversary_settings():
+    X, y = blobs(n=150)
+    models = [AdvKernelSVM(seed=0, adversary=a, adversary_steps=k)
+              for a, k in [("pgd", 2), ("closed_form", 1), ("pgd", 5)]]
+    for model in models:
+        model.learn_many(X, y)
+    decisions = [m.decision_many(X[:20]) for m in models]
+    assert all(np.array_equal(decisions[0], d) for d in decisions[1:])
+
+
+def features(n: int, seed: int):
+    """Input 0 separates the classes by a wide margin, but noisily; inputs 1-4 separate them
+    perfectly, by 0.04: predictive, and flipped by any L-inf attack of 0.02."""
+    rng = np.random.default_rng(seed)
+    s = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    X = np.empty((n, 5))
+    X[:, 0] = 0.5 + 0.25 * s + 0.1 * rng.standard_normal(n)
+    X[:, 1:] = 0.5 + 0.02 * s[:, None] + 0.004 * rng.standard_normal((n, 4))
+    return np.clip(X, 0.0, 1.0), s > 0
+
+
+def test_pgd_training_learns_the_robust_input_where_natural_training_does_not():
+    X, y = features(1500, seed=0)
+    X_test, y_test = features(400, seed=1)
+    attack = PGD(epsilon=0.05, norm="linf", steps=10)
+    robust = {}
+    for name, epsilon in [("natural", 0.0), ("pgd", 0.05)]:
+        model = AdvKernelSVM(epsilon=epsilon, norm="linf", bounds=(0.0, 1.0), seed=0)
+        model.learn_many(X, y)
+        assert ((model.decision_many(X_test) > 0) == y_test).mean() >= 0.95
+        robust[name] = (~attack.run(model, X_test, y_test, progress=False).fooled).mean()
+        assert not model.collapsed
+    assert robust["natural"] <= 0.1  # it leans on the inputs an attack flips
+    assert robust["pgd"] >= 0.85
+
+
+def test_learn_many_equals_a_learn_one_loop_with_the_adversary():
+    X, y = blobs(n=200)
+    one = AdvKernelSVM(epsilon=0.1, norm="linf", budget=32, seed=0)
+    many = AdvKernelSVM(epsilon=0.1, norm="linf", budget=32, seed=0)
+    for row, label in zip(X, y):
+        one.learn_one(dict(enumerate(row)), label)
+    for start in range(0, len(X), 37):
+        many.learn_many(pd.DataFrame(X[start:start + 37]), y[start:start + 37])
+    assert one.to_checkpoint()[0] == many.to_checkpoint()[0]
+    assert np.array_equal(one.decision_many(X), many.decision_many(X))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    norm=st.sampled_from(["linf", "l2"]),
+    fraction=st.floats(0.0, 1.0),
+    gamma=st.floats(1e-3, 50.0),
+    regularization=st.floats(0.0, 0.1),
+    step_size=st.floats(1e-3, 5.0),
+    adversary=st.sampled_from(["pgd", "closed_form"]),
+    policy=st.sampled_from(["merge", "remove", "compact"]),
+    seed=st.integers(0, 1000),
+)
+def test_learning_stays_finite_at_every_radius(norm, fraction, gamma, regularization, step_size,
+                                               adversary, policy, seed):
+    epsilon = fraction * (0.3 if norm == "linf" else 3.0)
+    if step_size * regularization >= 1:
+        regularization = 0.5 / step_size
+    X, y = blobs(n=160, d=6, seed=seed)
+    model = AdvKernelSVM(epsilon=epsilon, norm=norm, gamma=gamma, regularization=regularization,
+                         step_size=step_size, adversary=adversary, budget=16,
+                         budget_policy=policy, seed=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no overflow, no invalid value
+        warnings.simplefilter("ignore", CollapseWarning)
+        model.learn_many(X, y)
+    assert math.isfinite(model.rkhs_norm) and math.isfinite(model._bias)
+    assert np.isfinite(model.decision_many(X)).all()
+    assert np.isfinite(model.decision_gradient_many(X)).all()
+
+
+def test_the_closed_form_collapses_visibly_and_stays_finite():
+    X, y = features(1500, seed=0)
+    model = AdvKernelSVM(epsilon=0.05, norm="linf", adversary="closed_form", seed=0)
+    monitor = RobustnessMonitor(model, sample_rate=50)
+    alerts = []
+    with pytest.warns(CollapseWarning, match="predicts a constant"):
+        for row, label in zip(X, y):
+            x = dict(enumerate(row))
+            alerts += monitor.update(x, label)
+            model.learn_one(x, label)
+    assert model.collapsed
+    decisions = model.decision_many(X)
+    assert np.isfinite(decisions).all() and len(set(np.sign(decisions))) == 1
+    assert "collapsed" in [a.kind for a in alerts]
+
+
+# -- the collapse watch -------------------------------------------------------------------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([-1.0, 1.0]), st.floats(-2, 2)), max_size=60),
+       st.integers(1, 20))
+def test_the_watch_agrees_with_the_window_recomputed(samples, window):
+    watch = CollapseWatch(window=window, min_share=0.2)
+    for i, (label, margin) in enumerate(samples):
+        watch.update(label, margin)
+        recent = samples[max(0, i + 1 - window): i + 1]
+        by_label = {s: [g for lab, g in recent if lab == s] for s in (1.0, -1.0)}
+        full = i + 1 >= window and min(map(len, by_label.values())) >= 0.2 * window
+        right = sum((g > 0) == (lab > 0) for lab, g in recent)
+        expected = (full and abs(np.mean(by_label[1.0]) - np.mean(by_label[-1.0])) < 0.25
+                    and right <= max(map(len, by_label.values())) + 0.05 * window)
+        assert watch.collapsed == expected
+
+
+def test_decision_gradient_many_past_one_chunk_with_an_unknown_input():
+    X, y = blobs(n=100, d=4)
+    model = AdvKernelSVM(gamma=1.0, seed=0)
+    model.learn_many(X, y)
+    rows = np.tile(np.append(X[:1], 0.0), (1100, 1))  # column 4: never seen in training
+    G = model.decision_gradient_many(rows)
+    assert G.shape == (1100, 5) and np.isfinite(G).all()
+    one = model.decision_gradient_one(dict(enumerate(rows[0])))
+    assert G[-1] == pytest.approx([one[j] for j in range(5)], rel=1e-5, abs=1e-9)
