@@ -2,28 +2,32 @@
 
 A model whose decisions no longer depend on the input predicts no better than a constant: an
 over-regularised step (or an adversarial term too large for the data) flattens `f`, and the
-bias, which wanders with the labels, sets the decisions. `CollapseWatch` keeps, for the last
-`window` learned samples, each label's sign, its decision `g(x)` and whether its sign was right,
-as running sums (O(1) a sample). It calls it a collapse when each label is at least `min_share`
-of the window and both hold:
+bias, which wanders with the labels, sets the decisions. `CollapseWatch` cuts the learned
+samples into blocks of `block` and judges each block once it is full (O(1) a sample). A block
+looks constant when each label is at least `min_share` of it and both hold:
 
-- the decisions barely tell the labels apart: the mean decision of one label is within
-  `MIN_GAP` (a quarter of the unit margin the hinge loss asks of each side) of the other's; a
-  model that learns anything separates them by far more;
-- the decisions are right no more often than always predicting the window's majority label
-  (with `SLACK`): an input-independent guess would do as well.
+- `f` is flat: the input's part of the decisions, `f(x) = g(x) - b`, varies over the block by
+  less than `MIN_SPREAD` (standard deviation), a tenth of the unit margin the hinge loss asks
+  of each side; a model that learns anything spreads its decisions by far more;
+- the decisions are right about as often as a constant guess would be: no more than the
+  majority label's share, no less than the minority's (each give or take `SLACK`).
+
+The model has collapsed when the last `blocks` blocks all look constant. A model that is wrong
+for a while (the concept changed) is not flat: its `f` still varies with the input.
 
 Examples
 --------
 
 >>> from river_advsvm.collapse import CollapseWatch
 
->>> watch = CollapseWatch(window=4, min_share=0.25)
->>> for label, margin in [(1, -0.35), (-1, -0.45), (1, -0.30), (-1, -0.40)]:
-...     watch.update(label, margin)
+>>> watch = CollapseWatch(block=4, blocks=2, min_share=0.25)
+>>> for label, margin, bias in [(1, -0.35, -0.3), (-1, -0.3, -0.25), (1, 0.3, 0.35),
+...                             (-1, 0.42, 0.4)] * 2:
+...     watch.update(label, margin, bias)
 >>> watch.collapsed
 True
->>> watch.update(1, 0.8)
+>>> for label, margin, bias in [(1, 0.8, 0.1), (-1, -0.9, 0.1), (1, 0.7, 0.1), (-1, -0.6, 0.1)]:
+...     watch.update(label, margin, bias)
 >>> watch.collapsed
 False
 
@@ -31,63 +35,77 @@ False
 
 from __future__ import annotations
 
-__all__ = ["MIN_GAP", "SLACK", "CollapseWarning", "CollapseWatch"]
+__all__ = ["MIN_SPREAD", "SLACK", "CollapseWarning", "CollapseWatch"]
 
-#: Mean decisions of the two labels closer than this do not tell them apart.
-MIN_GAP = 0.25
-#: How much better than the majority label a window's accuracy must be to show learning.
+#: `f(x)` varying less than this (standard deviation over a block) is flat.
+MIN_SPREAD = 0.1
+#: How far from a constant guess's accuracy a block's accuracy may be and still look constant.
 SLACK = 0.05
 
 
 class CollapseWarning(RuntimeWarning):
-    """A model's decisions have not told the labels apart over a window in which both labels
-    arrived: it predicts no better than a constant."""
+    """A model's `f` has been flat, and its decisions no better than a constant guess, for
+    several blocks of samples in which both labels arrived."""
 
 
 class CollapseWatch:
-    """Running sums over the last `window` samples: labels, decisions by label, right signs.
+    """Per-block sums of the learned samples: labels, right signs, `f(x)` and its square.
 
     Parameters
     ----------
-    window
-        How many of the latest learned samples are watched.
+    block
+        Samples per block.
+    blocks
+        How many consecutive blocks must look constant.
     min_share
-        The least share of the window each label must have for a collapse to be called.
+        The least share of a block each label must have for the block to be judged.
 
     """
 
-    def __init__(self, window: int = 256, min_share: float = 0.1):
-        self.window = window
+    def __init__(self, block: int = 128, blocks: int = 2, min_share: float = 0.1):
+        self.block = block
+        self.blocks = blocks
         self.min_share = min_share
-        self._entries: list[tuple[bool, float, bool]] = [(False, 0.0, False)] * window
-        self._seen = 0
-        self._right = 0
-        self._count = {True: 0, False: 0}
-        self._total = {True: 0.0, False: 0.0}
+        self._verdicts: list[bool] = []
+        self._start_block()
 
-    def update(self, label: float, margin: float) -> None:
-        """Record one learned sample: the sign of its label and its decision `margin`."""
-        slot = self._seen % self.window
-        if self._seen >= self.window:
-            old_label, old_margin, old_right = self._entries[slot]
-            self._count[old_label] -= 1
-            self._total[old_label] -= old_margin
-            self._right -= old_right
+    def _start_block(self) -> None:
+        self._positive = 0
+        self._right = 0
+        self._sum = 0.0
+        self._squares = 0.0
+        self._seen = 0
+
+    @property
+    def window(self) -> int:
+        """How many of the latest samples a collapse is judged on."""
+        return self.block * self.blocks
+
+    def update(self, label: float, margin: float, bias: float) -> None:
+        """Record one learned sample: the sign of its label, its decision `margin` and the
+        bias in that decision."""
         positive = label > 0
-        right = (margin > 0) == positive
-        self._entries[slot] = (positive, margin, right)
-        self._count[positive] += 1
-        self._total[positive] += margin
-        self._right += right
+        f = margin - bias
+        self._positive += positive
+        self._right += (margin > 0) == positive
+        self._sum += f
+        self._squares += f * f
         self._seen += 1
+        if self._seen == self.block:
+            self._verdicts = [*self._verdicts, self._looks_constant()][-self.blocks:]
+            self._start_block()
+
+    def _looks_constant(self) -> bool:
+        n = self.block
+        fewest, most = sorted((self._positive, n - self._positive))
+        if fewest < self.min_share * n:
+            return False
+        mean = self._sum / n
+        variance = max(self._squares / n - mean * mean, 0.0)
+        slack = SLACK * n
+        return variance < MIN_SPREAD**2 and fewest - slack <= self._right <= most + slack
 
     @property
     def collapsed(self) -> bool:
-        """True when the window is full, each label is at least `min_share` of it, the mean
-        decisions of the labels are within `MIN_GAP`, and the window's accuracy is at most the
-        majority label's share plus `SLACK`."""
-        count, total = self._count, self._total
-        if self._seen < self.window or min(count.values()) < self.min_share * self.window:
-            return False
-        gap = abs(total[True] / count[True] - total[False] / count[False])
-        return gap < MIN_GAP and self._right <= max(count.values()) + SLACK * self.window
+        """True when the last `blocks` full blocks all looked constant (see the module)."""
+        return len(self._verdicts) == self.blocks and all(self._verdicts)

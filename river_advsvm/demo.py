@@ -183,7 +183,7 @@ def _models(multiclass: bool, train_epsilon: float, norm: str, seed: int) -> dic
     return {
         "natural": wrap(AdvKernelSVM(seed=seed)),
         f"adversarial ({norm.upper().replace('LINF', 'L-inf')} ε={train_epsilon:g})": wrap(
-            AdvKernelSVM(epsilon=train_epsilon, norm=norm, seed=seed)
+            AdvKernelSVM(epsilon=train_epsilon, norm=norm, bounds=(0.0, 1.0), seed=seed)
         ),
     }
 
@@ -224,11 +224,8 @@ def run_demo(
         The threat model: the monitors' PGD-10 attacks with it, certificates are at that
         radius.
     train_epsilon
-        Radius the adversarial model trains against (same norm); default `epsilon / 2`. The
-        closed-form worst case covers the whole kernel-space ball of radius `eps'`, far more
-        than an input-space attack reaches, and once `eps'` nears the model's normalised
-        margins (about 0.35 on digits, i.e. L2 ε = 1) training collapses to a constant;
-        half the attack radius keeps clean accuracy and still gains robustness.
+        Radius the adversarial model trains against (same norm, attacker kept in the unit
+        box); default `epsilon`, the threat the monitors attack with.
     sample_rate
         Share of the stream the monitors attack; default `auto_sample_rate`.
     seed
@@ -246,7 +243,7 @@ def run_demo(
     step = max(1, n // CHECKPOINTS)
     runs = []
     if train_epsilon is None:
-        train_epsilon = epsilon / 2
+        train_epsilon = epsilon
     for name, model in _models(multiclass, train_epsilon, norm, seed).items():
         monitor = RobustnessMonitor(
             model, attack=PGD(epsilon=epsilon, norm=norm), sample_rate=sample_rate,

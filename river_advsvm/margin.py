@@ -394,12 +394,12 @@ class MarginClassifier(base.MiniBatchClassifier):
             raise FloatingPointError("the model's margin is not finite: a numerical failure of "
                                      "the model, not of the sample")
         was_collapsed = self._collapse.collapsed
-        self._collapse.update(sign, g)
+        self._collapse.update(sign, g, self._bias)
         if self._collapse.collapsed and not was_collapsed:
             warnings.warn(
-                f"{type(self).__name__} predicts a constant: its last {self._collapse.window} "
-                "decisions did not tell the two labels apart (see `collapsed`)",
-                collapse.CollapseWarning, stacklevel=4)
+                f"{type(self).__name__} predicts a constant: over its last "
+                f"{self._collapse.window} samples f(x) was flat and the decisions no better "
+                "than a guess (see `collapsed`)", collapse.CollapseWarning, stacklevel=4)
         self._step(v, sign, g, self._n_learned, names)
         self._calibration.update_one(g, sign)
         self._n_learned += 1
@@ -423,10 +423,11 @@ class MarginClassifier(base.MiniBatchClassifier):
 
     @property
     def collapsed(self) -> bool:
-        """True when the model has collapsed to a constant: over its last 256 learned samples,
-        each label was at least a tenth, the mean decision of one label was within 0.25 of the
-        other's (a model that learns anything separates them by far more), and no more were
-        right than by always predicting the majority label (see `river_advsvm.collapse`).
+        """True when the model has collapsed to a constant: over its last 256 learned samples
+        (two blocks of 128), each label was at least a tenth, `f(x) = g(x) - b` varied by less
+        than 0.1 (a model that learns anything spreads its decisions far more), and the
+        decisions were right no more often than a constant guess (see
+        `river_advsvm.collapse`).
         A warning (`river_advsvm.collapse.CollapseWarning`) is issued when it happens; the
         robustness monitor raises an alert."""
         return self._collapse.collapsed

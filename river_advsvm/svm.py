@@ -127,8 +127,8 @@ class AdvKernelSVM(MarginClassifier):
         `ε'` for the inputs of the last sample learned (its feature names, zero-valued ones
         included: the coordinates an attacker may move).
     collapsed
-        True when the last 256 decisions did not tell the two labels apart: the model predicts
-        a constant (a `CollapseWarning` is issued when it happens).
+        True when, over the last 256 samples, `f` was flat and the decisions no better than a
+        constant guess (a `CollapseWarning` is issued when it happens).
 
     Examples
     --------

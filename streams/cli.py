@@ -39,7 +39,11 @@ def _model_factory(args: argparse.Namespace):
         raise ValueError(f"--gamma must be a positive number or 'scale', got {args.gamma!r}") \
             from None
     kernel = dict(kernel=args.kernel, gamma=gamma, budget=args.budget,
-                  budget_policy=args.budget_policy, seed=args.seed)
+                  budget_policy=args.budget_policy, seed=args.seed, adversary=args.adversary)
+    if args.adversary_steps is not None:
+        kernel["adversary_steps"] = args.adversary_steps
+    if args.input_bounds is not None:
+        kernel["bounds"] = tuple(args.input_bounds)
     AdvKernelSVM(**common, **kernel)  # invalid options fail now, not at the first message
     return lambda: AdvKernelSVM(**common, **kernel)
 
@@ -51,7 +55,8 @@ _WORKER_OPTIONS = [
     "sync_every", "blas_threads", "connect_timeout", "model", "epsilon", "norm", "kernel",
     "gamma", "regularization", "step_size", "bias_step_size", "schedule", "budget",
     "budget_policy", "max_features", "seed", "monitor_sample_rate", "monitor_epsilon",
-    "monitor_norm", "monitor_bounds", "log_format",
+    "monitor_norm", "monitor_bounds", "log_format", "adversary", "adversary_steps",
+    "input_bounds",
 ]
 
 

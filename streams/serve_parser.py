@@ -160,6 +160,14 @@ def _add_model(model) -> None:
                        "a plain SVM)")
     model.add_argument("--norm", default="l2", choices=["l2", "linf"],
                        help="norm of that radius (default l2)")
+    model.add_argument("--adversary", default="pgd", choices=["pgd", "closed_form"],
+                       help="how the kernel model finds the worst case while learning: gradient "
+                       "steps on its own margin (default) or the paper's closed-form bound")
+    model.add_argument("--adversary-steps", type=int, metavar="K",
+                       help="gradient steps of the 'pgd' adversary (default: the model's, 1)")
+    model.add_argument("--input-bounds", nargs=2, type=float, metavar=("LOW", "HIGH"),
+                       help="the box every input stays in while attacked in training, e.g. 0 1 "
+                       "for pixels (default: none)")
     model.add_argument("--kernel", default="rbf", choices=["rbf", "laplacian"],
                        help="the kernel (default rbf)")
     model.add_argument("--gamma", default="scale",
