@@ -270,9 +270,8 @@ def _add_demo(subparsers) -> None:
                         help="attack radius, > 0: the monitors attack and certify at it "
                         "(default: 1.0)")
     threat.add_argument("--train-epsilon", type=_non_negative, metavar="EPS",
-                        help="radius the adversarial model trains against (default: half of "
-                        "--epsilon; near 1.0 in L2 the closed-form worst case makes training "
-                        "collapse on digits)")
+                        help="radius the adversarial model trains against (default: "
+                        "--epsilon, the radius the monitors attack with)")
     threat.add_argument("--norm", default="l2", choices=["l2", "linf"],
                         help="norm of the attack ball (default: l2)")
     threat.add_argument("--sample-rate", type=_rate, metavar="RATE",
