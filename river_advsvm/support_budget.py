@@ -59,6 +59,7 @@ class Maintenance(typing.NamedTuple):
     coefficient: float  # a_z, the partner's new coefficient
     squared_norm_change: float  # of a^T K a
     loss: float  # the weight degradation, in the units of `a`
+    partner_exponents: np.ndarray | None = None  # gamma dist(z, x_j) for every stored j
 
 
 def plan(kernel: str, policy: str, a: np.ndarray, row) -> Maintenance:
@@ -90,7 +91,7 @@ def plan(kernel: str, policy: str, a: np.ndarray, row) -> Maintenance:
             exponents_z = exponents_m if h == 1.0 else exponents_n
         value_z = float(np.exp(-exponents_z) @ a)
         change = 2.0 * (a_z * value_z - a_m * value_m - a[n] * value_n) + loss
-        return Maintenance(m, n, h, a_z, change, loss)
+        return Maintenance(m, n, h, a_z, change, loss, exponents_z)
     return Maintenance(m, None, 1.0, 0.0, a_m * (a_m - 2.0 * value_m), a_m * a_m)
 
 

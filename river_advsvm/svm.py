@@ -369,7 +369,11 @@ class AdvKernelSVM(MarginClassifier):
             # unbounded budget is bounded by what one checkpoint may hold at all.
             if self.budget is None:
                 return checkpoint.MAX_ARRAY_BYTES
-            return self.budget * (self.max_features * itemsize + 32) + 4096
+            # With the kernel exponents between them, when the store keeps those.
+            from river_advsvm.support import GRAM_MAX_BUDGET
+
+            gram = itemsize * self.budget**2 if self.budget <= GRAM_MAX_BUDGET else 0
+            return self.budget * (self.max_features * itemsize + 32) + gram + 4096
         # Feature ids and coefficients, and the norm sketch: random features hold no weights.
         features = self.budget if self.budget_policy != "grow" else checkpoint.MAX_ARRAY_BYTES // 16
         return 16 * features + 8 * rf.NORM_PROBES + 4096
