@@ -344,12 +344,13 @@ class MarginClassifier(base.MiniBatchClassifier):
         i = 0
         for names, values in rows.runs:
             unknown = self._index.lookup(names).unknown
-            if len(unknown):
-                is_learned = np.array([y is not None for y in labels[i : i + len(values)]])
+            # Inputs the model does not know are usually 0 (a pixel never lit in training).
+            if len(unknown) and (nonzero := values[:, unknown] != 0).any():
+                is_learned = np.fromiter((y is not None for y in labels[i : i + len(values)]),
+                                         dtype=bool, count=len(values))
                 for mask, found in [(is_learned, learned), (~is_learned, predicted)]:
-                    if mask.any():
-                        nonzero = (values[np.ix_(mask, unknown)] != 0).any(axis=0)
-                        found.update(dict.fromkeys(names[j] for j in unknown[nonzero].tolist()))
+                    columns = nonzero[mask].any(axis=0)
+                    found.update(dict.fromkeys(names[j] for j in unknown[columns].tolist()))
             i += len(values)
         if len(self._index) + len(learned) > self.max_features:
             raise inputs.InvalidInput(
