@@ -332,12 +332,14 @@ def support_step(streams: dict, budget: int, rounds: int, chunk: float,
         signs = np.where(y_run == y.max(), 1.0, -1.0).tolist()
         minimal = HandSupportStep(model, d, merge=False)
         merging = HandSupportStep(model, d, merge=True)
-        dicts = river_dicts(X_run)
-        labels = y_run.tolist()
-        pairs = list(zip(dicts, labels))
-        batch = min(100, len(X_run) // 2)
+        # learn_one and learn_many get samples of their own: a sample the model still holds
+        # would come back as a coefficient change, not a new vector.
+        half = len(X_run) // 2
+        dicts = river_dicts(X_run[:half])
+        pairs = list(zip(dicts, y_run[:half].tolist()))
+        batch = min(100, half // 2)
         batches = [(X_run[i:i + batch], y_run[i:i + batch])
-                   for i in range(0, len(X_run) - batch + 1, batch)]
+                   for i in range(half, len(X_run) - batch + 1, batch)]
         samples = {"learn_one": 0, "learn_many": 0, "hand merge": 0}
         merges = dict.fromkeys(samples, 0)
 

@@ -361,8 +361,15 @@ def test_a_merge_loses_at_least_what_two_equal_coefficients_would(A, ratios, dis
     assert (loss >= bound * (1 - 1e-9) - 1e-12 * (A + B) ** 2).all()
 
 
+@pytest.fixture(params=["exhaustive", "pruned"])
+def partner_search(request, monkeypatch):
+    """best_merge solving every partner, or only those its bound says can win."""
+    if request.param == "pruned":
+        monkeypatch.setattr(support_budget, "EXHAUSTIVE_PARTNERS", 0)
+
+
 @pytest.mark.parametrize("seed", range(8))
-def test_best_merge_is_the_best_of_an_exhaustive_search(seed):
+def test_best_merge_is_the_best_of_an_exhaustive_search(seed, partner_search):
     rng = np.random.default_rng(seed)
     A = rng.uniform(0.01, 1.0)
     n = [3, 9, 40, 300][seed % 4]
@@ -378,7 +385,7 @@ def test_best_merge_is_the_best_of_an_exhaustive_search(seed):
     assert p == pytest.approx(ps[index], rel=1e-12) and h == pytest.approx(hs[index], abs=1e-6)
 
 
-def test_best_merge_finds_a_partner_beyond_the_nearest_ones():
+def test_best_merge_finds_a_partner_beyond_the_nearest_ones(partner_search):
     """Near partners with large coefficients lose more than a farther one of equal weight."""
     A = 0.2
     D = np.concatenate([np.linspace(0.10, 0.12, 30), [0.13], np.linspace(0.5, 4.0, 100)])
