@@ -932,6 +932,7 @@ def markdown(records: list, quick: bool) -> str:
                       "batches of each size; share of rows with the same bits as the one-row "
                       "product learning uses, and as the same row in a batch of 500)", "",
                   common.markdown_table(rounding, BATCH_ROUNDING_COLUMNS)]
+    lines += support_markdown(records)
     goals = [r for r in records if r["kind"] == "target"]
     if goals:
         lines += ["", "**Targets**", "",
@@ -1045,8 +1046,13 @@ def main(argv=None) -> int:
         rows = batch_rounding(*profile_at)
         print(common.format_table(rows, BATCH_ROUNDING_COLUMNS))
         records += rows
+        rows = support_step(support_streams(args.data, args.quick),
+                            64 if args.quick else TARGET_BUDGET, 2 * rounds, chunk,
+                            prefill_seconds if args.quick else 240.0)
+        print(common.format_table(rows, SUPPORT_COLUMNS), flush=True)
+        records += rows
     target_at = (TARGET_D, TARGET_BUDGET) if not args.quick else grid[0]
-    goals = targets(records, *target_at)
+    goals = targets(records, *target_at) + support_targets(records)
     print(common.format_table(goals, [("target", "target", ""), ("value", "measured", ".3f"),
                                       ("met", "met", "")]))
     records += goals
