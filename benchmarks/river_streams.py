@@ -157,6 +157,7 @@ def run_all(models: list, data: dict, show_progress: bool) -> list:
             records.append({"kind": "run", "model": name, "family": family,
                             "pipeline": pipeline, "policy": policy, "stream": stream,
                             "samples": len(samples["samples"]),
+                            "samples_per_s": len(samples["samples"]) / result["seconds"],
                             "majority": samples["majority"], **result})
         summary = summarise(records, name)
         progress.write(f"{name:40s} " + " ".join(
@@ -370,6 +371,17 @@ def markdown(records: list, quick: bool) -> str:
              "Streams (samples, majority class %): " + ", ".join(
                  f"{s} ({lengths[s]:,}, {100 * majority[s]:.1f})" for s in streams_), "",
              common.markdown_table(table_rows(records, models), columns)]
+    speeds = []
+    for model in models:
+        row = {"model": model}
+        for r in runs:
+            if r["model"] == model:
+                row[r["stream"]] = f"{r['samples_per_s']:,.0f}"
+        speeds.append(row)
+    lines += ["", "Samples per CPU-second of each model on each stream (progressive validation: "
+                  "one prediction and one step per sample):", "",
+              common.markdown_table(speeds, [("model", "model", "")]
+                                    + [(s, s, "") for s in streams_])]
     errors = [r for r in runs if r["error"]]
     if errors:
         lines += ["", "Crashes: " + "; ".join(f"{r['model']} on {r['stream']}: {r['error']}"

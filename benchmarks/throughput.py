@@ -55,7 +55,7 @@ import warnings
 import numpy as np
 
 import common
-from river_advsvm import AdvKernelSVM, inputs, progress
+from river_advsvm import AdvKernelSVM, inputs, progress, support_budget
 
 BATCH = common.BATCH
 #: CPU seconds of this process: time the scheduler gives to other jobs on a shared machine is
@@ -185,6 +185,208 @@ def start_hand_loop(d: int, budget: int, gamma: float) -> HandLoop:
                          dtype="float32")
     model.learn_one(dict.fromkeys(range(d), 1.0), True)  # every input registered
     return HandLoop(model, d)
+
+
+# -- the support-vector step by hand --------------------------------------------------------------
+
+
+class HandSupportStep:
+    """The support-vector step at full budget in float32 numpy, with nothing around it.
+
+    Starts from a copy of a model's vectors and coefficients (columns in the order of the inputs
+    0..d-1), and does what the minimal step must: squared distances from cached squared norms
+    and one matrix-vector product, `exp`, the margin, the shrink (a global scale) and, when the
+    margin is violated, the new vector. With `merge`, a vector over the budget is merged as
+    BSGD does: the smallest coefficient `m` into the same-sign partner of smallest weight
+    degradation among its 8 nearest, at the best point of the segment (the package's
+    `merge_points`, vectorised Newton); `m`'s squared distances are the new vector's own when
+    `m` is the new vector, else one more matrix-vector product. No norm is tracked (the model
+    tracks `||f||` exactly, for its adversarial term), nothing is validated.
+    """
+
+    def __init__(self, model: AdvKernelSVM, d: int, merge: bool):
+        store = model._store
+        columns = model._index.positions(list(range(d)))
+        budget = store.budget
+        self.S = np.zeros((budget + 1, d), dtype=np.float32)
+        self.size = store.size
+        self.S[: self.size] = store.vectors[:, columns]
+        self.norms = np.zeros(budget + 1)
+        self.norms[: self.size] = np.square(self.S[: self.size], dtype=np.float64).sum(axis=1)
+        self.a = np.zeros(budget + 1)
+        self.a[: self.size] = store.coefficients
+        self.scale, self.bias = 1.0, model._bias
+        self.gamma, self.budget, self.merge = store.gamma, budget, merge
+        self.eta, self.eta_b = model.step_size, model.bias_step_size
+        self.rho = 1.0 - model.step_size * model.regularization
+        self.n_merges = 0
+
+    def _exponents(self, x: np.ndarray, xx: float) -> np.ndarray:
+        n = self.size
+        e = (self.S[:n] @ x).astype(np.float64)
+        e *= -2.0
+        e += self.norms[:n]
+        e += xx
+        np.maximum(e, 0.0, out=e)
+        e *= self.gamma
+        return e
+
+    def predict(self, x: np.ndarray) -> bool:
+        e = self._exponents(x, float(np.dot(x, x)))
+        return self.scale * float(np.exp(-e, out=e) @ self.a[: self.size]) + self.bias > 0.0
+
+    def learn(self, x: np.ndarray, y: float) -> None:
+        xx = float(np.dot(x, x))
+        e = self._exponents(x, xx)
+        g = self.scale * float(np.exp(-e) @ self.a[: self.size]) + self.bias
+        self.scale *= self.rho
+        if self.scale < 1e-60:
+            self.a[: self.size] *= self.scale
+            self.scale = 1.0
+        if 1.0 - y * g > 0.0:
+            n = self.size
+            self.S[n], self.norms[n], self.a[n] = x, xx, self.eta * y / self.scale
+            self.size += 1
+            self.bias += self.eta_b * y
+            if self.size > self.budget:
+                if self.merge:
+                    self._merge(e)
+                else:
+                    self._drop(int(np.abs(self.a[: self.size]).argmin()))
+
+    def _merge(self, e_new: np.ndarray) -> None:
+        size = self.size
+        a = self.a[:size]
+        m = int(np.abs(a).argmin())
+        if m == size - 1:
+            row = np.append(e_new, 0.0)
+        else:
+            row = self._exponents(self.S[m], self.norms[m])
+            row[m] = 0.0
+        same = a * a[m] > 0.0
+        same[m] = False
+        partners = np.flatnonzero(same)
+        if not partners.size:
+            self._drop(m)
+            return
+        if partners.size > 8:
+            partners = partners[np.argpartition(row[partners], 8)[:8]]
+        A, B, D = abs(a[m]), np.abs(a[partners]), row[partners]
+        h, p = support_budget.merge_points("rbf", A, B, D)
+        best = int((A * A + B * B + 2.0 * A * B * np.exp(-D) - p * p).argmin())
+        n, h = int(partners[best]), float(h[best])
+        z = h * self.S[m].astype(np.float64) + (1.0 - h) * self.S[n]
+        self.S[n] = z
+        self.norms[n] = np.square(self.S[n], dtype=np.float64).sum()
+        self.a[n] = math.copysign(float(p[best]), a[m])
+        self.n_merges += 1
+        self._drop(m)
+
+    def _drop(self, i: int) -> None:
+        last = self.size - 1
+        self.S[i], self.norms[i], self.a[i] = self.S[last], self.norms[last], self.a[last]
+        self.size = last
+
+
+def noisy_stream(n: int, d: int, seed: int = 0):
+    """Uniform pixels, the label from 20 of them: almost every sample violates the margin."""
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, d))
+    return X, X[:, :20].sum(axis=1) > 10.0
+
+
+def support_streams(data: str | None, quick: bool) -> dict:
+    """Name -> (X, y) at d = 784 (smaller with `quick`): MNIST 8 vs 9, shuffled, and the noisy
+    stream."""
+    d = 64 if quick else TARGET_D
+    streams = {"noisy": noisy_stream(2000 if quick else 12_000, d)}
+    if quick:
+        pair = common.digits_pair(8, 9)
+        name = "digits 8 vs 9"
+    else:
+        pair = common.load_pair(common.data_file(data, "mnist.npz"), 8, 9)
+        name = "MNIST 8 vs 9"
+    order = np.random.default_rng(0).permutation(len(pair["X_train"]))
+    streams[name] = (pair["X_train"][order], pair["y_train"][order])
+    return streams
+
+
+def support_step(streams: dict, budget: int, rounds: int, chunk: float,
+                 prefill_seconds: float) -> list:
+    """AdvKernelSVM ('merge', float32, defaults otherwise) at full budget against the hand
+    support-vector step, on each stream: learn_one (dicts), learn_many (rows, batches of 100),
+    predict_one (dicts) against the hand predict; merges per learned sample of each."""
+    records = []
+    for name, (X, y) in streams.items():
+        d = X.shape[1]
+        # What gamma='scale' picks for inputs of one range: twice scikit-learn's 'scale'.
+        gamma = 2.0 / (d * float(X.var()))
+        model = AdvKernelSVM(gamma=gamma, budget=budget, budget_policy="merge",
+                             dtype="float32", seed=0)
+        split = len(X) * 3 // 4  # the model fills its budget on the first part
+        prefill(model, X[:split], y[:split], 8 * split, prefill_seconds)
+        if model.n_support_vectors < budget:
+            raise SystemExit(f"{name}: the budget did not fill while prefilling")
+        X_run, y_run = X[split:], y[split:]
+        X32 = X_run.astype(np.float32)
+        signs = np.where(y_run == y.max(), 1.0, -1.0).tolist()
+        minimal = HandSupportStep(model, d, merge=False)
+        merging = HandSupportStep(model, d, merge=True)
+        # learn_one and learn_many get samples of their own: a sample the model still holds
+        # would come back as a coefficient change, not a new vector.
+        half = len(X_run) // 2
+        dicts = river_dicts(X_run[:half])
+        pairs = list(zip(dicts, y_run[:half].tolist()))
+        batch = min(100, half // 2)
+        batches = [(X_run[i:i + batch], y_run[i:i + batch])
+                   for i in range(half, len(X_run) - batch + 1, batch)]
+        samples = {"learn_one": 0, "learn_many": 0, "hand merge": 0}
+        merges = dict.fromkeys(samples, 0)
+
+        def counted(key, call, n, merges_of):
+            def run():
+                before = merges_of()
+                call()
+                samples[key] += n
+                merges[key] += merges_of() - before
+            return run
+
+        store_merges = lambda: model._store.n_merges  # noqa: E731
+        bench = Rounds(rounds, chunk)
+        bench.add("hand step", lambda it=cycling(list(zip(X32, signs))): minimal.learn(*it()))
+        bench.add("hand step with merge", counted(
+            "hand merge", lambda it=cycling(list(zip(X32, signs))): merging.learn(*it()), 1,
+            lambda: merging.n_merges))
+        bench.add("learn_one", counted(
+            "learn_one", lambda it=cycling(pairs): model.learn_one(*it()), 1, store_merges))
+        bench.add("learn_many", counted(
+            "learn_many", lambda it=cycling(batches): model.learn_many(*it()), batch,
+            store_merges), batch)
+        bench.add("hand predict", lambda it=cycling(list(X32)): minimal.predict(it()))
+        bench.add("predict_one", lambda it=cycling(dicts): model.predict_one(it()))
+        rates = bench.run()
+        reference = {"hand step with merge": "hand step", "learn_one": "hand step",
+                     "learn_many": "hand step", "predict_one": "hand predict"}
+        per_sample = {"hand step with merge": "hand merge", "learn_one": "learn_one",
+                      "learn_many": "learn_many"}
+        for key, (best, median) in rates.items():
+            record = {"kind": "support_step", "data": name, "d": d, "budget": budget,
+                      "mode": key, "samples_per_s": best, "samples_per_s_median": median,
+                      "us_per_sample": 1e6 / best, "n_support_vectors": model.n_support_vectors}
+            if key in reference:
+                ref = rates[reference[key]]
+                record.update(reference=reference[key], ratio=best / ref[0],
+                              ratio_median=median / ref[1])
+            if key in per_sample and samples[per_sample[key]]:
+                record["merges_per_sample"] = merges[per_sample[key]] / samples[per_sample[key]]
+            records.append(record)
+    return records
+
+
+SUPPORT_TARGETS = {"learn_one": 0.5, "learn_many": 0.7, "predict_one": 0.7}
+SUPPORT_COLUMNS = [("data", "data", ""), ("mode", "mode", ""), ("us_per_sample", "us", ".1f"),
+                   ("ratio", "ratio", ".3f"), ("ratio_median", "(median)", ".3f"),
+                   ("reference", "reference", ""), ("merges_per_sample", "merges/sample", ".3f")]
 
 
 # -- the grid -------------------------------------------------------------------------------------
@@ -730,6 +932,7 @@ def markdown(records: list, quick: bool) -> str:
                       "batches of each size; share of rows with the same bits as the one-row "
                       "product learning uses, and as the same row in a batch of 500)", "",
                   common.markdown_table(rounding, BATCH_ROUNDING_COLUMNS)]
+    lines += support_markdown(records)
     goals = [r for r in records if r["kind"] == "target"]
     if goals:
         lines += ["", "**Targets**", "",
@@ -745,9 +948,60 @@ BATCH_ROUNDING_COLUMNS = [("batch", "batch", "d"), ("same_as_one_row", "= one ro
                           ("same_as_batch_500", "= batch of 500", ".3f")]
 
 
+def support_markdown(records: list) -> list:
+    rows = [r for r in records if r["kind"] == "support_step"]
+    if not rows:
+        return []
+    return ["", f"**The support-vector step at full budget** (d = {rows[0]['d']}, "
+                f"B = {rows[0]['budget']}, float32, µs per sample; ratio to the hand step, "
+                "or to the hand predict for `predict_one`; merges per learned sample)", "",
+            common.markdown_table(rows, SUPPORT_COLUMNS)]
+
+
+def support_targets(records: list) -> list:
+    out = []
+    for r in records:
+        if r["kind"] == "support_step" and r["mode"] in SUPPORT_TARGETS:
+            threshold = SUPPORT_TARGETS[r["mode"]]
+            out.append({"kind": "target", "target": f"{r['data']}: {r['mode']} >= {threshold}x "
+                                                    f"{r['reference']}",
+                        "d": r["d"], "budget": r["budget"], "value": r["ratio"],
+                        "value_median": r["ratio_median"], "threshold": threshold,
+                        "met": r["ratio"] >= threshold})
+    return out
+
+
+def main_support(args) -> int:
+    """`--support-only`: the support-vector step at full budget, nothing else."""
+    rounds, chunk, prefill_seconds = (2, 0.03, 5.0) if args.quick else (6, 0.5, 240.0)
+    budget = 64 if args.quick else TARGET_BUDGET
+    with common.one_blas_thread():
+        records = support_step(support_streams(args.data, args.quick), budget, rounds, chunk,
+                               prefill_seconds)
+    print(common.format_table(records, SUPPORT_COLUMNS))
+    goals = support_targets(records)
+    print(common.format_table(goals, [("target", "target", ""), ("value", "measured", ".3f"),
+                                      ("met", "met", "")]))
+    records += goals
+    machine = common.machine()
+    for r in records:
+        r.update(machine, quick=args.quick)
+    common.write_records(records, args.out, "throughput_support", args.quick)
+    text = "\n".join(["# The support-vector step (`benchmarks/throughput.py --support-only`)",
+                      "", f"{common.machine_line(machine)}."
+                      + (" Quick smoke run." if args.quick else "")] + support_markdown(records))
+    common.write_markdown(text, args.out, "throughput_support", args.quick)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = common.parser(__doc__.split("\n\n")[0], data=True)
+    parser.add_argument("--support-only", action="store_true",
+                        help="only the support-vector step at full budget against the hand "
+                             "step (MNIST 8 vs 9 and a noisy stream)")
     args = parser.parse_args(argv)
+    if args.support_only:
+        return main_support(args)
     if args.quick:
         grid, rounds, chunk, prefill_seconds = [(64, 256)], 2, 0.03, 2.0
         profile_at, dims, repeats = (64, 256), (16, 64), 1
@@ -792,8 +1046,13 @@ def main(argv=None) -> int:
         rows = batch_rounding(*profile_at)
         print(common.format_table(rows, BATCH_ROUNDING_COLUMNS))
         records += rows
+        rows = support_step(support_streams(args.data, args.quick),
+                            64 if args.quick else TARGET_BUDGET, 2 * rounds, chunk,
+                            prefill_seconds if args.quick else 240.0)
+        print(common.format_table(rows, SUPPORT_COLUMNS), flush=True)
+        records += rows
     target_at = (TARGET_D, TARGET_BUDGET) if not args.quick else grid[0]
-    goals = targets(records, *target_at)
+    goals = targets(records, *target_at) + support_targets(records)
     print(common.format_table(goals, [("target", "target", ""), ("value", "measured", ".3f"),
                                       ("met", "met", "")]))
     records += goals

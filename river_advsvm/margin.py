@@ -134,6 +134,7 @@ class MarginClassifier(base.MiniBatchClassifier):
         self._started = False
         self._held: list[tuple[list, np.ndarray, typing.Any]] = []
         self._collapse = collapse.CollapseWatch()
+        self._held_cache: tuple[int, dict] = (0, {})  # see _held_inputs
 
     # -- hooks for subclasses -------------------------------------------------------------------
 
@@ -340,25 +341,39 @@ class MarginClassifier(base.MiniBatchClassifier):
     def _check_new_inputs(self, rows: _Rows, labels: list) -> dict:
         """The hashes of the inputs these rows bring (which validates their names); refuses the
         lot if learning them would make more than `max_features` inputs."""
-        learned: dict = {n: None for names, _, _ in self._held for n in names
-                         if n not in self._index.position}
+        held = self._held_inputs() if self._held else {}
+        learned: dict = dict.fromkeys(held)
         predicted: dict = {}
         i = 0
         for names, values in rows.runs:
             unknown = self._index.lookup(names).unknown
-            if len(unknown):
-                is_learned = np.array([y is not None for y in labels[i : i + len(values)]])
+            # Inputs the model does not know are usually 0 (a pixel never lit in training).
+            if len(unknown) and (nonzero := values[:, unknown] != 0).any():
+                is_learned = np.fromiter((y is not None for y in labels[i : i + len(values)]),
+                                         dtype=bool, count=len(values))
                 for mask, found in [(is_learned, learned), (~is_learned, predicted)]:
-                    if mask.any():
-                        nonzero = (values[np.ix_(mask, unknown)] != 0).any(axis=0)
-                        found.update(dict.fromkeys(names[j] for j in unknown[nonzero].tolist()))
+                    columns = nonzero[mask].any(axis=0)
+                    found.update(dict.fromkeys(names[j] for j in unknown[columns].tolist()))
             i += len(values)
         if len(self._index) + len(learned) > self.max_features:
             raise inputs.InvalidInput(
                 f"learning this would give the model {len(self._index) + len(learned)} inputs, "
                 f"more than max_features={self.max_features}", "too_many_features")
-        names = list({**learned, **predicted})
-        return dict(zip(names, self._index.hash_names(names).tolist()))
+        names = [n for n in {**learned, **predicted} if n not in held]
+        return {**held, **dict(zip(names, self._index.hash_names(names).tolist()))}
+
+    def _held_inputs(self) -> dict:
+        """The inputs of the held rows that the index does not know, with their hashes; kept up
+        to date as rows are held, so that each held row is looked at once."""
+        count, found = self._held_cache
+        if count > len(self._held):  # the held rows were learned: start again
+            count, found = 0, {}
+        position = self._index.position
+        for names, _, _ in self._held[count:]:
+            new = list(dict.fromkeys(n for n in names if n not in position and n not in found))
+            found.update(zip(new, self._index.hash_names(new).tolist()))
+        self._held_cache = (len(self._held), found)
+        return found
 
     def _test_then_learn(self, names: list, row: np.ndarray, y, hashes: dict) -> float:
         """The margin of one row, then (if `y` is a label) its step; returns the margin."""

@@ -20,7 +20,13 @@ How it stays cheap:
   every few thousand stored vectors, so that rounding cannot drift.
 - The budget: when a `(B + 1)`-th vector arrives, the smallest coefficient is merged into a
   same-sign partner or dropped (`river_advsvm.support_budget`), from the kernel rows of the
-  vectors involved only, never the full kernel matrix.
+  vectors involved. With many inputs (at least `GRAM_MIN_INPUTS`) and a budget of at most
+  `GRAM_MAX_BUDGET`, those rows are read from a maintained matrix of the exponents
+  `gamma dist(x_i, x_j)` between stored vectors (`(B + 1)^2` entries in the storage precision): a new vector's
+  row is the one its margin computed, a merged vector's row is an exact combination of the
+  rows of the two it replaces, so a merge costs no pass over the vectors. The matrix is part
+  of the store's state (a restored store continues bit for bit), and it is recomputed from the
+  vectors with the norm, so that rounding cannot drift.
 
 Rows are learned one at a time through `value` (caches the kernel row), `scale` and `add`; the
 arithmetic of a row depends on the store's state only, never on the batch it came in. On
@@ -42,7 +48,7 @@ from river_advsvm.kernels import KERNELS
 from river_advsvm.margin import ROWS_PER_CHUNK
 from river_advsvm.support_budget import POLICIES
 
-__all__ = ["DTYPES", "POLICIES", "SupportVectors"]
+__all__ = ["DTYPES", "GRAM_MAX_BUDGET", "GRAM_MIN_INPUTS", "POLICIES", "SupportVectors"]
 
 DTYPES = ("float32", "float64")
 
@@ -57,6 +63,14 @@ _BLOCK = 1 << 21
 _COLUMN_BLOCK = 16
 # Restoring a store re-checks its norm against a^T K a up to this many vectors.
 _CHECKED_NORM_SIZE = 4096
+#: The exponent matrix between stored vectors is kept for budgets up to this (16 MB in float32)
+#: and at least this many inputs: below, a pass over the vectors costs less than keeping it.
+GRAM_MAX_BUDGET = 2048
+GRAM_MIN_INPUTS = 128
+# A restored exponent matrix may differ from the one recomputed from the vectors by this much,
+# relative to 1 + gamma (||x_i||^2 + ||x_j||^2): the rounding of merged vectors to the storage
+# precision.
+_GRAM_TOLERANCE = 1e-3
 
 
 def _padded(n: int) -> int:
@@ -99,6 +113,8 @@ class _KernelExpansion:
         self._a = np.zeros(0)
         self._x = np.zeros(0, dtype=dtype)
         self._scale = 1.0  # f = s * sum_i a_i k(x_i, .)
+        # gamma * dist(x_i, x_j) between stored vectors, when kept (see `_keeps_gram`).
+        self._gram: np.ndarray | None = None
 
     @property
     def vectors(self) -> np.ndarray:
@@ -179,6 +195,11 @@ class _KernelExpansion:
             self._S[i, :k] = self._S[last, :k]
             self._norms[i] = self._norms[last]
             self._a[i] = self._a[last]
+            G = self._gram
+            if G is not None:
+                G[i, :last] = G[last, :last]
+                G[:last, i] = G[:last, last]
+                G[i, i] = 0.0
         self.size = last
 
     def _load(self, vectors: np.ndarray, alpha: np.ndarray, n_inputs: int) -> None:
@@ -189,6 +210,7 @@ class _KernelExpansion:
         self._norms[:size] = _squared_norms(vectors)
         self._a[:size] = alpha
         self.size, self.n_inputs = size, n_inputs
+        self._gram = None
 
     # -- kernel exponents -----------------------------------------------------------------------
 
@@ -541,10 +563,16 @@ class SupportVectors(_KernelExpansion):
                 self._q = q
                 return
         self._append(x, a_new)
+        G = self._gram
+        if G is not None:  # the new vector's row is the one its margin computed
+            slot = self.size - 1
+            G[slot, :slot] = exponents
+            G[:slot, slot] = exponents
+            G[slot, slot] = 0.0
         self._changed()
         self._q = q
         if self.budget is not None and self.size > self.budget:
-            self._maintain(np.append(exponents, 0.0))
+            self._maintain(None if G is not None else np.append(exponents, 0.0))
         self._stored_since_norm += 1
         if self._stored_since_norm >= _RECOMPUTE_AFTER[self.kernel] * max(self.size, 64):
             self.recompute_norm()
@@ -553,8 +581,17 @@ class SupportVectors(_KernelExpansion):
         """Set `||f||^2` to `s^2 a^T K a` computed from the vectors (rounding cannot drift)."""
         size = self.size
         S, norms = self._S[:size, : self.n_inputs], self._norms[:size]
-        self._q = _quadratic_form(self.kernel, self.gamma, S, norms, self._a[:size])
+        self._q = _quadratic_form(self.kernel, self.gamma, S, norms, self._a[:size], self._gram)
         self._stored_since_norm = 0
+
+    def _keeps_gram(self, n_inputs: int | None = None) -> bool:
+        """Whether the exponents between stored vectors are kept in a matrix (see the module)."""
+        n_inputs = self.n_inputs if n_inputs is None else n_inputs
+        return (self.budget is not None and self.budget <= GRAM_MAX_BUDGET
+                and n_inputs >= GRAM_MIN_INPUTS)
+
+    def _new_gram(self) -> np.ndarray:
+        return np.zeros((self.budget + 1, self.budget + 1), dtype=self.dtype)
 
     def _changed(self) -> None:
         """Stored vectors changed: caches keyed on `version`, and the row `value` remembered,
@@ -568,8 +605,15 @@ class SupportVectors(_KernelExpansion):
     def _maintain(self, newest: np.ndarray | None = None) -> None:
         """Merge or remove the smallest coefficient; `newest` is the last vector's row, if known."""
         size = self.size
+        G = self._gram
+        if G is None and self._keeps_gram() and size <= self.budget + 1:  # (not in `average`)
+            G = self._gram = self._new_gram()
+            _quadratic_form(self.kernel, self.gamma, self._S[:size, : self.n_inputs],
+                            self._norms[:size], self._a[:size], G)
 
         def row(i):
+            if G is not None:
+                return G[i, :size].astype(np.float64)
             return newest if newest is not None and i == size - 1 else self._stored_exponents(i)
 
         event = support_budget.plan(self.kernel, self.policy, self._a[:size], row)
@@ -581,6 +625,10 @@ class SupportVectors(_KernelExpansion):
             self._S[n, :k] = z
             self._norms[n] = _squared_norms(self._S[n, :k])
             self._a[n] = event.coefficient
+            if G is not None:  # z's row, from the rows of the two vectors it replaces
+                G[n, :size] = event.partner_exponents
+                G[:size, n] = event.partner_exponents
+                G[n, n] = 0.0
             self.n_merges += 1
         else:
             self.n_removals += 1
@@ -613,6 +661,8 @@ class SupportVectors(_KernelExpansion):
             "vectors": self._S[: self.size, : self.n_inputs].copy(),
             "alpha": self._a[: self.size].copy(),
         }
+        if self._gram is not None:
+            arrays["gram"] = self._gram[: self.size, : self.size].copy()
         return scalars, arrays
 
     def restore(self, scalars: dict, arrays: dict, n_inputs: int) -> None:
@@ -623,15 +673,30 @@ class SupportVectors(_KernelExpansion):
         """
         _check_state(self, scalars, arrays, n_inputs)
         vectors, alpha = arrays["vectors"], arrays["alpha"]
-        if scalars["size"] <= _CHECKED_NORM_SIZE:
-            exact = _quadratic_form(self.kernel, self.gamma, vectors, _squared_norms(vectors),
-                                    alpha)
+        size = scalars["size"]
+        # A saved exponent matrix is used if this store keeps one (otherwise it is rebuilt
+        # from the vectors when first needed); checked against the vectors below.
+        saved_gram = arrays.get("gram") if self._keeps_gram(n_inputs) else None
+        gram = None
+        if saved_gram is not None:
+            _check_gram(saved_gram, size, self.dtype)
+            gram = self._new_gram()
+        if size <= _CHECKED_NORM_SIZE or gram is not None:  # (a kept matrix has fewer rows)
+            norms = _squared_norms(vectors)
+            exact = _quadratic_form(self.kernel, self.gamma, vectors, norms, alpha, gram)
             tolerance = 1e-6 * float(np.abs(alpha).sum()) ** 2
             if not abs(scalars["squared_norm"] - exact) <= tolerance:
                 raise ValueError("the saved norm does not match the saved support vectors")
+            if gram is not None:
+                scale = 1.0 + self.gamma * (norms[:, None] + norms[None, :])
+                if not (np.abs(saved_gram - gram[:size, :size]) <= _GRAM_TOLERANCE * scale).all():
+                    raise ValueError("the saved kernel exponents do not match the saved support "
+                                     "vectors")
+                gram[:size, :size] = saved_gram
         self.size = self.n_inputs = 0
         self._S = np.zeros((0, 0), dtype=self.dtype)
         self._load(vectors, alpha, n_inputs)
+        self._gram = gram
         self._scale = float(scalars["scale"])
         self._q = float(scalars["squared_norm"])
         self._stored_since_norm = scalars["stored_since_norm"]
@@ -733,16 +798,18 @@ def _check_state(store: SupportVectors, scalars: dict, arrays: dict, n_inputs: i
         raise ValueError("saved support vectors or coefficients are not finite")
 
 
-def _quadratic_form(kernel: str, gamma: float, S: np.ndarray, norms: np.ndarray, a) -> float:
+def _quadratic_form(kernel: str, gamma: float, S: np.ndarray, norms: np.ndarray, a,
+                    gram: np.ndarray | None = None) -> float:
     """`a^T K a` over the vectors `S` (squared norms `norms`), in blocks of rows (no full kernel
-    matrix in memory)."""
+    matrix in memory); the exponents `gamma dist(x_i, x_j)` are written into `gram` if given
+    (0 on the diagonal)."""
     size, n = S.shape
     if not size:
         return 0.0
     total = 0.0
     step = max(1, _BLOCK // max(1, size * (n if kernel == "laplacian" else 1)))
     for start in range(0, size, step):
-        rows = slice(start, start + step)
+        rows = slice(start, min(start + step, size))
         if kernel == "rbf":
             E = (S[rows] @ S.T).astype(np.float64)
             E *= -2.0
@@ -751,7 +818,20 @@ def _quadratic_form(kernel: str, gamma: float, S: np.ndarray, norms: np.ndarray,
             np.maximum(E, 0.0, out=E)
         else:
             E = np.abs(S[rows, None, :] - S[None]).sum(axis=2).astype(np.float64)
-        E *= -gamma
+        E *= gamma
+        if gram is not None:
+            block = gram[rows, :size]
+            block[...] = E
+            block[np.arange(len(block)), np.arange(start, start + len(block))] = 0.0
+        np.negative(E, out=E)
         total += float(a[rows] @ (np.exp(E, out=E) @ a))
     return total
+
+
+def _check_gram(gram, size: int, dtype: str) -> None:
+    """Refuse a saved exponent matrix that is not one (its values are checked by `restore`)."""
+    if not isinstance(gram, np.ndarray) or gram.dtype != dtype or gram.shape != (size, size):
+        raise ValueError(f"saved kernel exponents must be {dtype} of shape ({size}, {size})")
+    if not (np.isfinite(gram).all() and (gram >= 0).all() and not gram.diagonal().any()):
+        raise ValueError("saved kernel exponents must be finite, >= 0, and 0 on the diagonal")
 

@@ -15,9 +15,10 @@ Where `z` goes:
   Squared distances scale quadratically along it, `k(x_m, z) = kappa^((1-h)^2)` and
   `k(x_n, z) = kappa^(h^2)` with `kappa = k(x_m, x_n)`; `h` maximises `|a_z|`, the one zero of
   the derivative in the half of the segment nearer the larger vector, found by Newton's method
-  (`merge_points`). Only the partners that can win are solved: the nearest few, then any other
-  whose lower bound on the degradation, a function of its distance alone, is below the best
-  degradation found (`best_merge`). The result is the exhaustive search's.
+  (`merge_points`), for every partner at once; past `EXHAUSTIVE_PARTNERS` partners only the
+  ones that can win are solved: the nearest few, then any other whose lower bound on the
+  degradation, a function of its distance alone, is below the best degradation found
+  (`best_merge`). The result is the exhaustive search's.
 - Laplacian: the L1 distances of any `z` in the box spanned by `x_m` and `x_n` add up to
   `||x_m - x_n||_1`, so `|a_z|` depends on `T = ||x_m - z||_1` alone:
   `A exp(-gamma T) + B exp(-gamma (L - T))`, a convex function of `T`, largest at an end. The
@@ -38,7 +39,7 @@ import typing
 
 import numpy as np
 
-__all__ = ["POLICIES", "Maintenance", "best_merge", "merge_points", "plan"]
+__all__ = ["EXHAUSTIVE_PARTNERS", "POLICIES", "Maintenance", "best_merge", "merge_points", "plan"]
 
 POLICIES = ("merge", "remove")
 
@@ -46,7 +47,10 @@ POLICIES = ("merge", "remove")
 # error left is then of the order of its square, and p is at its maximum to rounding).
 _NEWTON_TOLERANCE = 1e-7
 _NEWTON_STEPS = 100
-# The merge partners solved first: the nearest ones (the others are bounded, see best_merge).
+# Up to this many partners, every one is solved in one vectorised pass (a pass costs mostly
+# its fixed overhead); beyond, the nearest ones first, and the others only if their bound
+# says they can win (see best_merge).
+EXHAUSTIVE_PARTNERS = 2048
 _NEAREST = 8
 #: The smallest coefficient ratio A / B the merge search works with (see merge_points).
 _SMALLEST_RATIO = 1e-300
@@ -61,6 +65,7 @@ class Maintenance(typing.NamedTuple):
     coefficient: float  # a_z, the partner's new coefficient
     squared_norm_change: float  # of a^T K a
     loss: float  # the weight degradation, in the units of `a`
+    partner_exponents: np.ndarray | None = None  # gamma dist(z, x_j) for every stored j
 
 
 def plan(kernel: str, policy: str, a: np.ndarray, row) -> Maintenance:
@@ -94,7 +99,7 @@ def plan(kernel: str, policy: str, a: np.ndarray, row) -> Maintenance:
             exponents_z = exponents_m if h == 1.0 else exponents_n
         value_z = float(np.exp(-exponents_z) @ a)
         change = 2.0 * (a_z * value_z - a_m * value_m - a[n] * value_n) + loss
-        return Maintenance(m, n, h, a_z, change, loss)
+        return Maintenance(m, n, h, a_z, change, loss, exponents_z)
     return Maintenance(m, None, 1.0, 0.0, a_m * (a_m - 2.0 * value_m), a_m * a_m)
 
 
@@ -105,7 +110,8 @@ def best_merge(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
     partner is solved), and `D` as in `merge_points`. The degradation of a partner is `A^2 + B^2 + 2 A B exp(-D) - p^2` at its
     best `h`.
 
-    RBF: only partners that can win are searched. A partner's degradation is at least
+    RBF: with more than `EXHAUSTIVE_PARTNERS` partners, only partners that can win are
+    searched. A partner's degradation is at least
     `A^2 l(min(D, 2))`, `l(D) = 2 (1 - exp(-D/2))^2`, the degradation of merging two equal
     coefficients at distance `D` (whose best point is the midpoint when `D <= 2`):
 
@@ -125,7 +131,7 @@ def best_merge(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
     Ties go to the first partner, as `np.argmin` would.
 
     """
-    if kernel == "laplacian" or len(D) <= _NEAREST or (B < A).any():
+    if kernel == "laplacian" or len(D) <= max(_NEAREST, EXHAUSTIVE_PARTNERS) or (B < A).any():
         h, p, loss = _merges(kernel, A, B, D)
         best = int(loss.argmin())
         return best, float(h[best]), float(p[best]), float(loss[best])

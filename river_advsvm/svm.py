@@ -236,6 +236,7 @@ class AdvKernelSVM(MarginClassifier):
         self.kernel_radius = 0.0
         self._radius_names: list | None = None
         self._warm_vote: tuple | None = None  # cached by _unstarted_margins
+        self._warm_rows: _HeldRows | None = None  # the held rows as a matrix, for the vote
 
     @property
     def _is_stochastic(self) -> bool:
@@ -266,15 +267,18 @@ class AdvKernelSVM(MarginClassifier):
         if not self._held or len(self._labels) < 2:
             return super()._unstarted_margins(names, values)
         if self._warm_vote is None or self._warm_vote[0] != len(self._held):
-            fitted, _ = _scale_gamma(self._held)
-            columns = list(dict.fromkeys(n for row_names, _, _ in self._held for n in row_names))
-            X = _dense_rows(self._held, columns)
-            gammas = (np.array([fitted[n] for n in columns]) if isinstance(fitted, dict)
-                      else np.full(len(columns), fitted))
+            # Each held row is placed in the matrix once: the warm-up stays linear in its length.
+            if self._warm_rows is None or self._warm_rows.size > len(self._held):
+                self._warm_rows = _HeldRows()
+            for held_names, row, _ in self._held[self._warm_rows.size :]:
+                self._warm_rows.append(held_names, row)
+            columns, X = self._warm_rows.names, self._warm_rows.matrix
+            fitted, why = _scale_gammas(X)
+            gammas = np.full(len(columns), fitted) if why else fitted
             signs = np.array([self.sign_of(y) for _, _, y in self._held])
             self._warm_vote = (len(self._held), columns, X, gammas, signs)
         _, columns, X, gammas, signs = self._warm_vote
-        position = {n: j for j, n in enumerate(columns)}
+        position = self._warm_rows.position
         Z = np.zeros((len(values), len(columns)))
         known = [(j, position[n]) for j, n in enumerate(names) if n in position]
         if known:
@@ -448,7 +452,11 @@ class AdvKernelSVM(MarginClassifier):
             # unbounded budget is bounded by what one checkpoint may hold at all.
             if self.budget is None:
                 return checkpoint.MAX_ARRAY_BYTES
-            return self.budget * (self.max_features * itemsize + 32) + 4096
+            # With the kernel exponents between them, when the store keeps those.
+            from river_advsvm.support import GRAM_MAX_BUDGET
+
+            gram = itemsize * self.budget**2 if self.budget <= GRAM_MAX_BUDGET else 0
+            return self.budget * (self.max_features * itemsize + 32) + gram + 4096
         # Feature ids and coefficients, and the norm sketch: random features hold no weights.
         features = self.budget if self.budget_policy != "grow" else checkpoint.MAX_ARRAY_BYTES // 16
         return 16 * features + 8 * rf.NORM_PROBES + 4096
@@ -534,14 +542,55 @@ def _dense_rows(rows: list, columns: list) -> np.ndarray:
     return X
 
 
+class _HeldRows:
+    """Held rows as a dense matrix over their inputs (in order of first appearance, absent
+    inputs 0), grown one row at a time with spare room."""
+
+    def __init__(self):
+        self.names: list = []
+        self.position: dict = {}  # the column of each name
+        self._X = np.zeros((16, 16))
+        self.size = 0
+
+    @property
+    def matrix(self) -> np.ndarray:
+        return self._X[: self.size, : len(self.names)]
+
+    def append(self, names: list, row: np.ndarray) -> None:
+        position = self.position
+        for name in names:
+            if name not in position:
+                position[name] = len(self.names)
+                self.names.append(name)
+        rows, columns = self._X.shape
+        if self.size == rows or len(self.names) > columns:
+            grown = np.zeros((2 * rows if self.size == rows else rows,
+                              max(columns, 2 * len(self.names))))
+            grown[: self.size, :columns] = self._X[: self.size]
+            self._X = grown
+        self._X[self.size, [position[n] for n in names]] = row
+        self.size += 1
+
+
 def _scale_gamma(rows: list) -> tuple[dict | float, str | None]:
     """`gamma='scale'` on held rows: one bandwidth per input, or 1/d and why not."""
     names = list(dict.fromkeys(n for row_names, _, _ in rows for n in row_names))
-    X = _dense_rows(rows, names)
+    return _scale_gamma_of(names, _dense_rows(rows, names))
+
+
+def _scale_gamma_of(names: list, X: np.ndarray) -> tuple[dict | float, str | None]:
+    """`_scale_gamma` of rows given as a matrix `X` over the inputs `names`."""
+    fitted, why = _scale_gammas(X)
+    return (fitted if why else dict(zip(names, fitted.tolist()))), why
+
+
+def _scale_gammas(X: np.ndarray) -> tuple[np.ndarray | float, str | None]:
+    """`_scale_gamma` of rows given as a matrix `X`: one bandwidth per column, or 1/d and why
+    not."""
     spread = X.max(axis=0) - X.min(axis=0)
     varying = spread[spread > 0]
     median = float(np.median(varying)) if len(varying) else 0.0
-    d = max(len(names), 1)
+    d = max(X.shape[1], 1)
     if median > 0:
         # Each input in units of its range, floored at the median range: inputs of different
         # units become comparable, and one that barely varies is not blown up. Then twice
@@ -550,8 +599,8 @@ def _scale_gamma(rows: list) -> tuple[dict | float, str | None]:
         spread = np.where(spread > 0, np.maximum(spread, median), median)
         variance = float((X / spread).var())
         with np.errstate(over="ignore", divide="ignore"):  # absurd values are refused below
-            fitted = dict(zip(names, (SCALE_FACTOR / (d * variance * spread**2)).tolist()))
-        if variance > 0 and all(0 < g <= kernels.MAX_GAMMA for g in fitted.values()):
+            fitted = SCALE_FACTOR / (d * variance * spread**2)
+        if variance > 0 and ((fitted > 0) & (fitted <= kernels.MAX_GAMMA)).all():
             return fitted, None
     why = "do not vary" if median == 0 else f"vary by too little (median range {median:.3g})"
     return 1.0 / d, why

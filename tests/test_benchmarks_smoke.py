@@ -150,6 +150,22 @@ def test_throughput_measures_every_mode_against_its_reference(quick_results):
     assert all(isinstance(t["met"], bool) for t in targets)
 
 
+def test_throughput_measures_the_support_vector_step_against_the_hand_step(quick_results):
+    rows = {(r["data"], r["mode"]): r for r in quick_results("throughput")
+            if r["kind"] == "support_step"}
+    assert {data for data, _ in rows} == {"noisy", "digits 8 vs 9"}
+    for data in ("noisy", "digits 8 vs 9"):
+        for mode, reference in [("learn_one", "hand step"), ("learn_many", "hand step"),
+                                ("hand step with merge", "hand step"),
+                                ("predict_one", "hand predict")]:
+            r = rows[(data, mode)]
+            assert r["reference"] == reference and r["ratio"] > 0
+            assert r["n_support_vectors"] == r["budget"]  # measured at full budget
+        assert rows[(data, "learn_one")]["merges_per_sample"] >= 0
+    # Almost every noisy sample violates the margin: the budget merges on most of them.
+    assert rows[("noisy", "learn_one")]["merges_per_sample"] > 0.3
+
+
 def test_throughput_pass_learns_the_learn_one_model_bit_for_bit(quick_results):
     passes = [r for r in quick_results("throughput") if r["kind"] == "mnist"
               and r["system"] == "river-advsvm"]

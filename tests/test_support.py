@@ -361,8 +361,15 @@ def test_a_merge_loses_at_least_what_two_equal_coefficients_would(A, ratios, dis
     assert (loss >= bound * (1 - 1e-9) - 1e-12 * (A + B) ** 2).all()
 
 
+@pytest.fixture(params=["exhaustive", "pruned"])
+def partner_search(request, monkeypatch):
+    """best_merge solving every partner, or only those its bound says can win."""
+    if request.param == "pruned":
+        monkeypatch.setattr(support_budget, "EXHAUSTIVE_PARTNERS", 0)
+
+
 @pytest.mark.parametrize("seed", range(8))
-def test_best_merge_is_the_best_of_an_exhaustive_search(seed):
+def test_best_merge_is_the_best_of_an_exhaustive_search(seed, partner_search):
     rng = np.random.default_rng(seed)
     A = rng.uniform(0.01, 1.0)
     n = [3, 9, 40, 300][seed % 4]
@@ -378,7 +385,7 @@ def test_best_merge_is_the_best_of_an_exhaustive_search(seed):
     assert p == pytest.approx(ps[index], rel=1e-12) and h == pytest.approx(hs[index], abs=1e-6)
 
 
-def test_best_merge_finds_a_partner_beyond_the_nearest_ones():
+def test_best_merge_finds_a_partner_beyond_the_nearest_ones(partner_search):
     """Near partners with large coefficients lose more than a farther one of equal weight."""
     A = 0.2
     D = np.concatenate([np.linspace(0.10, 0.12, 30), [0.13], np.linspace(0.5, 4.0, 100)])
@@ -605,3 +612,80 @@ def test_restore_never_accepts_an_inconsistent_size(size, n_inputs, claimed, val
     # Accepted: then everything was consistent.
     assert claimed == size <= 20 and math.isfinite(value)
     assert store.norm == pytest.approx(exact_norm(store), rel=1e-5, abs=1e-6)
+
+
+# -- the kept kernel exponents ------------------------------------------------------------------
+
+
+@pytest.fixture
+def kept_exponents(monkeypatch):
+    """Stores keep the exponent matrix whatever their number of inputs."""
+    monkeypatch.setattr(support, "GRAM_MIN_INPUTS", 0)
+
+
+def exact_exponents(store):
+    S = store.vectors.astype(np.float64)
+    if store.kernel == "rbf":
+        return store.gamma * ((S[:, None, :] - S[None]) ** 2).sum(axis=2)
+    return store.gamma * np.abs(S[:, None, :] - S[None]).sum(axis=2)
+
+
+@pytest.mark.parametrize("kernel,policy,dtype", KINDS)
+def test_kept_exponents_follow_the_vectors_through_merges(kernel, policy, dtype, kept_exponents,
+                                                          monkeypatch):
+    monkeypatch.setitem(support._RECOMPUTE_AFTER, kernel, 10**9)  # no refresh from the vectors
+    X, y = stream(n=600, d=4)
+    store = new_store(kernel, budget=20, policy=policy, dtype=dtype, d=4)
+    learn(store, X, y)
+    assert store.n_merges + store.n_removals > 200
+    gram = store.state()[1]["gram"]
+    tolerance = 1e-4 if dtype == "float32" else 1e-10
+    np.testing.assert_allclose(gram, exact_exponents(store), rtol=0, atol=tolerance)
+    assert store.norm == pytest.approx(exact_norm(store), rel=1e-5 if dtype == "float32" else 1e-9)
+
+
+def test_a_store_keeps_the_exponents_only_with_many_inputs():
+    X, y = stream(n=300, d=support.GRAM_MIN_INPUTS)
+    narrow = new_store(budget=20, d=support.GRAM_MIN_INPUTS - 1, dtype="float32")
+    learn(narrow, X[:, :-1], y)
+    wide = new_store(budget=20, d=support.GRAM_MIN_INPUTS, dtype="float32")
+    learn(wide, X, y)
+    assert "gram" not in narrow.state()[1]
+    assert wide.state()[1]["gram"].shape == (20, 20)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_a_store_restored_without_its_exponents_rebuilds_them(kernel, kept_exponents):
+    X, y = stream(n=400)
+    store = new_store(kernel, budget=20, dtype="float32")
+    learn(store, X[:200], y[:200])
+    scalars, arrays = store.state()
+    twin = SupportVectors(kernel, store.gamma, 20, "merge", "float32")
+    twin.restore(scalars, {"vectors": arrays["vectors"], "alpha": arrays["alpha"]}, 3)
+    learn(twin, X[200:], y[200:])
+    assert twin.size == 20 and twin.n_merges > store.n_merges
+    np.testing.assert_allclose(twin.state()[1]["gram"], exact_exponents(twin), rtol=0,
+                               atol=1e-4)
+
+
+def test_saved_exponents_that_do_not_fit_the_vectors_are_refused(kept_exponents):
+    X, y = stream(n=200)
+    store = new_store(budget=20)
+    learn(store, X, y)
+    scalars, arrays = store.state()
+    gram = arrays["gram"]
+    far = gram.copy()
+    far[2, 5] = far[5, 2] = gram[2, 5] + 1.0
+    negative = gram.copy()
+    negative[1, 3] = -1.0
+    diagonal = gram.copy()
+    diagonal[4, 4] = 0.5
+    poisoned = gram.copy()
+    poisoned[0, 1] = np.nan
+    for bad in [far, negative, diagonal, poisoned, gram[:-1], gram.astype(np.float32),
+                gram.tolist()]:
+        target = new_store(budget=20)
+        before = target.state()
+        with pytest.raises(ValueError):
+            target.restore(scalars, {**arrays, "gram": bad}, 3)
+        assert target.state()[0] == before[0]

@@ -151,3 +151,21 @@ def test_budget_maintenance_counts_the_events_of_each_policy():
     assert seen["remove"]["merges"] == 0 and seen["remove"]["removals"] > 0
     assert seen["merge"]["merges"] > 0
     assert all(m["degradation"] > 0 for m in (seen["merge"], seen["remove"]))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_checkpoint_with_the_kept_kernel_exponents_continues_bit_for_bit(dtype, tmp_path):
+    from river_advsvm import support
+
+    d = support.GRAM_MIN_INPUTS + 2
+    X = np.random.default_rng(5).random((300, d))
+    y = X[:, 0] + np.sin(4 * X[:, 1]) > 1.0
+    model = AdvKernelSVM(budget=16, budget_policy="merge", gamma=4.0 / d, dtype=dtype, seed=1)
+    model.learn_many(X[:150], y[:150])
+    assert "gram" in model._store.state()[1] and model._store.n_merges > 0
+    model.save(tmp_path / "model.ckpt")
+    loaded = AdvKernelSVM.load(tmp_path / "model.ckpt")
+    model.learn_many(X[150:], y[150:])
+    for x, label in zip(X[150:], y[150:]):
+        loaded.learn_one(dict(enumerate(x)), label)
+    assert_same_state(model, loaded)
