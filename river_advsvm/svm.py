@@ -236,7 +236,9 @@ class AdvKernelSVM(MarginClassifier):
             Z[:, [p for _, p in known]] = values[:, [j for j, _ in known]]
         # Inputs the held rows never had add the same distance to every held row.
         extra = [j for j, n in enumerate(names) if n not in position]
-        offset = (values[:, extra] ** 2).sum(axis=1) * np.median(gammas) if extra else 0.0
+        # (No held row has an input yet: the fallback bandwidth of `_scale_gamma`, 1/1.)
+        spread = np.median(gammas) if len(gammas) else 1.0
+        offset = (values[:, extra] ** 2).sum(axis=1) * spread if extra else 0.0
         # Memory stays at (rows x held) distances plus one (rows x inputs) temporary.
         if self.kernel == "rbf":
             root = np.sqrt(gammas)
