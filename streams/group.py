@@ -152,8 +152,10 @@ class GroupSync:
 
     """
 
-    def __init__(self, clients, topic: str, worker: str, checkpoint_dir: str, sink):
+    def __init__(self, clients, topic: str, worker: str, checkpoint_dir: str, sink,
+                 limits: state_io.Limits | None = None):
         self.clients = clients
+        self.limits = state_io.Limits() if limits is None else limits
         self.topic = topic
         self.worker = worker
         self.checkpoint_dir = checkpoint_dir
@@ -178,7 +180,7 @@ class GroupSync:
             raise ValueError(f"the snapshot topic {self.topic!r} has {partitions} partitions;"
                              " it needs exactly one (a total order of snapshots)")
         self.reader = SnapshotReader(self.clients, self.topic,
-                                     client_id=f"advsvm-group-{self.worker}")
+                                     client_id=f"advsvm-group-{self.worker}", limits=self.limits)
 
     def close(self) -> None:
         if self.reader is not None:
@@ -223,7 +225,7 @@ class GroupSync:
         new model, with the group's model options if the peers have other ones.
         """
         own = self.own()
-        local = state_io.load(self.checkpoint_dir)
+        local = state_io.load(self.checkpoint_dir, self.limits)
         if local is not None and local.group is not None and local.group["worker"] != self.worker:
             raise ValueError(f"{self.checkpoint_dir} holds the checkpoint of worker "
                              f"{local.group['worker']!r}, not {self.worker!r}")

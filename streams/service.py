@@ -195,13 +195,13 @@ class Service:
             with lifecycle.blas_threads(config.blas_threads):
                 return self._run()
         finally:
-            lock.close()  # the kernel also drops the lock when the process dies
+            os.close(lock)  # the kernel also drops the lock when the process dies
 
     def _run(self) -> int:
         config, session = self.config, self.session
         for path in state_io.remove_temporaries(config.checkpoint_dir):
             log.info("removed %s, left by an interrupted checkpoint write", path)
-        loaded = state_io.load(config.checkpoint_dir)  # fail fast, before touching Kafka
+        loaded = state_io.load(config.checkpoint_dir, session.limits)  # fail fast, before Kafka
         if loaded is not None:
             session.state = loaded
             log.info("restored the checkpoint in %s (%d learned); it wins over model options",
@@ -301,7 +301,10 @@ class Service:
                 size += len(records[end].value or b"")
                 end += 1
             batch, start = records[start:end], end
-            n_learned = self.state.model.n_learned  # in a group: the merged model's samples
+            # Labelled samples taken (a warm-up holds some back before learning them); in a
+            # group, the merged model's samples.
+            model = self.state.model
+            n_learned = model.n_learned + getattr(model, "n_held", 0)
             outcomes = session.learner.process_many([record.value for record in batch])
             started = time.perf_counter()
             offsets = self.state.offsets

@@ -116,7 +116,7 @@ class Standalone:
     def restore(self, partitions: set) -> None:
         """Reload the checkpoint and seek each partition to its checkpointed offset."""
         session = self.session
-        loaded = state_io.load(session.config.checkpoint_dir)
+        loaded = state_io.load(session.config.checkpoint_dir, session.limits)
         session.state = loaded if loaded is not None else session.new_state()
         session.progress.since_checkpoint = 0
         saved = session.state
