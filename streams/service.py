@@ -32,10 +32,13 @@ with:
 - 1: stopped, but the outputs could not be delivered within `shutdown_timeout`, so there is no
   final checkpoint (or the service met an unexpected error); the last checkpoint stays valid
   and what came after it is learned again at the next start;
-- 2: a usage error: bad options, an unreadable checkpoint, a checkpoint directory in use;
+- 2: a usage error: bad options, an unreadable checkpoint or one beyond the operator's limits
+  (`river_advsvm.streams.state.Limits`), a checkpoint directory in use;
 - 3: no broker answered within `connect_timeout` at start-up (`BrokerUnreachable`);
 - 4: at start-up the cluster refused the connection settings: TLS or SASL
   (`SettingsRefused`);
+- 5: a fault of the machine (disk full, I/O error, out of memory): the last checkpoint is
+  intact (`river_advsvm.streams.lifecycle.exit_status`);
 - 130: stopped by SIGINT (after the drain, as for SIGTERM).
 
 A message never stops the service: whatever goes wrong with one becomes its dead letter.
