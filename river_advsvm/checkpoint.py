@@ -102,8 +102,13 @@ class CheckpointError(ValueError):
 # -- writing --------------------------------------------------------------------------------------
 
 
-def write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Atomically replace `path` by `data` (temporary file, fsync, rename, directory fsync)."""
+def write_bytes(path: str | os.PathLike, data: bytes, *,
+                before_rename: typing.Callable[[], None] | None = None) -> None:
+    """Atomically replace `path` by `data` (temporary file, fsync, rename, directory fsync).
+
+    `before_rename` is called once the temporary file is synced, right before the rename (a
+    crash test's window inside the write).
+    """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     try:
@@ -113,6 +118,8 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
+            if before_rename is not None:
+                before_rename()
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):

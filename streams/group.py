@@ -82,7 +82,7 @@ import re
 import socket
 import uuid
 
-from river_advsvm.streams import merge
+from river_advsvm.streams import faults, merge
 from river_advsvm.streams import state as state_io
 from river_advsvm.streams.group_state import claims, group_model, superseded, totals
 from river_advsvm.streams.snapshot import (FENCE_PREFIX, Snapshot, fence_key, fence_value, new_bookkeeping,
@@ -317,6 +317,7 @@ class GroupSync:
             log.warning("could not read snapshot %d back from %s in time: not counting on it",
                         group["seq"], self.topic)
             return False
+        faults.reach("snapshot.published", seq=group["seq"])
         own = self.own()
         if own is None or own.position != offset:
             raise Fenced(f"snapshot {group['seq']} of {self.worker} (generation {generation}) "

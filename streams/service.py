@@ -77,7 +77,7 @@ import typing
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import KafkaError
 
-from river_advsvm.streams import lifecycle
+from river_advsvm.streams import faults, lifecycle
 from river_advsvm.streams import state as state_io
 from river_advsvm.streams.config import ServiceConfig
 from river_advsvm.streams.lifecycle import BrokerUnreachable, SettingsRefused
@@ -317,6 +317,8 @@ class Service:
                 offsets.setdefault(record.topic, {})[record.partition] = record.offset + 1
             progress.seconds["publish"] += time.perf_counter() - started
             progress.record(len(batch))
+            faults.reach("batch.learned", unpublished=progress.since_checkpoint,
+                         learned=self.state.counters["learned"])
             if progress.since_checkpoint >= config.checkpoint_every:
                 self.checkpoint()
 

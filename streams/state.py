@@ -62,6 +62,7 @@ import typing
 import river_advsvm
 from river_advsvm import checkpoint, margin
 from river_advsvm.checkpoint import CheckpointError
+from river_advsvm.streams import faults
 
 __all__ = ["CHECKPOINT_FILE", "MAX_COUNT", "Limits", "ServiceState", "checkpoint_path",
            "describe", "from_checkpoint", "load", "parse_extra", "save", "save_bytes",
@@ -211,7 +212,7 @@ def save(directory: str | os.PathLike, state: ServiceState) -> None:
     """Write `state` atomically to `directory/checkpoint.ckpt`."""
     state.counters["checkpoints"] += 1
     try:
-        state.model.save(checkpoint_path(directory), extra=state.extra())
+        save_bytes(directory, to_bytes(state))
     except BaseException:
         state.counters["checkpoints"] -= 1
         raise
@@ -233,7 +234,8 @@ def to_bytes(state: ServiceState) -> bytes:
 
 def save_bytes(directory: str | os.PathLike, data: bytes) -> None:
     """Write checkpoint bytes made by `to_bytes` atomically to `directory/checkpoint.ckpt`."""
-    checkpoint.write_bytes(checkpoint_path(directory), data)
+    checkpoint.write_bytes(checkpoint_path(directory), data,
+                           before_rename=lambda: faults.reach("checkpoint.temp-written"))
 
 
 def _service_extra(meta: dict, where: str) -> dict:
