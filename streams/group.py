@@ -80,6 +80,7 @@ import logging
 import os
 import re
 import socket
+import stat
 import uuid
 
 from river_advsvm.streams import faults, merge
@@ -111,10 +112,7 @@ def worker_id(checkpoint_dir: str, requested: str | None = None) -> str:
     """This worker's id: `requested`, else the one kept in `checkpoint_dir/worker-id` (made on
     the first start from the host name and a random suffix). Stable across restarts."""
     path = os.path.join(checkpoint_dir, WORKER_ID_FILE)
-    kept = None
-    if os.path.exists(path):
-        with open(path) as f:
-            kept = f.read().strip()
+    kept = _read_small_file(path)
     if requested is not None:
         if kept is not None and kept != requested:
             raise ValueError(f"{checkpoint_dir} belongs to worker {kept!r}, not {requested!r}: "
@@ -132,6 +130,21 @@ def worker_id(checkpoint_dir: str, requested: str | None = None) -> str:
 
         write_bytes(path, (chosen + "\n").encode())
     return chosen
+
+
+def _read_small_file(path: str, limit: int = 256) -> str | None:
+    """The first `limit` bytes of a regular file as text, None if there is none; `ValueError`
+    for anything else (a FIFO or a device, refused without blocking)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        return os.read(fd, limit).decode("utf-8", "replace").strip()
+    finally:
+        os.close(fd)
 
 
 class GroupSync:
