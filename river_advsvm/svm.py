@@ -403,6 +403,8 @@ class AdvKernelSVM(MarginClassifier):
         gamma = scalars["gamma"]
         self._gamma = None if gamma is None else float(gamma)
         self.kernel_radius = float(scalars.get("kernel_radius", 0.0))
+        if not 0.0 <= self.kernel_radius < math.inf:  # NaN fails too
+            raise ValueError(f"kernel_radius {self.kernel_radius!r} is out of range")
         if self._gamma is not None and not 0 < self._gamma <= kernels.MAX_GAMMA:
             raise ValueError(f"gamma {self._gamma!r} is out of range")
         if "store" in scalars:
