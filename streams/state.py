@@ -106,23 +106,26 @@ class Limits:
     def check(self, meta: dict, where: str) -> None:
         """`CheckpointError` (one line naming the limit and its flag) if the model in the
         checkpoint metadata `meta` may hold more than these limits allow."""
-        params = meta.get("params") if isinstance(meta, dict) else None
-        if not isinstance(params, dict):
-            raise CheckpointError(f"{where}: its metadata lacks the model's parameters")
-        wanted = {"max_features": params.get("max_features", self.max_features)}
-        if meta.get("class") == "AdvKernelSVM":
-            unbounded = params.get("budget") is None or params.get("budget_policy") == "grow"
-            wanted["budget"] = None if unbounded else params.get("budget")
-        for name, value in wanted.items():
+        cls = _MODELS.get(meta.get("class")) if isinstance(meta, dict) else None
+        if cls is None:
+            raise CheckpointError(f"{where}: unknown model class "
+                                  f"{str(meta.get('class'))[:40]!r}" if isinstance(meta, dict)
+                                  else f"{where}: no model metadata")
+        try:
+            model = cls._unlearned(meta)  # the parameters in effect, defaults included
+        except (KeyError, TypeError, ValueError) as error:
+            raise CheckpointError(f"{where}: invalid {cls.__name__} parameters: "
+                                  f"{' '.join(str(error).split())[:200]}") from None
+        held = {"max_features": model.max_features}
+        if hasattr(model, "budget"):
+            held["budget"] = None if (model.budget is None or model.budget_policy == "grow") \
+                else model.budget
+        for name, value in held.items():
             limit = getattr(self, name)
-            if limit is None:
-                continue
-            if value is not None and (type(value) is not int or value < 1):
-                raise CheckpointError(f"{where}: invalid {name} {str(value)[:40]!r}")
-            if value is None or value > limit:
-                held = "no bound" if value is None else f"{name}={value}"
+            if limit is not None and (value is None or value > limit):
+                what = "no bound on its budget" if value is None else f"{name}={value}"
                 raise CheckpointError(
-                    f"{where} holds a model with {held}, over this service's limit "
+                    f"{where} holds a model with {what}, over this service's limit "
                     f"{name}={limit}; to load it, raise {self.FLAGS[name]}")
 
     def array_bytes(self, where: str):
@@ -130,10 +133,7 @@ class Limits:
         checks the metadata (`check`) before any array is read."""
         def bound(meta: dict) -> int:
             self.check(meta, where)
-            cls = _MODELS.get(meta.get("class"))
-            if cls is None:
-                raise CheckpointError(f"unknown model class {meta.get('class')!r} in {where}")
-            return cls.checkpoint_array_bytes(meta)
+            return _MODELS[meta["class"]].checkpoint_array_bytes(meta)
         return bound
 
 

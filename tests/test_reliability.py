@@ -90,6 +90,16 @@ def test_a_checkpoint_within_the_limits_loads_and_keeps_its_own_smaller_ones(tmp
     assert loaded.model.n_learned == saved.model.n_learned
 
 
+def test_a_parameter_the_checkpoint_leaves_out_counts_at_its_default(tmp_path):
+    saved = _learned_state(AdvKernelSVM(seed=0, max_features=30))
+    meta, arrays = saved.model.to_checkpoint(saved.extra())
+    del meta["params"]["max_features"]  # the model it makes has the default, 10,000
+    _write(tmp_path, meta, arrays)
+    with pytest.raises(CheckpointError, match="max_features=10000, over this service's limit "
+                                              "max_features=40"):
+        state.load(tmp_path, state.Limits.of(AdvKernelSVM(max_features=40)))
+
+
 def test_the_limits_are_checked_before_any_array_is_read(tmp_path, monkeypatch):
     state.save(tmp_path, _learned_state(AdvKernelSVM(seed=0, max_features=20_000)))
     monkeypatch.setattr(checkpoint, "_read_array", lambda *a: pytest.fail("an array was read"))
