@@ -116,10 +116,11 @@ def parse_snapshot(key: bytes | None, value: bytes | None, position: int,
     from river_advsvm import checkpoint
 
     where = f"snapshot {position} of {worker}"
-    if limits is None:
-        meta, arrays = checkpoint.loads(value)
-    else:
-        meta, arrays = checkpoint.loads(value, max_array_bytes=limits.array_bytes(where))
+    bound = checkpoint.MAX_ARRAY_BYTES if limits is None else limits.array_bytes()
+    try:
+        meta, arrays = checkpoint.loads(value, max_array_bytes=bound)
+    except CheckpointError as error:  # "checkpoint of N bytes: ...": say whose
+        raise CheckpointError(f"{where}: {error}") from None
     fields = state_io.parse_extra(meta, where)
     if fields["group"] is None or fields["group"]["worker"] != worker:
         raise CheckpointError(f"snapshot {position} keyed {worker!r} is not that worker's")

@@ -106,16 +106,20 @@ class Limits:
     def check(self, meta: dict, where: str) -> None:
         """`CheckpointError` (one line naming the limit and its flag) if the model in the
         checkpoint metadata `meta` may hold more than these limits allow."""
+        excess = self._excess(meta)
+        if excess is not None:
+            raise CheckpointError(f"{where}: {excess}")
+
+    def _excess(self, meta: dict) -> str | None:
+        """What in `meta` is over the limits, or None."""
         cls = _MODELS.get(meta.get("class")) if isinstance(meta, dict) else None
         if cls is None:
-            raise CheckpointError(f"{where}: unknown model class "
-                                  f"{str(meta.get('class'))[:40]!r}" if isinstance(meta, dict)
-                                  else f"{where}: no model metadata")
+            return "unknown model class " + (repr(str(meta.get("class"))[:40])
+                                             if isinstance(meta, dict) else "(no metadata)")
         try:
             model = cls._unlearned(meta)  # the parameters in effect, defaults included
         except (KeyError, TypeError, ValueError) as error:
-            raise CheckpointError(f"{where}: invalid {cls.__name__} parameters: "
-                                  f"{' '.join(str(error).split())[:200]}") from None
+            return f"invalid {cls.__name__} parameters: {' '.join(str(error).split())[:200]}"
         held = {"max_features": model.max_features}
         if hasattr(model, "budget"):
             held["budget"] = None if (model.budget is None or model.budget_policy == "grow") \
@@ -124,15 +128,17 @@ class Limits:
             limit = getattr(self, name)
             if limit is not None and (value is None or value > limit):
                 what = "no bound on its budget" if value is None else f"{name}={value}"
-                raise CheckpointError(
-                    f"{where} holds a model with {what}, over this service's limit "
-                    f"{name}={limit}; to load it, raise {self.FLAGS[name]}")
+                return (f"its model has {what}, over this service's limit {name}={limit}; to "
+                        f"load it, raise {self.FLAGS[name]}")
+        return None
 
-    def array_bytes(self, where: str):
+    def array_bytes(self):
         """The `max_array_bytes` argument of `checkpoint.read` / `loads` under these limits:
-        checks the metadata (`check`) before any array is read."""
+        checks the metadata (as `check` does) before any array is read."""
         def bound(meta: dict) -> int:
-            self.check(meta, where)
+            excess = self._excess(meta)
+            if excess is not None:
+                raise CheckpointError(excess)  # the reader says where
             return _MODELS[meta["class"]].checkpoint_array_bytes(meta)
         return bound
 
@@ -388,7 +394,7 @@ def load(directory: str | os.PathLike, limits: Limits | None = None) -> ServiceS
     path = checkpoint_path(directory)
     limits = Limits() if limits is None else limits
     try:
-        meta, arrays = checkpoint.read(path, max_array_bytes=limits.array_bytes(path))
+        meta, arrays = checkpoint.read(path, max_array_bytes=limits.array_bytes())
     except FileNotFoundError:
         return None
     return from_checkpoint(meta, arrays, path, limits)

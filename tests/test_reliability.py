@@ -77,8 +77,8 @@ def test_the_limits_of_a_linear_service_are_its_max_features_and_the_default_bud
     state.save(tmp_path, _learned_state(AdvKernelSVM(seed=0, budget=4096)))
     limits = state.Limits.of(AdvLinearSVM())
     assert (limits.budget, limits.max_features) == (1024, 10_000)
-    with pytest.raises(CheckpointError, match="budget=4096, over this service's limit "
-                                              "budget=1024; to load it, raise --budget"):
+    with pytest.raises(CheckpointError, match="its model has budget=4096, over this service's "
+                                              "limit budget=1024; to load it, raise --budget"):
         state.load(tmp_path, limits)
 
 
@@ -113,7 +113,7 @@ def test_a_peers_snapshot_beyond_the_limits_is_refused(tmp_path):
                    "run": {"first": None, "last": None, "processed": 0}}
     data = state.to_bytes(saved)
     assert parse_snapshot(b"peer", data, 7).worker == "peer"  # no limits: a reader's view
-    with pytest.raises(CheckpointError, match="snapshot 7 of peer holds a model with "
+    with pytest.raises(CheckpointError, match="snapshot 7 of peer: .*its model has "
                                               "budget=4096.*raise --budget"):
         parse_snapshot(b"peer", data, 7, state.Limits.of(AdvKernelSVM(budget=1024)))
 
