@@ -190,3 +190,29 @@ def test_a_worker_killed_between_its_snapshot_and_its_local_copy_resumes_exactly
     summary = group_io.totals(snapshots.values())
     assert summary["consumed"] == summary["claimed_messages"] == total
     assert summary["samples_learned"] == total
+
+
+def test_a_full_disk_exits_with_the_status_a_supervisor_restarts(broker, tmp_path, capsys,
+                                                                 monkeypatch):
+    import errno
+
+    from river_advsvm import cli
+    from river_advsvm.streams import lifecycle
+
+    topic = "full-disk"
+    clients.create_topics(broker.bootstrap_servers, {topic: 1})
+    X, y = kh.stream(60, seed=24)
+    kh.produce(broker.bootstrap_servers, topic, kh.messages(X, y), partition=0)
+    directory = tmp_path / "ckpt"
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)  # every checkpoint write fails as on a full disk
+    status = cli.main(["serve", "--bootstrap-servers", broker.bootstrap_servers, "--topic",
+                       topic, "--group", "full-disk-group", "--checkpoint-dir", str(directory),
+                       "--checkpoint-every", "20", *kh.SERVICE_ARGS, *kh.MODEL_ARGS])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert status == lifecycle.ENVIRONMENT_FAULT, err
+    assert err.startswith(f"advsvm serve: {directory / state.CHECKPOINT_FILE}: No space left")
+    assert not list(directory.glob("*.ckpt")) and not list(directory.glob(".tmp-*"))
