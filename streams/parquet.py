@@ -264,8 +264,8 @@ def _plan(source: Source, target, features, max_list_bytes: int):
     if isinstance(source, ds.Dataset) and not isinstance(source, ds.FileSystemDataset):
         return _Layout(source.schema, target, features), [], None  # in memory already
     if not files:
-        raise ParquetError(f"{os.fspath(source) if not isinstance(source, ds.Dataset) else 'the dataset'} "
-                           "holds no Parquet file")
+        name = "the dataset" if isinstance(source, ds.Dataset) else os.fspath(source)
+        raise ParquetError(f"{name} holds no Parquet file")
     layout = None
     for path in files:
         try:

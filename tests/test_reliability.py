@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 pytest.importorskip("kafka")
 
-from river_advsvm import AdvKernelSVM, AdvLinearSVM, CheckpointError, InvalidInput, checkpoint  # noqa: E402
+from river_advsvm import (AdvKernelSVM, AdvLinearSVM, CheckpointError, InvalidInput,  # noqa: E402
+                          checkpoint)
 from river_advsvm import cli  # noqa: E402
 from river_advsvm.streams import lifecycle, metrics, state  # noqa: E402
 from river_advsvm.streams import kafka as kafka_io  # noqa: E402
@@ -53,7 +54,7 @@ def _serve(directory, *flags) -> list[str]:
             "--checkpoint-dir", str(directory), "--connect-timeout", "0.2", *flags]
 
 
-# -- 1. a checkpoint or a snapshot cannot lift the operator's limits --------------------------------
+# -- 1. a checkpoint or a snapshot cannot lift the operator's limits -------------------------------
 
 
 @pytest.mark.parametrize("params, flags, limit, flag", [
@@ -118,7 +119,7 @@ def test_a_peers_snapshot_beyond_the_limits_is_refused(tmp_path):
         parse_snapshot(b"peer", data, 7, state.Limits.of(AdvKernelSVM(budget=1024)))
 
 
-# -- 2. values are range-checked before they are used -----------------------------------------------
+# -- 2. values are range-checked before they are used ----------------------------------------------
 
 
 def _tampered(tmp_path, change) -> str:
@@ -169,7 +170,7 @@ def test_any_count_out_of_its_range_is_refused(tmp_path_factory, field, value):
         state.parse_extra(meta, "here")
 
 
-# -- 3. only a regular file is read, without blocking -------------------------------------------------
+# -- 3. only a regular file is read, without blocking ----------------------------------------------
 
 
 def _special_files(tmp_path):
@@ -200,7 +201,7 @@ def test_inspect_and_serve_refuse_a_fifo_checkpoint_without_blocking(tmp_path, c
     assert "a FIFO, not a regular file" in done.stderr and done.stderr.count("\n") == 1
 
 
-# -- 4. exit statuses: environment faults are restarted, usage errors are not ------------------------
+# -- 4. exit statuses: environment faults are restarted, usage errors are not ----------------------
 
 
 @pytest.mark.parametrize("code, status", [
@@ -249,7 +250,7 @@ def test_the_documented_unit_restarts_exactly_the_retriable_statuses():
         assert f"| {status} |" in text and status not in prevented
 
 
-# -- 5. the lock is on the directory itself ---------------------------------------------------------
+# -- 5. the lock is on the directory itself --------------------------------------------------------
 
 
 def test_the_lock_cannot_be_defeated_by_deleting_a_file_and_follows_symlinks(tmp_path):
@@ -273,7 +274,7 @@ def test_the_lock_cannot_be_defeated_by_deleting_a_file_and_follows_symlinks(tmp
     os.close(lifecycle.lock_directory(str(link)))  # free again once released
 
 
-# -- 7. the metrics endpoint -------------------------------------------------------------------------
+# -- 7. the metrics endpoint -----------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -338,7 +339,7 @@ def test_the_listen_backlog_is_not_five():
     assert metrics._Server.request_queue_size == metrics.LISTEN_BACKLOG >= 128
 
 
-# -- 8. messages: bounded ids and labels, names that keep outputs valid UTF-8 ------------------------
+# -- 8. messages: bounded ids and labels, names that keep outputs valid UTF-8 ----------------------
 
 
 @pytest.mark.parametrize("value, code", [
@@ -373,7 +374,7 @@ def test_a_name_is_learned_only_if_it_is_valid_utf8_without_nul(name, labelled):
         json.dumps(meta, ensure_ascii=False).encode("utf-8")  # the saved names are UTF-8
 
 
-# -- 9. the Python API ------------------------------------------------------------------------------
+# -- 9. the Python API -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("columns", [[None, "b"], ["a", None]])
