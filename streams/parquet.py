@@ -82,12 +82,12 @@ class _Layout:
     def __init__(self, schema: pa.Schema, target: str | None, features: list[str] | None,
                  where: str = "the source"):
         if target is not None and target not in schema.names:
-            raise KeyError(f"target column {target!r} is not in {schema.names} ({where})")
+            raise KeyError(f"target column {target!r} is not in {schema.names}")
         if features is None:
             features = [name for name in schema.names if name != target]
         missing = [name for name in features if name not in schema.names]
         if missing:
-            raise KeyError(f"feature columns {missing} are not in {schema.names} ({where})")
+            raise KeyError(f"feature columns {missing} are not in {schema.names}")
         if target is not None and target in features:
             raise ValueError(f"{target!r} is both the target and a feature")
         if not features:
@@ -274,7 +274,12 @@ def _plan(source: Source, target, features, max_list_bytes: int):
         except (pa.ArrowException, OSError) as error:
             raise ParquetError(f"{path}: not a readable Parquet file: {_one_line(error)}") \
                 from None
-        mine = _Layout(schema, target, features, where=path)
+        try:
+            mine = _Layout(schema, target, features, where=path)
+        except KeyError as error:
+            if layout is None:
+                raise  # the source's columns: the caller names the source
+            raise ParquetError(f"{path}: {error.args[0]}") from None
         if layout is None:
             layout = mine
         elif (mine.features, mine.is_list) != (layout.features, layout.is_list):
