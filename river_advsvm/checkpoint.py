@@ -45,12 +45,14 @@ river_advsvm.checkpoint.CheckpointError: ...: its arrays need 24 bytes, over the
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
 import math
 import os
 import re
+import stat
 import tempfile
 import typing
 import zipfile
@@ -85,6 +87,8 @@ _ARRAY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 _NPY_PREFIX = b"\x93NUMPY\x01\x00"
 _MAX_NPY_HEADER = 4096
 _CHUNK = 2**20
+#: Errors of the machine rather than of the file, raised as the `OSError` they are.
+_SYSTEM_ERRNOS = frozenset([errno.EIO, errno.ENOMEM, errno.EMFILE, errno.ENFILE, errno.ESTALE])
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
@@ -98,27 +102,39 @@ class CheckpointError(ValueError):
 # -- writing --------------------------------------------------------------------------------------
 
 
-def write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Atomically replace `path` by `data` (temporary file, fsync, rename, directory fsync)."""
+def write_bytes(path: str | os.PathLike, data: bytes, *,
+                before_rename: typing.Callable[[], None] | None = None) -> None:
+    """Atomically replace `path` by `data` (temporary file, fsync, rename, directory fsync).
+
+    `before_rename` is called once the temporary file is synced, right before the rename (a
+    crash test's window inside the write).
+    """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".ckpt", dir=directory)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    # The rename itself must survive a power cut: sync the directory entry too.
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".ckpt", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            if before_rename is not None:
+                before_rename()
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        # The rename itself must survive a power cut: sync the directory entry too.
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as error:
+        # A full disk or an I/O error says nothing of which file: name it, and what is left.
+        raise type(error)(error.errno, f"{error.strerror or error} (the checkpoint could not "
+                          "be written; the previous one is unchanged)", path) from error
 
 
 def dumps(meta: dict, arrays: dict[str, np.ndarray]) -> bytes:
@@ -201,12 +217,35 @@ def read_meta(path: str | os.PathLike) -> dict:
 
 
 def _open(path: str | os.PathLike) -> typing.BinaryIO:
+    """`path` opened for reading if it is a regular file (through symlinks); `CheckpointError`
+    for anything else. O_NONBLOCK keeps a FIFO or a device from blocking the open itself; the
+    type is then checked on the open descriptor, so a file swapped in between cannot slip by."""
+    path = os.fspath(path)
     try:
-        return open(path, "rb")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise
     except OSError as error:
-        raise CheckpointError(f"cannot read {os.fspath(path)}: {error.strerror}") from None
+        if error.errno in _SYSTEM_ERRNOS:
+            raise  # the machine's fault, not the file's (a restart may find it gone)
+        raise CheckpointError(f"cannot read {path}: {error.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise CheckpointError(f"cannot read {path}: it is {_file_kind(mode)}, not a "
+                                  "regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _file_kind(mode: int) -> str:
+    kinds = [(stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket")]
+    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
 
 
 def _read(f: typing.BinaryIO, where: str, max_array_bytes: ArrayBudget | None):
@@ -234,6 +273,9 @@ def _read(f: typing.BinaryIO, where: str, max_array_bytes: ArrayBudget | None):
         raise CheckpointError(f"{where}: {_one_line(error)}") from None
     except MemoryError:
         raise CheckpointError(f"{where}: not enough memory to read it") from None
+    except OSError as error:  # the disk, not the bytes: an I/O error is not a corrupt file
+        raise type(error)(error.errno, f"{error.strerror or error} while reading it",
+                          where) from None
     except Exception as error:  # noqa: BLE001 - hostile bytes reach zipfile, zlib, json, numpy
         raise CheckpointError(
             f"{where}: not a valid checkpoint ({type(error).__name__}: {_one_line(error)})"

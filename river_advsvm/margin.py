@@ -32,6 +32,38 @@ SCHEDULES = ("constant", "diminishing")
 ROWS_PER_CHUNK = 1024
 #: The largest `max_features` a model accepts (the bound behind `inputs.MAX_ABS_VALUE`).
 MAX_FEATURES_LIMIT = 1_000_000
+#: The largest bias a checkpoint may hold: a bias beyond any input's magnitude is not one
+#: learning reaches, and far below it margins and their gradients stay finite.
+MAX_ABS_BIAS = inputs.MAX_ABS_VALUE
+
+
+def _check_names(names) -> None:
+    """`InvalidInput` unless every name can be stored and read back: it has an encoding
+    (`inputs.encode_name`), and its text is valid UTF-8 without NUL (a lone surrogate or a NUL
+    would make the saved model, and any JSON naming the input, unreadable elsewhere)."""
+    for name in names:
+        inputs.encode_name(name)
+        if not all("\0" not in text and _is_utf8(text) for text in _texts(name)):
+            raise inputs.InvalidInput(f"feature name {inputs.describe(name)} holds a NUL or a "
+                                      "lone surrogate: names must be valid UTF-8 text",
+                                      "bad_name")
+
+
+def _texts(name) -> typing.Iterator[str]:
+    """The strings in a name (a tuple name holds several)."""
+    if isinstance(name, str):
+        yield name
+    elif isinstance(name, tuple):
+        for part in name:
+            yield from _texts(part)
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _as_label(y):
@@ -347,6 +379,10 @@ class MarginClassifier(base.MiniBatchClassifier):
         i = 0
         for names, values in rows.runs:
             unknown = self._index.lookup(names).unknown
+            if len(unknown):
+                # Every name a row carries may be kept (zero-valued ones too: the inputs an
+                # attacker may move), so every new one must be one a checkpoint can hold.
+                _check_names([names[j] for j in unknown.tolist()])
             # Inputs the model does not know are usually 0 (a pixel never lit in training).
             if len(unknown) and (nonzero := values[:, unknown] != 0).any():
                 is_learned = np.fromiter((y is not None for y in labels[i : i + len(values)]),
@@ -446,6 +482,12 @@ class MarginClassifier(base.MiniBatchClassifier):
         A warning (`river_advsvm.collapse.CollapseWarning`) is issued when it happens; the
         robustness monitor raises an alert."""
         return self._collapse.collapsed
+
+    @property
+    def n_held(self) -> int:
+        """Labelled samples taken but not learned yet: held back for a warm-up (`gamma='scale'`
+        fits its bandwidths on them first), learned, in order, when it ends."""
+        return len(self._held)
 
     @property
     def n_inputs(self) -> int:
@@ -669,6 +711,9 @@ class MarginClassifier(base.MiniBatchClassifier):
             numbers_ok = [model._bias, model._calibration.scale, model._calibration.grad_squares]
             if not all(math.isfinite(v) for v in numbers_ok) or model._n_learned < 0:
                 raise ValueError("non-finite or negative state")
+            if abs(model._bias) > MAX_ABS_BIAS or model._n_learned > 2**63 - 1:
+                raise ValueError(f"bias {model._bias:g} or samples {model._n_learned} out of "
+                                 f"range (|bias| <= {MAX_ABS_BIAS:g})")
             if not (model._calibration.scale > 0 and model._calibration.grad_squares >= 0):
                 raise ValueError("invalid temperature")
         except checkpoint.CheckpointError:

@@ -285,7 +285,9 @@ class AdvKernelSVM(MarginClassifier):
             Z[:, [p for _, p in known]] = values[:, [j for j, _ in known]]
         # Inputs the held rows never had add the same distance to every held row.
         extra = [j for j, n in enumerate(names) if n not in position]
-        offset = (values[:, extra] ** 2).sum(axis=1) * np.median(gammas) if extra else 0.0
+        # (No held row has an input yet: the fallback bandwidth of `_scale_gamma`, 1/1.)
+        spread = np.median(gammas) if len(gammas) else 1.0
+        offset = (values[:, extra] ** 2).sum(axis=1) * spread if extra else 0.0
         # Memory stays at (rows x held) distances plus one (rows x inputs) temporary.
         if self.kernel == "rbf":
             root = np.sqrt(gammas)
@@ -488,6 +490,8 @@ class AdvKernelSVM(MarginClassifier):
         gamma = scalars["gamma"]
         self._gamma = None if gamma is None else float(gamma)
         self.kernel_radius = float(scalars.get("kernel_radius", 0.0))
+        if not 0.0 <= self.kernel_radius < math.inf:  # NaN fails too
+            raise ValueError(f"kernel_radius {self.kernel_radius!r} is out of range")
         if self._gamma is not None and not 0 < self._gamma <= kernels.MAX_GAMMA:
             raise ValueError(f"gamma {self._gamma!r} is out of range")
         if "store" in scalars:

@@ -265,10 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run `advsvm serve` with `argv` (the arguments after `serve`); returns the exit status
     (see `advsvm serve --help`). Every error is one line on stderr (`--debug`: and its
     traceback)."""
-    from river_advsvm.checkpoint import CheckpointError
-    from river_advsvm.streams.broker import BrokerError
-    from river_advsvm.streams import logs
-    from river_advsvm.streams.lifecycle import BrokerUnreachable, SettingsRefused
+    from river_advsvm.streams import lifecycle, logs
 
     args = build_parser().parse_args(argv)
     try:
@@ -282,14 +279,11 @@ def main(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
-        if isinstance(error, BrokerUnreachable):
-            return _fail(error, 3)
-        if isinstance(error, SettingsRefused):
-            return _fail(error, 4)
-        if isinstance(error, (ValueError, TypeError, OSError, CheckpointError, BrokerError)):
-            return _fail(error, 2)
-        return _fail(error, 1, prefix=f"unexpected {type(error).__name__}: ",
-                     suffix=" (run with --debug for the traceback)")
+        status = lifecycle.exit_status(error)
+        if status == lifecycle.UNEXPECTED:
+            return _fail(error, status, prefix=f"unexpected {type(error).__name__}: ",
+                         suffix=" (run with --debug for the traceback)")
+        return _fail(error, status)
     finally:
         logs.reset()  # a program that ran `main` keeps its own logging afterwards
 
@@ -298,6 +292,8 @@ def _fail(error: BaseException, status: int, prefix: str = "", suffix: str = "")
     text = " ".join(str(error).split()) or type(error).__name__
     if isinstance(error, OSError) and error.filename is not None and error.strerror:
         text = f"{error.filename}: {error.strerror}"
+    elif isinstance(error, MemoryError):
+        text = "out of memory"
     print(f"advsvm serve: {prefix}{text}{suffix}", file=sys.stderr)
     return status
 

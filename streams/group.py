@@ -80,9 +80,10 @@ import logging
 import os
 import re
 import socket
+import stat
 import uuid
 
-from river_advsvm.streams import merge
+from river_advsvm.streams import faults, merge
 from river_advsvm.streams import state as state_io
 from river_advsvm.streams.group_state import claims, group_model, superseded, totals
 from river_advsvm.streams.snapshot import (FENCE_PREFIX, Snapshot, fence_key, fence_value, new_bookkeeping,
@@ -111,10 +112,7 @@ def worker_id(checkpoint_dir: str, requested: str | None = None) -> str:
     """This worker's id: `requested`, else the one kept in `checkpoint_dir/worker-id` (made on
     the first start from the host name and a random suffix). Stable across restarts."""
     path = os.path.join(checkpoint_dir, WORKER_ID_FILE)
-    kept = None
-    if os.path.exists(path):
-        with open(path) as f:
-            kept = f.read().strip()
+    kept = _read_small_file(path)
     if requested is not None:
         if kept is not None and kept != requested:
             raise ValueError(f"{checkpoint_dir} belongs to worker {kept!r}, not {requested!r}: "
@@ -132,6 +130,21 @@ def worker_id(checkpoint_dir: str, requested: str | None = None) -> str:
 
         write_bytes(path, (chosen + "\n").encode())
     return chosen
+
+
+def _read_small_file(path: str, limit: int = 256) -> str | None:
+    """The first `limit` bytes of a regular file as text, None if there is none; `ValueError`
+    for anything else (a FIFO or a device, refused without blocking)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        return os.read(fd, limit).decode("utf-8", "replace").strip()
+    finally:
+        os.close(fd)
 
 
 class GroupSync:
@@ -152,8 +165,10 @@ class GroupSync:
 
     """
 
-    def __init__(self, clients, topic: str, worker: str, checkpoint_dir: str, sink):
+    def __init__(self, clients, topic: str, worker: str, checkpoint_dir: str, sink,
+                 limits: state_io.Limits | None = None):
         self.clients = clients
+        self.limits = state_io.Limits() if limits is None else limits
         self.topic = topic
         self.worker = worker
         self.checkpoint_dir = checkpoint_dir
@@ -178,7 +193,7 @@ class GroupSync:
             raise ValueError(f"the snapshot topic {self.topic!r} has {partitions} partitions;"
                              " it needs exactly one (a total order of snapshots)")
         self.reader = SnapshotReader(self.clients, self.topic,
-                                     client_id=f"advsvm-group-{self.worker}")
+                                     client_id=f"advsvm-group-{self.worker}", limits=self.limits)
 
     def close(self) -> None:
         if self.reader is not None:
@@ -223,7 +238,7 @@ class GroupSync:
         new model, with the group's model options if the peers have other ones.
         """
         own = self.own()
-        local = state_io.load(self.checkpoint_dir)
+        local = state_io.load(self.checkpoint_dir, self.limits)
         if local is not None and local.group is not None and local.group["worker"] != self.worker:
             raise ValueError(f"{self.checkpoint_dir} holds the checkpoint of worker "
                              f"{local.group['worker']!r}, not {self.worker!r}")
@@ -315,6 +330,7 @@ class GroupSync:
             log.warning("could not read snapshot %d back from %s in time: not counting on it",
                         group["seq"], self.topic)
             return False
+        faults.reach("snapshot.published", seq=group["seq"])
         own = self.own()
         if own is None or own.position != offset:
             raise Fenced(f"snapshot {group['seq']} of {self.worker} (generation {generation}) "

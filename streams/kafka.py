@@ -7,12 +7,15 @@ Input messages are UTF-8 JSON objects::
     {"id": "a-17", "x": {"age": 31, "height": 1.7}, "y": true}
     {"id": 18, "x": [0.0, 0.5, 1.0]}
 
-- `id` (optional): a string or an integer, echoed in the outputs.
+- `id` (optional): a string (at most `MAX_TEXT_CHARS` characters) or a 64-bit integer,
+  echoed in the outputs.
 - `x` (required): the features, either an object of name -> number (River's dict; names are
-  strings) or an array of numbers (named `0..d-1`, like `river.stream.iter_array`). Numbers are
+  strings, refused by the model if they hold a NUL or a lone surrogate) or an array of numbers
+  (named `0..d-1`, like `river.stream.iter_array`). Numbers are
   JSON numbers or booleans (as 1 and 0); NaN and Infinity (not JSON) and numbers beyond a
   float's range are refused here, values beyond the model's magnitude limit by the model.
-- `y` (optional): the label, a string, integer, boolean or finite number. Absent or null means
+- `y` (optional): the label, a string (at most `MAX_TEXT_CHARS` characters), integer, boolean
+  or finite number. Absent or null means
   unlabelled: the message is only predicted.
 - `id` and `y` are echoed as they came; any other key is ignored.
 
@@ -47,8 +50,8 @@ import typing
 
 import msgspec
 
-__all__ = ["DECODE_REASONS", "MODEL_REASONS", "REASONS", "InvalidMessage", "Sample",
-           "check_against", "dead_letter", "decode", "encode"]
+__all__ = ["DECODE_REASONS", "MAX_TEXT_CHARS", "MODEL_REASONS", "REASONS", "InvalidMessage",
+           "Sample", "check_against", "dead_letter", "decode", "encode"]
 
 #: Why `decode` and `check_against` refuse a message, by dead-letter code.
 DECODE_REASONS = {
@@ -58,13 +61,15 @@ DECODE_REASONS = {
     "not_json": "the text is not JSON",
     "duplicate_key": "a JSON object repeats a key",
     "not_object": "the JSON is not an object",
-    "bad_id": "id is neither a string nor a 64-bit integer",
+    "bad_id": "id is neither a string of at most MAX_TEXT_CHARS characters nor a 64-bit "
+              "integer",
     "missing_x": "there is no x",
     "bad_x": "x is neither an object nor an array",
     "empty_x": "x has no features",
     "not_a_number": "a feature value is not a number",
     "not_finite": "a feature value is NaN, infinite, or beyond a float's range",
-    "bad_label": "y is not a string, 64-bit integer, boolean or finite number",
+    "bad_label": "y is not a string of at most MAX_TEXT_CHARS characters, 64-bit integer, "
+                 "boolean or finite number",
     "unknown_label": "y is not one of the model's two classes",
     "wrong_width": "an array x has another length than the model's features",
 }
@@ -85,6 +90,10 @@ MODEL_REASONS = {
 #: the model's) met while processing the message: its traceback is in the service's log.
 REASONS = {**MODEL_REASONS, **DECODE_REASONS,
            "internal_error": "processing the message raised an unexpected error"}
+
+#: The longest string `id` or `y` (characters): both are echoed in every output of the message,
+#: so they are bounded like every other field (a feature name by `inputs.MAX_NAME_LENGTH`).
+MAX_TEXT_CHARS = 1000
 
 _MISSING = object()
 #: Longest integer literal the strict decoder converts (a float holds ~309 digits at most).
@@ -153,8 +162,10 @@ def decode(value: bytes | None, max_bytes: int) -> Sample:
         keys += len(x)
     id_, y = message.id, message.y
     if (value.count(b":") != keys or (type(id_) is int and id_.bit_length() > 63)
-            or (type(y) is int and y.bit_length() > 63)):
-        return _decode_strictly(value)  # a repeated key, or integers the strict rules judge
+            or (type(y) is int and y.bit_length() > 63)
+            or (type(id_) is str and not _usable_text(id_))
+            or (type(y) is str and not _usable_text(y))):
+        return _decode_strictly(value)  # a repeated key, or values the strict rules judge
     if not x:
         raise InvalidMessage("empty_x", "x has no features")
     labelled = y is not msgspec.UNSET and y is not None
@@ -168,6 +179,24 @@ class _OutOfRange(str):
 
 def _parse_int(text: str):
     return int(text) if len(text) <= _MAX_DIGITS else _OutOfRange(text)
+
+
+def _usable_text(text: str) -> bool:
+    """At most `MAX_TEXT_CHARS` characters of valid UTF-8 (a JSON escape can make a lone
+    surrogate, which no output could carry)."""
+    if len(text) > MAX_TEXT_CHARS:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _text_fault(text: str) -> str:
+    if len(text) > MAX_TEXT_CHARS:
+        return f"a string of {len(text)} characters, over the {MAX_TEXT_CHARS} allowed"
+    return "a string holding a lone surrogate, which is not valid UTF-8"
 
 
 def _no_duplicates(pairs):
@@ -208,6 +237,8 @@ def _check_values(values, where: str) -> None:
 def _label(y):
     if type(y) is _OutOfRange or (type(y) is int and y.bit_length() > 63):
         raise InvalidMessage("bad_label", f"y is {_describe(y)}, out of range")
+    if type(y) is str and not _usable_text(y):
+        raise InvalidMessage("bad_label", f"y is {_text_fault(y)}")
     if isinstance(y, (str, bool, int)) or (isinstance(y, float) and math.isfinite(y)):
         return y
     raise InvalidMessage("bad_label", f"y is {_describe(y)}, not a usable label")
@@ -235,6 +266,8 @@ def _decode_strictly(value: bytes) -> Sample:
     if id_ is not None and type(id_) is not str and (type(id_) is not int
                                                      or id_.bit_length() > 63):
         raise InvalidMessage("bad_id", f"id is {_describe(id_)}")
+    if type(id_) is str and not _usable_text(id_):
+        raise InvalidMessage("bad_id", f"id is {_text_fault(id_)}")
     if "x" not in message:
         raise InvalidMessage("missing_x", "the message has no x")
     x = message["x"]

@@ -5,6 +5,7 @@ SIGTERM / SIGINT handled as documented in `river_advsvm.streams.service`."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -17,13 +18,21 @@ from kafka.errors import KafkaError, KafkaTimeoutError
 from river_advsvm.streams.connection_check import ConnectionCheckError, check_connection, explain
 from river_advsvm.streams.security import SecurityError
 
-__all__ = ["CHECK_TIMEOUT", "INTERRUPTED", "BrokerUnreachable", "Signals", "SettingsRefused",
-           "blas_threads", "lock_directory", "reach_broker"]
+__all__ = ["CHECK_TIMEOUT", "ENVIRONMENT_FAULT", "INTERRUPTED", "BrokerUnreachable", "Signals",
+           "SettingsRefused", "blas_threads", "exit_status", "lock_directory", "reach_broker"]
 
 log = logging.getLogger(__name__)
 
 #: The exit status after a SIGINT (128 + the signal's number, as shells report it).
 INTERRUPTED = 128 + signal.SIGINT
+#: Exit statuses of `advsvm serve` for what stopped it (docs/deployment.md tabulates them, and
+#: its systemd unit restarts 1, 3 and 5 and not 2 and 4).
+UNEXPECTED, USAGE_ERROR, NO_BROKER, SETTINGS_REFUSED, ENVIRONMENT_FAULT = 1, 2, 3, 4, 5
+#: Errors of the machine rather than of the command line: a restart may find them gone
+#: (space freed, a disk remounted, memory or descriptors released).
+RETRIABLE_ERRNOS = frozenset([errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.ENOMEM,
+                              errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.EAGAIN,
+                              errno.EBUSY, errno.ETIMEDOUT, errno.ESTALE, errno.ENOLCK])
 
 
 #: One connection check at start-up takes at most this long (then it is tried again, until
@@ -41,17 +50,46 @@ class SettingsRefused(RuntimeError):
     missing or refused, a wrong SASL password or mechanism): retrying cannot help."""
 
 
-def lock_directory(directory: str):
-    """An exclusive lock on `directory` (an open file to close), or `ValueError` if another
-    service holds it: two services writing one checkpoint would overwrite each other."""
-    lock = open(os.path.join(directory, ".lock"), "a")
+def exit_status(error: BaseException) -> int:
+    """The exit status for an error that stopped the service: whether a restart can help."""
+    from river_advsvm.checkpoint import CheckpointError
+    from river_advsvm.streams.broker import BrokerError
+
+    if isinstance(error, BrokerUnreachable):
+        return NO_BROKER
+    if isinstance(error, SettingsRefused):
+        return SETTINGS_REFUSED
+    if isinstance(error, MemoryError) or (isinstance(error, OSError)
+                                          and error.errno in RETRIABLE_ERRNOS):
+        return ENVIRONMENT_FAULT
+    if isinstance(error, (ValueError, TypeError, OSError, CheckpointError, BrokerError)):
+        return USAGE_ERROR
+    return UNEXPECTED
+
+
+def lock_directory(directory: str) -> int:
+    """An exclusive lock on `directory` itself (an open descriptor to `os.close`), or
+    `ValueError` if another service holds it: two services writing one checkpoint would
+    overwrite each other.
+
+    The lock is an `flock` on the directory, opened O_RDONLY | O_DIRECTORY: unlike a lock file,
+    nothing in it can be deleted to defeat the lock, and a path through a symlink locks the
+    directory it resolves to. The kernel drops the lock when the process dies.
+    """
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        lock.close()
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except NotADirectoryError:
+        raise ValueError(f"the checkpoint directory {directory} is not a directory") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
         raise ValueError(f"another service is using the checkpoint directory {directory}") \
             from None
-    return lock
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def reach_broker(clients, topics: list[str], timeout: float, stopping: threading.Event,

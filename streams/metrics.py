@@ -72,9 +72,9 @@ import logging
 import math
 import socket
 import threading
+import time
 import typing
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
-from socketserver import ThreadingMixIn
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -354,17 +354,124 @@ def read_session(session) -> Reading:
 # -- the HTTP server ------------------------------------------------------------------------------
 
 
-class _Server(ThreadingMixIn, WSGIServer):
+#: Connections served at once (one thread each); more are closed at once, unanswered: a
+#: flood of connections costs at most this many threads.
+MAX_CONNECTIONS = 16
+#: Connections the kernel queues while all of them are busy (the listen backlog).
+LISTEN_BACKLOG = 128
+#: A connection that sends nothing for this long is closed, and one whose request has not
+#: arrived whole after `REQUEST_DEADLINE` (a client that trickles bytes holds no slot for long).
+IDLE_TIMEOUT = 5.0
+REQUEST_DEADLINE = 10.0
+#: The most bytes of one request (request line and headers); a GET has no body.
+MAX_REQUEST_BYTES = 16 * 2**10
+
+
+class _Server(WSGIServer):
+    """A WSGI server with at most `MAX_CONNECTIONS` connections at once, a thread each."""
+
+    request_queue_size = LISTEN_BACKLOG
     daemon_threads = True  # a slow scraper never holds the service's exit
+
+    def server_activate(self):
+        super().server_activate()
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request, client_address):
+        if not self._slots.acquire(blocking=False):
+            log.debug("metrics: %d connections already served; closing one from %s",
+                      MAX_CONNECTIONS, client_address[0])
+            self.shutdown_request(request)
+            return
+        threading.Thread(target=self._serve, args=(request, client_address), daemon=True,
+                         name="metrics-connection").start()
+
+    def _serve(self, request, client_address):
+        try:
+            self.finish_request(request, client_address)
+        except Exception as error:  # noqa: BLE001 - a connection's fault ends that connection
+            self.handle_error(request, client_address, error)
+        finally:
+            self.shutdown_request(request)
+            self._slots.release()
+
+    def handle_error(self, request, client_address, error=None):
+        # socketserver would print a traceback to stderr, into the service's log stream.
+        log.debug("metrics: connection from %s ended: %s", client_address[0],
+                  _one_line(error) if error is not None else "error")
 
 
 class _IPv6Server(_Server):
     address_family = socket.AF_INET6
 
 
+class _CappedReader:
+    """The request's stream, ending after `MAX_REQUEST_BYTES` (the request is then answered
+    431) and failing with `TimeoutError` after `REQUEST_DEADLINE` seconds."""
+
+    def __init__(self, raw):
+        self._raw, self._left = raw, MAX_REQUEST_BYTES
+        self._deadline = time.monotonic() + REQUEST_DEADLINE
+
+    @property
+    def exhausted(self) -> bool:
+        return self._left <= 0
+
+    def readline(self, size: int = -1) -> bytes:
+        if time.monotonic() > self._deadline:
+            raise TimeoutError(f"no whole request within {REQUEST_DEADLINE:g}s")
+        size = self._left if size is None or size < 0 else min(size, self._left)
+        line = self._raw.readline(size) if size else b""
+        self._left -= len(line)
+        return line
+
+    def read(self, size: int = -1) -> bytes:
+        if time.monotonic() > self._deadline:
+            raise TimeoutError(f"no whole request within {REQUEST_DEADLINE:g}s")
+        size = self._left if size is None or size < 0 else min(size, self._left)
+        data = self._raw.read(size) if size else b""
+        self._left -= len(data)
+        return data
+
+    def __getattr__(self, name):
+        return getattr(self._raw, name)
+
+
+class _Quiet:
+    """Where wsgiref writes the traceback of an application error: nowhere (the application
+    logs its own errors, in one line)."""
+
+    def write(self, text):
+        pass
+
+    def flush(self):
+        pass
+
+
 class _QuietHandler(WSGIRequestHandler):
+    timeout = IDLE_TIMEOUT  # on the connection's socket: an idle client is dropped
+
+    def setup(self):
+        super().setup()
+        self.rfile = _CappedReader(self.rfile)
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        if self.rfile.exhausted:
+            self.send_error(431, f"the request is over {MAX_REQUEST_BYTES} bytes")
+            return False
+        return True
+
+    def get_stderr(self):
+        return _Quiet()
+
     def log_message(self, format, *args):  # noqa: A002 - the base class's name
         log.debug("metrics: " + format, *args)
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:300] or type(error).__name__
 
 
 class MetricsServer:
@@ -446,15 +553,15 @@ class MetricsServer:
         if path == "/metrics":
             try:
                 return self._metrics_app(environ, start_response)
-            except Exception:  # noqa: BLE001 - a failing read is a 500, not a dead thread
-                log.exception("metrics: the service could not be read")
+            except Exception as error:  # noqa: BLE001 - a failing read is a 500, not a dead thread
+                log.error("metrics: the service could not be read: %s", _one_line(error))
                 return _respond(start_response, 500, {"error": "the service could not be read"})
         if path in ("/healthz", "/readyz"):
             try:
                 reading = self.read()
             except Exception as error:  # noqa: BLE001
-                log.exception("health: the service could not be read")
-                return _respond(start_response, 503, {"error": repr(error)})
+                log.error("health: the service could not be read: %s", _one_line(error))
+                return _respond(start_response, 503, {"error": _one_line(error)})
             ok, body = (self.live if path == "/healthz" else self.ready)(reading)
             return _respond(start_response, 200 if ok else 503, body)
         return _respond(start_response, 404, {"error": "not found: try /metrics, /healthz, "

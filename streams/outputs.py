@@ -6,7 +6,8 @@ A prediction::
      "partition": 0, "offset": 41, "samples_learned": 1200, "y": 1}
 
 `label` and `probability` are null before the model knows a class; `samples_learned` counts
-what the model had learned once this message was (in a group: the merged model's samples).
+the labelled samples the model had taken once this message was (those a `gamma='scale'`
+warm-up holds back included; in a group: the merged model's samples).
 An alert is the monitor's alert (`river_advsvm.monitor.Alert`) with `"alert"` (its type), the
 message's `message_id`, `topic`, `partition` and `offset`. A dead letter is the envelope of
 `river_advsvm.streams.kafka.dead_letter`.

@@ -1,9 +1,11 @@
 """Parquet in and out: stream a file, a directory or a pyarrow dataset batch by batch.
 
-Reading never loads a whole file: batches come from the Parquet reader one row group at a
-time with no read-ahead, so memory is bounded by the batch (and the row group being decoded),
-not by the file. Each batch becomes either `(X, y)` for `learn_many` (a DataFrame and a
-Series) or, through `iter_rows`, `(x, y)` pairs for `learn_one`.
+Reading never loads a whole file: each file is read `batch_size` rows at a time, its pages
+through a small buffer with no read-ahead, so memory is bounded by the batch, not by the file
+or its row groups. Before the first batch, every file's schema and the sizes its metadata
+declares are checked (`MAX_ROW_BYTES`, `MAX_LIST_BYTES`): a bad file is named before anything
+is learned from the others. Each batch becomes either `(X, y)` for `learn_many` (a DataFrame
+and a Series) or, through `iter_rows`, `(x, y)` pairs for `learn_one`.
 
 Feature columns are numeric scalars (a "wide" table, one column per feature) or lists of
 numbers of a fixed length (an image as one column of 784 values). Feature names:
@@ -13,11 +15,11 @@ numbers of a fixed length (an image as one column of 784 values). Feature names:
   as `river.stream.iter_array` and the Kafka service's list form name them, and `"c_0"..`
   otherwise.
 
-Values are validated by `river_advsvm.inputs` at this boundary: a null, NaN, infinite or
-non-numeric feature raises `river_advsvm.InvalidInput` naming the file and row.
+Values are validated by `river_advsvm.inputs` at this boundary: a null, NaN, infinite, too
+large or non-numeric feature raises `river_advsvm.InvalidInput` naming the file and row; a file
+that cannot be read raises `ParquetError`, naming it and the row.
 
-Writing (`write`, `from_npz`, `from_river`) goes chunk by chunk with one row group per chunk,
-so files written here stream back with memory bounded by `row_group_size`.
+Writing (`write`, `from_npz`, `from_river`) goes chunk by chunk with one row group per chunk.
 
 Examples
 --------
@@ -49,19 +51,12 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from river_advsvm import inputs
+from river_advsvm.margin import MAX_FEATURES_LIMIT
 
-__all__ = ["from_npz", "from_river", "iter_batches", "iter_rows", "write"]
+__all__ = ["MAX_LIST_BYTES", "MAX_ROW_BYTES", "ParquetError", "from_npz", "from_river",
+           "iter_batches", "iter_rows", "write"]
 
 Source = typing.Union[str, os.PathLike, ds.Dataset]
-
-
-def _as_dataset(source: Source) -> ds.Dataset:
-    if isinstance(source, ds.Dataset):
-        return source
-    path = os.fspath(source)
-    if not os.path.exists(path):
-        raise FileNotFoundError(path)
-    return ds.dataset(path, format="parquet")
 
 
 def _is_list(arrow_type: pa.DataType) -> bool:
@@ -84,7 +79,8 @@ def _is_numeric(arrow_type: pa.DataType) -> bool:
 class _Layout:
     """Which columns are features and what their elements are called, fixed by the schema."""
 
-    def __init__(self, schema: pa.Schema, target: str | None, features: list[str] | None):
+    def __init__(self, schema: pa.Schema, target: str | None, features: list[str] | None,
+                 where: str = "the source"):
         if target is not None and target not in schema.names:
             raise KeyError(f"target column {target!r} is not in {schema.names}")
         if features is None:
@@ -101,8 +97,8 @@ class _Layout:
             value_type = arrow_type.value_type if _is_list(arrow_type) else arrow_type
             if not _is_numeric(value_type):
                 raise inputs.InvalidInput(
-                    f"feature column {name!r} has type {arrow_type}; numbers or lists of numbers "
-                    "are expected"
+                    f"{where}: feature column {name!r} has type {arrow_type}; numbers or lists "
+                    "of numbers are expected"
                 )
         self.target = target
         self.features = list(features)
@@ -140,9 +136,11 @@ class _Layout:
         self._fix_names()
         X = blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=1)
         try:
-            inputs.frame_values(X)  # NaN, inf, and nulls (which arrive as NaN) are refused here
+            inputs.frame_values(X)  # NaN, inf, nulls (as NaN) and huge values are refused here
         except inputs.InvalidInput as error:
-            row = int(np.flatnonzero(~np.isfinite(X).all(axis=1))[0]) if X.size else 0
+            # (NaN fails the comparison too.)
+            bad = np.flatnonzero(~(np.abs(X) <= inputs.MAX_ABS_VALUE).all(axis=1))
+            row = int(bad[0]) if len(bad) else 0
             raise inputs.InvalidInput(f"{where}, row {row} of the batch: {error}") from None
         return X
 
@@ -180,36 +178,156 @@ def _to_float(array: pa.Array) -> np.ndarray:
     return array.to_numpy(zero_copy_only=False)
 
 
-def _record_batches(dataset: ds.Dataset, columns: list[str], batch_size: int):
-    # No read-ahead, one thread, no pre-buffering: the point is a memory bound, not speed.
-    for fragment in dataset.get_fragments():
-        where = getattr(fragment, "path", "dataset fragment")
-        options = {}
-        if isinstance(fragment, ds.ParquetFileFragment):
-            options["fragment_scan_options"] = ds.ParquetFragmentScanOptions(pre_buffer=False)
-        for batch in fragment.to_batches(
-            schema=dataset.schema,
-            columns=columns,
-            batch_size=batch_size,
-            batch_readahead=0,
-            fragment_readahead=0,
-            use_threads=False,
-            **options,
-        ):
-            yield where, batch
+#: The most bytes one row may declare, as the float64 values it becomes (over the columns read):
+#: a million values, the most inputs a model takes.
+MAX_ROW_BYTES = 8 * MAX_FEATURES_LIMIT
+#: The most bytes of values a variable-length list column may declare in one row group, as
+#: float64. One row of such a column may hold all of them, so this is what reading one row of
+#: it can cost; scalar and fixed-size list columns declare their row size in the schema
+#: instead, and stream in `batch_size` rows whatever the size of their row groups.
+MAX_LIST_BYTES = 2**28
+#: Bytes the reader buffers from the file per column: pages are read through it, never a whole
+#: column chunk.
+_READ_BUFFER = 2**20
 
 
-def _batches(source, target, features, batch_size):
+class ParquetError(ValueError):
+    """A Parquet source that cannot be read (a corrupt file, a schema that differs from the
+    first file's, a declared size over the limits); the message names the file and the row."""
+
+
+def _files(source: Source) -> tuple[list, typing.Any]:
+    """The files of a source and the filesystem to open them with (None: the local one); no
+    files for a dataset that is not made of files."""
+    if isinstance(source, ds.FileSystemDataset):
+        return list(source.files), source.filesystem
+    if isinstance(source, ds.Dataset):
+        return [], None
+    path = os.fspath(source)
+    if not os.path.exists(path):
+        raise FileNotFoundError(path)
+    if not os.path.isdir(path):
+        return [path], None
+    try:
+        dataset = ds.dataset(path, format="parquet")
+    except (pa.ArrowException, OSError) as error:
+        raise ParquetError(f"{path}: {_one_line(error)}") from None
+    return list(dataset.files), dataset.filesystem
+
+
+def _open(path: str, filesystem):
+    """A `pq.ParquetFile` that reads pages through a small buffer (no pre-buffering)."""
+    source = path if filesystem is None else filesystem.open_input_file(path)
+    return pq.ParquetFile(source, buffer_size=_READ_BUFFER, pre_buffer=False)
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:300] or type(error).__name__
+
+
+def _check_declared(path: str, metadata: pq.FileMetaData, layout: _Layout, schema: pa.Schema,
+                    max_list_bytes: int) -> None:
+    """Refuse a file whose metadata declares rows, or rows of a variable-length list, larger
+    than the limits, before anything of it is read."""
+    row_bytes = 0
+    for name, is_list in zip(layout.features, layout.is_list):
+        arrow_type = schema.field(name).type
+        row_bytes += 8 * (arrow_type.list_size if pa.types.is_fixed_size_list(arrow_type)
+                          else 0 if is_list else 1)
+    if row_bytes > MAX_ROW_BYTES:
+        raise ParquetError(f"{path}: its rows hold {row_bytes // 8} values, over the "
+                           f"{MAX_ROW_BYTES // 8} a row may hold")
+    variable = {name for name, is_list in zip(layout.features, layout.is_list)
+                if is_list and not pa.types.is_fixed_size_list(schema.field(name).type)}
+    if layout.target is not None and not _is_numeric(schema.field(layout.target).type):
+        variable.add(layout.target)  # a string label may be as long as its row group
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        for c in range(group.num_columns):
+            column = group.column(c)
+            if column.path_in_schema.split(".")[0] not in variable:
+                continue
+            declared = 8 * max(column.num_values, 0) if column.path_in_schema.split(".")[0] \
+                in layout.features else max(column.total_uncompressed_size, 0)
+            if declared > max_list_bytes:
+                raise ParquetError(
+                    f"{path}: row group {g} declares {declared} bytes of column "
+                    f"{column.path_in_schema!r}, over the {max_list_bytes} allowed for a column "
+                    "whose rows have no fixed size (max_list_bytes; or write the file with "
+                    "smaller row groups, or as a fixed-size list)")
+
+
+def _plan(source: Source, target, features, max_list_bytes: int):
+    """The layout and the files of a source, every file's schema and declared sizes checked
+    before any row is read: a bad file is named before the model learns from the good ones."""
+    files, filesystem = _files(source)
+    if isinstance(source, ds.Dataset) and not isinstance(source, ds.FileSystemDataset):
+        return _Layout(source.schema, target, features), [], None  # in memory already
+    if not files:
+        name = "the dataset" if isinstance(source, ds.Dataset) else os.fspath(source)
+        raise ParquetError(f"{name} holds no Parquet file")
+    layout = None
+    for path in files:
+        try:
+            with _open(path, filesystem) as reader:
+                schema, metadata = reader.schema_arrow, reader.metadata
+        except (pa.ArrowException, OSError) as error:
+            raise ParquetError(f"{path}: not a readable Parquet file: {_one_line(error)}") \
+                from None
+        try:
+            mine = _Layout(schema, target, features, where=path)
+        except KeyError as error:
+            if layout is None:
+                raise  # the source's columns: the caller names the source
+            raise ParquetError(f"{path}: {error.args[0]}") from None
+        if layout is None:
+            layout = mine
+        elif (mine.features, mine.is_list) != (layout.features, layout.is_list):
+            raise ParquetError(f"{path}: its feature columns {mine.features} differ from those "
+                               f"of {files[0]} ({layout.features})")
+        _check_declared(path, metadata, mine, schema, max_list_bytes)
+    return layout, files, filesystem
+
+
+def _batches(source, target, features, batch_size, max_list_bytes=MAX_LIST_BYTES):
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    dataset = _as_dataset(source)
-    layout = _Layout(dataset.schema, target, features)
+    layout, files, filesystem = _plan(source, target, features, max_list_bytes)
+    if isinstance(source, ds.Dataset) and not isinstance(source, ds.FileSystemDataset):
+        yield from _file_batches("dataset", source.to_batches(
+            columns=layout.columns(), batch_size=batch_size), layout)
+        return
+    for path in files:
+        try:
+            reader = _open(path, filesystem)
+        except (pa.ArrowException, OSError) as error:
+            raise ParquetError(f"{path}: not a readable Parquet file: {_one_line(error)}") \
+                from None
+        with reader:
+            yield from _file_batches(path, reader.iter_batches(
+                batch_size=batch_size, columns=layout.columns(), use_threads=False), layout)
+
+
+def _file_batches(path: str, batches, layout: _Layout):
+    """One file's batches as `(names, X, labels)`; every error names the file and the row."""
     row = 0
-    for where, batch in _record_batches(dataset, layout.columns(), batch_size):
-        if batch.num_rows == 0:
-            continue
-        X = layout.matrix(batch, f"{where} (rows from {row})")
-        yield layout.names, X, layout.labels(batch)
+    while True:
+        where = f"{path} (rows from {row})"
+        try:
+            batch = next(batches, None)
+            if batch is None:
+                return
+            if batch.num_rows == 0:
+                continue
+            X = layout.matrix(batch, where)
+            labels = layout.labels(batch)
+        except inputs.InvalidInput:
+            raise
+        except MemoryError:
+            raise ParquetError(f"{where}: not enough memory to decode the batch") from None
+        except Exception as error:  # noqa: BLE001 - corrupt pages reach Arrow's decoders
+            raise ParquetError(f"{where}: cannot be read: {_one_line(error)}") from None
+        yield layout.names, X, labels
         row += batch.num_rows
 
 
@@ -218,6 +336,7 @@ def iter_batches(
     target: str | None = None,
     features: list[str] | None = None,
     batch_size: int = 1024,
+    max_list_bytes: int = MAX_LIST_BYTES,
 ) -> typing.Iterator[tuple[pd.DataFrame, pd.Series | None]]:
     """Yield `(X, y)` batches for `learn_many`, one Parquet read at a time.
 
@@ -230,10 +349,19 @@ def iter_batches(
     features
         The feature columns, in order; by default every column but the target.
     batch_size
-        Rows per batch (at most: a batch never spans two row groups).
+        Rows per batch (at most: a batch never spans two files). Memory is about this many
+        rows, whatever the size of the file's row groups.
+    max_list_bytes
+        The most bytes (as float64) a row group of a list column without a fixed size may
+        declare: one of its rows may hold them all. A file declaring more is refused with
+        `ParquetError` before any of it is read.
+
+    Raises `ParquetError` naming the file (and the row) for a file that cannot be read, and
+    `river_advsvm.InvalidInput` naming the file and the row for a bad value; the schema and
+    declared sizes of every file are checked before the first batch.
 
     """
-    for names, X, labels in _batches(source, target, features, batch_size):
+    for names, X, labels in _batches(source, target, features, batch_size, max_list_bytes):
         frame = pd.DataFrame(X, columns=names, copy=False)
         yield frame, (None if labels is None else pd.Series(labels, name=target))
 
@@ -243,12 +371,13 @@ def iter_rows(
     target: str | None = None,
     features: list[str] | None = None,
     batch_size: int = 1024,
+    max_list_bytes: int = MAX_LIST_BYTES,
 ) -> typing.Iterator[tuple[dict, typing.Any]]:
     """Yield `(x, y)` pairs for `learn_one`, reading `batch_size` rows at a time.
 
     Same parameters as `iter_batches`; `y` is None when no target is given.
     """
-    for names, X, labels in _batches(source, target, features, batch_size):
+    for names, X, labels in _batches(source, target, features, batch_size, max_list_bytes):
         labels = labels if labels is not None else [None] * len(X)
         for values, label in zip(X.tolist(), labels):
             yield dict(zip(names, values)), label

@@ -26,11 +26,13 @@ signals and exit statuses:
     1    outputs not delivered within --shutdown-timeout (no final checkpoint; what came
          after the last one is learned again at the next start), or an unexpected error
     2    usage error: bad options, unusable security settings or files, unreadable
-         checkpoint, checkpoint directory in use
+         checkpoint or one beyond --budget / --max-features, checkpoint directory in use
     3    no broker answered within --connect-timeout at start-up (it may come back: restart)
     4    at start-up the cluster answered and refused the connection settings (wrong CA,
          certificate not valid for the host, client certificate missing or refused, plaintext
          against TLS or TLS against plaintext, wrong SASL password or mechanism): fix them
+    5    a fault of the machine (disk full, I/O error, out of memory): the last checkpoint
+         is intact; restart once it is gone
     130  stopped by SIGINT, after the same drain as SIGTERM
   A message never stops the service: whatever goes wrong with one is its dead letter.
 """

@@ -32,10 +32,13 @@ with:
 - 1: stopped, but the outputs could not be delivered within `shutdown_timeout`, so there is no
   final checkpoint (or the service met an unexpected error); the last checkpoint stays valid
   and what came after it is learned again at the next start;
-- 2: a usage error: bad options, an unreadable checkpoint, a checkpoint directory in use;
+- 2: a usage error: bad options, an unreadable checkpoint or one beyond the operator's limits
+  (`river_advsvm.streams.state.Limits`), a checkpoint directory in use;
 - 3: no broker answered within `connect_timeout` at start-up (`BrokerUnreachable`);
 - 4: at start-up the cluster refused the connection settings: TLS or SASL
   (`SettingsRefused`);
+- 5: a fault of the machine (disk full, I/O error, out of memory): the last checkpoint is
+  intact (`river_advsvm.streams.lifecycle.exit_status`);
 - 130: stopped by SIGINT (after the drain, as for SIGTERM).
 
 A message never stops the service: whatever goes wrong with one becomes its dead letter.
@@ -74,7 +77,7 @@ import typing
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import KafkaError
 
-from river_advsvm.streams import lifecycle
+from river_advsvm.streams import faults, lifecycle
 from river_advsvm.streams import state as state_io
 from river_advsvm.streams.config import ServiceConfig
 from river_advsvm.streams.lifecycle import BrokerUnreachable, SettingsRefused
@@ -195,13 +198,13 @@ class Service:
             with lifecycle.blas_threads(config.blas_threads):
                 return self._run()
         finally:
-            lock.close()  # the kernel also drops the lock when the process dies
+            os.close(lock)  # the kernel also drops the lock when the process dies
 
     def _run(self) -> int:
         config, session = self.config, self.session
         for path in state_io.remove_temporaries(config.checkpoint_dir):
             log.info("removed %s, left by an interrupted checkpoint write", path)
-        loaded = state_io.load(config.checkpoint_dir)  # fail fast, before touching Kafka
+        loaded = state_io.load(config.checkpoint_dir, session.limits)  # fail fast, before Kafka
         if loaded is not None:
             session.state = loaded
             log.info("restored the checkpoint in %s (%d learned); it wins over model options",
@@ -301,7 +304,10 @@ class Service:
                 size += len(records[end].value or b"")
                 end += 1
             batch, start = records[start:end], end
-            n_learned = self.state.model.n_learned  # in a group: the merged model's samples
+            # Labelled samples taken (a warm-up holds some back before learning them); in a
+            # group, the merged model's samples.
+            model = self.state.model
+            n_learned = model.n_learned + getattr(model, "n_held", 0)
             outcomes = session.learner.process_many([record.value for record in batch])
             started = time.perf_counter()
             offsets = self.state.offsets
@@ -311,6 +317,8 @@ class Service:
                 offsets.setdefault(record.topic, {})[record.partition] = record.offset + 1
             progress.seconds["publish"] += time.perf_counter() - started
             progress.record(len(batch))
+            faults.reach("batch.learned", unpublished=progress.since_checkpoint,
+                         learned=self.state.counters["learned"])
             if progress.since_checkpoint >= config.checkpoint_every:
                 self.checkpoint()
 

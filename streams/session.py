@@ -121,6 +121,9 @@ class Session:
         self.config = config
         self.learner = learner
         self.new_state = new_state
+        # The operator's limits, from the model the options make, before any checkpoint
+        # replaces it: no checkpoint or peer snapshot may lift them.
+        self.limits = state_io.Limits.of(learner.state.model)
         self.stopping = threading.Event()
         self.clients = clients_io.Clients(config.bootstrap_servers, config.client_settings,
                                           security=config.security)

@@ -106,19 +106,25 @@ def parse_fence(key: bytes | None, value: bytes | None) -> tuple[str, int | None
     return writer, generation
 
 
-def parse_snapshot(key: bytes | None, value: bytes | None, position: int) -> Snapshot | None:
-    """The snapshot in a record of the snapshot topic; None for fences and foreign records."""
+def parse_snapshot(key: bytes | None, value: bytes | None, position: int,
+                   limits: state_io.Limits | None = None) -> Snapshot | None:
+    """The snapshot in a record of the snapshot topic; None for fences and foreign records.
+    With `limits` (the reader's), a snapshot beyond them is refused before its arrays are read."""
     if key is None or key.startswith(FENCE_PREFIX) or not value:
         return None
     worker = key.decode("utf-8", "replace")
     from river_advsvm import checkpoint
 
-    meta, arrays = checkpoint.loads(value)
     where = f"snapshot {position} of {worker}"
+    bound = checkpoint.MAX_ARRAY_BYTES if limits is None else limits.array_bytes()
+    try:
+        meta, arrays = checkpoint.loads(value, max_array_bytes=bound)
+    except CheckpointError as error:  # "checkpoint of N bytes: ...": say whose
+        raise CheckpointError(f"{where}: {error}") from None
     fields = state_io.parse_extra(meta, where)
     if fields["group"] is None or fields["group"]["worker"] != worker:
         raise CheckpointError(f"snapshot {position} keyed {worker!r} is not that worker's")
-    state_io.from_checkpoint(meta, arrays, where)  # a model can be made of it
+    state_io.from_checkpoint(meta, arrays, where, limits)  # a model can be made of it
     # Not among the fields `river_advsvm.streams.state` parses: read from the metadata as written.
     generation = meta["extra"]["group"].get("generation")
     if generation is not None and (not isinstance(generation, int) or isinstance(generation, bool)

@@ -43,10 +43,11 @@ class SnapshotReader:
     snapshot; the latest of each worker wins either way).
     """
 
-    def __init__(self, clients, topic: str, client_id: str = "advsvm-group"):
+    def __init__(self, clients, topic: str, client_id: str = "advsvm-group", limits=None):
         from kafka import TopicPartition
 
         self.topic = topic
+        self.limits = limits  # the reader's `state.Limits`: a peer's snapshot cannot lift them
         self.latest: dict[str, Snapshot] = {}
         self.invalid = 0
         self.stale = 0  # zombie snapshots ignored
@@ -78,7 +79,7 @@ class SnapshotReader:
                 self._fenced_since[writer] = generation
             return
         try:
-            snapshot = parse_snapshot(record.key, record.value, record.offset)
+            snapshot = parse_snapshot(record.key, record.value, record.offset, self.limits)
         except Exception as error:  # noqa: BLE001 - whatever a record holds, the group goes on
             self.invalid += 1
             log.error("ignoring record %d of %s, not a readable snapshot (%d so far): %s",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 
+from river_advsvm.streams import faults
 from river_advsvm.streams import state as state_io
 from river_advsvm.streams.session import Session
 
@@ -45,6 +46,7 @@ class Standalone:
         session = self.session
         session.learner.save_monitor()
         state_io.save(session.config.checkpoint_dir, session.state)
+        faults.reach("checkpoint.written")
         progress = session.progress
         progress.checkpointed()
         counters = session.state.counters
@@ -60,6 +62,7 @@ class Standalone:
         session = self.session
         if not session.sink.flush(should_stop=session.waiting):
             return False
+        faults.reach("outputs.flushed")
         self.save()
         session.commit_offsets()
         return True
@@ -116,7 +119,7 @@ class Standalone:
     def restore(self, partitions: set) -> None:
         """Reload the checkpoint and seek each partition to its checkpointed offset."""
         session = self.session
-        loaded = state_io.load(session.config.checkpoint_dir)
+        loaded = state_io.load(session.config.checkpoint_dir, session.limits)
         session.state = loaded if loaded is not None else session.new_state()
         session.progress.since_checkpoint = 0
         saved = session.state

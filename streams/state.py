@@ -55,20 +55,92 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import glob
+import math
 import os
 import typing
 
 import river_advsvm
-from river_advsvm import checkpoint
+from river_advsvm import checkpoint, margin
 from river_advsvm.checkpoint import CheckpointError
+from river_advsvm.streams import faults
 
-__all__ = ["CHECKPOINT_FILE", "ServiceState", "checkpoint_path", "describe", "from_checkpoint",
-           "load", "parse_extra", "save", "save_bytes", "to_bytes"]
+__all__ = ["CHECKPOINT_FILE", "MAX_COUNT", "Limits", "ServiceState", "checkpoint_path",
+           "describe", "from_checkpoint", "load", "parse_extra", "save", "save_bytes",
+           "to_bytes"]
 
 CHECKPOINT_FILE = "checkpoint.ckpt"
 KIND = "advsvm-serve"
 VERSION = 2
 _MODELS = {cls.__name__: cls for cls in (river_advsvm.AdvKernelSVM, river_advsvm.AdvLinearSVM)}
+#: The largest offset, counter or sequence number a checkpoint may hold: Kafka's offsets are
+#: signed 64-bit integers, and no count of messages gets near them.
+MAX_COUNT = 2**63 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """The most a model loaded from a checkpoint or a peer's snapshot may hold.
+
+    They are the operator's (`--budget`, `--max-features`), or the library's defaults where
+    none was given: what a file says is data, and never lifts them. A checkpoint whose model
+    was made with a larger budget, more inputs, or no bound at all is refused before any of
+    its arrays is read. `budget` None allows any budget (the operator chose an unbounded
+    model).
+    """
+
+    budget: int | None = river_advsvm.AdvKernelSVM().budget
+    max_features: int = river_advsvm.AdvKernelSVM().max_features
+
+    #: The flag that raises each limit, named in the error.
+    FLAGS: typing.ClassVar[dict] = {"budget": "--budget", "max_features": "--max-features"}
+
+    @classmethod
+    def of(cls, model) -> Limits:
+        """The limits a model made by the operator's options implies; a linear model has no
+        budget, so a kernel checkpoint keeps the library's."""
+        budget = getattr(model, "budget", cls.budget)
+        if getattr(model, "budget_policy", None) == "grow":  # random features without bound
+            budget = None
+        return cls(budget=budget, max_features=model.max_features)
+
+    def check(self, meta: dict, where: str) -> None:
+        """`CheckpointError` (one line naming the limit and its flag) if the model in the
+        checkpoint metadata `meta` may hold more than these limits allow."""
+        excess = self._excess(meta)
+        if excess is not None:
+            raise CheckpointError(f"{where}: {excess}")
+
+    def _excess(self, meta: dict) -> str | None:
+        """What in `meta` is over the limits, or None."""
+        cls = _MODELS.get(meta.get("class")) if isinstance(meta, dict) else None
+        if cls is None:
+            return "unknown model class " + (repr(str(meta.get("class"))[:40])
+                                             if isinstance(meta, dict) else "(no metadata)")
+        try:
+            model = cls._unlearned(meta)  # the parameters in effect, defaults included
+        except (KeyError, TypeError, ValueError) as error:
+            return f"invalid {cls.__name__} parameters: {' '.join(str(error).split())[:200]}"
+        held = {"max_features": model.max_features}
+        if hasattr(model, "budget"):
+            held["budget"] = None if (model.budget is None or model.budget_policy == "grow") \
+                else model.budget
+        for name, value in held.items():
+            limit = getattr(self, name)
+            if limit is not None and (value is None or value > limit):
+                what = "no bound on its budget" if value is None else f"{name}={value}"
+                return (f"its model has {what}, over this service's limit {name}={limit}; to "
+                        f"load it, raise {self.FLAGS[name]}")
+        return None
+
+    def array_bytes(self):
+        """The `max_array_bytes` argument of `checkpoint.read` / `loads` under these limits:
+        checks the metadata (as `check` does) before any array is read."""
+        def bound(meta: dict) -> int:
+            excess = self._excess(meta)
+            if excess is not None:
+                raise CheckpointError(excess)  # the reader says where
+            return _MODELS[meta["class"]].checkpoint_array_bytes(meta)
+        return bound
 
 
 def new_counters() -> dict:
@@ -146,7 +218,7 @@ def save(directory: str | os.PathLike, state: ServiceState) -> None:
     """Write `state` atomically to `directory/checkpoint.ckpt`."""
     state.counters["checkpoints"] += 1
     try:
-        state.model.save(checkpoint_path(directory), extra=state.extra())
+        save_bytes(directory, to_bytes(state))
     except BaseException:
         state.counters["checkpoints"] -= 1
         raise
@@ -168,7 +240,8 @@ def to_bytes(state: ServiceState) -> bytes:
 
 def save_bytes(directory: str | os.PathLike, data: bytes) -> None:
     """Write checkpoint bytes made by `to_bytes` atomically to `directory/checkpoint.ckpt`."""
-    checkpoint.write_bytes(checkpoint_path(directory), data)
+    checkpoint.write_bytes(checkpoint_path(directory), data,
+                           before_rename=lambda: faults.reach("checkpoint.temp-written"))
 
 
 def _service_extra(meta: dict, where: str) -> dict:
@@ -180,25 +253,80 @@ def _service_extra(meta: dict, where: str) -> dict:
     return extra
 
 
+def _count(value, what: str) -> int:
+    """A JSON integer in [0, MAX_COUNT]: an offset, a counter or a sequence number."""
+    if type(value) is not int:
+        raise ValueError(f"{what} is {str(value)[:40]!r}, not an integer")
+    if not 0 <= value <= MAX_COUNT:
+        raise ValueError(f"{what} {str(value)[:40]} is out of range [0, 2**63 - 1]")
+    return value
+
+
+def _time(value, what: str) -> float | None:
+    """An epoch time in seconds, or None."""
+    if value is None:
+        return None
+    if type(value) not in (int, float) or not 0 <= value <= _MAX_EPOCH:
+        raise ValueError(f"{what} {str(value)[:40]!r} is not a time in seconds")
+    return float(value)
+
+
+#: Year 9999 in epoch seconds: a later time in a checkpoint is not one a clock wrote.
+_MAX_EPOCH = 253_402_300_799
+#: Longest topic name Kafka allows; worker ids and topic ids are held to it too.
+_MAX_NAME = 249
+
+
+def _name(value, what: str) -> str:
+    if type(value) is not str or not 0 < len(value) <= _MAX_NAME:
+        raise ValueError(f"{what} {str(value)[:40]!r} is not a name of 1 to {_MAX_NAME} "
+                         "characters")
+    return value
+
+
 def _parse_group(group) -> dict | None:
     if group is None:
         return None
     run = group.get("run") or {}
-    parsed = {
-        "worker": str(group["worker"]),
-        "seq": int(group["seq"]),
-        "folded": {str(k): int(v) for k, v in group["folded"].items()},
-        "self_at_fold": int(group["self_at_fold"]),
+    if len(group["folded"]) > _MAX_WORKERS:
+        raise ValueError(f"{len(group['folded'])} peers folded in, over {_MAX_WORKERS}")
+    return {
+        "worker": _name(group["worker"], "worker id"),
+        "seq": _count(group["seq"], "snapshot seq"),
+        "folded": {_name(k, "peer id"): _count(v, f"samples of peer {k[:40]!r}")
+                   for k, v in group["folded"].items()},
+        "self_at_fold": _count(group["self_at_fold"], "self_at_fold"),
         "run": {
-            "first": None if run.get("first") is None else float(run["first"]),
-            "last": None if run.get("last") is None else float(run["last"]),
-            "processed": int(run.get("processed", 0)),
+            "first": _time(run.get("first"), "run start"),
+            "last": _time(run.get("last"), "run end"),
+            "processed": _count(run.get("processed", 0), "messages processed"),
         },
     }
-    if parsed["seq"] < 0 or parsed["self_at_fold"] < 0 or any(
-            v < 0 for v in parsed["folded"].values()):
-        raise ValueError("negative group counter")
-    return parsed
+
+
+#: The most peers a snapshot may name (a group of more workers than this is not one machine
+#: room's worth of consumers of one topic).
+_MAX_WORKERS = 10_000
+#: The most partitions a checkpoint may name, over all its topics.
+_MAX_PARTITIONS = 100_000
+
+
+def _partition(key) -> int:
+    if type(key) is not str or not key.isascii() or not key.isdigit() or len(key) > 10:
+        raise ValueError(f"partition {str(key)[:40]!r} is not a partition number")
+    return int(key)
+
+
+def _labels(labels) -> list:
+    """The two classes pinned by the operator: distinct labels of the message format."""
+    if not isinstance(labels, list) or len(labels) != 2 or labels[0] == labels[1]:
+        raise ValueError("labels are not two distinct labels")
+    for y in labels:
+        if not (type(y) in (str, bool) or (type(y) is int and y.bit_length() <= 63)
+                or (type(y) is float and math.isfinite(y))) or (
+                type(y) is str and len(y) > _MAX_NAME):
+            raise ValueError(f"label {str(y)[:40]!r} is not a label the service takes")
+    return labels
 
 
 def parse_extra(meta: dict, where: str) -> dict:
@@ -206,36 +334,53 @@ def parse_extra(meta: dict, where: str) -> dict:
     topic_ids, counters, width, labels, group; `CheckpointError` if they are invalid."""
     extra = _service_extra(meta, where)
     try:
+        parts_total = sum(len(parts) for parts in extra["offsets"].values())
+        if parts_total > _MAX_PARTITIONS:
+            raise ValueError(f"offsets of {parts_total} partitions, over {_MAX_PARTITIONS}")
         offsets = {
-            str(topic): {int(p): int(o) for p, o in parts.items()}
+            _name(topic, "topic"): {_partition(p): _count(o, f"offset of {topic[:40]}[{p}]")
+                                    for p, o in parts.items()}
             for topic, parts in extra["offsets"].items()
         }
-        if any(o < 0 for parts in offsets.values() for o in parts.values()):
-            raise ValueError("negative offset")
         saved = extra["counters"]
         if extra["version"] == 1:
             saved = _v1_counters(saved)
         counters = new_counters()
         for key, value in saved.items():
             if key in ("dead_letters_by_code", "alerts_by_kind"):
-                counters[key] = {str(code): int(n) for code, n in value.items()}
+                if len(value) > 100:
+                    raise ValueError(f"{len(value)} kinds of {key}")
+                counters[key] = {_name(code, "code"): _count(n, f"{key} {code[:40]}")
+                                 for code, n in value.items()}
             elif key in counters:
-                counters[key] = int(value)
+                counters[key] = _count(value, f"counter {key}")
         monitor = extra.get("monitor")
         if monitor is not None and not isinstance(monitor, dict):
             raise ValueError("the monitor's state is not an object")
-        topic_ids = {str(t): (None if i is None else str(i)) for t, i in extra["topic_ids"].items()}
-        width = None if extra["width"] is None else int(extra["width"])
-        labels = None if extra["labels"] is None else list(extra["labels"])
+        if len(extra["topic_ids"]) > _MAX_PARTITIONS:
+            raise ValueError(f"{len(extra['topic_ids'])} topic ids")
+        topic_ids = {_name(t, "topic"): (None if i is None else _name(i, "topic id"))
+                     for t, i in extra["topic_ids"].items()}
+        width = extra["width"]
+        if width is not None and (type(width) is not int
+                                  or not 1 <= width <= margin.MAX_FEATURES_LIMIT):
+            raise ValueError(f"width {str(width)[:40]!r} is out of range "
+                             f"[1, {margin.MAX_FEATURES_LIMIT}]")
+        labels = None if extra["labels"] is None else _labels(extra["labels"])
         group = _parse_group(extra.get("group"))
     except (KeyError, TypeError, ValueError, AttributeError) as error:
-        raise CheckpointError(f"invalid service metadata in {where!r}: {error!r}") from None
+        detail = " ".join(str(error).split())[:200] or type(error).__name__
+        raise CheckpointError(f"invalid service metadata in {where}: {detail}") from None
     return {"offsets": offsets, "topic_ids": topic_ids, "counters": counters, "width": width,
             "labels": labels, "group": group, "monitor": monitor}
 
 
-def from_checkpoint(meta: dict, arrays: dict, where: str) -> ServiceState:
-    """The `ServiceState` of a checkpoint's metadata and arrays; `CheckpointError` if invalid."""
+def from_checkpoint(meta: dict, arrays: dict, where: str, limits: Limits | None = None
+                    ) -> ServiceState:
+    """The `ServiceState` of a checkpoint's metadata and arrays; `CheckpointError` if invalid
+    or (with `limits`) beyond the operator's limits."""
+    if limits is not None:
+        limits.check(meta, where)
     fields = parse_extra(meta, where)
     cls = _MODELS.get(meta.get("class"))
     if cls is None:
@@ -243,14 +388,16 @@ def from_checkpoint(meta: dict, arrays: dict, where: str) -> ServiceState:
     return ServiceState(model=cls.from_checkpoint(meta, arrays), **fields)
 
 
-def load(directory: str | os.PathLike) -> ServiceState | None:
-    """The checkpoint in `directory`, or None if there is none; `CheckpointError` if invalid."""
+def load(directory: str | os.PathLike, limits: Limits | None = None) -> ServiceState | None:
+    """The checkpoint in `directory`, or None if there is none; `CheckpointError` if invalid,
+    or beyond `limits` (by default the library's: see `Limits`)."""
     path = checkpoint_path(directory)
+    limits = Limits() if limits is None else limits
     try:
-        meta, arrays = checkpoint.read(path)
+        meta, arrays = checkpoint.read(path, max_array_bytes=limits.array_bytes())
     except FileNotFoundError:
         return None
-    return from_checkpoint(meta, arrays, path)
+    return from_checkpoint(meta, arrays, path, limits)
 
 
 def describe(path: str | os.PathLike) -> dict:

@@ -47,7 +47,7 @@ class GroupWorker:
         self._check_model()
         worker = group_io.worker_id(config.checkpoint_dir, config.worker_id)
         group = group_io.GroupSync(session.clients, config.sync_topic, worker,
-                                   config.checkpoint_dir, session.sink)
+                                   config.checkpoint_dir, session.sink, session.limits)
         session.progress.group_folds = session.progress.group_peers = 0
         if session.retry_while_away(lambda: group.start() or True) is None:
             return False  # stopped before the broker came back

@@ -454,7 +454,7 @@ def test_a_worker_refuses_a_checkpoint_whose_model_cannot_be_averaged(broker, tm
     from river_advsvm import AdvKernelSVM
     from river_advsvm.streams import state as state_io
 
-    model = AdvKernelSVM(gamma="scale", warm_up=5, seed=0)
+    model = AdvKernelSVM(gamma="scale", warm_up=5, seed=0, budget=256)  # within --budget
     for x, label in zip(*kh.stream(20, d=D)):
         model.learn_one(dict(enumerate(x)), label)
     state_io.save(tmp_path, state_io.ServiceState(model=model))

@@ -211,9 +211,12 @@ def test_a_checkpoint_directory_serves_one_service_at_a_time(tmp_path):
 
     from river_advsvm.streams.service import Service
 
-    with open(tmp_path / ".lock", "a") as held:
+    held = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)  # the lock is on the directory
+    try:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="t", group="g",
                                checkpoint_dir=str(tmp_path))
         with pytest.raises(ValueError, match="another service"):
             Service(config, model_factory=AdvLinearSVM).run()
+    finally:
+        os.close(held)

@@ -76,7 +76,8 @@ def _crash_and_restart(broker, topic, group, directory, log, kills, total, rng, 
     """Run the service, SIGKILL it `kills` times at random points, then let it finish.
 
     Kill points: after the checkpoint passed a random target (observable progress), plus a
-    random delay, so kills land anywhere: mid-batch, mid-checkpoint, while joining the group.
+    random delay. Where such a kill lands is up to the scheduler (mostly between batches):
+    `test_kafka_faults` aims kills inside a checkpoint write and the other narrow windows.
     Every run polls a random number of records at a time (1 to 500), so a replay after a kill
     sees other batch boundaries than the run before it.
     Returns (seconds, number of kills done, learned counts seen at each kill).

@@ -10,6 +10,8 @@ import textwrap
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pa = pytest.importorskip("pyarrow")
 import pyarrow.dataset as ds  # noqa: E402
@@ -35,7 +37,7 @@ def test_list_column_streams_as_named_features(images):
     path, X, y = images
     assert pq.ParquetFile(path).metadata.num_row_groups == 4
     batches = list(parquet.iter_batches(path, target="y", batch_size=10))
-    assert [len(b) for b, _ in batches] == [10, 6, 10, 6, 10, 6, 2]  # never across row groups
+    assert [len(b) for b, _ in batches] == [10] * 5  # full batches, across row groups
     frame = np.concatenate([b.to_numpy() for b, _ in batches])
     assert list(batches[0][0].columns) == list(range(784))
     assert frame.dtype == np.float64 and np.array_equal(frame, X)
@@ -199,3 +201,129 @@ def test_memory_is_bounded_by_the_batch_not_the_file(tmp_path):
     assert big["arrow_max"] <= 6 * batch_bytes
     assert big["arrow_max"] <= 1.5 * small["arrow_max"]  # 4x the file, the same peak +- noise
     assert big["python_peak"] <= 2 * batch_bytes
+
+
+# -- hostile files: declared sizes, corrupt pages, mixed directories ------------------------------
+
+_RSS = textwrap.dedent("""
+    import json, resource, sys
+    from river_advsvm.streams import parquet
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rows = 0
+    for X, y in parquet.iter_batches(sys.argv[1], target="y", batch_size=1024):
+        rows += len(X)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"rows": rows, "growth_kb": after - before}))
+""")
+
+
+@pytest.mark.slow
+def test_one_huge_row_group_streams_in_the_memory_of_a_batch(tmp_path):
+    """10 million rows in one row group (80 MB as float64, a few KB on disk): the process's peak
+    grows by far less than the row group, because the reader asks for 1,024 rows at a time."""
+    n = 10_000_000
+    path = tmp_path / "one-group.parquet"
+    pq.write_table(pa.table({"x": np.zeros(n), "y": np.zeros(n, np.int8)}), path,
+                   row_group_size=n)
+    assert pq.ParquetFile(path).metadata.num_row_groups == 1
+    result = subprocess.run([sys.executable, "-c", _RSS, str(path)], capture_output=True,
+                            text=True, check=True, cwd=REPO,
+                            env=dict(os.environ, PYTHONPATH=REPO))
+    numbers = json.loads(result.stdout)
+    assert numbers["rows"] == n
+    assert numbers["growth_kb"] * 1024 < 8 * n / 4  # under a quarter of the row group
+
+
+def _variable_lists(path, lengths):
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    values = pa.array(np.zeros(int(offsets[-1])))
+    column = pa.ListArray.from_arrays(pa.array(offsets), values)
+    pq.write_table(pa.table({"x": column, "y": np.zeros(len(lengths), np.int8)}), path)
+
+
+def test_a_variable_list_column_declaring_more_than_the_limit_is_refused_before_reading(
+        tmp_path):
+    path = tmp_path / "lists.parquet"
+    _variable_lists(path, [3000, 1, 1])  # 3002 values: 24,016 bytes as float64
+    with pytest.raises(parquet.ParquetError, match=r"lists\.parquet: row group 0 declares "
+                                                   r"24016 bytes .*max_list_bytes"):
+        next(parquet.iter_batches(path, target="y", max_list_bytes=24015))
+    # The caller may raise the limit; here the lengths differ, so the values are refused.
+    with pytest.raises(InvalidInput, match="lengths"):
+        list(parquet.iter_batches(path, target="y", max_list_bytes=24016))
+
+
+def test_a_row_wider_than_any_model_is_refused_from_the_schema(tmp_path):
+    path = tmp_path / "wide.parquet"
+    width = parquet.MAX_ROW_BYTES // 8 + 1
+    column = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(width, np.uint8)), width)
+    pq.write_table(pa.table({"x": column, "y": [0]}), path)
+    with pytest.raises(parquet.ParquetError, match=f"wide.parquet: its rows hold {width} values"):
+        next(parquet.iter_batches(path, target="y"))
+
+
+@pytest.mark.parametrize("row", [0, 777, 1499])
+def test_a_value_beyond_the_magnitude_limit_names_its_file_and_row(tmp_path, row):
+    X = np.ones((1500, 3))
+    X[row, 1] = 1e20
+    path = tmp_path / "big-value.parquet"
+    parquet.write(path, X, np.arange(1500) % 2, layout="wide", row_group_size=500)
+    batch = 512
+    with pytest.raises(InvalidInput, match=rf"big-value\.parquet \(rows from {row // batch * batch}"
+                                           rf"\), row {row % batch} of the batch: .*1e\+20"):
+        list(parquet.iter_batches(path, target="y", batch_size=batch))
+
+
+def _corrupt(source, target, start, length, mask=0x5A):
+    data = bytearray(source.read_bytes())
+    for i in range(start, min(start + length, len(data))):
+        data[i] ^= mask
+    target.write_bytes(bytes(data))
+
+
+def test_a_corrupt_page_names_the_file_and_the_rows(tmp_path):
+    good = tmp_path / "good.parquet"
+    X = np.random.default_rng(0).random((3000, 4))
+    parquet.write(good, X, np.arange(3000) % 2, layout="wide", row_group_size=500,
+                  compression="none")
+    page = pq.ParquetFile(good).metadata.row_group(3).column(1).data_page_offset
+    bad = tmp_path / "bad.parquet"
+    _corrupt(good, bad, page, 60)
+    rows = 0
+    with pytest.raises(parquet.ParquetError, match=r"bad\.parquet \(rows from \d+\): cannot be "
+                                                   r"read"):
+        for X_batch, _ in parquet.iter_batches(bad, target="y"):
+            rows += len(X_batch)
+    assert rows <= 1500  # what came before row group 3, at most
+
+
+@settings(max_examples=40, deadline=None)
+@given(start=st.integers(0, 5000), length=st.integers(1, 64), mask=st.integers(1, 255))
+def test_any_flipped_bytes_raise_one_of_the_documented_errors(tmp_path_factory, start, length,
+                                                              mask):
+    folder = tmp_path_factory.mktemp("flips")
+    good = folder / "good.parquet"
+    parquet.write(good, np.random.default_rng(1).random((400, 3)), np.arange(400) % 2,
+                  layout="wide", row_group_size=100, compression="none")
+    bad = folder / "bad.parquet"
+    _corrupt(good, bad, start % good.stat().st_size, length, mask)
+    try:
+        for _ in parquet.iter_rows(bad, target="y"):
+            pass
+    except (parquet.ParquetError, InvalidInput) as error:
+        assert "bad.parquet" in str(error) and "\n" not in str(error)
+
+
+def test_a_directory_with_a_bad_file_is_refused_before_the_first_batch(tmp_path):
+    X = np.random.default_rng(2).random((3000, 4))
+    for name, content in [("not-parquet", b"PAR1 but not really" * 8), ("other-schema", None)]:
+        folder = tmp_path / name
+        folder.mkdir()
+        parquet.write(folder / "1.parquet", X, np.arange(3000) % 2, layout="wide")
+        if content is None:
+            parquet.write(folder / "2.parquet", X, np.arange(3000) % 2, layout="list")
+        else:
+            (folder / "2.parquet").write_bytes(content)
+        batches = parquet.iter_batches(folder, target="y")
+        with pytest.raises(parquet.ParquetError, match=r"2\.parquet: "):
+            next(batches)  # not one batch of 1.parquet first

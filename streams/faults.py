@@ -1,0 +1,72 @@
+"""Fault points: named places in the service where a test makes it die or freeze on purpose.
+
+A crash test must reach the windows it claims (inside a checkpoint write, between a publication
+and the local write that follows it, while holding work not yet published); a kill at a random
+time mostly lands elsewhere. The service calls `reach(point)` at each such place; nothing
+happens unless the environment asks for it:
+
+    ADVSVM_FAULTS="checkpoint.temp-written:kill:3"   # the 3rd time: SIGKILL itself
+    ADVSVM_FAULTS="batch.learned:stop:2"             # the 2nd time: SIGSTOP itself
+    ADVSVM_FAULT_MARKS=/some/directory               # where a point reached leaves a mark
+
+Several faults are separated by commas; the count defaults to 1. Before acting, the point
+writes `ADVSVM_FAULT_MARKS/<point>` (JSON: the point, how many times it was reached, and what
+the caller passed), synced, so a test can assert that the kill or freeze happened there.
+
+Points:
+
+- `outputs.flushed`: the outputs before a checkpoint are delivered; the checkpoint is not
+  written yet;
+- `checkpoint.temp-written`: inside a checkpoint write: the new file is written and synced
+  under its temporary name, not renamed over the old one yet;
+- `checkpoint.written`: the checkpoint is replaced; Kafka's offsets are not committed yet;
+- `snapshot.published`: a group worker's snapshot is acknowledged by the broker; its local
+  copy is not written yet;
+- `batch.learned`: a batch was learned and its outputs handed over, with work not yet in a
+  checkpoint or snapshot (`unpublished`: how many messages).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+__all__ = ["POINTS", "reach"]
+
+POINTS = ("outputs.flushed", "checkpoint.temp-written", "checkpoint.written",
+          "snapshot.published", "batch.learned")
+_ACTIONS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP}
+
+
+def _plan(text: str) -> dict[str, tuple[str, int]]:
+    plan = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        point, action, *count = item.split(":")
+        if point not in POINTS or action not in _ACTIONS or len(count) > 1:
+            raise ValueError(f"ADVSVM_FAULTS: {item!r} is not POINT:kill|stop[:N] with a point "
+                             f"of {', '.join(POINTS)}")
+        plan[point] = (action, int(count[0]) if count else 1)
+    return plan
+
+
+_PLAN = _plan(os.environ.get("ADVSVM_FAULTS", ""))
+_REACHED: dict[str, int] = {}
+
+
+def reach(point: str, **detail) -> None:
+    """The service is at `point`: die or freeze there if the environment asked for it."""
+    if point not in _PLAN:
+        return
+    _REACHED[point] = _REACHED.get(point, 0) + 1
+    action, count = _PLAN[point]
+    if _REACHED[point] != count:
+        return
+    marks = os.environ.get("ADVSVM_FAULT_MARKS")
+    if marks:
+        path = os.path.join(marks, point)
+        with open(path, "w") as f:
+            json.dump({"point": point, "reached": _REACHED[point], "action": action, **detail}, f)
+            f.flush()
+            os.fsync(f.fileno())
+    os.kill(os.getpid(), _ACTIONS[action])

@@ -1,0 +1,218 @@
+"""Crash tests that aim: the service kills or freezes itself at a named point
+(`river_advsvm.streams.faults`), each point leaves a mark, and the test asserts it was reached
+before it checks that every message still counts exactly once.
+
+Random kills mostly land while nothing is at stake (joining the group, waiting for a poll);
+these land inside a checkpoint write, between a delivery and the checkpoint that covers it,
+between a published snapshot and its local copy, and in a worker holding unpublished work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+
+import kafka_helpers as kh
+from river_advsvm.streams import clients
+from river_advsvm.streams import group as group_io
+from river_advsvm.streams import state
+
+pytestmark = pytest.mark.kafka
+
+
+def _start(command, log, marks, fault):
+    """Start a service that dies or freezes at `fault` ("POINT:kill|stop:N"); its mark goes to
+    `marks`."""
+    marks.mkdir(exist_ok=True)
+    env = dict(os.environ, ADVSVM_FAULTS=fault, ADVSVM_FAULT_MARKS=str(marks),
+               PYTHONPATH=kh.REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    with open(log, "ab") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                   cwd=kh.REPO)
+    kh.STARTED.append(process)
+    return process
+
+
+def _mark(marks, point) -> dict:
+    return json.loads((marks / point).read_text())
+
+
+def test_kills_inside_a_write_and_between_delivery_and_checkpoint_lose_nothing(broker,
+                                                                               tmp_path):
+    total = 8_000
+    topic = "aimed"
+    clients.create_topics(broker.bootstrap_servers, {topic: 1})
+    X, y = kh.stream(total, seed=21)
+    values = kh.messages(X, y)
+    kh.produce(broker.bootstrap_servers, topic, values, partition=0)
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(broker.bootstrap_servers, topic, "aimed-group", directory,
+                               "--checkpoint-every", "500", "--checkpoint-interval", "60",
+                               "--max-poll-records", "100")
+    plan = [("outputs.flushed", 2), ("checkpoint.temp-written", 3), ("checkpoint.written", 2),
+            ("batch.learned", 4)]
+    seen = []
+    for point, n in plan:
+        marks = tmp_path / f"marks-{point}"
+        before = kh.learned(directory)
+        process = _start(command, log, marks, f"{point}:kill:{n}")
+        assert process.wait(180) == -signal.SIGKILL, kh.tail(log)
+        mark = _mark(marks, point)
+        assert mark["reached"] == n
+        after = kh.checkpoint_info(directory)  # whatever the point, the checkpoint reads
+        temporaries = list(directory.glob(".tmp-*.ckpt"))
+        if point == "checkpoint.temp-written":
+            assert len(temporaries) == 1  # killed inside the write: the new file not renamed
+        if point == "batch.learned":
+            assert mark["unpublished"] > 0 and mark["learned"] > after["samples_learned"]
+        if point in ("checkpoint.written", "outputs.flushed", "checkpoint.temp-written"):
+            assert after["samples_learned"] > before
+        seen.append((point, after["samples_learned"]))
+    assert kh.learned(directory) < total, "the kills came too late to test anything"
+    process = kh.start_service(command + ["--exit-when-idle", "2"], log)
+    assert process.wait(180) == 0, kh.tail(log)
+    print(f"\naimed kills (point, learned after it): {seen}")
+    info = kh.checkpoint_info(directory)
+    assert info["samples_learned"] == info["counters"]["consumed"] == total
+    assert info["offsets"] == {topic: {"0": total}}
+    assert not list(directory.glob(".tmp-*.ckpt"))  # the restart removed the leftover
+    kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
+
+
+def _worker(broker, topic, group, directory, worker, *extra):
+    from test_kafka_group import worker_command
+
+    return worker_command(broker, topic, group, directory, worker, "--sync-every", "1000",
+                          "--checkpoint-interval", "0.3", *extra)
+
+
+def _summary(broker, sync_topic, total):
+    snapshots = kh.wait_until(
+        lambda: (s := group_io.read_group(broker.bootstrap_servers, sync_topic, timeout=30))
+        and group_io.totals(s.values())["consumed"] >= total and s,
+        180, "the whole stream", poll=0.5)
+    return snapshots, group_io.totals(snapshots.values())
+
+
+def test_a_worker_frozen_with_unpublished_work_is_a_zombie_that_counts_nothing(broker,
+                                                                              tmp_path):
+    total, partitions = 12_000, 4
+    topic, group = "aimed-zombie", "aimed-zombie-group"
+    clients.create_topics(broker.bootstrap_servers, {topic: partitions})
+    X, y = kh.stream(total, d=16, seed=22)
+    directories = {w: tmp_path / w for w in ("w0", "w1")}
+    logs = {w: tmp_path / f"{w}.log" for w in directories}
+    marks = tmp_path / "marks"
+    processes = {
+        # w0 freezes itself after its 6th batch of at most 100 messages: before its first
+        # sync at 1,000, so the work it holds is not in any snapshot.
+        "w0": _start(_worker(broker, topic, group, directories["w0"], "w0",
+                             "--max-poll-records", "100"), logs["w0"], marks,
+                     "batch.learned:stop:6"),
+        "w1": kh.start_service(_worker(broker, topic, group, directories["w1"], "w1"),
+                               logs["w1"]),
+    }
+    try:
+        kh.wait_until(lambda: all(re.search(r"assigned \[", logs[w].read_text(errors="replace"))
+                                  for w in processes if logs[w].exists()) and
+                      all(logs[w].exists() for w in processes), 60, "two workers assigned")
+        kh.produce(broker.bootstrap_servers, topic, kh.messages(X, y),
+                   partition=list(range(partitions)))
+        kh.wait_until(lambda: (marks / "batch.learned").exists(), 120, "w0 to freeze",
+                      processes["w0"], logs["w0"])
+        mark = _mark(marks, "batch.learned")
+        assert mark["unpublished"] > 0
+        try:
+            kh.wait_until(lambda: any(len(re.findall(rf"'{topic}', \d\)", line)) == partitions
+                                      for line in re.findall(r"assigned \[.*", logs["w1"]
+                                                             .read_text(errors="replace"))),
+                          60, "w1 to take every partition over", processes["w1"], logs["w1"])
+        finally:
+            os.kill(processes["w0"].pid, signal.SIGCONT)
+        snapshots, summary = _summary(broker, f"{topic}-{group}-snapshots", total)
+        for worker in list(processes):
+            assert kh.stop_service(processes.pop(worker)) == 0, kh.tail(logs[worker])
+    finally:
+        for process in processes.values():
+            kh.kill_service(process)
+    snapshots = group_io.read_group(broker.bootstrap_servers, f"{topic}-{group}-snapshots")
+    summary = group_io.totals(snapshots.values())
+    assert summary["consumed"] == summary["claimed_messages"] == total
+    assert summary["samples_learned"] == total
+    assert group_io.group_model(snapshots.values()).n_learned == total
+    w0_log = logs["w0"].read_text(errors="replace")
+    rolled_back = [int(n) for n in re.findall(r"rolling back (\d+) messages", w0_log)]
+    print(f"\naimed zombie: froze holding {mark['unpublished']} unpublished messages; "
+          f"rolled back {rolled_back}")
+    # What it held when it froze was never counted: dropped when it woke up.
+    assert ("no longer counts worker w0" in w0_log or "not publishing at shutdown" in w0_log
+            or (rolled_back and max(rolled_back) >= mark["unpublished"]))
+
+
+def test_a_worker_killed_between_its_snapshot_and_its_local_copy_resumes_exactly(broker,
+                                                                                  tmp_path):
+    total, partitions = 8_000, 2
+    topic, group = "aimed-publish", "aimed-publish-group"
+    clients.create_topics(broker.bootstrap_servers, {topic: partitions})
+    X, y = kh.stream(total, d=16, seed=23)
+    kh.produce(broker.bootstrap_servers, topic, kh.messages(X, y),
+               partition=list(range(partitions)))
+    directory, log = tmp_path / "w0", tmp_path / "w0.log"
+    command = _worker(broker, topic, group, directory, "w0")
+    for point, n in [("snapshot.published", 2), ("checkpoint.temp-written", 3)]:
+        marks = tmp_path / f"marks-{point}"
+        local_before = kh.checkpoint_info(directory)
+        process = _start(command, log, marks, f"{point}:kill:{n}")
+        assert process.wait(180) == -signal.SIGKILL, kh.tail(log)
+        assert _mark(marks, point)["reached"] == n
+        local = kh.checkpoint_info(directory)
+        published = group_io.read_group(broker.bootstrap_servers,
+                                        f"{topic}-{group}-snapshots")["w0"]
+        if point == "snapshot.published":
+            # The broker has a snapshot the local copy does not: the restart must take it.
+            assert local is None or local["group"]["seq"] < published.seq
+        else:
+            assert len(list(directory.glob(".tmp-*.ckpt"))) == 1
+            assert local_before is None or local["group"]["seq"] >= local_before["group"]["seq"]
+    process = kh.start_service(command, log)
+    try:
+        snapshots, summary = _summary(broker, f"{topic}-{group}-snapshots", total)
+        assert kh.stop_service(process) == 0, kh.tail(log)
+    finally:
+        if process.poll() is None:
+            kh.kill_service(process)
+    snapshots = group_io.read_group(broker.bootstrap_servers, f"{topic}-{group}-snapshots")
+    summary = group_io.totals(snapshots.values())
+    assert summary["consumed"] == summary["claimed_messages"] == total
+    assert summary["samples_learned"] == total
+
+
+def test_a_full_disk_exits_with_the_status_a_supervisor_restarts(broker, tmp_path, capsys,
+                                                                 monkeypatch):
+    import errno
+
+    from river_advsvm import cli
+    from river_advsvm.streams import lifecycle
+
+    topic = "full-disk"
+    clients.create_topics(broker.bootstrap_servers, {topic: 1})
+    X, y = kh.stream(60, seed=24)
+    kh.produce(broker.bootstrap_servers, topic, kh.messages(X, y), partition=0)
+    directory = tmp_path / "ckpt"
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)  # every checkpoint write fails as on a full disk
+    status = cli.main(["serve", "--bootstrap-servers", broker.bootstrap_servers, "--topic",
+                       topic, "--group", "full-disk-group", "--checkpoint-dir", str(directory),
+                       "--checkpoint-every", "20", *kh.SERVICE_ARGS, *kh.MODEL_ARGS])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert status == lifecycle.ENVIRONMENT_FAULT, err
+    assert err.startswith(f"advsvm serve: {directory / state.CHECKPOINT_FILE}: No space left")
+    assert not list(directory.glob("*.ckpt")) and not list(directory.glob(".tmp-*"))

@@ -1,0 +1,410 @@
+"""What a checkpoint, a file, a peer's snapshot or a client hands the service is input: limits
+it cannot lift, ranges, file kinds, exit statuses, the directory lock, the metrics endpoint, and
+the names and texts a model or an output takes."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import logging
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("kafka")
+
+from river_advsvm import (AdvKernelSVM, AdvLinearSVM, CheckpointError, InvalidInput,  # noqa: E402
+                          checkpoint)
+from river_advsvm import cli  # noqa: E402
+from river_advsvm.streams import lifecycle, metrics, state  # noqa: E402
+from river_advsvm.streams import kafka as kafka_io  # noqa: E402
+from river_advsvm.streams.snapshot import parse_snapshot  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _learned_state(model, n=30, seed=0) -> state.ServiceState:
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        model.learn_one({f"f{j}": float(v) for j, v in enumerate(rng.random(4))}, i % 2 == 0)
+    saved = state.ServiceState(model=model, offsets={"in": {0: n}}, topic_ids={"in": None})
+    saved.counters["learned"] = n
+    return saved
+
+
+def _write(directory, meta, arrays) -> str:
+    path = state.checkpoint_path(directory)
+    checkpoint.write(path, meta, arrays)
+    return path
+
+
+def _serve(directory, *flags) -> list[str]:
+    # Port 1 on loopback: nothing answers, so a service that got past its checkpoint would
+    # wait for a broker; the checkpoint is read before any connection.
+    return ["--bootstrap-servers", "127.0.0.1:1", "--topic", "t", "--group", "g",
+            "--checkpoint-dir", str(directory), "--connect-timeout", "0.2", *flags]
+
+
+# -- 1. a checkpoint or a snapshot cannot lift the operator's limits -------------------------------
+
+
+@pytest.mark.parametrize("params, flags, limit, flag", [
+    (dict(budget=2048), [], "budget=1024", "--budget"),
+    (dict(budget=300), ["--budget", "200"], "budget=200", "--budget"),
+    (dict(budget=None), [], "budget=1024", "--budget"),
+    (dict(budget=64, budget_policy="grow"), ["--budget", "64"], "budget=64", "--budget"),
+    (dict(max_features=20_000), [], "max_features=10000", "--max-features"),
+    (dict(max_features=50), ["--max-features", "40"], "max_features=40", "--max-features"),
+])
+def test_a_checkpoint_beyond_the_operators_limits_is_refused_in_one_line(
+        tmp_path, capsys, params, flags, limit, flag):
+    saved = _learned_state(AdvKernelSVM(seed=0, **params))
+    state.save(tmp_path, saved)
+    assert cli.main(["serve", *_serve(tmp_path, *flags)]) == lifecycle.USAGE_ERROR
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and limit in err and f"raise {flag}" in err, err
+
+
+def test_the_limits_of_a_linear_service_are_its_max_features_and_the_default_budget(tmp_path):
+    state.save(tmp_path, _learned_state(AdvKernelSVM(seed=0, budget=4096)))
+    limits = state.Limits.of(AdvLinearSVM())
+    assert (limits.budget, limits.max_features) == (1024, 10_000)
+    with pytest.raises(CheckpointError, match="its model has budget=4096, over this service's "
+                                              "limit budget=1024; to load it, raise --budget"):
+        state.load(tmp_path, limits)
+
+
+def test_a_checkpoint_within_the_limits_loads_and_keeps_its_own_smaller_ones(tmp_path):
+    saved = _learned_state(AdvKernelSVM(seed=0, budget=16, max_features=50))
+    state.save(tmp_path, saved)
+    loaded = state.load(tmp_path, state.Limits.of(AdvKernelSVM(budget=1024)))
+    assert (loaded.model.budget, loaded.model.max_features) == (16, 50)
+    assert loaded.model.n_learned == saved.model.n_learned
+
+
+def test_a_parameter_the_checkpoint_leaves_out_counts_at_its_default(tmp_path):
+    saved = _learned_state(AdvKernelSVM(seed=0, max_features=30))
+    meta, arrays = saved.model.to_checkpoint(saved.extra())
+    del meta["params"]["max_features"]  # the model it makes has the default, 10,000
+    _write(tmp_path, meta, arrays)
+    with pytest.raises(CheckpointError, match="max_features=10000, over this service's limit "
+                                              "max_features=40"):
+        state.load(tmp_path, state.Limits.of(AdvKernelSVM(max_features=40)))
+
+
+def test_the_limits_are_checked_before_any_array_is_read(tmp_path, monkeypatch):
+    state.save(tmp_path, _learned_state(AdvKernelSVM(seed=0, max_features=20_000)))
+    monkeypatch.setattr(checkpoint, "_read_array", lambda *a: pytest.fail("an array was read"))
+    with pytest.raises(CheckpointError, match="max_features=20000"):
+        state.load(tmp_path, state.Limits())
+
+
+def test_a_peers_snapshot_beyond_the_limits_is_refused(tmp_path):
+    saved = _learned_state(AdvKernelSVM(seed=0, budget=4096))
+    saved.group = {"worker": "peer", "seq": 1, "folded": {}, "self_at_fold": 0,
+                   "run": {"first": None, "last": None, "processed": 0}}
+    data = state.to_bytes(saved)
+    assert parse_snapshot(b"peer", data, 7).worker == "peer"  # no limits: a reader's view
+    with pytest.raises(CheckpointError, match="snapshot 7 of peer: .*its model has "
+                                              "budget=4096.*raise --budget"):
+        parse_snapshot(b"peer", data, 7, state.Limits.of(AdvKernelSVM(budget=1024)))
+
+
+# -- 2. values are range-checked before they are used ----------------------------------------------
+
+
+def _tampered(tmp_path, change) -> str:
+    saved = _learned_state(AdvKernelSVM(seed=0))
+    meta, arrays = saved.model.to_checkpoint(saved.extra())
+    change(meta)
+    return _write(tmp_path, meta, arrays)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: m["extra"]["offsets"]["in"].update({"0": 10**30}), "offset of in"),
+    (lambda m: m["extra"]["offsets"]["in"].update({"0": -1}), "offset of in"),
+    (lambda m: m["extra"]["offsets"]["in"].update({"0": 1.5}), "not an integer"),
+    (lambda m: m["extra"]["offsets"]["in"].update({"x": 1}), "partition"),
+    (lambda m: m["extra"]["counters"].update({"learned": 2**63}), "counter learned"),
+    (lambda m: m["extra"].update({"width": 10**7}), "width"),
+    (lambda m: m["extra"].update({"labels": [1, 1]}), "labels"),
+    (lambda m: m["state"].update({"bias": 1e308}), "bias"),
+    (lambda m: m["state"].update({"bias": -1e16}), "bias"),
+    (lambda m: m["state"].update({"n_learned": 2**64}), "out of range"),
+])
+def test_a_value_out_of_its_range_is_a_checkpoint_error_in_one_line(tmp_path, capsys, change,
+                                                                    message):
+    _tampered(tmp_path, change)
+    with pytest.raises(CheckpointError, match=message) as caught:
+        state.load(tmp_path)
+    assert "\n" not in str(caught.value)
+    assert cli.main(["serve", *_serve(tmp_path)]) == lifecycle.USAGE_ERROR
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(field=st.sampled_from(["offset", "counter", "seq", "self_at_fold", "processed"]),
+       value=st.one_of(st.integers(max_value=-1), st.integers(min_value=2**63),
+                       st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=5),
+                       st.booleans(), st.none()))
+def test_any_count_out_of_its_range_is_refused(tmp_path_factory, field, value):
+    saved = _learned_state(AdvKernelSVM(seed=0), n=4)
+    saved.group = {"worker": "w", "seq": 1, "folded": {}, "self_at_fold": 0,
+                   "run": {"first": None, "last": None, "processed": 0}}
+    meta, arrays = saved.model.to_checkpoint(saved.extra())
+    extra = meta["extra"]
+    target = {"offset": (extra["offsets"]["in"], "0"), "counter": (extra["counters"], "learned"),
+              "seq": (extra["group"], "seq"), "self_at_fold": (extra["group"], "self_at_fold"),
+              "processed": (extra["group"]["run"], "processed")}[field]
+    target[0][target[1]] = value
+    with pytest.raises(CheckpointError):
+        state.parse_extra(meta, "here")
+
+
+# -- 3. only a regular file is read, without blocking ----------------------------------------------
+
+
+def _special_files(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "link-to-fifo"
+    link.symlink_to(fifo)
+    return {"a FIFO": fifo, "a symlink to a FIFO": link, "a character device": "/dev/zero"}
+
+
+def test_a_fifo_or_a_device_is_refused_at_once_by_read_and_read_meta(tmp_path):
+    for kind, path in _special_files(tmp_path).items():
+        for read in (checkpoint.read, checkpoint.read_meta, AdvKernelSVM.load):
+            with pytest.raises(CheckpointError, match="not a regular file"):
+                read(path)
+
+
+@pytest.mark.parametrize("command", ["inspect", "serve"])
+def test_inspect_and_serve_refuse_a_fifo_checkpoint_without_blocking(tmp_path, command):
+    directory = tmp_path / "ckpt"
+    directory.mkdir()
+    os.mkfifo(directory / state.CHECKPOINT_FILE)
+    argv = ["inspect", str(directory)] if command == "inspect" else ["serve", *_serve(directory)]
+    # A blocked open would never return: the timeout is the failure, not a synchronisation.
+    done = subprocess.run([sys.executable, "-m", "river_advsvm", *argv], capture_output=True,
+                          text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 2
+    assert "a FIFO, not a regular file" in done.stderr and done.stderr.count("\n") == 1
+
+
+# -- 4. exit statuses: environment faults are restarted, usage errors are not ----------------------
+
+
+@pytest.mark.parametrize("code, status", [
+    (errno.ENOSPC, lifecycle.ENVIRONMENT_FAULT), (errno.EIO, lifecycle.ENVIRONMENT_FAULT),
+    (errno.EDQUOT, lifecycle.ENVIRONMENT_FAULT), (errno.EACCES, lifecycle.USAGE_ERROR),
+    (errno.ENOTDIR, lifecycle.USAGE_ERROR),
+])
+def test_an_os_error_exits_by_whether_a_restart_can_help(code, status):
+    assert lifecycle.exit_status(OSError(code, os.strerror(code), "/somewhere")) == status
+
+
+def test_the_exit_statuses_of_every_kind_of_fault():
+    cases = {lifecycle.BrokerUnreachable("x"): 3, lifecycle.SettingsRefused("x"): 4,
+             CheckpointError("x"): 2, ValueError("x"): 2, MemoryError(): 5, RuntimeError("x"): 1}
+    assert {type(e).__name__: lifecycle.exit_status(e) for e in cases} == \
+        {type(e).__name__: s for e, s in cases.items()}
+
+
+def test_a_full_disk_keeps_the_last_checkpoint_and_names_the_path(tmp_path, monkeypatch):
+    saved = _learned_state(AdvKernelSVM(seed=0))
+    state.save(tmp_path, saved)
+    before = (tmp_path / state.CHECKPOINT_FILE).read_bytes()
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError) as caught:
+        state.save(tmp_path, saved)
+    error = caught.value
+    assert error.errno == errno.ENOSPC and error.filename == state.checkpoint_path(tmp_path)
+    assert lifecycle.exit_status(error) == lifecycle.ENVIRONMENT_FAULT
+    assert (tmp_path / state.CHECKPOINT_FILE).read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == [state.CHECKPOINT_FILE]  # no temporary left
+
+
+def test_the_documented_unit_restarts_exactly_the_retriable_statuses():
+    text = open(os.path.join(REPO, "docs", "deployment.md")).read()
+    unit = text[text.index("[Service]"):text.index("[Install]")]
+    settings_ = dict(line.split("=", 1) for line in unit.splitlines() if "=" in line
+                     and not line.startswith(" "))
+    assert settings_["Restart"] == "on-failure"
+    prevented = {int(s) for s in settings_["RestartPreventExitStatus"].split()}
+    assert prevented == {lifecycle.USAGE_ERROR, lifecycle.SETTINGS_REFUSED}
+    for status in (lifecycle.UNEXPECTED, lifecycle.NO_BROKER, lifecycle.ENVIRONMENT_FAULT):
+        assert f"| {status} |" in text and status not in prevented
+
+
+# -- 5. the lock is on the directory itself --------------------------------------------------------
+
+
+def test_the_lock_cannot_be_defeated_by_deleting_a_file_and_follows_symlinks(tmp_path):
+    directory = tmp_path / "ckpt"
+    directory.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(directory)
+    held = lifecycle.lock_directory(str(directory))
+    try:
+        for entry in directory.iterdir():  # nothing to delete that would free the lock
+            entry.unlink()
+        for path in (directory, link):
+            with pytest.raises(ValueError, match="another service is using"):
+                lifecycle.lock_directory(str(path))
+        probe = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        with pytest.raises(BlockingIOError):  # what another process sees, too
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(probe)
+    finally:
+        os.close(held)
+    os.close(lifecycle.lock_directory(str(link)))  # free again once released
+
+
+# -- 7. the metrics endpoint -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def metrics_server(caplog):
+    caplog.set_level(logging.DEBUG)
+    server = metrics.MetricsServer(lambda: metrics.Reading(), port=0).start()
+    yield server
+    server.stop()
+
+
+def _connection_threads() -> int:
+    return sum(t.name == "metrics-connection" for t in threading.enumerate())
+
+
+def test_idle_connections_cost_at_most_the_connection_limit(metrics_server):
+    idle = [socket.create_connection(("127.0.0.1", metrics_server.port))
+            for _ in range(3 * metrics.MAX_CONNECTIONS)]
+    try:
+        # Every connection beyond the limit is closed unanswered: read until each has an
+        # answer (EOF) or is one of the held ones (its recv times out).
+        closed = 0
+        for s in idle:
+            s.settimeout(0.2)
+            try:
+                closed += s.recv(1) == b""
+            except TimeoutError:
+                pass
+        assert _connection_threads() <= metrics.MAX_CONNECTIONS
+        assert closed >= 2 * metrics.MAX_CONNECTIONS
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_a_request_over_the_size_limit_is_answered_431(metrics_server):
+    with socket.create_connection(("127.0.0.1", metrics_server.port)) as s:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nX-Big: " + b"a" * metrics.MAX_REQUEST_BYTES
+                  + b"\r\n\r\n")
+        assert s.recv(12).startswith(b"HTTP/1.0 431")
+
+
+def test_broken_clients_never_put_a_traceback_in_the_log(metrics_server, caplog):
+    for payload in [b"\x00\xff\r\n\r\n", b"GET /metrics HTTP/9.9\r\n\r\n", b"GET", b""]:
+        with socket.create_connection(("127.0.0.1", metrics_server.port)) as s:
+            s.sendall(payload)
+            s.shutdown(socket.SHUT_WR)
+            s.settimeout(30)
+            while s.recv(4096):
+                pass
+    broken = metrics.MetricsServer(lambda: 1 / 0, port=0).start()
+    try:
+        import urllib.error
+        import urllib.request
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(broken.url + "/healthz", timeout=30)
+    finally:
+        broken.stop()
+    assert not any(r.exc_info or "Traceback" in r.getMessage() for r in caplog.records)
+
+
+def test_the_listen_backlog_is_not_five():
+    assert metrics._Server.request_queue_size == metrics.LISTEN_BACKLOG >= 128
+
+
+# -- 8. messages: bounded ids and labels, names that keep outputs valid UTF-8 ----------------------
+
+
+@pytest.mark.parametrize("value, code", [
+    ({"id": "a" * (kafka_io.MAX_TEXT_CHARS + 1), "x": [1]}, "bad_id"),
+    ({"id": "\ud800", "x": [1]}, "bad_id"),
+    ({"y": "b" * (kafka_io.MAX_TEXT_CHARS + 1), "x": [1]}, "bad_label"),
+    ({"y": "\udfff", "x": [1]}, "bad_label"),
+])
+def test_an_id_or_label_over_the_limit_or_not_utf8_is_a_dead_letter(value, code):
+    with pytest.raises(kafka_io.InvalidMessage) as caught:
+        kafka_io.decode(json.dumps(value).encode(), 2**20)
+    assert caught.value.code == code
+
+
+def test_an_id_at_the_limit_is_echoed():
+    text = "é" * kafka_io.MAX_TEXT_CHARS
+    assert kafka_io.decode(json.dumps({"id": text, "x": [1]}).encode(), 2**20).id == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.text(max_size=8), labelled=st.booleans())
+def test_a_name_is_learned_only_if_it_is_valid_utf8_without_nul(name, labelled):
+    model = AdvKernelSVM(seed=0)
+    valid = "\0" not in name and not any(0xD800 <= ord(c) <= 0xDFFF for c in name)
+    try:
+        model.decision_then_learn_many([{name: 1.0}], [True if labelled else None])
+    except InvalidInput as error:
+        assert not valid and error.code == "bad_name"
+    else:
+        assert valid
+        meta, _ = model.to_checkpoint()
+        json.dumps(meta, ensure_ascii=False).encode("utf-8")  # the saved names are UTF-8
+
+
+# -- 9. the Python API -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("columns", [[None, "b"], ["a", None]])
+@pytest.mark.parametrize("values", [[1.0, 2.0], [0.0, 0.0]])
+def test_learn_many_refuses_a_none_column_up_front(tmp_path, columns, values):
+    import pandas as pd
+
+    for model in (AdvKernelSVM(seed=0), AdvKernelSVM(seed=0, gamma="scale"), AdvLinearSVM()):
+        frame = pd.DataFrame([values])
+        frame.columns = pd.Index(columns, dtype=object)
+        with pytest.raises(InvalidInput, match="None"):
+            model.learn_many(frame, [True])
+        assert model.n_learned == 0 and model.n_inputs == 0 and model.n_held == 0
+        model.save(tmp_path / "m.ckpt")  # still savable
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_empty_samples_in_the_warm_up_never_make_nan_decisions(kernel):
+    model = AdvKernelSVM(seed=0, gamma="scale", kernel=kernel, warm_up=4)
+    for i, x in enumerate([{}, {}, {"a": 1.0}, {}, {"a": 2.0}, {}]):
+        model.learn_one(x, i % 2 == 0)
+        for probe in ({}, {"a": 1.0}, {"b": 3.0}):
+            assert np.isfinite(model.decision_one(probe))
+            assert all(np.isfinite(p) for p in model.predict_proba_one(probe).values())
+
+
+def test_n_held_counts_the_warm_up():
+    model = AdvKernelSVM(seed=0, gamma="scale", warm_up=3)
+    seen = []
+    for i in range(5):
+        model.learn_one({"a": float(i)}, i % 2 == 0)
+        seen.append((model.n_learned, model.n_held))
+    assert seen == [(0, 1), (0, 2), (3, 0), (4, 0), (5, 0)]
