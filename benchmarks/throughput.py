@@ -28,6 +28,12 @@ first; the table gives how many vectors it holds); scikit-learn's `RBFSampler` +
 `SGDClassifier(loss="hinge").partial_fit`; River's `RBFSampler | LogisticRegression` (d x B
 dict entries per sample: a short capped run, skipped past 4 million).
 
+The support-vector model (the default) at full budget has its own reference, `HandSupportStep`:
+the support-vector step by hand in float32 (squared distances from cached norms and one
+matrix-vector product, `exp`, the margin, the update; and the same with BSGD's merge), on MNIST
+8 vs 9 and on a noisy stream where almost every sample merges, with the merges per sample
+(`--support-only` runs this part alone).
+
 Also measured: one pass of `learn_many(500)` over MNIST 1 vs 7 (`--data`; `--quick` uses
 scikit-learn's digits) with its test accuracy; where the time of `learn_one` and `predict_one`
 goes at d = 784 (component timings and cProfile); candidate dict -> array conversions, each
