@@ -1,6 +1,7 @@
 """A group of workers in one process: what a fold costs and what the group's model is worth.
 
-    python benchmarks/scaleout_sim.py --data DIR [--workers 2 4 8 16 32] [--sync-every 50]
+    python benchmarks/scaleout_sim.py --data DIR [--workers 2 4 8 16 32] [--sync-every 100]
+    python benchmarks/scaleout_sim.py --data DIR --fold-only    # a fold of 16 full models
     python benchmarks/scaleout_sim.py --quick
 
 W workers each learn their partition of a stream (sample i goes to worker i mod W, as a
@@ -8,9 +9,9 @@ round-robin producer spreads a topic over W partitions), in order, and sync ever
 `--sync-every` samples of their own: each publishes its model, and each averages the group's
 models into its own with weights = samples learned since the last sync (the protocol of
 `river_advsvm.streams.group`, in synchronous rounds, so every worker holds the group's model
-after a sync). Two ways to average support vectors:
+after a sync). Three ways to average support vectors:
 
-- `union` (the service's today, `river_advsvm.streams.merge.average`): the union of every
+- `union` (what `advsvm serve` does, `river_advsvm.streams.merge.average`): the union of every
   model's vectors, then budget maintenance (BSGD merges) back down to B. Run for W <= `--union-max`
   (its cost grows with W^2 B^2 d).
 - `basis`: every model is projected onto a basis the group shares (`river_advsvm.support_basis`),
@@ -18,6 +19,9 @@ after a sync). Two ways to average support vectors:
   their weighted sum (`merge.average(..., basis=...)`). The basis is refreshed at every sync
   until it holds B vectors, then every `--refresh-every` syncs: it becomes one worker's current
   vectors (workers take turns), filled up with the peers' new vectors of largest weight.
+- `basis-sum`: the same basis, but the group's model is the previous one plus the sum of every
+  worker's change since (`a_0 + sum_k (a_k - a_0)`) rather than their average, so that each
+  sample's step counts as it would in one model (averaging divides it by W).
 
 Reported per W and method: the seconds of one worker's fold per sync (the average, and
 rebuilding the model from it), the seconds a worker spends projecting its model before it
@@ -27,8 +31,8 @@ that model's clean and PGD accuracy at its last iterates (every `--every` sample
 last `--last` samples) give the spread the group's model should fall within.
 
 Data: MNIST 8 vs 9 (`mnist.npz` in `--data`, pixels / 255, d = 784) and River's Bananas
-(2 inputs, shuffled, 30% held out); `--quick`: synthetic data (d = 4) and small budgets.
-BLAS runs on one thread.
+(2 inputs scaled to [0, 1], shuffled, 30% held out); `--quick`: synthetic data (d = 4) and
+small budgets. BLAS runs on one thread.
 
 """
 
@@ -59,6 +63,7 @@ def bananas() -> dict:
     rows = list(datasets.Bananas())
     X = np.array([[x[k] for k in sorted(x)] for x, _ in rows])
     y = np.array([int(label) for _, label in rows])
+    X = (X - X.min(axis=0)) / (X.max(axis=0) - X.min(axis=0))  # into [0, 1], the attacks' box
     return _split(X, y, seed=1)
 
 
@@ -117,6 +122,7 @@ class Group:
         self.models = [make_model(X.shape[1], X, budget) for _ in range(workers)]
         self.method, self.budget, self.args = method, budget, args
         self.basis: SharedBasis | None = None
+        self.previous = None  # 'basis-sum': the group's model after the last sync
         self.syncs = self.refreshes = 0
         self.seconds = {"fold": [], "rebuild": [], "project": [], "refresh": []}
         self.bytes: list[int] = []
@@ -135,12 +141,18 @@ class Group:
 
     def sync(self, learned: list[int]) -> None:
         published = [model.to_checkpoint() for model in self.models]
-        if self.method == "basis":
+        if self.method != "union":
+            if self.previous is not None:
+                published.append(self.previous)  # projected with the others, on one basis
             published = self.onto_basis(published)
+            previous = published.pop() if self.previous is not None else None
         self.bytes.append(int(np.mean([len(checkpoint.dumps(m, a)) for m, a in published])))
         members = [(m, a, float(n)) for (m, a), n in zip(published, learned)]
         total = sum(model.n_learned for model in self.models)
         start = time.perf_counter()
+        labels = {repr(m["state"]["labels"]) for m, _, _ in members}
+        if self.method == "basis-sum" and previous is not None and len(labels) == 1:
+            members = [summed(previous, members)]
         merged = merge.average(members, total, basis=self.basis)
         middle = time.perf_counter()
         model = merge.to_model(*merged)
@@ -149,9 +161,11 @@ class Group:
         self.seconds["rebuild"].append(end - middle)
         # Every worker ends the sync with the group's model (each would fold the same snapshots).
         self.models = [model] + [copy.deepcopy(model) for _ in self.models[1:]]
+        self.previous = merged if self.method == "basis-sum" else None
         self.syncs += 1
 
     def onto_basis(self, published: list) -> list:
+        """Each model projected onto the group's basis (refreshed first when due)."""
         full = self.basis is None or self.basis.size < self.budget
         if full or self.syncs % self.args.refresh_every == 0:
             start = time.perf_counter()
@@ -199,6 +213,18 @@ class Group:
         return SharedBasis(store["kernel"], store["gamma"], np.concatenate(vectors), names)
 
 
+def summed(previous: tuple, members: list) -> tuple:
+    """'basis-sum': the previous group model plus every worker's change since, `a = a_0 +
+    sum_k (a_k - a_0)` (and the bias alike), as one member: each sample's step counts fully,
+    as in one model learning the whole stream, where averaging divides it by W."""
+    meta0, arrays0 = previous
+    meta = copy.deepcopy(members[0][0])
+    alpha = arrays0["alpha"] + sum(a["alpha"] - arrays0["alpha"] for _, a, _ in members)
+    bias0 = meta0["state"]["bias"]
+    meta["state"]["bias"] = bias0 + sum(m["state"]["bias"] - bias0 for m, _, _ in members)
+    return meta, {"alpha": alpha}, 1.0
+
+
 def in_columns(meta: dict, vectors: np.ndarray, names: list) -> np.ndarray:
     """A model's vectors over the inputs `names` (inputs it lacks are 0; others dropped)."""
     own = {repr(n): i for i, n in enumerate(meta["state"]["names"])}
@@ -227,7 +253,7 @@ def run_stream(name: str, data: dict, budget: int, args, records: list) -> None:
           f"(last {single['clean_last']:.2%}), PGD {single['pgd_min']:.2%}..{single['pgd_max']:.2%}"
           f" (last {single['pgd_last']:.2%}) [{time.perf_counter() - start:.0f}s]", flush=True)
     for workers in args.workers:
-        for method in ("union", "basis"):
+        for method in args.methods:
             if method == "union" and workers > args.union_max:
                 continue
             start = time.perf_counter()
@@ -236,7 +262,7 @@ def run_stream(name: str, data: dict, budget: int, args, records: list) -> None:
             clean, robust = evaluate(model)
             s = group.seconds
             row = {
-                "stream": name, "d": data["X_train"].shape[1], "budget": budget,
+                "kind": "group", "stream": name, "d": data["X_train"].shape[1], "budget": budget,
                 "workers": workers, "method": method, "sync_every": args.sync_every,
                 "refresh_every": args.refresh_every if method == "basis" else None,
                 "syncs": group.syncs, "refreshes": group.refreshes if method == "basis" else None,
@@ -266,7 +292,7 @@ def fold_timing(data: dict, budget: int, peers: int, records: list, args) -> Non
     models = []
     for w in range(2):  # two full models; the others are copies with other weights
         model = make_model(X.shape[1], X, budget)
-        model.learn_many(X[w::2][: 3 * budget], y[w::2][: 3 * budget])
+        model.learn_many(X[w::2], y[w::2])
         models.append(model)
     published = [models[w % 2].to_checkpoint() for w in range(peers + 1)]
     store = published[0][0]["state"]["model"]["store"]
@@ -330,6 +356,9 @@ def main() -> None:
     p.add_argument("--last", type=int, default=3000, help="the single model's last samples")
     p.add_argument("--every", type=int, default=500, help="between the scored last iterates")
     p.add_argument("--streams", nargs="+", default=["mnist", "bananas"])
+    p.add_argument("--fold-only", action="store_true", help="only the fold timing (MNIST)")
+    p.add_argument("--methods", nargs="+", default=["union", "basis", "basis-sum"],
+                   choices=["union", "basis", "basis-sum"])
     args = p.parse_args()
     records: list[dict] = []
     with common.one_blas_thread():
@@ -344,6 +373,8 @@ def main() -> None:
                 data = mnist(args.data) if name == "mnist" else bananas()
                 if name == "mnist":
                     fold_timing(data, args.budget, args.fold_peers, records, args)
+                if args.fold_only:
+                    continue
                 run_stream(name, data, args.budget if name == "mnist" else 256, args, records)
     print(common.format_table([r for r in records if "method" in r], COLUMNS))
     print(common.machine_line(common.machine()))
