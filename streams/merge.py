@@ -17,8 +17,14 @@ which is parallel SGD's model averaging. How `f` is formed depends on the repres
   coefficients over the same `B` features (feature `i` is regenerated from `(seed, i)`), so the
   coefficients themselves are averaged.
 
+- Support vectors over a basis the group shares (`river_advsvm.support_basis`): each model is
+  first projected onto the basis by `project` (the closest function of its span, in the
+  kernel's space, with the exact loss), then the coefficients are averaged (`average(...,
+  basis=basis)`): B numbers per model, no maintenance, and the result is a support-vector model
+  whose vectors are the basis, with its exact norm.
+
 The calibration temperature is averaged with the same weights; the input names are the union
-(the base's first, in its order). Everything works on the checkpoint form of the models
+(the base's first, in its order; over a basis, the basis' first). Everything works on the checkpoint form of the models
 (`to_checkpoint` / `from_checkpoint`, metadata and arrays), which is also what workers publish.
 
 What can be averaged (`incompatibility` says why not): two `AdvKernelSVM` whose parameters are
@@ -325,8 +331,25 @@ def project(meta: dict, arrays: dict, basis: SharedBasis) -> tuple[np.ndarray, f
 
 
 def _check_basis(members: list, basis: SharedBasis) -> None:
+    """`IncompatibleModels` unless every model can be averaged over `basis`."""
+    base = members[0][0]
+    if not _support_vectors(base):
+        raise IncompatibleModels("only support vectors can be averaged over a basis")
+    if basis.names is None:
+        raise ValueError("averaging over a basis needs the names of its columns")
+    budget, dtype = base["params"].get("budget"), base["params"].get("dtype")
+    if budget is not None and basis.size > budget:
+        raise IncompatibleModels(f"a basis of {basis.size} vectors exceeds the budget ({budget})")
+    if basis.vectors.dtype != np.dtype(dtype):
+        raise IncompatibleModels(f"the basis holds {basis.vectors.dtype}, the models {dtype}")
     for meta, arrays, _ in members:
-        if meta["state"]["started"] and np.shape(arrays.get("alpha")) != (basis.size,):
+        if not meta["state"]["started"]:
+            continue
+        store = meta["state"]["model"]["store"]
+        if (store["kernel"], float(store["gamma"])) != (basis.kernel, basis.gamma):
+            raise IncompatibleModels(f"the basis is for {basis.kernel} at gamma {basis.gamma!r}, "
+                                     f"a model has {store['kernel']} at {store['gamma']!r}")
+        if np.shape(arrays.get("alpha")) != (basis.size,):
             raise IncompatibleModels(f"expected {basis.size} coefficients over the basis, got "
                                      f"shape {np.shape(arrays.get('alpha'))}")
 

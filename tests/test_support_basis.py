@@ -232,3 +232,24 @@ def test_models_over_another_basis_are_refused():
     with pytest.raises(merge.IncompatibleModels, match="coefficients"):
         merge.average([(meta, {"alpha": merge.project(meta, arrays, basis)[0]}, 1.0), short],
                       n_learned=2, basis=basis)
+
+
+def test_an_average_over_a_basis_the_models_cannot_hold_is_refused_up_front():
+    a = trained(100, 1)
+    meta, arrays = a.to_checkpoint()
+    basis = basis_of(a)
+    member = (meta, {"alpha": merge.project(meta, arrays, basis)[0]}, 1.0)
+    small = AdvKernelSVM(**{**PARAMS, "budget": basis.size - 1})
+    small.learn_many(np.random.default_rng(1).normal(size=(5, 3)), [0, 1, 0, 1, 0])
+    with pytest.raises(merge.IncompatibleModels, match="exceeds the budget"):
+        merge.average([(*small.to_checkpoint()[:1], member[1], 1.0)], 1, basis=basis)
+    single = SharedBasis(basis.kernel, basis.gamma, basis.vectors.astype(np.float32), basis.names)
+    with pytest.raises(merge.IncompatibleModels, match="float32"):
+        merge.average([member], 1, basis=single)
+    wider = SharedBasis(basis.kernel, 2 * basis.gamma, basis.vectors, basis.names)
+    with pytest.raises(merge.IncompatibleModels, match="gamma"):
+        merge.average([member], 1, basis=wider)
+    pool = AdvKernelSVM(gamma=0.3, budget=64, budget_policy="compact", seed=0)
+    pool.learn_one({0: 1.0}, 1)
+    with pytest.raises(merge.IncompatibleModels, match="only support vectors"):
+        merge.average([(pool.to_checkpoint()[0], member[1], 1.0)], 1, basis=basis)
