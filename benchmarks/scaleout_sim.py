@@ -124,6 +124,7 @@ class Group:
         self.basis: SharedBasis | None = None
         self.previous = None  # 'basis-sum': the group's model after the last sync
         self.syncs = self.refreshes = 0
+        self.learned = 0  # samples the group has learned (each worker's own, summed)
         self.seconds = {"fold": [], "rebuild": [], "project": [], "refresh": []}
         self.bytes: list[int] = []
         self.loss: list[float] = []
@@ -148,7 +149,8 @@ class Group:
             previous = published.pop() if self.previous is not None else None
         self.bytes.append(int(np.mean([len(checkpoint.dumps(m, a)) for m, a in published])))
         members = [(m, a, float(n)) for (m, a), n in zip(published, learned)]
-        total = sum(model.n_learned for model in self.models)
+        self.learned += sum(learned)
+        total = self.learned  # the group model's n_learned, which sets the diminishing step
         start = time.perf_counter()
         labels = {repr(m["state"]["labels"]) for m, _, _ in members}
         if self.method == "basis-sum" and previous is not None and len(labels) == 1:
