@@ -17,8 +17,14 @@ which is parallel SGD's model averaging. How `f` is formed depends on the repres
   coefficients over the same `B` features (feature `i` is regenerated from `(seed, i)`), so the
   coefficients themselves are averaged.
 
+- Support vectors over a basis the group shares (`river_advsvm.support_basis`): each model is
+  first projected onto the basis by `project` (the closest function of its span, in the
+  kernel's space, with the exact loss), then the coefficients are averaged (`average(...,
+  basis=basis)`): B numbers per model, no maintenance, and the result is a support-vector model
+  whose vectors are the basis, with its exact norm.
+
 The calibration temperature is averaged with the same weights; the input names are the union
-(the base's first, in its order). Everything works on the checkpoint form of the models
+(the base's first, in its order; over a basis, the basis' first). Everything works on the checkpoint form of the models
 (`to_checkpoint` / `from_checkpoint`, metadata and arrays), which is also what workers publish.
 
 What can be averaged (`incompatibility` says why not): two `AdvKernelSVM` whose parameters are
@@ -60,9 +66,10 @@ import numpy as np
 from river_advsvm import AdvKernelSVM
 from river_advsvm.checkpoint import CheckpointError
 from river_advsvm.support import SupportVectors
+from river_advsvm.support_basis import SharedBasis
 
 __all__ = ["IncompatibleModels", "POLICIES", "average", "check_mergeable_params",
-           "incompatibility", "to_model"]
+           "incompatibility", "project", "to_model"]
 
 #: Budget policies whose models can be averaged: support vectors (any two models share the
 #: input space) and 'compact' random features (a pool fixed by the seed).
@@ -165,8 +172,14 @@ def _sign(labels: list, target: list) -> float:
     return 1.0
 
 
-def average(members: list[tuple[dict, dict, float]], n_learned: int) -> tuple[dict, dict]:
+def average(members: list[tuple[dict, dict, float]], n_learned: int,
+            basis: SharedBasis | None = None) -> tuple[dict, dict]:
     """Average models given as `(meta, arrays, weight)`; the first one is the base.
+
+    With a `basis` (support vectors only, with `names`), each member's arrays hold only
+    `alpha`, its coefficients over the basis (`project`): the average is the weighted sum of
+    the coefficients, O(B) per member, and the result is a model whose support vectors are the
+    basis (inputs: the basis' names, then the members' others), with its exact norm.
 
     The result keeps the base's parameters, extra metadata and input order (other inputs are
     appended), and has `n_learned` samples. Weights are non-negative; members of weight 0 only
@@ -191,9 +204,11 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int) -> tuple[di
 
     target = _target_classes([list(m["state"]["labels"]) for m, _, _ in members])
     state["labels"] = target
-    names = list(state["names"])
+    names = list(state["names"] if basis is None else basis.names)
     known = {repr(n) for n in names}
-    for m, _, _ in members[1:]:
+    if basis is not None:
+        _check_basis(members, basis)
+    for m, _, _ in members:
         for name in m["state"]["names"]:
             if repr(name) not in known:
                 known.add(repr(name))
@@ -211,7 +226,10 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int) -> tuple[di
         if not state["started"]:
             state["names"] = list(base_meta["state"]["names"])  # nothing learned: no inputs
         sign = _sign(list(base_meta["state"]["labels"]), target)
-        if support_vectors and state["started"]:
+        if basis is not None and state["started"]:
+            state["bias"] = sign * float(state["bias"])
+            _average_over_basis(meta, arrays, [(base_meta, base_arrays, 1.0)], [sign], basis)
+        elif support_vectors and state["started"]:
             # The base alone (aligned), its vectors over the union of the inputs.
             state["bias"] = sign * float(state["bias"])
             _average_support_vectors(meta, arrays, [(base_meta, base_arrays, 1.0)], [sign],
@@ -230,7 +248,9 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int) -> tuple[di
     ]
     state["started"] = True
     weights = [share * sign for share, sign in zip(shares, signs)]
-    if support_vectors:
+    if basis is not None:
+        _average_over_basis(meta, arrays, active, weights, basis)
+    elif support_vectors:
         _average_support_vectors(meta, arrays, active, weights, names)
     else:
         _average_features(meta, arrays, active, weights)
@@ -274,6 +294,82 @@ def _average_support_vectors(meta: dict, arrays: dict, active: list, weights: li
     arrays.update(merged_arrays)
     model = dict(first)
     model["store"] = scalars
+    meta["state"]["model"] = model
+
+
+def project(meta: dict, arrays: dict, basis: SharedBasis) -> tuple[np.ndarray, float]:
+    """A support-vector model's coefficients over `basis` (the projection of its `f` in the
+    kernel's space), and what the projection loses, `||f - f_a||_H^2`.
+
+    The model's input columns are matched to the basis' `names`; inputs the basis lacks (0 in
+    every basis vector) only add to the distances.
+    """
+    if not _support_vectors(meta):
+        raise IncompatibleModels("only support vectors can be projected onto a basis")
+    store = meta["state"]["model"].get("store")
+    if store is None:  # nothing learned yet: f = 0
+        return np.zeros(basis.size), 0.0
+    if (store["kernel"], float(store["gamma"])) != (basis.kernel, basis.gamma):
+        raise IncompatibleModels(f"the basis is for {basis.kernel} at gamma {basis.gamma!r}, "
+                                 f"the model has {store['kernel']} at {store['gamma']!r}")
+    if basis.names is None:
+        raise ValueError("projecting a model needs a basis with the names of its columns")
+    vectors = np.asarray(arrays["vectors"])
+    own = meta["state"]["names"]
+    if vectors.ndim != 2 or vectors.shape[1] != len(own):
+        raise CheckpointError(f"{vectors.shape[1]} columns of support vectors, {len(own)} inputs")
+    position = {repr(n): j for j, n in enumerate(basis.names)}
+    columns = [position.get(repr(n), -1) for n in own]
+    inside = [i for i, j in enumerate(columns) if j >= 0]
+    mapped = np.zeros((len(vectors), basis.vectors.shape[1]), dtype=basis.vectors.dtype)
+    mapped[:, [columns[i] for i in inside]] = vectors[:, inside]
+    beyond = np.asarray(vectors[:, [i for i, j in enumerate(columns) if j < 0]], np.float64)
+    outside = (beyond ** 2 if basis.kernel == "rbf" else np.abs(beyond)).sum(axis=1)
+    scale = float(store["scale"])
+    return basis.project(mapped, scale * np.asarray(arrays["alpha"], dtype=np.float64),
+                         scale * scale * float(store["squared_norm"]), outside)
+
+
+def _check_basis(members: list, basis: SharedBasis) -> None:
+    """`IncompatibleModels` unless every model can be averaged over `basis`."""
+    base = members[0][0]
+    if not _support_vectors(base):
+        raise IncompatibleModels("only support vectors can be averaged over a basis")
+    if basis.names is None:
+        raise ValueError("averaging over a basis needs the names of its columns")
+    budget, dtype = base["params"].get("budget"), base["params"].get("dtype")
+    if budget is not None and basis.size > budget:
+        raise IncompatibleModels(f"a basis of {basis.size} vectors exceeds the budget ({budget})")
+    if basis.vectors.dtype != np.dtype(dtype):
+        raise IncompatibleModels(f"the basis holds {basis.vectors.dtype}, the models {dtype}")
+    for meta, arrays, _ in members:
+        if not meta["state"]["started"]:
+            continue
+        store = meta["state"]["model"]["store"]
+        if (store["kernel"], float(store["gamma"])) != (basis.kernel, basis.gamma):
+            raise IncompatibleModels(f"the basis is for {basis.kernel} at gamma {basis.gamma!r}, "
+                                     f"a model has {store['kernel']} at {store['gamma']!r}")
+        if np.shape(arrays.get("alpha")) != (basis.size,):
+            raise IncompatibleModels(f"expected {basis.size} coefficients over the basis, got "
+                                     f"shape {np.shape(arrays.get('alpha'))}")
+
+
+def _average_over_basis(meta: dict, arrays: dict, active: list, weights: list[float],
+                        basis: SharedBasis) -> None:
+    """Support vectors over a shared basis: `sum_k weights_k a_k`, exactly."""
+    alpha = np.zeros(basis.size)
+    for (_, a, _), weight in zip(active, weights):
+        alpha += weight * np.asarray(a["alpha"], dtype=np.float64)
+    first = active[0][0]["state"]["model"]
+    store = dict(first["store"])
+    store.update(size=basis.size, scale=1.0,
+                 squared_norm=basis.squared_norm(alpha), stored_since_norm=0)
+    vectors = np.zeros((basis.size, len(meta["state"]["names"])), dtype=basis.vectors.dtype)
+    vectors[:, : basis.vectors.shape[1]] = basis.vectors  # the other inputs are 0 in each
+    arrays["vectors"], arrays["alpha"] = vectors, alpha
+    store["n_inputs"] = vectors.shape[1]
+    model = dict(first)
+    model["store"] = store
     meta["state"]["model"] = model
 
 

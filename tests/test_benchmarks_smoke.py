@@ -19,6 +19,7 @@ REQUIRED_KEYS = {
     "budget_policies": {"kind", "policy", "budget"},
     "monitor": {"d", "samples", "setting", "samples_per_s", "ratio_to_bare"},
     "scaleout": {"workers", "messages", "seconds", "group_msg_per_s", "worker_msg_per_s_mean"},
+    "scaleout_sim": {"kind"},
     "decoding": {"d", "decoder", "us_per_message", "ratio_to_stdlib"},
 }
 
