@@ -212,13 +212,23 @@ def _demo(args: argparse.Namespace) -> int:
     import textwrap
 
     how = "black box, through predict_proba" if result.multiclass else "white box"
+    ends = [run.warm_up_end for run in result.runs]
+    if None in ends:
+        warm_up = (" The stream ended during the models' warm-up (gamma='scale' fits the kernel "
+                   "width on their first samples): nothing was attacked.")
+    elif any(ends):
+        warm_up = (f" The first {max(ends):,} samples are the models' warm-up (gamma='scale' fits "
+                   f"the kernel width on them; meanwhile the models predict by a provisional "
+                   f"vote): the monitors attack none of them, and the plot shades them.")
+    else:
+        warm_up = ""
     print(f"\n{title}\n")
     print(textwrap.fill(
         f"Test, then train, one sample at a time. Each model has a RobustnessMonitor: PGD-10 "
         f"({result.threat}, {how}) on {result.sample_rate:.0%} of the samples, certificates at "
-        f"the same radius, ADWIN on the clean and robust error, a gap alert above 20%. "
-        f"Accuracies are over the whole stream (progressive validation); samples/s include "
-        f"the monitor.", width=100))
+        f"the same radius, ADWIN on the clean and robust error, a gap alert above 20%."
+        f"{warm_up} Accuracies are over the whole stream (progressive validation), robust and "
+        f"certified ones over the attacked samples; samples/s include the monitor.", width=100))
     print()
     print(demo.format_table(demo.table_rows(result)))
     held_out = demo.held_out_rows(result)
