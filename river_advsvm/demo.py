@@ -251,20 +251,26 @@ def run_demo(
 
     Parameters
     ----------
-    X, y
-        The stream, in order; inputs in [0, 1] (see `to_unit_box`).
-    X_test, y_test
+    X
+        The stream's inputs, in order, in [0, 1] (see `to_unit_box`).
+    y
+        Their labels.
+    X_test
         A held-out set: after the stream, `robustness_report` on its first `test_samples`
         rows (clean, PGD-10 and certified; for one-vs-rest models clean and certified only,
         since the black-box attack costs ~0.5 s a sample).
+    y_test
+        Its labels.
     title
         Says what the data is, for the plot.
     multiclass
         Wrap both models in `river_advsvm.multiclass.OneVsRest` (any number of labels). The
         monitors then attack them black box, through their probabilities.
-    epsilon, norm
-        The threat model: the monitors' PGD-10 attacks with it, certificates are at that
-        radius.
+    epsilon
+        The radius of the threat model: the monitors' PGD-10 attacks at it, and certificates
+        are at it.
+    norm
+        Its norm, 'l2' or 'linf'.
     train_epsilon
         Radius the adversarial model trains against (same norm); default `epsilon / 2`. The
         closed-form worst case covers the whole kernel-space ball of radius `eps'`, far more

@@ -44,6 +44,18 @@ def test_the_site_builds_strictly(site):
     assert "river_advsvm.streams.service.ServiceConfig" in (site / "api/streams.html").read_text()
 
 
+def test_no_parameter_of_the_api_reference_repeats_another_ones_description(site):
+    """A docstring entry `a, b` is rendered as one row per name, each with the whole text."""
+    repeated = []
+    for page in sorted((site / "api").glob("*.html")):
+        for table in re.findall(r"<table>.*?</table>", page.read_text(), re.DOTALL):
+            descriptions = [d.strip() for d in re.findall(r'doc-md-description">(.*?)</div>',
+                                                          table, re.DOTALL)]
+            repeated += [(page.name, a[:60]) for a, b in zip(descriptions, descriptions[1:])
+                         if a and a == b]
+    assert repeated == []
+
+
 def test_the_site_loads_no_script_or_style_from_the_network(site):
     remote = re.compile(r"""<(?:script|link)\b[^>]*\b(?:src|href)=["'](?:https?:)?//""")
     for page in site.rglob("*.html"):
