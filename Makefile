@@ -1,4 +1,5 @@
-# Two entry points, both self-contained on a fresh machine with Python >= 3.11, PyPI and npm:
+# Two entry points, both self-contained on a fresh machine (make demo needs Python >= 3.11 and
+# PyPI; make test also the npm registry, and Debian's packages as root for Chromium):
 #   make demo   creates .venv, installs the package with its demo extra, runs the main job
 #   make test   creates .venv, installs the package with its test extra and the docs site's
 #               JavaScript (npm ci), installs Chromium when it is missing and make runs as root

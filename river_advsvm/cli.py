@@ -299,8 +299,8 @@ def _add_demo(subparsers) -> None:
 
 
 _STREAMS_MISSING = (
-    "advsvm {command} needs the optional streams extra ({module} is missing): "
-    "pip install 'river-advsvm[{extra}]'"
+    "advsvm {command} needs the optional {extra} extra ({module} is missing): install "
+    "river-advsvm with it (in a clone: pip install -e '.[{extra}]')"
 )
 
 
@@ -443,7 +443,8 @@ def _error_message(error: Exception) -> str:
     if isinstance(error, ModuleNotFoundError) and error.name:
         module = error.name.split(".")[0]
         extra = _EXTRAS.get(module)
-        how = f": pip install 'river-advsvm[{extra}]'" if extra else ""
+        how = (f": install river-advsvm with its {extra} extra (in a clone: pip install -e "
+               f"'.[{extra}]')") if extra else ""
         return f"this needs the module {module}, which is not installed{how}"
     if isinstance(error, (OSError, ValueError, KeyError)):
         return _one_line(error)

@@ -316,8 +316,8 @@ def test_unexpected_errors_are_one_line_unless_debug(capsys, monkeypatch, debug)
     "error, code, message",
     [(KeyboardInterrupt(), 130, "advsvm demo: interrupted\n"),
      (ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib"), 2,
-      "advsvm demo: this needs the module matplotlib, which is not installed: pip install "
-      "'river-advsvm[demo]'\n"),
+      "advsvm demo: this needs the module matplotlib, which is not installed: install "
+      "river-advsvm with its demo extra (in a clone: pip install -e '.[demo]')\n"),
      (PermissionError(13, "Permission denied", "/root/x.png"), 2,
       "advsvm demo: /root/x.png: Permission denied\n")],
 )
