@@ -188,7 +188,11 @@ def warming_up(model) -> bool:
     """Whether `model` (or a binary model of a one-vs-rest one) is still fitting its kernel
     width: `gamma='scale'` during its first `warm_up` labelled samples."""
     inner = getattr(model, "classifiers", None)
-    models = list(inner.values()) if isinstance(inner, dict) else [model]
+    if isinstance(inner, dict):
+        # one-vs-rest: a binary model per class seen, each with its own warm-up
+        models = list(inner.values()) or [model.classifier]
+    else:
+        models = [model]
     return any(getattr(m, "gamma", None) == "scale" and m.fitted_gamma is None for m in models)
 
 

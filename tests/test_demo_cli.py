@@ -154,6 +154,8 @@ def test_demo_all_attacks_one_vs_rest_black_box(capsys, tmp_path):
                        "--out", str(tmp_path))
     assert code == 0
     assert "ten classes, one-vs-rest: 300 samples" in out and "black box" in words(out)
+    # every binary model has a warm-up, from the first sample of its class on
+    assert re.search(r"The first 1\d\d samples are the models' warm-up", words(out)), out
     rows = table(out)
     for row in rows.values():
         assert 3 <= int(row["attacked"]) <= 12
