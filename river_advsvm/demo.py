@@ -214,6 +214,11 @@ class AfterWarmUpMonitor(RobustnessMonitor):
             self.warm_up_end = self.n_seen
         return super().update(x, y, y_pred)
 
+    def upcoming(self, count: int) -> list[bool]:
+        # While the warm-up lasts, progressive validation hands the samples over one at a time
+        # (as it does samples to attack), so that its end is seen exactly.
+        return [True] * count if warming_up(self.model) else super().upcoming(count)
+
     def _can_attack(self, y) -> bool:
         return not warming_up(self.model) and super()._can_attack(y)
 

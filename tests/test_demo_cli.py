@@ -91,6 +91,10 @@ def test_the_warm_up_is_not_attacked_and_its_end_raises_no_alert():
         # after it, all measured on the kernel model.
         assert [a for a in run.alerts if a.kind != "robust_gap"] == []
         assert all(a.step >= warm_up + a.n_sampled for a in run.alerts)
+    # Attacking a share, progressive validation learns the other samples in batches: the end of
+    # the warm-up is still exact.
+    sampled = demo.run_demo(X[:120], y[:120], sample_rate=0.1, progress=False)
+    assert [run.warm_up_end for run in sampled.runs] == [warm_up, warm_up]
 
 
 def test_the_demo_draws_progress_bars_on_a_terminal_only(tmp_path, monkeypatch):
