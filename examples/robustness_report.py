@@ -7,9 +7,10 @@ For each model: clean accuracy; FGSM and PGD-10 (L-inf at 8/255 and 0.1, L2 at 0
 C&W-L2 and ZOO (L2 at 0.5 and 1.0); and the certified accuracy at every radius. Attack
 accuracies are upper bounds on the robust accuracy, certified ones lower bounds. C&W and ZOO
 cost far more than the rest (ZOO sees scores only: 2 queries per coordinate per step), so they
-run on the first `--cw-samples` / `--zoo-samples` test points; every row says on how many, and
-how many seconds 1,000 samples would take. Progress bars and the estimated cost of each
-attack are shown on stderr when it is a terminal (`--no-progress` switches them off).
+run on the first `--cw-samples` / `--zoo-samples` test points (0 skips them); every row says on
+how many, and how many seconds 1,000 samples would take. On a terminal, stderr shows an upper
+bound of the whole run's cost once the models are trained, then progress bars and the cost of
+each attack (`--no-progress` switches them off).
 
 `mnist.npz` holds uint8 arrays X_train, y_train, X_test, y_test (pixels are divided by 255);
 `advsvm data fetch mnist` downloads it into the directory `--mnist` defaults to.
@@ -63,18 +64,39 @@ def train(model, X, y, batch: int = 500):
     return model
 
 
+def report_runs(n_samples: int, cw_samples: int, zoo_samples: int, zoo: ZOO) -> list:
+    """`(attacks, samples, certified)` of each `robustness_report` call of one model's table:
+    the cheap attacks on every sample, C&W and ZOO on the first ones (none for 0)."""
+    runs = [
+        ({"FGSM": FGSM(), "FGSM-L2": FGSM(norm="l2"), "PGD-10": PGD(), "PGD-10-L2": PGD(norm="l2")},
+         n_samples, True),
+        ({"C&W-L2": CarliniWagnerL2()}, min(cw_samples, n_samples), False),
+        ({"ZOO": zoo}, min(zoo_samples, n_samples), False),
+    ]
+    return [run for run in runs if run[1] > 0]
+
+
+def estimate_seconds(models, X, y, cw_samples: int, zoo_samples: int, zoo: ZOO) -> dict:
+    """An upper bound of what every attack of every model's table will cost, in seconds, by
+    attack (`Attack.estimate_seconds`: the model's cost per query, timed on a few rows, times
+    the queries each attack makes at most)."""
+    costs: dict[str, float] = {}
+    for model in models:
+        for attacks, n, _ in report_runs(len(X), cw_samples, zoo_samples, zoo):
+            for name, attack in attacks.items():
+                runs = 1 if attack.minimizes_norm else len(EPSILONS[attack.norm])
+                seconds = runs * attack.estimate_seconds(model, X[:n], y[:n])
+                name = name.removesuffix("-L2") if name != "C&W-L2" else name
+                costs[name] = costs.get(name, 0.0) + seconds
+    return costs
+
+
 def report(model, X, y, cw_samples: int, zoo_samples: int, zoo: ZOO,
            show_progress: bool = True) -> pd.DataFrame:
     """One table per model: the cheap attacks on all of X, C&W and ZOO on the first points
     (each run with its own clean row, so that every attack is compared on its samples)."""
-    runs = [
-        ({"FGSM": FGSM(), "FGSM-L2": FGSM(norm="l2"), "PGD-10": PGD(), "PGD-10-L2": PGD(norm="l2")},
-         len(X), True),
-        ({"C&W-L2": CarliniWagnerL2()}, min(cw_samples, len(X)), False),
-        ({"ZOO": zoo}, min(zoo_samples, len(X)), False),
-    ]
     tables = []
-    for attacks, n, certified in runs:
+    for attacks, n, certified in report_runs(len(X), cw_samples, zoo_samples, zoo):
         table = robustness_report(model, X[:n], y[:n], attacks, EPSILONS, certified=certified,
                                   progress=show_progress)
         table.insert(3, "samples", n)
@@ -120,14 +142,24 @@ def main():
     pd.set_option("display.width", 160)
     pd.set_option("display.max_columns", 20)
     show_progress = not args.no_progress
-    for name, model in progress.bar(models.items(), total=len(models), desc="models",
+    zoo = ZOO(learning_rate=args.zoo_learning_rate, search_steps=args.zoo_search_steps,
+              seed=args.seed)
+    trained = {}
+    for name, model in progress.bar(models.items(), total=len(models), desc="training",
                                     unit="model", progress=show_progress):
         start = time.perf_counter()
         train(model, X_train, y_train)
+        trained[name] = time.perf_counter() - start
+    if progress.enabled(show_progress):
+        costs = estimate_seconds(models.values(), X_test, y_test, args.cw_samples,
+                                 args.zoo_samples, zoo)
+        parts = ", ".join(f"{name} ~{progress.duration(s)}" for name, s in costs.items())
+        progress.note(f"robustness_report.py {args.data}: the attacks of {len(models)} models "
+                      f"should take at most ~{progress.duration(sum(costs.values()))} "
+                      f"({parts}; --cw-samples and --zoo-samples make C&W and ZOO shorter)")
+    for name, model in models.items():
         progress.write(f"\n{args.data} 1 vs 7, {name}: trained on {len(X_train)} in "
-                       f"{time.perf_counter() - start:.1f} s")
-        zoo = ZOO(learning_rate=args.zoo_learning_rate, search_steps=args.zoo_search_steps,
-                  seed=args.seed)
+                       f"{trained[name]:.1f} s")
         table = report(model, X_test, y_test, args.cw_samples, args.zoo_samples, zoo,
                        show_progress)
         columns = ["attack", "norm", "epsilon", "samples", "accuracy", "mean_perturbation",

@@ -157,12 +157,16 @@ def kernel_radii(
         `y g(x)` per point, as the model computes it; a margin <= 0 gets radius 0.
     norm
         'l2' or 'linf'.
-    V, U
-        The points as the store sees them (each input multiplied by its scale): over the
-        store's inputs, and over inputs it does not know (`unknown_hashes`).
-    scales, unknown_scales
-        The scale `q` of each of those inputs: an input-space change `delta` moves the point
-        by `q * delta`, so the bounds use the input-space weights `q_j w_ij`.
+    V
+        The points as the store sees them (each input multiplied by its scale), over the
+        store's inputs.
+    U
+        The same points over the inputs the store does not know (`unknown_hashes`).
+    scales
+        The scale `q` of each of the store's inputs: an input-space change `delta` moves the
+        point by `q * delta`, so the bounds use the input-space weights `q_j w_ij`.
+    unknown_scales
+        The scale `q` of each input the store does not know.
     n_inputs
         Number of input coordinates an attacker may change (`d` in the L-inf bound).
 

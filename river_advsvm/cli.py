@@ -212,13 +212,23 @@ def _demo(args: argparse.Namespace) -> int:
     import textwrap
 
     how = "black box, through predict_proba" if result.multiclass else "white box"
+    ends = [run.warm_up_end for run in result.runs]
+    if None in ends:
+        warm_up = (" The stream ended during the models' warm-up (gamma='scale' fits the kernel "
+                   "width on their first samples): nothing was attacked.")
+    elif any(ends):
+        warm_up = (f" The first {max(ends):,} samples are the models' warm-up (gamma='scale' fits "
+                   f"the kernel width on them; meanwhile the models predict by a provisional "
+                   f"vote): the monitors attack none of them, and the plot shades them.")
+    else:
+        warm_up = ""
     print(f"\n{title}\n")
     print(textwrap.fill(
         f"Test, then train, one sample at a time. Each model has a RobustnessMonitor: PGD-10 "
         f"({result.threat}, {how}) on {result.sample_rate:.0%} of the samples, certificates at "
-        f"the same radius, ADWIN on the clean and robust error, a gap alert above 20%. "
-        f"Accuracies are over the whole stream (progressive validation); samples/s include "
-        f"the monitor.", width=100))
+        f"the same radius, ADWIN on the clean and robust error, a gap alert above 20%."
+        f"{warm_up} Accuracies are over the whole stream (progressive validation), robust and "
+        f"certified ones over the attacked samples; samples/s include the monitor.", width=100))
     print()
     print(demo.format_table(demo.table_rows(result)))
     held_out = demo.held_out_rows(result)
@@ -288,8 +298,8 @@ def _add_demo(subparsers) -> None:
 
 
 _STREAMS_MISSING = (
-    "advsvm {command} needs the optional streams extra ({module} is missing): "
-    "pip install 'river-advsvm[{extra}]'"
+    "advsvm {command} needs the optional {extra} extra ({module} is missing): install "
+    "river-advsvm with it (in a clone: pip install -e '.[{extra}]')"
 )
 
 
@@ -432,7 +442,8 @@ def _error_message(error: Exception) -> str:
     if isinstance(error, ModuleNotFoundError) and error.name:
         module = error.name.split(".")[0]
         extra = _EXTRAS.get(module)
-        how = f": pip install 'river-advsvm[{extra}]'" if extra else ""
+        how = (f": install river-advsvm with its {extra} extra (in a clone: pip install -e "
+               f"'.[{extra}]')") if extra else ""
         return f"this needs the module {module}, which is not installed{how}"
     if isinstance(error, (OSError, ValueError, KeyError)):
         return _one_line(error)

@@ -6,6 +6,11 @@ validation under attack, `evaluate.iter_progressive_robust_val`), each watched b
 It returns the numbers; `table_rows` / `format_table` make the table and `plot` the figure
 (matplotlib, imported there only). `advsvm demo` (`river_advsvm.cli`) wires them together.
 
+The models fit their kernel width on their first samples (`gamma='scale'`, `warm_up`); until
+then they predict by a provisional vote, which has no margin worth attacking. The monitors
+attack nothing during that warm-up, and the plot shades it, so that its end does not read as
+drift.
+
 Data: scikit-learn's digits by default (`load_digits_pair`, `load_digits_all`), or arrays the
 caller loaded. Inputs must lie in [0, 1] (the attacks' box): `to_unit_box` scales them.
 
@@ -19,11 +24,13 @@ import typing
 
 import numpy as np
 
+from river_advsvm import progress as progress_
 from river_advsvm.attacks import PGD
 from river_advsvm.monitor import RobustnessMonitor
 from river_advsvm.svm import AdvKernelSVM
 
 __all__ = [
+    "AfterWarmUpMonitor",
     "DemoResult",
     "ModelRun",
     "auto_sample_rate",
@@ -37,6 +44,7 @@ __all__ = [
     "select_labels",
     "table_rows",
     "to_unit_box",
+    "warming_up",
 ]
 
 #: The threat model of the adversarial model and of the monitors' PGD: an L2 ball of radius 1 on
@@ -146,6 +154,9 @@ class ModelRun:
         `evaluate.robustness_report` on the test set, if there is one.
     held_out_samples
         Rows of the test set it used.
+    warm_up_end
+        Samples the model took to fit its kernel width (`gamma='scale'`), none of them
+        attacked; 0 if it had no warm-up, None if it never left it.
 
     """
 
@@ -155,6 +166,7 @@ class ModelRun:
     alerts: list
     held_out: typing.Any = None
     held_out_samples: int = 0
+    warm_up_end: int | None = 0
 
 
 @dataclasses.dataclass
@@ -170,6 +182,45 @@ class DemoResult:
     @property
     def threat(self) -> str:
         return f"{self.norm.upper().replace('LINF', 'L-inf')} ε = {self.epsilon:g}"
+
+
+def warming_up(model) -> bool:
+    """Whether `model` (or a binary model of a one-vs-rest one) is still fitting its kernel
+    width: `gamma='scale'` during its first `warm_up` labelled samples."""
+    inner = getattr(model, "classifiers", None)
+    if isinstance(inner, dict):
+        # one-vs-rest: a binary model per class seen, each with its own warm-up
+        models = list(inner.values()) or [model.classifier]
+    else:
+        models = [model]
+    return any(getattr(m, "gamma", None) == "scale" and m.fitted_gamma is None for m in models)
+
+
+class AfterWarmUpMonitor(RobustnessMonitor):
+    """A `RobustnessMonitor` that attacks no sample while the model is `warming_up`.
+
+    During the warm-up the model predicts by a provisional vote of the samples it holds; an
+    attack on it would count every sample as robust, and the drop once the kernel model takes
+    over would read as drift. `warm_up_end` is the number of samples the warm-up took (None
+    while it lasts).
+    """
+
+    def __init__(self, model, **kwargs):
+        super().__init__(model, **kwargs)
+        self.warm_up_end = None if warming_up(model) else 0
+
+    def update(self, x: dict, y, y_pred=None) -> list:
+        if self.warm_up_end is None and not warming_up(self.model):
+            self.warm_up_end = self.n_seen
+        return super().update(x, y, y_pred)
+
+    def upcoming(self, count: int) -> list[bool]:
+        # While the warm-up lasts, progressive validation hands the samples over one at a time
+        # (as it does samples to attack), so that its end is seen exactly.
+        return [True] * count if warming_up(self.model) else super().upcoming(count)
+
+    def _can_attack(self, y) -> bool:
+        return not warming_up(self.model) and super()._can_attack(y)
 
 
 def _models(multiclass: bool, train_epsilon: float, norm: str, seed: int) -> dict:
@@ -209,20 +260,26 @@ def run_demo(
 
     Parameters
     ----------
-    X, y
-        The stream, in order; inputs in [0, 1] (see `to_unit_box`).
-    X_test, y_test
+    X
+        The stream's inputs, in order, in [0, 1] (see `to_unit_box`).
+    y
+        Their labels.
+    X_test
         A held-out set: after the stream, `robustness_report` on its first `test_samples`
         rows (clean, PGD-10 and certified; for one-vs-rest models clean and certified only,
         since the black-box attack costs ~0.5 s a sample).
+    y_test
+        Its labels.
     title
         Says what the data is, for the plot.
     multiclass
         Wrap both models in `river_advsvm.multiclass.OneVsRest` (any number of labels). The
         monitors then attack them black box, through their probabilities.
-    epsilon, norm
-        The threat model: the monitors' PGD-10 attacks with it, certificates are at that
-        radius.
+    epsilon
+        The radius of the threat model: the monitors' PGD-10 attacks at it, and certificates
+        are at it.
+    norm
+        Its norm, 'l2' or 'linf'.
     train_epsilon
         Radius the adversarial model trains against (same norm, attacker kept in the unit
         box); default `epsilon`, the threat the monitors attack with.
@@ -245,7 +302,7 @@ def run_demo(
     if train_epsilon is None:
         train_epsilon = epsilon
     for name, model in _models(multiclass, train_epsilon, norm, seed).items():
-        monitor = RobustnessMonitor(
+        monitor = AfterWarmUpMonitor(
             model, attack=PGD(epsilon=epsilon, norm=norm), sample_rate=sample_rate,
             window_size=window_size, seed=seed,
         )
@@ -259,18 +316,18 @@ def run_demo(
 
 def _stream_one(name, model, monitor, X, y, step, progress) -> ModelRun:
     from river import stream
-    from tqdm.auto import tqdm
 
     from river_advsvm.evaluate import iter_progressive_robust_val
 
     series, alerts, final = [], [], None
     dataset = stream.iter_array(X, y.tolist())
-    with tqdm(total=len(y), desc=name, unit=" samples", disable=not progress, leave=True) as bar:
+    # A bar on a terminal only: logs and pipes (`advsvm demo 2>file`) get none.
+    with progress_.bar(total=len(y), desc=name, unit="sample", progress=progress) as bar:
         for final in iter_progressive_robust_val(dataset, model, step=step, monitor=monitor):
             series.append(final["window"])
             alerts += final["alerts"]
             bar.update(final["step"] - bar.n)
-    return ModelRun(name, final, series, alerts)
+    return ModelRun(name, final, series, alerts, warm_up_end=monitor.warm_up_end)
 
 
 def _held_out(model, X, y, epsilon, norm, multiclass):
@@ -387,6 +444,10 @@ def plot(result: DemoResult, path) -> str:
 
     for ax, run in zip(axes, result.runs):
         steps = [s["step"] for s in run.series]
+        warm_up = run.warm_up_end if run.warm_up_end is not None else (steps or [0])[-1]
+        if warm_up:
+            ax.axvspan(0, warm_up, color="0.88", linewidth=0,
+                       label=f"warm-up (γ fitted on {warm_up:,} samples; not attacked)")
         ax.plot(steps, values(run, "clean_accuracy"), color="tab:blue", label="clean")
         ax.plot(steps, values(run, "robust_accuracy"), color="tab:red",
                 label=f"robust (PGD-10, {result.threat})")

@@ -249,7 +249,7 @@ class MarginClassifier(base.MiniBatchClassifier):
             else:
                 raise inputs.InvalidInput(
                     f"label {y!r} would be a third class, this binary classifier knows "
-                    f"{list(classes)}; wrap it in river.multiclass.OneVsRestClassifier for more",
+                    f"{list(classes)}; for more classes, wrap it in river_advsvm.multiclass.OneVsRest",
                     "third_class")
         return classes
 

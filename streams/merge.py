@@ -99,9 +99,9 @@ def check_mergeable_params(params: dict) -> None:
     if not fixed:
         raise ValueError(
             "workers that sync need a numeric gamma, the same for every worker (--gamma 0.05, "
-            "say; 1/(d Var x) is scikit-learn's 'scale'): with 'scale' each worker would fit "
-            "its own from its first samples, and models of different bandwidths cannot be "
-            "averaged"
+            "say; 2/(d Var x) over a sample of inputs on one scale is what 'scale' fits): with "
+            "'scale' each worker would fit its own from its first samples, and models of "
+            "different bandwidths cannot be averaged"
         )
     if policy == "compact" and params.get("seed") is None:
         raise ValueError("workers that sync with budget_policy 'compact' need an explicit seed: "

@@ -174,7 +174,8 @@ def _add_model(model) -> None:
                        help="the kernel (default rbf)")
     model.add_argument("--gamma", default="scale",
                        help="kernel width: a positive number, or 'scale' (fitted on the first 100 "
-                       "labelled samples; default; a worker group needs a number)")
+                       "labelled samples; default). A worker group needs a number: 2/(d Var x) "
+                       "over a sample of inputs on one scale is what 'scale' fits")
     model.add_argument("--regularization", type=float, default=1e-4,
                        help="the L2 penalty, lambda (default 1e-4)")
     model.add_argument("--step-size", type=float,

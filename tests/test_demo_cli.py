@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from river_advsvm import cli, demo
+from river_advsvm import AdvKernelSVM, cli, demo
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -57,13 +57,12 @@ def test_demo_on_digits_prints_the_table_and_writes_the_plot(capsys, tmp_path):
     assert "scikit-learn digits, 1 vs 7: 361 samples" in out
     rows = table(out)
     assert list(rows) == ["natural", "adversarial (L2 ε=0.5)"]
-    _, y = demo.load_digits_pair(1, 7, seed=0)
-    second_label_at = int(np.flatnonzero(y != y[0])[0])  # models know both labels after it
+    warm_up = AdvKernelSVM().warm_up  # gamma='scale' is fitted on the first samples
     for row in rows.values():
         assert row["samples"] == "361"
         clean, robust, certified = (float(row[k]) for k in ("clean %", "robust %", "certified %"))
         assert 0 <= certified <= robust <= clean <= 100  # certified and attacked are bounds
-        assert int(row["attacked"]) == 361 - second_label_at - 1  # every sample after that
+        assert int(row["attacked"]) == 361 - warm_up  # every sample after the warm-up
     assert float(rows["natural"]["clean %"]) > 90
     # Trained at half the attack radius, the adversarial model keeps most of its clean
     # accuracy, and its smaller ||f|| is what the certificate bounds: it certifies more (on
@@ -74,6 +73,50 @@ def test_demo_on_digits_prints_the_table_and_writes_the_plot(capsys, tmp_path):
     assert float(adversarial["certified %"]) > float(rows["natural"]["certified %"])
     check_plot(tmp_path / cli.PLOT_NAME)
     assert f"{tmp_path / cli.PLOT_NAME}" in out
+
+
+def test_the_warm_up_is_not_attacked_and_its_end_raises_no_alert():
+    """Until gamma='scale' is fitted the models predict by a provisional vote: attacking it
+    would count every sample as robust, and the fall once the kernel model takes over would
+    read as drift."""
+    X, y = demo.load_digits_pair(1, 7, seed=0)
+    result = demo.run_demo(X[:200], y[:200], progress=False)
+    warm_up = AdvKernelSVM().warm_up
+    for run in result.runs:
+        assert run.warm_up_end == warm_up
+        during = [s["n_sampled"] for s in run.series if s["step"] <= warm_up]
+        assert during and set(during) == {0}
+        assert run.final["n_attacked"] == 200 - warm_up  # every sample after it
+        # No drift alert when the warm-up ends; a gap alert needs min_sampled attacked samples
+        # after it, all measured on the kernel model.
+        assert [a for a in run.alerts if a.kind != "robust_gap"] == []
+        assert all(a.step >= warm_up + a.n_sampled for a in run.alerts)
+    # Attacking a share, progressive validation learns the other samples in batches: the end of
+    # the warm-up is still exact.
+    sampled = demo.run_demo(X[:120], y[:120], sample_rate=0.1, progress=False)
+    assert [run.warm_up_end for run in sampled.runs] == [warm_up, warm_up]
+
+
+def test_the_demo_draws_progress_bars_on_a_terminal_only(tmp_path, monkeypatch):
+    pytest.importorskip("tqdm")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    with open(tmp_path / "err.txt", "w") as err:  # advsvm demo 2>err.txt
+        done = subprocess.run([sys.executable, "-m", "river_advsvm", "demo", "--max-samples", "120",
+                               "--out", str(tmp_path)], env=env, stdout=subprocess.PIPE,
+                              stderr=err, text=True, timeout=300)
+    assert done.returncode == 0 and "120 samples streamed once" in done.stdout
+    assert (tmp_path / "err.txt").read_text() == ""
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    assert cli.main(["demo", "--max-samples", "120", "--out", str(tmp_path)]) == 0
+    shown = terminal.getvalue()
+    assert "natural" in shown and "adversarial" in shown and "120/120" in shown
 
 
 def test_demo_reads_an_npz_and_evaluates_its_test_set(capsys, tmp_path):
@@ -115,6 +158,8 @@ def test_demo_all_attacks_one_vs_rest_black_box(capsys, tmp_path):
                        "--out", str(tmp_path))
     assert code == 0
     assert "ten classes, one-vs-rest: 300 samples" in out and "black box" in words(out)
+    # every binary model has a warm-up, from the first sample of its class on
+    assert re.search(r"The first 1\d\d samples are the models' warm-up", words(out)), out
     rows = table(out)
     for row in rows.values():
         assert 3 <= int(row["attacked"]) <= 12
@@ -277,8 +322,8 @@ def test_unexpected_errors_are_one_line_unless_debug(capsys, monkeypatch, debug)
     "error, code, message",
     [(KeyboardInterrupt(), 130, "advsvm demo: interrupted\n"),
      (ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib"), 2,
-      "advsvm demo: this needs the module matplotlib, which is not installed: pip install "
-      "'river-advsvm[demo]'\n"),
+      "advsvm demo: this needs the module matplotlib, which is not installed: install "
+      "river-advsvm with its demo extra (in a clone: pip install -e '.[demo]')\n"),
      (PermissionError(13, "Permission denied", "/root/x.png"), 2,
       "advsvm demo: /root/x.png: Permission denied\n")],
 )

@@ -1,4 +1,6 @@
-// MathJax for the formulas of the pages (pymdownx.arithmatex in generic mode).
+// MathJax for the formulas of the pages (pymdownx.arithmatex in generic mode). The site loads
+// MathJax from its own files (javascripts/mathjax/, copied from npm by `make docs`), with SVG
+// output: no web fonts, so the formulas render without a network, opened from disk too.
 window.MathJax = {
   tex: {
     inlineMath: [["\\(", "\\)"]],
@@ -9,12 +11,19 @@ window.MathJax = {
   options: {
     ignoreHtmlClass: ".*|",
     processHtmlClass: "arithmatex"
+  },
+  svg: {
+    fontCache: "global"
   }
 };
 
+// MathJax typesets the first page itself once it has loaded; a page the theme swaps in later
+// is typeset again here.
 document$.subscribe(() => {
-  MathJax.startup.output.clearCache()
-  MathJax.typesetClear()
-  MathJax.texReset()
-  MathJax.typesetPromise()
-})
+  if (!MathJax.typesetPromise) {
+    return;
+  }
+  MathJax.typesetClear();
+  MathJax.texReset();
+  MathJax.typesetPromise();
+});
