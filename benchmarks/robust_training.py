@@ -2,7 +2,9 @@
 set to the threat, against the natural model, the exact SVC and the best training radius.
 
     python benchmarks/robust_training.py [--data DIR] [--quick] [--out FILE] [--pairs NAME ...]
-                                         [--seeds N] [--only table|checks]
+                                         [--seeds N] [--first-seed K]
+                                         [--only table|checks|radius|defaults|bounds]
+                                         [--combine JSON ...]
 
 Threats (pixels / 255, attacks in the pixel box [0, 1]): L-inf 8/255, L-inf 0.1, L2 1.0. For each
 pair and each of `--seeds` stream orders (the seed shuffles the training stream), one pass of
@@ -13,29 +15,33 @@ pair and each of `--seeds` stream orders (the seed shuffles the training stream)
   `epsilon` the threat's radius and every other parameter at its default (adversary='pgd' with
   one step, no `bounds`);
 - `Closed form L-inf 8/255`: `adversary='closed_form'` at the first threat, the paper's bound
-  (its `collapsed` flag is recorded).
+  (its `collapsed` flag is recorded), on stream order 0 only.
 
 Each model is scored on the test set: clean accuracy (every test point); PGD-10 at each threat
-(10 steps of ε/4, no random start) and certified accuracy at each threat (`certified_radius_many`
-with the box [0, 1]) on a random subset of `attack_points` test points, the same for every model;
-and each adversarial model at its own threat by PGD-100 (steps of 2.5 ε / 100) from the point and
-from 3 random starts in the ball (a point counts as robust only if no run flips it), on the first
-`strong_points` of that subset, with PGD-10 on the same points. The exact RBF SVC (scikit-learn,
+(10 steps of ε/4, no random start) and the L2 certified accuracy (`certified_radius_many` with the
+box [0, 1]) on a random subset of `attack_points` test points, the same for every model, the
+L-inf certified accuracies on its first `cert_points` (the L-inf certificate costs about 0.4 s a
+point on MNIST); and each adversarial model at its own threat by PGD-100 (steps of 2.5 ε / 100)
+from the point and from 3 random starts in the ball (a point counts as robust only if no run
+flips it), on the first `strong_points` of that subset, with PGD-10 on the same points. The exact RBF SVC (scikit-learn,
 precomputed kernel, C = 1, offline) is fitted on each stream with the bandwidths the natural model
 fitted (`fitted_gamma`, one per pixel) and attacked the same way.
 
-Checks, on the seed-0 stream (`--only table` skips them, `--only checks` runs only them):
+Checks, on the seed-0 stream (`--only table` skips them, `--only checks` runs only them,
+`--only radius` etc. one of them):
 
 - radius: for each threat r, the model is trained on the first 80% of the stream with `epsilon`
-  in r x {1/4, 1/2, 1, 2} and scored on the last 20% (clean, PGD-10 at r on `val_points` points);
+  in r x {1/2, 1, 2} and scored on the last 20% (clean, PGD-10 at r on `val_points` points);
   the radius of the highest mean of the two is the validation choice. It is retrained on the whole
   stream and compared on the test set with the model trained at r (gap = chosen - at r; target:
   at most 1 point, clean and PGD-10).
-- defaults: at L-inf 0.1, regularization λ x step η over a small grid, chosen the same way,
-  against the defaults (λ = 1e-4, η = 0.5, bias step 0.05, warm-up 100).
+- defaults (MNIST 1 vs 7 and 8 vs 9): at L-inf 0.1, the defaults (λ = 1e-4, η = 0.5, bias step
+  0.05, warm-up 100) and one of λ ∈ {1e-3, 1e-5}, η ∈ {1/8, 2} changed at a time, chosen the
+  same way, against the defaults.
 - bounds: the L-inf 0.1 model trained with `bounds=(0, 1)` against the one without.
 
-Records are written as JSON, with a Markdown summary next to them.
+Runs of different stream orders (`--first-seed`) or checks can be run apart and combined with
+`--combine`. Records are written as JSON, with a Markdown summary next to them.
 
 """
 
@@ -83,7 +89,7 @@ class Settings:
     step_sizes: tuple = (0.125, 2.0)
     svc_c: float = 1.0
     table: bool = True
-    checks: bool = True
+    checks: tuple = ("radius", "defaults", "bounds")
 
 
 FULL = Settings()
@@ -304,7 +310,7 @@ def run_pair(pair: str, data: dict, s: Settings, show_progress: bool) -> list[di
                 rows0[name] = evaluate(model, data, attacked, strong[:0], s, None, False)
             return rows0[name]
 
-        for threat, (norm, radius) in THREATS.items():
+        for threat, (norm, radius) in THREATS.items() if "radius" in s.checks else ():
             configs = [{"epsilon": f * radius} for f in s.radius_factors]
             grid = validation_choice(configs, threat, X, y, s, log)
             records += [{"kind": "radius_grid", **base, "threat": threat, **r} for r in grid]
@@ -315,7 +321,7 @@ def run_pair(pair: str, data: dict, s: Settings, show_progress: bool) -> list[di
             records.append(check)
             log(f"radius {threat}: chosen {chosen['epsilon']:.4g}, gap clean "
                 f"{check['gap_clean']:+.4f} PGD {check['gap_pgd']:+.4f}")
-        if pair in ("mnist-1v7", "mnist-8v9", "digits-1v7"):
+        if "defaults" in s.checks and pair in ("mnist-1v7", "mnist-8v9", "digits-1v7"):
             threat = "L-inf 0.1"
             configs = [dict(DEFAULTS)]
             configs += [{**DEFAULTS, "regularization": lam} for lam in s.regularizations]
@@ -329,17 +335,18 @@ def run_pair(pair: str, data: dict, s: Settings, show_progress: bool) -> list[di
             records.append(check)
             log(f"defaults: chosen λ={chosen['regularization']:g} η={chosen['step_size']:g}, "
                 f"gap clean {check['gap_clean']:+.4f} PGD {check['gap_pgd']:+.4f}")
-        # Whether the pixel box matters to the learner's adversary.
-        threat = "L-inf 0.1"
-        model = make_model(0, threat, bounds=paper_tables.BOX)
-        seconds = common.train(model, X, y)
-        row = evaluate(model, data, attacked, strong[:0], s, None)
-        reference = at_threat(threat)
-        records.append({"kind": "bounds_check", **base, "threat": threat, "seed": 0,
-                        "train_seconds": seconds, "clean": row["clean"], "pgd": row["pgd_1"],
-                        "reference_clean": reference["clean"], "reference_pgd": reference["pgd_1"]})
-        log(f"bounds (0, 1) at {threat}: clean {row['clean']:.4f} PGD {row['pgd_1']:.4f} "
-            f"(without: {reference['clean']:.4f} / {reference['pgd_1']:.4f})")
+        if "bounds" in s.checks:  # whether the pixel box matters to the learner's adversary
+            threat = "L-inf 0.1"
+            model = make_model(0, threat, bounds=paper_tables.BOX)
+            seconds = common.train(model, X, y)
+            row = evaluate(model, data, attacked, strong[:0], s, None, False)
+            reference = at_threat(threat)
+            records.append({"kind": "bounds_check", **base, "threat": threat, "seed": 0,
+                            "train_seconds": seconds, "clean": row["clean"], "pgd": row["pgd_1"],
+                            "reference_clean": reference["clean"],
+                            "reference_pgd": reference["pgd_1"]})
+            log(f"bounds (0, 1) at {threat}: clean {row['clean']:.4f} PGD {row['pgd_1']:.4f} "
+                f"(without: {reference['clean']:.4f} / {reference['pgd_1']:.4f})")
     records += summarise(records, base)
     log(f"done in {time.perf_counter() - start:.0f} s")
     return records
@@ -501,9 +508,9 @@ def main(argv=None) -> int:
     p.add_argument("--combine", nargs="+", default=None, metavar="JSON",
                    help="only combine the records of several runs (one summary over their "
                         "stream orders, the targets, the Markdown) into --out")
-    p.add_argument("--only", choices=["table", "checks"], default=None,
-                   help="run only the table (every stream order) or only the checks "
-                        "(radius, defaults, bounds)")
+    p.add_argument("--only", choices=["table", "checks", *FULL.checks], default=None,
+                   help="run only the table (its stream orders), only the checks, or only one "
+                        "of them")
     args = p.parse_args(argv)
     if args.combine:
         records = [r for path in args.combine for r in json.loads(pathlib.Path(path).read_text())
@@ -521,7 +528,8 @@ def main(argv=None) -> int:
     if args.seeds is not None:
         s = dataclasses.replace(s, seeds=args.seeds)
     if args.only:
-        s = dataclasses.replace(s, table=args.only == "table", checks=args.only == "checks")
+        s = dataclasses.replace(s, table=args.only == "table", checks=(
+            () if args.only == "table" else s.checks if args.only == "checks" else (args.only,)))
     command = " ".join(["python benchmarks/robust_training.py"]
                        + (["--quick"] if args.quick else ["--pairs", *args.pairs])
                        + ([f"--seeds {args.seeds}"] if args.seeds is not None else [])
