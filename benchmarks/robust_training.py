@@ -434,7 +434,8 @@ def _pm(row, key) -> str:
 
 
 def markdown(records: list[dict]) -> str:
-    commands = "; ".join(f"`{c}`" for c in dict.fromkeys(r["command"] for r in records))
+    commands = "; ".join(f"`{c}`" for c in dict.fromkeys(r["command"] for r in records
+                                                              if "command" in r))
     lines = ["# Adversarial training at the threat radius", "",
              f"Measured on {common.machine_line(records[0])}. Run as: {commands}.", ""]
     for pair in dict.fromkeys(r["pair"] for r in records if "pair" in r):
@@ -515,7 +516,7 @@ def main(argv=None) -> int:
     if args.combine:
         records = [r for path in args.combine for r in json.loads(pathlib.Path(path).read_text())
                    if r["kind"] not in ("summary", "target")]
-        pairs = dict.fromkeys(r["pair"] for r in records)
+        pairs = dict.fromkeys(r["pair"] for r in records if r["kind"] == "model")
         records += [row for pair in pairs
                     for row in summarise([r for r in records if r["pair"] == pair],
                                          base_of(records, pair))]
