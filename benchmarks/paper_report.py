@@ -11,7 +11,8 @@ PAPER_COLUMNS = ["clean", "fgsm", "pgd", "cw", "zoo"]
 STYLES = {"Natural": ("tab:blue", "-"), "Natural (PGD-selected)": ("tab:cyan", ":"),
           "adv-linear-SVM": ("tab:gray", "-"), "adv-SVM(D)": ("tab:orange", "-"),
           "adv-SVM(C)": ("tab:red", "-"), "SV Natural": ("tab:green", "-"),
-          "SV adv-SVM(C)": ("tab:purple", "-"), "SV adv-SVM(C) for 0.1": ("tab:purple", "--")}
+          "SV adv L-inf 8/255": ("tab:purple", "-"), "SV adv L-inf 0.1": ("tab:purple", "--"),
+          "SV adv L2 1.0": ("tab:purple", ":")}
 
 
 def summaries(records: list[dict], dtype: str = "float32") -> list[dict]:
@@ -99,6 +100,14 @@ def target_line(t: dict) -> str:
 # -- Markdown ---------------------------------------------------------------------------------------
 
 
+def training_radius(selected: dict) -> str:
+    """A `selected` record's training radius: in pixel levels for L-inf, as is for L2."""
+    radius = selected["train_epsilon"]
+    if selected["model"].startswith("SV adv L2"):
+        return f"L2 {radius:g}"
+    return f"{255 * radius:.3g}/255"
+
+
 def grid(header: list[str], rows: list[list]) -> str:
     """A Markdown table of cells already formatted (None shows as '-')."""
     return common.markdown_table([dict(enumerate(row)) for row in rows],
@@ -179,7 +188,7 @@ def markdown(records: list[dict]) -> str:
                   "paper: clean", "FGSM", "PGD", "C&W", "ZOO", "min"], rows)]
 
     rows = [[r["pair"], r["model"], f"{r['regularization']:g}", f"{r['step_size']:g}",
-             f"{255 * r['train_epsilon']:.3g}/255", r["criterion"]]
+             training_radius(r), r["criterion"]]
             for r in records if r["kind"] == "selected"]
     out += ["", "## Chosen hyper-parameters", "",
             grid(["pair", "model", "λ", "η", "training radius", "criterion"], rows)]

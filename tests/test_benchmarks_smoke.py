@@ -16,6 +16,7 @@ REQUIRED_KEYS = {
     "memory": {"kind"},
     "river_streams": {"kind"},
     "paper_tables": {"kind", "pair"},
+    "robust_training": {"kind", "pair"},
     "budget_policies": {"kind", "policy", "budget"},
     "monitor": {"d", "samples", "setting", "samples_per_s", "ratio_to_bare"},
     "scaleout": {"workers", "messages", "seconds", "group_msg_per_s", "worker_msg_per_s_mean"},
@@ -58,13 +59,13 @@ def test_paper_tables_quick_mode_fills_every_column(quick_results):
     summaries = {r["model"]: r for r in records
                  if r["kind"] == "summary" and r["dtype"] == "float32"}
     for model in ("Natural", "adv-linear-SVM", "adv-SVM(D)", "adv-SVM(C)", "SV Natural",
-                  "SV adv-SVM(C)"):
+                  "SV adv L-inf 8/255", "SV adv L-inf 0.1", "SV adv L2 1.0"):
         row = summaries[model]
         for key in ("clean", "fgsm", "pgd", "pgd_01", "pgd_l2", "pgd_2", "certified",
                     "certified_l2", "certified_2", "cw", "train_seconds", "predict_us",
                     "seeds"):
             assert row[key] is not None, (model, key)
-    for model in ("SV Natural", "SV adv-SVM(C)"):
+    for model in ("SV Natural", "SV adv L-inf 8/255"):
         assert summaries[model]["representation"] == "support vectors"
         assert 0 < summaries[model]["support_vectors"] <= 256
         assert summaries[model]["features"] == 0
@@ -96,6 +97,33 @@ def test_paper_tables_writes_its_markdown_summary(quick_results):
                     "float64", "## Are certified points ever flipped?", "## Targets"):
         assert heading in text
     assert "SV Natural" in text and "exact SVC" in text
+
+
+def test_robust_training_quick_mode_scores_every_model_and_check(quick_results):
+    records = quick_results("robust_training")
+    summaries = {r["model"]: r for r in records if r["kind"] == "summary"}
+    assert set(summaries) == {"Natural", "Adversarial L-inf 8/255", "Adversarial L-inf 0.1",
+                              "Adversarial L2 1.0", "Closed form L-inf 8/255", "Exact SVC"}
+    assert all(r["seeds"] == (1 if name.startswith("Closed form") else 2)
+               for name, r in summaries.items())
+    for name in ("Adversarial L-inf 8/255", "Adversarial L-inf 0.1", "Adversarial L2 1.0"):
+        row = summaries[name]
+        # Restarts and more steps can only find more flips than PGD-10 from the point.
+        assert row["strong_pgd"] <= row["strong_pgd10"]
+    models = [r for r in records if r["kind"] == "model" and "certified_2" in r]
+    assert len(models) == 8
+    # Certified, attacked and clean at L2 1.0, on the same points.
+    assert all(r["certified_2"] <= r["pgd_2"] <= r["clean_attacked"] for r in models)
+    # The stream order changes with the seed: the two orders do not learn the same model.
+    natural = [r for r in models if r["model"] == "Natural"]
+    assert natural[0]["support_vectors"] != natural[1]["support_vectors"] or \
+        any(natural[0][k] != natural[1][k] for k in ("clean", "pgd_0", "pgd_1", "pgd_2"))
+    kinds = {r["kind"] for r in records}
+    assert {"radius_grid", "radius_check", "defaults_grid", "defaults_check", "bounds_check",
+            "target"} <= kinds
+    assert sum(r["chosen"] for r in records if r["kind"] == "defaults_grid") == 1
+    text = quick_results.path("robust_training").with_suffix(".md").read_text()
+    assert "## Targets" in text and "Exact SVC" in text
 
 
 def test_budget_policies_quick_mode_compares_every_policy_to_its_unbounded_model(quick_results):
