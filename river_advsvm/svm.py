@@ -414,9 +414,12 @@ class AdvKernelSVM(MarginClassifier):
 
     def _movable(self, names: list) -> np.ndarray | None:
         """The inputs an attacker may move in a sample with these names (None: all of them)."""
-        if len(names) == len(self._index):
+        columns = self._index.lookup(names)
+        if columns.complete and len(names) == len(self._index):
             return None
-        return np.isin(np.arange(len(self._index)), self._index.positions(names))
+        movable = np.zeros(len(self._index), dtype=bool)
+        movable[columns.known_columns] = True
+        return movable
 
     def _decision_block(self, V, U, u_names, u_hashes):
         V, U = self._scaled(V, U, u_names)

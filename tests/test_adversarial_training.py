@@ -262,3 +262,20 @@ def test_decision_gradient_many_past_one_chunk_with_an_unknown_input():
     assert G.shape == (1100, 5) and np.isfinite(G).all()
     one = model.decision_gradient_one(dict(enumerate(rows[0])))
     assert G[-1] == pytest.approx([one[j] for j in range(5)], rel=1e-5, abs=1e-9)
+
+
+def test_the_attacker_moves_only_the_samples_own_inputs():
+    # Rows name inputs 0-2 or 3-5, never both: an attacked row changes only its own names.
+    rng = np.random.default_rng(0)
+    model = AdvKernelSVM(epsilon=0.2, norm="linf", gamma=1.0, budget=None, dtype="float64",
+                         seed=0)
+    for i in range(60):
+        names = range(3) if i % 2 else range(3, 6)
+        label = bool(rng.random() < 0.5)
+        model.learn_one({j: 0.5 + (0.2 if label else -0.2) + 0.05 * rng.standard_normal()
+                         for j in names}, label)
+    S = model._store.vectors
+    columns = model._index.lookup(list(range(6))).positions
+    first, second = S[:, columns[:3]], S[:, columns[3:]]
+    # Each stored (attacked) row is 0 on the inputs its sample did not name.
+    assert ((first == 0).all(axis=1) | (second == 0).all(axis=1)).all()
