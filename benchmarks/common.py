@@ -150,6 +150,20 @@ def machine_line(machine: dict) -> str:
             f"{machine['python']}, numpy {machine['numpy']}, BLAS pinned to one thread")
 
 
+#: The columns of a run's table of targets.
+TARGET_COLUMNS = [("target", "target", ""), ("value", "measured", ".3f"), ("met", "met", "")]
+
+
+def save_run(records: list[dict], out: str | None, name: str, quick: bool, markdown) -> None:
+    """Write a run: each record gets the machine it ran on, then the records go to JSON and
+    `markdown(records, host)` (`host` as `machine()` gives it) to Markdown."""
+    host = machine()
+    for r in records:
+        r.update(host, quick=quick)
+    write_records(records, out, name, quick)
+    write_markdown(markdown(records, host), out, name, quick)
+
+
 def write_records(records: list[dict], out: str | None, name: str, quick: bool) -> pathlib.Path:
     """Write flat records as JSON to `out` or `benchmarks/results/NAME[_quick].json`."""
     path = pathlib.Path(out) if out else RESULTS / f"{name}{'_quick' if quick else ''}.json"

@@ -344,14 +344,10 @@ def main(argv=None) -> int:
                            f"{last['bound_mb']:.2f})")
             records += rows
     goals = targets(records)
-    print(common.format_table(goals, [("target", "target", ""), ("value", "measured", ".3f"),
-                                      ("met", "met", "")]))
+    print(common.format_table(goals, common.TARGET_COLUMNS))
     records += goals
-    machine = common.machine()
-    for r in records:
-        r.update(machine, quick=args.quick)
-    common.write_records(records, args.out, "memory", args.quick)
-    common.write_markdown(markdown(records, args.quick), args.out, "memory", args.quick)
+    common.save_run(records, args.out, "memory", args.quick,
+                    lambda records, _: markdown(records, args.quick))
     return 0
 
 

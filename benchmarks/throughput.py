@@ -986,17 +986,16 @@ def main_support(args) -> int:
                                prefill_seconds)
     print(common.format_table(records, SUPPORT_COLUMNS))
     goals = support_targets(records)
-    print(common.format_table(goals, [("target", "target", ""), ("value", "measured", ".3f"),
-                                      ("met", "met", "")]))
+    print(common.format_table(goals, common.TARGET_COLUMNS))
     records += goals
-    machine = common.machine()
-    for r in records:
-        r.update(machine, quick=args.quick)
-    common.write_records(records, args.out, "throughput_support", args.quick)
-    text = "\n".join(["# The support-vector step (`benchmarks/throughput.py --support-only`)",
-                      "", f"{common.machine_line(machine)}."
-                      + (" Quick smoke run." if args.quick else "")] + support_markdown(records))
-    common.write_markdown(text, args.out, "throughput_support", args.quick)
+
+    def text(records, host):
+        return "\n".join(["# The support-vector step (`benchmarks/throughput.py --support-only`)",
+                          "", f"{common.machine_line(host)}."
+                          + (" Quick smoke run." if args.quick else "")]
+                         + support_markdown(records))
+
+    common.save_run(records, args.out, "throughput_support", args.quick, text)
     return 0
 
 
@@ -1059,14 +1058,10 @@ def main(argv=None) -> int:
         records += rows
     target_at = (TARGET_D, TARGET_BUDGET) if not args.quick else grid[0]
     goals = targets(records, *target_at) + support_targets(records)
-    print(common.format_table(goals, [("target", "target", ""), ("value", "measured", ".3f"),
-                                      ("met", "met", "")]))
+    print(common.format_table(goals, common.TARGET_COLUMNS))
     records += goals
-    machine = common.machine()
-    for r in records:
-        r.update(machine, quick=args.quick)
-    common.write_records(records, args.out, "throughput", args.quick)
-    common.write_markdown(markdown(records, args.quick), args.out, "throughput", args.quick)
+    common.save_run(records, args.out, "throughput", args.quick,
+                    lambda records, _: markdown(records, args.quick))
     return 0
 
 

@@ -418,18 +418,18 @@ class _CappedReader:
         return self._left <= 0
 
     def readline(self, size: int = -1) -> bytes:
-        if time.monotonic() > self._deadline:
-            raise TimeoutError(f"no whole request within {REQUEST_DEADLINE:g}s")
-        size = self._left if size is None or size < 0 else min(size, self._left)
-        line = self._raw.readline(size) if size else b""
-        self._left -= len(line)
-        return line
+        return self._take(self._raw.readline, size)
 
     def read(self, size: int = -1) -> bytes:
+        return self._take(self._raw.read, size)
+
+    def _take(self, reader, size) -> bytes:
+        """At most `size` bytes (all that is left if none) from `reader`, within the
+        request's byte budget and deadline."""
         if time.monotonic() > self._deadline:
             raise TimeoutError(f"no whole request within {REQUEST_DEADLINE:g}s")
         size = self._left if size is None or size < 0 else min(size, self._left)
-        data = self._raw.read(size) if size else b""
+        data = reader(size) if size else b""
         self._left -= len(data)
         return data
 

@@ -356,9 +356,13 @@ def iter_batches(
         declare: one of its rows may hold them all. A file declaring more is refused with
         `ParquetError` before any of it is read.
 
-    Raises `ParquetError` naming the file (and the row) for a file that cannot be read, and
-    `river_advsvm.InvalidInput` naming the file and the row for a bad value; the schema and
-    declared sizes of every file are checked before the first batch.
+    Raises
+    ------
+    ParquetError
+        Naming the file (and the row) for a file that cannot be read. The schema and declared
+        sizes of every file are checked before the first batch.
+    river_advsvm.InvalidInput
+        Naming the file and the row for a bad value.
 
     """
     for names, X, labels in _batches(source, target, features, batch_size, max_list_bytes):
