@@ -35,6 +35,9 @@ import numpy as np
 
 __all__ = ["ascent_step", "step_length"]
 
+#: Gradient components below this share of the largest one count as 0 in an L-inf step.
+_TIE = 1e-9
+
 
 def step_length(epsilon: float, steps: int) -> float:
     """The length of each of `steps` ascent steps: the radius for one step (FGSM), `2.5 eps /
@@ -63,6 +66,11 @@ def ascent_step(
     if movable is not None:
         direction[~movable] = 0.0
     if norm == "linf":
+        # A component within rounding of 0 does not move: terms that cancel exactly in one
+        # summation order leave 1e-17 in another, and the sign of that must not decide the
+        # point (nor make the model depend on the order of a sample's keys).
+        tie = _TIE * float(np.abs(direction).max(initial=0.0))
+        direction[np.abs(direction) <= tie] = 0.0
         np.sign(direction, out=direction)
     else:
         length = float(np.linalg.norm(direction))

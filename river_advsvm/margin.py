@@ -418,6 +418,12 @@ class MarginClassifier(base.MiniBatchClassifier):
         if missing:  # names held back in an earlier call, validated then
             hashes.update(zip(missing, self._index.hash_names(missing).tolist()))
         u_hashes = [hashes[n] for n in u_names]
+        if len(u_names) > 1:
+            # In the order of their hashes, as `_learn_row` stores them: sums over the new
+            # inputs, and so the margin, do not depend on the order of the sample's keys.
+            order = np.argsort(np.asarray(u_hashes, dtype=np.uint64), kind="stable")
+            u, u_names, u_hashes = (u[order], [u_names[j] for j in order.tolist()],
+                                    [u_hashes[j] for j in order.tolist()])
         if self._started:
             g = self._row_margin(v, u, u_names, u_hashes)
         else:

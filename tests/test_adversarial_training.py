@@ -279,3 +279,20 @@ def test_the_attacker_moves_only_the_samples_own_inputs():
     first, second = S[:, columns[:3]], S[:, columns[3:]]
     # Each stored (attacked) row is 0 on the inputs its sample did not name.
     assert ((first == 0).all(axis=1) | (second == 0).all(axis=1)).all()
+
+
+@pytest.mark.parametrize("kernel", ["laplacian", "rbf"])
+def test_the_order_of_a_samples_keys_does_not_change_what_is_learned(kernel):
+    # Phishing's inputs take few distinct values, so gradient terms cancel exactly in one
+    # summation order and leave rounding in another: the L-inf step must not follow that sign.
+    from river import datasets
+
+    models = [AdvKernelSVM(epsilon=0.1, norm="linf", kernel=kernel, budget=64, seed=42)
+              for _ in range(2)]
+    samples = list(datasets.Phishing().take(300))
+    for x, y in samples:
+        models[0].learn_one(x, y)
+        models[1].learn_one(dict(reversed(list(x.items()))), y)
+    for x, _ in samples[::10]:
+        assert models[0].decision_one(x) == pytest.approx(models[1].decision_one(x), rel=1e-6,
+                                                          abs=1e-9)
