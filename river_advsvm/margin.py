@@ -167,6 +167,8 @@ class MarginClassifier(base.MiniBatchClassifier):
         self._held: list[tuple[list, np.ndarray, typing.Any]] = []
         self._collapse = collapse.CollapseWatch()
         self._held_cache: tuple[int, dict] = (0, {})  # see _held_inputs
+        # The lookup whose unknown names were last validated (see _check_new_inputs).
+        self._names_checked: inputs.Columns | None = None
 
     # -- hooks for subclasses -------------------------------------------------------------------
 
@@ -378,11 +380,15 @@ class MarginClassifier(base.MiniBatchClassifier):
         predicted: dict = {}
         i = 0
         for names, values in rows.runs:
-            unknown = self._index.lookup(names).unknown
-            if len(unknown):
+            columns = self._index.lookup(names)
+            unknown = columns.unknown
+            if len(unknown) and columns is not self._names_checked:
                 # Every name a row carries may be kept (zero-valued ones too: the inputs an
                 # attacker may move), so every new one must be one a checkpoint can hold.
+                # The index hands back the same lookup while the names repeat and it learns
+                # no input: names checked once are not checked again.
                 _check_names([names[j] for j in unknown.tolist()])
+                self._names_checked = columns
             # Inputs the model does not know are usually 0 (a pixel never lit in training).
             if len(unknown) and (nonzero := values[:, unknown] != 0).any():
                 is_learned = np.fromiter((y is not None for y in labels[i : i + len(values)]),

@@ -16,9 +16,9 @@ Where `z` goes:
   `k(x_n, z) = kappa^(h^2)` with `kappa = k(x_m, x_n)`; `h` maximises `|a_z|`, the one zero of
   the derivative in the half of the segment nearer the larger vector, found by Newton's method
   (`merge_points`), for every partner at once; past `EXHAUSTIVE_PARTNERS` partners only the
-  ones that can win are solved: the nearest few, then any other whose lower bound on the
-  degradation, a function of its distance alone, is below the best degradation found
-  (`best_merge`). The result is the exhaustive search's.
+  ones that can win are solved: those whose lower bound on the degradation, a function of
+  its distance alone, is below an upper bound on the winner's (`best_merge`). The result is
+  the exhaustive search's.
 - Laplacian: the L1 distances of any `z` in the box spanned by `x_m` and `x_n` add up to
   `||x_m - x_n||_1`, so `|a_z|` depends on `T = ||x_m - z||_1` alone:
   `A exp(-gamma T) + B exp(-gamma (L - T))`, a convex function of `T`, largest at an end. The
@@ -34,6 +34,7 @@ vectors.
 
 from __future__ import annotations
 
+import functools
 import math
 import typing
 
@@ -48,10 +49,15 @@ POLICIES = ("merge", "remove")
 _NEWTON_TOLERANCE = 1e-7
 _NEWTON_STEPS = 100
 # Up to this many partners, every one is solved in one vectorised pass (a pass costs mostly
-# its fixed overhead); beyond, the nearest ones first, and the others only if their bound
-# says they can win (see best_merge).
-EXHAUSTIVE_PARTNERS = 2048
-_NEAREST = 8
+# its fixed overhead, about 60 numpy calls); beyond, only those whose bound says they can win
+# (see best_merge).
+EXHAUSTIVE_PARTNERS = 16
+# The grid of `_equal_losses` (its last point: where L is 1 to double precision), and the
+# room left for rounding when a partner is judged by it (in units of A^2).
+_GRID_STEP, _GRID_END = 1.0 / 64.0, 24.0
+_BOUND_SLACK = 1e-9
+# Up to this many partners left to solve, they are solved one by one in Python floats.
+_ONE_BY_ONE = 4
 #: The smallest coefficient ratio A / B the merge search works with (see merge_points).
 _SMALLEST_RATIO = 1e-300
 
@@ -107,13 +113,13 @@ def best_merge(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
     """The partner whose merge loses least: `(its index, h, p(h), the weight degradation)`.
 
     `A = |a_m|` is the smallest magnitude of all (`B >= A`, the partners'; otherwise every
-    partner is solved), and `D` as in `merge_points`. The degradation of a partner is `A^2 + B^2 + 2 A B exp(-D) - p^2` at its
-    best `h`.
+    partner is solved), and `D` as in `merge_points`. The degradation of a partner is
+    `A^2 + B^2 + 2 A B exp(-D) - p^2` at its best `h`.
 
     RBF: with more than `EXHAUSTIVE_PARTNERS` partners, only partners that can win are
-    searched. A partner's degradation is at least
-    `A^2 l(min(D, 2))`, `l(D) = 2 (1 - exp(-D/2))^2`, the degradation of merging two equal
-    coefficients at distance `D` (whose best point is the midpoint when `D <= 2`):
+    searched. A partner's degradation is at least `A^2 L(D)`, with `L(D)` the degradation of
+    merging two equal coefficients 1 at distance `D` (`2 (1 - exp(-D/2))^2` when `D <= 2`,
+    where the best point is the midpoint):
 
     - It grows with `B` (`B = r A`, `r >= 1`): `p*(r) = max_h p(h)` is a maximum of functions
       linear in `r`, so its derivative is `exp(-D h*^2)` (almost everywhere), and the
@@ -126,32 +132,84 @@ def best_merge(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
       `t = p*`, and its derivative in `D` is `-2 kappa + 2 t^2 h (1 - h) = 2 e1 e2 - 2 kappa
       >= 0`, as `e1 e2 = kappa exp(2 D h (1 - h))`.
 
-    The bound is increasing in `D`, so the partners nearest `m` are solved first; every other
-    partner whose bound is below the best degradation found is solved too, the rest cannot win.
-    Ties go to the first partner, as `np.argmin` would.
+    `L` is tabulated once (`_equal_losses`); as it grows with `D`, the table's value at the
+    grid point below a partner's `D` bounds that partner's degradation from below. Every
+    partner's degradation is at most its value at two points of the segment, the partner
+    itself (`A^2 (1 - kappa^2)`) and the midpoint, in closed form; the smallest of those
+    bounds the winner's. Only partners whose lower bound is below it are solved (one pass; on
+    a stream whose distances concentrate, as in many dimensions, a handful), the rest cannot
+    win. Ties go to the first partner, as `np.argmin` would.
 
     """
-    if kernel == "laplacian" or len(D) <= max(_NEAREST, EXHAUSTIVE_PARTNERS) or (B < A).any():
+    if kernel == "laplacian" or len(D) <= EXHAUSTIVE_PARTNERS or (B < A).any():
         h, p, loss = _merges(kernel, A, B, D)
         best = int(loss.argmin())
         return best, float(h[best]), float(p[best]), float(loss[best])
-    chosen = np.sort(np.argpartition(D, _NEAREST)[:_NEAREST])
+    A = float(A)
+    kappa = np.exp(-D)
+    at_partner = A * A * (1.0 - kappa * kappa)  # z = x_n: p = A kappa + B
+    middle = (A + B) * np.sqrt(np.sqrt(kappa))  # z at the midpoint: p = (A + B) exp(-D/4)
+    at_middle = A * A + B * B + 2.0 * A * B * kappa - middle * middle
+    bounds = np.minimum(at_partner, at_middle)
+    first = int(bounds.argmin())
+    bound = max(float(bounds[first]), 0.0) / (A * A)
+    # The first grid point from which L exceeds the bound (with room for rounding): no
+    # partner from there on can win.
+    grid, losses = _equal_losses()
+    reach = int(np.searchsorted(losses, bound + _BOUND_SLACK, side="right"))
+    candidates = D < grid[reach] if reach < len(grid) else np.ones(len(D), dtype=bool)
+    candidates[first] = True  # (the bound's own partner, whatever the rounding)
+    chosen = np.flatnonzero(candidates)
+    if len(chosen) <= _ONE_BY_ONE:
+        # A handful of partners (the usual case): each in Python floats, as a vectorised solve
+        # costs about 90 numpy calls of a microsecond each whatever its length.
+        solved = [(_merge_point(A, b, d), j) for j, b, d in zip(chosen.tolist(),
+                                                                  B[chosen].tolist(),
+                                                                  D[chosen].tolist())]
+        (h_best, p_best, loss_best), best = min(solved, key=lambda item: item[0][2])
+        return best, h_best, p_best, loss_best
     h, p, loss = _merges(kernel, A, B[chosen], D[chosen])
-    # Partners whose bound A^2 l(min(D, 2)) is at most the best degradation found (a little
-    # more, for rounding): A^2 l(D) <= loss exactly when D <= -2 log(1 - sqrt(loss / 2 A^2)).
-    v = 0.5 * float(loss.min()) / (A * A)
-    reach = -2.0 * math.log1p(-math.sqrt(v)) if v < (1.0 - math.exp(-1.0)) ** 2 else math.inf
-    candidates = D <= reach * (1.0 + 1e-6)
-    candidates[chosen] = False
-    others = np.flatnonzero(candidates)
-    if others.size:
-        more = _merges(kernel, A, B[others], D[others])
-        chosen = np.concatenate([chosen, others])
-        order = np.argsort(chosen, kind="stable")  # back in partner order, for the ties
-        chosen = chosen[order]
-        h, p, loss = (np.concatenate([old, new])[order] for old, new in zip((h, p, loss), more))
     best = int(loss.argmin())
     return int(chosen[best]), float(h[best]), float(p[best]), float(loss[best])
+
+
+def _merge_point(A: float, B: float, D: float) -> tuple[float, float, float]:
+    """`_merges` for one RBF partner, in Python floats: the same Newton iteration as
+    `merge_points` (see there), stopped when its own step is small enough."""
+    swap = B < A
+    ratio = max(min(A, B) / max(A, B), _SMALLEST_RATIO)
+    log_ratio = math.log(ratio)
+    c = log_ratio - D
+    u = max(c, log_ratio / (1.0 - 0.5 * D)) if D < 2.0 else c
+    D2 = D + D
+    for _ in range(_NEWTON_STEPS):
+        s = _sigmoid(u)
+        t = D2 * s
+        step = (u - c - t) / (1.0 - t * (1.0 - s))
+        u -= step
+        if abs(step) <= _NEWTON_TOLERANCE:
+            break
+    h = _sigmoid(u)
+    if swap:
+        h = 1.0 - h
+    p = A * math.exp(-D * (1.0 - h) ** 2) + B * math.exp(-D * h * h)
+    return h, p, max(A * A + B * B + 2.0 * A * B * math.exp(-D) - p * p, 0.0)
+
+
+def _sigmoid(u: float) -> float:
+    """`1 / (1 + exp(-u))`, 0 where `exp(-u)` overflows (as numpy's inf gives)."""
+    return 0.0 if u < -700.0 else 1.0 / (1.0 + math.exp(-u))
+
+
+@functools.cache
+def _equal_losses() -> tuple[np.ndarray, np.ndarray]:
+    """`(D, L(D))` on a grid: the degradation of merging two equal coefficients 1 at distance
+    `D`, made nonincreasing from the right (so that it never exceeds the value at any larger
+    `D` of the grid, whatever the rounding of the Newton solve)."""
+    grid = np.arange(0.0, _GRID_END, _GRID_STEP)
+    _, p = merge_points("rbf", 1.0, np.ones(len(grid)), grid)
+    losses = 2.0 + 2.0 * np.exp(-grid) - p * p
+    return grid, np.minimum.accumulate(losses[::-1])[::-1]
 
 
 def _merges(kernel, A, B, D):
