@@ -133,41 +133,34 @@ def best_merge(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
       >= 0`, as `e1 e2 = kappa exp(2 D h (1 - h))`.
 
     `L` is tabulated once (`_equal_losses`); as it grows with `D`, the table's value at the
-    grid point below a partner's `D` bounds that partner's degradation from below. Every
-    partner's degradation is at most its value at two points of the segment, the partner
-    itself (`A^2 (1 - kappa^2)`) and the midpoint, in closed form; the smallest of those
-    bounds the winner's. Only partners whose lower bound is below it are solved (one pass; on
-    a stream whose distances concentrate, as in many dimensions, a handful), the rest cannot
-    win. Ties go to the first partner, as `np.argmin` would.
+    grid point below a partner's `D` bounds that partner's degradation from below. The
+    nearest partner is solved first: its degradation bounds the winner's from above. Only
+    partners whose lower bound is below it are solved (on a stream whose distances
+    concentrate, as in many dimensions, a handful), the rest cannot win. Ties go to the first
+    partner, as `np.argmin` would.
 
     """
     if kernel == "laplacian" or len(D) <= EXHAUSTIVE_PARTNERS or (B < A).any():
         h, p, loss = _merges(kernel, A, B, D)
         best = int(loss.argmin())
         return best, float(h[best]), float(p[best]), float(loss[best])
-    A = float(A)
-    kappa = np.exp(-D)
-    at_partner = A * A * (1.0 - kappa * kappa)  # z = x_n: p = A kappa + B
-    middle = (A + B) * np.sqrt(np.sqrt(kappa))  # z at the midpoint: p = (A + B) exp(-D/4)
-    at_middle = A * A + B * B + 2.0 * A * B * kappa - middle * middle
-    bounds = np.minimum(at_partner, at_middle)
-    first = int(bounds.argmin())
-    bound = max(float(bounds[first]), 0.0) / (A * A)
-    # The first grid point from which L exceeds the bound (with room for rounding): no
-    # partner from there on can win.
+    # The nearest partner's degradation bounds the winner's.
+    A, nearest = float(A), int(D.argmin())
+    solved = {nearest: _merge_point(A, float(B[nearest]), float(D[nearest]))}
+    # The first grid point from which L exceeds it (with room for rounding): no partner from
+    # there on can win.
     grid, losses = _equal_losses()
-    reach = int(np.searchsorted(losses, bound + _BOUND_SLACK, side="right"))
-    candidates = D < grid[reach] if reach < len(grid) else np.ones(len(D), dtype=bool)
-    candidates[first] = True  # (the bound's own partner, whatever the rounding)
-    chosen = np.flatnonzero(candidates)
+    bound = solved[nearest][2] / (A * A) + _BOUND_SLACK
+    reach = int(np.searchsorted(losses, bound, side="right"))
+    chosen = np.flatnonzero(D < grid[reach]) if reach < len(grid) else np.arange(len(D))
     if len(chosen) <= _ONE_BY_ONE:
         # A handful of partners (the usual case): each in Python floats, as a vectorised solve
         # costs about 90 numpy calls of a microsecond each whatever its length.
-        solved = [(_merge_point(A, b, d), j) for j, b, d in zip(chosen.tolist(),
-                                                                  B[chosen].tolist(),
-                                                                  D[chosen].tolist())]
-        (h_best, p_best, loss_best), best = min(solved, key=lambda item: item[0][2])
-        return best, h_best, p_best, loss_best
+        for j in chosen.tolist():
+            if j not in solved:
+                solved[j] = _merge_point(A, float(B[j]), float(D[j]))
+        best = min(sorted(solved), key=lambda j: solved[j][2])  # the first of equals
+        return (best, *solved[best])
     h, p, loss = _merges(kernel, A, B[chosen], D[chosen])
     best = int(loss.argmin())
     return int(chosen[best]), float(h[best]), float(p[best]), float(loss[best])
