@@ -178,13 +178,14 @@ class _KernelExpansion:
         self.n_inputs += int(n_new)
         self.version += 1
 
-    def _append(self, x: np.ndarray, a: float) -> None:
-        """Store the vector `x` (over the known columns) with coefficient `a`."""
+    def _append(self, x: np.ndarray, a: float, norm: float | None = None) -> None:
+        """Store the vector `x` (over the known columns) with coefficient `a` (and squared
+        norm `norm`, if known)."""
         n = self.n_inputs
         self._reserve(self.size + 1, n)
         slot = self.size
         self._S[slot, :n] = x
-        self._norms[slot] = _squared_norms(x)
+        self._norms[slot] = _squared_norms(x) if norm is None else norm
         self._a[slot] = a
         self.size += 1
 
@@ -473,7 +474,10 @@ class SupportVectors(_KernelExpansion):
         u = None if u is None else np.asarray(u, dtype=np.float64)
         row, extra = self._load_row(self._x, v, u)
         exponents, total = self._row(row, extra)
-        self._pending = (self._edits, self.n_inputs, exponents, total)
+        # For add: the row as given (passing it back spares the check that it is the same) and
+        # its squared norm, when `extra` is that.
+        alone = self.kernel == "rbf" and (u is None or not u.size)
+        self._pending = (self._edits, self.n_inputs, exponents, total, v, extra if alone else None)
         return self._scale * total
 
     def gradient(self, v: np.ndarray) -> np.ndarray:
@@ -488,7 +492,7 @@ class SupportVectors(_KernelExpansion):
         if pending is None or pending[0] != self._edits:
             raise RuntimeError("gradient() must follow value() of the same row, with no change "
                                "between")
-        _, _, exponents, total = pending
+        exponents, total = pending[2], pending[3]
         v = np.asarray(v, dtype=np.float64)
         n = self.n_inputs
         if not self.size:
@@ -521,8 +525,8 @@ class SupportVectors(_KernelExpansion):
             self._a[: self.size] *= self._scale
             self._q *= self._scale * self._scale
             if self._pending is not None:  # the remembered sum over a, in a's new units
-                edits, known, exponents, total = self._pending
-                self._pending = (edits, known, exponents, total * self._scale)
+                edits, known, exponents, total, given, norm = self._pending
+                self._pending = (edits, known, exponents, total * self._scale, given, norm)
             self._scale = 1.0
 
     def add(self, c: float, v: np.ndarray | None = None) -> None:
@@ -537,10 +541,11 @@ class SupportVectors(_KernelExpansion):
         c = float(c)
         if not math.isfinite(c):
             raise ValueError(f"coefficient must be finite, got {c!r}")
-        _, known, exponents, total = pending
+        _, known, exponents, total, given, norm = pending
         n = self.n_inputs
         x = self._x[:n]
-        if v is not None:
+        if v is not None and not (v is given and known == n):
+            norm = None  # (over the columns added since, if any)
             v = np.asarray(v, dtype=np.float64)
             if v.shape != (n,):
                 raise ValueError(f"expected a row of {n} values, got shape {v.shape}")
@@ -555,14 +560,17 @@ class SupportVectors(_KernelExpansion):
             return
         a_new = c / self._scale
         q = self._q + 2.0 * a_new * total + a_new * a_new
+        norm = float(_squared_norms(x)) if norm is None else norm
         if self.size:
             nearest = int(exponents.argmin())
-            if np.array_equal(self._S[nearest, :n], x):
+            # Equal vectors have equal squared norms, to the bit (the same sum of the same
+            # numbers): the norms rule most vectors out without comparing them.
+            if self._norms[nearest] == norm and np.array_equal(self._S[nearest, :n], x):
                 # The same input again: its coefficient grows, nothing new is stored.
                 self._a[nearest] += a_new
                 self._q = q
                 return
-        self._append(x, a_new)
+        self._append(x, a_new, norm)
         G = self._gram
         if G is not None:  # the new vector's row is the one its margin computed
             slot = self.size - 1
