@@ -166,7 +166,8 @@ class MarginClassifier(base.MiniBatchClassifier):
         self._started = False
         self._held: list[tuple[list, np.ndarray, typing.Any]] = []
         self._collapse = collapse.CollapseWatch()
-        self._held_cache: tuple[int, dict] = (0, {})  # see _held_inputs
+        # (rows looked at, their inputs with hashes, the latest names): see _held_inputs.
+        self._held_cache: tuple[int, dict, list | None] = (0, {}, None)
         # The lookup whose unknown names were last validated (see _check_new_inputs).
         self._names_checked: inputs.Columns | None = None
 
@@ -279,7 +280,7 @@ class MarginClassifier(base.MiniBatchClassifier):
 
     def learn_one(self, x: dict, y: base.typing.ClfTarget) -> None:
         names, values = inputs.dict_values(x)
-        self._run(_Rows([(names, values[None, :])]), [y], predict_only_ok=False)
+        self._run(_Rows([(names, values[None, :])]), [y], predict_only_ok=False, vote=False)
 
     def learn_many(self, X, y) -> None:
         """Learn each row of `X` in order: the same model, bit for bit, as a `learn_one` loop.
@@ -288,7 +289,7 @@ class MarginClassifier(base.MiniBatchClassifier):
         list of feature dicts.
         """
         rows = _Rows.of(X, missing_ok=False)
-        self._run(rows, self._labels_for(rows, y), predict_only_ok=False)
+        self._run(rows, self._labels_for(rows, y), predict_only_ok=False, vote=False)
 
     def decision_then_learn_many(self, X, y) -> np.ndarray:
         """Test-then-train on a batch: each row's margin `g(x)` just before it is learned.
@@ -328,11 +329,12 @@ class MarginClassifier(base.MiniBatchClassifier):
             raise inputs.InvalidInput(f"{len(rows)} samples but {len(labels)} labels", "bad_shape")
         return labels
 
-    def _run(self, rows: _Rows, labels: list, predict_only_ok: bool):
+    def _run(self, rows: _Rows, labels: list, predict_only_ok: bool, vote: bool = True):
         """Predict each row, then learn it if it has a label; everything is checked first.
 
         Returns each row's margin before its step, the calibration scale at that time and the
-        classes known then.
+        classes known then. Without `vote`, rows held for a warm-up get no margin (learning
+        alone does not read it, and the warm-up's vote is the costly part of holding a row).
         """
         labels = [None if y is None and predict_only_ok else _as_label(y) for y in labels]
         if not all(y is None or y in self._labels for y in labels):
@@ -351,12 +353,14 @@ class MarginClassifier(base.MiniBatchClassifier):
                 known.append(tuple(self._labels))
                 held = y is not None and self._holds_back()
                 if held:
-                    margins[i] = self._unstarted_margins(names, row[None, :])[0]
+                    margins[i] = self._unstarted_margins(names, row[None, :])[0] if vote else 0.0
                 flipped = y is not None and self._see_label(y)
                 if held:
                     self._held.append((names, row, y))
                     if not self._holds_back():
                         self._learn_held(hashes)
+                    else:
+                        self._held_inputs(hashes)  # (its names are hashed already)
                 else:
                     margins[i] = self._test_then_learn(names, row, y, hashes)
                     if flipped:  # negating every term negates the sum exactly: the same bits
@@ -376,10 +380,13 @@ class MarginClassifier(base.MiniBatchClassifier):
         """The hashes of the inputs these rows bring (which validates their names); refuses the
         lot if learning them would make more than `max_features` inputs."""
         held = self._held_inputs() if self._held else {}
-        learned: dict = dict.fromkeys(held)
+        learned: dict = {}  # inputs of learned rows beyond the held ones
         predicted: dict = {}
         i = 0
         for names, values in rows.runs:
+            if held and names == self._held_cache[2]:
+                i += len(values)  # the keys of the latest held row: every input is held
+                continue
             columns = self._index.lookup(names)
             unknown = columns.unknown
             if len(unknown) and columns is not self._names_checked:
@@ -395,26 +402,35 @@ class MarginClassifier(base.MiniBatchClassifier):
                                          dtype=bool, count=len(values))
                 for mask, found in [(is_learned, learned), (~is_learned, predicted)]:
                     columns = nonzero[mask].any(axis=0)
-                    found.update(dict.fromkeys(names[j] for j in unknown[columns].tolist()))
+                    found.update(dict.fromkeys(n for j in unknown[columns].tolist()
+                                               if (n := names[j]) not in held))
             i += len(values)
-        if len(self._index) + len(learned) > self.max_features:
+        total = len(self._index) + len(held) + len(learned)
+        if total > self.max_features:
             raise inputs.InvalidInput(
-                f"learning this would give the model {len(self._index) + len(learned)} inputs, "
+                f"learning this would give the model {total} inputs, "
                 f"more than max_features={self.max_features}", "too_many_features")
         names = [n for n in {**learned, **predicted} if n not in held]
         return {**held, **dict(zip(names, self._index.hash_names(names).tolist()))}
 
-    def _held_inputs(self) -> dict:
+    def _held_inputs(self, hashes: dict | None = None) -> dict:
         """The inputs of the held rows that the index does not know, with their hashes; kept up
-        to date as rows are held, so that each held row is looked at once."""
-        count, found = self._held_cache
+        to date as rows are held, so that each held row is looked at once. `hashes` may hold
+        the hashes of new ones (what `_check_new_inputs` returned)."""
+        count, found, last = self._held_cache
         if count > len(self._held):  # the held rows were learned: start again
-            count, found = 0, {}
+            count, found, last = 0, {}, None
         position = self._index.position
         for names, _, _ in self._held[count:]:
+            if names == last:  # a stream repeating its keys: nothing new
+                continue
+            last = names
             new = list(dict.fromkeys(n for n in names if n not in position and n not in found))
-            found.update(zip(new, self._index.hash_names(new).tolist()))
-        self._held_cache = (len(self._held), found)
+            if hashes is not None and all(n in hashes for n in new):
+                found.update((n, hashes[n]) for n in new)
+            else:
+                found.update(zip(new, self._index.hash_names(new).tolist()))
+        self._held_cache = (len(self._held), found, last)
         return found
 
     def _test_then_learn(self, names: list, row: np.ndarray, y, hashes: dict) -> float:

@@ -9,13 +9,12 @@ import warnings
 
 import numpy as np
 
-from river_advsvm import adversary, budget as rf, certify, checkpoint, inputs, kernels
+from river_advsvm import adversary, bandwidth, budget as rf, certify, checkpoint, inputs, kernels
+from river_advsvm.bandwidth import SCALE_FACTOR
 from river_advsvm.margin import MarginClassifier
 
 __all__ = ["AdvKernelSVM"]
 
-#: `gamma='scale'` is this many times scikit-learn's `1 / (d Var X)` (see `AdvKernelSVM`).
-SCALE_FACTOR = 2.0
 #: Budget policies of the support-vector representation (`river_advsvm.support`).
 SUPPORT_POLICIES = ("merge", "remove")
 POLICIES = (*SUPPORT_POLICIES, *rf.POLICIES)
@@ -203,7 +202,7 @@ class AdvKernelSVM(MarginClassifier):
         self.bounds = bounds
         if kernel not in kernels.KERNELS:
             raise ValueError(f"kernel must be one of {kernels.KERNELS}, got {kernel!r}")
-        self._gamma_by_name = _check_gamma(gamma)
+        self._gamma_by_name = bandwidth.check_gamma(gamma)
         if budget_policy not in POLICIES:
             raise ValueError(f"budget_policy must be one of {POLICIES}, got {budget_policy!r}")
         unbounded_ok = budget_policy in SUPPORT_POLICIES
@@ -230,13 +229,14 @@ class AdvKernelSVM(MarginClassifier):
             self.bounds = (float(bounds[0]), float(bounds[1]))
         # An unseeded model draws its seed now; the seed is state, saved with the model.
         self._seed = seed if seed is not None else random.getrandbits(63)
-        self._gamma = None if isinstance(gamma, str) else _median_gamma(gamma)
+        self._gamma = None if isinstance(gamma, str) else bandwidth.median_gamma(gamma)
         self._scales = np.ones(16)  # one per input column, with spare room
         self._store = None
         self.kernel_radius = 0.0
         self._radius_names: list | None = None
-        self._warm_vote: tuple | None = None  # cached by _unstarted_margins
-        self._warm_rows: _HeldRows | None = None  # the held rows as a matrix, for the vote
+        # The held rows with what gamma='scale' fits on them, and their signs (see _warm_up).
+        self._warm_rows: bandwidth.HeldRows | None = None
+        self._warm_signs: list[float] = []
 
     @property
     def _is_stochastic(self) -> bool:
@@ -253,52 +253,41 @@ class AdvKernelSVM(MarginClassifier):
 
     def _fit_gamma(self) -> None:
         """`gamma='scale'`: the bandwidths, from the held-back warm-up rows."""
-        fitted, why = _scale_gamma(self._held)
+        fitted, why = self._warm_up().fitted()
         if why:
             warnings.warn(f"gamma='scale': the {len(self._held)} warm-up samples {why}; "
                           f"falling back to gamma = 1/d = {fitted:.6g} for every input",
                           stacklevel=5)
-        self._gamma_by_name = _check_gamma(fitted) if isinstance(fitted, dict) else None
-        self._gamma = _median_gamma(fitted)
+        # (The names were validated when they arrived, the bandwidths when they were fitted.)
+        self._gamma_by_name = fitted if isinstance(fitted, dict) else None
+        self._gamma = bandwidth.median_gamma(fitted)
+        self._warm_rows, self._warm_signs = None, []
+
+    def _warm_up(self) -> bandwidth.HeldRows:
+        """The held rows as a matrix with their running statistics, brought up to date: each
+        held row is placed once, so the warm-up stays linear in its length."""
+        if self._warm_rows is None or self._warm_rows.size > len(self._held):
+            self._warm_rows, self._warm_signs = bandwidth.HeldRows(), []
+        rows = self._warm_rows
+        if rows.size < len(self._held):
+            hashes = self._held_inputs()  # every held input, with its hash
+            for names, row, _ in self._held[rows.size :]:
+                rows.append(names, row, hashes)
+        return rows
 
     def _unstarted_margins(self, names, values):
         """During the warm-up, a kernel vote of the rows held so far (`sum_i y_i k(x, x_i)`,
         bandwidths fitted on them): a prediction better than a constant, that changes nothing."""
         if not self._held or len(self._labels) < 2:
             return super()._unstarted_margins(names, values)
-        if self._warm_vote is None or self._warm_vote[0] != len(self._held):
-            # Each held row is placed in the matrix once: the warm-up stays linear in its length.
-            if self._warm_rows is None or self._warm_rows.size > len(self._held):
-                self._warm_rows = _HeldRows()
-            for held_names, row, _ in self._held[self._warm_rows.size :]:
-                self._warm_rows.append(held_names, row)
-            columns, X = self._warm_rows.names, self._warm_rows.matrix
-            fitted, why = _scale_gammas(X)
-            gammas = np.full(len(columns), fitted) if why else fitted
-            signs = np.array([self.sign_of(y) for _, _, y in self._held])
-            self._warm_vote = (len(self._held), columns, X, gammas, signs)
-        _, columns, X, gammas, signs = self._warm_vote
-        position = self._warm_rows.position
-        Z = np.zeros((len(values), len(columns)))
-        known = [(j, position[n]) for j, n in enumerate(names) if n in position]
-        if known:
-            Z[:, [p for _, p in known]] = values[:, [j for j, _ in known]]
-        # Inputs the held rows never had add the same distance to every held row.
-        extra = [j for j, n in enumerate(names) if n not in position]
-        # (No held row has an input yet: the fallback bandwidth of `_scale_gamma`, 1/1.)
-        spread = np.median(gammas) if len(gammas) else 1.0
-        offset = (values[:, extra] ** 2).sum(axis=1) * spread if extra else 0.0
-        # Memory stays at (rows x held) distances plus one (rows x inputs) temporary.
-        if self.kernel == "rbf":
-            root = np.sqrt(gammas)
-            Zs, Xs = Z * root, X * root
-            distances = np.maximum(
-                (Zs * Zs).sum(axis=1)[:, None] + (Xs * Xs).sum(axis=1)[None] - 2 * Zs @ Xs.T, 0.0)
-        else:
-            distances = np.column_stack([(np.abs(Z - x) * gammas).sum(axis=1) for x in X])
-        if extra:
-            distances += np.asarray(offset)[:, None]
-        return np.exp(-distances) @ signs / len(signs) + self._bias
+        rows = self._warm_up()
+        # The signs of the held labels, kept as rows arrive (all again when the second label
+        # changes which one is positive).
+        signs, positive = self._warm_signs, self._labels[-1]
+        if signs and signs[0] != (1.0 if self._held[0][2] == positive else -1.0):
+            signs.clear()
+        signs.extend(1.0 if y == positive else -1.0 for _, _, y in self._held[len(signs) :])
+        return rows.vote(names, values, np.array(signs), self.kernel) + self._bias
 
     @property
     def fitted_gamma(self) -> float | dict | None:
@@ -489,7 +478,7 @@ class AdvKernelSVM(MarginClassifier):
             fitted = scalars["gamma_by_name"]
             if len(fitted) > self.max_features:
                 raise ValueError("too many fitted bandwidths")
-            self._gamma_by_name = _check_gamma({inputs.decode_name(n): g for n, g in fitted})
+            self._gamma_by_name = bandwidth.check_gamma({inputs.decode_name(n): g for n, g in fitted})
         gamma = scalars["gamma"]
         self._gamma = None if gamma is None else float(gamma)
         self.kernel_radius = float(scalars.get("kernel_radius", 0.0))
@@ -538,100 +527,3 @@ class AdvKernelSVM(MarginClassifier):
         """`||f||_H` as the adversarial term uses it (see `river_advsvm.budget` for the random
         features; exact for support vectors)."""
         return 0.0 if self._store is None else self._store.norm
-
-
-def _dense_rows(rows: list, columns: list) -> np.ndarray:
-    """Held rows `(names, values, label)` as a matrix over `columns` (absent inputs are 0)."""
-    position = {n: j for j, n in enumerate(columns)}
-    X = np.zeros((len(rows), len(columns)))
-    for i, (names, row, _) in enumerate(rows):
-        X[i, [position[n] for n in names]] = row
-    return X
-
-
-class _HeldRows:
-    """Held rows as a dense matrix over their inputs (in order of first appearance, absent
-    inputs 0), grown one row at a time with spare room."""
-
-    def __init__(self):
-        self.names: list = []
-        self.position: dict = {}  # the column of each name
-        self._X = np.zeros((16, 16))
-        self.size = 0
-
-    @property
-    def matrix(self) -> np.ndarray:
-        return self._X[: self.size, : len(self.names)]
-
-    def append(self, names: list, row: np.ndarray) -> None:
-        position = self.position
-        for name in names:
-            if name not in position:
-                position[name] = len(self.names)
-                self.names.append(name)
-        rows, columns = self._X.shape
-        if self.size == rows or len(self.names) > columns:
-            grown = np.zeros((2 * rows if self.size == rows else rows,
-                              max(columns, 2 * len(self.names))))
-            grown[: self.size, :columns] = self._X[: self.size]
-            self._X = grown
-        self._X[self.size, [position[n] for n in names]] = row
-        self.size += 1
-
-
-def _scale_gamma(rows: list) -> tuple[dict | float, str | None]:
-    """`gamma='scale'` on held rows: one bandwidth per input, or 1/d and why not."""
-    names = list(dict.fromkeys(n for row_names, _, _ in rows for n in row_names))
-    return _scale_gamma_of(names, _dense_rows(rows, names))
-
-
-def _scale_gamma_of(names: list, X: np.ndarray) -> tuple[dict | float, str | None]:
-    """`_scale_gamma` of rows given as a matrix `X` over the inputs `names`."""
-    fitted, why = _scale_gammas(X)
-    return (fitted if why else dict(zip(names, fitted.tolist()))), why
-
-
-def _scale_gammas(X: np.ndarray) -> tuple[np.ndarray | float, str | None]:
-    """`_scale_gamma` of rows given as a matrix `X`: one bandwidth per column, or 1/d and why
-    not."""
-    spread = X.max(axis=0) - X.min(axis=0)
-    varying = spread[spread > 0]
-    median = float(np.median(varying)) if len(varying) else 0.0
-    d = max(X.shape[1], 1)
-    if median > 0:
-        # Each input in units of its range, floored at the median range: inputs of different
-        # units become comparable, and one that barely varies is not blown up. Then twice
-        # scikit-learn's 1 / (d Var X): one online pass learns better with the narrower kernel
-        # (measured on River's streams, digits and MNIST; see the gamma parameter).
-        spread = np.where(spread > 0, np.maximum(spread, median), median)
-        variance = float((X / spread).var())
-        with np.errstate(over="ignore", divide="ignore"):  # absurd values are refused below
-            fitted = SCALE_FACTOR / (d * variance * spread**2)
-        if variance > 0 and ((fitted > 0) & (fitted <= kernels.MAX_GAMMA)).all():
-            return fitted, None
-    why = "do not vary" if median == 0 else f"vary by too little (median range {median:.3g})"
-    return 1.0 / d, why
-
-
-def _check_gamma(gamma) -> dict | None:
-    """Validate `gamma`; the per-feature dict, or None for a number or 'scale'."""
-    if gamma == "scale":
-        return None
-    if isinstance(gamma, dict):
-        if not gamma:
-            raise ValueError("a gamma dict needs at least one feature")
-        for name, value in gamma.items():
-            inputs.encode_name(name)
-            _check_gamma(value)
-        return {n: float(g) for n, g in gamma.items()}
-    if not (isinstance(gamma, numbers.Real) and not isinstance(gamma, bool)
-            and 0 < gamma <= kernels.MAX_GAMMA):
-        raise ValueError(f"gamma must be 'scale', a dict of per-feature bandwidths or a number "
-                         f"in (0, {kernels.MAX_GAMMA:g}], got {gamma!r}")
-    return None
-
-
-def _median_gamma(gamma) -> float:
-    if isinstance(gamma, dict):
-        return float(np.median(np.array(list(gamma.values()), dtype=np.float64)))
-    return float(gamma)
