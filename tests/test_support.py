@@ -689,3 +689,45 @@ def test_saved_exponents_that_do_not_fit_the_vectors_are_refused(kept_exponents)
         with pytest.raises(ValueError):
             target.restore(scalars, {**arrays, "gram": bad}, 3)
         assert target.state()[0] == before[0]
+
+
+@pytest.mark.parametrize("A", [0.05, 0.7, 2.5])
+def test_one_partner_in_floats_is_the_vectorised_solve(A):
+    """best_merge solves a handful of partners one by one in Python floats: the same point."""
+    rng = np.random.default_rng(12)
+    B = np.concatenate([rng.uniform(0.05, 3.0, 60), [A, A, A, 1e-320]])
+    D = np.concatenate([rng.uniform(0, 3, 30), rng.uniform(3, 800, 30), [0.0, 2.0, 2.5, 1.0]])
+    hs, ps = support_budget.merge_points("rbf", A, B, D)
+    losses = np.maximum(A * A + B * B + 2 * A * B * np.exp(-D) - ps * ps, 0.0)
+    for b, d, h, p, loss in zip(B, D, hs, ps, losses):
+        h1, p1, loss1 = support_budget._merge_point(A, float(b), float(d))
+        if not (b == A and d == 2.0):  # (the double zero: p is flat, h converges slowly)
+            assert h1 == pytest.approx(h, abs=1e-6)
+        assert p1 == pytest.approx(p, rel=1e-12)
+        assert loss1 == pytest.approx(loss, rel=1e-9, abs=1e-12 * (A + b) ** 2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    A=st.floats(0.01, 2.0),
+    ratios=st.lists(st.floats(1.0, 50.0), min_size=1, max_size=40),
+    distances=st.lists(st.floats(0.0, 30.0), min_size=40, max_size=40),
+)
+def test_the_tabulated_bound_is_below_every_degradation(A, ratios, distances):
+    """The bound `best_merge` prunes with: degradation >= A^2 L(D), L read on its grid at or
+    below D (L grows with D)."""
+    B = A * np.array(ratios)
+    D = np.array(distances[: len(B)])
+    _, p = support_budget.merge_points("rbf", A, B, D)
+    best = np.maximum(dense_merge_points(A, B, D, 20001), p)
+    loss = A * A + B * B + 2 * A * B * np.exp(-D) - best**2
+    grid, L = support_budget._equal_losses()
+    below = L[np.searchsorted(grid, D, side="right") - 1]
+    assert (loss >= A * A * (below - 1e-9) - 1e-12 * (A + B) ** 2).all()
+
+
+def test_the_tabulated_bound_is_the_equal_coefficient_merge():
+    grid, L = support_budget._equal_losses()
+    assert (np.diff(L) >= 0).all() and L[0] == 0.0 and L[-1] == pytest.approx(1.0)
+    small = grid <= 2.0  # the midpoint, in closed form
+    np.testing.assert_allclose(L[small], 2 * np.expm1(-grid[small] / 2) ** 2, atol=1e-12)

@@ -1,0 +1,81 @@
+"""gamma='scale': the running statistics of the warm-up fit what the dense formula fits, in
+any order of a sample's keys, and the vote predicts from them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_validation import fingerprint
+
+from river_advsvm import AdvKernelSVM, bandwidth
+
+
+def dense_fit(X: np.ndarray) -> np.ndarray:
+    """gamma='scale' on a dense matrix, as the docs define it (absent inputs are 0)."""
+    spread = X.max(axis=0) - X.min(axis=0)
+    median = float(np.median(spread[spread > 0]))
+    spread = np.where(spread > 0, np.maximum(spread, median), median)
+    return bandwidth.SCALE_FACTOR / (X.shape[1] * float((X / spread).var()) * spread**2)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_running_statistics_fit_what_the_dense_matrix_does(seed):
+    rng = np.random.default_rng(seed)
+    n, d = 60, 12
+    # Inputs far from 0 with small ranges (the shifted sums keep their digits), inputs that
+    # appear late or are often absent.
+    X = rng.random((n, d)) * rng.uniform(0.01, 100.0, d) + rng.uniform(-1e6, 1e6, d)
+    X[rng.random((n, d)) < 0.2] = 0.0
+    X[: n // 2, -3:] = 0.0
+    rows = bandwidth.HeldRows()
+    hashes = {j: int(h) for j, h in enumerate(rng.integers(0, 2**63, d))}
+    for x in X:
+        present = np.flatnonzero(x != 0)
+        rows.append(present.tolist(), x[present], hashes)
+    fitted, why = rows.gammas()
+    assert why is None
+    columns = [rows.names.index(j) for j in range(d)]
+    np.testing.assert_allclose(fitted[columns], dense_fit(X), rtol=1e-9)
+
+
+def test_the_fit_does_not_depend_on_the_order_of_the_keys():
+    rng = np.random.default_rng(5)
+    rows = [{f"x{j}": float(v) for j, v in enumerate(rng.random(40) * rng.uniform(1, 9, 40))}
+            for _ in range(60)]
+    labels = [bool(r["x0"] > r["x1"]) for r in rows]
+    models = []
+    for shuffle in (False, True):
+        model = AdvKernelSVM(warm_up=50, seed=0)
+        for x, y in zip(rows, labels):
+            if shuffle:
+                keys = list(x)
+                rng.shuffle(keys)
+                x = {k: x[k] for k in keys}
+            model.learn_one(x, y)
+        models.append(model)
+    # To the bit: the bandwidths, and so the whole model.
+    assert models[0].fitted_gamma == models[1].fitted_gamma
+    assert list(models[0].fitted_gamma) == list(models[1].fitted_gamma)
+    assert fingerprint(models[0]) == fingerprint(models[1])
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_the_vote_is_the_kernel_vote_of_the_held_rows(kernel):
+    rng = np.random.default_rng(2)
+    X = rng.random((30, 5))
+    names = [f"x{j}" for j in range(5)]
+    model = AdvKernelSVM(kernel=kernel, warm_up=100, seed=0)
+    for x in X:
+        model.learn_one(dict(zip(names, x.tolist())), bool(x[0] > 0.5))
+    assert model.n_held == 30 and model.n_learned == 0
+    z = {**dict(zip(names, rng.random(5).tolist())), "new": 0.3}
+    gammas = dense_fit(X)
+    q = np.array([z[n] for n in names])
+    if kernel == "rbf":
+        distances = ((X - q) ** 2) @ gammas + 0.3**2 * np.median(gammas)
+    else:
+        distances = np.abs(X - q) @ gammas + 0.3 * np.median(gammas)
+    signs = np.where(X[:, 0] > 0.5, 1.0, -1.0)
+    expected = np.exp(-distances) @ signs / len(signs)
+    # (The held rows are float32 in the vote.)
+    assert model.decision_one(z) == pytest.approx(expected, rel=1e-5, abs=1e-7)
