@@ -31,8 +31,10 @@ dict entries per sample: a short capped run, skipped past 4 million).
 The support-vector model (the default) at full budget has its own reference, `HandSupportStep`:
 the support-vector step by hand in float32 (squared distances from cached norms and one
 matrix-vector product, `exp`, the margin, the update; and the same with BSGD's merge), on MNIST
-8 vs 9 and on a noisy stream where almost every sample merges, with the merges per sample
-(`--support-only` runs this part alone).
+8 vs 9 and on a noisy stream where almost every sample merges, with the merges per sample.
+`--support-only` runs this part alone, with two more: the warm-up of `gamma='scale'` against
+the same samples with a numeric gamma, and the service's model call (the default model's
+`predict_proba_then_learn_many` on runs of messages, in process) in messages per second.
 
 Also measured: one pass of `learn_many(500)` over MNIST 1 vs 7 (`--data`; `--quick` uses
 scikit-learn's digits) with its test accuracy; where the time of `learn_one` and `predict_one`
@@ -390,6 +392,72 @@ def support_step(streams: dict, budget: int, rounds: int, chunk: float,
 
 
 SUPPORT_TARGETS = {"learn_one": 0.5, "learn_many": 0.7, "predict_one": 0.7}
+#: gamma='scale' over its warm-up costs at most this many times the same samples with a
+#: numeric gamma; the service's model path handles at least this many messages per second.
+WARM_UP_TARGET, SERVE_TARGET = 1.5, 4000.0
+#: The run of messages the service's model call gets at once, in `serve_path`.
+SERVE_RUN = 100
+
+
+def warm_up_cost(streams: dict, rounds: int, chunk: float) -> list:
+    """gamma='scale' against a numeric gamma (what the support step uses) over the first
+    `warm_up` samples of each stream, as dicts, a fresh model per pass: `learn_one` alone, and
+    `predict_one` then `learn_one` (progressive validation, where the warm-up's vote predicts).
+    Both models have learned every sample at the end of a pass (the held ones are learned when
+    the warm-up ends)."""
+    records = []
+    for name, (X, y) in streams.items():
+        d = X.shape[1]
+        gamma = 2.0 / (d * float(X.var()))
+        n = AdvKernelSVM().warm_up
+        dicts, labels = river_dicts(X[:n]), y[:n].tolist()
+
+        def one_pass(g, predict):
+            def run():
+                model = AdvKernelSVM(gamma=g, seed=0)
+                for x, label in zip(dicts, labels):
+                    if predict:
+                        model.predict_one(x)
+                    model.learn_one(x, label)
+            return run
+
+        modes = {False: "learn_one", True: "predict_one + learn_one"}
+        bench = Rounds(rounds, chunk)
+        for predict, mode in modes.items():
+            bench.add((mode, "scale"), one_pass("scale", predict), n)
+            bench.add((mode, "numeric"), one_pass(gamma, predict), n)
+        rates = bench.run()
+        for mode in modes.values():
+            (scale, scale_median), (numeric, numeric_median) = (rates[(mode, "scale")],
+                                                                rates[(mode, "numeric")])
+            records.append({"kind": "warm_up", "data": name, "d": d, "samples": n, "mode": mode,
+                            "us_per_sample": 1e6 / scale, "us_per_sample_numeric": 1e6 / numeric,
+                            "cost_ratio": numeric / scale,
+                            "cost_ratio_median": numeric_median / scale_median})
+    return records
+
+
+def serve_path(X: np.ndarray, y: np.ndarray, name: str, rounds: int, chunk: float,
+               prefill_seconds: float, budget: int = 1024) -> list:
+    """What `advsvm serve` asks of the model per message, in process: the default model
+    (`AdvKernelSVM(seed=0)`: gamma='scale', budget 1,024, merge, float32) at full budget, and
+    `predict_proba_then_learn_many` on runs of `SERVE_RUN` rows of floats, as
+    `streams.model_calls` makes them for messages that are arrays. No broker, no JSON, no
+    outputs: a bound on the service's rate with one worker, not the rate itself."""
+    model = AdvKernelSVM(seed=0, budget=budget)  # (budget: the default, but in a quick run)
+    split = len(X) * 3 // 4
+    prefill(model, X[:split], y[:split], 8 * split, prefill_seconds)
+    if model.n_support_vectors < model.budget:
+        raise SystemExit(f"{name}: the default model's budget did not fill while prefilling")
+    runs = [(X[i:i + SERVE_RUN], y[i:i + SERVE_RUN].tolist())
+            for i in range(split, len(X) - SERVE_RUN + 1, SERVE_RUN)]
+    bench = Rounds(rounds, chunk)
+    bench.add("predict_proba_then_learn_many",
+              lambda it=cycling(runs): model.predict_proba_then_learn_many(*it()), SERVE_RUN)
+    best, median = bench.run()["predict_proba_then_learn_many"]
+    return [{"kind": "serve_path", "data": name, "d": X.shape[1], "budget": model.budget,
+             "run": SERVE_RUN, "messages_per_s": best, "messages_per_s_median": median,
+             "us_per_message": 1e6 / best, "n_support_vectors": model.n_support_vectors}]
 SUPPORT_COLUMNS = [("data", "data", ""), ("mode", "mode", ""), ("us_per_sample", "us", ".1f"),
                    ("ratio", "ratio", ".3f"), ("ratio_median", "(median)", ".3f"),
                    ("reference", "reference", ""), ("merges_per_sample", "merges/sample", ".3f")]
@@ -964,8 +1032,47 @@ def support_markdown(records: list) -> list:
             common.markdown_table(rows, SUPPORT_COLUMNS)]
 
 
+WARM_UP_COLUMNS = [("data", "data", ""), ("mode", "mode", ""), ("samples", "samples", "d"),
+                   ("us_per_sample", "scale us", ".1f"),
+                   ("us_per_sample_numeric", "numeric us", ".1f"),
+                   ("cost_ratio", "cost ratio", ".2f"), ("cost_ratio_median", "(median)", ".2f")]
+SERVE_COLUMNS = [("data", "data", ""), ("run", "run", "d"),
+                 ("messages_per_s", "messages/s", ",.0f"),
+                 ("messages_per_s_median", "(median)", ",.0f"), ("us_per_message", "us", ".1f")]
+
+
+def warm_up_markdown(records: list) -> list:
+    rows = [r for r in records if r["kind"] == "warm_up"]
+    serve = [r for r in records if r["kind"] == "serve_path"]
+    out = []
+    if rows:
+        out += ["", f"**The warm-up of gamma='scale'** (its first {rows[0]['samples']} samples "
+                    "as dicts, a fresh model per pass; cost ratio: its time over the same "
+                    "samples with a numeric gamma, lower is better)", "",
+                common.markdown_table(rows, WARM_UP_COLUMNS)]
+    if serve:
+        out += ["", f"**The service's model call** (the default model at full budget, "
+                    f"`predict_proba_then_learn_many` on runs of {serve[0]['run']} rows, in "
+                    "process: no broker, no JSON)", "",
+                common.markdown_table(serve, SERVE_COLUMNS)]
+    return out
+
+
 def support_targets(records: list) -> list:
     out = []
+    for r in records:
+        if r["kind"] == "warm_up":
+            out.append({"kind": "target", "target": f"{r['data']}: warm-up ({r['mode']}) <= "
+                                                    f"{WARM_UP_TARGET}x a numeric gamma",
+                        "d": r["d"], "value": r["cost_ratio"],
+                        "value_median": r["cost_ratio_median"], "threshold": WARM_UP_TARGET,
+                        "met": r["cost_ratio"] <= WARM_UP_TARGET})
+        if r["kind"] == "serve_path":
+            out.append({"kind": "target", "target": f"{r['data']}: serve model path >= "
+                                                    f"{SERVE_TARGET:,.0f} messages/s",
+                        "d": r["d"], "budget": r["budget"], "value": r["messages_per_s"],
+                        "value_median": r["messages_per_s_median"], "threshold": SERVE_TARGET,
+                        "met": r["messages_per_s"] >= SERVE_TARGET})
     for r in records:
         if r["kind"] == "support_step" and r["mode"] in SUPPORT_TARGETS:
             threshold = SUPPORT_TARGETS[r["mode"]]
@@ -978,13 +1085,19 @@ def support_targets(records: list) -> list:
 
 
 def main_support(args) -> int:
-    """`--support-only`: the support-vector step at full budget, nothing else."""
+    """`--support-only`: the support-vector step at full budget, the warm-up of gamma='scale'
+    and the service's model call, nothing else."""
     rounds, chunk, prefill_seconds = (2, 0.03, 5.0) if args.quick else (6, 0.5, 240.0)
     budget = 64 if args.quick else TARGET_BUDGET
     with common.one_blas_thread():
-        records = support_step(support_streams(args.data, args.quick), budget, rounds, chunk,
-                               prefill_seconds)
-    print(common.format_table(records, SUPPORT_COLUMNS))
+        streams = support_streams(args.data, args.quick)
+        records = support_step(streams, budget, rounds, chunk, prefill_seconds)
+        print(common.format_table(records, SUPPORT_COLUMNS), flush=True)
+        warm = warm_up_cost(streams, rounds, chunk)
+        print(common.format_table(warm, WARM_UP_COLUMNS), flush=True)
+        serve = serve_path(*streams["noisy"], "noisy", rounds, chunk, prefill_seconds / 4, budget)
+        print(common.format_table(serve, SERVE_COLUMNS), flush=True)
+    records += warm + serve
     goals = support_targets(records)
     print(common.format_table(goals, common.TARGET_COLUMNS))
     records += goals
@@ -993,7 +1106,7 @@ def main_support(args) -> int:
         return "\n".join(["# The support-vector step (`benchmarks/throughput.py --support-only`)",
                           "", f"{common.machine_line(host)}."
                           + (" Quick smoke run." if args.quick else "")]
-                         + support_markdown(records))
+                         + support_markdown(records) + warm_up_markdown(records))
 
     common.save_run(records, args.out, "throughput_support", args.quick, text)
     return 0
