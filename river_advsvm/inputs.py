@@ -121,6 +121,13 @@ def encode_name(name) -> list:
     return encoded
 
 
+# Hashes of str and int names seen lately: a model rebuilt from a checkpoint (a group's fold,
+# a restart) hashes the same names again. Bounded: an endless stream of new names is not kept.
+_HASHES: dict = {}
+_CACHED_TYPES = (str, int)
+_MAX_CACHED_HASHES = 1 << 16
+
+
 def key_hash(key) -> int:
     """A 64-bit hash of a feature name that is stable across processes and platforms.
 
@@ -129,9 +136,17 @@ def key_hash(key) -> int:
     under which numpy scalars hash like the Python values they equal. Raises `InvalidInput`
     for a name that has no encoding.
     """
+    exact = type(key) in _CACHED_TYPES  # not bool or float: 1, 1.0 and True hash apart
+    if exact and (known := _HASHES.get(key)) is not None:
+        return known
     canonical = json.dumps(encode_name(key), separators=(",", ":"))
     digest = hashlib.blake2b(canonical.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little")
+    value = int.from_bytes(digest, "little")
+    if exact:
+        if len(_HASHES) >= _MAX_CACHED_HASHES:
+            _HASHES.clear()
+        _HASHES[key] = value
+    return value
 
 
 def decode_name(encoded):

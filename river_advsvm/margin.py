@@ -410,8 +410,9 @@ class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
         if self._collapse.collapsed and not was_collapsed:
             warnings.warn(
                 f"{type(self).__name__} predicts a constant: over its last "
-                f"{self._collapse.window} samples f(x) was flat and the decisions no better "
-                "than a guess (see `collapsed`)", collapse.CollapseWarning, stacklevel=4)
+                f"{self._collapse.window} samples its decisions were one class, or f(x) was "
+                "flat and they were no better than a guess (see `collapsed`)",
+                collapse.CollapseWarning, stacklevel=4)
         self._step(v, sign, g, self._n_learned, names)
         self._calibration.update_one(g, sign)
         self._n_learned += 1
@@ -436,10 +437,10 @@ class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
     @property
     def collapsed(self) -> bool:
         """True when the model has collapsed to a constant: over its last 256 learned samples
-        (two blocks of 128), each label was at least a tenth, `f(x) = g(x) - b` varied by less
-        than 0.1 (a model that learns anything spreads its decisions far more), and the
-        decisions were right no more often than a constant guess (see
-        `river_advsvm.collapse`).
+        (two blocks of 128), each label was at least a tenth, and in each block either all but
+        2% of the decisions were for one class, or `f(x) = g(x) - b` varied by less than 0.1 (a
+        model that learns anything spreads its decisions far more) and the decisions were
+        right no more often than a constant guess (see `river_advsvm.collapse`).
         A warning (`river_advsvm.collapse.CollapseWarning`) is issued when it happens; the
         robustness monitor raises an alert."""
         return self._collapse.collapsed

@@ -108,6 +108,10 @@ def test_key_hash_is_stable_and_type_aware():
     # Injective: the parts of a tuple cannot be confused with a name that spells them out.
     assert inputs.key_hash(("a", "b")) != inputs.key_hash(('a", "s", "b',))
     assert inputs.key_hash(-0.0) == inputs.key_hash(0.0)  # equal as dict keys
+    # Names equal as dict keys but of other types keep their own hashes, whichever came first.
+    forward = [inputs.key_hash(k) for k in (7, True, 7.0, "7", 1)]
+    backward = [inputs.key_hash(k) for k in (1, "7", 7.0, True, 7)][::-1]
+    assert forward == backward and len(set(forward)) == 5
     for bad in [object(), math.nan, math.inf, (("a",),) * 1 + ((((("deep",),),),),), "x" * 2000]:
         with pytest.raises(InvalidInput) as error:
             inputs.key_hash(bad)
