@@ -28,13 +28,17 @@ class HeldRows:
     """Held rows as a dense matrix over their inputs (absent inputs are 0), grown one row at a
     time with spare room, with what `gamma='scale'` fits on them kept up to date.
 
-    The matrix, and the matrix of its squares, are float32: only the vote reads them (the
-    statistics are float64, from each row as it arrives), and a provisional vote does not need
-    more (the support vectors are float32 by default too).
-
     Per input `j`: its lowest and highest value over the rows (absent counts as 0), and the
     sums of `x_ij - c_j` and of its square, shifted by `c_j`, the input's value in the row
     where it first appeared (so that an input far from 0 with a small range keeps its digits).
+    These are kept in the order the inputs arrived (`index`).
+
+    The matrix, and the matrix of its squares, have their columns in the order of the name
+    hashes, so that the vote's products do not depend on the order of the keys either (a row
+    bringing new inputs lays the held rows out again: rare past the first rows). They are
+    float32: only the vote reads them (the statistics are float64, from each row as it
+    arrives), and a provisional vote does not need more (the support vectors are float32 by
+    default too).
     """
 
     def __init__(self):
@@ -48,14 +52,19 @@ class HeldRows:
         self._sums = np.zeros(16)  # sum_i (x_ij - c_j)
         self._squares = np.zeros(16)  # sum_i (x_ij - c_j)^2
         self._fitted: tuple[int, np.ndarray | float, str | None] | None = None
+        # The inputs in the order of their name hashes, and the place of each in that order.
         self._order = np.empty(0, dtype=np.intp)
+        self._rank = np.empty(0, dtype=np.intp)
 
     @property
     def names(self) -> list:
-        return self.index.names
+        """The inputs, in the order of their name hashes (the matrix's columns)."""
+        names = self.index.names
+        return [names[j] for j in self._order.tolist()]
 
     @property
     def matrix(self) -> np.ndarray:
+        """The held rows, columns in the order of the name hashes."""
         return self._X[: self.size, : len(self.index)]
 
     def append(self, names: list, row: np.ndarray, hashes: dict) -> None:
@@ -75,6 +84,7 @@ class HeldRows:
             self._squares[start:end] = self.size * first * first
             self._low[start:end] = first if not self.size else 0.0
             self._high[start:end] = first if not self.size else 0.0
+            self._sort_columns(start)
             columns = self.index.lookup(names)
         d = len(self.index)
         if self.size == len(self._X):
@@ -85,14 +95,28 @@ class HeldRows:
                 setattr(self, name, grown)
         x = np.zeros(d)
         x[columns.positions] = row
-        self._X[self.size, :d] = x
-        self._X2[self.size, :d] = x * x
         np.minimum(self._low[:d], x, out=self._low[:d])
         np.maximum(self._high[:d], x, out=self._high[:d])
         shifted = x - self._shift[:d]
         self._sums[:d] += shifted
         self._squares[:d] += shifted * shifted
+        x = x[self._order]
+        self._X[self.size, :d] = x
+        self._X2[self.size, :d] = x * x
         self.size += 1
+
+    def _sort_columns(self, before: int) -> None:
+        """The hash order over every input, the first `before` of which the matrices hold in
+        the previous one: their columns move to their new places."""
+        old = self._order
+        self._order = np.argsort(self.index.hashes, kind="stable")
+        self._rank = np.empty_like(self._order)
+        self._rank[self._order] = np.arange(len(self._order))
+        if self.size and before:
+            for M in (self._X, self._X2):
+                held = M[: self.size, :before].copy()
+                M[: self.size, : len(self._order)] = 0.0
+                M[: self.size, self._rank[old]] = held
 
     def _grow(self, d: int) -> None:
         """Room for `d` inputs."""
@@ -111,15 +135,15 @@ class HeldRows:
             setattr(self, name, grown)
 
     def gammas(self) -> tuple[np.ndarray | float, str | None]:
-        """`gamma='scale'` on the rows held: one bandwidth per input (in column order), or 1/d
-        and why not. Cached until a row is added."""
+        """`gamma='scale'` on the rows held: one bandwidth per input (in the order of the name
+        hashes, as the matrix's columns), or 1/d and why not. Cached until a row is added."""
         if self._fitted is None or self._fitted[0] != self.size:
             self._fitted = (self.size, *self._fit())
         return self._fitted[1], self._fitted[2]
 
     def _fit(self) -> tuple[np.ndarray | float, str | None]:
         d = len(self.index)
-        order = self._hash_order()
+        order = self._order  # sums over inputs in this order do not depend on the keys' order
         spread = (self._high[:d] - self._low[:d])[order]
         median = _median(spread[spread > 0])
         d = max(d, 1)
@@ -142,27 +166,16 @@ class HeldRows:
             with np.errstate(over="ignore", divide="ignore"):  # absurd values are refused below
                 fitted = SCALE_FACTOR / (d * variance * spread**2)
             if variance > 0 and ((fitted > 0) & (fitted <= kernels.MAX_GAMMA)).all():
-                back = np.empty_like(fitted)
-                back[order] = fitted
-                return back, None
+                return fitted, None
         why = "do not vary" if median == 0 else f"vary by too little (median range {median:.3g})"
         return 1.0 / d, why
-
-    def _hash_order(self) -> np.ndarray:
-        """The columns in the order of their name hashes: sums over inputs in this order do not
-        depend on the order of the samples' keys."""
-        if len(self._order) != len(self.index):
-            self._order = np.argsort(self.index.hashes, kind="stable")
-        return self._order
 
     def fitted(self) -> tuple[dict | float, str | None]:
         """`gammas` as a dict of one bandwidth per input name, in the order of their hashes."""
         fitted, why = self.gammas()
         if why:
             return fitted, why
-        order = self._hash_order().tolist()
-        names, values = self.index.names, fitted.tolist()
-        return {names[j]: values[j] for j in order}, None
+        return dict(zip(self.names, fitted.tolist())), None
 
     def vote(self, names: list, values: np.ndarray, signs: np.ndarray, kernel: str) -> np.ndarray:
         """`sum_i y_i k(x, x_i) / n` over the held rows for each row of `values` (over
@@ -172,7 +185,7 @@ class HeldRows:
         gammas = np.full(X.shape[1], fitted) if why else fitted
         columns = self.index.lookup(names)
         Z = np.zeros((len(values), X.shape[1]))
-        Z[:, columns.known_columns] = values[:, columns.known]
+        Z[:, self._rank[columns.known_columns]] = values[:, columns.known]
         # Inputs the held rows never had add the same distance to every held row (at the
         # median bandwidth; with no input held yet, `_fit`'s fallback 1/1).
         spread = (_median(gammas) if len(gammas) else 1.0) if len(columns.unknown) else 0.0

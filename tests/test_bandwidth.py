@@ -43,16 +43,19 @@ def test_the_fit_does_not_depend_on_the_order_of_the_keys():
     rows = [{f"x{j}": float(v) for j, v in enumerate(rng.random(40) * rng.uniform(1, 9, 40))}
             for _ in range(60)]
     labels = [bool(r["x0"] > r["x1"]) for r in rows]
-    models = []
+    models, votes = [], []
     for shuffle in (False, True):
         model = AdvKernelSVM(warm_up=50, seed=0)
-        for x, y in zip(rows, labels):
+        for i, (x, y) in enumerate(zip(rows, labels)):
             if shuffle:
                 keys = list(x)
                 rng.shuffle(keys)
                 x = {k: x[k] for k in keys}
+            if i < 50:  # the warm-up's vote, at a sample not held yet
+                votes.append(model.decision_one(x))
             model.learn_one(x, y)
         models.append(model)
+    assert votes[:50] == votes[50:]
     # To the bit: the bandwidths, and so the whole model.
     assert models[0].fitted_gamma == models[1].fitted_gamma
     assert list(models[0].fitted_gamma) == list(models[1].fitted_gamma)
