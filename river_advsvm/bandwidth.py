@@ -18,18 +18,21 @@ import numpy as np
 
 from river_advsvm import inputs, kernels
 
-__all__ = ["SCALE_FACTOR", "HeldRows", "check_gamma", "median_gamma"]
+__all__ = ["OTHER_UNITS", "SCALE_FACTOR", "HeldRows", "check_gamma", "median_gamma"]
 
 #: `gamma='scale'` is this many times scikit-learn's `1 / (d Var X)` (see `AdvKernelSVM`).
 SCALE_FACTOR = 2.0
+#: `gamma='scale'`: an input whose range is this many times below the median range is in
+#: other units than the rest (see `HeldRows.gammas`).
+OTHER_UNITS = 10.0
 
 
 class HeldRows:
     """Held rows as a dense matrix over their inputs (absent inputs are 0), grown one row at a
     time with spare room, with what `gamma='scale'` fits on them kept up to date.
 
-    Per input `j`: its lowest and highest value over the rows (absent counts as 0), and the
-    sums of `x_ij - c_j` and of its square, shifted by `c_j`, the input's value in the row
+    Per input `j`: its lowest and highest value over the rows (absent counts as 0), how many
+    rows have it nonzero, and the sums of `x_ij - c_j` and of its square, shifted by `c_j`, the input's value in the row
     where it first appeared (so that an input far from 0 with a small range keeps its digits).
     These are kept in the order the inputs arrived (`index`).
 
@@ -51,7 +54,8 @@ class HeldRows:
         self._shift = np.zeros(16)
         self._sums = np.zeros(16)  # sum_i (x_ij - c_j)
         self._squares = np.zeros(16)  # sum_i (x_ij - c_j)^2
-        self._fitted: tuple[int, np.ndarray | float, str | None] | None = None
+        self._nonzero = np.zeros(16)  # rows with x_ij != 0
+        self._fitted: dict = {}  # other_units -> (rows, bandwidths, why): see gammas
         # The inputs in the order of their name hashes, and the place of each in that order.
         self._order = np.empty(0, dtype=np.intp)
         self._rank = np.empty(0, dtype=np.intp)
@@ -100,6 +104,7 @@ class HeldRows:
         shifted = x - self._shift[:d]
         self._sums[:d] += shifted
         self._squares[:d] += shifted * shifted
+        self._nonzero[:d] += x != 0
         x = x[self._order]
         self._X[self.size, :d] = x
         self._X2[self.size, :d] = x * x
@@ -128,20 +133,22 @@ class HeldRows:
             grown = np.zeros((len(old), columns), dtype=np.float32)
             grown[: self.size, : old.shape[1]] = old[: self.size]
             setattr(self, name, grown)
-        for name in ("_low", "_high", "_shift", "_sums", "_squares"):
+        for name in ("_low", "_high", "_shift", "_sums", "_squares", "_nonzero"):
             grown = np.zeros(columns)
             old = getattr(self, name)
             grown[: len(old)] = old
             setattr(self, name, grown)
 
-    def gammas(self) -> tuple[np.ndarray | float, str | None]:
+    def gammas(self, other_units: bool = True) -> tuple[np.ndarray | float, str | None]:
         """`gamma='scale'` on the rows held: one bandwidth per input (in the order of the name
-        hashes, as the matrix's columns), or 1/d and why not. Cached until a row is added."""
-        if self._fitted is None or self._fitted[0] != self.size:
-            self._fitted = (self.size, *self._fit())
-        return self._fitted[1], self._fitted[2]
+        hashes, as the matrix's columns), or 1/d and why not. Without `other_units`, every
+        range is floored at the median. Cached until a row is added."""
+        fitted = self._fitted.get(other_units)
+        if fitted is None or fitted[0] != self.size:
+            fitted = self._fitted[other_units] = (self.size, *self._fit(other_units))
+        return fitted[1], fitted[2]
 
-    def _fit(self) -> tuple[np.ndarray | float, str | None]:
+    def _fit(self, other_units: bool) -> tuple[np.ndarray | float, str | None]:
         d = len(self.index)
         order = self._order  # sums over inputs in this order do not depend on the keys' order
         spread = (self._high[:d] - self._low[:d])[order]
@@ -149,11 +156,16 @@ class HeldRows:
         d = max(d, 1)
         if median > 0:
             # Each input in units of its range, floored at the median range: inputs of
-            # different units become comparable, and one that barely varies is not blown up.
-            # Then twice scikit-learn's 1 / (d Var X) over every entry: one online pass learns
-            # better with the narrower kernel (measured on River's streams, digits and MNIST;
-            # see the gamma parameter of AdvKernelSVM).
-            spread = np.where(spread > 0, np.maximum(spread, median), median)
+            # different units become comparable, and inputs of one kind (pixels) share one
+            # scale, so that one that barely varied in the warm-up is not blown up. An input in
+            # other units, mostly nonzero and with a range below a tenth of the median (an age
+            # beside amounts of money), keeps its own. Then twice scikit-learn's 1 / (d Var X)
+            # over every entry: one online pass learns better with the narrower kernel
+            # (measured on River's streams, digits and MNIST; see the gamma parameter of
+            # AdvKernelSVM).
+            dense = 2 * self._nonzero[order] >= self.size
+            own = other_units & dense & (spread > 0) & (OTHER_UNITS * spread < median)
+            spread = np.where(own, spread, np.maximum(spread, median))
             n = self.size
             offset = self._shift[order] / spread  # c_j / s_j
             sums = self._sums[order] / spread
@@ -181,7 +193,8 @@ class HeldRows:
         """`sum_i y_i k(x, x_i) / n` over the held rows for each row of `values` (over
         `names`), with the bandwidths fitted on them."""
         X = self.matrix
-        fitted, why = self.gammas()
+        # (Too few rows yet to tell an input in other units from a pixel barely lit.)
+        fitted, why = self.gammas(other_units=False)
         gammas = np.full(X.shape[1], fitted) if why else fitted
         columns = self.index.lookup(names)
         Z = np.zeros((len(values), X.shape[1]))

@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 
 from river_advsvm import adversary, bandwidth, budget as rf, certify, checkpoint, inputs, kernels
-from river_advsvm.bandwidth import SCALE_FACTOR
+from river_advsvm.bandwidth import OTHER_UNITS, SCALE_FACTOR
 from river_advsvm.margin import MarginClassifier
 
 __all__ = ["AdvKernelSVM"]
@@ -71,7 +71,9 @@ class AdvKernelSVM(MarginClassifier):
         then `exp(-sum_j gamma_j (x_j - x'_j)^2)`, and features the dict lacks take its
         median); or 'scale', which fits such a dict on the first `warm_up` labelled samples:
         each input is measured in units of its range over the warm-up (floored at the median
-        range, so that an input that barely varies is not blown up), and twice scikit-learn's
+        range, so that an input that barely varies is not blown up, except for a mostly
+        nonzero input whose range is below a tenth of the median: another unit, an age beside
+        amounts of money), and twice scikit-learn's
         'scale', `2 / (d Var X)` over all `d` inputs, is taken in those units. Raw inputs of
         different units (a salary and an age) are thus put on one footing, as a scaler in
         front would. The factor 2 was measured: one online pass learns better with a kernel

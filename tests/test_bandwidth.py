@@ -10,11 +10,13 @@ from test_validation import fingerprint
 from river_advsvm import AdvKernelSVM, bandwidth
 
 
-def dense_fit(X: np.ndarray) -> np.ndarray:
+def dense_fit(X: np.ndarray, other_units: bool = True) -> np.ndarray:
     """gamma='scale' on a dense matrix, as the docs define it (absent inputs are 0)."""
     spread = X.max(axis=0) - X.min(axis=0)
     median = float(np.median(spread[spread > 0]))
-    spread = np.where(spread > 0, np.maximum(spread, median), median)
+    dense = 2 * np.count_nonzero(X, axis=0) >= len(X)
+    own = other_units & dense & (spread > 0) & (bandwidth.OTHER_UNITS * spread < median)
+    spread = np.where(own, spread, np.maximum(spread, median))
     return bandwidth.SCALE_FACTOR / (X.shape[1] * float((X / spread).var()) * spread**2)
 
 
@@ -32,10 +34,11 @@ def test_the_running_statistics_fit_what_the_dense_matrix_does(seed):
     for x in X:
         present = np.flatnonzero(x != 0)
         rows.append(present.tolist(), x[present], hashes)
-    fitted, why = rows.gammas()
-    assert why is None
     columns = [rows.names.index(j) for j in range(d)]
-    np.testing.assert_allclose(fitted[columns], dense_fit(X), rtol=1e-9)
+    for other_units in (True, False):
+        fitted, why = rows.gammas(other_units)
+        assert why is None
+        np.testing.assert_allclose(fitted[columns], dense_fit(X, other_units), rtol=1e-9)
 
 
 def test_the_fit_does_not_depend_on_the_order_of_the_keys():
@@ -72,7 +75,7 @@ def test_the_vote_is_the_kernel_vote_of_the_held_rows(kernel):
         model.learn_one(dict(zip(names, x.tolist())), bool(x[0] > 0.5))
     assert model.n_held == 30 and model.n_learned == 0
     z = {**dict(zip(names, rng.random(5).tolist())), "new": 0.3}
-    gammas = dense_fit(X)
+    gammas = dense_fit(X, other_units=False)  # (the vote floors every range)
     q = np.array([z[n] for n in names])
     if kernel == "rbf":
         distances = ((X - q) ** 2) @ gammas + 0.3**2 * np.median(gammas)
