@@ -4,9 +4,10 @@ meanwhile.
 
 The warm-up costs each sample about what a step of a model of that many support vectors
 costs: the held rows keep running statistics per input (range, shifted sums of values and
-squares), from which the bandwidths follow in O(inputs), and the vote is two float32
-matrix-vector products, with the held rows and with their squares. Inputs are reduced over in the order of their name hashes, as the model stores
-them: the fitted bandwidths do not depend on the order of a sample's keys.
+squares, nonzero counts), from which the bandwidths follow in O(inputs), and the vote is
+two float32 matrix-vector products, with the held rows and with their squares. Inputs are
+reduced over in the order of their name hashes, as the model stores them: the fitted
+bandwidths, and the vote, do not depend on the order of a sample's keys.
 
 """
 
@@ -32,8 +33,9 @@ class HeldRows:
     time with spare room, with what `gamma='scale'` fits on them kept up to date.
 
     Per input `j`: its lowest and highest value over the rows (absent counts as 0), how many
-    rows have it nonzero, and the sums of `x_ij - c_j` and of its square, shifted by `c_j`, the input's value in the row
-    where it first appeared (so that an input far from 0 with a small range keeps its digits).
+    rows have it nonzero, and the sums of `x_ij - c_j` and of its square, shifted by `c_j`,
+    the input's value in the row where it first appeared (so that an input far from 0 with a
+    small range keeps its digits).
     These are kept in the order the inputs arrived (`index`).
 
     The matrix, and the matrix of its squares, have their columns in the order of the name

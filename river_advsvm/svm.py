@@ -480,7 +480,8 @@ class AdvKernelSVM(MarginClassifier):
             fitted = scalars["gamma_by_name"]
             if len(fitted) > self.max_features:
                 raise ValueError("too many fitted bandwidths")
-            self._gamma_by_name = bandwidth.check_gamma({inputs.decode_name(n): g for n, g in fitted})
+            self._gamma_by_name = bandwidth.check_gamma(
+                {inputs.decode_name(n): g for n, g in fitted})
         gamma = scalars["gamma"]
         self._gamma = None if gamma is None else float(gamma)
         self.kernel_radius = float(scalars.get("kernel_radius", 0.0))
