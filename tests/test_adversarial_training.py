@@ -222,6 +222,9 @@ def looks_constant(block: list, min_share: float) -> bool:
     fewest, most = sorted((labels.count(1.0), labels.count(-1.0)))
     if fewest < min_share * len(block):
         return False
+    predicted_positive = sum(g > 0 for _, g, _ in block)
+    if min(predicted_positive, len(block) - predicted_positive) <= 0.02 * len(block):
+        return True
     right = sum((g > 0) == (lab > 0) for lab, g, _ in block)
     spread = np.std([g - b for _, g, b in block])
     slack = 0.05 * len(block)
@@ -240,6 +243,18 @@ def test_the_watch_agrees_with_the_blocks_recomputed(samples, block, blocks, wig
         full = [samples[j:j + block] for j in range(0, i + 2 - block, block)]
         expected = len(full) >= blocks and all(looks_constant(b, 0.2) for b in full[-blocks:])
         assert watch.collapsed == expected
+
+
+def test_decisions_for_one_class_are_a_collapse_however_f_varies():
+    rng = np.random.default_rng(0)
+    watch = CollapseWatch()
+    for _ in range(2 * watch.block):  # f spread far past the flat threshold, all negative
+        watch.update(rng.choice([-1.0, 1.0]), -0.2 - abs(rng.normal()), -0.1)
+    assert watch.collapsed
+    for _ in range(watch.block):  # one block deciding both ways ends it
+        label = rng.choice([-1.0, 1.0])
+        watch.update(label, label * abs(rng.normal()), 0.0)
+    assert not watch.collapsed
 
 
 def test_a_label_flip_is_not_a_collapse():
