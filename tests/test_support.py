@@ -565,6 +565,9 @@ def hostile_states(store):
     variant("count as a string", n_merges="3")
     variant("missing field", degradation=None)
     variant("negative degradation", degradation=-1.0)
+    variant("reprocess cursor past the vectors", cursor=size)
+    variant("negative reprocess cursor", cursor=-1)
+    variant("reprocess cursor as a float", cursor=1.0)
     variant("more input columns than the model", n_inputs=n + 1)
     variant("a million columns claimed", n_inputs=10**6)
     out.append(("missing arrays", dict(scalars), {}, n))
@@ -707,6 +710,102 @@ def test_one_partner_in_floats_is_the_vectorised_solve(A):
         assert loss1 == pytest.approx(loss, rel=1e-9, abs=1e-12 * (A + b) ** 2)
 
 
+# -- reprocess --------------------------------------------------------------------------------------
+
+
+def learn_and_reprocess(store, X, y, step=0.5, shrink=0.999, repeats=2):
+    """`learn`, with `repeats` reprocess steps after each sample (bias fixed at 0)."""
+    for x, label in zip(X, y):
+        margin = label * store.value(x)
+        store.scale(shrink)
+        if margin < 1:
+            store.add(step * label)
+        for _ in range(repeats):
+            store.reprocess(0.0, step)
+
+
+@pytest.mark.parametrize("kernel,policy,dtype", KINDS)
+@pytest.mark.parametrize("d", [3, support.GRAM_MIN_INPUTS])
+def test_reprocess_steps_where_the_brute_force_margin_says(kernel, policy, dtype, d):
+    """Each call visits the next stored vector, and grows its coefficient by `step y_j` exactly
+    when the margin recomputed from all vectors is in [floor, 1); the norm follows."""
+    X, y = stream(n=300, d=d)
+    gamma = 2.0 * 3 / d
+    store = new_store(kernel, gamma=gamma, budget=25, policy=policy, dtype=dtype, d=d)
+    learn_and_reprocess(store, X[:200], y[:200])
+    assert store.size == 25 and store.n_merges + store.n_removals > 0
+    assert ("gram" in store.state()[1]) == (d >= support.GRAM_MIN_INPUTS)
+    rtol = 1e-5 if dtype == "float32" else 1e-12
+    bias, step = 0.1, 0.25
+    outcomes = set()
+    for slack in np.resize([-0.2, 0.5, 2.5], 3 * store.size + 1):
+        j = store._cursor if store._cursor < store.size else 0
+        before = store.coefficients
+        x_j = store.vectors[j].astype(np.float64)
+        y_j = math.copysign(1.0, before[j])
+        margin = y_j * (exact_values(store, x_j[None])[0] + bias) - slack
+        tie = rtol * np.abs(before).sum()  # a tie within rounding may go either way
+        got = store.reprocess(bias, step, slack)
+        expected = before.copy()
+        floor = support._REPROCESS_FLOOR
+        if got:
+            assert got == y_j and floor - tie <= margin < 1.0 + tie
+            expected[j] += step * y_j
+            outcomes.add("stepped")
+        else:
+            assert margin < floor + tie or margin >= 1.0 - tie
+            outcomes.add("too wrong" if margin < floor else "beyond the margin")
+        np.testing.assert_allclose(store.coefficients, expected, rtol=1e-12,
+                                   atol=1e-12 * np.abs(before).sum())
+        assert store.norm == pytest.approx(exact_norm(store), rel=1e-5 if dtype == "float32"
+                                           else 1e-9)
+    assert outcomes == {"stepped", "too wrong", "beyond the margin"}
+
+
+def test_reprocess_visits_every_vector_in_turn_and_keeps_the_label_of_its_sign():
+    store = new_store(budget=None)
+    # Far apart (k = exp(-18) between them): each margin is its own coefficient.
+    points = [([0.0, 0.0, 0.0], 1.0), ([3.0, 0.0, 0.0], -1.0), ([0.0, 3.0, 0.0], 1.0)]
+    for x, c in points:
+        store.value(np.array(x))
+        store.add(0.01 * c)
+    store.negate()  # f <- -f: the labels flip with the sign of s a_j
+    labels = [store.reprocess(0.0, 0.5) for _ in range(9)]
+    assert labels == [-1.0, 1.0, -1.0] * 2 + [0.0] * 3  # margins 0.01, 0.51, then 1.01
+    np.testing.assert_allclose(store.coefficients, [-1.01, 1.01, -1.01])
+    assert store.norm == pytest.approx(exact_norm(store), rel=1e-12)
+    assert new_store().reprocess(0.0, 0.5) == 0.0
+
+
+def test_value_then_reprocess_refuses_a_stale_add():
+    """`add` after a reprocess step would use the sum over the old coefficients."""
+    X, y = stream(n=20)
+    store = new_store()
+    learn(store, X, y)
+    store.value(X[0])
+    # Until the first step: a visit that takes none changes nothing, and `add` may follow it.
+    steps = [store.reprocess(0.0, 0.5, slack) for slack in np.linspace(-2, 2, 4 * store.size)]
+    assert any(steps)
+    with pytest.raises(RuntimeError):
+        store.add(1.0)
+    store.value(X[0])
+    store.add(1.0)
+
+
+@pytest.mark.parametrize("kernel,policy,dtype", KINDS)
+def test_restored_store_reprocesses_bit_for_bit(kernel, policy, dtype):
+    X, y = stream(n=600)
+    store = new_store(kernel, budget=20, policy=policy, dtype=dtype)
+    learn_and_reprocess(store, X[:301], y[:301], repeats=3)
+    assert store.state()[0]["cursor"] != 0
+    twin = clone(store)
+    learn_and_reprocess(store, X[301:], y[301:], repeats=3)
+    learn_and_reprocess(twin, X[301:], y[301:], repeats=3)
+    assert store.state()[0] == twin.state()[0]
+    for name, array in store.state()[1].items():
+        np.testing.assert_array_equal(twin.state()[1][name], array)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     A=st.floats(0.01, 2.0),
@@ -731,3 +830,21 @@ def test_the_tabulated_bound_is_the_equal_coefficient_merge():
     assert (np.diff(L) >= 0).all() and L[0] == 0.0 and L[-1] == pytest.approx(1.0)
     small = grid <= 2.0  # the midpoint, in closed form
     np.testing.assert_allclose(L[small], 2 * np.expm1(-grid[small] / 2) ** 2, atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.lists(st.floats(-1e6, 1e6), min_size=3, max_size=3),
+                            st.booleans()), min_size=1, max_size=60),
+    repeats=st.integers(0, 5),
+    gamma=st.floats(1e-3, 1e3),
+    step=st.floats(1e-3, 10.0),
+)
+def test_learning_with_reprocess_stays_finite(rows, repeats, gamma, step):
+    store = new_store(gamma=gamma, budget=8, dtype="float32")
+    X = np.array([r for r, _ in rows])
+    y = np.array([1.0 if label else -1.0 for _, label in rows])
+    learn_and_reprocess(store, X, y, step=step, repeats=repeats)
+    assert np.isfinite(store.coefficients).all() and math.isfinite(store.norm)
+    assert np.isfinite(store.values(X)).all()
+    assert store.size <= 8

@@ -169,3 +169,45 @@ def test_checkpoint_with_the_kept_kernel_exponents_continues_bit_for_bit(dtype, 
     for x, label in zip(X[150:], y[150:]):
         loaded.learn_one(dict(enumerate(x)), label)
     assert_same_state(model, loaded)
+
+
+# -- reprocess --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [-1, 101, 1.0, True, "1", None])
+def test_reprocess_must_be_a_small_int(bad):
+    with pytest.raises(ValueError, match="reprocess"):
+        AdvKernelSVM(reprocess=bad)
+
+
+@pytest.mark.parametrize("d", [3, 130])
+def test_checkpoint_between_reprocess_steps_continues_bit_for_bit(d, tmp_path):
+    """The round-robin cursor is saved: a restored model reprocesses the same vectors next."""
+    X = np.random.default_rng(7).random((400, d))
+    y = X[:, 0] + np.sin(4 * X[:, 1]) > 1.0
+    model = AdvKernelSVM(budget=16, gamma=4.0 / d, reprocess=3, seed=1)
+    cut = 200
+    model.learn_many(X[:cut], y[:cut])
+    while model._store.state()[0]["cursor"] == 0:  # (saved mid-round)
+        model.learn_many(X[cut : cut + 1], y[cut : cut + 1])
+        cut += 1
+    scalars, arrays = model._store.state()
+    assert model._store.n_merges > 0
+    assert ("gram" in arrays) == (d >= 128)
+    model.save(tmp_path / "model.ckpt")
+    loaded = AdvKernelSVM.load(tmp_path / "model.ckpt")
+    model.learn_many(X[cut:], y[cut:])
+    for x, label in zip(X[cut:], y[cut:]):
+        loaded.learn_one(dict(enumerate(x)), label)
+    assert_same_state(model, loaded)
+
+
+def test_reprocess_zero_takes_no_reprocess_step(monkeypatch):
+    from river_advsvm.support import SupportVectors
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("reprocess=0 must not reprocess")
+
+    monkeypatch.setattr(SupportVectors, "reprocess", refuse)
+    X = np.random.default_rng(3).random((100, 3))
+    AdvKernelSVM(budget=8, gamma=4.0, reprocess=0, seed=1).learn_many(X, X[:, 0] > 0.5)
