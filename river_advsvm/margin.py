@@ -455,8 +455,9 @@ class MarginClassifier(base.MiniBatchClassifier):
         if self._collapse.collapsed and not was_collapsed:
             warnings.warn(
                 f"{type(self).__name__} predicts a constant: over its last "
-                f"{self._collapse.window} samples f(x) was flat and the decisions no better "
-                "than a guess (see `collapsed`)", collapse.CollapseWarning, stacklevel=4)
+                f"{self._collapse.window} samples f(x) was flat (or never outweighed the bias) "
+                "and the decisions no better than a guess (see `collapsed`)",
+                collapse.CollapseWarning, stacklevel=4)
         self._step(v, sign, g, self._n_learned, names)
         self._calibration.update_one(g, sign)
         self._n_learned += 1
@@ -482,8 +483,9 @@ class MarginClassifier(base.MiniBatchClassifier):
     def collapsed(self) -> bool:
         """True when the model has collapsed to a constant: over its last 256 learned samples
         (two blocks of 128), each label was at least a tenth, `f(x) = g(x) - b` varied by less
-        than 0.1 (a model that learns anything spreads its decisions far more), and the
-        decisions were right no more often than a constant guess (see
+        than 0.1 (a model that learns anything spreads its decisions far more) or never
+        outweighed the bias (all but 5% of the decisions of one sign), and the decisions were
+        right no more often than a constant guess (see
         `river_advsvm.collapse`).
         A warning (`river_advsvm.collapse.CollapseWarning`) is issued when it happens; the
         robustness monitor raises an alert."""

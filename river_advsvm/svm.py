@@ -127,8 +127,9 @@ class AdvKernelSVM(MarginClassifier):
         `ε'` for the inputs of the last sample learned (its feature names, zero-valued ones
         included: the coordinates an attacker may move).
     collapsed
-        True when, over the last 256 samples, `f` was flat and the decisions no better than a
-        constant guess (a `CollapseWarning` is issued when it happens).
+        True when, over the last 256 samples, `f` was flat (or never outweighed the bias) and
+        the decisions no better than a constant guess (a `CollapseWarning` is issued when it
+        happens).
 
     Examples
     --------

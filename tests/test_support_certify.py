@@ -301,7 +301,8 @@ def test_the_exponential_bound_certifies_where_the_curvature_bound_cannot(digits
     right = seen["margins"] > 0
     X, m = seen["X"][right], seen["margins"][right]
     arguments = (seen["store"], X, m, "linf", 0.1, seen["bias"], seen["scale"], (0.0, 1.0))
-    exponential, taylor = bound_values("exponential", *arguments), bound_values("taylor", *arguments)
+    exponential = bound_values("exponential", *arguments)
+    taylor = bound_values("taylor", *arguments)
     assert np.median(m - taylor) > 2 * np.median(m - exponential)
     assert np.mean(exponential > 0) > 0.85 > 0.5 > np.mean(taylor > 0)
     assert np.mean(radii >= 0.1) >= np.mean(exponential > 0) * right.mean() - 1e-12
