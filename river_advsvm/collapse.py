@@ -4,16 +4,17 @@ A model whose decisions no longer depend on the input predicts no better than a 
 over-regularised step (or an adversarial term too large for the data) flattens `f`, and the
 bias, which wanders with the labels, sets the decisions. `CollapseWatch` cuts the learned
 samples into blocks of `block` and judges each block once it is full (O(1) a sample). A block
-looks constant when each label is at least `min_share` of it and both hold:
+looks constant when each label is at least `min_share` of it and either
 
-- `f` is flat: the input's part of the decisions, `f(x) = g(x) - b`, varies over the block by
-  less than `MIN_SPREAD` (standard deviation), a tenth of the unit margin the hinge loss asks
-  of each side; a model that learns anything spreads its decisions by far more. Or the
-  decisions have one sign, all but `SLACK` of them: `f` may vary more than that and still
-  never outweigh the bias (measured: CIFAR automobile vs truck trained at L-inf 0.1, `f`
-  spread 0.13-0.15 under a bias of +-0.8, every decision of one sign);
-- the decisions are right about as often as a constant guess would be: no more than the
-  majority label's share, no less than the minority's (each give or take `SLACK`).
+- the decisions are one-sided: all but `ONE_SIDED` of them (2%) predict the same class, so the
+  model is wrong on nearly all of the other class; or
+- `f` is flat and the decisions are right about as often as a constant guess would be. Flat:
+  the input's part of the decisions, `f(x) = g(x) - b`, varies over the block by less than
+  `MIN_SPREAD` (standard deviation), a tenth of the unit margin the hinge loss asks of each
+  side; a model that learns anything spreads its decisions by far more. As often as a guess:
+  no more than the majority label's share, no less than the minority's (give or take
+  `SLACK`). This catches a flat model whose bias, wandering with the labels, flips its
+  decisions between the classes.
 
 The model has collapsed when the last `blocks` blocks all look constant. A model that is wrong
 for a while (the concept changed) is not flat: its `f` still varies with the input.
@@ -38,21 +39,24 @@ False
 
 from __future__ import annotations
 
-__all__ = ["MIN_SPREAD", "SLACK", "CollapseWarning", "CollapseWatch"]
+__all__ = ["MIN_SPREAD", "ONE_SIDED", "SLACK", "CollapseWarning", "CollapseWatch"]
 
 #: `f(x)` varying less than this (standard deviation over a block) is flat.
 MIN_SPREAD = 0.1
+#: The largest share of a block's decisions for the rarer class that still counts as one-sided.
+ONE_SIDED = 0.02
 #: How far from a constant guess's accuracy a block's accuracy may be and still look constant.
 SLACK = 0.05
 
 
 class CollapseWarning(RuntimeWarning):
-    """A model's `f` has been flat, and its decisions no better than a constant guess, for
-    several blocks of samples in which both labels arrived."""
+    """A model's decisions have been those of a constant (one-sided, or flat and no better than
+    a guess) for several blocks of samples in which both labels arrived."""
 
 
 class CollapseWatch:
-    """Per-block sums of the learned samples: labels, right signs, `f(x)` and its square.
+    """Per-block sums of the learned samples: labels, decisions, right signs, `f(x)` and its
+    square.
 
     Parameters
     ----------
@@ -74,7 +78,7 @@ class CollapseWatch:
 
     def _start_block(self) -> None:
         self._positive = 0
-        self._decided_positive = 0
+        self._predicted_positive = 0
         self._right = 0
         self._sum = 0.0
         self._squares = 0.0
@@ -91,7 +95,7 @@ class CollapseWatch:
         positive = label > 0
         f = margin - bias
         self._positive += positive
-        self._decided_positive += margin > 0
+        self._predicted_positive += margin > 0
         self._right += (margin > 0) == positive
         self._sum += f
         self._squares += f * f
@@ -105,12 +109,12 @@ class CollapseWatch:
         fewest, most = sorted((self._positive, n - self._positive))
         if fewest < self.min_share * n:
             return False
+        if min(self._predicted_positive, n - self._predicted_positive) <= ONE_SIDED * n:
+            return True
         mean = self._sum / n
         variance = max(self._squares / n - mean * mean, 0.0)
         slack = SLACK * n
-        one_sign = max(self._decided_positive, n - self._decided_positive) >= n - slack
-        flat = variance < MIN_SPREAD**2 or one_sign
-        return flat and fewest - slack <= self._right <= most + slack
+        return variance < MIN_SPREAD**2 and fewest - slack <= self._right <= most + slack
 
     @property
     def collapsed(self) -> bool:

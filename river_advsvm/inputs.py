@@ -21,6 +21,7 @@ appearance. Column order is bookkeeping only: nothing random depends on it (see 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import numbers
@@ -40,6 +41,7 @@ __all__ = [
     "dict_values",
     "encode_name",
     "frame_values",
+    "key_hash",
 ]
 
 #: Largest accepted absolute feature value (see the module docstring for why it is enough).
@@ -117,6 +119,34 @@ def encode_name(name) -> list:
         raise InvalidInput(f"feature name {describe(name)} is longer than {MAX_NAME_LENGTH} "
                            "characters", "bad_name")
     return encoded
+
+
+# Hashes of str and int names seen lately: a model rebuilt from a checkpoint (a group's fold,
+# a restart) hashes the same names again. Bounded: an endless stream of new names is not kept.
+_HASHES: dict = {}
+_CACHED_TYPES = (str, int)
+_MAX_CACHED_HASHES = 1 << 16
+
+
+def key_hash(key) -> int:
+    """A 64-bit hash of a feature name that is stable across processes and platforms.
+
+    Python's `hash()` of a str changes from one process to the next, so it cannot name a
+    column in a checkpoint; this hashes the name's canonical encoding (`encode_name`),
+    under which numpy scalars hash like the Python values they equal. Raises `InvalidInput`
+    for a name that has no encoding.
+    """
+    exact = type(key) in _CACHED_TYPES  # not bool or float: 1, 1.0 and True hash apart
+    if exact and (known := _HASHES.get(key)) is not None:
+        return known
+    canonical = json.dumps(encode_name(key), separators=(",", ":"))
+    digest = hashlib.blake2b(canonical.encode(), digest_size=8).digest()
+    value = int.from_bytes(digest, "little")
+    if exact:
+        if len(_HASHES) >= _MAX_CACHED_HASHES:
+            _HASHES.clear()
+        _HASHES[key] = value
+    return value
 
 
 def decode_name(encoded):
@@ -367,8 +397,6 @@ class FeatureIndex:
         """Stable hashes of `names`; raises `InvalidInput` for a name that cannot be hashed."""
         if not names:
             return _NO_HASHES
-        from river_advsvm.kernels import key_hash
-
         return np.fromiter((key_hash(n) for n in names), dtype=np.uint64, count=len(names))
 
     def add(self, names: list, hashes: np.ndarray) -> None:

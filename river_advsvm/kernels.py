@@ -13,20 +13,15 @@ coefficients only.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 
 import numpy as np
-
-from river_advsvm.inputs import encode_name
 
 __all__ = [
     "KERNELS",
     "NORMS",
     "adversarial_radius",
     "feature_seeds",
-    "key_hash",
     "kernel_value",
     "largest_distance",
     "min_kernel_value",
@@ -63,19 +58,6 @@ def _splitmix64(z: np.ndarray) -> np.ndarray:
 def _to_unit_interval(bits: np.ndarray) -> np.ndarray:
     """Map 64 random bits to a float in the open interval (0, 1)."""
     return ((bits >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0**-53
-
-
-def key_hash(key) -> int:
-    """A 64-bit hash of a feature name that is stable across processes and platforms.
-
-    Python's `hash()` of a str changes from one process to the next, so it cannot name a
-    column in a checkpoint; this hashes the name's canonical encoding (`inputs.encode_name`),
-    under which numpy scalars hash like the Python values they equal. Raises `InvalidInput`
-    for a name that has no encoding.
-    """
-    canonical = json.dumps(encode_name(key), separators=(",", ":"))
-    digest = hashlib.blake2b(canonical.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little")
 
 
 def feature_seeds(seed: int, feature_ids: np.ndarray) -> np.ndarray:

@@ -1,5 +1,5 @@
 """What the binary margin classifiers of this package share: labels, inputs, probabilities,
-the one/many API around a numpy core, step sizes, and checkpoints.
+the one/many API around a numpy core and step sizes (checkpoints: `model_checkpoint`).
 
 A subclass implements the model on float arrays (`_row_margin` and `_step` for learning, one
 row at a time; `_decision_block` and `_gradient_block` for inference on many rows); this class
@@ -22,8 +22,10 @@ import warnings
 import numpy as np
 from river import base
 
-from river_advsvm import calibration, checkpoint, collapse, inputs
+from river_advsvm import calibration, collapse, inputs
 from river_advsvm.kernels import NORMS
+from river_advsvm.labels import as_label, classes_after
+from river_advsvm.model_checkpoint import CheckpointMixin
 
 __all__ = ["MAX_FEATURES_LIMIT", "MarginClassifier"]
 
@@ -32,9 +34,6 @@ SCHEDULES = ("constant", "diminishing")
 ROWS_PER_CHUNK = 1024
 #: The largest `max_features` a model accepts (the bound behind `inputs.MAX_ABS_VALUE`).
 MAX_FEATURES_LIMIT = 1_000_000
-#: The largest bias a checkpoint may hold: a bias beyond any input's magnitude is not one
-#: learning reaches, and far below it margins and their gradients stay finite.
-MAX_ABS_BIAS = inputs.MAX_ABS_VALUE
 
 
 def _check_names(names) -> None:
@@ -66,23 +65,6 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
-def _as_label(y):
-    if isinstance(y, np.generic):
-        y = y.item()
-    if isinstance(y, bool) or isinstance(y, str):
-        return y
-    if isinstance(y, numbers.Integral):
-        return int(y)
-    if isinstance(y, numbers.Real):
-        if math.isfinite(y):
-            return float(y)
-        raise inputs.InvalidInput(f"label {inputs.describe(y)} is not allowed: a number label "
-                                  "must be finite", "bad_label")
-    raise inputs.InvalidInput(
-        f"label {inputs.describe(y)} is not supported: use a bool, a number or a str",
-        "bad_label")
-
-
 class _Rows:
     """Samples to learn or predict: runs of rows that share their feature names."""
 
@@ -108,7 +90,7 @@ class _Rows:
         return sum(len(values) for _, values in self.runs)
 
 
-class MarginClassifier(base.MiniBatchClassifier):
+class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
     """Base class of `AdvKernelSVM` and `AdvLinearSVM`: a binary classifier with a margin `g(x)`.
 
     The positive class is `True` for boolean labels, otherwise the larger of the two labels
@@ -195,12 +177,6 @@ class MarginClassifier(base.MiniBatchClassifier):
     def _negate(self) -> None:
         raise NotImplementedError
 
-    def _model_state(self) -> tuple[dict, dict]:
-        raise NotImplementedError
-
-    def _restore_model_state(self, scalars: dict, arrays: dict) -> None:
-        raise NotImplementedError
-
     def _unstarted_margins(self, names: list, values: np.ndarray) -> np.ndarray:
         """Margins before the first step (a warm-up may predict from the rows it holds)."""
         return np.full(len(values), self._bias)
@@ -232,33 +208,12 @@ class MarginClassifier(base.MiniBatchClassifier):
         """`(negative, positive)` once two labels are known; before that, what has been seen."""
         return tuple(self._labels)
 
-    def _classes_after(self, labels: typing.Iterable, classes: list | None = None) -> list:
-        classes = list(self._labels if classes is None else classes)
-        for y in dict.fromkeys(labels):
-            if y in classes:
-                continue
-            if not classes:
-                classes = [False, True] if isinstance(y, bool) else [y]
-            elif len(classes) == 1:
-                pair = [classes[0], y]
-                try:
-                    pair.sort()
-                except TypeError:
-                    pass  # unorderable labels: the first one seen is the negative class
-                classes = pair
-            else:
-                raise inputs.InvalidInput(
-                    f"label {y!r} would be a third class, this binary classifier knows "
-                    f"{list(classes)}; for more classes, wrap it in river_advsvm.multiclass.OneVsRest",
-                    "third_class")
-        return classes
-
     def _see_label(self, y) -> bool:
         """Make `y` a known class (validated beforehand), flipping the model if need be; whether
         it was flipped."""
         if y in self._labels:
             return False
-        classes = self._classes_after([y])
+        classes = classes_after(self._labels, [y])
         flipped = len(self._labels) == 1 and classes[0] == self._labels[0]
         if flipped:
             self._negate()  # the provisional positive label is the negative one
@@ -267,7 +222,7 @@ class MarginClassifier(base.MiniBatchClassifier):
 
     def sign_of(self, y) -> float:
         """+1.0 for the positive class, -1.0 for the negative one."""
-        y = _as_label(y)
+        y = as_label(y)
         if y not in self._labels:
             raise inputs.InvalidInput(f"label {y!r} is not one of {list(self.classes)}",
                                       "unknown_label")
@@ -332,9 +287,9 @@ class MarginClassifier(base.MiniBatchClassifier):
         Returns each row's margin before its step, the calibration scale at that time and the
         classes known then.
         """
-        labels = [None if y is None and predict_only_ok else _as_label(y) for y in labels]
+        labels = [None if y is None and predict_only_ok else as_label(y) for y in labels]
         if not all(y is None or y in self._labels for y in labels):
-            self._classes_after([y for y in labels if y is not None])
+            classes_after(self._labels, [y for y in labels if y is not None])
         hashes = self._check_new_inputs(rows, labels)
 
         margins = np.empty(len(labels))
@@ -455,8 +410,8 @@ class MarginClassifier(base.MiniBatchClassifier):
         if self._collapse.collapsed and not was_collapsed:
             warnings.warn(
                 f"{type(self).__name__} predicts a constant: over its last "
-                f"{self._collapse.window} samples f(x) was flat (or never outweighed the bias) "
-                "and the decisions no better than a guess (see `collapsed`)",
+                f"{self._collapse.window} samples its decisions were one class, or f(x) was "
+                "flat and they were no better than a guess (see `collapsed`)",
                 collapse.CollapseWarning, stacklevel=4)
         self._step(v, sign, g, self._n_learned, names)
         self._calibration.update_one(g, sign)
@@ -482,11 +437,10 @@ class MarginClassifier(base.MiniBatchClassifier):
     @property
     def collapsed(self) -> bool:
         """True when the model has collapsed to a constant: over its last 256 learned samples
-        (two blocks of 128), each label was at least a tenth, `f(x) = g(x) - b` varied by less
-        than 0.1 (a model that learns anything spreads its decisions far more) or never
-        outweighed the bias (all but 5% of the decisions of one sign), and the decisions were
-        right no more often than a constant guess (see
-        `river_advsvm.collapse`).
+        (two blocks of 128), each label was at least a tenth, and in each block either all but
+        2% of the decisions were for one class, or `f(x) = g(x) - b` varied by less than 0.1 (a
+        model that learns anything spreads its decisions far more) and the decisions were
+        right no more often than a constant guess (see `river_advsvm.collapse`).
         A warning (`river_advsvm.collapse.CollapseWarning`) is issued when it happens; the
         robustness monitor raises an alert."""
         return self._collapse.collapsed
@@ -661,118 +615,3 @@ class MarginClassifier(base.MiniBatchClassifier):
         features 0..d-1."""
         names, values = inputs.frame_values(X, missing_ok=True)
         return self._certified(names, values, list(y), norm, bounds)
-
-    # -- checkpoints ----------------------------------------------------------------------------
-
-    def to_checkpoint(self, extra: dict | None = None) -> tuple[dict, dict]:
-        """The model as checkpoint metadata and arrays (see `save`)."""
-        scalars, arrays = self._model_state()
-        state = {
-            "names": [inputs.encode_name(n) for n in self._index.names],
-            "labels": list(self._labels),
-            "bias": self._bias,
-            "n_learned": self._n_learned,
-            "started": self._started,
-            "temperature": [self._calibration.scale, self._calibration.grad_squares],
-            "held": [[[inputs.encode_name(n) for n in names], row.tolist(), y]
-                     for names, row, y in self._held],
-            "model": scalars,
-        }
-        meta = {
-            "class": type(self).__name__,
-            "params": self._get_params(),
-            "state": state,
-            "extra": extra or {},
-        }
-        return meta, arrays
-
-    @classmethod
-    def from_checkpoint(cls, meta: dict, arrays: dict) -> typing.Self:
-        """Rebuild a model from `to_checkpoint`'s output; raises `CheckpointError` if invalid.
-
-        Every parameter and size is checked against the bounds the model enforces while
-        learning before anything large is allocated, so a hostile checkpoint cannot make the
-        reader allocate more than a model could legitimately hold.
-        """
-        try:
-            model = cls._unlearned(meta)
-            state = meta["state"]
-            names = [inputs.decode_name(n) for n in state["names"]]
-            if len(names) > model.max_features:
-                raise ValueError(f"{len(names)} inputs, more than max_features")
-            if len(set(names)) != len(names):
-                raise ValueError("duplicate feature names")
-            labels = [_as_label(y) for y in state["labels"]]
-            if len(labels) > 2 or len(set(labels)) != len(labels):
-                raise ValueError(f"bad labels {labels!r}")
-            model._labels = labels
-            model._bias = float(state["bias"])
-            model._n_learned = int(state["n_learned"])
-            model._started = bool(state["started"])
-            model._calibration.scale, model._calibration.grad_squares = map(
-                float, state["temperature"]
-            )
-            hashes = model._index.hash_names(names)
-            model._index.add(names, hashes)
-            model._held = [model._held_row(*row) for row in state.get("held", [])]
-            model._restore_model_state(state["model"], arrays)
-            numbers_ok = [model._bias, model._calibration.scale, model._calibration.grad_squares]
-            if not all(math.isfinite(v) for v in numbers_ok) or model._n_learned < 0:
-                raise ValueError("non-finite or negative state")
-            if abs(model._bias) > MAX_ABS_BIAS or model._n_learned > 2**63 - 1:
-                raise ValueError(f"bias {model._bias:g} or samples {model._n_learned} out of "
-                                 f"range (|bias| <= {MAX_ABS_BIAS:g})")
-            if not (model._calibration.scale > 0 and model._calibration.grad_squares >= 0):
-                raise ValueError("invalid temperature")
-        except checkpoint.CheckpointError:
-            raise
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
-                RecursionError) as error:
-            raise checkpoint.CheckpointError(f"invalid {cls.__name__} checkpoint: {error}") from None
-        return model
-
-    @classmethod
-    def _unlearned(cls, meta: dict) -> typing.Self:
-        """A new model with the checkpoint's parameters (`CheckpointError` if the checkpoint is
-        of another class; `KeyError`, `TypeError` or `ValueError` for bad parameters)."""
-        if not isinstance(meta, dict) or meta.get("class") != cls.__name__:
-            found = meta.get("class") if isinstance(meta, dict) else None
-            raise checkpoint.CheckpointError(f"checkpoint holds a {found!r}, not a {cls.__name__}")
-        params = meta["params"]
-        if not isinstance(params, dict):
-            raise TypeError("params must be a mapping")
-        return cls(**params)
-
-    def _held_row(self, names, values, y) -> tuple:
-        names = [inputs.decode_name(n) for n in names]
-        if len(names) > self.max_features or len(self._held) >= MAX_FEATURES_LIMIT:
-            raise ValueError("a held-back row is larger than the model allows")
-        names, row = inputs.dict_values(dict(zip(names, values, strict=True)))
-        return names, row, _as_label(y)
-
-    def _max_state_bytes(self) -> int:
-        """The most bytes of arrays a checkpoint of a model with these parameters can hold."""
-        raise NotImplementedError
-
-    @classmethod
-    def checkpoint_array_bytes(cls, meta: dict) -> int:
-        """The most array bytes a checkpoint with this metadata may hold, from its parameters
-        alone: `checkpoint.read` refuses a file declaring more before reading any array."""
-        try:
-            return cls._unlearned(meta)._max_state_bytes()
-        except (KeyError, TypeError, ValueError) as error:
-            raise checkpoint.CheckpointError(
-                f"invalid {cls.__name__} checkpoint parameters: {error}") from None
-
-    def save(self, path, extra: dict | None = None) -> None:
-        """Write the model to `path` atomically, in the safe format of `checkpoint`.
-
-        `extra` is JSON metadata stored alongside (a service's offsets, say).
-        """
-        checkpoint.write(path, *self.to_checkpoint(extra))
-
-    @classmethod
-    def load(cls, path) -> typing.Self:
-        """Read a model written by `save`. It predicts and learns exactly as the saved one."""
-        return cls.from_checkpoint(
-            *checkpoint.read(path, max_array_bytes=cls.checkpoint_array_bytes))

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from river_advsvm import InvalidInput, kernels
+from river_advsvm import InvalidInput, inputs, kernels
 
 
 def brute_force_min_kernel(kernel, gamma, epsilon, norm, d, rng):
@@ -47,7 +47,7 @@ def test_radius_is_the_kernel_space_distance_of_the_worst_attack():
     """||phi(x+delta) - phi(x)||_H^2 = 2 - 2 kappa(delta), computed with explicit features."""
     rng = np.random.default_rng(0)
     seeds = kernels.feature_seeds(5, np.arange(200_000))
-    hashes = np.array([kernels.key_hash(i) for i in range(2)], dtype=np.uint64)
+    hashes = np.array([inputs.key_hash(i) for i in range(2)], dtype=np.uint64)
     W = kernels.spectral_weights("rbf", 1.5, seeds, hashes)
     u = kernels.phases(seeds)
     x = rng.random(2)
@@ -62,7 +62,7 @@ def test_random_features_are_unbiased_for_the_kernel(kernel):
     rng = np.random.default_rng(1)
     n_features, gamma = 100_000, 0.8
     seeds = kernels.feature_seeds(11, np.arange(n_features))
-    hashes = np.array([kernels.key_hash(k) for k in "abc"], dtype=np.uint64)
+    hashes = np.array([inputs.key_hash(k) for k in "abc"], dtype=np.uint64)
     W = kernels.spectral_weights(kernel, gamma, seeds, hashes)
     u = kernels.phases(seeds)
     for _ in range(5):
@@ -90,7 +90,7 @@ def test_spectral_samples_have_the_right_distribution():
 def test_weights_of_a_key_do_not_depend_on_the_other_keys():
     seeds = kernels.feature_seeds(3, np.arange(16))
     keys = ["a", 2, ("t", 1), 1.5]
-    hashes = np.array([kernels.key_hash(k) for k in keys], dtype=np.uint64)
+    hashes = np.array([inputs.key_hash(k) for k in keys], dtype=np.uint64)
     together = kernels.spectral_weights("rbf", 1.0, seeds, hashes)
     for i in range(len(keys)):
         alone = kernels.spectral_weights("rbf", 1.0, seeds, hashes[i : i + 1])
@@ -102,13 +102,17 @@ def test_weights_of_a_key_do_not_depend_on_the_other_keys():
 
 
 def test_key_hash_is_stable_and_type_aware():
-    assert kernels.key_hash("x") == kernels.key_hash("x")
-    assert kernels.key_hash(np.int64(3)) == kernels.key_hash(3)
-    assert len({kernels.key_hash(k) for k in [1, 1.5, "1", ("1",), True]}) == 5
+    assert inputs.key_hash("x") == inputs.key_hash("x")
+    assert inputs.key_hash(np.int64(3)) == inputs.key_hash(3)
+    assert len({inputs.key_hash(k) for k in [1, 1.5, "1", ("1",), True]}) == 5
     # Injective: the parts of a tuple cannot be confused with a name that spells them out.
-    assert kernels.key_hash(("a", "b")) != kernels.key_hash(('a", "s", "b',))
-    assert kernels.key_hash(-0.0) == kernels.key_hash(0.0)  # equal as dict keys
+    assert inputs.key_hash(("a", "b")) != inputs.key_hash(('a", "s", "b',))
+    assert inputs.key_hash(-0.0) == inputs.key_hash(0.0)  # equal as dict keys
+    # Names equal as dict keys but of other types keep their own hashes, whichever came first.
+    forward = [inputs.key_hash(k) for k in (7, True, 7.0, "7", 1)]
+    backward = [inputs.key_hash(k) for k in (1, "7", 7.0, True, 7)][::-1]
+    assert forward == backward and len(set(forward)) == 5
     for bad in [object(), math.nan, math.inf, (("a",),) * 1 + ((((("deep",),),),),), "x" * 2000]:
         with pytest.raises(InvalidInput) as error:
-            kernels.key_hash(bad)
+            inputs.key_hash(bad)
         assert error.value.code == "bad_name"

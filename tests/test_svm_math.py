@@ -11,7 +11,7 @@ from scipy.optimize import minimize
 from sklearn.datasets import make_moons
 from sklearn.svm import SVC
 
-from river_advsvm import AdvKernelSVM, kernels
+from river_advsvm import AdvKernelSVM, inputs, kernels
 
 POLICIES = ["compact", "compact_slot", "truncate", "grow"]
 
@@ -20,7 +20,7 @@ def features_at(model, X):
     """phi_j(x) for the model's current features, recomputed from its seeds (brute force)."""
     store = model._store
     seeds = kernels.feature_seeds(model._seed, store.ids[: store.size])
-    hashes = np.array([kernels.key_hash(i) for i in range(X.shape[1])], dtype=np.uint64)
+    hashes = np.array([inputs.key_hash(i) for i in range(X.shape[1])], dtype=np.uint64)
     W = kernels.spectral_weights(model.kernel, model._gamma, seeds, hashes)
     return math.sqrt(2) * np.cos(X @ W + kernels.phases(seeds))
 
@@ -73,7 +73,7 @@ def test_one_step_equals_the_step_by_hand(small_data, policy, epsilon):
         else:
             # A fresh feature from seed n_added: in slot n_added mod B, or appended.
             new_seed = kernels.feature_seeds(model._seed, np.array([store.n_added]))
-            hashes = np.array([kernels.key_hash(i) for i in range(4)], dtype=np.uint64)
+            hashes = np.array([inputs.key_hash(i) for i in range(4)], dtype=np.uint64)
             w_new = kernels.spectral_weights("rbf", model._gamma, new_seed, hashes)[:, 0]
             phi_new = math.sqrt(2) * math.cos(x @ w_new + kernels.phases(new_seed)[0])
             if policy == "grow":
