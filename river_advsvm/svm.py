@@ -16,6 +16,9 @@ __all__ = ["AdvKernelSVM"]
 
 #: `gamma='scale'` is this many times scikit-learn's `1 / (d Var X)` (see `AdvKernelSVM`).
 SCALE_FACTOR = 2.0
+#: `gamma='scale'`: an input whose range is this many times below the median range is in
+#: other units than the rest (see `_scale_gammas`).
+OTHER_UNITS = 10.0
 #: Budget policies of the support-vector representation (`river_advsvm.support`).
 SUPPORT_POLICIES = ("merge", "remove")
 POLICIES = (*SUPPORT_POLICIES, *rf.POLICIES)
@@ -72,7 +75,9 @@ class AdvKernelSVM(MarginClassifier):
         then `exp(-sum_j gamma_j (x_j - x'_j)^2)`, and features the dict lacks take its
         median); or 'scale', which fits such a dict on the first `warm_up` labelled samples:
         each input is measured in units of its range over the warm-up (floored at the median
-        range, so that an input that barely varies is not blown up), and twice scikit-learn's
+        range, so that an input that barely varies is not blown up, except for a mostly
+        nonzero input whose range is below a tenth of the median: another unit, an age beside
+        amounts of money), and twice scikit-learn's
         'scale', `2 / (d Var X)` over all `d` inputs, is taken in those units. Raw inputs of
         different units (a salary and an age) are thus put on one footing, as a scaler in
         front would. The factor 2 was measured: one online pass learns better with a kernel
@@ -274,7 +279,8 @@ class AdvKernelSVM(MarginClassifier):
             for held_names, row, _ in self._held[self._warm_rows.size :]:
                 self._warm_rows.append(held_names, row)
             columns, X = self._warm_rows.names, self._warm_rows.matrix
-            fitted, why = _scale_gammas(X)
+            # (Too few rows yet to tell an input in other units from a pixel barely lit.)
+            fitted, why = _scale_gammas(X, other_units=False)
             gammas = np.full(len(columns), fitted) if why else fitted
             signs = np.array([self.sign_of(y) for _, _, y in self._held])
             self._warm_vote = (len(self._held), columns, X, gammas, signs)
@@ -592,19 +598,24 @@ def _scale_gamma_of(names: list, X: np.ndarray) -> tuple[dict | float, str | Non
     return (fitted if why else dict(zip(names, fitted.tolist()))), why
 
 
-def _scale_gammas(X: np.ndarray) -> tuple[np.ndarray | float, str | None]:
+def _scale_gammas(X: np.ndarray, other_units: bool = True) -> tuple[np.ndarray | float, str | None]:
     """`_scale_gamma` of rows given as a matrix `X`: one bandwidth per column, or 1/d and why
-    not."""
+    not. Without `other_units`, every range is floored at the median."""
     spread = X.max(axis=0) - X.min(axis=0)
     varying = spread[spread > 0]
     median = float(np.median(varying)) if len(varying) else 0.0
     d = max(X.shape[1], 1)
     if median > 0:
         # Each input in units of its range, floored at the median range: inputs of different
-        # units become comparable, and one that barely varies is not blown up. Then twice
-        # scikit-learn's 1 / (d Var X): one online pass learns better with the narrower kernel
-        # (measured on River's streams, digits and MNIST; see the gamma parameter).
-        spread = np.where(spread > 0, np.maximum(spread, median), median)
+        # units become comparable, and inputs of one kind (pixels) share one scale, so that one
+        # that barely varied in the warm-up is not blown up. An input in other units, mostly
+        # nonzero and with a range below a tenth of the median (an age beside amounts of
+        # money), keeps its own. Then twice scikit-learn's 1 / (d Var X): one online pass
+        # learns better with the narrower kernel (measured on River's streams, digits and
+        # MNIST; see `gamma`).
+        dense = 2 * np.count_nonzero(X, axis=0) >= len(X)
+        own = other_units & dense & (spread > 0) & (OTHER_UNITS * spread < median)
+        spread = np.where(own, spread, np.maximum(spread, median))
         variance = float((X / spread).var())
         with np.errstate(over="ignore", divide="ignore"):  # absurd values are refused below
             fitted = SCALE_FACTOR / (d * variance * spread**2)

@@ -178,6 +178,29 @@ def test_tiny_first_samples_fall_back_to_a_sane_gamma_with_a_warning():
     assert math.isfinite(model.decision_one({"a": 3.0}))
 
 
+def test_scale_keeps_the_own_range_of_an_input_in_other_units():
+    """An age beside amounts of money keeps its own range (the label depends on it); a pixel
+    lit now and then is floored at the median range, as are inputs of the same kind."""
+    rng = np.random.default_rng(0)
+    n = 1600
+    X = pd.DataFrame({"age": rng.integers(20, 81, n).astype(float),
+                      "salary": rng.uniform(2e4, 1.5e5, n), "loan": rng.uniform(0, 5e5, n),
+                      "pixel": np.where(rng.random(n) < 0.1, 0.004, 0.0)})
+    y = (X["age"] < 40) | (X["age"] >= 60)
+    model = AdvKernelSVM(seed=0)
+    margins = model.decision_then_learn_many(X, y)
+    warm = X.iloc[:100]
+    ranges = warm.max() - warm.min()
+    median = float(np.median(ranges))
+    fitted = model.fitted_gamma
+    # gamma_j is proportional to 1 / (range_j)^2, the range floored where the rule says so.
+    assert fitted["age"] / fitted["salary"] == pytest.approx((ranges["salary"] / ranges["age"]) ** 2)
+    assert fitted["pixel"] / fitted["salary"] == pytest.approx((ranges["salary"] / median) ** 2)
+    assert fitted["loan"] / fitted["salary"] == pytest.approx((ranges["salary"] / ranges["loan"]) ** 2)
+    last = slice(n // 2, None)  # the label is learned from the age alone
+    assert ((margins[last] > 0) == y[last]).mean() > 0.9
+
+
 def test_a_constant_warm_up_falls_back_with_a_warning():
     model = AdvKernelSVM(warm_up=4, seed=0)
     with pytest.warns(UserWarning, match="do not vary"):
