@@ -915,9 +915,9 @@ def targets(records: list[dict]) -> list[dict]:
 # -- main -------------------------------------------------------------------------------------------
 
 
-def _worker(pair, data_path, quick, settings, show_progress=False):
+def _worker(pair, data_path, settings, show_progress=False):
     with common.one_blas_thread():
-        if quick:
+        if data_path is None:  # --quick without --pairs: scikit-learn's digits
             data = common.digits_pair(1, 7)
         else:
             _, first, second, _, _ = PAIRS[pair]
@@ -927,7 +927,9 @@ def _worker(pair, data_path, quick, settings, show_progress=False):
 
 def main(argv=None) -> int:
     p = common.parser(__doc__.split("\n\n")[0] + "\n\n" + __doc__.split("\n\n")[1], data=True)
-    p.add_argument("--pairs", nargs="+", choices=list(PAIRS), default=list(PAIRS))
+    p.add_argument("--pairs", nargs="+", choices=list(PAIRS), default=None,
+                   help="pairs to run (default: all of them; with --quick: digits 1 vs 7, or "
+                        "the quick settings on the pairs given)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per model (default 3)")
     p.add_argument("--jobs", type=int, default=1, help="pairs run in parallel, one process each")
     p.add_argument("--float64-pairs", nargs="*", choices=list(PAIRS), default=FLOAT64_PAIRS,
@@ -954,8 +956,12 @@ def main(argv=None) -> int:
             print(paper_report.markdown(records))
         return 0
 
-    if args.quick:
+    quick_digits = args.quick and args.pairs is None
+    args.pairs = args.pairs or list(PAIRS)
+    if quick_digits:
         jobs = [("digits-1v7", None, QUICK)]
+    elif args.quick:
+        jobs = [(pair, common.data_file(args.data, PAIRS[pair][0]), QUICK) for pair in args.pairs]
     else:
         jobs = []
         for pair in args.pairs:
@@ -971,8 +977,9 @@ def main(argv=None) -> int:
 
     # How the run was asked for, without where the data lives.
     command = " ".join(["python benchmarks/paper_tables.py", f"--jobs {args.jobs}"]
-                       + (["--quick"] if args.quick else
-                          ["--pairs", *args.pairs, "--float64-pairs", *args.float64_pairs])
+                       + (["--quick"] if args.quick else [])
+                       + ([] if quick_digits else ["--pairs", *args.pairs])
+                       + ([] if args.quick else ["--float64-pairs", *args.float64_pairs])
                        + ([f"--seeds {args.seeds}"] if args.seeds is not None else []))
     start = time.perf_counter()
     results = {}
@@ -980,7 +987,7 @@ def main(argv=None) -> int:
     if args.jobs > 1 and len(jobs) > 1:
         # One bar over the pairs: bars drawn by several processes would overwrite each other.
         with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            futures = {pool.submit(_worker, pair, path, args.quick, s): pair
+            futures = {pool.submit(_worker, pair, path, s): pair
                        for pair, path, s in jobs}
             for future in progress.bar(concurrent.futures.as_completed(futures),
                                        total=len(futures), desc="pairs", unit="pair",
@@ -988,7 +995,7 @@ def main(argv=None) -> int:
                 results[futures[future]] = future.result()
     else:
         for pair, path, s in jobs:
-            results[pair] = _worker(pair, path, args.quick, s, show_progress)
+            results[pair] = _worker(pair, path, s, show_progress)
     wall = time.perf_counter() - start
 
     records = [r for pair, _, _ in jobs for r in results[pair]]

@@ -245,6 +245,29 @@ def test_the_watch_agrees_with_the_blocks_recomputed(samples, block, blocks, wig
         assert watch.collapsed == expected
 
 
+def test_a_bias_that_outweighs_f_is_a_collapse():
+    """`f` varies by more than the flat threshold, but never enough to beat the bias: every
+    decision has one sign, both labels keep arriving. Seen on CIFAR automobile vs truck trained
+    at L-inf 0.1 (f spread 0.13-0.15, bias wandering between -1 and +1)."""
+    rng = np.random.default_rng(0)
+    watch = CollapseWatch()
+    seen = []
+    for i in range(3000):
+        label = 1.0 if rng.random() < 0.5 else -1.0
+        bias = 0.8 if (i // 1000) % 2 else -0.8  # the bias wanders with the labels
+        watch.update(label, bias + 0.15 * rng.standard_normal(), bias)
+        seen.append(watch.collapsed)
+    # Collapsed once two whole blocks have passed under one sign of the bias.
+    assert seen[-1] and seen[999] and all(seen[2 * watch.block:1000])
+    # The same f under a bias it does outweigh: decisions of both signs, not a collapse.
+    watch = CollapseWatch()
+    for _ in range(2 * watch.window):
+        label = 1.0 if rng.random() < 0.5 else -1.0
+        f = 0.15 * rng.standard_normal()
+        watch.update(label, f + 0.01, 0.01)
+    assert not watch.collapsed
+
+
 def test_decisions_for_one_class_are_a_collapse_however_f_varies():
     rng = np.random.default_rng(0)
     watch = CollapseWatch()

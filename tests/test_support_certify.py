@@ -227,3 +227,86 @@ def test_bad_arguments_are_refused(bad):
     arguments = dict(margins=np.ones(2), X=np.zeros((2, 2)), norm="l2") | bad
     with pytest.raises(ValueError):
         support_radii(store, **arguments)
+
+
+def bound_values(bound, store, X, margins, norm, r, bias=0.0, q=None, bounds=None):
+    """One bound's lower bound of `y g` over the ball of radius `r` around each row of `X`
+    (`bound`: 'taylor' or 'exponential'), as `support_radii` evaluates it."""
+    from river_advsvm import support_certificate as sc
+
+    q = np.ones(X.shape[1]) if q is None else q
+    model = sc._Model(store, len(q), bias)
+    ball = sc._Ball(norm, q, bounds, True, X)
+    chunk = sc._Chunk(model, ball, sc._Rounding(model, q), X, margins)
+    taylor = sc._TaylorBound(chunk)
+    which = taylor if bound == "taylor" else sc._ExponentialBound(chunk, taylor)
+    return which.slack(np.full(len(X), float(r)), np.arange(len(X)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    d=st.integers(1, 8),
+    n=st.integers(1, 8),
+    gamma=st.floats(0.1, 30.0),
+    radius=st.floats(1e-3, 0.5),
+    norm=st.sampled_from(["l2", "linf"]),
+    boxed=st.booleans(),
+    scaled=st.booleans(),
+    dtype=st.sampled_from(["float32", "float64"]),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_the_exponential_bound_is_below_every_point_of_the_ball(
+    d, n, gamma, radius, norm, boxed, scaled, dtype, seed
+):
+    """Fact 5 of `support_radii`: its value at radius r is a lower bound of the computed `y g`
+    at every sampled point of the ball (and box), corners included."""
+    rng = np.random.default_rng(seed)
+    q = rng.uniform(0.25, 4.0, d) if scaled else np.ones(d)
+    bounds = (0.0, 1.0) if boxed and norm == "linf" else None
+    store = build("rbf", gamma, rng.random((n, d)) * q, rng.normal(0, 2, n), dtype)
+    bias = float(rng.normal(0, 0.5))
+    model = Model(store, bias, q)
+    X = rng.random((6, d))
+    g = model.decision_many(X)
+    y = np.where(g > 0, 1.0, -1.0)
+    lower = bound_values("exponential", store, X * q, y * g, norm, radius, bias, q, bounds)
+    assert not np.isnan(lower).any()
+    for i in range(len(X)):
+        points = samples_in_ball(rng, X[i], radius, norm, bounds, n=500 if d > 4 else 2000)
+        assert (y[i] * model.decision_many(points) >= lower[i]).all()
+        assert lower[i] <= y[i] * g[i]
+
+
+def test_the_exponential_bound_certifies_where_the_curvature_bound_cannot(digits_1v7):
+    """A model learned on digits (64 pixels, ~700 vectors of both signs), L-inf 0.1 in the
+    pixel box: the Taylor bound's curvature term (every vector at its worst over the ball)
+    gives away more than twice what the exponential remainder does, which certifies most
+    points (a reference run: 94.5% against 15.6%); no attack flips a certified point."""
+    from conftest import learn_stream
+    from river_advsvm import AdvKernelSVM, certify
+
+    X_train, X_test, y_train, y_test = digits_1v7
+    model = learn_stream(AdvKernelSVM(seed=0), X_train, y_train)
+    seen = {}
+
+    def spy(store, margins, X, norm, **kwargs):
+        seen.update(store=store, margins=margins, X=X, **kwargs)
+        return support_radii(store, margins, X, norm, **kwargs)
+
+    certify.support_radii, original = spy, certify.support_radii
+    try:
+        radii = model.certified_radius_many(X_test, y_test, norm="linf", bounds=(0.0, 1.0))
+    finally:
+        certify.support_radii = original
+    right = seen["margins"] > 0
+    X, m = seen["X"][right], seen["margins"][right]
+    arguments = (seen["store"], X, m, "linf", 0.1, seen["bias"], seen["scale"], (0.0, 1.0))
+    exponential = bound_values("exponential", *arguments)
+    taylor = bound_values("taylor", *arguments)
+    assert np.median(m - taylor) > 2 * np.median(m - exponential)
+    assert np.mean(exponential > 0) > 0.85 > 0.5 > np.mean(taylor > 0)
+    assert np.mean(radii >= 0.1) >= np.mean(exponential > 0) * right.mean() - 1e-12
+    certified = radii >= 0.1
+    attack = PGD(epsilon=0.1, norm="linf", steps=20, step_size=0.025)
+    fooled = attack.run(model, X_test[certified], y_test[certified]).fooled
+    assert not fooled.any()
