@@ -30,6 +30,10 @@ _MAX_HELD_ROWS = 1_000_000
 class CheckpointMixin:
     """`save`, `load` and their in-memory forms, for a `MarginClassifier`."""
 
+    #: Parameters added after a model's first release, with the value that makes a model saved
+    #: without them learn as it did (the default may differ).
+    _PARAMS_BEFORE_THEY_EXISTED: typing.ClassVar[dict] = {}
+
     def _model_state(self) -> tuple[dict, dict]:
         """The subclass' own state: JSON scalars and numpy arrays."""
         raise NotImplementedError
@@ -115,7 +119,8 @@ class CheckpointMixin:
         params = meta["params"]
         if not isinstance(params, dict):
             raise TypeError("params must be a mapping")
-        return cls(**params)
+        # A checkpoint written before a parameter existed learns as it did then.
+        return cls(**{**cls._PARAMS_BEFORE_THEY_EXISTED, **params})
 
     def _held_row(self, names, values, y) -> tuple:
         names = [inputs.decode_name(n) for n in names]

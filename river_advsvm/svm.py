@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 import random
+import typing
 import warnings
 
 import numpy as np
@@ -177,6 +178,11 @@ class AdvKernelSVM(MarginClassifier):
     adversarial attacks. ICLR 2018.
 
     """
+
+    # Saved before these parameters existed (0.1.0), a model learned at the closed form's bound
+    # and did not reprocess.
+    _PARAMS_BEFORE_THEY_EXISTED: typing.ClassVar[dict] = {
+        "adversary": "closed_form", "adversary_steps": 1, "bounds": None, "reprocess": 0}
 
     def __init__(
         self,

@@ -72,6 +72,25 @@ def test_save_load_continue_is_identical_to_never_saving(tmp_path, name):
         np.testing.assert_array_equal(arrays_a[key], arrays_b[key])
 
 
+def test_a_checkpoint_from_before_a_parameter_existed_learns_as_it_did():
+    """A model saved before `adversary` and `reprocess` existed learned at the closed form's
+    bound without reprocessing; loaded, it still does, whatever the defaults are now."""
+    old = AdvKernelSVM(epsilon=0.1, budget=16, gamma=2.0, seed=3, adversary="closed_form",
+                       reprocess=0)
+    data = list(stream(300, seed=1))
+    for x, y in data[:150]:
+        old.learn_one(x, y)
+    meta, arrays = old.to_checkpoint()
+    for name in ("adversary", "adversary_steps", "bounds", "reprocess"):
+        del meta["params"][name]
+    loaded = AdvKernelSVM.from_checkpoint(meta, arrays)
+    assert (loaded.adversary, loaded.reprocess) == ("closed_form", 0)
+    for x, y in data[150:]:
+        old.learn_one(x, y)
+        loaded.learn_one(x, y)
+    assert [loaded.decision_one(x) for x, _ in data] == [old.decision_one(x) for x, _ in data]
+
+
 def test_package_level_load_dispatches_and_keeps_extra(tmp_path):
     model = FACTORIES["compact"]()
     for x, y in stream(30, seed=0):
