@@ -42,6 +42,8 @@ def _model_factory(args: argparse.Namespace):
                   budget_policy=args.budget_policy, seed=args.seed, adversary=args.adversary)
     if args.adversary_steps is not None:
         kernel["adversary_steps"] = args.adversary_steps
+    if args.reprocess is not None:
+        kernel["reprocess"] = args.reprocess
     if args.input_bounds is not None:
         kernel["bounds"] = tuple(args.input_bounds)
     AdvKernelSVM(**common, **kernel)  # invalid options fail now, not at the first message
@@ -56,7 +58,7 @@ _WORKER_OPTIONS = [
     "gamma", "regularization", "step_size", "bias_step_size", "schedule", "budget",
     "budget_policy", "max_features", "seed", "monitor_sample_rate", "monitor_epsilon",
     "monitor_norm", "monitor_bounds", "log_format", "adversary", "adversary_steps",
-    "input_bounds",
+    "input_bounds", "reprocess",
 ]
 
 

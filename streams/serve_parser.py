@@ -167,6 +167,9 @@ def _add_model(model) -> None:
                        "steps on its own margin (default) or the paper's closed-form bound")
     model.add_argument("--adversary-steps", type=int, metavar="K",
                        help="gradient steps of the 'pgd' adversary (default: the model's, 1)")
+    model.add_argument("--reprocess", type=int, metavar="N",
+                       help="hinge steps on stored support vectors after each message (default: "
+                       "the model's, 1; 0 for plain SGD)")
     model.add_argument("--input-bounds", nargs=2, type=float, metavar=("LOW", "HIGH"),
                        help="the box every input stays in while attacked in training, e.g. 0 1 "
                        "for pixels (default: none)")

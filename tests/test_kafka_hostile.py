@@ -225,6 +225,19 @@ def test_serve_help_describes_every_option():
     assert "130" in parser.format_help() and "SIGTERM" in parser.format_help()
 
 
+def test_serve_model_flags_reach_the_model():
+    parser = streams_cli.build_parser()
+    args = parser.parse_args([*kh.MODEL_ARGS, "--epsilon", "0.1", "--norm", "linf",
+                              "--adversary-steps", "2", "--input-bounds", "0", "1",
+                              "--reprocess", "0"])
+    model = streams_cli._model_factory(args)()
+    assert (model.adversary_steps, model.bounds, model.reprocess) == (2, (0.0, 1.0), 0)
+    default = streams_cli._model_factory(parser.parse_args(kh.MODEL_ARGS))()
+    assert default.reprocess == AdvKernelSVM().reprocess
+    with pytest.raises(ValueError, match="reprocess"):
+        streams_cli._model_factory(parser.parse_args([*kh.MODEL_ARGS, "--reprocess", "-1"]))
+
+
 def test_sigint_drains_checkpoints_and_exits_130(broker, tmp_path):
     total = 4_000
     topic = _topics(broker, "interrupt", outputs=())
