@@ -47,7 +47,7 @@ def accuracy(report, attack, norm, epsilon):
     return float(row.accuracy.iloc[0])
 
 
-def test_report_has_a_row_per_attack_and_radius(natural_report):
+def test_report_has_a_row_per_attack_and_radius(natural_report, digits_1v7):
     report = natural_report
     assert list(report.columns) == REPORT_COLUMNS
     assert report.attack.iloc[0] == "clean"
@@ -56,7 +56,11 @@ def test_report_has_a_row_per_attack_and_radius(natural_report):
     attacked = report[~report.attack.isin(["clean", "certified"])]
     assert (attacked.max_perturbation <= attacked.epsilon * (1 + 1e-9)).all()
     assert (attacked.seconds > 0).all()
-    assert (report.no_gradient == 0).all()  # an RBF model always has a gradient
+    # An RBF model always has a gradient; ZOO, which sees probabilities only, can meet one
+    # that has saturated (its finite differences are then 0), and says so.
+    white_box = report[~report.attack.isin(["ZOO"])]
+    assert (white_box.no_gradient == 0).all()
+    assert (report.no_gradient <= 0.05 * len(digits_1v7[1])).all()
 
 
 def test_clean_fgsm_pgd_ordering_on_the_natural_model(natural_report):
