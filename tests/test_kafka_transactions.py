@@ -37,8 +37,11 @@ def _names(prefix: str) -> tuple[str, str, str]:
 
 
 def _producer(bootstrap: str, transactional_id: str) -> KafkaProducer:
-    return KafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id,
-                         max_block_ms=15000)
+    """A transactional producer, initialised (an older one with the same id is fenced)."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id,
+                             max_block_ms=15000)
+    producer.init_transactions()
+    return producer
 
 
 def _read(bootstrap: str, topic: str, isolation_level: str, expected: int) -> list[bytes]:
@@ -82,7 +85,6 @@ def test_transactional_producer_commits_aborts_and_fences_its_predecessor(broker
     _, out, _ = _names("tx-producer")
     clients.create_topics(bootstrap, {out: 1})
     producer = _producer(bootstrap, f"{out}-tx")
-    producer.init_transactions()
     producer.begin_transaction()
     producer.send(out, b"first", partition=0).get(10)
     producer.commit_transaction()
@@ -95,7 +97,6 @@ def test_transactional_producer_commits_aborts_and_fences_its_predecessor(broker
 
     # A new instance of the same transactional id bumps the epoch: the old one is fenced.
     successor = _producer(bootstrap, f"{out}-tx")
-    successor.init_transactions()
     producer.begin_transaction()
     with pytest.raises(ProducerFencedError):
         producer.send(out, b"zombie", partition=0).get(10)
@@ -116,7 +117,6 @@ def test_read_committed_waits_for_an_open_transaction(broker):
     _, out, _ = _names("tx-open")
     clients.create_topics(bootstrap, {out: 1})
     producer = _producer(bootstrap, f"{out}-tx")
-    producer.init_transactions()
     producer.begin_transaction()
     producer.send(out, b"open", partition=0).get(10)
     assert _read(bootstrap, out, "read_committed", expected=1) == []  # bounded by the LSO
@@ -135,7 +135,6 @@ def test_offsets_commit_in_a_transaction_but_a_stale_generation_is_not_fenced(br
     old = first.group_metadata()
 
     producer = _producer(bootstrap, f"{out}-tx")
-    producer.init_transactions()
     producer.begin_transaction()
     producer.send(out, b"a", partition=0).get(10)
     producer.send_offsets_to_transaction({TopicPartition(topic, 0): OffsetAndMetadata(3, "", -1)},
