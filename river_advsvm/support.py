@@ -612,12 +612,7 @@ class SupportVectors(_KernelExpansion):
         if a_j == 0.0:
             return 0.0
         y_j = 1.0 if (a_j > 0.0) == (self._scale > 0.0) else -1.0
-        G = self._gram
-        if G is None and self._keeps_gram() and size <= self.budget + 1:
-            # Kept from here on, as a merge would start it: `add` fills in each new row.
-            G = self._gram = self._new_gram()
-            _quadratic_form(self.kernel, self.gamma, self._S[:size, : self.n_inputs],
-                            self._norms[:size], self._a[:size], G)
+        G = self._started_gram()
         exponents = G[j, :size].astype(np.float64) if G is not None else self._stored_exponents(j)
         kernels = np.negative(exponents)
         np.exp(kernels, out=kernels)
@@ -660,14 +655,21 @@ class SupportVectors(_KernelExpansion):
 
     # -- budget maintenance ---------------------------------------------------------------------
 
+    def _started_gram(self) -> np.ndarray | None:
+        """The kept matrix of kernel exponents, started now if this store keeps one and has
+        none yet (the first merge or reprocess step needs it; `add` then fills in each new
+        row); None if it keeps none."""
+        size = self.size
+        if self._gram is None and self._keeps_gram() and size <= self.budget + 1:
+            self._gram = self._new_gram()  # (not in `average`, past the budget)
+            _quadratic_form(self.kernel, self.gamma, self._S[:size, : self.n_inputs],
+                            self._norms[:size], self._a[:size], self._gram)
+        return self._gram
+
     def _maintain(self, newest: np.ndarray | None = None) -> None:
         """Merge or remove the smallest coefficient; `newest` is the last vector's row, if known."""
         size = self.size
-        G = self._gram
-        if G is None and self._keeps_gram() and size <= self.budget + 1:  # (not in `average`)
-            G = self._gram = self._new_gram()
-            _quadratic_form(self.kernel, self.gamma, self._S[:size, : self.n_inputs],
-                            self._norms[:size], self._a[:size], G)
+        G = self._started_gram()
 
         def row(i):
             if G is not None:
