@@ -11,7 +11,6 @@ import warnings
 import numpy as np
 
 from river_advsvm import adversary, bandwidth, budget as rf, certify, checkpoint, inputs, kernels
-from river_advsvm.bandwidth import OTHER_UNITS, SCALE_FACTOR
 from river_advsvm.margin import MarginClassifier
 
 __all__ = ["AdvKernelSVM"]

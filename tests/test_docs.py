@@ -231,7 +231,7 @@ def test_the_third_class_error_recommends_the_wrapper_the_docs_do():
 
 def test_the_advice_on_gamma_is_what_scale_fits():
     """Wherever the package says what gamma='scale' amounts to, it says the code's factor."""
-    from river_advsvm.svm import SCALE_FACTOR
+    from river_advsvm.bandwidth import SCALE_FACTOR
 
     formula = re.compile(r"(\d+)\s*/\s*\(\s*d\b[^)]*?Var")
     said = {name: (ROOT / "docs" / name).read_text() for name in ("faq.md", "scale-out.md",
