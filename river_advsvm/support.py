@@ -199,9 +199,9 @@ class _KernelExpansion:
             self._norms[i] = self._norms[last]
             self._a[i] = self._a[last]
             G = self._gram
-            if G is not None:
+            if G is not None:  # (the column from the row: a strided read less)
                 G[i, :last] = G[last, :last]
-                G[:last, i] = G[:last, last]
+                G[:last, i] = G[last, :last]
                 G[i, i] = 0.0
         self.size = last
 
@@ -226,9 +226,7 @@ class _KernelExpansion:
         S = self._S[: self.size, : len(x)]
         if self.kernel == "rbf":
             distances = self._norms[: self.size] + extra
-            products = (S @ x).astype(np.float64)
-            products *= 2.0
-            distances -= products
+            distances -= np.multiply(S @ x, 2.0, dtype=np.float64)
             np.maximum(distances, 0.0, out=distances)
         else:
             distances = np.abs(S - x).sum(axis=1).astype(np.float64)
@@ -575,15 +573,17 @@ class SupportVectors(_KernelExpansion):
                 return
         self._append(x, a_new, norm)
         G = self._gram
+        over = self.budget is not None and self.size > self.budget
         if G is not None:  # the new vector's row is the one its margin computed
             slot = self.size - 1
             G[slot, :slot] = exponents
-            G[:slot, slot] = exponents
             G[slot, slot] = 0.0
+            if not over:  # (over the budget, `_maintain` writes the column if it stays)
+                G[:slot, slot] = exponents
         self._changed()
         self._q = q
-        if self.budget is not None and self.size > self.budget:
-            self._maintain(None if G is not None else np.append(exponents, 0.0))
+        if over:
+            self._maintain(exponents, column_pending=G is not None)
         self._stored_since_norm += 1
         if self._stored_since_norm >= _RECOMPUTE_AFTER[self.kernel] * max(self.size, 64):
             self.recompute_norm()
@@ -666,15 +666,29 @@ class SupportVectors(_KernelExpansion):
                             self._norms[:size], self._a[:size], self._gram)
         return self._gram
 
-    def _maintain(self, newest: np.ndarray | None = None) -> None:
-        """Merge or remove the smallest coefficient; `newest` is the last vector's row, if known."""
+    def _maintain(self, newest: np.ndarray | None = None, column_pending: bool = False) -> None:
+        """Merge or remove the smallest coefficient; `newest` is the last vector's row of
+        exponents, if known.
+
+        With `column_pending`, the kept matrix has the last vector's row but not its column
+        (strided, so the costly write). It is never needed: the rows read are `m`'s and the
+        partner's (their entry for the last vector is taken from its row), the partner's column
+        is rewritten, and the last vector either leaves (usually: it is `m`) or moves to `m`'s
+        place, row and column from its row (`_drop`)."""
         size = self.size
+        last = size - 1
         G = self._started_gram()
 
-        def row(i):
+        def row(i, out):
             if G is not None:
-                return G[i, :size].astype(np.float64)
-            return newest if newest is not None and i == size - 1 else self._stored_exponents(i)
+                out[:] = G[i, :size]
+                if column_pending and i != last:
+                    out[last] = G[last, i]
+            elif newest is not None and i == last:
+                out[:last] = newest
+                out[last] = 0.0
+            else:
+                out[:] = self._stored_exponents(i)
 
         event = support_budget.plan(self.kernel, self.policy, self._a[:size], row)
         self._q += event.squared_norm_change
