@@ -259,6 +259,7 @@ class AdvKernelSVM(MarginClassifier):
         self._gamma = None if isinstance(gamma, str) else bandwidth.median_gamma(gamma)
         self._scales = np.ones(16)  # one per input column, with spare room
         self._store = None
+        self._scaled_row: tuple | None = None  # (a row, the same scaled): see _row_margin
         self.kernel_radius = 0.0
         self._radius_names: list | None = None
         # The held rows with what gamma='scale' fits on them, and their signs (see _warm_up).
@@ -379,8 +380,10 @@ class AdvKernelSVM(MarginClassifier):
         return self.kernel_radius
 
     def _row_margin(self, v, u, u_names, u_hashes):
-        v, u = self._scaled(v, u, u_names)
-        return self._store.value(v, u, u_hashes) + self._bias
+        scaled, u = self._scaled(v, u, u_names)
+        # The step that follows on the same row reuses its scaled copy (see _step).
+        self._scaled_row = (v, scaled) if scaled is not v else None
+        return self._store.value(scaled, u, u_hashes) + self._bias
 
     def _step(self, v, y, g, t, names):
         store = self._store
@@ -393,7 +396,12 @@ class AdvKernelSVM(MarginClassifier):
             if y * g - radius * store.norm < 1.0:
                 v, g = self._attacked(v, y, g, names)
             radius = 0.0
-        v = v if q is None else v * q
+        if q is not None:
+            # The margin's scaled row when it is of this row (no input added since): `add`
+            # then knows it for the row `value` got, and does not check it again.
+            given, scaled = self._scaled_row or (None, None)
+            v = scaled if given is v else v * q
+        self._scaled_row = None
         active = 1.0 - y * g + radius * store.norm > 0.0
         store.scale(1.0 - eta * self.regularization)
         if active:
