@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from river_advsvm import support, support_budget
+from river_advsvm import support, support_budget, support_store
 from river_advsvm.support import SupportVectors
 
 
@@ -606,7 +606,7 @@ def test_restore_never_accepts_an_inconsistent_size(size, n_inputs, claimed, val
 @pytest.fixture
 def kept_exponents(monkeypatch):
     """Stores keep the exponent matrix whatever their number of inputs."""
-    monkeypatch.setattr(support, "GRAM_MIN_INPUTS", 0)
+    monkeypatch.setattr(support_store, "GRAM_MIN_INPUTS", 0)
 
 
 def exact_exponents(store):
