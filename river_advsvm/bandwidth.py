@@ -209,8 +209,10 @@ class HeldRows:
         spread = (_median(gammas) if len(gammas) else 1.0) if len(columns.unknown) else 0.0
         if kernel == "rbf":
             # ||z - x_i||^2 weighted: sum g z^2 + sum g x_i^2 - 2 sum g z x_i.
-            extra = values[:, columns.unknown]
-            distances = ((Z * Z) @ gammas + (extra * extra).sum(axis=1) * spread)[:, None]
+            distances = ((Z * Z) @ gammas)[:, None]
+            if spread:
+                extra = values[:, columns.unknown]
+                distances += ((extra * extra).sum(axis=1) * spread)[:, None]
             squares = self._X2[: self.size, : X.shape[1]] @ gammas.astype(np.float32)
             products = (Z * gammas).astype(np.float32) @ X.T
             distances = distances + squares.astype(np.float64)[None] - 2.0 * products
