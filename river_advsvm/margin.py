@@ -352,7 +352,8 @@ class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
                 _check_names([names[j] for j in unknown.tolist()])
                 self._names_checked = columns
             # Inputs the model does not know are usually 0 (a pixel never lit in training).
-            if len(unknown) and (nonzero := values[:, unknown] != 0).any():
+            if len(unknown) and (unknown_values := values[:, unknown]).any():
+                nonzero = unknown_values != 0
                 is_learned = np.fromiter((y is not None for y in labels[i : i + len(values)]),
                                          dtype=bool, count=len(values))
                 for mask, found in [(is_learned, learned), (~is_learned, predicted)]:

@@ -182,7 +182,7 @@ class SupportVectors(KernelExpansion):
         store does not know: its vectors are 0 there); remembers the row for `add`.
         `extra_hashes` (the names of `u`) is not needed: a support vector has 0 for every
         input it never saw."""
-        u = None if u is None else np.asarray(u, dtype=np.float64)
+        u = None if u is None or not len(u) else np.asarray(u, dtype=np.float64)
         row, extra = self._load_row(self._x, v, u)
         exponents, total = self._row(row, extra)
         # For add: the row as given (passing it back spares the check that it is the same) and
