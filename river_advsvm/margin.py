@@ -550,7 +550,7 @@ class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
         """Gradients of `g`, row by row: an array for an array, a DataFrame for a DataFrame."""
         names, values = inputs.frame_values(X, missing_ok=True)
         G = self._gradient(names, values)
-        if isinstance(X, np.ndarray):
+        if not hasattr(X, "index"):  # an array, or rows that are not a pandas DataFrame
             return G
         import pandas as pd
 

@@ -46,7 +46,7 @@ import math
 
 import numpy as np
 
-from river_advsvm import support_budget
+from river_advsvm import checkpoint, support_budget
 from river_advsvm.kernels import KERNELS
 from river_advsvm.support_budget import POLICIES
 from river_advsvm.support_predict import KernelExpansion
@@ -174,6 +174,31 @@ class SupportVectors(KernelExpansion):
     def norm(self) -> float:
         """`||f||_H = |s| sqrt(a^T K a)`."""
         return abs(self._scale) * math.sqrt(max(self._q, 0.0))
+
+    # -- what the model asks of either representation (see `budget.FeatureStore`) ---------------
+
+    n_features = 0
+
+    @property
+    def n_support_vectors(self) -> int:
+        return self.size
+
+    @property
+    def maintenance(self) -> dict:
+        """What keeping within the budget has cost: merges, removals, summed degradation."""
+        return {"merges": self.n_merges, "removals": self.n_removals,
+                "degradation": self.total_degradation}
+
+    @staticmethod
+    def max_state_bytes(budget: int | None, max_inputs: int, dtype: str) -> int:
+        """The most bytes `state()` holds: vectors over at most `max_inputs` columns, their
+        weights and ids, and the kernel exponents between them when the store keeps those.
+        Without a budget, what one checkpoint may hold at all."""
+        if budget is None:
+            return checkpoint.MAX_ARRAY_BYTES
+        itemsize = np.dtype(dtype).itemsize
+        gram = itemsize * budget**2 if budget <= GRAM_MAX_BUDGET else 0
+        return budget * (max_inputs * itemsize + 32) + gram + 4096
 
     # -- learning, one row at a time ------------------------------------------------------------
 
@@ -431,12 +456,14 @@ class SupportVectors(KernelExpansion):
             arrays["gram"] = self._gram[: self.size, : self.size].copy()
         return scalars, arrays
 
-    def restore(self, scalars: dict, arrays: dict, n_inputs: int) -> None:
-        """Rebuild from `state()` over `n_inputs` input columns; `ValueError` if inconsistent.
+    def restore(self, scalars: dict, arrays: dict, inputs) -> None:
+        """Rebuild from `state()` over the input columns `inputs` (their number, or one entry
+        per column, as for `add_inputs`); `ValueError` if inconsistent.
 
         Everything is checked against this store's own parameters and the arrays' shapes before
         anything is allocated or changed.
         """
+        n_inputs = inputs if isinstance(inputs, (int, np.integer)) else len(inputs)
         _check_state(self, scalars, arrays, n_inputs)
         vectors, alpha = arrays["vectors"], arrays["alpha"]
         size = scalars["size"]
