@@ -169,6 +169,9 @@ class SupportVectors(KernelExpansion):
         self._pending = None
         self._edits = 0
         self._cursor = 0  # the stored vector `reprocess` visits next
+        # The latest row `value` computed: (vectors' version and size, extra), the row, its
+        # exponents and kernel values.
+        self._last_row = None
 
     @property
     def norm(self) -> float:
@@ -209,7 +212,16 @@ class SupportVectors(KernelExpansion):
         input it never saw."""
         u = None if u is None or not len(u) else np.asarray(u, dtype=np.float64)
         row, extra = self._load_row(self._x, v, u)
-        exponents, total = self._row(row, extra)
+        # The same row again with the same vectors (a prediction, then learning the sample):
+        # its kernel values are those computed last time; only the sum over `a` is new.
+        key = (self.version, self.size, extra)
+        last = self._last_row
+        if last is not None and last[0] == key and np.array_equal(last[1], row):
+            exponents, kernels = last[2], last[3]
+            total = float(kernels @ self._a[: self.size]) if self.size else 0.0
+        else:
+            exponents, kernels, total = self._kernel_row(row, extra)
+            self._last_row = (key, row.copy(), exponents, kernels)
         # For add: the row as given (passing it back spares the check that it is the same) and
         # its squared norm, when `extra` is that.
         alone = self.kernel == "rbf" and (u is None or not u.size)

@@ -75,7 +75,7 @@ class KernelExpansion(VectorStore):
             # A fresh buffer: the row remembered for add() stays as it is.
             x = np.zeros(_padded(self.n_inputs), dtype=self.dtype)
             row, extra = self._load_row(x, V[0], None if U is None else U[0])
-            out[0] = self._scale * self._row(row, extra)[1]
+            out[0] = self._scale * self._kernel_row(row, extra)[2]
             return out
         a = self._a[: self.size]
         for start in range(0, len(V), ROWS_PER_CHUNK):

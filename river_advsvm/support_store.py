@@ -192,14 +192,14 @@ class VectorStore:
         distances *= self.gamma
         return distances
 
-    def _row(self, row: np.ndarray, extra: float) -> tuple[np.ndarray, float]:
-        """Exponents and `sum_i a_i k(x, x_i)` for one padded row."""
+    def _kernel_row(self, row: np.ndarray, extra: float) -> tuple[np.ndarray, np.ndarray, float]:
+        """Exponents, kernel values and `sum_i a_i k(x, x_i)` for one padded row."""
         if not self.size:
-            return np.zeros(0), 0.0
+            return np.zeros(0), np.zeros(0), 0.0
         exponents = self._exponents(row, extra)
         kernels = np.negative(exponents)
         np.exp(kernels, out=kernels)
-        return exponents, float(kernels @ self._a[: self.size])
+        return exponents, kernels, float(kernels @ self._a[: self.size])
 
     def _load_row(self, x: np.ndarray, v, u: np.ndarray | None = None) -> tuple[np.ndarray, float]:
         """Copy `v` into the buffer `x`; the padded row and its `extra` for `_exponents`."""
