@@ -53,8 +53,9 @@ class GroupWorker:
         if session.retry_while_away(lambda: group.start() or True) is None:
             return False  # stopped before the broker came back
         self.group = group
-        log.info("worker %s of group %r; snapshots in %r, every %d messages; folding by the %s",
-                 worker, config.group, config.sync_topic, config.sync_every, config.group_model)
+        log.info("worker %s of group %r; snapshots in %r, every %d messages (support vectors "
+                 "folded by the %s)", worker, config.group, config.sync_topic, config.sync_every,
+                 config.group_model)
         return True
 
     def close(self) -> None:
