@@ -230,7 +230,7 @@ def _add_local(local) -> None:
                        help="replay only the first N samples")
     local.add_argument("--replay-pair", nargs=2, type=_label, metavar=("A", "B"),
                        help="keep only these two labels (e.g. 1 7 for MNIST)")
-    local.add_argument("--replay-unlabelled-every", type=int, default=1, metavar="K",
+    local.add_argument("--replay-unlabelled-every", type=int, default=10, metavar="K",
                        help="send every K-th message without its label (default 10; 0: never)")
     local.add_argument("--partitions", type=int, metavar="N",
                        help="partitions of the input topic (default 1, or 2 per worker)")
