@@ -326,8 +326,14 @@ class GroupSync:
             basis = self._basis(base_meta, base_arrays, [(p.meta, p.arrays) for p, _ in fresh],
                                 30.0 if timeout is None else timeout)
         if basis is not None:
-            over_basis = [(base_meta, {"alpha": merge.project(base_meta, base_arrays, basis)[0]},
-                           own)]
+            try:
+                over_basis = [(base_meta, {"alpha": merge.project(base_meta, base_arrays,
+                                                                  basis)[0]}, own)]
+            except ValueError as error:  # CheckpointError, IncompatibleModels
+                log.error("cannot project this worker's model onto the group's basis %d (%s): "
+                          "folding by the union", self.choice.epoch, error)
+                basis = None
+        if basis is not None:
             for peer, new in list(fresh):
                 try:
                     alpha = self._on_basis(peer, basis)
@@ -335,6 +341,7 @@ class GroupSync:
                     self._refuse(peer, f"cannot be projected onto the group's basis: {error}")
                     fresh.remove((peer, new))
                     in_model -= peer.learned
+                    workers -= 1
                     continue
                 over_basis.append((peer.meta, {"alpha": alpha}, float(new)))
             if not fresh:
