@@ -394,7 +394,8 @@ class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
                 _check_names([names[j] for j in unknown.tolist()])
                 self._names_checked = columns
             # Inputs the model does not know are usually 0 (a pixel never lit in training).
-            if len(unknown) and (nonzero := values[:, unknown] != 0).any():
+            if len(unknown) and (unknown_values := values[:, unknown]).any():
+                nonzero = unknown_values != 0
                 is_learned = np.fromiter((y is not None for y in labels[i : i + len(values)]),
                                          dtype=bool, count=len(values))
                 for mask, found in [(is_learned, learned), (~is_learned, predicted)]:
@@ -591,7 +592,7 @@ class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
         """Gradients of `g`, row by row: an array for an array, a DataFrame for a DataFrame."""
         names, values = inputs.frame_values(X, missing_ok=True)
         G = self._gradient(names, values)
-        if isinstance(X, np.ndarray):
+        if not hasattr(X, "index"):  # an array, or rows that are not a pandas DataFrame
             return G
         import pandas as pd
 
