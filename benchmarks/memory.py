@@ -66,9 +66,13 @@ def in_fresh_process(function, *args):
 
 
 def import_lazily_loaded(policy: str) -> None:
-    """Learn one sample with a throwaway model, so that modules a model imports on its first
-    step are loaded before memory is traced (they are not the model's bytes)."""
-    AdvKernelSVM(gamma=1.0, budget=2, budget_policy=policy, seed=0).learn_one({"x": 1.0}, True)
+    """Learn a few samples with a throwaway model over its budget, so that the modules a model
+    imports on its first step, and the tables its first merge builds (one per process, shared
+    by every model), are there before memory is traced: they are not the model's bytes."""
+    rng = np.random.default_rng(0)
+    X = rng.random((300, 4))
+    model = AdvKernelSVM(gamma=1.0, budget=64, budget_policy=policy, seed=0)
+    model.learn_many(X, rng.random(300) < 0.5)  # (random labels: every step adds a vector)
 
 
 def held_bytes(build) -> tuple[object, int]:
