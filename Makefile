@@ -55,8 +55,11 @@ browser:
 demo: $(VENV)/.demo-installed
 	$(BIN)/advsvm demo
 
+# Two pytest workers (pytest-xdist), one a core; each test goes to whichever is free.
+TEST_WORKERS ?= 2
+
 test: $(VENV)/.test-installed $(NODE) browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 docs: $(VENV)/.docs-installed $(NODE)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
