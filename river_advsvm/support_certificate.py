@@ -45,6 +45,27 @@ def _gamma_n(n: int, u: float) -> float:
     return n * u / (1.0 - n * u)
 
 
+def _pairwise_sums(X, S, *terms):
+    """For each `term`: `sum_j term(X[i] - S[k], rows)_j` per row `i` of `X` and vector `k` of
+    `S` (`term` maps a block of differences, rows x vectors x inputs, and the block's rows to
+    values of the same shape). Computed over blocks of rows, which bounds the temporaries."""
+    out = [np.empty((len(X), len(S))) for _ in terms]
+    step = max(1, _BLOCK // max(1, len(S) * X.shape[1]))
+    for i in range(0, len(X), step):
+        rows = slice(i, i + step)
+        gap = X[rows, None, :] - S[None]
+        for sums, term in zip(out, terms):
+            sums[rows] = term(gap, rows).sum(axis=2)
+    return out
+
+
+def _l1_distances(X, S, weights=None):
+    """`sum_j w_j |X_ij - S_kj|` per row `i` of `X` and vector `k` of `S` (`w` = 1 if None)."""
+    if weights is None:
+        return _pairwise_sums(X, S, lambda gap, rows: np.abs(gap))[0]
+    return _pairwise_sums(X, S, lambda gap, rows: np.abs(gap) * weights)[0]
+
+
 def support_radii(
     store,
     margins: np.ndarray,
@@ -209,14 +230,14 @@ def _norm_upper_bound(store) -> float:
     a = store._a[:size]
     squared = np.einsum("ij,ij->i", S, S)
     total = 0.0
-    step = max(1, _BLOCK // max(1, size * (n if store.kernel == "laplacian" else 1)))
+    step = max(1, _BLOCK // max(1, size))
     for start in range(0, size, step):
         rows = slice(start, start + step)
         if store.kernel == "rbf":
             E = squared[rows, None] + squared[None] - 2.0 * (S[rows] @ S.T)
             np.maximum(E, 0.0, out=E)
         else:
-            E = np.abs(S[rows, None, :] - S[None]).sum(axis=2)
+            E = _l1_distances(S[rows], S)
         total += float(a[rows] @ (np.exp(-store.gamma * E) @ a))
     weight = float(np.abs(a).sum())
     if store.kernel == "rbf":
@@ -372,10 +393,7 @@ class _Chunk:
             self.products = np.abs(x) @ np.abs(model.S).T
             self.x_length = np.sqrt(x_squared)
         else:
-            l1 = np.empty((len(x), model.store.size))
-            step = max(1, _BLOCK // max(1, l1.shape[1] * x.shape[1]))
-            for i in range(0, len(x), step):
-                l1[i : i + step] = np.abs(x[i : i + step, None, :] - model.S[None]).sum(axis=2)
+            l1 = _l1_distances(x, model.S)
             self.x_l1 = np.abs(x).sum(axis=1)
             slack = 1.01 * _gamma_n(x.shape[1] + 2, _U) * l1 + 2 * _U * self.x_l1[:, None]
             self.near = np.maximum(l1 - slack, 0.0)
@@ -562,15 +580,11 @@ class _IntervalBound:
         """Exact smallest and largest squared distance to each vector over the box."""
         S = self.chunk.model.S
         center, width = self.chunk.ball.box(r, x)
-        near = np.empty((len(x), len(S)))
-        far = np.empty_like(near)
-        step = max(1, _BLOCK // max(1, near.shape[1] * x.shape[1]))
-        for i in range(0, len(x), step):
-            rows = slice(i, i + step)
-            gap = np.abs(center[rows, None, :] - S[None])
-            w = width[rows, None, :]
-            far[rows] = np.square(gap + w).sum(axis=2)
-            near[rows] = np.square(np.maximum(gap - w, 0.0)).sum(axis=2)
+        near, far = _pairwise_sums(
+            center, S,
+            lambda gap, rows: np.square(np.maximum(np.abs(gap) - width[rows, None, :], 0.0)),
+            lambda gap, rows: np.square(np.abs(gap) + width[rows, None, :]),
+        )
         widen = _gamma_n(x.shape[1] + 5, _U)
         return near * (1 - widen), far * (1 + widen)
 
@@ -699,12 +713,7 @@ class _ExponentialBound:
         if ball.norm == "linf":
             # Per point and vector, the largest |(x - s_i) . delta| in the ball of radius 1
             # (the box ignored, which only widens it): sum_j q_j |x_j - s_ij|, rounded up.
-            S, q = model.S, ball.q
-            spread = np.empty((len(x), len(S)))
-            step = max(1, _BLOCK // max(1, spread.shape[1] * x.shape[1]))
-            for i in range(0, len(x), step):
-                rows = slice(i, i + step)
-                spread[rows] = (np.abs(x[rows, None, :] - S[None]) * q).sum(axis=2)
+            spread = _l1_distances(x, model.S, ball.q)
             self.spread = spread * (1 + _gamma_n(x.shape[1] + 4, _U)) * _BOUND_SLACK
         # The largest kernel value each vector can have at the point itself.
         self.kernel_up = np.minimum(np.exp(-model.gamma * chunk.near**2) * (1 + 5 * _U), 1.0)
