@@ -11,7 +11,7 @@ from scipy.optimize import minimize
 from sklearn.datasets import make_moons
 from sklearn.svm import SVC
 
-from river_advsvm import AdvKernelSVM, inputs, kernels
+from river_advsvm import AdvKernelSVM, inputs, kernels, svm
 
 POLICIES = ["compact", "compact_slot", "truncate", "grow"]
 
@@ -48,7 +48,10 @@ def test_one_step_equals_the_step_by_hand(small_data, policy, epsilon):
 
     store = model._store
     a, b, norm = store.coefficients.copy(), model._bias, store.norm
-    eta, eta_b, lam = 0.5, 0.1, 0.05
+    # The bias step shrinks with the share of recent samples that were active (this one is).
+    share = model._active_share + (1.0 - model._active_share) / svm.ACTIVE_WINDOW
+    damping = min(1.0, (1.0 - share) / (1.0 - svm.FLAT_BIAS_SHARE))
+    eta, eta_b, lam = 0.5, 0.1 * damping, 0.05
     radius = kernels.adversarial_radius("rbf", model._gamma, epsilon, "l2", 4)
     # The first later sample that triggers the full step (hinge active).
     for i in range(25, len(X)):
