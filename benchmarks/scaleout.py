@@ -1,6 +1,7 @@
 """`advsvm serve` on the bundled broker: one worker's rate and where its time goes, and a group.
 
     python benchmarks/scaleout.py                       # one worker, d = 784 and d = 16
+    python benchmarks/scaleout.py --noisy [--messages 20000]  # the default model, noisy stream
     python benchmarks/scaleout.py --group --workers 1 2 3 [--messages 30000] [--d 16]
 
 One worker (the default): for d = 784 (array messages, pixel-like values in [0, 1]) and d = 16
@@ -13,6 +14,16 @@ handing outputs to the producer; checkpoint: flushing outputs and writing the ch
 In the same process the same messages go through the service's `Learner` without Kafka, and
 through the decoder alone: the ratios say what Kafka costs and how far the model is from
 the decoder. Targets (issue 11): 4,000 msg/s at d = 784, 10,000 msg/s at d = 16.
+
+The default model on the noisy stream (`--noisy`): `advsvm serve` with no model options
+(`AdvKernelSVM()`: gamma='scale', budget 1,024, merge, reprocess 1) and predictions on, one
+worker, over the noisy stream of `throughput.py --support-only` as array messages (d = 784,
+uniform pixels, the label from 20 of them: almost every sample violates the margin, so
+almost every one merges once the budget is full, after about 1,100 messages). In the same run
+the same messages go through the service's `Learner` without Kafka, in runs of 500 as the
+service polls them: the model call's own rate (`predict_proba_then_learn_many`), over all the
+messages and over those that arrived at full budget, says how much of the service's time the
+model takes. Target (issue 20): 4,000 msg/s.
 
 A group (`--group`): for each number of workers, a fresh broker, an input topic of
 `--partitions` partitions and N worker processes (`advsvm serve --sync-every`), started first
@@ -258,9 +269,11 @@ def client_floor(bootstrap_servers: str, values: list[bytes]) -> dict:
             "kafka_python_produce_us": 1e6 * produce_s / len(values)}
 
 
-def service_rate(values: list[bytes], d: int, root: pathlib.Path, policy: str) -> dict:
+def service_rate(values: list[bytes], d: int, root: pathlib.Path, policy: str,
+                 options: list[str] | None = None) -> dict:
     """One `advsvm serve` over a preloaded topic: its rate and its time per stage; and the
-    client floor (`client_floor`) on the same broker."""
+    client floor (`client_floor`) on the same broker. `options`: the model's (by default
+    `model_options(d, policy)`)."""
     from river_advsvm.streams import clients
     from river_advsvm.streams.broker import LocalBroker
 
@@ -273,7 +286,8 @@ def service_rate(values: list[bytes], d: int, root: pathlib.Path, policy: str) -
                    "--bootstrap-servers", broker.bootstrap_servers, "--topic", "bench",
                    "--group", "bench", "--checkpoint-dir", str(root / f"rate-{d}"),
                    "--predictions-topic", "bench-predictions", "--exit-when-idle", "2",
-                   "--session-timeout-ms", "2000", "--blas-threads", "1", *model_options(d, policy)]
+                   "--session-timeout-ms", "2000", "--blas-threads", "1",
+                   *(model_options(d, policy) if options is None else options)]
         with open(log, "ab") as f:
             status = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, env=env,
                                     cwd=REPO, timeout=1200).returncode
@@ -321,6 +335,80 @@ def rate(args, root: pathlib.Path) -> list[dict]:
     return records
 
 
+def noisy_messages(n: int, d: int = 784, seed: int = 0) -> list[bytes]:
+    """`throughput.noisy_stream` as array messages (values to 3 decimals): uniform pixels, the
+    label from the first 20."""
+    from river_advsvm.streams import kafka as kafka_io
+
+    X = np.random.default_rng(seed).random((n, d)).round(3)
+    y = (X[:, :20].sum(axis=1) > 10.0).astype(int)
+    return [kafka_io.encode(x, int(t), id=i) for i, (x, t) in enumerate(zip(X.tolist(), y))]
+
+
+def model_call_rates(values: list[bytes], run: int = 500) -> dict:
+    """The service's `Learner` (decode and model, no Kafka) with the default model over
+    `values` in runs of `run`: messages per second of the whole, and of the model call alone,
+    over every run and over the runs that started at full budget."""
+    from river_advsvm.streams import cli as streams_cli
+    from river_advsvm.streams import state
+    from river_advsvm.streams.learner import Learner
+
+    model = streams_cli._model_factory(streams_cli.build_parser().parse_args([]))()
+    learner = Learner(state.ServiceState(model=model), 2**20)
+    full_messages, full_seconds = 0, 0.0
+    started = time.perf_counter()
+    for i in range(0, len(values), run):
+        model = learner.state.model
+        full = model.n_support_vectors >= model.budget
+        before = learner.seconds["model"]
+        learner.process_many(values[i:i + run])
+        if full:
+            full_messages += len(values[i:i + run])
+            full_seconds += learner.seconds["model"] - before
+    seconds = time.perf_counter() - started
+    return {"learner_msg_per_s": len(values) / seconds,
+            "model_call_msg_per_s": len(values) / learner.seconds["model"],
+            "model_call_full_budget_msg_per_s": (full_messages / full_seconds
+                                                 if full_messages else None),
+            "full_budget_messages": full_messages,
+            "n_support_vectors": learner.state.model.n_support_vectors}
+
+
+#: The service's target with the default model on the noisy stream (issue 20), msg/s.
+NOISY_TARGET = 4000
+
+
+def noisy_rate(args, root: pathlib.Path) -> list[dict]:
+    """`advsvm serve` with the default model on the noisy stream through the local broker, and
+    the model call in process over the same messages."""
+    d, n = 784, 1500 if args.quick else args.messages
+    values = noisy_messages(n, d)
+    record = {"data": "noisy", "d": d, "form": "array", "messages": n, "workers": 1,
+              "model": "AdvKernelSVM()", "budget": 1024, "target_msg_per_s": NOISY_TARGET,
+              "message_bytes": round(sum(map(len, values)) / n)}
+    record.update(service_rate(values, d, root, "merge", options=[]))
+    record.update(model_call_rates(values))
+    record["target_met"] = record["service_msg_per_s"] >= NOISY_TARGET
+    record["ratio_service_to_model_call"] = (record["service_msg_per_s"]
+                                             / record["model_call_msg_per_s"])
+    return [record]
+
+
+def print_noisy_table(records: list[dict]) -> None:
+    from common import format_table
+
+    print(format_table(records, [
+        ("messages", "messages", "d"), ("service_msg_per_s", "service msg/s", ".0f"),
+        ("target_msg_per_s", "target", "d"), ("target_met", "met", ""),
+        ("model_call_msg_per_s", "model call msg/s", ".0f"),
+        ("model_call_full_budget_msg_per_s", "at full budget", ".0f"),
+        ("learner_msg_per_s", "decode+model msg/s", ".0f"),
+        ("ratio_service_to_model_call", "service/model", ".2f")]))
+    print("\nwhere the service's time goes (share; microseconds per message):")
+    print(format_table(records, [(f"share_{s}", s, ".0%") for s in (*STAGES, "other")] + [
+        (f"us_per_msg_{s}", f"{s} us", ".1f") for s in STAGES]))
+
+
 def print_rate_table(records: list[dict]) -> None:
     from common import format_table
 
@@ -346,8 +434,12 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--group", action="store_true",
                         help="the group's scaling (--workers) instead of one worker's rate")
+    parser.add_argument("--noisy", action="store_true",
+                        help="one worker with the default model on the noisy stream at d = 784 "
+                        "(--messages, default 20000), and its model call in process")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--messages", type=int, default=30000)
+    parser.add_argument("--messages", type=int,
+                        help="messages of a --group run (default 30000) or --noisy (20000)")
     parser.add_argument("--d", type=int, default=16)
     parser.add_argument("--budget", type=int, default=256)
     parser.add_argument("--gamma", type=float, default=0.05)
@@ -364,14 +456,20 @@ def main(argv=None) -> int:
                         "includes their start-up: read worker_msg_per_s)")
     parser.add_argument("--quick", action="store_true", help="a tiny run (smoke test)")
     parser.add_argument("--out", help="write the records as JSON here (default: "
-                        "benchmarks/results/scaleout[_group][_quick].json)")
+                        "benchmarks/results/scaleout[_group|_noisy][_quick].json)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     args = parser.parse_args(argv)
     from common import machine, one_blas_thread, write_records
 
+    if args.messages is None:
+        args.messages = 20000 if args.noisy else 30000
     records = []
+    name = "scaleout_group" if args.group else "scaleout_noisy" if args.noisy else "scaleout"
     with tempfile.TemporaryDirectory(prefix="advsvm-scaleout-") as tmp, one_blas_thread():
-        if not args.group:
+        if args.noisy:
+            records = [{**r, **machine()} for r in noisy_rate(args, pathlib.Path(tmp))]
+            print_noisy_table(records)
+        elif not args.group:
             records = [{**r, **machine()} for r in rate(args, pathlib.Path(tmp))]
             print_rate_table(records)
         else:
@@ -386,7 +484,7 @@ def main(argv=None) -> int:
                 record = run(workers, values, args, pathlib.Path(tmp))
                 progress.write(json.dumps(record))
                 records.append(record)
-    write_records(records, args.out, "scaleout_group" if args.group else "scaleout", args.quick)
+    write_records(records, args.out, name, args.quick)
     return 0
 
 

@@ -9,26 +9,31 @@ round-robin producer spreads a topic over W partitions), in order, and sync ever
 `--sync-every` samples of their own: each publishes its model, and each averages the group's
 models into its own with weights = samples learned since the last sync (the protocol of
 `river_advsvm.streams.group`, in synchronous rounds, so every worker holds the group's model
-after a sync). Three ways to average support vectors:
+after a sync). Between syncs each worker steps on the group's clock,
+`AdvKernelSVM.group_steps(W)` as `advsvm serve` does (`--own-steps`: as if it learned alone,
+which divides every sample's step by W in the average). Two ways to average support vectors,
+the two of `advsvm serve --group-model`:
 
-- `union` (what `advsvm serve` does, `river_advsvm.streams.merge.average`): the union of every
-  model's vectors, then budget maintenance (BSGD merges) back down to B. Run for W <= `--union-max`
-  (its cost grows with W^2 B^2 d).
-- `basis`: every model is projected onto a basis the group shares (`river_advsvm.support_basis`),
-  by its own worker before it publishes; a snapshot carries B coefficients, and the average is
-  their weighted sum (`merge.average(..., basis=...)`). The basis is refreshed at every sync
-  until it holds B vectors, then every `--refresh-every` syncs: it becomes one worker's current
-  vectors (workers take turns), filled up with the peers' new vectors of largest weight.
-- `basis-sum`: the same basis, but the group's model is the previous one plus the sum of every
-  worker's change since (`a_0 + sum_k (a_k - a_0)`) rather than their average, so that each
-  sample's step counts as it would in one model (averaging divides it by W).
+- `union`: the union of every model's vectors, then budget maintenance (BSGD merges) back
+  down to B (`river_advsvm.streams.merge.average`). Run for W <= `--union-max` (its cost grows
+  with W^2 B^2 d).
+- `basis` (the default of `advsvm serve`): every model is projected onto a basis the group
+  shares (`river_advsvm.support_basis`); the average is the weighted sum of the coefficients
+  (`merge.average(..., basis=...)`). The basis is refreshed at every sync until it holds B
+  vectors, then every `--refresh-every` syncs, as `advsvm serve` proposes one
+  (`river_advsvm.streams.group_basis.proposed_vectors`): one worker's current vectors
+  (workers take turns), filled up with the others' of largest weight. `bytes/sync` counts the
+  coefficients and metadata only; the service's snapshots also carry the basis' vectors.
 
 Reported per W and method: the seconds of one worker's fold per sync (the average, and
 rebuilding the model from it), the seconds a worker spends projecting its model before it
 publishes and a basis refresh, snapshot bytes per sync, and the group's final model's clean
 and PGD accuracy on the test set, against one model trained on the whole stream in order:
 that model's clean and PGD accuracy at its last iterates (every `--every` samples over the
-last `--last` samples) give the spread the group's model should fall within.
+last `--last` samples) give the spread the group's model should fall within. `served` is the
+workers' test-then-train accuracy (each chunk of `--sync-every` predicted before it is
+learned, by the worker's current model: what a worker would have published), against the one
+model's over the same chunks.
 
 Data: MNIST 8 vs 9 (`mnist.npz` in `--data`, pixels / 255, d = 784) and River's Bananas
 (2 inputs scaled to [0, 1], shuffled, 30% held out); `--quick`: synthetic data (d = 4) and
@@ -50,6 +55,7 @@ import common  # noqa: E402
 
 from river_advsvm import AdvKernelSVM, checkpoint  # noqa: E402
 from river_advsvm.streams import merge  # noqa: E402
+from river_advsvm.streams.group_basis import proposed_vectors  # noqa: E402
 from river_advsvm.support_basis import SharedBasis  # noqa: E402
 
 
@@ -99,15 +105,21 @@ def single_model(data: dict, budget: int, args, evaluate) -> dict:
     X, y = data["X_train"], data["y_train"]
     model = make_model(X.shape[1], X, budget)
     marks = sorted({len(X)} | set(range(len(X) - args.last, len(X), args.every)))
-    done, clean, robust = 0, [], []
+    done, clean, robust, served, seen = 0, [], [], 0, 0
     for mark in marks:
-        model.learn_many(X[done:mark], y[done:mark])
+        for low in range(done, mark, args.sync_every):  # test then train, in the workers' chunks
+            chunk = slice(low, min(low + args.sync_every, mark))
+            if model.n_learned:
+                served += int(common.right(model, X[chunk], y[chunk]).sum())
+                seen += len(y[chunk])
+            model.learn_many(X[chunk], y[chunk])
         done = mark
         c, r = evaluate(model)
         clean.append(c)
         robust.append(r)
     return {"clean_min": min(clean), "clean_max": max(clean), "clean_last": clean[-1],
-            "pgd_min": min(robust), "pgd_max": max(robust), "pgd_last": robust[-1]}
+            "pgd_min": min(robust), "pgd_max": max(robust), "pgd_last": robust[-1],
+            "prequential": served / seen}
 
 
 # -- a group ----------------------------------------------------------------------------------
@@ -122,9 +134,9 @@ class Group:
         self.models = [make_model(X.shape[1], X, budget) for _ in range(workers)]
         self.method, self.budget, self.args = method, budget, args
         self.basis: SharedBasis | None = None
-        self.previous = None  # 'basis-sum': the group's model after the last sync
         self.syncs = self.refreshes = 0
         self.learned = 0  # samples the group has learned (each worker's own, summed)
+        self.served = self.seen = 0  # the workers' predictions before they learn: right, made
         self.seconds = {"fold": [], "rebuild": [], "project": [], "refresh": []}
         self.bytes: list[int] = []
         self.loss: list[float] = []
@@ -135,26 +147,26 @@ class Group:
         for start in range(0, longest, step):
             learned = []
             for model, (X, y) in zip(self.models, self.parts):
-                model.learn_many(X[start:start + step], y[start:start + step])
+                if self.args.group_steps:
+                    model.group_steps(len(self.models))  # as `advsvm serve` measures it
+                chunk = slice(start, start + step)
+                if model.n_learned:  # test then train: what the worker would have served
+                    self.served += int(common.right(model, X[chunk], y[chunk]).sum())
+                    self.seen += len(y[chunk])
+                model.learn_many(X[chunk], y[chunk])
                 learned.append(len(y[start:start + step]))
             self.sync(learned)
         return self.models[0]
 
     def sync(self, learned: list[int]) -> None:
         published = [model.to_checkpoint() for model in self.models]
-        if self.method != "union":
-            if self.previous is not None:
-                published.append(self.previous)  # projected with the others, on one basis
+        if self.method == "basis":
             published = self.onto_basis(published)
-            previous = published.pop() if self.previous is not None else None
         self.bytes.append(int(np.mean([len(checkpoint.dumps(m, a)) for m, a in published])))
         members = [(m, a, float(n)) for (m, a), n in zip(published, learned)]
         self.learned += sum(learned)
         total = self.learned  # the group model's n_learned, which sets the diminishing step
         start = time.perf_counter()
-        labels = {repr(m["state"]["labels"]) for m, _, _ in members}
-        if self.method == "basis-sum" and previous is not None and len(labels) == 1:
-            members = [summed(previous, members)]
         merged = merge.average(members, total, basis=self.basis)
         middle = time.perf_counter()
         model = merge.to_model(*merged)
@@ -163,7 +175,6 @@ class Group:
         self.seconds["rebuild"].append(end - middle)
         # Every worker ends the sync with the group's model (each would fold the same snapshots).
         self.models = [model] + [copy.deepcopy(model) for _ in self.models[1:]]
-        self.previous = merged if self.method == "basis-sum" else None
         self.syncs += 1
 
     def onto_basis(self, published: list) -> list:
@@ -184,58 +195,16 @@ class Group:
         return out
 
     def refreshed_basis(self, published: list) -> SharedBasis:
-        """One worker's vectors (workers take turns), filled up to B with the vectors the
-        others hold that the current basis lacks, largest |coefficient| first."""
+        """What `advsvm serve` proposes (`group_basis.proposed_vectors`): one worker's vectors
+        (workers take turns), filled up to B with the others' it lacks, largest |coefficient|
+        first."""
         turn = self.refreshes % len(published)
-        vectors = [published[turn][1]["vectors"]]
-        names = published[turn][0]["state"]["names"]
-        known = {row.tobytes() for row in vectors[0]}
-        candidates, weights = [], []
-        for w, (meta, arrays) in enumerate(published):
-            if w == turn:
-                continue
-            scale = meta["state"]["model"]["store"]["scale"]
-            for row, a in zip(in_columns(meta, arrays["vectors"], names), arrays["alpha"]):
-                if row.tobytes() not in known:
-                    candidates.append(row)
-                    weights.append(abs(scale * a))
-        room = self.budget - len(vectors[0])
-        if room > 0 and candidates:
-            order = np.argsort(weights)[::-1]
-            chosen = []
-            for i in order:
-                key = candidates[i].tobytes()
-                if key not in known:
-                    known.add(key)
-                    chosen.append(candidates[i])
-                    if len(chosen) == room:
-                        break
-            vectors.append(np.array(chosen))
-        store = published[turn][0]["state"]["model"]["store"]
-        return SharedBasis(store["kernel"], store["gamma"], np.concatenate(vectors), names)
-
-
-def summed(previous: tuple, members: list) -> tuple:
-    """'basis-sum': the previous group model plus every worker's change since, `a = a_0 +
-    sum_k (a_k - a_0)` (and the bias alike), as one member: each sample's step counts fully,
-    as in one model learning the whole stream, where averaging divides it by W."""
-    meta0, arrays0 = previous
-    meta = copy.deepcopy(members[0][0])
-    alpha = arrays0["alpha"] + sum(a["alpha"] - arrays0["alpha"] for _, a, _ in members)
-    bias0 = meta0["state"]["bias"]
-    meta["state"]["bias"] = bias0 + sum(m["state"]["bias"] - bias0 for m, _, _ in members)
-    return meta, {"alpha": alpha}, 1.0
-
-
-def in_columns(meta: dict, vectors: np.ndarray, names: list) -> np.ndarray:
-    """A model's vectors over the inputs `names` (inputs it lacks are 0; others dropped)."""
-    own = {repr(n): i for i, n in enumerate(meta["state"]["names"])}
-    out = np.zeros((len(vectors), len(names)), dtype=vectors.dtype)
-    for j, name in enumerate(names):
-        i = own.get(repr(name))
-        if i is not None:
-            out[:, j] = vectors[:, i]
-    return out
+        others = published[:turn] + published[turn + 1:]
+        meta = published[turn][0]
+        store = meta["state"]["model"]["store"]
+        return SharedBasis(store["kernel"], store["gamma"],
+                           proposed_vectors(published[turn], others, self.budget),
+                           meta["state"]["names"])
 
 
 # -- the report -------------------------------------------------------------------------------
@@ -253,7 +222,8 @@ def run_stream(name: str, data: dict, budget: int, args, records: list) -> None:
     print(f"{name}: one model, {len(data['y_train'])} samples, d = {data['X_train'].shape[1]}, "
           f"B = {budget}: clean {single['clean_min']:.2%}..{single['clean_max']:.2%} "
           f"(last {single['clean_last']:.2%}), PGD {single['pgd_min']:.2%}..{single['pgd_max']:.2%}"
-          f" (last {single['pgd_last']:.2%}) [{time.perf_counter() - start:.0f}s]", flush=True)
+          f" (last {single['pgd_last']:.2%}), test-then-train {single['prequential']:.2%} "
+          f"[{time.perf_counter() - start:.0f}s]", flush=True)
     for workers in args.workers:
         for method in args.methods:
             if method == "union" and workers > args.union_max:
@@ -275,7 +245,8 @@ def run_stream(name: str, data: dict, budget: int, args, records: list) -> None:
                 "snapshot_bytes": int(np.median(group.bytes)),
                 "projection_loss": float(np.median(group.loss)) if group.loss else None,
                 "support_vectors": model.n_support_vectors,
-                "clean": clean, "pgd": robust,
+                "clean": clean, "pgd": robust, "group_steps": args.group_steps,
+                "prequential": group.served / max(group.seen, 1),
                 "clean_in_spread": single["clean_min"] <= clean <= single["clean_max"]
                 or clean > single["clean_max"],
                 "pgd_in_spread": single["pgd_min"] <= robust <= single["pgd_max"]
@@ -311,7 +282,7 @@ def fold_timing(data: dict, budget: int, peers: int, records: list, args) -> Non
         start = time.perf_counter()
         merged = merge.average(projected, 1, basis=basis)
         middle = time.perf_counter()
-        merge.to_model(*merged)
+        folded = merge.to_model(*merged)
         timings["basis"].append(middle - start)
         timings["rebuild"].append(time.perf_counter() - middle)
     if peers <= args.union_max:
@@ -324,21 +295,24 @@ def fold_timing(data: dict, budget: int, peers: int, records: list, args) -> Non
            "rebuild_s": min(timings["rebuild"]), "project_s": project, "refresh_s": refresh,
            "union_fold_s": timings["union"][0] if timings["union"] else None,
            "full_snapshot_bytes": len(checkpoint.dumps(*published[0])),
-           "basis_snapshot_bytes": len(checkpoint.dumps(projected[0][0], projected[0][1]))}
+           "basis_snapshot_bytes": len(checkpoint.dumps(projected[0][0], projected[0][1])),
+           # What `advsvm serve` publishes after a fold over the basis: the model, vectors and all.
+           "service_snapshot_bytes": len(checkpoint.dumps(*folded.to_checkpoint()))}
     records.append(row)
     print(f"fold of {peers} peers (d = {X.shape[1]}, {store['size']} vectors each): basis "
           f"{row['basis_fold_s']:.4f}s + rebuild {row['rebuild_s']:.3f}s; projecting one model "
           f"{project:.3f}s; a new basis {refresh:.2f}s; union "
           f"{'-' if row['union_fold_s'] is None else format(row['union_fold_s'], '.2f') + 's'}; "
           f"snapshot {row['full_snapshot_bytes']} bytes (vectors) vs "
-          f"{row['basis_snapshot_bytes']} (over the basis)", flush=True)
+          f"{row['basis_snapshot_bytes']} (over the basis; the service's model over it "
+          f"{row['service_snapshot_bytes']})", flush=True)
 
 
 COLUMNS = [("stream", "stream", ""), ("workers", "W", "d"), ("method", "fold", ""),
            ("syncs", "syncs", "d"), ("fold_s", "fold s", ".4f"), ("rebuild_s", "rebuild s", ".3f"),
            ("project_s", "project s", ".3f"), ("refresh_s", "refresh s", ".2f"),
            ("snapshot_bytes", "bytes/sync", ",d"), ("projection_loss", "proj. loss", ".2e"),
-           ("clean", "clean", ".4f"), ("pgd", "PGD", ".4f"),
+           ("clean", "clean", ".4f"), ("pgd", "PGD", ".4f"), ("prequential", "served", ".4f"),
            ("clean_in_spread", "clean ok", ""), ("pgd_in_spread", "PGD ok", ""),
            ("seconds", "run s", ".0f")]
 
@@ -357,10 +331,12 @@ def main() -> None:
     p.add_argument("--pgd-samples", type=int, default=1000, help="test samples attacked")
     p.add_argument("--last", type=int, default=3000, help="the single model's last samples")
     p.add_argument("--every", type=int, default=500, help="between the scored last iterates")
+    p.add_argument("--own-steps", dest="group_steps", action="store_false",
+                   help="workers step as if alone (without `group_steps(W)`)")
     p.add_argument("--streams", nargs="+", default=["mnist", "bananas"])
     p.add_argument("--fold-only", action="store_true", help="only the fold timing (MNIST)")
-    p.add_argument("--methods", nargs="+", default=["union", "basis", "basis-sum"],
-                   choices=["union", "basis", "basis-sum"])
+    p.add_argument("--methods", nargs="+", default=["union", "basis"],
+                   choices=["union", "basis"])
     args = p.parse_args()
     records: list[dict] = []
     with common.one_blas_thread():

@@ -165,9 +165,12 @@ class HeldRows:
             # over every entry: one online pass learns better with the narrower kernel
             # (measured on River's streams, digits and MNIST; see the gamma parameter of
             # AdvKernelSVM).
-            dense = 2 * self._nonzero[order] >= self.size
-            own = other_units & dense & (spread > 0) & (OTHER_UNITS * spread < median)
-            spread = np.where(own, spread, np.maximum(spread, median))
+            if other_units:
+                dense = 2 * self._nonzero[order] >= self.size
+                own = dense & (spread > 0) & (OTHER_UNITS * spread < median)
+                spread = np.where(own, spread, np.maximum(spread, median))
+            else:  # (the vote's fit, once per prediction of the warm-up)
+                spread = np.maximum(spread, median)
             n = self.size
             offset = self._shift[order] / spread  # c_j / s_j
             sums = self._sums[order] / spread
@@ -179,7 +182,7 @@ class HeldRows:
             variance = max(float(total.sum()) / (n * d), 0.0)
             with np.errstate(over="ignore", divide="ignore"):  # absurd values are refused below
                 fitted = SCALE_FACTOR / (d * variance * spread**2)
-            if variance > 0 and ((fitted > 0) & (fitted <= kernels.MAX_GAMMA)).all():
+            if variance > 0 and fitted.min() > 0 and fitted.max() <= kernels.MAX_GAMMA:
                 return fitted, None
         why = "do not vary" if median == 0 else f"vary by too little (median range {median:.3g})"
         return 1.0 / d, why
@@ -206,8 +209,10 @@ class HeldRows:
         spread = (_median(gammas) if len(gammas) else 1.0) if len(columns.unknown) else 0.0
         if kernel == "rbf":
             # ||z - x_i||^2 weighted: sum g z^2 + sum g x_i^2 - 2 sum g z x_i.
-            extra = values[:, columns.unknown]
-            distances = ((Z * Z) @ gammas + (extra * extra).sum(axis=1) * spread)[:, None]
+            distances = ((Z * Z) @ gammas)[:, None]
+            if spread:
+                extra = values[:, columns.unknown]
+                distances += ((extra * extra).sum(axis=1) * spread)[:, None]
             squares = self._X2[: self.size, : X.shape[1]] @ gammas.astype(np.float32)
             products = (Z * gammas).astype(np.float32) @ X.T
             distances = distances + squares.astype(np.float64)[None] - 2.0 * products

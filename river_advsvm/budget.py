@@ -32,10 +32,11 @@ coefficients and norms are float64.
 from __future__ import annotations
 
 import math
+import typing
 
 import numpy as np
 
-from river_advsvm import kernels
+from river_advsvm import checkpoint, kernels
 
 __all__ = [
     "DTYPES",
@@ -46,7 +47,6 @@ __all__ = [
     "FeatureStore",
     "Grow",
     "Truncate",
-    "make_store",
 ]
 
 _SQRT2 = math.sqrt(2.0)
@@ -82,6 +82,8 @@ class FeatureStore:
 
     #: True when `norm` is the kernel-expansion norm kept in a sketch (see the module docs).
     sketches_norm = True
+    #: True when the number of features has no bound (`Grow`).
+    unbounded = False
 
     def __init__(self, kernel: str, gamma: float, seed: int, budget: int, dtype: str = "float32",
                  max_inputs: int = 10_000):
@@ -251,6 +253,28 @@ class FeatureStore:
     def _initial_capacity(self) -> int:
         return self.budget
 
+    # -- what the model asks of either representation (see `support.SupportVectors`) -------------
+
+    @property
+    def n_features(self) -> int:
+        return self.size
+
+    n_support_vectors = 0
+    #: Random features drop nothing and merge nothing: no budget maintenance to report.
+    maintenance: typing.ClassVar[dict] = {}
+
+    def reprocess(self, bias: float, step: float, slack: float = 0.0) -> bool:
+        """Random features keep no samples to step on again: nothing happens (False)."""
+        return False
+
+    @classmethod
+    def max_state_bytes(cls, budget: int | None, max_inputs: int, dtype: str) -> int:
+        """The most bytes `state()` holds: feature ids and coefficients, and the norm sketch
+        (the features' weights are regenerated from their ids, never saved). Without a
+        budget, what one checkpoint may hold at all."""
+        features = checkpoint.MAX_ARRAY_BYTES // 16 if cls.unbounded else budget
+        return 16 * features + 8 * NORM_PROBES + 4096
+
     def start(self) -> None:
         """Allocate the initial pool (before any input column is known)."""
         self._reserve(0, self._initial_capacity())
@@ -348,6 +372,8 @@ class Grow(FeatureStore):
 
     """
 
+    unbounded = True
+
     def _initial_capacity(self) -> int:
         return 64
 
@@ -375,6 +401,8 @@ class Truncate(Grow):
 
     """
 
+    unbounded = False
+
     def _initial_capacity(self) -> int:
         return self.budget
 
@@ -388,11 +416,3 @@ POLICIES: dict[str, type[FeatureStore]] = {
     "truncate": Truncate,
     "grow": Grow,
 }
-
-
-def make_store(policy: str, kernel: str, gamma: float, seed: int, budget: int,
-               dtype: str = "float32", max_inputs: int = 10_000) -> FeatureStore:
-    if policy not in POLICIES:
-        raise ValueError(f"unknown budget_policy {policy!r}: expected one of {tuple(POLICIES)}")
-    return POLICIES[policy](kernel=kernel, gamma=gamma, seed=seed, budget=budget, dtype=dtype,
-                            max_inputs=max_inputs)

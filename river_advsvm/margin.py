@@ -30,6 +30,8 @@ from river_advsvm.model_checkpoint import CheckpointMixin
 __all__ = ["MAX_FEATURES_LIMIT", "MarginClassifier"]
 
 SCHEDULES = ("constant", "diminishing")
+#: The most samples of a group one worker's sample may stand for (`group_steps`).
+MAX_GROUP_RATE = 1e6
 #: Rows evaluated at once by the batch inference methods: bounds their temporaries.
 ROWS_PER_CHUNK = 1024
 #: The largest `max_features` a model accepts (the bound behind `inputs.MAX_ABS_VALUE`).
@@ -145,6 +147,8 @@ class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
         self._calibration = calibration.Temperature()
         self._bias = 0.0
         self._n_learned = 0
+        # (n_learned when set, samples of the group per sample learned here): see group_steps.
+        self._group_clock: tuple[int, float] = (0, 1.0)
         self._started = False
         self._held: list[tuple[list, np.ndarray, typing.Any]] = []
         self._collapse = collapse.CollapseWatch()
@@ -199,10 +203,48 @@ class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
         (the paper's `theta / t` with `theta = 1` in its C-scaled form). The bias follows the
         same schedule.
         """
+        start, rate = self._group_clock
+        if rate == 1.0:
+            return self._scheduled(t)
+        eta, eta_bias = self._scheduled(start + rate * (t - start))
+        eta = rate * eta
+        if self.regularization > 0:  # the shrink factor 1 - eta lambda stays above 1/2
+            eta = min(eta, 0.5 / self.regularization)
+        return eta, rate * eta_bias
+
+    def _scheduled(self, t: float) -> tuple[float, float]:
         if self.schedule == "constant":
             return self.step_size, self.bias_step_size
         decay = 1.0 / (1.0 + self.step_size * self.regularization * t)
         return self.step_size * decay, self.bias_step_size * decay
+
+    def group_steps(self, rate: float) -> None:
+        """From now on, step as one of the workers of a group whose models are averaged, where
+        `rate` samples reach the group for each one this model learns (the number of workers,
+        with partitions of equal flow).
+
+        Averaging `W` models that each learned their own samples divides each sample's step by
+        `W`; with the 'diminishing' schedule it also slows the schedule's clock `W` times, so
+        the group's model weighs its first samples far above its last ones. With `rate = W`,
+        the step at this model's sample `t` is `W` times the step the schedule gives at the
+        group's count, `n + W (t - n)` from the `n` learned now: the average then follows one
+        model learning every sample. `rate = 1` is the model learning alone. The step is capped
+        at `0.5 / regularization` (the shrink factor stays above 1/2).
+        """
+        self._set_group_clock(self._n_learned, rate)
+
+    def _set_group_clock(self, start: int, rate: float) -> None:
+        if type(start) is not int or not 0 <= start <= self._n_learned:
+            raise ValueError(f"the group clock starts at a sample learned, not {start!r}")
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) \
+                or not 1.0 <= rate <= MAX_GROUP_RATE:
+            raise ValueError(f"rate must be a number in [1, {MAX_GROUP_RATE:g}], got {rate!r}")
+        self._group_clock = (start, float(rate))
+
+    @property
+    def group_rate(self) -> float:
+        """The `rate` of `group_steps` (1: the model learns alone)."""
+        return self._group_clock[1]
 
     # -- labels ---------------------------------------------------------------------------------
 
@@ -352,7 +394,8 @@ class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
                 _check_names([names[j] for j in unknown.tolist()])
                 self._names_checked = columns
             # Inputs the model does not know are usually 0 (a pixel never lit in training).
-            if len(unknown) and (nonzero := values[:, unknown] != 0).any():
+            if len(unknown) and (unknown_values := values[:, unknown]).any():
+                nonzero = unknown_values != 0
                 is_learned = np.fromiter((y is not None for y in labels[i : i + len(values)]),
                                          dtype=bool, count=len(values))
                 for mask, found in [(is_learned, learned), (~is_learned, predicted)]:
@@ -549,7 +592,7 @@ class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
         """Gradients of `g`, row by row: an array for an array, a DataFrame for a DataFrame."""
         names, values = inputs.frame_values(X, missing_ok=True)
         G = self._gradient(names, values)
-        if isinstance(X, np.ndarray):
+        if not hasattr(X, "index"):  # an array, or rows that are not a pandas DataFrame
             return G
         import pandas as pd
 

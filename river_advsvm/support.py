@@ -22,17 +22,20 @@ How it stays cheap:
   same-sign partner or dropped (`river_advsvm.support_budget`), from the kernel rows of the
   vectors involved. With many inputs (at least `GRAM_MIN_INPUTS`) and a budget of at most
   `GRAM_MAX_BUDGET`, those rows are read from a maintained matrix of the exponents
-  `gamma dist(x_i, x_j)` between stored vectors (`(B + 1)^2` entries in the storage precision): a new vector's
-  row is the one its margin computed, a merged vector's row is an exact combination of the
-  rows of the two it replaces, so a merge costs no pass over the vectors. The matrix is part
-  of the store's state (a restored store continues bit for bit), and it is recomputed from the
-  vectors with the norm, so that rounding cannot drift.
+  `gamma dist(x_i, x_j)` between stored vectors (`(B + 1)^2` entries in the storage
+  precision): a new vector's row is the one its margin computed, a merged vector's row is an
+  exact combination of the rows of the two it replaces, so a merge costs no pass over the
+  vectors. The matrix is part of the store's state (a restored store continues bit for bit),
+  and it is recomputed from the vectors with the norm, so that rounding cannot drift.
 
 Rows are learned one at a time through `value` (caches the kernel row), `scale` and `add`; the
 arithmetic of a row depends on the store's state only, never on the batch it came in. On
 OpenBLAS, a row's value does not change either when the row gains zero-valued columns that the
 stored vectors do not have (RBF; for the Laplacian kernel, within a block of 16 columns).
 
+This module is the learning step (`SupportVectors`); the vectors, their exponents and the kept
+matrix are stored by `river_advsvm.support_store`, `f` at many rows is
+`river_advsvm.support_predict`, and the budget's decisions are `river_advsvm.support_budget`.
 The certificate of this representation is `river_advsvm.certify.support_radii`.
 
 """
@@ -43,14 +46,14 @@ import math
 
 import numpy as np
 
-from river_advsvm import support_budget
+from river_advsvm import checkpoint, support_budget
 from river_advsvm.kernels import KERNELS
-from river_advsvm.margin import ROWS_PER_CHUNK
 from river_advsvm.support_budget import POLICIES
+from river_advsvm.support_predict import KernelExpansion
+from river_advsvm.support_store import (DTYPES, GRAM_MAX_BUDGET, GRAM_MIN_INPUTS, _check_gram,
+                                        _quadratic_form, _squared_norms)
 
 __all__ = ["DTYPES", "GRAM_MAX_BUDGET", "GRAM_MIN_INPUTS", "POLICIES", "SupportVectors"]
-
-DTYPES = ("float32", "float64")
 
 # The global scale is folded into the coefficients outside this range; within it, a_i = c / s
 # and a^T K a stay far from the float64 limits for any sane budget.
@@ -58,312 +61,17 @@ _SCALE_RANGE = (1e-64, 1e64)
 # ||f||^2 is recomputed from the vectors after this many stored vectors per vector held (RBF:
 # one product S S^T; the Laplacian kernel's pairwise L1 distances cost more).
 _RECOMPUTE_AFTER = {"rbf": 4, "laplacian": 32}
-# Elements of the (rows x vectors x inputs) temporaries of the Laplacian kernel.
-_BLOCK = 1 << 21
-_COLUMN_BLOCK = 16
 # `reprocess` steps on a stored vector whose margin is at least this (and below 1).
 _REPROCESS_FLOOR = 0.0
 # Restoring a store re-checks its norm against a^T K a up to this many vectors.
 _CHECKED_NORM_SIZE = 4096
-#: The exponent matrix between stored vectors is kept for budgets up to this (16 MB in float32)
-#: and at least this many inputs: below, a pass over the vectors costs less than keeping it.
-GRAM_MAX_BUDGET = 2048
-GRAM_MIN_INPUTS = 128
 # A restored exponent matrix may differ from the one recomputed from the vectors by this much,
 # relative to 1 + gamma (||x_i||^2 + ||x_j||^2): the rounding of merged vectors to the storage
 # precision.
 _GRAM_TOLERANCE = 1e-3
 
 
-def _padded(n: int) -> int:
-    return -(-n // _COLUMN_BLOCK) * _COLUMN_BLOCK
-
-
-def _squared_norms(X: np.ndarray) -> np.ndarray:
-    """`||x||^2` per row (of the last axis) in float64, summed left to right.
-
-    A sequential sum does not change when zero-valued columns are appended, so a row scored
-    before and after the model learns a new column gets the same bits.
-    """
-    squares = np.square(X, dtype=np.float64)
-    if squares.shape[-1] == 0:
-        return np.zeros(squares.shape[:-1])
-    return np.cumsum(squares, axis=-1, out=squares)[..., -1]
-
-
-class _KernelExpansion:
-    """`f = s sum_i a_i k(x_i, .)` over stored vectors: their storage, kernel exponents against
-    them, and `f` with its gradient at many rows.
-
-    The vectors are the rows of `_S` (in `dtype`), padded with zero columns to blocks of 16 and
-    with spare rows (capacity doubles, up to `budget + 1`); `_norms` holds their squared norms,
-    `_a` their coefficients and `_scale` the global scale `s`, in float64. Input columns are
-    only ever added, 0 in every vector stored before.
-    """
-
-    def __init__(self, kernel, gamma, budget, dtype, max_inputs):
-        self.kernel = kernel
-        self.gamma = float(gamma)
-        self.budget = budget
-        self.dtype = dtype
-        self.max_inputs = max_inputs
-        self.size = 0
-        self.n_inputs = 0
-        self.version = 0
-        self._S = np.zeros((0, 0), dtype=dtype)
-        self._norms = np.zeros(0)
-        self._a = np.zeros(0)
-        self._x = np.zeros(0, dtype=dtype)
-        self._scale = 1.0  # f = s * sum_i a_i k(x_i, .)
-        # gamma * dist(x_i, x_j) between stored vectors, when kept (see `_keeps_gram`).
-        self._gram: np.ndarray | None = None
-
-    @property
-    def vectors(self) -> np.ndarray:
-        """The support vectors, one per row (a read-only view)."""
-        view = self._S[: self.size, : self.n_inputs]
-        view.flags.writeable = False
-        return view
-
-    @property
-    def coefficients(self) -> np.ndarray:
-        """The coefficient of each support vector in `f` (`s a_i`), a copy."""
-        return self._scale * self._a[: self.size]
-
-    def negate(self) -> None:
-        """`f <- -f`."""
-        self._scale = -self._scale
-
-    # -- capacity -------------------------------------------------------------------------------
-
-    def _reserve(self, rows: int, columns: int) -> None:
-        old_rows, old_columns = self._S.shape
-        if rows <= old_rows and _padded(columns) <= old_columns:
-            return
-        if rows > old_rows:
-            doubled = 2 * old_rows if self.budget is None else min(2 * old_rows, self.budget + 1)
-            rows = max(rows, doubled)
-        rows = max(rows, old_rows)
-        if _padded(columns) > old_columns:
-            doubled = 2 * old_columns
-            if self.max_inputs is not None:
-                doubled = min(doubled, _padded(self.max_inputs))
-            columns = max(_padded(columns), doubled)
-        columns = max(columns, old_columns)
-        S = np.zeros((rows, columns), dtype=self.dtype)
-        S[: self.size, : self.n_inputs] = self._S[: self.size, : self.n_inputs]
-        self._S = S
-        for name in ("_norms", "_a"):
-            grown = np.zeros(rows)
-            grown[: self.size] = getattr(self, name)[: self.size]
-            setattr(self, name, grown)
-        x = np.zeros(columns, dtype=self.dtype)
-        x[: self.n_inputs] = self._x[: self.n_inputs]
-        self._x = x
-
-    def start(self) -> None:
-        """Allocate the initial buffers."""
-        rows = 64 if self.budget is None else min(64, self.budget + 1)
-        self._reserve(rows, _COLUMN_BLOCK)
-
-    def add_inputs(self, new) -> None:
-        """Extend every stored vector with new input columns, all 0: `new` is their number, or
-        any sequence with one entry per column (the model passes their hashes).
-
-        `f` does not change, so a row given to `value` can still be added, over the wider
-        columns.
-        """
-        n_new = new if isinstance(new, (int, np.integer)) else len(new)
-        if not n_new >= 0:
-            raise ValueError(f"cannot add {n_new!r} input columns")
-        self._reserve(max(self._S.shape[0], 1), self.n_inputs + int(n_new))
-        self.n_inputs += int(n_new)
-        self.version += 1
-
-    def _append(self, x: np.ndarray, a: float, norm: float | None = None) -> None:
-        """Store the vector `x` (over the known columns) with coefficient `a` (and squared
-        norm `norm`, if known)."""
-        n = self.n_inputs
-        self._reserve(self.size + 1, n)
-        slot = self.size
-        self._S[slot, :n] = x
-        self._norms[slot] = _squared_norms(x) if norm is None else norm
-        self._a[slot] = a
-        self.size += 1
-
-    def _drop(self, i: int) -> None:
-        last = self.size - 1
-        k = self.n_inputs
-        if i != last:
-            self._S[i, :k] = self._S[last, :k]
-            self._norms[i] = self._norms[last]
-            self._a[i] = self._a[last]
-            G = self._gram
-            if G is not None:
-                G[i, :last] = G[last, :last]
-                G[:last, i] = G[:last, last]
-                G[i, i] = 0.0
-        self.size = last
-
-    def _load(self, vectors: np.ndarray, alpha: np.ndarray, n_inputs: int) -> None:
-        """Hold exactly these vectors (over `n_inputs` columns) and coefficients."""
-        size = len(vectors)
-        self._reserve(max(size, 1), n_inputs)
-        self._S[:size, :n_inputs] = vectors
-        self._norms[:size] = _squared_norms(vectors)
-        self._a[:size] = alpha
-        self.size, self.n_inputs = size, n_inputs
-        self._gram = None
-
-    # -- kernel exponents -----------------------------------------------------------------------
-
-    def _exponents(self, x: np.ndarray, extra: float) -> np.ndarray:
-        """`gamma * dist(x, x_i)` for every stored vector; `x` is a padded row of `dtype`.
-
-        `extra` is `||x||^2` (RBF, unknown columns included) or the L1 norm of the unknown
-        columns (Laplacian).
-        """
-        S = self._S[: self.size, : len(x)]
-        if self.kernel == "rbf":
-            distances = self._norms[: self.size] + extra
-            products = (S @ x).astype(np.float64)
-            products *= 2.0
-            distances -= products
-            np.maximum(distances, 0.0, out=distances)
-        else:
-            distances = np.abs(S - x).sum(axis=1).astype(np.float64)
-            distances += extra
-        distances *= self.gamma
-        return distances
-
-    def _row(self, row: np.ndarray, extra: float) -> tuple[np.ndarray, float]:
-        """Exponents and `sum_i a_i k(x, x_i)` for one padded row."""
-        if not self.size:
-            return np.zeros(0), 0.0
-        exponents = self._exponents(row, extra)
-        kernels = np.negative(exponents)
-        np.exp(kernels, out=kernels)
-        return exponents, float(kernels @ self._a[: self.size])
-
-    def _load_row(self, x: np.ndarray, v, u: np.ndarray | None = None) -> tuple[np.ndarray, float]:
-        """Copy `v` into the buffer `x`; the padded row and its `extra` for `_exponents`."""
-        n = self.n_inputs
-        v = np.asarray(v, dtype=np.float64)
-        if v.shape != (n,):
-            raise ValueError(f"expected a row of {n} values, got shape {v.shape}")
-        x[:n] = v
-        row = x[: _padded(n)]
-        if self.kernel == "laplacian":
-            return row, 0.0 if u is None else float(np.abs(u.astype(self.dtype)).sum())
-        if u is None or not u.size:
-            return row, float(_squared_norms(x[:n]))
-        return row, float(_squared_norms(np.concatenate([x[:n], u.astype(self.dtype)])))
-
-    def _stored_exponents(self, i: int) -> np.ndarray:
-        """`gamma * dist(x_i, x_j)` for every stored `j` (0 at `j = i`)."""
-        extra = self._norms[i] if self.kernel == "rbf" else 0.0
-        exponents = self._exponents(self._S[i, : _padded(self.n_inputs)], extra)
-        exponents[i] = 0.0
-        return exponents
-
-    def _kernels_many(self, V: np.ndarray, U: np.ndarray | None) -> np.ndarray:
-        """`k(v, x_i)` for rows of at most `ROWS_PER_CHUNK`, computed in the storage precision
-        (one row goes through `_row` instead, like `value`, in float64 after the product)."""
-        dtype = np.dtype(self.dtype)
-        X = V.astype(dtype)
-        S = self._S[: self.size, : self.n_inputs]
-        if self.kernel == "rbf":
-            squared = np.einsum("ij,ij->i", X, X, dtype=np.float64)
-            if U is not None:
-                U32 = U.astype(dtype)
-                squared += np.einsum("ij,ij->i", U32, U32, dtype=np.float64)
-            E = X @ S.T
-            E *= -2.0
-            E += self._norms[: self.size].astype(dtype)
-            E += squared.astype(dtype)[:, None]
-            np.maximum(E, 0.0, out=E)
-        else:
-            E = np.empty((len(X), self.size), dtype=dtype)
-            step = max(1, _BLOCK // max(1, self.size * self.n_inputs))
-            for start in range(0, len(X), step):
-                block = X[start : start + step, None, :] - S[None]
-                E[start : start + step] = np.abs(block).sum(axis=2)
-            if U is not None:
-                E += np.abs(U.astype(dtype)).sum(axis=1)[:, None]
-        E *= dtype.type(-self.gamma)
-        return np.exp(E, out=E)
-
-
-    # -- inference on many rows -----------------------------------------------------------------
-
-    def _check_rows(self, V, U):
-        V = np.asarray(V, dtype=np.float64)
-        if V.ndim != 2 or V.shape[1] != self.n_inputs:
-            raise ValueError(f"expected rows of {self.n_inputs} values, got shape {V.shape}")
-        if U is not None:
-            U = np.asarray(U, dtype=np.float64)
-            if U.ndim != 2 or len(U) != len(V):
-                raise ValueError(f"unknown-column values of shape {U.shape} for {len(V)} rows")
-            if not U.shape[1]:
-                U = None
-        return V, U
-
-    def values(self, V: np.ndarray, U: np.ndarray | None = None, extra_hashes=None) -> np.ndarray:
-        """`f` at each row of `V` (known columns), with `U` the values of columns the store does
-        not know (its vectors are 0 there). A single row gets the bits `value` would give."""
-        V, U = self._check_rows(V, U)
-        out = np.zeros(len(V))
-        if not self.size:
-            return out
-        if len(V) == 1:
-            # A fresh buffer: the row remembered for add() stays as it is.
-            x = np.zeros(_padded(self.n_inputs), dtype=self.dtype)
-            row, extra = self._load_row(x, V[0], None if U is None else U[0])
-            out[0] = self._scale * self._row(row, extra)[1]
-            return out
-        a = self._a[: self.size]
-        for start in range(0, len(V), ROWS_PER_CHUNK):
-            chunk = slice(start, start + ROWS_PER_CHUNK)
-            K = self._kernels_many(V[chunk], None if U is None else U[chunk])
-            out[chunk] = self._scale * (K.astype(np.float64) @ a)
-        return out
-
-    def gradients(self, V: np.ndarray, U: np.ndarray | None = None, extra_hashes=None):
-        """`df/dv` and `df/du` at each row (a subgradient for the Laplacian kernel).
-
-        RBF: `-2 gamma s sum_i a_i k(x, x_i) (x - x_i)`; Laplacian:
-        `-gamma s sum_i a_i k(x, x_i) sign(x - x_i)`.
-        """
-        V, U = self._check_rows(V, U)
-        G = np.zeros(V.shape)
-        GU = np.zeros((len(V), 0 if U is None else U.shape[1]))
-        if not self.size:
-            return G, GU
-        S = self._S[: self.size, : self.n_inputs].astype(np.float64)
-        a = self._a[: self.size]
-        for start in range(0, len(V), ROWS_PER_CHUNK):
-            chunk = slice(start, start + ROWS_PER_CHUNK)
-            W = self._kernels_many(V[chunk], None if U is None else U[chunk]) * a
-            total = W.sum(axis=1)[:, None]
-            if self.kernel == "rbf":
-                factor = -2.0 * self.gamma * self._scale
-                G[chunk] = factor * (total * V[chunk] - W @ S)
-                if U is not None:
-                    GU[chunk] = factor * total * U[chunk]
-                continue
-            factor = -self.gamma * self._scale
-            rows = V[chunk]
-            step = max(1, _BLOCK // max(1, self.size * self.n_inputs))
-            for i in range(0, len(rows), step):
-                signs = np.sign(rows[i : i + step, None, :] - S[None])
-                block = slice(start + i, start + i + step)
-                G[block] = factor * np.einsum("rb,rbn->rn", W[i : i + step], signs)
-            if U is not None:
-                GU[chunk] = factor * total * np.sign(U[chunk])
-        return G, GU
-
-
-class SupportVectors(_KernelExpansion):
+class SupportVectors(KernelExpansion):
     """The support vectors, their coefficients and the exact norm of `AdvKernelSVM`'s `f`.
 
     Parameters
@@ -461,11 +169,39 @@ class SupportVectors(_KernelExpansion):
         self._pending = None
         self._edits = 0
         self._cursor = 0  # the stored vector `reprocess` visits next
+        # The latest row `value` computed: (vectors' version and size, extra), the row, its
+        # exponents and kernel values.
+        self._last_row = None
 
     @property
     def norm(self) -> float:
         """`||f||_H = |s| sqrt(a^T K a)`."""
         return abs(self._scale) * math.sqrt(max(self._q, 0.0))
+
+    # -- what the model asks of either representation (see `budget.FeatureStore`) ---------------
+
+    n_features = 0
+
+    @property
+    def n_support_vectors(self) -> int:
+        return self.size
+
+    @property
+    def maintenance(self) -> dict:
+        """What keeping within the budget has cost: merges, removals, summed degradation."""
+        return {"merges": self.n_merges, "removals": self.n_removals,
+                "degradation": self.total_degradation}
+
+    @staticmethod
+    def max_state_bytes(budget: int | None, max_inputs: int, dtype: str) -> int:
+        """The most bytes `state()` holds: vectors over at most `max_inputs` columns, their
+        weights and ids, and the kernel exponents between them when the store keeps those.
+        Without a budget, what one checkpoint may hold at all."""
+        if budget is None:
+            return checkpoint.MAX_ARRAY_BYTES
+        itemsize = np.dtype(dtype).itemsize
+        gram = itemsize * budget**2 if budget <= GRAM_MAX_BUDGET else 0
+        return budget * (max_inputs * itemsize + 32) + gram + 4096
 
     # -- learning, one row at a time ------------------------------------------------------------
 
@@ -474,9 +210,18 @@ class SupportVectors(_KernelExpansion):
         store does not know: its vectors are 0 there); remembers the row for `add`.
         `extra_hashes` (the names of `u`) is not needed: a support vector has 0 for every
         input it never saw."""
-        u = None if u is None else np.asarray(u, dtype=np.float64)
+        u = None if u is None or not len(u) else np.asarray(u, dtype=np.float64)
         row, extra = self._load_row(self._x, v, u)
-        exponents, total = self._row(row, extra)
+        # The same row again with the same vectors (a prediction, then learning the sample):
+        # its kernel values are those computed last time; only the sum over `a` is new.
+        key = (self.version, self.size, extra)
+        last = self._last_row
+        if last is not None and last[0] == key and np.array_equal(last[1], row):
+            exponents, kernels = last[2], last[3]
+            total = float(kernels @ self._a[: self.size]) if self.size else 0.0
+        else:
+            exponents, kernels, total = self._kernel_row(row, extra)
+            self._last_row = (key, row.copy(), exponents, kernels)
         # For add: the row as given (passing it back spares the check that it is the same) and
         # its squared norm, when `extra` is that.
         alone = self.kernel == "rbf" and (u is None or not u.size)
@@ -575,15 +320,17 @@ class SupportVectors(_KernelExpansion):
                 return
         self._append(x, a_new, norm)
         G = self._gram
+        over = self.budget is not None and self.size > self.budget
         if G is not None:  # the new vector's row is the one its margin computed
             slot = self.size - 1
             G[slot, :slot] = exponents
-            G[:slot, slot] = exponents
             G[slot, slot] = 0.0
+            if not over:  # (over the budget, `_maintain` writes the column if it stays)
+                G[:slot, slot] = exponents
         self._changed()
         self._q = q
-        if self.budget is not None and self.size > self.budget:
-            self._maintain(None if G is not None else np.append(exponents, 0.0))
+        if over:
+            self._maintain(exponents, column_pending=G is not None)
         self._stored_since_norm += 1
         if self._stored_since_norm >= _RECOMPUTE_AFTER[self.kernel] * max(self.size, 64):
             self.recompute_norm()
@@ -637,15 +384,6 @@ class SupportVectors(_KernelExpansion):
         self._q = _quadratic_form(self.kernel, self.gamma, S, norms, self._a[:size], self._gram)
         self._stored_since_norm = 0
 
-    def _keeps_gram(self, n_inputs: int | None = None) -> bool:
-        """Whether the exponents between stored vectors are kept in a matrix (see the module)."""
-        n_inputs = self.n_inputs if n_inputs is None else n_inputs
-        return (self.budget is not None and self.budget <= GRAM_MAX_BUDGET
-                and n_inputs >= GRAM_MIN_INPUTS)
-
-    def _new_gram(self) -> np.ndarray:
-        return np.zeros((self.budget + 1, self.budget + 1), dtype=self.dtype)
-
     def _changed(self) -> None:
         """Stored vectors changed: caches keyed on `version`, and the row `value` remembered,
         are stale."""
@@ -655,26 +393,29 @@ class SupportVectors(_KernelExpansion):
 
     # -- budget maintenance ---------------------------------------------------------------------
 
-    def _started_gram(self) -> np.ndarray | None:
-        """The kept matrix of kernel exponents, started now if this store keeps one and has
-        none yet (the first merge or reprocess step needs it; `add` then fills in each new
-        row); None if it keeps none."""
-        size = self.size
-        if self._gram is None and self._keeps_gram() and size <= self.budget + 1:
-            self._gram = self._new_gram()  # (not in `average`, past the budget)
-            _quadratic_form(self.kernel, self.gamma, self._S[:size, : self.n_inputs],
-                            self._norms[:size], self._a[:size], self._gram)
-        return self._gram
+    def _maintain(self, newest: np.ndarray | None = None, column_pending: bool = False) -> None:
+        """Merge or remove the smallest coefficient; `newest` is the last vector's row of
+        exponents, if known.
 
-    def _maintain(self, newest: np.ndarray | None = None) -> None:
-        """Merge or remove the smallest coefficient; `newest` is the last vector's row, if known."""
+        With `column_pending`, the kept matrix has the last vector's row but not its column
+        (strided, so the costly write). It is never needed: the rows read are `m`'s and the
+        partner's (their entry for the last vector is taken from its row), the partner's column
+        is rewritten, and the last vector either leaves (usually: it is `m`) or moves to `m`'s
+        place, row and column from its row (`_drop`)."""
         size = self.size
+        last = size - 1
         G = self._started_gram()
 
-        def row(i):
+        def row(i, out):
             if G is not None:
-                return G[i, :size].astype(np.float64)
-            return newest if newest is not None and i == size - 1 else self._stored_exponents(i)
+                out[:] = G[i, :size]
+                if column_pending and i != last:
+                    out[last] = G[last, i]
+            elif newest is not None and i == last:
+                out[:last] = newest
+                out[last] = 0.0
+            else:
+                out[:] = self._stored_exponents(i)
 
         event = support_budget.plan(self.kernel, self.policy, self._a[:size], row)
         self._q += event.squared_norm_change
@@ -727,12 +468,14 @@ class SupportVectors(_KernelExpansion):
             arrays["gram"] = self._gram[: self.size, : self.size].copy()
         return scalars, arrays
 
-    def restore(self, scalars: dict, arrays: dict, n_inputs: int) -> None:
-        """Rebuild from `state()` over `n_inputs` input columns; `ValueError` if inconsistent.
+    def restore(self, scalars: dict, arrays: dict, inputs) -> None:
+        """Rebuild from `state()` over the input columns `inputs` (their number, or one entry
+        per column, as for `add_inputs`); `ValueError` if inconsistent.
 
         Everything is checked against this store's own parameters and the arrays' shapes before
         anything is allocated or changed.
         """
+        n_inputs = inputs if isinstance(inputs, (int, np.integer)) else len(inputs)
         _check_state(self, scalars, arrays, n_inputs)
         vectors, alpha = arrays["vectors"], arrays["alpha"]
         size = scalars["size"]
@@ -862,42 +605,3 @@ def _check_state(store: SupportVectors, scalars: dict, arrays: dict, n_inputs: i
         raise ValueError(f"saved coefficients must be float64 of shape ({size},)")
     if not (np.isfinite(vectors).all() and np.isfinite(alpha).all()):
         raise ValueError("saved support vectors or coefficients are not finite")
-
-
-def _quadratic_form(kernel: str, gamma: float, S: np.ndarray, norms: np.ndarray, a,
-                    gram: np.ndarray | None = None) -> float:
-    """`a^T K a` over the vectors `S` (squared norms `norms`), in blocks of rows (no full kernel
-    matrix in memory); the exponents `gamma dist(x_i, x_j)` are written into `gram` if given
-    (0 on the diagonal)."""
-    size, n = S.shape
-    if not size:
-        return 0.0
-    total = 0.0
-    step = max(1, _BLOCK // max(1, size * (n if kernel == "laplacian" else 1)))
-    for start in range(0, size, step):
-        rows = slice(start, min(start + step, size))
-        if kernel == "rbf":
-            E = (S[rows] @ S.T).astype(np.float64)
-            E *= -2.0
-            E += norms
-            E += norms[rows, None]
-            np.maximum(E, 0.0, out=E)
-        else:
-            E = np.abs(S[rows, None, :] - S[None]).sum(axis=2).astype(np.float64)
-        E *= gamma
-        if gram is not None:
-            block = gram[rows, :size]
-            block[...] = E
-            block[np.arange(len(block)), np.arange(start, start + len(block))] = 0.0
-        np.negative(E, out=E)
-        total += float(a[rows] @ (np.exp(E, out=E) @ a))
-    return total
-
-
-def _check_gram(gram, size: int, dtype: str) -> None:
-    """Refuse a saved exponent matrix that is not one (its values are checked by `restore`)."""
-    if not isinstance(gram, np.ndarray) or gram.dtype != dtype or gram.shape != (size, size):
-        raise ValueError(f"saved kernel exponents must be {dtype} of shape ({size}, {size})")
-    if not (np.isfinite(gram).all() and (gram >= 0).all() and not gram.diagonal().any()):
-        raise ValueError("saved kernel exponents must be finite, >= 0, and 0 on the diagonal")
-

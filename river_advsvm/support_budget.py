@@ -34,6 +34,7 @@ vectors.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import typing
@@ -77,36 +78,42 @@ class Maintenance(typing.NamedTuple):
 def plan(kernel: str, policy: str, a: np.ndarray, row) -> Maintenance:
     """The maintenance event for the coefficients `a` (one per stored vector).
 
-    `row(i)` returns `gamma * dist(x_i, x_j)` for every stored `j` (0 at `j = i`: squared L2
-    distances for RBF, L1 for Laplacian). The change of `a^T K a` is exact up to rounding: the
-    removed terms' cross products come from the rows of `m`, of the partner and (RBF) of `z`,
-    whose squared distances to every vector are exact combinations of the first two.
+    `row(i, out)` writes `gamma * dist(x_i, x_j)` for every stored `j` into `out` (0 at
+    `j = i`: squared L2 distances for RBF, L1 for Laplacian). The change of `a^T K a` is exact
+    up to rounding: the removed terms' cross products come from the rows of `m`, of the partner
+    and (RBF) of `z`, whose squared distances to every vector are exact combinations of the
+    first two. The three rows share one buffer, so that their kernel sums are one product.
     """
     m = int(np.abs(a).argmin())
-    a_m = a[m]
+    a_m = float(a[m])
     if a_m * a_m == 0.0:  # nothing to carry over (to double precision): a removal is exact
         return Maintenance(m, None, 1.0, 0.0, 0.0, 0.0)
-    exponents_m = row(m)
-    value_m = float(np.exp(-exponents_m) @ a)
-    same_sign = a * a_m > 0.0
+    rows = np.empty((3, len(a)))  # the exponents of m, of its partner and of z
+    exponents_m = rows[0]
+    row(m, exponents_m)
+    same_sign = a > 0.0 if a_m > 0.0 else a < 0.0
     same_sign[m] = False
-    partners = np.flatnonzero(same_sign)
-    if policy == "merge" and partners.size:
-        D = exponents_m[partners]
-        best, h, p, loss = best_merge(kernel, abs(a_m), np.abs(a[partners]), D)
-        n, a_z = int(partners[best]), math.copysign(p, a_m)
-        exponents_n = row(n)
-        value_n = float(np.exp(-exponents_n) @ a)
-        if kernel == "rbf":
-            # Squared distances from a point of the segment, exactly.
-            exponents_z = h * exponents_m + (1.0 - h) * exponents_n - h * (1.0 - h) * D[best]
-            np.maximum(exponents_z, 0.0, out=exponents_z)
-        else:
-            exponents_z = exponents_m if h == 1.0 else exponents_n
-        value_z = float(np.exp(-exponents_z) @ a)
-        change = 2.0 * (a_z * value_z - a_m * value_m - a[n] * value_n) + loss
-        return Maintenance(m, n, h, a_z, change, loss, exponents_z)
-    return Maintenance(m, None, 1.0, 0.0, a_m * (a_m - 2.0 * value_m), a_m * a_m)
+    partners = same_sign.nonzero()[0] if policy == "merge" else ()
+    if not len(partners):
+        value_m = float(np.exp(-exponents_m) @ a)
+        return Maintenance(m, None, 1.0, 0.0, a_m * (a_m - 2.0 * value_m), a_m * a_m)
+    D = exponents_m[partners]
+    best, h, p, loss = best_merge(kernel, abs(a_m), np.abs(a[partners]), D)
+    n, a_z = int(partners[best]), math.copysign(p, a_m)
+    exponents_n, exponents_z = rows[1], rows[2]
+    row(n, exponents_n)
+    if kernel == "rbf":
+        # Squared distances from a point of the segment, exactly.
+        np.multiply(exponents_m, h, out=exponents_z)
+        exponents_z += (1.0 - h) * exponents_n
+        exponents_z -= h * (1.0 - h) * float(D[best])
+        np.maximum(exponents_z, 0.0, out=exponents_z)
+    else:
+        exponents_z[:] = exponents_m if h == 1.0 else exponents_n
+    kernels = np.negative(rows)
+    value_m, value_n, value_z = (np.exp(kernels, out=kernels) @ a).tolist()
+    change = 2.0 * (a_z * value_z - a_m * value_m - float(a[n]) * value_n) + loss
+    return Maintenance(m, n, h, a_z, change, loss, exponents_z)
 
 
 def best_merge(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
@@ -140,7 +147,7 @@ def best_merge(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
     partner, as `np.argmin` would.
 
     """
-    if kernel == "laplacian" or len(D) <= EXHAUSTIVE_PARTNERS or (B < A).any():
+    if kernel == "laplacian" or len(D) <= EXHAUSTIVE_PARTNERS or B.min() < A:
         h, p, loss = _merges(kernel, A, B, D)
         best = int(loss.argmin())
         return best, float(h[best]), float(p[best]), float(loss[best])
@@ -151,8 +158,8 @@ def best_merge(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
     # there on can win.
     grid, losses = _equal_losses()
     bound = solved[nearest][2] / (A * A) + _BOUND_SLACK
-    reach = int(np.searchsorted(losses, bound, side="right"))
-    chosen = np.flatnonzero(D < grid[reach]) if reach < len(grid) else np.arange(len(D))
+    reach = bisect.bisect_right(losses, bound)
+    chosen = (D < grid[reach]).nonzero()[0] if reach < len(grid) else np.arange(len(D))
     if len(chosen) <= _ONE_BY_ONE:
         # A handful of partners (the usual case): each in Python floats, as a vectorised solve
         # costs about 90 numpy calls of a microsecond each whatever its length.
@@ -195,14 +202,15 @@ def _sigmoid(u: float) -> float:
 
 
 @functools.cache
-def _equal_losses() -> tuple[np.ndarray, np.ndarray]:
+def _equal_losses() -> tuple[list[float], list[float]]:
     """`(D, L(D))` on a grid: the degradation of merging two equal coefficients 1 at distance
     `D`, made nonincreasing from the right (so that it never exceeds the value at any larger
-    `D` of the grid, whatever the rounding of the Newton solve)."""
+    `D` of the grid, whatever the rounding of the Newton solve). Python lists: one partner's
+    look-up is a `bisect`, cheaper than a numpy call."""
     grid = np.arange(0.0, _GRID_END, _GRID_STEP)
     _, p = merge_points("rbf", 1.0, np.ones(len(grid)), grid)
     losses = 2.0 + 2.0 * np.exp(-grid) - p * p
-    return grid, np.minimum.accumulate(losses[::-1])[::-1]
+    return grid.tolist(), np.minimum.accumulate(losses[::-1])[::-1].tolist()
 
 
 def _merges(kernel, A, B, D):

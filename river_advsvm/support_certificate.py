@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from river_advsvm.kernels import NORMS
-from river_advsvm.support import _BLOCK, _padded
+from river_advsvm.support_store import _BLOCK, _padded
 
 __all__ = ["support_radii"]
 

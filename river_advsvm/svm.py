@@ -10,8 +10,10 @@ import warnings
 
 import numpy as np
 
-from river_advsvm import adversary, bandwidth, budget as rf, certify, checkpoint, inputs, kernels
+from river_advsvm import adversary, bandwidth, certify, inputs, kernels
+from river_advsvm import budget as rf
 from river_advsvm.margin import MarginClassifier
+from river_advsvm.support import SupportVectors
 
 __all__ = ["AdvKernelSVM"]
 
@@ -266,6 +268,7 @@ class AdvKernelSVM(MarginClassifier):
         self._gamma = None if isinstance(gamma, str) else bandwidth.median_gamma(gamma)
         self._scales = np.ones(16)  # one per input column, with spare room
         self._store = None
+        self._scaled_row: tuple | None = None  # (a row, the same scaled): see _row_margin
         self.kernel_radius = 0.0
         self._radius_names: list | None = None
         # The recent share of active samples; no sample has shown the hinge is not flat yet.
@@ -278,9 +281,12 @@ class AdvKernelSVM(MarginClassifier):
     def _is_stochastic(self) -> bool:
         return self.seed is None
 
-    @property
-    def _support_vectors(self) -> bool:
-        return self.budget_policy in SUPPORT_POLICIES
+    def _store_type(self) -> type:
+        """What holds `f`: the support vectors or a pool of random features. Everything else
+        asks the store (`reprocess`, `maintenance`, `restore`, the sizes), whichever it is."""
+        if self.budget_policy in SUPPORT_POLICIES:
+            return SupportVectors
+        return rf.POLICIES[self.budget_policy]
 
     # -- the bandwidth --------------------------------------------------------------------------
 
@@ -357,14 +363,13 @@ class AdvKernelSVM(MarginClassifier):
     def _start(self):
         if self._gamma is None:
             self._fit_gamma()
-        if self._support_vectors:
-            from river_advsvm.support import SupportVectors
-
+        store_type = self._store_type()
+        if store_type is SupportVectors:
             self._store = SupportVectors(self.kernel, self._gamma, self.budget,
                                          self.budget_policy, self.dtype, self.max_features)
-        else:
-            self._store = rf.make_store(self.budget_policy, self.kernel, self._gamma, self._seed,
-                                        self.budget, self.dtype, self.max_features)
+        else:  # random features are drawn from the model's seed
+            self._store = store_type(self.kernel, self._gamma, self._seed, self.budget,
+                                     self.dtype, self.max_features)
         self._store.start()
 
     def _add_inputs(self, names, hashes):
@@ -388,8 +393,10 @@ class AdvKernelSVM(MarginClassifier):
         return self.kernel_radius
 
     def _row_margin(self, v, u, u_names, u_hashes):
-        v, u = self._scaled(v, u, u_names)
-        return self._store.value(v, u, u_hashes) + self._bias
+        scaled, u = self._scaled(v, u, u_names)
+        # The step that follows on the same row reuses its scaled copy (see _step).
+        self._scaled_row = (v, scaled) if scaled is not v else None
+        return self._store.value(scaled, u, u_hashes) + self._bias
 
     def _step(self, v, y, g, t, names):
         store = self._store
@@ -402,7 +409,12 @@ class AdvKernelSVM(MarginClassifier):
             if y * g - radius * store.norm < 1.0:
                 v, g = self._attacked(v, y, g, names)
             radius = 0.0
-        v = v if q is None else v * q
+        if q is not None:
+            # The margin's scaled row when it is of this row (no input added since): `add`
+            # then knows it for the row `value` got, and does not check it again.
+            given, scaled = self._scaled_row or (None, None)
+            v = scaled if given is v else v * q
+        self._scaled_row = None
         active = 1.0 - y * g + radius * store.norm > 0.0
         # With nearly every sample active, the hinge loss is flat in b: damp its step (on
         # CIFAR at L-inf 0.1, where every attacked sample is active, b wandered between -1
@@ -415,8 +427,7 @@ class AdvKernelSVM(MarginClassifier):
                                              / (1.0 - FLAT_BIAS_SHARE))
             if radius > 0.0 and store.norm > 0.0:
                 store.scale(max(0.0, 1.0 - eta * radius / store.norm))
-        if self._support_vectors:
-            self._reprocess_stored(eta, radius)
+        self._reprocess_stored(eta, radius)
 
     def _reprocess_stored(self, eta: float, radius: float) -> None:
         """`reprocess` hinge steps on stored vectors, after the sample's own step: the same step
@@ -425,7 +436,7 @@ class AdvKernelSVM(MarginClassifier):
         model forgets, stay as they were) and no bias step: the bias is not regularised, and
         the stored vectors' labels are not the stream's balance (measured: with bias steps,
         Bananas lost 1 point, the digits' adversarial example its robustness)."""
-        store = self._store
+        store = self._store  # (random features keep no vectors: their `reprocess` does nothing)
         for _ in range(self.reprocess):
             if store.reprocess(self._bias, eta, radius * store.norm) and radius > 0.0 \
                     and store.norm > 0.0:
@@ -488,7 +499,7 @@ class AdvKernelSVM(MarginClassifier):
         q = self._input_scales
         q = np.ones(V.shape[1]) if q is None else q
         q_u = self._scale_of(u_names)
-        if self._support_vectors:
+        if isinstance(self._store, SupportVectors):
             return certify.support_radii(self._store, margins, np.hstack([Vs, Us]), norm,
                                          bias=self._bias, scale=np.concatenate([q, q_u]),
                                          bounds=bounds)
@@ -496,20 +507,7 @@ class AdvKernelSVM(MarginClassifier):
                                     n_inputs=len(names))
 
     def _max_state_bytes(self):
-        itemsize = np.dtype(self.dtype).itemsize
-        if self._support_vectors:
-            # Stored vectors over at most max_features inputs, their weights and ids; an
-            # unbounded budget is bounded by what one checkpoint may hold at all.
-            if self.budget is None:
-                return checkpoint.MAX_ARRAY_BYTES
-            # With the kernel exponents between them, when the store keeps those.
-            from river_advsvm.support import GRAM_MAX_BUDGET
-
-            gram = itemsize * self.budget**2 if self.budget <= GRAM_MAX_BUDGET else 0
-            return self.budget * (self.max_features * itemsize + 32) + gram + 4096
-        # Feature ids and coefficients, and the norm sketch: random features hold no weights.
-        features = self.budget if self.budget_policy != "grow" else checkpoint.MAX_ARRAY_BYTES // 16
-        return 16 * features + 8 * rf.NORM_PROBES + 4096
+        return self._store_type().max_state_bytes(self.budget, self.max_features, self.dtype)
 
     def _negate(self):
         if self._store is not None:
@@ -555,33 +553,26 @@ class AdvKernelSVM(MarginClassifier):
             self._scales = np.ones(max(d, 16))
             if self._gamma_by_name is not None:
                 self._scales[:d] = self._scale_of(self._index.names)
-            if self._support_vectors:
-                self._store.restore(scalars["store"], arrays, d)
-            else:
-                self._store.restore(scalars["store"], arrays, self._index.hashes)
+            self._store.restore(scalars["store"], arrays, self._index.hashes)
 
     # -- introspection --------------------------------------------------------------------------
 
     @property
     def n_features(self) -> int:
         """Number of random features in the model (0 for support vectors)."""
-        return 0 if self._store is None or self._support_vectors else self._store.size
+        return 0 if self._store is None else self._store.n_features
 
     @property
     def n_support_vectors(self) -> int:
         """Number of stored support vectors (0 for random features)."""
-        return self._store.size if self._store is not None and self._support_vectors else 0
+        return 0 if self._store is None else self._store.n_support_vectors
 
     @property
     def budget_maintenance(self) -> dict:
         """What keeping the support vectors within the budget has cost so far: merges,
         removals and the summed `||f_before - f_after||^2` of those events (empty for random
         features)."""
-        if not (self._support_vectors and self._store is not None):
-            return {}
-        store = self._store
-        return {"merges": store.n_merges, "removals": store.n_removals,
-                "degradation": store.total_degradation}
+        return {} if self._store is None else dict(self._store.maintenance)
 
     @property
     def rkhs_norm(self) -> float:

@@ -58,7 +58,7 @@ _WORKER_OPTIONS = [
     "gamma", "regularization", "step_size", "bias_step_size", "schedule", "budget",
     "budget_policy", "max_features", "seed", "monitor_sample_rate", "monitor_epsilon",
     "monitor_norm", "monitor_bounds", "log_format", "adversary", "adversary_steps",
-    "input_bounds", "reprocess",
+    "input_bounds", "reprocess", "group_model", "basis_refresh_every",
 ]
 
 
@@ -151,6 +151,8 @@ def _serve(args: argparse.Namespace) -> int:
         sync_every=args.sync_every,
         sync_topic=args.sync_topic,
         worker_id=args.worker_id,
+        group_model=args.group_model,
+        basis_refresh_every=args.basis_refresh_every,
         blas_threads=args.blas_threads,
         security=settings,
     )

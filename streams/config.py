@@ -78,6 +78,12 @@ class ServiceConfig:
         The group's snapshot topic; by default `<topic>-<group>-snapshots`.
     worker_id
         This worker's key in the snapshot topic; by default kept in `checkpoint_dir/worker-id`.
+    group_model
+        How a worker folds its peers' support vectors: 'basis' (coefficients over the basis
+        the group shares, `river_advsvm.streams.group_basis`) or 'union' (their vectors, then
+        budget maintenance). 'compact' random features average their coefficients either way.
+    basis_refresh_every
+        With 'basis': a worker proposes a new basis after this many of its folds on one.
     blas_threads
         BLAS threads in the service (threadpoolctl); None or 0 leaves BLAS as it is.
     security
@@ -112,6 +118,8 @@ class ServiceConfig:
     sync_every: int | None = None
     sync_topic: str | None = None
     worker_id: str | None = None
+    group_model: str = "basis"
+    basis_refresh_every: int = 1
     blas_threads: int | None = 1
     security: SecuritySettings = dataclasses.field(default_factory=SecuritySettings)
     client_settings: dict = dataclasses.field(default_factory=dict)
@@ -138,6 +146,10 @@ class ServiceConfig:
             if self.sync_topic in [self.topic, *outputs]:
                 raise ValueError(f"the snapshot topic {self.sync_topic!r} must be a topic of its own")
             self.checkpoint_every = self.sync_every
+        if self.group_model not in ("basis", "union"):
+            raise ValueError(f"group_model must be 'basis' or 'union', got {self.group_model!r}")
+        if self.basis_refresh_every < 1:
+            raise ValueError("basis_refresh_every must be >= 1")
 
     @property
     def grouped(self) -> bool:

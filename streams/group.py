@@ -22,6 +22,13 @@ format, as bytes): model, counters, `offsets` and the `group` bookkeeping. The p
   (for itself: what it learned since its last fold). A snapshot already folded weighs 0, so a dead
   worker's last model is averaged in once, not at every sync. The bias and the calibration
   temperature are averaged the same way, and the model's `n_learned` becomes the group's total.
+  Until its next fold the worker steps on the group's clock (`AdvKernelSVM.group_steps`): each
+  sample it learns stands for as many of the group's as reached the model per own sample since
+  its last fold (about the number of workers), so that the average follows the schedule of one
+  model learning the whole stream rather than one learning a W-th of it.
+- **Over a basis** (`--group-model basis`, `river_advsvm.streams.group_basis`): the same
+  average, of the models' coefficients over vectors the whole group shares: `B` numbers per
+  peer instead of a union of every peer's vectors and budget maintenance.
 - **Claims**: a snapshot's `offsets` hold, for every partition the worker ever learned from, the
   next offset it had reached. The group's resume point of a partition is the largest offset any
   latest snapshot holds for it. A worker owning a partition resumes there, never from its local
@@ -83,20 +90,27 @@ import socket
 import stat
 import uuid
 
+import numpy as np
+
 from river_advsvm.streams import faults, merge
 from river_advsvm.streams import state as state_io
+from river_advsvm.streams.group_basis import BasisChoice, basis_record, proposed_vectors
 from river_advsvm.streams.group_state import claims, group_model, superseded, totals
 from river_advsvm.streams.snapshot import (FENCE_PREFIX, Snapshot, fence_key, fence_value, new_bookkeeping,
                               newer, parse_snapshot)
 from river_advsvm.streams.snapshot_topic import SnapshotReader, read_group
+from river_advsvm.support_basis import SharedBasis
 
-__all__ = ["FENCE_PREFIX", "Fenced", "GroupSync", "Snapshot", "SnapshotReader", "claims",
+__all__ = ["FENCE_PREFIX", "GROUP_MODELS", "Fenced", "GroupSync", "Snapshot", "SnapshotReader", "claims",
            "group_model", "new_bookkeeping", "newer", "parse_snapshot", "read_group",
            "superseded", "totals", "worker_id"]
 
 log = logging.getLogger(__name__)
 
 WORKER_ID_FILE = "worker-id"
+#: How a worker folds its peers: 'union' (every vector, then budget maintenance) or 'basis'
+#: (coefficients over the group's shared basis, `river_advsvm.streams.group_basis`).
+GROUP_MODELS = ("basis", "union")
 _WORKER_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
@@ -162,11 +176,22 @@ class GroupSync:
         Where the local copy of the last published snapshot goes.
     sink
         The service's `river_advsvm.streams.sink.OutputSink`: snapshots go out through it, after the outputs.
+    limits
+        The operator's `river_advsvm.streams.state.Limits`: no peer's snapshot or basis lifts them.
+    group_model
+        'basis' (support vectors are folded over the group's basis) or 'union'.
+    refresh_every
+        With 'basis': this worker proposes a new basis after this many folds on the current one.
 
     """
 
     def __init__(self, clients, topic: str, worker: str, checkpoint_dir: str, sink,
-                 limits: state_io.Limits | None = None):
+                 limits: state_io.Limits | None = None, group_model: str = "basis",
+                 refresh_every: int = 1):
+        if group_model not in GROUP_MODELS:
+            raise ValueError(f"group_model must be one of {GROUP_MODELS}, got {group_model!r}")
+        if refresh_every < 1:
+            raise ValueError("refresh_every must be >= 1")
         self.clients = clients
         self.limits = state_io.Limits() if limits is None else limits
         self.topic = topic
@@ -174,6 +199,10 @@ class GroupSync:
         self.checkpoint_dir = checkpoint_dir
         self.sink = sink
         self.reader: SnapshotReader | None = None
+        self.choice = BasisChoice(self.limits) if group_model == "basis" else None
+        self.refresh_every = refresh_every
+        self._folds_on_basis = 0  # this worker's folds over the current basis
+        self._epoch_folded = 0  # the epoch they count for
         self._refused: set = set()
         self._last_sent = None
 
@@ -193,7 +222,8 @@ class GroupSync:
             raise ValueError(f"the snapshot topic {self.topic!r} has {partitions} partitions;"
                              " it needs exactly one (a total order of snapshots)")
         self.reader = SnapshotReader(self.clients, self.topic,
-                                     client_id=f"advsvm-group-{self.worker}", limits=self.limits)
+                                     client_id=f"advsvm-group-{self.worker}", limits=self.limits,
+                                     basis=self.choice)
 
     def close(self) -> None:
         if self.reader is not None:
@@ -268,39 +298,155 @@ class GroupSync:
                 state.model = type(state.model)(**peers[0].meta["params"])
         return state, False
 
-    def fold(self, state: state_io.ServiceState) -> int:
-        """Average the fresh peer snapshots into `state.model`; returns how many were folded."""
+    def fold(self, state: state_io.ServiceState, timeout: float | None = None) -> int:
+        """Average the fresh peer snapshots into `state.model`; returns how many were folded.
+        `timeout`: for a basis proposal (`--group-model basis`), its publication and read."""
         group = state.group
         learned = state.counters["learned"]
         base_meta, base_arrays = state.model.to_checkpoint()
-        fresh, in_model = [], learned
+        fresh, in_model, workers = [], learned, 1
         for peer in sorted(self.peers(), key=lambda s: s.position):
             reason = merge.incompatibility(base_meta, peer.meta)
             if reason is not None:
-                if (peer.worker, peer.seq) not in self._refused:
-                    self._refused.add((peer.worker, peer.seq))
-                    log.error("not averaging the snapshot %d of %s: %s", peer.seq, peer.worker,
-                              reason)
+                self._refuse(peer, reason)
                 continue
             in_model += peer.learned
+            workers += 1
             new = peer.learned - group["folded"].get(peer.worker, 0)
             if new > 0:
                 fresh.append((peer, new))
         if not fresh:
             return 0
-        members = [(base_meta, base_arrays, float(learned - group["self_at_fold"]))]
+        own = float(learned - group["self_at_fold"])
+        members = [(base_meta, base_arrays, own)]
         members += [(peer.meta, peer.arrays, float(new)) for peer, new in fresh]
+        basis = None
+        if self.choice is not None and base_meta["params"].get("budget_policy") \
+                in merge.SUPPORT_VECTOR_POLICIES:
+            basis = self._basis(base_meta, base_arrays, [(p.meta, p.arrays) for p, _ in fresh],
+                                30.0 if timeout is None else timeout)
+        if basis is not None:
+            try:
+                over_basis = [(base_meta, {"alpha": merge.project(base_meta, base_arrays,
+                                                                  basis)[0]}, own)]
+            except ValueError as error:  # CheckpointError, IncompatibleModels
+                log.error("cannot project this worker's model onto the group's basis %d (%s): "
+                          "folding by the union", self.choice.epoch, error)
+                basis = None
+        if basis is not None:
+            for peer, new in list(fresh):
+                try:
+                    alpha = self._on_basis(peer, basis)
+                except (ValueError, KeyError, TypeError) as error:  # CheckpointError included
+                    self._refuse(peer, f"cannot be projected onto the group's basis: {error}")
+                    fresh.remove((peer, new))
+                    in_model -= peer.learned
+                    workers -= 1
+                    continue
+                over_basis.append((peer.meta, {"alpha": alpha}, float(new)))
+            if not fresh:
+                return 0
+            members = over_basis
         try:
-            state.model = merge.to_model(*merge.average(members, in_model))
+            model = merge.to_model(*merge.average(members, in_model, basis=basis))
         except Exception as error:  # noqa: BLE001 - e.g. three labels over three snapshots
             log.error("not averaging %s: %s", [p.worker for p, _ in fresh], error)
             return 0
+        # Each sample learned here until the next fold stands for as many of the group's as
+        # reached the model per own sample since the last fold (at most one per worker):
+        # `group_steps` keeps the average on the schedule of one model over the stream.
+        grown = in_model - (int(base_meta["state"]["n_learned"]) - own)
+        model.group_steps(min(max(grown / own if own > 0 else workers, 1.0), workers))
+        state.model = model
         for peer, _ in fresh:
             group["folded"][peer.worker] = peer.learned
         group["self_at_fold"] = learned
-        log.debug("folded %s into the model (%d samples in it)",
-                  {p.worker: n for p, n in fresh}, in_model)
+        if basis is not None:
+            self._folds_on_basis += 1
+        log.debug("folded %s into the model (%d samples in it)%s",
+                  {p.worker: n for p, n in fresh}, in_model,
+                  "" if basis is None else f" over basis {self.choice.epoch}")
         return len(fresh)
+
+    def _refuse(self, peer: Snapshot, reason: str) -> None:
+        if (peer.worker, peer.seq) not in self._refused:
+            self._refused.add((peer.worker, peer.seq))
+            log.error("not averaging the snapshot %d of %s: %s", peer.seq, peer.worker, reason)
+
+    # -- the shared basis (--group-model basis, `river_advsvm.streams.group_basis`) --------------
+
+    def _basis(self, meta: dict, arrays: dict, peers: list, timeout: float):
+        """The group's basis to fold over (after proposing a new one if due), or None if there
+        is none that this model can use: then the fold is by the union."""
+        choice = self.choice
+        if choice.epoch != self._epoch_folded:
+            self._epoch_folded, self._folds_on_basis = choice.epoch, 0
+        store = meta["state"]["model"].get("store")
+        size = 0 if store is None else int(store["size"])
+        budget = meta["params"].get("budget")
+        current = choice.basis
+        due = current is None or self._folds_on_basis >= self.refresh_every or (
+            size > current.size and (budget is None or current.size < budget))
+        if due and size > 0:
+            self._propose(choice.epoch + 1, meta, arrays, peers, timeout)
+            current = choice.basis
+            self._epoch_folded, self._folds_on_basis = choice.epoch, 0
+        if current is None:
+            return None
+        dtype = np.dtype(meta["params"].get("dtype"))
+        if store is not None and (store["kernel"], float(store["gamma"])) != (
+                current.kernel, current.gamma) or current.vectors.dtype != dtype or (
+                budget is not None and current.size > budget):
+            if ("basis", choice.epoch) not in self._refused:
+                self._refused.add(("basis", choice.epoch))
+                log.error("the group's basis %d (%s at gamma %r, %s, %d vectors) does not fit "
+                          "this model: folding by the union", choice.epoch, current.kernel,
+                          current.gamma, current.vectors.dtype, current.size)
+            return None
+        return current
+
+    def _propose(self, epoch: int, meta: dict, arrays: dict, peers: list,
+                 timeout: float) -> None:
+        """Propose this model's vectors, filled up with the peers' (`proposed_vectors`), as the
+        group's basis of `epoch`, and read past the record: the first proposal of an epoch in
+        the topic wins, this one or a peer's."""
+        store = meta["state"]["model"]["store"]
+        budget = meta["params"].get("budget")
+        vectors = proposed_vectors((meta, arrays), peers, budget or int(store["size"]))
+        try:
+            SharedBasis(store["kernel"], store["gamma"], vectors, meta["state"]["names"])
+        except ValueError as error:
+            log.warning("not proposing a basis: %s", error)
+            return
+        key, value = basis_record(epoch, self.worker, store["kernel"], store["gamma"], vectors,
+                                  meta["state"]["names"])
+        entry = self.sink.send(self.topic, value, key=key)
+        if not self.sink.flush(timeout=timeout):
+            return
+        offset = self.sink.offset_of(entry)
+        if offset is not None and self.reader.read_past(offset, max(timeout, 1.0)):
+            log.info("proposed basis %d (%d vectors); the group's is %d, from %s", epoch,
+                     len(vectors), self.choice.epoch, self.choice.proposer)
+
+    def _on_basis(self, peer: Snapshot, basis) -> np.ndarray:
+        """A peer's coefficients over `basis`: its own if its vectors are the basis, else the
+        projection of its model (made on an older basis, or learned since)."""
+        meta, arrays = peer.meta, peer.arrays
+        store = meta["state"]["model"].get("store")
+        names, d = meta["state"]["names"], basis.vectors.shape[1]
+        vectors = arrays.get("vectors")
+        if store is not None and vectors is not None and list(names[:d]) == basis.names \
+                and vectors.shape == (basis.size, len(names)) \
+                and vectors.dtype == basis.vectors.dtype \
+                and np.array_equal(vectors[:, :d], basis.vectors) and not vectors[:, d:].any():
+            alpha = float(store["scale"]) * np.asarray(arrays["alpha"], dtype=np.float64)
+        else:
+            alpha, loss = merge.project(meta, arrays, basis)
+            log.info("projected the snapshot %d of %s onto the group's basis %d (loss %.3g)",
+                     peer.seq, peer.worker, self.choice.epoch, loss)
+        if alpha.shape != (basis.size,) or not np.isfinite(alpha).all():
+            raise ValueError("its coefficients over the basis are not finite")
+        return alpha
 
     def publish(self, state: state_io.ServiceState, generation: int | None,
                 timeout: float | None = None, should_stop=lambda: False) -> bool:

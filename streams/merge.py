@@ -291,6 +291,7 @@ def _average_support_vectors(meta: dict, arrays: dict, active: list, weights: li
     scalars["total_degradation"] += before["total_degradation"]
     if merged.n_merges + merged.n_removals == 0:
         scalars["degradation"] = before["degradation"]
+    arrays.pop("gram", None)  # the base's kernel exponents: the average keeps its own, if any
     arrays.update(merged_arrays)
     model = dict(first)
     model["store"] = scalars
@@ -366,6 +367,7 @@ def _average_over_basis(meta: dict, arrays: dict, active: list, weights: list[fl
                  squared_norm=basis.squared_norm(alpha), stored_since_norm=0)
     vectors = np.zeros((basis.size, len(meta["state"]["names"])), dtype=basis.vectors.dtype)
     vectors[:, : basis.vectors.shape[1]] = basis.vectors  # the other inputs are 0 in each
+    arrays.pop("gram", None)  # the base's kernel exponents are not the basis'
     arrays["vectors"], arrays["alpha"] = vectors, alpha
     store["n_inputs"] = vectors.shape[1]
     model = dict(first)

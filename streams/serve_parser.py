@@ -131,6 +131,19 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the group's snapshot topic (default <topic>-<group>-snapshots)")
     group.add_argument("--worker-id", metavar="ID",
                        help="this worker's id (default: kept in the checkpoint directory)")
+    group.add_argument("--group-model", default="basis", choices=["basis", "union"],
+                       help="how workers with support vectors (--budget-policy merge or remove) "
+                       "fold their peers: 'basis' (default) projects each model onto vectors "
+                       "the group shares and averages --budget coefficients per peer; 'union' "
+                       "takes every peer's vectors, then merges back down to --budget, at a "
+                       "cost that grows with the number of workers. 'compact' random features "
+                       "average their coefficients either way")
+    group.add_argument("--basis-refresh-every", type=int, default=1, metavar="K",
+                       help="with --group-model basis: a worker proposes its vectors (filled "
+                       "up with its peers') as the group's new basis after K of its folds on "
+                       "the same one; default 1, about one new basis per round of syncs of "
+                       "the group (each costs every worker a --budget x --budget kernel matrix "
+                       "and its inverse)")
     watch = parser.add_argument_group(
         "robustness monitor (on with --alerts-topic)",
         "Before learning each labelled message, a RobustnessMonitor checks the current model on "

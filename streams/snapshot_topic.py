@@ -1,7 +1,8 @@
 """Reading a group's snapshot topic: `SnapshotReader` follows it, `read_group` reads it once.
 
 Both keep the latest snapshot of every worker (`river_advsvm.streams.snapshot`); their Kafka clients come
-from `river_advsvm.streams.clients.Clients`, like every client of the service.
+from `river_advsvm.streams.clients.Clients`, like every client of the service. Basis records
+(`river_advsvm.streams.group_basis`) go to the reader's `BasisChoice`, if it has one.
 
 Zombie snapshots are ignored. A worker writes a fence naming its consumer group generation each
 time it is assigned partitions, and publishes its snapshots with the generation it holds them
@@ -24,6 +25,7 @@ import logging
 import time
 import uuid
 
+from river_advsvm.streams.group_basis import BASIS_PREFIX
 from river_advsvm.streams.snapshot import (Snapshot, fence_key, fence_value, newer, parse_fence,
                               parse_snapshot)
 
@@ -43,11 +45,15 @@ class SnapshotReader:
     snapshot; the latest of each worker wins either way).
     """
 
-    def __init__(self, clients, topic: str, client_id: str = "advsvm-group", limits=None):
+    def __init__(self, clients, topic: str, client_id: str = "advsvm-group", limits=None,
+                 basis=None):
         from kafka import TopicPartition
 
         self.topic = topic
         self.limits = limits  # the reader's `state.Limits`: a peer's snapshot cannot lift them
+        # A `river_advsvm.streams.group_basis.BasisChoice` that reads the basis records; None:
+        # they are skipped (a group that folds by the union, `advsvm inspect`).
+        self.basis = basis
         self.latest: dict[str, Snapshot] = {}
         self.invalid = 0
         self.stale = 0  # zombie snapshots ignored
@@ -69,6 +75,10 @@ class SnapshotReader:
         return count
 
     def _take(self, record) -> None:
+        if record.key is not None and record.key.startswith(BASIS_PREFIX):
+            if self.basis is not None:
+                self.basis.take(record.key, record.value, record.offset)
+            return
         fence = parse_fence(record.key, record.value)
         if fence is not None:
             writer, generation = fence

@@ -47,13 +47,15 @@ class GroupWorker:
         self._check_model()
         worker = group_io.worker_id(config.checkpoint_dir, config.worker_id)
         group = group_io.GroupSync(session.clients, config.sync_topic, worker,
-                                   config.checkpoint_dir, session.sink, session.limits)
+                                   config.checkpoint_dir, session.sink, session.limits,
+                                   config.group_model, config.basis_refresh_every)
         session.progress.group_folds = session.progress.group_peers = 0
         if session.retry_while_away(lambda: group.start() or True) is None:
             return False  # stopped before the broker came back
         self.group = group
-        log.info("worker %s of group %r; snapshots in %r, every %d messages",
-                 worker, config.group, config.sync_topic, config.sync_every)
+        log.info("worker %s of group %r; snapshots in %r, every %d messages (support vectors "
+                 "folded by the %s)", worker, config.group, config.sync_topic, config.sync_every,
+                 config.group_model)
         return True
 
     def close(self) -> None:
@@ -99,7 +101,7 @@ class GroupWorker:
             return False
         group.poll()
         progress = session.progress
-        progress.group_folds += group.fold(session.state)
+        progress.group_folds += group.fold(session.state, timeout)
         progress.group_peers = len(group.peers())
         session.state.group["run"] = {"first": progress.first_wall, "last": progress.last_wall,
                                       "processed": progress.processed}

@@ -264,6 +264,9 @@ def test_object_arrays_are_never_unpickled(saved):
         lambda m: m["arrays"]["coef"].update(shape=[10**12]),
         lambda m: m["arrays"]["coef"].update(shape=[3]),
         lambda m: m["state"].pop("bias"),
+        lambda m: m["state"].update(group_clock=[0, 0.5]),
+        lambda m: m["state"].update(group_clock=[10**9, 2.0]),
+        lambda m: m["state"].update(group_clock=["0", 2.0]),
     ],
 )
 def test_hostile_or_inconsistent_metadata(saved, edit):

@@ -24,7 +24,7 @@ from river_advsvm import cli, data
 def idx_bytes(array: np.ndarray) -> bytes:
     """`array` (uint8) as a gzipped IDX file, as MNIST distributes them."""
     header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
-    return gzip.compress(header + array.tobytes(), mtime=0)
+    return gzip.compress(header + array.tobytes())
 
 
 def mnist_like(n_train=50, n_test=20, seed=0) -> dict[str, np.ndarray]:
@@ -158,6 +158,7 @@ def test_a_checksum_mismatch_on_every_mirror_is_refused(tmp_path, mirrors):
       "not an IDX file of 3-D unsigned bytes"),
      (gzip.compress(bytes([0, 0, 0x08, 3]) + struct.pack(">3I", 2**20, 2**20, 28)),
       "declares")],
+    ids=["not-gzip", "short", "long", "not-bytes", "huge"],
 )
 def test_bad_idx_files_are_data_errors(tmp_path, mirrors, content, message):
     arrays = mnist_like()

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from river_advsvm import AdvKernelSVM
-from river_advsvm import checkpoint
+from river_advsvm import checkpoint, support
+from river_advsvm.support_basis import SharedBasis
 from river_advsvm.streams import group, merge
 from river_advsvm.streams import state as state_io
 
@@ -219,6 +220,35 @@ def test_support_vectors_average_over_the_budget_is_within_the_weight_degradatio
           f"distance {distance:.2e}, bound {bound:.2e}")
 
 
+def test_models_that_keep_their_kernel_exponents_average_into_a_model_that_loads():
+    """A store of many inputs keeps the exponents between its vectors (`gram` in its
+    checkpoint) once it has merged; the average, below the budget here, has its own vectors:
+    the base's matrix is not carried into it, over the union or over a basis."""
+    d = support.GRAM_MIN_INPUTS
+    rng = np.random.default_rng(4)
+    models = []
+    for _ in range(2):
+        model = AdvKernelSVM(gamma=1.0 / d, budget=16, seed=0)
+        X = rng.random((40, d))
+        model.learn_many(X, (X[:, 0] > 0.5).astype(int))
+        models.append(model)
+    published = [m.to_checkpoint() for m in models]
+    assert "gram" in published[0][1]
+    for budget in (16, 40):  # over the budget (maintenance) and below it (the union as is)
+        for meta, _ in published:
+            meta["params"]["budget"] = meta["state"]["model"]["store"]["budget"] = budget
+        merged = merge.to_model(*merge.average([(m, a, 1.0) for m, a in published], 80))
+        assert merged.n_support_vectors == min(32, budget)
+        x = dict(enumerate(rng.random(d)))
+        expected = (models[0].decision_one(x) + models[1].decision_one(x)) / 2
+        if budget == 40:
+            assert merged.decision_one(x) == pytest.approx(expected, abs=1e-5)
+    meta, arrays = published[0]
+    basis = SharedBasis("rbf", 1.0 / d, arrays["vectors"], meta["state"]["names"])
+    members = [(m, {"alpha": merge.project(m, a, basis)[0]}, 1.0) for m, a in published]
+    assert merge.to_model(*merge.average(members, 80, basis=basis)).n_support_vectors == 16
+
+
 def test_support_vectors_weights_of_zero_contribute_nothing_and_all_zero_keeps_the_base():
     a = sv_trained(100, 1, ["a", "b"])
     b = sv_trained(100, 2, ["b", "c"])
@@ -342,7 +372,10 @@ def test_fold_weighs_each_peer_by_the_samples_not_yet_averaged_in(tmp_path, repr
     params = dict(REPRESENTATIONS[representation], budget=1000)
     mine, peer = trained(200, 1, **params), trained(300, 2, **params)
     peer_snap = snapshot("p", 0, peer, {"t": {1: 300}}, learned=300)
-    sync = group.GroupSync("127.0.0.1:1", "snaps", "me", str(tmp_path), sink=None)
+    # The union's fold is exact within the budget (the basis' is checked in
+    # test_kafka_group_basis.py, where a broker holds the basis).
+    sync = group.GroupSync("127.0.0.1:1", "snaps", "me", str(tmp_path), sink=None,
+                           group_model="union")
     sync.reader = FakeReader({"p": peer_snap})
     state = state_io.ServiceState(model=mine, group=group.new_bookkeeping("me"))
     state.counters["learned"] = 200

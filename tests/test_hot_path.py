@@ -60,3 +60,33 @@ def test_the_same_input_again_grows_its_coefficient():
     store.add(0.1)
     assert store.size == 2
     np.testing.assert_allclose(sorted(store.coefficients), [0.1, 0.75])
+
+
+@pytest.mark.parametrize("params", [
+    {"gamma": 0.5, "budget": 6},
+    {"gamma": "scale", "warm_up": 10, "budget": 6, "kernel": "laplacian"},
+    {"gamma": 0.5, "budget": 6, "epsilon": 0.1, "norm": "linf"},
+    {"gamma": 0.5, "budget": 6, "budget_policy": "remove", "reprocess": 0},
+], ids=["rbf", "laplacian-scale", "adversarial", "remove"])
+def test_predicting_before_learning_changes_nothing(params):
+    """The store reuses the kernel values of a row it has just computed (a prediction, then
+    learning the same sample): a model that predicts every sample (and another row now and
+    then) before learning it is the model that only learns, to the bit, and its margins are a
+    restored copy's (which has nothing to reuse)."""
+    rng = np.random.default_rng(1)
+    learner, predictor = AdvKernelSVM(seed=0, **params), AdvKernelSVM(seed=0, **params)
+    rows = [rng.random(5) for _ in range(12)]
+    for i in range(120):
+        v = rows[i % 12] if i % 3 else rng.random(5)  # repeated rows, and fresh ones
+        x = {f"x{j}": float(v[j]) for j in range(4 + (i > 70))}  # an input appears late
+        y = bool(v[0] + 0.3 * v[1] > 0.6)
+        margin = predictor.decision_one(x)
+        if i % 7 == 0:
+            predictor.predict_one({"x0": 0.5})
+        learner.learn_one(x, y)
+        predictor.learn_one(x, y)
+        assert fingerprint(predictor) == fingerprint(learner), i
+        # The same row after the step (which may have merged or added vectors): not the old
+        # kernel values.
+        copy = AdvKernelSVM.from_checkpoint(*predictor.to_checkpoint())
+        assert predictor.decision_one(x) == copy.decision_one(x), i

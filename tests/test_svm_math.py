@@ -265,3 +265,38 @@ def test_dsg_approaches_the_exact_solution(moons, epsilon, policy):
     assert np.abs(ours - exact).max() < 0.15
     assert np.mean(np.sign(ours) == np.sign(exact)) >= 0.95
     assert model.rkhs_norm == pytest.approx(norm, rel=0.05)
+
+
+def test_a_group_worker_steps_rate_times_the_schedule_at_the_groups_count(small_data):
+    """`group_steps(r)` from `n` learned: the step at this model's sample `n + j` is `r` times
+    the diminishing schedule's at the group's count `n + r j` (seen in the bias, which moves by
+    exactly its step on an active sample); `r = 1` learns bit for bit as the model alone; a
+    checkpoint keeps the clock."""
+    X, y = small_data
+    params = dict(schedule="diminishing", regularization=0.05, step_size=0.5,
+                  bias_step_size=0.1, gamma=0.5, dtype="float64", budget=16, seed=4,
+                  reprocess=0)
+    alone, same, worker = (AdvKernelSVM(**params) for _ in range(3))
+    for model in (alone, same, worker):
+        for xi, yi in zip(X[:20], y[:20]):
+            model.learn_one(dict(enumerate(xi)), bool(yi))
+    same.group_steps(1)
+    worker.group_steps(3)
+    meta, arrays = worker.to_checkpoint()
+    assert meta["state"]["group_clock"] == [20, 3.0]
+    reloaded = AdvKernelSVM.from_checkpoint(meta, arrays)
+    moved = 0
+    for j, (xi, yi) in enumerate(zip(X[20:], y[20:])):
+        x, sign = dict(enumerate(xi)), 1.0 if yi else -1.0
+        before, active = worker._bias, sign * worker.decision_one(x) < 1.0
+        for model in (alone, same, worker, reloaded):
+            model.learn_one(x, bool(yi))
+        expected = 3 * 0.1 / (1 + 0.5 * 0.05 * (20 + 3 * j)) * sign if active else 0.0
+        assert worker._bias - before == pytest.approx(expected, rel=1e-12, abs=1e-15)
+        moved += active
+        assert same.decision_one(x) == alone.decision_one(x)
+        assert reloaded.decision_one(x) == worker.decision_one(x)
+    assert moved >= 5 and worker.group_rate == 3.0 and alone.group_rate == 1.0
+    for rate in (0.5, float("nan"), True, 2e6):
+        with pytest.raises(ValueError, match="rate"):
+            worker.group_steps(rate)

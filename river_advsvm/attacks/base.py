@@ -109,6 +109,21 @@ def has_margin_api(model) -> bool:
     return all(hasattr(model, a) for a in ("decision_many", "decision_gradient_many", "sign_of"))
 
 
+class NamedRows:
+    """The rows of an array under feature names, read by this package's models as they read a
+    DataFrame (`columns`, `to_numpy`): an attack asks for margins at every step, and building
+    a DataFrame each time cost more than the margins themselves."""
+
+    __slots__ = ("columns", "_values")
+
+    def __init__(self, values: np.ndarray, columns: list):
+        self.columns = columns
+        self._values = values
+
+    def to_numpy(self) -> np.ndarray:
+        return self._values
+
+
 class Oracle:
     """The margin `m(x)` of each sample's true label, and its gradient, for a batch.
 
@@ -147,6 +162,8 @@ class Oracle:
     def _frame(self, V: np.ndarray):
         if self._bare_arrays:
             return V
+        if has_margin_api(self.model):
+            return NamedRows(V, self.columns)
         import pandas as pd
 
         return pd.DataFrame(V, columns=self.columns, copy=False)

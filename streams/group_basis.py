@@ -1,0 +1,215 @@
+"""The basis a group's workers share, kept in the snapshot topic (`--group-model basis`).
+
+With a basis `z_1..z_B` every worker holds, each worker's model is `f = sum_j a_j k(z_j, .)`
+after a fold, and folding a peer costs `B` numbers (`river_advsvm.support_basis`): no union of
+vectors, no budget maintenance, whatever the size of the group.
+
+Records. A basis is a record of the snapshot topic keyed `basis/<epoch>/<worker>` (the worker
+that proposed it); its value is checkpoint bytes (the package's safe format) holding the
+kernel, gamma, the encoded input names and the vectors. Epochs count up from 1.
+
+Choice. The group's basis is the first valid record of the highest epoch read so far: the topic
+has one partition, so every reader sees the records in the same order and holds the same basis.
+A record is valid if its vectors are finite, distinct, one column per name, no more than the
+operator's budget and inputs (`river_advsvm.streams.state.Limits`: a peer's record never lifts
+them), and their kernel matrix factorises; anything else is logged and skipped. A record of an
+epoch not above the current one is a proposal that lost (or an old one): skipped.
+
+Refresh. A worker proposes epoch `e + 1` when the group has no basis, while the basis is
+smaller than its model and its budget (the group's first syncs), and then after
+`refresh_every` of its own folds on the same basis (1 by default: about one new basis per
+round of the group's syncs, since a fold over a basis newer than the worker's last fold does
+not count): its own model's vectors, filled up to its
+budget with the vectors of the peers it is folding, largest coefficient first
+(`proposed_vectors`). It proposes, then reads past its record; whichever record came first is
+the group's new basis.
+
+Projection. A snapshot whose vectors are the current basis is folded by its coefficients alone.
+Any other (made on an older basis, or a model that learned since) is projected onto the current
+one first (`river_advsvm.streams.merge.project`: exact in the kernel's space, loss reported).
+
+Examples
+--------
+
+>>> import numpy as np
+>>> from river_advsvm import inputs
+>>> from river_advsvm.streams.group_basis import BasisChoice, basis_record
+>>> names = [inputs.encode_name(n) for n in ("a", "b", "c")]  # as checkpoints hold them
+>>> key, value = basis_record(1, "w0", "rbf", 0.5, np.eye(3, dtype=np.float32), names)
+>>> key
+b'basis/1/w0'
+>>> choice = BasisChoice()
+>>> choice.take(key, value, position=7)
+True
+>>> choice.epoch, choice.basis.size, choice.proposer
+(1, 3, 'w0')
+>>> choice.take(*basis_record(1, "w1", "rbf", 0.5, 2 * np.eye(3, dtype=np.float32)[:2], names),
+...             position=8)  # the same epoch again: the first record won
+False
+
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+
+from river_advsvm import checkpoint, inputs
+from river_advsvm.checkpoint import CheckpointError
+from river_advsvm.kernels import KERNELS
+from river_advsvm.support_basis import SharedBasis
+
+__all__ = ["BASIS_PREFIX", "BasisChoice", "basis_record", "parse_basis", "proposed_vectors"]
+
+log = logging.getLogger(__name__)
+
+BASIS_PREFIX = b"basis/"
+
+
+def basis_record(epoch: int, worker: str, kernel: str, gamma: float, vectors: np.ndarray,
+                 names: list) -> tuple[bytes, bytes]:
+    """The key and value of the record proposing `vectors` (columns: the encoded `names`) as
+    the group's basis of `epoch`."""
+    meta = {"basis": {"epoch": int(epoch), "kernel": kernel, "gamma": float(gamma),
+                      "names": list(names)}}
+    return (BASIS_PREFIX + f"{int(epoch)}/{worker}".encode(),
+            checkpoint.dumps(meta, {"vectors": np.ascontiguousarray(vectors)}))
+
+
+def parse_basis(key: bytes | None, value: bytes | None, limits=None
+                ) -> tuple[int, str, SharedBasis] | None:
+    """`(epoch, proposer, basis)` of a basis record; None if the record is not one.
+    `CheckpointError` if it is one but invalid, or over `limits` (a `state.Limits`: at most
+    `budget` vectors of at most `max_features` inputs)."""
+    if key is None or not key.startswith(BASIS_PREFIX):
+        return None
+    where = f"basis record {key[:80].decode('utf-8', 'replace')!r}"
+    budget = None if limits is None else limits.budget
+    max_inputs = None if limits is None else limits.max_features
+
+    def bound(meta: dict) -> int:
+        names = meta.get("basis", {}).get("names") if isinstance(meta, dict) else None
+        if not isinstance(names, list):
+            raise CheckpointError("no input names")
+        if max_inputs is not None and len(names) > max_inputs:
+            raise CheckpointError(f"{len(names)} inputs, over --max-features ({max_inputs})")
+        rows = checkpoint.MAX_ARRAY_BYTES // 8 if budget is None else budget
+        return 8 * rows * max(1, len(names))
+
+    try:
+        meta, arrays = checkpoint.loads(value or b"", max_array_bytes=bound)
+        fields = meta["basis"]
+        epoch, kernel, gamma, names = (fields["epoch"], fields["kernel"], fields["gamma"],
+                                       fields["names"])
+        if type(epoch) is not int or epoch < 1:
+            raise ValueError(f"invalid epoch {epoch!r}")
+        if key[len(BASIS_PREFIX):].split(b"/", 1)[0] != str(epoch).encode():
+            raise ValueError("its key names another epoch")
+        if kernel not in KERNELS or not isinstance(gamma, float) or not 0 < gamma < math.inf:
+            raise ValueError(f"invalid kernel {kernel!r} or gamma {gamma!r}")
+        decoded = [inputs.decode_name(n) for n in names]
+        if len(set(map(repr, decoded))) != len(decoded):
+            raise ValueError("duplicate input names")
+        vectors = arrays.get("vectors")
+        if set(arrays) != {"vectors"} or vectors.ndim != 2 \
+                or vectors.dtype not in (np.float32, np.float64):
+            raise ValueError("expected one float32 or float64 array of vectors")
+        if vectors.shape[1] != len(names):
+            raise ValueError(f"{vectors.shape[1]} columns for {len(names)} input names")
+        if budget is not None and len(vectors) > budget:
+            raise ValueError(f"{len(vectors)} vectors, over --budget ({budget})")
+        basis = SharedBasis(kernel, gamma, vectors, names)  # finite, distinct, factorises
+    except CheckpointError as error:
+        raise CheckpointError(f"{where}: {error}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise CheckpointError(f"{where}: {error}") from None
+    proposer = key[len(BASIS_PREFIX):].split(b"/", 1)[-1].decode("utf-8", "replace")
+    return epoch, proposer, basis
+
+
+def proposed_vectors(own: tuple[dict, dict], peers: list[tuple[dict, dict]],
+                     size: int) -> np.ndarray:
+    """The vectors a worker proposes as the group's next basis: its own model's (checkpoint
+    metadata and arrays), distinct, filled up to `size` with the vectors of the `peers` (the
+    snapshots it is folding) that it lacks, largest `|coefficient|` first. The columns are the
+    own model's inputs: a peer's other inputs are dropped, its missing ones are 0."""
+    meta, arrays = own
+    names = meta["state"]["names"]
+    vectors = np.asarray(arrays["vectors"])
+    _, first = np.unique(vectors, axis=0, return_index=True)
+    vectors = vectors[np.sort(first)]  # distinct rows, in order
+    known = {row.tobytes() for row in vectors}
+    candidates, weights = [], []
+    for peer_meta, peer_arrays in peers:
+        store = peer_meta["state"]["model"].get("store")
+        if store is None:
+            continue
+        rows = in_columns(peer_meta, np.asarray(peer_arrays["vectors"], vectors.dtype), names)
+        candidates.append(rows)
+        weights.append(np.abs(float(store["scale"]) * np.asarray(peer_arrays["alpha"])))
+    chosen = []
+    if candidates and len(vectors) < size:
+        rows, weights = np.concatenate(candidates), np.concatenate(weights)
+        for i in np.argsort(-weights, kind="stable"):
+            key = rows[i].tobytes()
+            if key not in known:
+                known.add(key)
+                chosen.append(rows[i])
+                if len(vectors) + len(chosen) == size:
+                    break
+    return np.concatenate([vectors, np.array(chosen, dtype=vectors.dtype)]) if chosen else vectors
+
+
+def in_columns(meta: dict, vectors: np.ndarray, names: list) -> np.ndarray:
+    """A model's vectors over the inputs `names` (inputs it lacks are 0; others dropped)."""
+    own = {repr(n): i for i, n in enumerate(meta["state"]["names"])}
+    out = np.zeros((len(vectors), len(names)), dtype=vectors.dtype)
+    for j, name in enumerate(names):
+        i = own.get(repr(name))
+        if i is not None:
+            out[:, j] = vectors[:, i]
+    return out
+
+
+class BasisChoice:
+    """The group's current basis, from the basis records read in the topic's order.
+
+    Parameters
+    ----------
+    limits
+        The reader's `river_advsvm.streams.state.Limits`: records beyond them are refused.
+
+    """
+
+    def __init__(self, limits=None):
+        self.limits = limits
+        self.basis: SharedBasis | None = None
+        self.epoch = 0
+        self.proposer: str | None = None
+        self.position: int | None = None
+        self.invalid = 0
+
+    def take(self, key: bytes | None, value: bytes | None, position: int) -> bool:
+        """Read one record; True if it became the group's basis."""
+        if key is None or not key.startswith(BASIS_PREFIX):
+            return False
+        named = key[len(BASIS_PREFIX):].split(b"/", 1)[0]
+        if named.isdigit() and len(named) < 19 and int(named) <= self.epoch:
+            return False  # a proposal that lost, or an old basis: not even read
+        try:
+            parsed = parse_basis(key, value, self.limits)
+        except CheckpointError as error:
+            self.invalid += 1
+            log.error("ignoring record %d, not a usable basis (%d so far): %s", position,
+                      self.invalid, " ".join(str(error).split())[:300])
+            return False
+        if parsed is None:
+            return False
+        epoch, proposer, basis = parsed
+        if epoch <= self.epoch:
+            return False  # a proposal that lost, or an old basis
+        self.basis, self.epoch, self.proposer, self.position = basis, epoch, proposer, position
+        log.info("basis %d of the group: %d vectors from %s", epoch, basis.size, proposer)
+        return True

@@ -1,0 +1,249 @@
+"""`advsvm serve --group-model basis`: workers fold over a basis the group shares, against a
+real broker. The fold is checked exactly in process (`GroupSync` on the broker's snapshot
+topic); two worker processes check the service end to end."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+import kafka_helpers as kh
+from river_advsvm import AdvKernelSVM, checkpoint
+from river_advsvm.streams import clients, merge
+from river_advsvm.streams import group as group_io
+from river_advsvm.streams import state as state_io
+from river_advsvm.streams.group_basis import basis_record
+from river_advsvm.streams.sink import OutputSink
+from river_advsvm.support_basis import SharedBasis
+
+pytestmark = pytest.mark.kafka
+
+D, BUDGET, GAMMA = 6, 24, 0.2
+PARAMS = dict(gamma=GAMMA, budget=BUDGET, budget_policy="merge", seed=0)
+
+
+def learned_model(n: int, seed: int) -> AdvKernelSVM:
+    model = AdvKernelSVM(**PARAMS)
+    X, y = kh.stream(n, d=D, seed=seed)
+    for x, label in zip(X, y):
+        model.learn_one(dict(enumerate(x)), label)
+    return model
+
+
+def service_state(worker: str, model, learned: int, offset: int, partition: int):
+    s = state_io.ServiceState(model=model, offsets={"in": {partition: offset}},
+                              topic_ids={"in": None}, group=group_io.new_bookkeeping(worker))
+    s.counters["consumed"] = s.counters["learned"] = learned
+    return s
+
+
+def basis_of(meta: dict, arrays: dict) -> SharedBasis:
+    store = meta["state"]["model"]["store"]
+    return SharedBasis(store["kernel"], store["gamma"], arrays["vectors"], meta["state"]["names"])
+
+
+@pytest.fixture
+def workers(broker, tmp_path, request):
+    """Two `GroupSync`s over a fresh snapshot topic: w0 refreshes the basis at every fold."""
+    kafka_clients = clients.Clients(broker.bootstrap_servers)
+    topic = f"basis-{request.node.name[:40]}"
+    made, sinks = {}, []
+    for worker, refresh in (("w0", 1), ("w1", 100)):
+        sinks.append(OutputSink(kafka_clients.producer))
+        (tmp_path / worker).mkdir()
+        made[worker] = group_io.GroupSync(
+            kafka_clients, topic, worker, str(tmp_path / worker), sinks[-1],
+            state_io.Limits.of(AdvKernelSVM(**PARAMS)), "basis", refresh)
+        made[worker].start()
+    yield made
+    for sync in made.values():
+        sync.close()
+    for sink in sinks:
+        sink.close()
+
+
+def learn(state, n: int, seed: int) -> None:
+    X, y = kh.stream(n, d=D, seed=seed)
+    for x, label in zip(X, y):
+        state.model.learn_one(dict(enumerate(x)), label)
+    state.counters["learned"] += n
+    state.counters["consumed"] += n
+
+
+def alpha(state) -> np.ndarray:
+    return state.model.to_checkpoint()[1]["alpha"]
+
+
+def test_two_workers_fold_over_the_groups_basis_exactly(workers, caplog):
+    """w1 folds w0's first snapshot: it proposes the first basis (its own vectors) and the
+    fold is the sample-weighted mean of the coefficients of both models projected onto it. Two
+    syncs later w0 proposes a newer basis (it refreshes after every fold on one): w1's latest
+    snapshot, made on the older basis, is projected onto the new one; w1 then holds it too."""
+    caplog.set_level(logging.INFO, logger="river_advsvm.streams.group")
+    w0, w1 = workers["w0"], workers["w1"]
+    s0 = service_state("w0", learned_model(60, seed=1), 60, 60, 0)
+    s1 = service_state("w1", learned_model(90, seed=2), 90, 90, 1)
+    assert w0.fold(s0) == 0 and w0.choice.basis is None  # no peers: no basis needed
+    assert w0.fence(1) and w0.publish(s0, 1)
+
+    f0, f1 = s0.model.to_checkpoint(), s1.model.to_checkpoint()
+    assert w1.fence(1) and w1.fold(s1) == 1
+    basis = w1.choice.basis
+    assert (w1.choice.epoch, w1.choice.proposer) == (1, "w1")
+    np.testing.assert_array_equal(basis.vectors, f1[1]["vectors"])
+    a0, loss0 = merge.project(*f0, basis)
+    a1, loss1 = merge.project(*f1, basis)
+    # w1's own model is in the span (up to its float32 vectors' rounding of the norm)
+    assert loss0 > 0 and loss1 <= 1e-6 * (1 + f1[0]["state"]["model"]["store"]["squared_norm"])
+    np.testing.assert_allclose(alpha(s1), (60 * a0 + 90 * a1) / 150, rtol=1e-6, atol=1e-9)
+    assert s1.model.n_learned == 150 and s1.model.n_support_vectors == basis.size
+    assert s1.group["folded"] == {"w0": 60} and s1.group["self_at_fold"] == 90
+    assert s1.model.group_rate == pytest.approx(150 / 90)  # the group's samples per own one
+    assert w1.publish(s1, 1)
+
+    # w0 learns 30 more and folds w1's snapshot, which is on the basis: by its coefficients.
+    learn(s0, 30, seed=3)
+    own, _ = merge.project(*s0.model.to_checkpoint(), basis)
+    peer = alpha(s1)
+    caplog.clear()
+    assert w0.fence(1) and w0.fold(s0) == 1 and w0.choice.epoch == 1
+    assert "projected the snapshot" not in caplog.text
+    np.testing.assert_allclose(alpha(s0), (90 * own + 90 * peer) / 180, rtol=1e-6, atol=1e-9)
+    np.testing.assert_array_equal(s0.model.to_checkpoint()[1]["vectors"], basis.vectors)
+    assert w0.publish(s0, 1)
+    learn(s1, 10, seed=4)
+    assert w1.fence(1) and w1.fold(s1) == 1 and w1.choice.epoch == 1 and w1.publish(s1, 1)
+
+    # w0's second fold on basis 1: it proposes basis 2, and projects w1's snapshot onto it.
+    learn(s0, 10, seed=5)
+    before, peer_state = s0.model.to_checkpoint(), s1.model.to_checkpoint()
+    caplog.clear()
+    assert w0.fence(1) and w0.fold(s0) == 1
+    assert (w0.choice.epoch, w0.choice.proposer) == (2, "w0")
+    assert "projected the snapshot 2 of w1 onto the group's basis 2" in caplog.text
+    new = w0.choice.basis
+    own, _ = merge.project(*before, new)
+    peer, loss = merge.project(*peer_state, new)
+    assert loss > 0
+    np.testing.assert_allclose(alpha(s0), (10 * own + 10 * peer) / 20, rtol=1e-6, atol=1e-9)
+    assert s0.model.n_learned == 200 and s0.group["folded"] == {"w1": 100}
+    assert w1.fence(1) and w1.choice.epoch == 2 and w1.choice.basis.key == new.key
+
+
+def test_hostile_basis_records_and_snapshots_change_nothing(workers, broker, caplog):
+    """Basis records with NaN, too many vectors, or columns that do not match their names,
+    and peer snapshots with NaN, wrong dimensions or over the budget, are each logged and
+    skipped: the group's basis and the worker's model stay what they were."""
+    w0, w1 = workers["w0"], workers["w1"]
+    m0 = learned_model(60, seed=1)
+    s0 = service_state("w0", m0, 60, 60, 0)
+    assert w0.fence(1) and w0.publish(s0, 1)
+    s1 = service_state("w1", learned_model(90, seed=2), 90, 90, 1)
+    assert w1.fence(1) and w1.fold(s1) == 1 and w1.choice.epoch == 1
+    assert w1.publish(s1, 1)
+    meta, arrays = s1.model.to_checkpoint()
+    names = meta["state"]["names"]
+    vectors = arrays["vectors"].astype(np.float32)
+
+    nan = vectors.copy()
+    nan[0, 0] = np.nan
+    big = np.random.default_rng(0).normal(size=(BUDGET + 1, len(names))).astype(np.float32)
+    records = [basis_record(2, "x", "rbf", GAMMA, nan, names),
+               basis_record(2, "x", "rbf", GAMMA, big, names),
+               basis_record(2, "x", "rbf", GAMMA, vectors[:, :-1], names),
+               (b"basis/3/x", b"not a checkpoint")]
+
+    def snapshot(change):
+        hostile = service_state("w9", s0.model, 60, 5, 2)
+        hostile.group["seq"] = 1
+        m, a = checkpoint.loads(state_io.to_bytes(hostile))
+        m = {k: v for k, v in m.items() if k not in ("format", "version", "arrays")}
+        a = {k: np.array(v, copy=True) for k, v in a.items()}
+        change(m, a)
+        return b"w9", checkpoint.dumps(m, a)
+
+    def nan_alpha(m, a):
+        a["alpha"][0] = np.nan
+
+    def wide(m, a):
+        a["vectors"] = np.concatenate([a["vectors"], a["vectors"][:, :1]], axis=1)
+
+    def over_budget(m, a):
+        m["params"]["budget"] = 10 * BUDGET
+
+    records += [snapshot(nan_alpha), snapshot(wide), snapshot(over_budget)]
+    kafka_clients = clients.Clients(broker.bootstrap_servers)
+    producer = kafka_clients.producer(max_request_size=8 * 2**20)
+    try:
+        for key, value in records:
+            producer.send(w0.topic, value=value, key=key, partition=0)
+        producer.flush()
+    finally:
+        producer.close()
+    before = s1.model.to_checkpoint()
+    basis_key = w1.choice.basis.key
+    assert w1.fence(1)
+    assert w1.choice.epoch == 1 and w1.choice.basis.key == basis_key
+    assert w1.choice.invalid == 4 and w1.reader.invalid == 3
+    assert set(w1.reader.latest) == {"w0", "w1"}
+    assert w1.fold(s1) == 0  # nothing fresh: w0 was folded, w9 never became a peer
+    after = s1.model.to_checkpoint()
+    assert after[0] == before[0]
+    for name in before[1]:
+        np.testing.assert_array_equal(after[1][name], before[1][name])
+    text = caplog.text
+    assert "not a usable basis" in text and "over --budget" in text
+
+
+def test_serve_workers_learn_their_partitions_and_fold_over_one_basis(broker, tmp_path):
+    """Two `advsvm serve --group-model basis` workers on a 2-partition topic: every message is
+    counted once, each folds the other over the basis, and the group's model is as accurate
+    as one model trained on the whole stream in order (at least its worst last iterate)."""
+    from test_kafka_group import (GROUP_MODEL_ARGS, accuracy, assigned_lines, iterate_accuracies,
+                                  worker_command)
+
+    total, topic, group = 4_000, "basis-serve", "basis-group"
+    sync_topic = f"{topic}-{group}-snapshots"
+    clients.create_topics(broker.bootstrap_servers, {topic: 2})
+    X, y = kh.stream(total, d=16, seed=31)
+    values = kh.messages(X, y, unlabelled_every=10)
+    labelled = total - total // 10
+    assert GROUP_MODEL_ARGS[-2:] == ["--budget-policy", "compact"]
+    logs = {w: tmp_path / f"{w}.log" for w in ("b0", "b1")}
+    processes = {w: kh.start_service(worker_command(
+        broker, topic, group, tmp_path / w, w, "--budget-policy", "merge", "--group-model",
+        "basis", "--sync-every", "400", "--checkpoint-interval", "0.5"), logs[w])
+        for w in logs}
+    try:
+        kh.wait_until(lambda: all(assigned_lines(logs[w]) for w in processes), 60,
+                      "two workers assigned", processes["b0"], logs["b0"])
+        kh.produce(broker.bootstrap_servers, topic, values, partition=[0, 1])
+        kh.wait_until(lambda: (s := group_io.read_group(broker.bootstrap_servers, sync_topic))
+                      and group_io.totals(s.values())["consumed"] >= total, 120,
+                      "the group to learn the whole stream", poll=0.5)
+        for worker in list(processes):
+            assert kh.stop_service(processes.pop(worker)) == 0, kh.tail(logs[worker])
+    finally:
+        for process in processes.values():
+            kh.kill_service(process)
+
+    snapshots = group_io.read_group(broker.bootstrap_servers, sync_topic)
+    summary = group_io.totals(snapshots.values())
+    assert summary["consumed"] == summary["claimed_messages"] == total
+    assert summary["samples_learned"] == labelled
+    assert {w: set(s.folded) for w, s in snapshots.items()} == {"b0": {"b1"}, "b1": {"b0"}}
+    # Both hold models over a basis the group chose (no more vectors than the budget).
+    for s in snapshots.values():
+        assert s.meta["state"]["model"]["store"]["size"] <= 256
+    model = group_io.group_model(snapshots.values())
+    assert model.n_learned == labelled and 0 < model.n_support_vectors <= 256
+    for log in logs.values():
+        text = log.read_text(errors="replace")
+        assert "not averaging" not in text and "basis 1 of the group" in text, kh.tail(log)
+    X_test, y_test = kh.stream(5_000, d=16, seed=32)
+    single = iterate_accuracies(values, X_test, y_test, budget_policy="merge")
+    print(f"\nbasis group of 2: accuracy {accuracy(model, X_test, y_test):.4f}; one model: "
+          f"{min(single):.4f} to {max(single):.4f}")
+    assert accuracy(model, X_test, y_test) >= min(single)
