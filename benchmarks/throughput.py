@@ -1095,7 +1095,7 @@ def main_support(args) -> int:
     """`--support-only`: the support-vector step at full budget, the warm-up of gamma='scale'
     and the service's model call, nothing else."""
     rounds, chunk, prefill_seconds = (2, 0.03, 5.0) if args.quick else (6, 0.5, 240.0)
-    budget = 64 if args.quick else TARGET_BUDGET
+    budget = 48 if args.quick else TARGET_BUDGET
     with common.one_blas_thread():
         streams = support_streams(args.data, args.quick)
         records = support_step(streams, budget, rounds, chunk, prefill_seconds)
@@ -1172,7 +1172,7 @@ def main(argv=None) -> int:
         print(common.format_table(rows, BATCH_ROUNDING_COLUMNS))
         records += rows
         rows = support_step(support_streams(args.data, args.quick),
-                            64 if args.quick else TARGET_BUDGET, 2 * rounds, chunk,
+                            48 if args.quick else TARGET_BUDGET, 2 * rounds, chunk,
                             prefill_seconds if args.quick else 240.0)
         print(common.format_table(rows, SUPPORT_COLUMNS), flush=True)
         records += rows
