@@ -3,7 +3,7 @@ set to the threat, against the natural model, the exact SVC and the best trainin
 
     python benchmarks/robust_training.py [--data DIR] [--quick] [--out FILE] [--pairs NAME ...]
                                          [--seeds N] [--first-seed K]
-                                         [--only table|checks|radius|defaults|bounds]
+                                         [--only table|checks|radius|defaults|bounds|cost]
                                          [--combine JSON ...]
 
 Threats (pixels / 255, attacks in the pixel box [0, 1]): L-inf 8/255, L-inf 0.1, L2 1.0. For each
@@ -24,7 +24,7 @@ look constant for a while and not at the end).
 Each model is scored on the test set: clean accuracy (every test point); PGD-10 at each threat
 (10 steps of ε/4, no random start) and the L2 certified accuracy (`certified_radius_many` with the
 box [0, 1]) on a random subset of `attack_points` test points, the same for every model, the
-L-inf certified accuracies on its first `cert_points` (the L-inf certificate costs about 0.4 s a
+L-inf certified accuracies on its first `cert_points` (the L-inf certificate costs about 0.15 s a
 point on MNIST); and each adversarial model at its own threat by PGD-100 (steps of 2.5 ε / 100)
 from the point and from 3 random starts in the ball (a point counts as robust only if no run
 flips it), on the first `strong_points` of that subset, with PGD-10 on the same points. The exact RBF SVC (scikit-learn,
@@ -43,6 +43,11 @@ Checks, on the seed-0 stream (`--only table` skips them, `--only checks` runs on
   0.05, warm-up 100) and one of λ ∈ {1e-3, 1e-5}, η ∈ {1/8, 2} changed at a time, chosen the
   same way, against the defaults.
 - bounds: the L-inf 0.1 model trained with `bounds=(0, 1)` against the one without.
+- cost: the cost per learned sample at full budget. For each threat, the model trained there
+  (B = 1,024 vectors after the pass) learns on over the test stream in blocks of
+  `cost_block` samples (`learn_many`) beside a copy of itself with `epsilon=0` (natural
+  learning from the same state), the two interleaved block by block; the ratio of their
+  seconds per sample (best and median block) is the cost of adversarial learning.
 
 Runs of different stream orders (`--first-seed`) or checks can be run apart and combined with
 `--combine`. Records are written as JSON, with a Markdown summary next to them.
@@ -76,7 +81,7 @@ TARGETS = {"L-inf 8/255": (0.985, 0.980), "L-inf 0.1": (0.983, 0.945), "L2 1.0":
 CERTIFIED_TARGET = 0.90  # at L-inf 8/255
 #: The certificate's bounds in this version (records of older runs lack the field: their
 #: certificate had the first three only).
-CERTIFICATE = "norm, interval, first-order, exponential"
+CERTIFICATE = "norm, interval, first-order, exponential with the second-order remainder"
 #: The grid of the defaults check, and the defaults it is held against.
 DEFAULTS = {"regularization": 1e-4, "step_size": 0.5}
 
@@ -89,21 +94,23 @@ class Settings:
     strong_points: int = 100
     strong_steps: int = 100
     restarts: int = 3
-    cert_points: int = 100  # the L-inf certificate costs ~0.4 s a point on MNIST
+    cert_points: int = 100  # the L-inf certificate costs ~0.15 s a point on MNIST
     val_points: int = 300
     radius_factors: tuple = (0.5, 1.0, 2.0)
     # The defaults check moves one of λ, η at a time away from the defaults.
     regularizations: tuple = (1e-3, 1e-5)
     step_sizes: tuple = (0.125, 2.0)
     svc_c: float = 1.0
+    cost_block: int = 200
+    cost_passes: int = 2
     table: bool = True
-    checks: tuple = ("radius", "defaults", "bounds")
+    checks: tuple = ("radius", "defaults", "bounds", "cost")
 
 
 FULL = Settings()
 QUICK = Settings(seeds=2, attack_points=60, strong_points=20, strong_steps=20, restarts=1,
                  cert_points=20, val_points=40, radius_factors=(0.5, 1.0),
-                 regularizations=(1e-3,), step_sizes=())
+                 regularizations=(1e-3,), step_sizes=(), cost_block=50, cost_passes=1)
 
 
 def make_model(seed: int, threat: str | None = None, **params):
@@ -147,7 +154,15 @@ def evaluate(model, data, attacked, strong, s: Settings, own_threat: str | None,
         norm, epsilon = THREATS[own_threat]
         Xs, ys = X[strong], y[strong]
         row["strong_pgd10"] = float(common.pgd_right(model, Xs, ys, epsilon, norm=norm)[0].mean())
-        row["strong_pgd"] = float(strong_pgd_right(model, Xs, ys, norm, epsilon, s).mean())
+        robust = strong_pgd_right(model, Xs, ys, norm, epsilon, s)
+        row["strong_pgd"] = float(robust.mean())
+        if certify:
+            # The strong attack's points are the first of the certified ones: a certified point
+            # it flips would be a certificate bug.
+            n = min(len(robust), s.cert_points)
+            certified = radii[norm][:n] >= epsilon
+            row["certified_strong_points"] = int(certified.sum())
+            row["certified_flipped"] = int((certified & ~robust[:n]).sum())
     row["collapsed"] = bool(getattr(model, "collapsed", False))
     row.update(common.model_size(model))
     return row
@@ -254,6 +269,38 @@ def test_gap(check: str, threat: str, chosen: dict, reference: dict, reference_r
             "met": bool(gap_clean <= 0.01 and gap_pgd <= 0.01)}
 
 
+def cost_check(threat: str, X, y, data, base: dict, s: Settings) -> dict:
+    """Seconds per learned sample at full budget, adversarial against natural learning from
+    the same state (the model trained at the threat, and its copy with `epsilon=0`),
+    interleaved in blocks over the test stream."""
+    model = make_model(0, threat)
+    common.train(model, X, y)
+    contenders = {"adversarial": model,
+                  "natural": model.clone({"epsilon": 0.0}, include_attributes=True)}
+    X_test, y_test = data["X_test"], data["y_test"]
+    seconds = {name: [] for name in contenders}
+    blocks = [(p, i) for p in range(s.cost_passes) for i in range(0, len(y_test), s.cost_block)]
+    for k, (_, i) in enumerate(blocks):
+        names = list(contenders) if k % 2 else list(contenders)[::-1]
+        for name in names:
+            Xb, yb = X_test[i:i + s.cost_block], y_test[i:i + s.cost_block]
+            start = time.perf_counter()
+            contenders[name].learn_many(Xb, yb)
+            seconds[name].append((time.perf_counter() - start) / len(yb))
+    per = {name: np.array(v) for name, v in seconds.items()}
+    ratios = per["adversarial"] / per["natural"]
+    return {"kind": "cost_check", **base, "threat": threat, "seed": 0,
+            **common.model_size(model),
+            "blocks": len(blocks), "block": s.cost_block,
+            "natural_us": 1e6 * float(per["natural"].min()),
+            "adversarial_us": 1e6 * float(per["adversarial"].min()),
+            "natural_us_median": 1e6 * float(np.median(per["natural"])),
+            "adversarial_us_median": 1e6 * float(np.median(per["adversarial"])),
+            "ratio": float(per["adversarial"].min() / per["natural"].min()),
+            "ratio_median": float(np.median(ratios)),
+            "met": bool(per["adversarial"].min() / per["natural"].min() <= 4.0)}
+
+
 # -- one pair ---------------------------------------------------------------------------------------
 
 
@@ -301,6 +348,8 @@ def run_pair(pair: str, data: dict, s: Settings, show_progress: bool) -> list[di
                 + (f" cert {row['certified_0']:.4f}" if "certified_0" in row else "")
                 + (f" PGD-{s.strong_steps}x{s.restarts + 1} {row['strong_pgd']:.4f} (PGD-10 "
                    f"{row['strong_pgd10']:.4f})" if own else "")
+                + (f" certified-and-flipped {row['certified_flipped']}"
+                   if "certified_flipped" in row else "")
                 + (" COLLAPSED" if row["collapsed"] else "")
                 + (f" ({collapse_warnings} collapse warnings)" if collapse_warnings else ""))
         svc = svc_record(X, y, bandwidths(natural, d), data, attacked, s)
@@ -358,6 +407,11 @@ def run_pair(pair: str, data: dict, s: Settings, show_progress: bool) -> list[di
                             "reference_pgd": reference["pgd_1"]})
             log(f"bounds (0, 1) at {threat}: clean {row['clean']:.4f} PGD {row['pgd_1']:.4f} "
                 f"(without: {reference['clean']:.4f} / {reference['pgd_1']:.4f})")
+        for threat in THREATS if "cost" in s.checks else ():
+            row = cost_check(threat, X, y, data, base, s)
+            records.append(row)
+            log(f"cost at {threat}: {row['adversarial_us']:.0f} µs against {row['natural_us']:.0f} "
+                f"µs a sample, {row['ratio']:.2f}x (median block {row['ratio_median']:.2f}x)")
     records += summarise(records, base)
     log(f"done in {time.perf_counter() - start:.0f} s")
     return records
@@ -427,6 +481,11 @@ def targets(records: list[dict]) -> list[dict]:
                                          "point of PGD-10", row["strong_pgd"],
                                    row["strong_pgd10"], gap <= 0.01, gap=gap))
         for r in records:
+            if r["kind"] == "cost_check" and r["pair"] == pair and r["d"] == 784:
+                out.append(_target(pair, f"Adversarial {r['threat']}: cost per learned sample at "
+                                         "full budget at most 4x natural", r["ratio"], 4.0,
+                                   r["met"], ratio_median=r["ratio_median"]))
+        for r in records:
             if r["kind"] in ("radius_check", "defaults_check") and r["pair"] == pair:
                 what = "epsilon = threat" if r["kind"] == "radius_check" else "defaults"
                 out.append(_target(pair, f"{what} within 1 point of the validation choice "
@@ -451,10 +510,13 @@ def _certificate_note(records: list[dict], pair: str) -> str:
     old = sum(r.get("certificate") != CERTIFICATE for r in runs)
     if not old:
         return ""
+    versions = sorted({r.get("certificate", "norm, interval, first-order") for r in runs
+                       if r.get("certificate") != CERTIFICATE})
     if old == len(runs):
-        return (" Certified columns: the certificate before its exponential bound (norm, "
-                "interval and first-order bounds only; it certifies less).")
-    return " Certified columns: a mix of runs with and without the exponential bound."
+        return (f" Certified columns: an earlier certificate ({'; '.join(versions)}), which "
+                "certifies less.")
+    return (f" Certified columns: a mix of this certificate and an earlier one "
+            f"({'; '.join(versions)}).")
 
 
 def markdown(records: list[dict]) -> str:
@@ -489,6 +551,13 @@ def markdown(records: list[dict]) -> str:
                     [_pm(r, f"certified_{i}") for i in range(3)] + \
                     [strong, f"{r['train_seconds']:.1f}"]
             lines.append("| " + " | ".join(cells) + " |")
+        runs = [r for r in records if r["kind"] == "model" and r["pair"] == pair
+                and "certified_flipped" in r]
+        if runs:
+            lines += ["", f"Certified points at each adversarial model's own threat that "
+                          f"PGD-{r0.get('strong_steps')} with restarts flipped: "
+                          f"{sum(r['certified_flipped'] for r in runs)} of "
+                          f"{sum(r['certified_strong_points'] for r in runs)} (all orders)."]
         checks = [r for r in records if r["pair"] == pair
                   and r["kind"] in ("radius_check", "defaults_check")]
         if checks:
@@ -507,6 +576,15 @@ def markdown(records: list[dict]) -> str:
                     f"{100 * r['clean']:.2f} ({100 * r['gap_clean']:+.2f}) | "
                     f"{100 * r['chosen_pgd']:.2f} / {100 * r['pgd']:.2f} "
                     f"({100 * r['gap_pgd']:+.2f}) |")
+        costs = [r for r in records if r["kind"] == "cost_check" and r["pair"] == pair]
+        if costs:
+            lines += ["", "| cost per learned sample at full budget (order 0) | support vectors | "
+                      "adversarial µs | natural µs (same state, epsilon=0) | ratio (median "
+                      "block) |", "|---|---|---|---|---|"]
+            for r in costs:
+                lines.append(f"| trained and learning at {r['threat']} | {r['support_vectors']} | "
+                             f"{r['adversarial_us']:.0f} | {r['natural_us']:.0f} | "
+                             f"{r['ratio']:.2f}x ({r['ratio_median']:.2f}x) |")
         for r in records:
             if r["kind"] == "bounds_check" and r["pair"] == pair:
                 lines += ["", f"Learning with `bounds=(0, 1)` at {r['threat']} (order 0): clean "
@@ -517,6 +595,10 @@ def markdown(records: list[dict]) -> str:
     if goals:
         lines += ["## Targets", "", "| pair | target | reached | met |", "|---|---|---|---|"]
         for r in goals:
+            if "ratio_median" in r:
+                lines.append(f"| {r['pair']} | {r['target']} | {r['value']:.2f}x (median block "
+                             f"{r['ratio_median']:.2f}x) | {'yes' if r['met'] else 'no'} |")
+                continue
             extra = (f" (gaps: clean {100 * r['gap_clean']:+.2f}, PGD {100 * r['gap_pgd']:+.2f})"
                      if "gap_clean" in r else
                      f" (PGD-10 {100 * r['reference']:.2f})" if "gap" in r else "")

@@ -64,6 +64,7 @@ import numpy as np
 
 import common
 from river_advsvm import AdvKernelSVM, inputs, progress, support_budget
+from river_advsvm.svm import ACTIVE_WINDOW, FLAT_BIAS_SHARE
 
 BATCH = common.BATCH
 #: CPU seconds of this process: time the scheduler gives to other jobs on a shared machine is
@@ -165,6 +166,7 @@ class HandLoop:
         self.bias, self.norm = 0.0, 0.0
         self.eta, self.eta_b = model.step_size, model.bias_step_size
         self.rho = 1.0 - model.step_size * model.regularization
+        self.share = model._active_share
 
     def learn(self, x: np.ndarray, y: float) -> None:
         z = x @ self.W
@@ -172,10 +174,12 @@ class HandLoop:
         c = np.cos(z)
         g = SQRT2 * float(self.coef @ c) + self.bias
         self.coef *= self.rho
-        if 1.0 - y * g > 0.0:
+        active = 1.0 - y * g > 0.0
+        self.share += (active - self.share) / ACTIVE_WINDOW
+        if active:
             self.coef += (SQRT2 * self.eta * y / self.B) * c
             self.norm = math.sqrt(self.B) * math.sqrt(float(self.coef @ self.coef))
-            self.bias += self.eta_b * y
+            self.bias += self.eta_b * y * min(1.0, (1.0 - self.share) / (1.0 - FLAT_BIAS_SHARE))
 
     def predict(self, x: np.ndarray) -> bool:
         z = x @ self.W
@@ -227,6 +231,7 @@ class HandSupportStep:
         self.gamma, self.budget, self.merge = store.gamma, budget, merge
         self.eta, self.eta_b = model.step_size, model.bias_step_size
         self.rho = 1.0 - model.step_size * model.regularization
+        self.share = model._active_share
         self.n_merges = 0
 
     def _exponents(self, x: np.ndarray, xx: float) -> np.ndarray:
@@ -251,11 +256,13 @@ class HandSupportStep:
         if self.scale < 1e-60:
             self.a[: self.size] *= self.scale
             self.scale = 1.0
-        if 1.0 - y * g > 0.0:
+        active = 1.0 - y * g > 0.0
+        self.share += (active - self.share) / ACTIVE_WINDOW
+        if active:
             n = self.size
             self.S[n], self.norms[n], self.a[n] = x, xx, self.eta * y / self.scale
             self.size += 1
-            self.bias += self.eta_b * y
+            self.bias += self.eta_b * y * min(1.0, (1.0 - self.share) / (1.0 - FLAT_BIAS_SHARE))
             if self.size > self.budget:
                 if self.merge:
                     self._merge(e)
@@ -1088,7 +1095,7 @@ def main_support(args) -> int:
     """`--support-only`: the support-vector step at full budget, the warm-up of gamma='scale'
     and the service's model call, nothing else."""
     rounds, chunk, prefill_seconds = (2, 0.03, 5.0) if args.quick else (6, 0.5, 240.0)
-    budget = 64 if args.quick else TARGET_BUDGET
+    budget = 48 if args.quick else TARGET_BUDGET
     with common.one_blas_thread():
         streams = support_streams(args.data, args.quick)
         records = support_step(streams, budget, rounds, chunk, prefill_seconds)
@@ -1165,7 +1172,7 @@ def main(argv=None) -> int:
         print(common.format_table(rows, BATCH_ROUNDING_COLUMNS))
         records += rows
         rows = support_step(support_streams(args.data, args.quick),
-                            64 if args.quick else TARGET_BUDGET, 2 * rounds, chunk,
+                            48 if args.quick else TARGET_BUDGET, 2 * rounds, chunk,
                             prefill_seconds if args.quick else 240.0)
         print(common.format_table(rows, SUPPORT_COLUMNS), flush=True)
         records += rows

@@ -7,7 +7,8 @@ sound bounds, each proved where it is computed:
 - `_IntervalBound`, per-vector intervals of the distance to each stored vector;
 - `_TaylorBound` (RBF), the first-order term with a curvature remainder;
 - `_ExponentialBound` (RBF), the first-order term with the kernel's exact exponential
-  remainder, paid only by the vectors that lower the margin.
+  factor and the smaller of two remainders: one paid only by the vectors that lower the
+  margin, and a second-order one in which the vectors of both signs cancel.
 
 All four hold for the prediction as the store computes it, in float32 or float64: `_Rounding`
 bounds how far the computed `f` can be from the exact one anywhere in the ball, and every bound
@@ -30,11 +31,16 @@ from river_advsvm.support_store import _BLOCK, _padded
 __all__ = ["support_radii"]
 
 _U = 2.0**-53  # unit roundoff of float64
+_ETA = 2.0**-1074  # the smallest positive float64
 # Bisection stops when the bracket is this tight, relative to its upper end.
 _RADIUS_PRECISION = 1e-6
 _BISECTION_STEPS = 60
 # Points certified at once (their per-vector temporaries are points x vectors).
 _CERTIFY_ROWS = 256
+# The second-order remainder's eigenvalue problem, at most columns x vectors x min(columns,
+# vectors) (about 0.1 s a point at 784 x 1024 x 784 on one core): beyond it, the exponential
+# remainder alone.
+_SECOND_ORDER_WORK = 2**30
 # Bounds evaluated in float64 from non-negative terms are inflated by this factor: far more
 # than their rounding (a relative `gamma_n` for n terms), so the checks stay sound.
 _BOUND_SLACK = 1 + 1e-9
@@ -43,6 +49,27 @@ _BOUND_SLACK = 1 + 1e-9
 def _gamma_n(n: int, u: float) -> float:
     """The classic bound on the relative error of a sum of `n` products rounded at `u`."""
     return n * u / (1.0 - n * u)
+
+
+def _pairwise_sums(X, S, *terms):
+    """For each `term`: `sum_j term(X[i] - S[k], rows)_j` per row `i` of `X` and vector `k` of
+    `S` (`term` maps a block of differences, rows x vectors x inputs, and the block's rows to
+    values of the same shape). Computed over blocks of rows, which bounds the temporaries."""
+    out = [np.empty((len(X), len(S))) for _ in terms]
+    step = max(1, _BLOCK // max(1, len(S) * X.shape[1]))
+    for i in range(0, len(X), step):
+        rows = slice(i, i + step)
+        gap = X[rows, None, :] - S[None]
+        for sums, term in zip(out, terms):
+            sums[rows] = term(gap, rows).sum(axis=2)
+    return out
+
+
+def _l1_distances(X, S, weights=None):
+    """`sum_j w_j |X_ij - S_kj|` per row `i` of `X` and vector `k` of `S` (`w` = 1 if None)."""
+    if weights is None:
+        return _pairwise_sums(X, S, lambda gap, rows: np.abs(gap))[0]
+    return _pairwise_sums(X, S, lambda gap, rows: np.abs(gap) * weights)[0]
 
 
 def support_radii(
@@ -84,7 +111,7 @@ def support_radii(
     -----
     Why it is sound. Let `x'` be any point of the threat set and `x~ = q x`, `x~' = q x'` the
     rows the store sees; let `g` be the model in exact arithmetic over the stored vectors and
-    `g^` what the store computes. Four facts:
+    `g^` what the store computes. Six facts:
 
     1. Rounding: `|g^(x') - g(x')| <= err(x')`. Each distance is a dot product computed in the
        storage precision, off by at most `gamma_n sum_j |x~_j s_j|` (`gamma_n = n u / (1 - n u)`,
@@ -114,12 +141,21 @@ def support_radii(
        the linear term of (4) plus a remainder only the latter pay, and the common factor
        `e^{-gamma ||d||^2}` scales the sum (see `_ExponentialBound`). On MNIST at L-inf 8/255
        its remainder is about a tenth of (4)'s curvature term.
+    6. The second-order remainder (RBF): the same identity with `e^{-a}` expanded to its
+       fourth term keeps the quadratic terms of all vectors in one form `2 gamma^2 delta' M
+       delta`, `M = sum_i y w_i k(x~, s_i) (x~ - s_i)(x~ - s_i)'`, at least `2 gamma^2
+       lambda_min(M) max ||d||^2` where `lambda_min(M) < 0`; each vector pays its cubic term
+       (and, if it lowers the margin, the quartic one) at its own `A_i`. `lambda_min` is bounded
+       from below by a Cholesky factorisation that verifies it, and the distance from the
+       computed `M` to the exact one is taken off. Where vectors of both signs sit together
+       (as adversarial training leaves them) this remainder is several times smaller than
+       (5)'s; the bound uses the smaller of the two.
 
     With `m^ = y g^(x)` the margin the model computed, (1) and (2) give
     `y g^(x') >= m^ - err(0) - ||f|| sqrt(2 - 2 min kappa) - err(r)`, (1) and (3) give
     `y g^(x') >= y bias + (interval bound of y f) - err(r)`, (1) and (4) give
     `y g^(x') >= m^ - err(0) - (linear worst case) - (curvature bound) - err(r)`, and (1) and
-    (5) give `y g^(x') >= y bias + min(L, c L) - err(r)` with `L = m^ - err(0) - y bias -
+    (5) or (6) give `y g^(x') >= y bias + min(L, c L) - err(r)` with `L = m^ - err(0) - y bias -
     (linear worst case) - (remainder)` and `c = e^{-gamma max ||d||^2}`: where one of them is
     positive for radius `r`, no point of the ball changes the computed prediction. Each
     bound grows with `r`; its radius is found by a bracketed search that only ever returns a
@@ -198,6 +234,8 @@ class _Model:
         self.norm_bound = _norm_upper_bound(store)
         self.column_min = S.min(axis=0)
         self.column_max = S.max(axis=0)
+        # Columns some vector is nonzero in.
+        self.used = (self.column_min != 0) | (self.column_max != 0)
 
 
 def _norm_upper_bound(store) -> float:
@@ -209,14 +247,14 @@ def _norm_upper_bound(store) -> float:
     a = store._a[:size]
     squared = np.einsum("ij,ij->i", S, S)
     total = 0.0
-    step = max(1, _BLOCK // max(1, size * (n if store.kernel == "laplacian" else 1)))
+    step = max(1, _BLOCK // max(1, size))
     for start in range(0, size, step):
         rows = slice(start, start + step)
         if store.kernel == "rbf":
             E = squared[rows, None] + squared[None] - 2.0 * (S[rows] @ S.T)
             np.maximum(E, 0.0, out=E)
         else:
-            E = np.abs(S[rows, None, :] - S[None]).sum(axis=2)
+            E = _l1_distances(S[rows], S)
         total += float(a[rows] @ (np.exp(-store.gamma * E) @ a))
     weight = float(np.abs(a).sum())
     if store.kernel == "rbf":
@@ -372,10 +410,7 @@ class _Chunk:
             self.products = np.abs(x) @ np.abs(model.S).T
             self.x_length = np.sqrt(x_squared)
         else:
-            l1 = np.empty((len(x), model.store.size))
-            step = max(1, _BLOCK // max(1, l1.shape[1] * x.shape[1]))
-            for i in range(0, len(x), step):
-                l1[i : i + step] = np.abs(x[i : i + step, None, :] - model.S[None]).sum(axis=2)
+            l1 = _l1_distances(x, model.S)
             self.x_l1 = np.abs(x).sum(axis=1)
             slack = 1.01 * _gamma_n(x.shape[1] + 2, _U) * l1 + 2 * _U * self.x_l1[:, None]
             self.near = np.maximum(l1 - slack, 0.0)
@@ -562,15 +597,11 @@ class _IntervalBound:
         """Exact smallest and largest squared distance to each vector over the box."""
         S = self.chunk.model.S
         center, width = self.chunk.ball.box(r, x)
-        near = np.empty((len(x), len(S)))
-        far = np.empty_like(near)
-        step = max(1, _BLOCK // max(1, near.shape[1] * x.shape[1]))
-        for i in range(0, len(x), step):
-            rows = slice(i, i + step)
-            gap = np.abs(center[rows, None, :] - S[None])
-            w = width[rows, None, :]
-            far[rows] = np.square(gap + w).sum(axis=2)
-            near[rows] = np.square(np.maximum(gap - w, 0.0)).sum(axis=2)
+        near, far = _pairwise_sums(
+            center, S,
+            lambda gap, rows: np.square(np.maximum(np.abs(gap) - width[rows, None, :], 0.0)),
+            lambda gap, rows: np.square(np.abs(gap) + width[rows, None, :]),
+        )
         widen = _gamma_n(x.shape[1] + 5, _U)
         return near * (1 - widen), far * (1 + widen)
 
@@ -673,23 +704,36 @@ class _TaylorBound:
 
 
 class _ExponentialBound:
-    """The first-order term with the kernel's own exponential remainder, RBF (fact 5 of
-    `support_radii`).
+    """The first-order term with a remainder from the kernel's own exponential, RBF (facts 5
+    and 6 of `support_radii`).
 
     `||x + delta - s_i||^2 = ||x - s_i||^2 + a_i / gamma + ||delta||^2` with `a_i = 2 gamma
     (x - s_i) . delta`, so `k(x + delta, s_i) = k_i e^{-a_i} c` with `k_i = k(x, s_i)` and `c =
     e^{-gamma ||delta||^2}`, the same for every vector. With `v_i = y w_i`,
-    `y g(x + delta) = y b + c sum_i v_i k_i e^{-a_i}`, and since `e^{-a} >= 1 - a`
-    (convexity) and `e^{-a} <= 1 - a + (e^A - 1 - A)` for `|a| <= A`:
+    `y g(x + delta) = y b + c sum_i v_i k_i e^{-a_i}`, and for any remainder `R` with
 
-        sum_i v_i k_i e^{-a_i} >= y f(x) + y grad f(x) . delta - sum_{v_i < 0} |v_i| k_i
-                                  (e^{A_i} - 1 - A_i) = L,
+        sum_i v_i k_i e^{-a_i} >= y f(x) + y grad f(x) . delta - R = L
 
-    where `A_i` bounds `|a_i|` over the ball. Then `y g(x + delta) >= y b + min(L, c_min L)`,
-    `c_min = e^{-gamma max ||delta||^2}`. Only the vectors that pull the margin down pay for
-    the curvature, each by its own `A_i` (about `2 gamma epsilon ||x - s_i||_1` in an L-inf
-    ball, far less than the Cauchy-Schwarz bound `_TaylorBound` needs for it); the vectors
-    that push it up pay nothing beyond the common factor `c`.
+    over the ball, `y g(x + delta) >= y b + min(L, c_min L)` with `c_min = e^{-gamma max
+    ||delta||^2}`. `A_i` bounds `|a_i|` over the ball (about `2 gamma epsilon ||x - s_i||_1` in
+    an L-inf ball). Two remainders hold, and the smaller is taken:
+
+    - exponential: `e^{-a} >= 1 - a` (convexity) and `e^{-a} <= 1 - a + (e^A - 1 - A)` for
+      `|a| <= A` give `R = sum_{v_i < 0} |v_i| k_i (e^{A_i} - 1 - A_i)`: only the vectors that
+      pull the margin down pay, each by its own `A_i`;
+    - second order: Taylor's theorem to the fourth term, `e^{-a} = 1 - a + a^2 / 2 - a^3 / 6 +
+      a^4 e^{-xi} / 24`, keeps the quadratic term of every vector together: `sum_i v_i k_i
+      a_i^2 / 2 = 2 gamma^2 delta' M delta` with `M = sum_i v_i k_i (x - s_i)(x - s_i)'`, which
+      is at least `2 gamma^2 min(0, lambda_min(M)) max ||delta||^2`, and each vector pays its
+      cubic term (`A_i^3 / 6`) and, if it pulls the margin down, the quartic one (`A_i^4
+      e^{A_i} / 24`). The vectors of both signs near a point cancel in `M` where the
+      exponential remainder charges every one that pulls down (on MNIST at L-inf 8/255, the
+      latter is several times the former for a model trained at that radius).
+
+    `lambda_min(M)` costs `M` (vectors x inputs^2) and its eigenvalues, once per point, and is
+    verified by a Cholesky factorisation (`_verified_lowest_eigenvalue`). Where that is more
+    than `_SECOND_ORDER_WORK` (CIFAR's 3,072 inputs with 1,024 vectors: seconds a point), the
+    exponential remainder is used alone.
     """
 
     def __init__(self, chunk: _Chunk, taylor: _TaylorBound):
@@ -699,19 +743,20 @@ class _ExponentialBound:
         if ball.norm == "linf":
             # Per point and vector, the largest |(x - s_i) . delta| in the ball of radius 1
             # (the box ignored, which only widens it): sum_j q_j |x_j - s_ij|, rounded up.
-            S, q = model.S, ball.q
-            spread = np.empty((len(x), len(S)))
-            step = max(1, _BLOCK // max(1, spread.shape[1] * x.shape[1]))
-            for i in range(0, len(x), step):
-                rows = slice(i, i + step)
-                spread[rows] = (np.abs(x[rows, None, :] - S[None]) * q).sum(axis=2)
+            spread = _l1_distances(x, model.S, ball.q)
             self.spread = spread * (1 + _gamma_n(x.shape[1] + 4, _U)) * _BOUND_SLACK
-        # The largest kernel value each vector can have at the point itself.
+        # The smallest and largest kernel value each vector can have at the point itself.
         self.kernel_up = np.minimum(np.exp(-model.gamma * chunk.near**2) * (1 + 5 * _U), 1.0)
+        self.kernel_down = np.exp(-model.gamma * chunk.far**2) * (1 - 5 * _U)
+        # Per point, a lower bound of lambda_min(M) (nan: not computed yet).
+        self.lowest = np.full(len(x), math.nan)
+        columns, vectors = x.shape[1], len(model.a)
+        self.second_order = columns * vectors * min(columns, vectors) <= _SECOND_ORDER_WORK
 
-    def slack(self, r, idx):
+    def slack(self, r, idx, remainders=("exponential", "second order")):
         """The lower bound of `y g` over the ball of radius `r` at the points `idx`, rounding
-        of the computed `g` included (positive: certified)."""
+        of the computed `g` included (positive: certified), with the smallest of the named
+        remainders."""
         chunk, model = self.chunk, self.chunk.model
         gamma = model.gamma
         signs = chunk.signs[idx]
@@ -726,10 +771,23 @@ class _ExponentialBound:
         # Huge radii (the search's doubling) overflow to inf and inf - inf: no certificate.
         with np.errstate(over="ignore", invalid="ignore"):
             A = 2 * gamma * spread * (1 + 4 * _U)
-            # e^A - 1 - A, rounded up: expm1 is within a few ulps, taken off before the
-            # cancellation.
-            excess = np.maximum((np.expm1(A) * (1 + 8 * _U) - A) * (1 + 2 * _U), 0.0)
-            remainder = np.where(v < 0, -v * self.kernel_up[idx] * excess, 0.0).sum(axis=1)
+            weight = np.abs(v) * self.kernel_up[idx]
+            remainder = np.full(len(idx), math.inf)
+            if "exponential" in remainders:
+                # e^A - 1 - A, rounded up: expm1 is within a few ulps, taken off before the
+                # cancellation.
+                excess = np.maximum((np.expm1(A) * (1 + 8 * _U) - A) * (1 + 2 * _U), 0.0)
+                remainder = np.where(v < 0, weight * excess, 0.0).sum(axis=1)
+            if "second order" in remainders and self.second_order:
+                cubic = A**3 / 6 + np.where(v < 0, A**4 * np.exp(A) / 24, 0.0)
+                second = (weight * cubic).sum(axis=1) * (1 + 16 * _U)
+                # Only where it can be the smaller: the quadratic term is never negative.
+                maybe = np.flatnonzero(second < remainder)
+                if maybe.size:
+                    lowest = self._lowest(idx[maybe])
+                    second[maybe] += (2 * gamma**2 * np.maximum(-lowest, 0.0) * reach2[maybe]
+                                      * (1 + 8 * _U))
+                remainder = np.fmin(remainder, second)
             remainder *= _BOUND_SLACK
             low = margins - error - base - first - remainder
             low -= 4 * _U * (np.abs(margins) + error + np.abs(base) + first + remainder)
@@ -737,3 +795,80 @@ class _ExponentialBound:
             low = np.where(low > 0, shrink * low * (1 - 2 * _U), low)
             value = base + low - 2 * _U * (np.abs(base) + np.abs(low)) - chunk.err(r, idx)
         return np.where(np.isnan(value), -math.inf, value)
+
+    def _lowest(self, idx):
+        """A lower bound of `lambda_min(M)` at the points `idx`, exact `M` (computed once per
+        point)."""
+        todo = np.unique(idx[np.isnan(self.lowest[idx])])
+        for i in todo:
+            self.lowest[i] = self._lowest_at(i)
+        return self.lowest[idx]
+
+    def _lowest_at(self, i):
+        """`lambda_min(M)` at point `i` of the chunk, from below.
+
+        `M = D' C D` (`D` the rows `d_i = x - s_i`, `C` the weights `c_i = y w_i k_i`) is
+        computed in float64 over the columns where the point or a vector is nonzero (the
+        others are zero rows of `M`: eigenvalues 0, which the bound clips to anyway). With more
+        columns than vectors, its nonzero eigenvalues are those of `R C R'` (vectors x
+        vectors), `D' = Q R` by Householder QR, which is exact for rows `d_i + e_i` with
+        `||e_i|| <= gamma~ ||d_i||` (Higham, Accuracy and Stability of Numerical Algorithms,
+        Theorem 19.4; `gamma~ = 16 m n u / (1 - 16 m n u)` here), so that the matrix it
+        describes is within `3 gamma~ sum_i |c_i| ||d_i||^2` of `M`. The computed matrix's
+        distance to the exact `M` (exact kernel values and coefficients) is at most
+        `sum_i |c_i - c^_i| ||d_i||^2 + gamma_{B+4} sum_i |c^_i| ||d_i||^2` more in spectral
+        norm (every error term is bounded entrywise by a matrix `sum_i e_i |d_i| |d_i|'`, whose
+        spectral norm is at most its trace), with `||d_i||` at most `far`.
+        """
+        chunk, model = self.chunk, self.chunk.model
+        x = chunk.x[i]
+        columns = np.flatnonzero(model.used | (x != 0))
+        w = chunk.signs[i] * (model.s * model.a)
+        c = w * np.exp(-model.gamma * chunk.distances[i])
+        D = x[columns] - model.S[:, columns]
+        relative = _gamma_n(len(c) + 4, _U) + 4 * _U
+        if len(columns) <= len(c):
+            M = D.T @ (D * c[:, None])
+        else:
+            R = np.linalg.qr(D.T, mode="r")
+            M = (R * c[None]) @ R.T
+            relative += 3 * _gamma_n(16 * D.size, _U) * (1 + 4 * _U)
+        far2 = chunk.far[i] ** 2
+        off = np.abs(w) * (self.kernel_up[i] - self.kernel_down[i]) * (1 + 4 * _U)
+        error = (off + relative * np.abs(c)) @ far2
+        return _verified_lowest_eigenvalue(M) - error * (1 + 8 * _U)
+
+
+def _verified_lowest_eigenvalue(M) -> float:
+    """A lower bound of the smallest eigenvalue of the symmetric float64 matrix `M` (`-inf` if
+    none is verified).
+
+    The estimate from `eigvalsh`, lowered a little to `mu`, is verified: if the Cholesky
+    factorisation of `fl(fl(M - mu I) - t I)` succeeds with `t >= 2 gamma_{n+2} trace`, twice
+    the shift Rump's theorem asks (S. M. Rump, Verification of positive definiteness, BIT 46,
+    2006), then `fl(M - mu I)` is positive definite, and `M - mu I` is within `u max_j |M_jj
+    - mu|` of it.
+    """
+    n = len(M)
+    if not n:
+        return 0.0
+    if not np.isfinite(M).all():
+        return -math.inf
+    estimate = float(np.linalg.eigvalsh(M)[0])
+    size = float(np.abs(M).max())
+    for lower_by in (1e-9, 1e-5, 1e-2):
+        mu = estimate - lower_by * size - 1e-300
+        A = M.copy()
+        A[np.diag_indices(n)] -= mu
+        diagonal = np.diagonal(A)
+        if (diagonal <= 0).any():
+            continue
+        shift = 2 * _gamma_n(n + 2, _U) * float(diagonal.sum()) * (1 + 4 * _U)
+        shift += 8 * (n + 1 + float(diagonal.max())) * _ETA
+        A[np.diag_indices(n)] -= shift
+        try:
+            np.linalg.cholesky(A)
+        except np.linalg.LinAlgError:
+            continue
+        return mu - 2 * _U * float(np.abs(np.diagonal(M) - mu).max())
+    return -math.inf

@@ -205,13 +205,14 @@ def test_the_closed_form_collapses_visibly_and_stays_finite():
             x = dict(enumerate(row))
             alerts += monitor.update(x, label)
             model.learn_one(x, label)
-    assert model.collapsed
-    decisions = model.decision_many(X)
-    assert np.isfinite(decisions).all() and len(set(np.sign(decisions))) == 1
-    assert [a.kind for a in alerts].count("collapsed") == 1
+    # The prox step crushes f; the bias, with every sample active, stays put, so the decisions
+    # are f's noise around 0 and the flag comes and goes with it.
+    assert np.isfinite(model.decision_many(X)).all()
+    assert "collapsed" in [a.kind for a in alerts]
     pgd = AdvKernelSVM(epsilon=0.1, norm="linf", seed=0)
     pgd.learn_many(X, y)
     assert not pgd.collapsed
+    assert model.rkhs_norm < 0.05 < 20 * model.rkhs_norm < pgd.rkhs_norm
 
 
 # -- the collapse watch -------------------------------------------------------------------------
@@ -334,3 +335,19 @@ def test_the_order_of_a_samples_keys_does_not_change_what_is_learned(kernel):
     for x, _ in samples[::10]:
         assert models[0].decision_one(x) == pytest.approx(models[1].decision_one(x), rel=1e-6,
                                                           abs=1e-9)
+
+
+def test_the_bias_stays_put_while_nearly_every_sample_is_active():
+    """Labels that do not depend on the inputs, at a radius no margin survives: every sample
+    is active, the hinge loss is flat in the bias, and its step is damped (undamped, steps of
+    0.05 y over 1,000 samples wander by about 1.6); where samples are learned apart, it moves."""
+    rng = np.random.default_rng(0)
+    X, y = rng.random((1000, 8)), rng.random(1000) < 0.5
+    model = AdvKernelSVM(epsilon=0.3, norm="linf", seed=0)
+    model.learn_many(X, y)
+    assert abs(model._bias) < 0.05
+    X, y = blobs(n=1000, seed=1)
+    y = y & (rng.random(1000) < 0.8)  # 30% positive: the bias has a balance to learn
+    natural = AdvKernelSVM(seed=0)
+    natural.learn_many(X, y)
+    assert natural._bias < -0.1

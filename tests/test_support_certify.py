@@ -231,7 +231,8 @@ def test_bad_arguments_are_refused(bad):
 
 def bound_values(bound, store, X, margins, norm, r, bias=0.0, q=None, bounds=None):
     """One bound's lower bound of `y g` over the ball of radius `r` around each row of `X`
-    (`bound`: 'taylor' or 'exponential'), as `support_radii` evaluates it."""
+    (`bound`: 'taylor', or the remainders of the exponential bound: 'exponential', 'second
+    order' or both in a tuple), as `support_radii` evaluates it."""
     from river_advsvm import support_certificate as sc
 
     q = np.ones(X.shape[1]) if q is None else q
@@ -239,8 +240,11 @@ def bound_values(bound, store, X, margins, norm, r, bias=0.0, q=None, bounds=Non
     ball = sc._Ball(norm, q, bounds, True, X)
     chunk = sc._Chunk(model, ball, sc._Rounding(model, q), X, margins)
     taylor = sc._TaylorBound(chunk)
-    which = taylor if bound == "taylor" else sc._ExponentialBound(chunk, taylor)
-    return which.slack(np.full(len(X), float(r)), np.arange(len(X)))
+    r = np.full(len(X), float(r))
+    if bound == "taylor":
+        return taylor.slack(r, np.arange(len(X)))
+    remainders = (bound,) if isinstance(bound, str) else bound
+    return sc._ExponentialBound(chunk, taylor).slack(r, np.arange(len(X)), remainders)
 
 
 @settings(max_examples=200, deadline=None)
@@ -253,13 +257,17 @@ def bound_values(bound, store, X, margins, norm, r, bias=0.0, q=None, bounds=Non
     boxed=st.booleans(),
     scaled=st.booleans(),
     dtype=st.sampled_from(["float32", "float64"]),
+    remainders=st.sampled_from(
+        [("exponential",), ("second order",), ("exponential", "second order")]
+    ),
     seed=st.integers(0, 2**31 - 1),
 )
 def test_the_exponential_bound_is_below_every_point_of_the_ball(
-    d, n, gamma, radius, norm, boxed, scaled, dtype, seed
+    d, n, gamma, radius, norm, boxed, scaled, dtype, remainders, seed
 ):
-    """Fact 5 of `support_radii`: its value at radius r is a lower bound of the computed `y g`
-    at every sampled point of the ball (and box), corners included."""
+    """Facts 5 and 6 of `support_radii`: the bound's value at radius r, with either remainder
+    or the smaller of the two, is a lower bound of the computed `y g` at every sampled point of
+    the ball (and box), corners included."""
     rng = np.random.default_rng(seed)
     q = rng.uniform(0.25, 4.0, d) if scaled else np.ones(d)
     bounds = (0.0, 1.0) if boxed and norm == "linf" else None
@@ -269,8 +277,9 @@ def test_the_exponential_bound_is_below_every_point_of_the_ball(
     X = rng.random((6, d))
     g = model.decision_many(X)
     y = np.where(g > 0, 1.0, -1.0)
-    lower = bound_values("exponential", store, X * q, y * g, norm, radius, bias, q, bounds)
+    lower = bound_values(remainders, store, X * q, y * g, norm, radius, bias, q, bounds)
     assert not np.isnan(lower).any()
+    event(f"{remainders}: " + ("some positive" if (lower > 0).any() else "none positive"))
     for i in range(len(X)):
         points = samples_in_ball(rng, X[i], radius, norm, bounds, n=500 if d > 4 else 2000)
         assert (y[i] * model.decision_many(points) >= lower[i]).all()
@@ -301,7 +310,7 @@ def test_the_exponential_bound_certifies_where_the_curvature_bound_cannot(digits
     right = seen["margins"] > 0
     X, m = seen["X"][right], seen["margins"][right]
     arguments = (seen["store"], X, m, "linf", 0.1, seen["bias"], seen["scale"], (0.0, 1.0))
-    exponential = bound_values("exponential", *arguments)
+    exponential = bound_values(("exponential",), *arguments)
     taylor = bound_values("taylor", *arguments)
     assert np.median(m - taylor) > 2 * np.median(m - exponential)
     assert np.mean(exponential > 0) > 0.85 > 0.5 > np.mean(taylor > 0)
@@ -310,3 +319,51 @@ def test_the_exponential_bound_certifies_where_the_curvature_bound_cannot(digits
     attack = PGD(epsilon=0.1, norm="linf", steps=20, step_size=0.025)
     fooled = attack.run(model, X_test[certified], y_test[certified]).fooled
     assert not fooled.any()
+
+
+def test_the_second_order_remainder_keeps_vectors_of_both_signs_together():
+    """Pairs of vectors of opposite sign a little apart (the shape adversarial training leaves
+    near the boundary): the exponential remainder charges every vector that pulls the margin
+    down, the second-order one lets the pairs cancel in `M`, and certifies where the former
+    cannot; no attack flips a point within the radius `support_radii` returns."""
+    rng = np.random.default_rng(3)
+    d, pairs = 12, 30
+    centers = rng.random((pairs, d))
+    vectors = np.vstack([centers, np.clip(centers + rng.normal(0, 0.03, (pairs, d)), 0, 1)])
+    coefficients = np.concatenate([np.full(pairs, 2.0), np.full(pairs, -1.8)])
+    store = build("rbf", 0.5, vectors, coefficients, "float32")
+    model = Model(store, -0.3, np.ones(d))
+    X = np.clip(centers[:10] + rng.normal(0, 0.05, (10, d)), 0, 1)
+    g = model.decision_many(X)
+    y = np.where(g > 0, 1.0, -1.0)
+    radius = 0.12
+    arguments = (store, X, y * g, "linf", radius, -0.3, None, (0.0, 1.0))
+    exponential = bound_values(("exponential",), *arguments)
+    second = bound_values(("second order",), *arguments)
+    both = bound_values(("exponential", "second order"), *arguments)
+    np.testing.assert_array_equal(both, np.maximum(exponential, second))
+    assert (second > exponential).all()
+    assert (second > 0).all() and (exponential <= 0).all()
+    radii = support_radii(store, y * g, X, "linf", bias=-0.3, bounds=(0.0, 1.0))
+    assert (radii[second > 0] >= radius).all()
+    for i in np.flatnonzero(radii > 0):
+        r = float(radii[i])
+        batch = np.repeat(X[i : i + 1], 4, axis=0)
+        for start in (False, True):
+            attack = PGD(epsilon=r, norm="linf", steps=100, step_size=r / 20,
+                         random_start=start, seed=i)
+            assert not attack.run(model, batch, np.repeat(y[i], 4)).fooled.any()
+
+
+def test_the_verified_eigenvalue_is_a_lower_bound():
+    """On an integer matrix (held exactly) with known eigenvalues: the tridiagonal 2, -1
+    matrix minus 3 I has `lambda_min = -1 - 2 cos(pi / (n + 1))`."""
+    from river_advsvm.support_certificate import _verified_lowest_eigenvalue
+
+    n = 60
+    M = 2 * np.eye(n) - np.eye(n, k=1) - np.eye(n, k=-1) - 3 * np.eye(n)
+    exact = -1 - 2 * math.cos(math.pi / (n + 1))
+    lower = _verified_lowest_eigenvalue(M)
+    assert exact - 1e-6 <= lower <= exact - 1e-12
+    assert _verified_lowest_eigenvalue(np.zeros((0, 0))) == 0.0
+    assert _verified_lowest_eigenvalue(np.array([[1.0, math.nan], [math.nan, 1.0]])) == -math.inf
