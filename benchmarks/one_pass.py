@@ -31,7 +31,6 @@ measurement, without downloaded data.
 
 from __future__ import annotations
 
-import itertools
 import statistics
 import sys
 import time

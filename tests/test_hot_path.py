@@ -80,7 +80,7 @@ def test_predicting_before_learning_changes_nothing(params):
         v = rows[i % 12] if i % 3 else rng.random(5)  # repeated rows, and fresh ones
         x = {f"x{j}": float(v[j]) for j in range(4 + (i > 70))}  # an input appears late
         y = bool(v[0] + 0.3 * v[1] > 0.6)
-        margin = predictor.decision_one(x)
+        predictor.decision_one(x)  # a prediction before the sample is learned
         if i % 7 == 0:
             predictor.predict_one({"x0": 0.5})
         learner.learn_one(x, y)

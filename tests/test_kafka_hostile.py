@@ -7,7 +7,6 @@ outside (process exit, topic contents, the checkpoint), never on sleeps.
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import random
 import signal

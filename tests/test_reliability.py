@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import socket
-import stat
 import subprocess
 import sys
 import threading
