@@ -5,7 +5,8 @@
 #               JavaScript (npm ci), installs Chromium when it is missing and make runs as root
 #               (apt-get), then runs every test except those marked slow: the docs' code
 #               blocks, the strict build of the docs site and its formulas rendered offline in
-#               headless Chromium included. About 10 minutes on 2 shared cores (Intel Xeon).
+#               headless Chromium included, in two pytest workers. 10 to 15 minutes on 2 shared
+#               cores (Intel Xeon).
 #               The slow ones: .venv/bin/python -m pytest -m slow
 # and the documentation site:
 #   make docs   builds it with `mkdocs build --strict` into site/ (open site/index.html: it
