@@ -16,6 +16,7 @@ is what the client filters on), and an offset commit from a stale generation is 
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -71,13 +72,16 @@ def _assigned_consumer(bootstrap: str, topic: str, group: str) -> KafkaConsumer:
     return consumer
 
 
-def _poll_until(consumers, condition, polls: int = 200) -> None:
-    for _ in range(polls):
+def _poll_until(consumers, condition, timeout: float = 90.0) -> None:
+    """Poll every consumer (which drives the group's joins) until `condition()` holds; a
+    deadline, not a count of polls: on a loaded machine a rebalance takes longer."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
         for consumer in consumers:
             consumer.poll(timeout_ms=100)
         if condition():
             return
-    raise AssertionError("the consumer group did not get there")
+    raise AssertionError(f"the consumer group did not get there within {timeout:g}s")
 
 
 def test_transactional_producer_commits_aborts_and_fences_its_predecessor(broker):
