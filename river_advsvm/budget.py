@@ -32,7 +32,6 @@ coefficients and norms are float64.
 from __future__ import annotations
 
 import math
-import typing
 
 import numpy as np
 
@@ -260,12 +259,15 @@ class FeatureStore:
         return self.size
 
     n_support_vectors = 0
-    #: Random features drop nothing and merge nothing: no budget maintenance to report.
-    maintenance: typing.ClassVar[dict] = {}
 
-    def reprocess(self, bias: float, step: float, slack: float = 0.0) -> bool:
-        """Random features keep no samples to step on again: nothing happens (False)."""
-        return False
+    @property
+    def maintenance(self) -> dict:
+        """Random features drop nothing and merge nothing: no budget maintenance to report."""
+        return {}
+
+    def reprocess(self, bias: float, step: float, slack: float = 0.0) -> float:
+        """Random features keep no samples to step on again: no step is taken (0)."""
+        return 0.0
 
     @classmethod
     def max_state_bytes(cls, budget: int | None, max_inputs: int, dtype: str) -> int:
