@@ -51,7 +51,7 @@ from river_advsvm.kernels import KERNELS
 from river_advsvm.support_budget import POLICIES
 from river_advsvm.support_predict import KernelExpansion
 from river_advsvm.support_store import (DTYPES, GRAM_MAX_BUDGET, GRAM_MIN_INPUTS, _check_gram,
-                                        _quadratic_form, _squared_norms)
+                                        _quadratic_form, _squared_norms, column_count)
 
 __all__ = ["DTYPES", "GRAM_MAX_BUDGET", "GRAM_MIN_INPUTS", "POLICIES", "SupportVectors"]
 
@@ -475,7 +475,7 @@ class SupportVectors(KernelExpansion):
         Everything is checked against this store's own parameters and the arrays' shapes before
         anything is allocated or changed.
         """
-        n_inputs = inputs if isinstance(inputs, (int, np.integer)) else len(inputs)
+        n_inputs = column_count(inputs)
         _check_state(self, scalars, arrays, n_inputs)
         vectors, alpha = arrays["vectors"], arrays["alpha"]
         size = scalars["size"]

@@ -37,6 +37,12 @@ def _padded(n: int) -> int:
     return -(-n // _COLUMN_BLOCK) * _COLUMN_BLOCK
 
 
+def column_count(columns) -> int:
+    """How many input columns `columns` means: a number, or a sequence with one entry per
+    column (the model passes their hashes)."""
+    return columns if isinstance(columns, (int, np.integer)) else len(columns)
+
+
 def _squared_norms(X: np.ndarray) -> np.ndarray:
     """`||x||^2` per row (of the last axis) in float64, summed left to right.
 
@@ -131,7 +137,7 @@ class VectorStore:
         `f` does not change, so a row given to `value` can still be added, over the wider
         columns.
         """
-        n_new = new if isinstance(new, (int, np.integer)) else len(new)
+        n_new = column_count(new)
         if not n_new >= 0:
             raise ValueError(f"cannot add {n_new!r} input columns")
         self._reserve(max(self._S.shape[0], 1), self.n_inputs + int(n_new))
