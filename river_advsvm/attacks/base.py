@@ -151,18 +151,20 @@ class Oracle:
         self.model = model
         self.columns = list(columns)
         self.labels = list(labels)
-        self.white_box = has_margin_api(model) and not scores_only
+        # This package's margin models read rows under names without a DataFrame (`_frame`).
+        self._margin_model = has_margin_api(model)
+        self.white_box = self._margin_model and not scores_only
         self.n_queries = 0
         self._batch_scores: bool | None = None  # decided on the first black-box query
         # A margin model reads a bare array as columns 0..d-1: no frame needed then.
-        self._bare_arrays = has_margin_api(model) and self.columns == list(range(len(columns)))
+        self._bare_arrays = self._margin_model and self.columns == list(range(len(columns)))
         if self.white_box:
             self._signs = np.array([model.sign_of(y) for y in self.labels])
 
     def _frame(self, V: np.ndarray):
         if self._bare_arrays:
             return V
-        if has_margin_api(self.model):
+        if self._margin_model:
             return NamedRows(V, self.columns)
         import pandas as pd
 
