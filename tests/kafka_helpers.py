@@ -141,6 +141,23 @@ def kill_service(process: subprocess.Popen) -> None:
     process.wait(30)
 
 
+def stop_when_consumed(processes: dict, logs: dict, read_group, total: int,
+                       timeout: float = 120.0) -> None:
+    """Wait until the group's latest snapshots (`read_group()`, worker -> snapshot) count
+    `total` consumed messages, then stop every worker of `processes` (SIGTERM; each must exit
+    0). Whatever is still running if that fails is killed."""
+    from river_advsvm.streams.group_state import totals
+
+    try:
+        wait_until(lambda: (s := read_group()) and totals(s.values())["consumed"] >= total,
+                   timeout, "the group to learn the whole stream", poll=0.5)
+        for worker in list(processes):
+            assert stop_service(processes.pop(worker)) == 0, tail(logs[worker])
+    finally:
+        for process in processes.values():
+            kill_service(process)
+
+
 def checkpoint_info(directory) -> dict | None:
     """`advsvm inspect`'s view of the checkpoint, or None while there is none."""
     try:

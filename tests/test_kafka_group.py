@@ -400,27 +400,19 @@ def test_support_vector_workers_average_their_models_in_function_space(broker, t
             "--sync-every", "300", "--checkpoint-interval", "0.5"), logs[worker])
 
     processes = {w: start(w) for w in ("v0", "v1")}
-    try:
-        kh.wait_until(lambda: all(assigned_lines(logs[w]) for w in processes), 60,
-                      "two workers assigned", processes["v0"], logs["v0"])
-        kh.produce(broker.bootstrap_servers, topic, values[:6_000],
-                   partition=list(range(partitions)))
-        # v2 joins once both workers have published, while the rest of the stream arrives.
-        kh.wait_until(lambda: all(local_learned(directories[w]) >= 1000 for w in processes), 60,
-                      "both workers to publish 1,000 messages", processes["v1"], logs["v1"])
-        processes["v2"] = start("v2")
-        kh.produce(broker.bootstrap_servers, topic, values[6_000:],
-                   partition=list(range(partitions)))
-        kh.wait_until(lambda: assigned_lines(logs["v2"]), 60, "v2 to be assigned",
-                      processes["v2"], logs["v2"])
-        kh.wait_until(lambda: (s := group_state(broker, sync_topic))
-                      and group_io.totals(s.values())["consumed"] >= total, 120,
-                      "the group to learn the whole stream", poll=0.5)
-        for worker in list(processes):
-            assert kh.stop_service(processes.pop(worker)) == 0, kh.tail(logs[worker])
-    finally:
-        for process in processes.values():
-            kh.kill_service(process)
+    kh.wait_until(lambda: all(assigned_lines(logs[w]) for w in processes), 60,
+                  "two workers assigned", processes["v0"], logs["v0"])
+    kh.produce(broker.bootstrap_servers, topic, values[:6_000],
+               partition=list(range(partitions)))
+    # v2 joins once both workers have published, while the rest of the stream arrives.
+    kh.wait_until(lambda: all(local_learned(directories[w]) >= 1000 for w in processes), 60,
+                  "both workers to publish 1,000 messages", processes["v1"], logs["v1"])
+    processes["v2"] = start("v2")
+    kh.produce(broker.bootstrap_servers, topic, values[6_000:],
+               partition=list(range(partitions)))
+    kh.wait_until(lambda: assigned_lines(logs["v2"]), 60, "v2 to be assigned",
+                  processes["v2"], logs["v2"])
+    kh.stop_when_consumed(processes, logs, lambda: group_state(broker, sync_topic), total)
 
     snapshots = group_state(broker, sync_topic)
     summary = group_io.totals(snapshots.values())
