@@ -28,7 +28,9 @@ format, as bytes): model, counters, `offsets` and the `group` bookkeeping. The p
   model learning the whole stream rather than one learning a W-th of it.
 - **Over a basis** (`--group-model basis`, `river_advsvm.streams.group_basis`): the same
   average, of the models' coefficients over vectors the whole group shares: `B` numbers per
-  peer instead of a union of every peer's vectors and budget maintenance.
+  peer instead of a union of every peer's vectors and budget maintenance. Once the group has
+  a basis, a snapshot carries the worker's model projected onto it, as coefficients without
+  the vectors (readers put the basis' vectors back); the local checkpoint stays whole.
 - **Claims**: a snapshot's `offsets` hold, for every partition the worker ever learned from, the
   next offset it had reached. The group's resume point of a partition is the largest offset any
   latest snapshot holds for it. A worker owning a partition resumes there, never from its local
@@ -94,7 +96,9 @@ import numpy as np
 
 from river_advsvm.streams import faults, merge
 from river_advsvm.streams import state as state_io
-from river_advsvm.streams.group_basis import BasisChoice, basis_record, proposed_vectors
+from river_advsvm import checkpoint
+from river_advsvm.streams.group_basis import (BasisChoice, basis_record, coefficient_snapshot,
+                                              proposed_vectors)
 from river_advsvm.streams.group_state import claims, group_model, superseded, totals
 from river_advsvm.streams.snapshot import (FENCE_PREFIX, Snapshot, fence_key, fence_value, new_bookkeeping,
                               newer, parse_snapshot)
@@ -272,9 +276,13 @@ class GroupSync:
         if local is not None and local.group is not None and local.group["worker"] != self.worker:
             raise ValueError(f"{self.checkpoint_dir} holds the checkpoint of worker "
                              f"{local.group['worker']!r}, not {self.worker!r}")
-        if own is not None and (local is None or local.group is None
-                                or local.group["seq"] <= own.seq):
-            state = own.state()
+        if own is not None and own.coefficients_only and local is not None:
+            log.error("the own snapshot %d is over a basis this worker does not hold (epoch "
+                      "%d): resuming from the local checkpoint", own.seq, own.over_basis[0])
+        elif own is not None and (local is None or local.group is None
+                                  or local.group["seq"] < own.seq
+                                  or local.group["seq"] == own.seq and own.over_basis is None):
+            state = own.state()  # (the local checkpoint of the same seq is whole: it is taken)
             log.info("resuming from own snapshot %d (%d learned)", own.seq, own.learned)
             return state, False
         if local is not None:
@@ -307,6 +315,9 @@ class GroupSync:
         fresh, in_model, workers = [], learned, 1
         for peer in sorted(self.peers(), key=lambda s: s.position):
             reason = merge.incompatibility(base_meta, peer.meta)
+            if reason is None and peer.coefficients_only:
+                reason = (f"its coefficients are over basis {peer.over_basis[0]}, which this "
+                          "worker does not hold")
             if reason is not None:
                 self._refuse(peer, reason)
                 continue
@@ -393,10 +404,7 @@ class GroupSync:
             self._epoch_folded, self._folds_on_basis = choice.epoch, 0
         if current is None:
             return None
-        dtype = np.dtype(meta["params"].get("dtype"))
-        if store is not None and (store["kernel"], float(store["gamma"])) != (
-                current.kernel, current.gamma) or current.vectors.dtype != dtype or (
-                budget is not None and current.size > budget):
+        if not _fits(meta, current):
             if ("basis", choice.epoch) not in self._refused:
                 self._refused.add(("basis", choice.epoch))
                 log.error("the group's basis %d (%s at gamma %r, %s, %d vectors) does not fit "
@@ -404,6 +412,25 @@ class GroupSync:
                           current.gamma, current.vectors.dtype, current.size)
             return None
         return current
+
+    def _snapshot_bytes(self, state: state_io.ServiceState) -> tuple[bytes, bytes]:
+        """The snapshot to publish and the local checkpoint, as bytes: the whole state for
+        both, but over the group's basis the snapshot holds the model's coefficients only
+        (`group_basis.coefficient_snapshot`)."""
+        meta, arrays = state.model.to_checkpoint(state.extra())
+        whole = checkpoint.dumps(meta, arrays)
+        basis = None if self.choice is None else self.choice.basis
+        if basis is None or meta["params"].get("budget_policy") \
+                not in merge.SUPPORT_VECTOR_POLICIES or not meta["state"]["started"] \
+                or not _fits(meta, basis):
+            return whole, whole
+        try:
+            over = coefficient_snapshot(meta, arrays, basis, self.choice.epoch)
+        except ValueError as error:  # CheckpointError, IncompatibleModels
+            log.error("publishing the whole model: it cannot be projected onto the group's "
+                      "basis %d (%s)", self.choice.epoch, error)
+            return whole, whole
+        return checkpoint.dumps(*over), whole
 
     def _propose(self, epoch: int, meta: dict, arrays: dict, peers: list,
                  timeout: float) -> None:
@@ -461,7 +488,7 @@ class GroupSync:
         group["seq"] += 1  # never reused, even if this attempt fails: the highest seq wins
         group["generation"] = generation
         state.counters["checkpoints"] += 1
-        data = state_io.to_bytes(state)
+        data, whole = self._snapshot_bytes(state)
         if self._last_sent is not None:
             self.sink.cancel(self._last_sent)  # an older snapshot still waiting is superseded
         entry = self._last_sent = self.sink.send(self.topic, data, key=self.worker.encode())
@@ -481,5 +508,16 @@ class GroupSync:
         if own is None or own.position != offset:
             raise Fenced(f"snapshot {group['seq']} of {self.worker} (generation {generation}) "
                          f"is ignored: the group was assigned in a newer generation first")
-        state_io.save_bytes(self.checkpoint_dir, data)
+        state_io.save_bytes(self.checkpoint_dir, whole)
         return True
+
+
+def _fits(meta: dict, basis: SharedBasis) -> bool:
+    """Whether a support-vector model (checkpoint metadata) can be folded over `basis`: the
+    same kernel, bandwidth and dtype, and no more vectors than its budget."""
+    store = meta["state"]["model"].get("store")
+    budget = meta["params"].get("budget")
+    return (store is None or (store["kernel"], float(store["gamma"])) == (basis.kernel,
+                                                                          basis.gamma)) \
+        and basis.vectors.dtype == np.dtype(meta["params"].get("dtype")) \
+        and (budget is None or basis.size <= budget)

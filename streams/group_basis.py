@@ -28,6 +28,14 @@ Projection. A snapshot whose vectors are the current basis is folded by its coef
 Any other (made on an older basis, or a model that learned since) is projected onto the current
 one first (`river_advsvm.streams.merge.project`: exact in the kernel's space, loss reported).
 
+Coefficient snapshots. Once a worker holds the group's basis, the snapshot it publishes carries
+its model projected onto that basis, without the vectors (`coefficient_snapshot`): the `B`
+coefficients, the bias and the rest of the model's and the service's metadata (counters,
+offsets, the group bookkeeping), with the basis' epoch and key in `extra.group.basis`. A
+reader puts the basis' vectors back (`expanded`) if it holds that basis (the current one or
+one of the `KEPT_EPOCHS` before it); otherwise the snapshot still counts for the claims and
+totals, but its model is not folded. The local checkpoint stays whole.
+
 Examples
 --------
 
@@ -59,13 +67,18 @@ import numpy as np
 from river_advsvm import checkpoint, inputs
 from river_advsvm.checkpoint import CheckpointError
 from river_advsvm.kernels import KERNELS
+from river_advsvm.streams import merge
 from river_advsvm.support_basis import SharedBasis
 
-__all__ = ["BASIS_PREFIX", "BasisChoice", "basis_record", "parse_basis", "proposed_vectors"]
+__all__ = ["BASIS_PREFIX", "KEPT_EPOCHS", "BasisChoice", "basis_record", "coefficient_snapshot",
+           "expanded", "parse_basis", "proposed_vectors"]
 
 log = logging.getLogger(__name__)
 
 BASIS_PREFIX = b"basis/"
+#: Bases a reader keeps before the current one: a snapshot is made over the basis its worker
+#: held, which a newer proposal may have replaced by the time the snapshot is read.
+KEPT_EPOCHS = 4
 
 
 def basis_record(epoch: int, worker: str, kernel: str, gamma: float, vectors: np.ndarray,
@@ -162,6 +175,44 @@ def proposed_vectors(own: tuple[dict, dict], peers: list[tuple[dict, dict]],
     return np.concatenate([vectors, np.array(chosen, dtype=vectors.dtype)]) if chosen else vectors
 
 
+def coefficient_snapshot(meta: dict, arrays: dict, basis: SharedBasis, epoch: int
+                         ) -> tuple[dict, dict]:
+    """The snapshot of a support-vector checkpoint (metadata with a service's `extra.group`,
+    and arrays) over the group's `basis` of `epoch`: the model projected onto the basis
+    (`merge.project`), as its coefficients and metadata only. `ValueError` if the model cannot
+    be projected onto it."""
+    alpha, _ = merge.project(meta, arrays, basis)
+    meta, arrays = merge.average([(meta, {"alpha": alpha}, 1.0)],
+                                 meta["state"]["n_learned"], basis=basis)
+    meta["extra"]["group"]["basis"] = {"epoch": int(epoch), "key": basis.key}
+    return meta, {"alpha": arrays["alpha"]}
+
+
+def expanded(meta: dict, arrays: dict, basis: SharedBasis) -> tuple[dict, dict]:
+    """The whole checkpoint of a coefficient snapshot (`coefficient_snapshot`) over `basis`:
+    its vectors are the basis' (0 in the inputs the basis lacks), its norm recomputed from the
+    coefficients. `CheckpointError` if the snapshot does not fit the basis."""
+    try:
+        names, d = meta["state"]["names"], len(basis.names)
+        if meta["extra"]["group"]["basis"]["key"] != basis.key:
+            raise ValueError("it was made over another basis")
+        if list(names[:d]) != basis.names:
+            raise ValueError("its inputs do not start with the basis'")
+        alpha = arrays["alpha"]
+        if set(arrays) != {"alpha"} or alpha.shape != (basis.size,) \
+                or alpha.dtype != np.float64 or not np.isfinite(alpha).all():
+            raise ValueError(f"expected {basis.size} finite float64 coefficients")
+        if not meta["state"]["started"]:
+            raise ValueError("a model that has learned nothing has no coefficients")
+        meta = {**meta, "extra": {**meta["extra"],
+                                  "group": dict(meta["extra"]["group"])}}
+        del meta["extra"]["group"]["basis"]
+        return merge.average([(meta, {"alpha": alpha}, 1.0)], meta["state"]["n_learned"],
+                             basis=basis)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:  # IncompatibleModels too
+        raise CheckpointError(f"a snapshot over basis {basis.key[:12]}: {error}") from None
+
+
 def in_columns(meta: dict, vectors: np.ndarray, names: list) -> np.ndarray:
     """A model's vectors over the inputs `names` (inputs it lacks are 0; others dropped)."""
     own = {repr(n): i for i, n in enumerate(meta["state"]["names"])}
@@ -187,6 +238,7 @@ class BasisChoice:
         self.limits = limits
         self.basis: SharedBasis | None = None
         self.epoch = 0
+        self.kept: dict[int, SharedBasis] = {}  # the current basis and up to KEPT_EPOCHS before
         self.proposer: str | None = None
         self.position: int | None = None
         self.invalid = 0
@@ -211,5 +263,13 @@ class BasisChoice:
         if epoch <= self.epoch:
             return False  # a proposal that lost, or an old basis
         self.basis, self.epoch, self.proposer, self.position = basis, epoch, proposer, position
+        self.kept[epoch] = basis
+        for old in [e for e in self.kept if e < epoch - KEPT_EPOCHS]:
+            del self.kept[old]
         log.info("basis %d of the group: %d vectors from %s", epoch, basis.size, proposer)
         return True
+
+    def held(self, epoch, key) -> SharedBasis | None:
+        """The group's basis of `epoch` if this reader still holds it and its key is `key`."""
+        basis = self.kept.get(epoch) if type(epoch) is int else None
+        return basis if basis is not None and basis.key == key else None

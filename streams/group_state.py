@@ -65,6 +65,11 @@ def group_model(snapshots):
 
 
 def _group_members(snapshots: list[Snapshot]) -> list[tuple]:
+    for s in snapshots:
+        if s.coefficients_only:
+            log.error("leaving out the snapshot of %s: its coefficients are over basis %d, "
+                      "which this reader does not hold", s.worker, s.over_basis[0])
+    snapshots = [s for s in snapshots if not s.coefficients_only]
     if not snapshots:
         return []
     ordered = sorted(snapshots, key=lambda s: s.position)

@@ -27,7 +27,10 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numpy as np
+
 from river_advsvm.checkpoint import CheckpointError
+from river_advsvm.streams import group_basis
 from river_advsvm.streams import state as state_io
 
 __all__ = ["FENCE_PREFIX", "Snapshot", "fence_key", "fence_value", "new_bookkeeping", "newer",
@@ -46,6 +49,11 @@ class Snapshot:
     arrays: dict
     fields: dict  # `river_advsvm.streams.state.parse_extra`
     generation: int | None = None  # the consumer group generation it was published in
+    # A coefficient snapshot's basis, `(epoch, key)` (`river_advsvm.streams.group_basis`).
+    over_basis: tuple[int, str] | None = None
+    # True while its arrays are coefficients only: the reader did not hold its basis, so it
+    # counts for the claims and totals, and its model is not folded.
+    coefficients_only: bool = False
 
     @property
     def group(self) -> dict:
@@ -72,7 +80,11 @@ class Snapshot:
         return self.group["folded"]
 
     def state(self) -> state_io.ServiceState:
-        """The full service state (the model is rebuilt: slower than reading the fields)."""
+        """The full service state (the model is rebuilt: slower than reading the fields).
+        `CheckpointError` for a snapshot of coefficients only (its basis was not held)."""
+        if self.coefficients_only:
+            raise CheckpointError(f"the snapshot {self.seq} of {self.worker} is over basis "
+                                  f"{self.over_basis[0]}, which this reader does not hold")
         return state_io.from_checkpoint(self.meta, self.arrays, f"snapshot of {self.worker}")
 
 
@@ -107,9 +119,13 @@ def parse_fence(key: bytes | None, value: bytes | None) -> tuple[str, int | None
 
 
 def parse_snapshot(key: bytes | None, value: bytes | None, position: int,
-                   limits: state_io.Limits | None = None) -> Snapshot | None:
+                   limits: state_io.Limits | None = None, held=None) -> Snapshot | None:
     """The snapshot in a record of the snapshot topic; None for fences and foreign records.
-    With `limits` (the reader's), a snapshot beyond them is refused before its arrays are read."""
+    With `limits` (the reader's), a snapshot beyond them is refused before its arrays are read.
+
+    A coefficient snapshot gets the vectors of its basis back if `held(epoch, key)` (a
+    `group_basis.BasisChoice.held`) returns that basis; otherwise it is kept as coefficients
+    only (`Snapshot.coefficients_only`)."""
     if key is None or key.startswith(FENCE_PREFIX) or not value:
         return None
     worker = key.decode("utf-8", "replace")
@@ -124,13 +140,40 @@ def parse_snapshot(key: bytes | None, value: bytes | None, position: int,
     fields = state_io.parse_extra(meta, where)
     if fields["group"] is None or fields["group"]["worker"] != worker:
         raise CheckpointError(f"snapshot {position} keyed {worker!r} is not that worker's")
-    state_io.from_checkpoint(meta, arrays, where, limits)  # a model can be made of it
     # Not among the fields `river_advsvm.streams.state` parses: read from the metadata as written.
     generation = meta["extra"]["group"].get("generation")
     if generation is not None and (not isinstance(generation, int) or isinstance(generation, bool)
                                    or generation < 0):
         raise CheckpointError(f"{where}: invalid generation {generation!r}")
-    return Snapshot(worker, position, meta, arrays, fields, generation)
+    over_basis = _over_basis(meta, arrays, where, limits)
+    basis = None if over_basis is None or held is None else held(*over_basis)
+    if basis is not None:
+        meta, arrays = group_basis.expanded(meta, arrays, basis)
+    if over_basis is None or basis is not None:
+        state_io.from_checkpoint(meta, arrays, where, limits)  # a model can be made of it
+    return Snapshot(worker, position, meta, arrays, fields, generation, over_basis,
+                    coefficients_only=over_basis is not None and basis is None)
+
+
+def _over_basis(meta: dict, arrays: dict, where: str, limits) -> tuple[int, str] | None:
+    """`(epoch, key)` of a coefficient snapshot's basis, its coefficients checked as far as
+    they can be without the basis; None for a whole snapshot."""
+    marker = meta["extra"]["group"].get("basis")
+    if marker is None:
+        return None
+    epoch = marker.get("epoch") if isinstance(marker, dict) else None
+    key = marker.get("key") if isinstance(marker, dict) else None
+    if type(epoch) is not int or epoch < 1 or not isinstance(key, str) or len(key) != 64:
+        raise CheckpointError(f"{where}: invalid basis {str(marker)[:80]!r}")
+    if limits is not None:
+        limits.check(meta, where)
+    alpha = arrays.get("alpha")
+    budget = None if limits is None else limits.budget
+    if set(arrays) != {"alpha"} or alpha.ndim != 1 or alpha.dtype != np.float64 \
+            or (budget is not None and len(alpha) > budget) or not np.isfinite(alpha).all():
+        raise CheckpointError(f"{where}: a snapshot over a basis holds one array of at most "
+                              f"--budget finite float64 coefficients")
+    return epoch, key
 
 
 def newer(a: Snapshot | None, b: Snapshot) -> bool:

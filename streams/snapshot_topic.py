@@ -2,7 +2,8 @@
 
 Both keep the latest snapshot of every worker (`river_advsvm.streams.snapshot`); their Kafka clients come
 from `river_advsvm.streams.clients.Clients`, like every client of the service. Basis records
-(`river_advsvm.streams.group_basis`) go to the reader's `BasisChoice`, if it has one.
+(`river_advsvm.streams.group_basis`) go to the reader's `BasisChoice`, if it has one; a
+snapshot of coefficients over a basis it holds is read with that basis' vectors.
 
 Zombie snapshots are ignored. A worker writes a fence naming its consumer group generation each
 time it is assigned partitions, and publishes its snapshots with the generation it holds them
@@ -25,7 +26,7 @@ import logging
 import time
 import uuid
 
-from river_advsvm.streams.group_basis import BASIS_PREFIX
+from river_advsvm.streams.group_basis import BASIS_PREFIX, BasisChoice
 from river_advsvm.streams.snapshot import (Snapshot, fence_key, fence_value, newer, parse_fence,
                               parse_snapshot)
 
@@ -89,7 +90,8 @@ class SnapshotReader:
                 self._fenced_since[writer] = generation
             return
         try:
-            snapshot = parse_snapshot(record.key, record.value, record.offset, self.limits)
+            snapshot = parse_snapshot(record.key, record.value, record.offset, self.limits,
+                                      None if self.basis is None else self.basis.held)
         except Exception as error:  # noqa: BLE001 - whatever a record holds, the group goes on
             self.invalid += 1
             log.error("ignoring record %d of %s, not a readable snapshot (%d so far): %s",
@@ -144,7 +146,8 @@ def read_group(bootstrap_servers: str, topic: str, timeout: float = 30.0,
                                  ).get(timeout)
     finally:
         producer.close()
-    reader = SnapshotReader(clients, topic, client_id="advsvm-inspect")
+    # With the group's bases: a snapshot over one gets its vectors back.
+    reader = SnapshotReader(clients, topic, client_id="advsvm-inspect", basis=BasisChoice())
     try:
         if not reader.read_past(metadata.offset, timeout):
             raise TimeoutError(f"could not read {topic} to its end within {timeout}s")

@@ -14,7 +14,7 @@ from river_advsvm import AdvKernelSVM, checkpoint
 from river_advsvm.streams import clients, merge
 from river_advsvm.streams import group as group_io
 from river_advsvm.streams import state as state_io
-from river_advsvm.streams.group_basis import basis_record
+from river_advsvm.streams.group_basis import basis_record, coefficient_snapshot
 from river_advsvm.streams.sink import OutputSink
 from river_advsvm.support_basis import SharedBasis
 
@@ -216,18 +216,11 @@ def test_serve_workers_learn_their_partitions_and_fold_over_one_basis(broker, tm
         broker, topic, group, tmp_path / w, w, "--budget-policy", "merge", "--group-model",
         "basis", "--sync-every", "400", "--checkpoint-interval", "0.5"), logs[w])
         for w in logs}
-    try:
-        kh.wait_until(lambda: all(assigned_lines(logs[w]) for w in processes), 60,
-                      "two workers assigned", processes["b0"], logs["b0"])
-        kh.produce(broker.bootstrap_servers, topic, values, partition=[0, 1])
-        kh.wait_until(lambda: (s := group_io.read_group(broker.bootstrap_servers, sync_topic))
-                      and group_io.totals(s.values())["consumed"] >= total, 120,
-                      "the group to learn the whole stream", poll=0.5)
-        for worker in list(processes):
-            assert kh.stop_service(processes.pop(worker)) == 0, kh.tail(logs[worker])
-    finally:
-        for process in processes.values():
-            kh.kill_service(process)
+    kh.wait_until(lambda: all(assigned_lines(logs[w]) for w in processes), 60,
+                  "two workers assigned", processes["b0"], logs["b0"])
+    kh.produce(broker.bootstrap_servers, topic, values, partition=[0, 1])
+    kh.stop_when_consumed(processes, logs,
+                          lambda: group_io.read_group(broker.bootstrap_servers, sync_topic), total)
 
     snapshots = group_io.read_group(broker.bootstrap_servers, sync_topic)
     summary = group_io.totals(snapshots.values())
@@ -247,3 +240,98 @@ def test_serve_workers_learn_their_partitions_and_fold_over_one_basis(broker, tm
     print(f"\nbasis group of 2: accuracy {accuracy(model, X_test, y_test):.4f}; one model: "
           f"{min(single):.4f} to {max(single):.4f}")
     assert accuracy(model, X_test, y_test) >= min(single)
+
+
+def coefficient_record(state, basis, epoch: int) -> tuple[bytes, bytes]:
+    """The snapshot record `GroupSync.publish` makes of `state` over `basis` of `epoch`."""
+    meta, arrays = coefficient_snapshot(*state.model.to_checkpoint(state.extra()), basis, epoch)
+    return state.group["worker"].encode(), checkpoint.dumps(meta, arrays)
+
+
+def test_a_coefficient_snapshot_folds_as_the_hand_computation(workers, broker, tmp_path):
+    """Once w1 holds the group's basis it publishes its model projected onto it, coefficients
+    only (its local checkpoint stays whole); w0 puts the basis' vectors back and folds it: the
+    sample-weighted mean of the two projections, coefficients and bias."""
+    w0, w1 = workers["w0"], workers["w1"]
+    s0 = service_state("w0", learned_model(60, seed=1), 60, 60, 0)
+    assert w0.fence(1) and w0.publish(s0, 1)
+    s1 = service_state("w1", learned_model(90, seed=2), 90, 90, 1)
+    assert w1.fence(1) and w1.fold(s1) == 1
+    basis = w1.choice.basis
+    learn(s1, 10, seed=4)  # off the basis again: the snapshot is its projection
+    whole = s1.model.to_checkpoint()
+    a1, _ = merge.project(*whole, basis)
+    assert w1.publish(s1, 1)
+
+    records = [r for r in kh.read_topic(broker.bootstrap_servers, w0.topic, 1) if r.key == b"w1"]
+    meta, arrays = checkpoint.loads(records[-1].value)
+    assert set(arrays) == {"alpha"} and meta["extra"]["group"]["basis"] == {
+        "epoch": 1, "key": basis.key}
+    np.testing.assert_allclose(arrays["alpha"], a1, rtol=1e-12, atol=1e-15)
+    kh.assert_same_model(state_io.load(str(tmp_path / "w1")).model, s1.model)  # whole
+
+    learn(s0, 30, seed=3)
+    a0, _ = merge.project(*s0.model.to_checkpoint(), basis)
+    b0, b1 = s0.model.to_checkpoint()[0]["state"]["bias"], whole[0]["state"]["bias"]
+    assert w0.fence(1) and w0.fold(s0) == 1 and w0.choice.epoch == 1
+    peer = w0.reader.latest["w1"]
+    assert peer.over_basis == (1, basis.key) and not peer.coefficients_only
+    np.testing.assert_allclose(alpha(s0), (90 * a0 + 100 * a1) / 190, rtol=1e-6, atol=1e-9)
+    meta = s0.model.to_checkpoint()[0]
+    assert meta["state"]["bias"] == pytest.approx((90 * b0 + 100 * b1) / 190, rel=1e-12)
+    np.testing.assert_array_equal(s0.model.to_checkpoint()[1]["vectors"], basis.vectors)
+    assert s0.model.n_learned == 190 and s0.group["folded"] == {"w1": 100}
+
+
+def test_hostile_or_other_basis_coefficient_snapshots_change_nothing(workers, broker):
+    """Coefficient snapshots with NaN, too many or too few coefficients are skipped as
+    unreadable; one over an epoch the reader does not hold, or over another basis of its
+    epoch, counts for the claims but is not folded: the worker's model stays what it was."""
+    w0, w1 = workers["w0"], workers["w1"]
+    s0 = service_state("w0", learned_model(60, seed=1), 60, 60, 0)
+    assert w0.fence(1) and w0.publish(s0, 1)
+    s1 = service_state("w1", learned_model(90, seed=2), 90, 90, 1)
+    assert w1.fence(1) and w1.fold(s1) == 1 and w1.publish(s1, 1)
+    basis = w1.choice.basis
+    other = SharedBasis(basis.kernel, basis.gamma, basis.vectors[1:], basis.names)
+
+    def hostile(worker, change, over=basis, epoch=1):
+        s = service_state(worker, learned_model(60, seed=1), 60, 5, 2)
+        s.group["seq"] = 1
+        key, value = coefficient_record(s, over, epoch)
+        meta, arrays = checkpoint.loads(value)
+        meta = {k: v for k, v in meta.items() if k not in ("format", "version", "arrays")}
+        arrays = {k: np.array(v, copy=True) for k, v in arrays.items()}
+        change(meta, arrays)
+        return key, checkpoint.dumps(meta, arrays)
+
+    def nan(m, a):
+        a["alpha"][0] = np.nan
+
+    def short(m, a):
+        a["alpha"] = a["alpha"][:-1]
+
+    def over_budget(m, a):
+        a["alpha"] = np.zeros(BUDGET + 1)
+
+    def unchanged(m, a):
+        pass
+
+    records = [hostile("w5", nan), hostile("w6", short), hostile("w7", over_budget),
+               hostile("w8", unchanged, epoch=7), hostile("w9", unchanged, over=other)]
+    producer = clients.Clients(broker.bootstrap_servers).producer(max_request_size=8 * 2**20)
+    try:
+        for key, value in records:
+            producer.send(w0.topic, value=value, key=key, partition=0)
+        producer.flush()
+    finally:
+        producer.close()
+    before = s1.model.to_checkpoint()
+    assert w1.fence(1) and w1.reader.invalid == 3
+    assert {w for w, s in w1.reader.latest.items() if s.coefficients_only} == {"w8", "w9"}
+    assert w1.claims({})["in"][2] == 5  # their claims count
+    assert w1.fold(s1) == 0  # w0 was folded already; w8 and w9 are refused
+    after = s1.model.to_checkpoint()
+    assert after[0] == before[0] and s1.group["folded"] == {"w0": 60}
+    for name in before[1]:
+        np.testing.assert_array_equal(after[1][name], before[1][name])
