@@ -330,11 +330,11 @@ class GroupSync:
             return 0
         own = float(learned - group["self_at_fold"])
         members = [(base_meta, base_arrays, own)]
-        members += [(peer.meta, peer.arrays, float(new)) for peer, new in fresh]
+        members += [(*peer.whole(), float(new)) for peer, new in fresh]
         basis = None
         if self.choice is not None and base_meta["params"].get("budget_policy") \
                 in merge.SUPPORT_VECTOR_POLICIES:
-            basis = self._basis(base_meta, base_arrays, [(p.meta, p.arrays) for p, _ in fresh],
+            basis = self._basis(base_meta, base_arrays, [p.whole() for p, _ in fresh],
                                 30.0 if timeout is None else timeout)
         if basis is not None:
             try:
@@ -456,9 +456,12 @@ class GroupSync:
                      len(vectors), self.choice.epoch, self.choice.proposer)
 
     def _on_basis(self, peer: Snapshot, basis) -> np.ndarray:
-        """A peer's coefficients over `basis`: its own if its vectors are the basis, else the
-        projection of its model (made on an older basis, or learned since)."""
-        meta, arrays = peer.meta, peer.arrays
+        """A peer's coefficients over `basis`: its own if it is a coefficient snapshot over
+        it or its vectors are the basis, else the projection of its model (made on an older
+        basis, or learned since)."""
+        if peer.basis is not None and peer.basis.key == basis.key:
+            return np.asarray(peer.arrays["alpha"], dtype=np.float64)  # checked when read
+        meta, arrays = peer.whole()
         store = meta["state"]["model"].get("store")
         names, d = meta["state"]["names"], basis.vectors.shape[1]
         vectors = arrays.get("vectors")

@@ -32,9 +32,11 @@ Coefficient snapshots. Once a worker holds the group's basis, the snapshot it pu
 its model projected onto that basis, without the vectors (`coefficient_snapshot`): the `B`
 coefficients, the bias and the rest of the model's and the service's metadata (counters,
 offsets, the group bookkeeping), with the basis' epoch and key in `extra.group.basis`. A
-reader puts the basis' vectors back (`expanded`) if it holds that basis (the current one or
-one of the `KEPT_EPOCHS` before it); otherwise the snapshot still counts for the claims and
-totals, but its model is not folded. The local checkpoint stays whole.
+reader that holds that basis (the current one or one of the `KEPT_EPOCHS` before it) checks
+the snapshot against it (`check_coefficients`, O(B + d)), folds it by its coefficients, and
+puts the basis' vectors back only when it needs the whole model (`expanded`); a snapshot over
+a basis it does not hold still counts for the claims and totals, but its model is not folded.
+The local checkpoint stays whole.
 
 Examples
 --------
@@ -68,10 +70,11 @@ from river_advsvm import checkpoint, inputs
 from river_advsvm.checkpoint import CheckpointError
 from river_advsvm.kernels import KERNELS
 from river_advsvm.streams import merge
+from river_advsvm.streams import state as state_io
 from river_advsvm.support_basis import SharedBasis
 
-__all__ = ["BASIS_PREFIX", "KEPT_EPOCHS", "BasisChoice", "basis_record", "coefficient_snapshot",
-           "expanded", "parse_basis", "proposed_vectors"]
+__all__ = ["BASIS_PREFIX", "KEPT_EPOCHS", "BasisChoice", "basis_record", "check_coefficients",
+           "coefficient_snapshot", "expanded", "parse_basis", "proposed_vectors"]
 
 log = logging.getLogger(__name__)
 
@@ -188,27 +191,49 @@ def coefficient_snapshot(meta: dict, arrays: dict, basis: SharedBasis, epoch: in
     return meta, {"alpha": arrays["alpha"]}
 
 
+def check_coefficients(meta: dict, arrays: dict, basis: SharedBasis, where: str) -> None:
+    """`CheckpointError` unless a coefficient snapshot (`coefficient_snapshot`) is one over
+    `basis`: its key, one finite coefficient per vector, inputs that start with the basis',
+    and metadata a model can be made of (checked on a model of the basis' first vector alone,
+    with coefficient 0: O(d), where the model over the basis would cost O(B^2 d))."""
+    try:
+        _check_fit(meta, arrays, basis)
+        store = dict(meta["state"]["model"]["store"], size=1, scale=1.0, squared_norm=0.0,
+                     stored_since_norm=0, cursor=0)
+        model = dict(meta["state"]["model"], store=store)
+        vectors = np.zeros((1, len(meta["state"]["names"])), dtype=basis.vectors.dtype)
+        vectors[0, : basis.vectors.shape[1]] = basis.vectors[0]
+        one = {**meta, "state": {**meta["state"], "model": model}}
+        state_io.from_checkpoint(one, {"vectors": vectors, "alpha": np.zeros(1)}, where)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:  # CheckpointError too
+        raise CheckpointError(f"{where}: {error}") from None
+
+
+def _check_fit(meta: dict, arrays: dict, basis: SharedBasis) -> None:
+    """`ValueError` unless the coefficient snapshot `meta`, `arrays` is one over `basis`."""
+    if meta["extra"]["group"]["basis"]["key"] != basis.key:
+        raise ValueError("it was made over another basis")
+    if list(meta["state"]["names"][: len(basis.names)]) != basis.names:
+        raise ValueError("its inputs do not start with the basis'")
+    alpha = arrays["alpha"]
+    if set(arrays) != {"alpha"} or alpha.shape != (basis.size,) \
+            or alpha.dtype != np.float64 or not np.isfinite(alpha).all():
+        raise ValueError(f"expected {basis.size} finite float64 coefficients")
+    if not meta["state"]["started"]:
+        raise ValueError("a model that has learned nothing has no coefficients")
+
+
 def expanded(meta: dict, arrays: dict, basis: SharedBasis) -> tuple[dict, dict]:
     """The whole checkpoint of a coefficient snapshot (`coefficient_snapshot`) over `basis`:
     its vectors are the basis' (0 in the inputs the basis lacks), its norm recomputed from the
     coefficients. `CheckpointError` if the snapshot does not fit the basis."""
     try:
-        names, d = meta["state"]["names"], len(basis.names)
-        if meta["extra"]["group"]["basis"]["key"] != basis.key:
-            raise ValueError("it was made over another basis")
-        if list(names[:d]) != basis.names:
-            raise ValueError("its inputs do not start with the basis'")
-        alpha = arrays["alpha"]
-        if set(arrays) != {"alpha"} or alpha.shape != (basis.size,) \
-                or alpha.dtype != np.float64 or not np.isfinite(alpha).all():
-            raise ValueError(f"expected {basis.size} finite float64 coefficients")
-        if not meta["state"]["started"]:
-            raise ValueError("a model that has learned nothing has no coefficients")
+        _check_fit(meta, arrays, basis)
         meta = {**meta, "extra": {**meta["extra"],
                                   "group": dict(meta["extra"]["group"])}}
         del meta["extra"]["group"]["basis"]
-        return merge.average([(meta, {"alpha": alpha}, 1.0)], meta["state"]["n_learned"],
-                             basis=basis)
+        return merge.average([(meta, {"alpha": arrays["alpha"]}, 1.0)],
+                             meta["state"]["n_learned"], basis=basis)
     except (KeyError, TypeError, ValueError, AttributeError) as error:  # IncompatibleModels too
         raise CheckpointError(f"a snapshot over basis {basis.key[:12]}: {error}") from None
 

@@ -75,13 +75,13 @@ def _group_members(snapshots: list[Snapshot]) -> list[tuple]:
     ordered = sorted(snapshots, key=lambda s: s.position)
     gone = superseded(ordered)
     base = ordered[0]
-    members = [(base.meta, base.arrays, 0.0 if base.worker in gone else float(base.learned))]
+    members = [(*base.whole(), 0.0 if base.worker in gone else float(base.learned))]
     for s in ordered[1:]:
         reason = merge.incompatibility(base.meta, s.meta)
         if reason is not None:
             log.error("leaving out the snapshot of %s: %s", s.worker, reason)
             continue
-        members.append((s.meta, s.arrays, 0.0 if s.worker in gone else float(s.learned)))
+        members.append((*s.whole(), 0.0 if s.worker in gone else float(s.learned)))
     return members
 
 

@@ -32,6 +32,7 @@ import numpy as np
 from river_advsvm.checkpoint import CheckpointError
 from river_advsvm.streams import group_basis
 from river_advsvm.streams import state as state_io
+from river_advsvm.support_basis import SharedBasis
 
 __all__ = ["FENCE_PREFIX", "Snapshot", "fence_key", "fence_value", "new_bookkeeping", "newer",
            "parse_fence", "parse_snapshot"]
@@ -49,11 +50,29 @@ class Snapshot:
     arrays: dict
     fields: dict  # `river_advsvm.streams.state.parse_extra`
     generation: int | None = None  # the consumer group generation it was published in
-    # A coefficient snapshot's basis, `(epoch, key)` (`river_advsvm.streams.group_basis`).
+    # A coefficient snapshot's basis, `(epoch, key)` (`river_advsvm.streams.group_basis`), and
+    # that basis if the reader holds it; its `arrays` are then the coefficients alone.
     over_basis: tuple[int, str] | None = None
-    # True while its arrays are coefficients only: the reader did not hold its basis, so it
-    # counts for the claims and totals, and its model is not folded.
-    coefficients_only: bool = False
+    basis: SharedBasis | None = None
+    _whole: tuple[dict, dict] | None = dataclasses.field(default=None, repr=False)
+
+    @property
+    def coefficients_only(self) -> bool:
+        """True for a snapshot over a basis the reader does not hold: it counts for the claims
+        and totals, and its model is not folded."""
+        return self.over_basis is not None and self.basis is None
+
+    def whole(self) -> tuple[dict, dict]:
+        """The checkpoint's metadata and arrays, support vectors included (a coefficient
+        snapshot gets its basis' vectors back, once, when first asked)."""
+        if self.over_basis is None:
+            return self.meta, self.arrays
+        if self.basis is None:
+            raise CheckpointError(f"the snapshot {self.seq} of {self.worker} is over basis "
+                                  f"{self.over_basis[0]}, which this reader does not hold")
+        if self._whole is None:
+            self._whole = group_basis.expanded(self.meta, self.arrays, self.basis)
+        return self._whole
 
     @property
     def group(self) -> dict:
@@ -82,10 +101,7 @@ class Snapshot:
     def state(self) -> state_io.ServiceState:
         """The full service state (the model is rebuilt: slower than reading the fields).
         `CheckpointError` for a snapshot of coefficients only (its basis was not held)."""
-        if self.coefficients_only:
-            raise CheckpointError(f"the snapshot {self.seq} of {self.worker} is over basis "
-                                  f"{self.over_basis[0]}, which this reader does not hold")
-        return state_io.from_checkpoint(self.meta, self.arrays, f"snapshot of {self.worker}")
+        return state_io.from_checkpoint(*self.whole(), f"snapshot of {self.worker}")
 
 
 def new_bookkeeping(worker: str) -> dict:
@@ -123,9 +139,10 @@ def parse_snapshot(key: bytes | None, value: bytes | None, position: int,
     """The snapshot in a record of the snapshot topic; None for fences and foreign records.
     With `limits` (the reader's), a snapshot beyond them is refused before its arrays are read.
 
-    A coefficient snapshot gets the vectors of its basis back if `held(epoch, key)` (a
-    `group_basis.BasisChoice.held`) returns that basis; otherwise it is kept as coefficients
-    only (`Snapshot.coefficients_only`)."""
+    A coefficient snapshot is checked against its basis if `held(epoch, key)` (a
+    `group_basis.BasisChoice.held`) returns it (`group_basis.check_coefficients`: O(B + d),
+    the vectors are put back only when asked, `Snapshot.whole`); otherwise it is kept as
+    coefficients only (`Snapshot.coefficients_only`)."""
     if key is None or key.startswith(FENCE_PREFIX) or not value:
         return None
     worker = key.decode("utf-8", "replace")
@@ -147,12 +164,11 @@ def parse_snapshot(key: bytes | None, value: bytes | None, position: int,
         raise CheckpointError(f"{where}: invalid generation {generation!r}")
     over_basis = _over_basis(meta, arrays, where, limits)
     basis = None if over_basis is None or held is None else held(*over_basis)
-    if basis is not None:
-        meta, arrays = group_basis.expanded(meta, arrays, basis)
-    if over_basis is None or basis is not None:
+    if over_basis is None:
         state_io.from_checkpoint(meta, arrays, where, limits)  # a model can be made of it
-    return Snapshot(worker, position, meta, arrays, fields, generation, over_basis,
-                    coefficients_only=over_basis is not None and basis is None)
+    elif basis is not None:
+        group_basis.check_coefficients(meta, arrays, basis, where)
+    return Snapshot(worker, position, meta, arrays, fields, generation, over_basis, basis)
 
 
 def _over_basis(meta: dict, arrays: dict, where: str, limits) -> tuple[int, str] | None:

@@ -284,8 +284,8 @@ def test_a_coefficient_snapshot_folds_as_the_hand_computation(workers, broker, t
 
 
 def test_hostile_or_other_basis_coefficient_snapshots_change_nothing(workers, broker):
-    """Coefficient snapshots with NaN, too many or too few coefficients are skipped as
-    unreadable; one over an epoch the reader does not hold, or over another basis of its
+    """Coefficient snapshots with NaN, too many or too few coefficients, or metadata no model
+    can be made of (three labels), are skipped as unreadable; one over an epoch the reader does not hold, or over another basis of its
     epoch, counts for the claims but is not folded: the worker's model stays what it was."""
     w0, w1 = workers["w0"], workers["w1"]
     s0 = service_state("w0", learned_model(60, seed=1), 60, 60, 0)
@@ -314,11 +314,15 @@ def test_hostile_or_other_basis_coefficient_snapshots_change_nothing(workers, br
     def over_budget(m, a):
         a["alpha"] = np.zeros(BUDGET + 1)
 
+    def three_labels(m, a):
+        m["state"]["labels"] = [0, 1, 2]
+
     def unchanged(m, a):
         pass
 
-    records = [hostile("w5", nan), hostile("w6", short), hostile("w7", over_budget),
-               hostile("w8", unchanged, epoch=7), hostile("w9", unchanged, over=other)]
+    records = [hostile("w4", three_labels), hostile("w5", nan), hostile("w6", short),
+               hostile("w7", over_budget), hostile("w8", unchanged, epoch=7),
+               hostile("w9", unchanged, over=other)]
     producer = clients.Clients(broker.bootstrap_servers).producer(max_request_size=8 * 2**20)
     try:
         for key, value in records:
@@ -327,7 +331,7 @@ def test_hostile_or_other_basis_coefficient_snapshots_change_nothing(workers, br
     finally:
         producer.close()
     before = s1.model.to_checkpoint()
-    assert w1.fence(1) and w1.reader.invalid == 3
+    assert w1.fence(1) and w1.reader.invalid == 4
     assert {w for w, s in w1.reader.latest.items() if s.coefficients_only} == {"w8", "w9"}
     assert w1.claims({})["in"][2] == 5  # their claims count
     assert w1.fold(s1) == 0  # w0 was folded already; w8 and w9 are refused
