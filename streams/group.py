@@ -276,15 +276,23 @@ class GroupSync:
         if local is not None and local.group is not None and local.group["worker"] != self.worker:
             raise ValueError(f"{self.checkpoint_dir} holds the checkpoint of worker "
                              f"{local.group['worker']!r}, not {self.worker!r}")
-        if own is not None and own.coefficients_only and local is not None:
-            log.error("the own snapshot %d is over a basis this worker does not hold (epoch "
-                      "%d): resuming from the local checkpoint", own.seq, own.over_basis[0])
-        elif own is not None and (local is None or local.group is None
-                                  or local.group["seq"] < own.seq
-                                  or local.group["seq"] == own.seq and own.over_basis is None):
-            state = own.state()  # (the local checkpoint of the same seq is whole: it is taken)
+        local_seq = None if local is None or local.group is None else local.group["seq"]
+        if own is not None and own.over_basis is not None and local_seq == own.seq:
+            # The same state as the snapshot, whose model is its projection onto the basis.
+            log.info("resuming from the local checkpoint of own snapshot %d (%d learned)",
+                     own.seq, own.learned)
+            return local, False
+        if own is not None and not own.coefficients_only and (local_seq is None
+                                                              or local_seq <= own.seq):
+            state = own.state()
             log.info("resuming from own snapshot %d (%d learned)", own.seq, own.learned)
             return state, False
+        if own is not None and own.coefficients_only and (local_seq or 0) < own.seq:
+            # What it learned since is rolled back, and learned again from the claims of the
+            # state republished over it (with a seq that supersedes the snapshot's).
+            log.error("the own snapshot %d is over basis %d, which this worker does not hold, "
+                      "and no local checkpoint is as recent: resuming from %s", own.seq,
+                      own.over_basis[0], "none" if local is None else "the local checkpoint")
         if local is not None:
             if local.group is None:
                 local.group = new_bookkeeping(self.worker)
@@ -294,9 +302,14 @@ class GroupSync:
                 log.warning("the snapshot topic lacks this worker's snapshot %d (it has %s): "
                             "republishing the local checkpoint", local.group["seq"],
                             own.seq if own else "none")
+            if own is not None:
+                local.group["seq"] = max(local.group["seq"], own.seq)
             return local, True
         state = new_state()
         state.group = new_bookkeeping(self.worker)
+        if own is not None:  # (its snapshot could not be read back: see above)
+            state.group["seq"] = own.seq
+            return state, True
         peers = sorted(self.peers(), key=lambda s: s.position)
         if peers:
             meta, _ = state.model.to_checkpoint()

@@ -5,6 +5,7 @@ topic); two worker processes check the service end to end."""
 from __future__ import annotations
 
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -339,3 +340,30 @@ def test_hostile_or_other_basis_coefficient_snapshots_change_nothing(workers, br
     assert after[0] == before[0] and s1.group["folded"] == {"w0": 60}
     for name in before[1]:
         np.testing.assert_array_equal(after[1][name], before[1][name])
+
+
+def test_a_restart_resumes_the_whole_local_checkpoint_else_the_coefficient_snapshot(workers,
+                                                                                   tmp_path):
+    """A worker whose snapshot is coefficients only resumes from its local checkpoint of the
+    same seq, whole; without it, from the snapshot: its model projected onto the basis, with
+    the snapshot's counters and offsets."""
+    w0, w1 = workers["w0"], workers["w1"]
+    s0 = service_state("w0", learned_model(60, seed=1), 60, 60, 0)
+    assert w0.fence(1) and w0.publish(s0, 1)
+    s1 = service_state("w1", learned_model(90, seed=2), 90, 90, 1)
+    assert w1.fence(1) and w1.fold(s1) == 1
+    learn(s1, 10, seed=4)
+    a1, _ = merge.project(*s1.model.to_checkpoint(), w1.choice.basis)
+    assert w1.publish(s1, 1) and w1.own().over_basis is not None
+
+    resumed, republish = w1.initial_state(lambda: None)
+    kh.assert_same_model(resumed.model, s1.model)
+    assert not republish and resumed.group["seq"] == s1.group["seq"]
+
+    os.remove(state_io.checkpoint_path(tmp_path / "w1"))
+    resumed, republish = w1.initial_state(lambda: None)
+    assert not republish and resumed.counters["learned"] == 100
+    assert resumed.offsets == {"in": {1: 90}} and resumed.model.n_learned == 160
+    meta, arrays = resumed.model.to_checkpoint()
+    np.testing.assert_array_equal(arrays["vectors"], w1.choice.basis.vectors)
+    np.testing.assert_allclose(arrays["alpha"], a1, rtol=1e-12, atol=1e-15)
