@@ -11,7 +11,8 @@ models into its own with weights = samples learned since the last sync (the prot
 `river_advsvm.streams.group`, in synchronous rounds, so every worker holds the group's model
 after a sync). Between syncs each worker steps on the group's clock,
 `AdvKernelSVM.group_steps(W)` as `advsvm serve` does (`--own-steps`: as if it learned alone,
-which divides every sample's step by W in the average). Two ways to average support vectors,
+which divides every sample's step by W in the average), and revisits (`reprocess`) its own
+share of the vectors (`merge.spread_revisits`). Two ways to average support vectors,
 the two of `advsvm serve --group-model`:
 
 - `union`: the union of every model's vectors, then budget maintenance (BSGD merges) back
@@ -55,7 +56,9 @@ import common  # noqa: E402
 
 from river_advsvm import AdvKernelSVM, checkpoint  # noqa: E402
 from river_advsvm.streams import merge  # noqa: E402
-from river_advsvm.streams.group_basis import proposed_vectors  # noqa: E402
+from river_advsvm.streams.group_basis import coefficient_snapshot, proposed_vectors  # noqa: E402
+from river_advsvm.streams.snapshot import new_bookkeeping, parse_snapshot  # noqa: E402
+from river_advsvm.streams.state import ServiceState  # noqa: E402
 from river_advsvm.support_basis import SharedBasis  # noqa: E402
 
 
@@ -167,14 +170,20 @@ class Group:
         self.learned += sum(learned)
         total = self.learned  # the group model's n_learned, which sets the diminishing step
         start = time.perf_counter()
-        merged = merge.average(members, total, basis=self.basis)
+        meta, arrays = merge.average(members, total, basis=self.basis)
+        merge.spread_revisits(meta, 0, len(published))
         middle = time.perf_counter()
-        model = merge.to_model(*merged)
+        model = merge.to_model(meta, arrays)
         end = time.perf_counter()
         self.seconds["fold"].append(middle - start)
         self.seconds["rebuild"].append(end - middle)
-        # Every worker ends the sync with the group's model (each would fold the same snapshots).
-        self.models = [model] + [copy.deepcopy(model) for _ in self.models[1:]]
+        # Every worker ends the sync with the group's model (each would fold the same
+        # snapshots), its revisits starting at its own share of the vectors, as in the service.
+        self.models = [model]
+        for rank in range(1, len(published)):
+            own = copy.deepcopy(meta)
+            merge.spread_revisits(own, rank, len(published))
+            self.models.append(merge.to_model(own, arrays))
         self.syncs += 1
 
     def onto_basis(self, published: list) -> list:
@@ -298,7 +307,11 @@ def fold_timing(data: dict, budget: int, peers: int, records: list, args) -> Non
            "basis_snapshot_bytes": len(checkpoint.dumps(projected[0][0], projected[0][1])),
            # What `advsvm serve` publishes after a fold over the basis: the model, vectors and all.
            "service_snapshot_bytes": len(checkpoint.dumps(*folded.to_checkpoint()))}
+    row.update(service_snapshots(folded, basis, peers, args.rounds))
     records.append(row)
+    print(f"a worker's snapshot over the basis: {row['coefficient_snapshot_bytes']} bytes "
+          f"(whole: {row['whole_snapshot_bytes']}); reading one {row['read_coefficients_s']:.3f}s"
+          f" (whole: {row['read_whole_s']:.3f}s)", flush=True)
     print(f"fold of {peers} peers (d = {X.shape[1]}, {store['size']} vectors each): basis "
           f"{row['basis_fold_s']:.4f}s + rebuild {row['rebuild_s']:.3f}s; projecting one model "
           f"{project:.3f}s; a new basis {refresh:.2f}s; union "
@@ -306,6 +319,32 @@ def fold_timing(data: dict, budget: int, peers: int, records: list, args) -> Non
           f"snapshot {row['full_snapshot_bytes']} bytes (vectors) vs "
           f"{row['basis_snapshot_bytes']} (over the basis; the service's model over it "
           f"{row['service_snapshot_bytes']})", flush=True)
+
+
+def service_snapshots(model: AdvKernelSVM, basis: SharedBasis, peers: int, rounds: int) -> dict:
+    """What `advsvm serve` publishes for `model` (a worker of `peers + 1`, one partition, its
+    model over `basis` after a fold, plus 100 samples learned since), whole and as its
+    coefficients over the basis, and the seconds a reader takes to read each (parse, validate,
+    and for coefficients put the basis' vectors back): the best of `rounds`."""
+    model = copy.deepcopy(model)
+    X = basis.vectors[:100].astype(np.float64) * 0.9  # samples near the basis, not on it
+    negative, positive = model.classes
+    model.learn_many(X, np.where(X.mean(axis=1) > np.median(X.mean(axis=1)), positive, negative))
+    state = ServiceState(model=model, offsets={"in": {0: 10_000}}, topic_ids={"in": None},
+                         group=new_bookkeeping("worker-0"))
+    state.group["folded"] = {f"worker-{k}": 10_000 for k in range(1, peers + 1)}
+    meta, arrays = model.to_checkpoint(state.extra())
+    whole = checkpoint.dumps(meta, arrays)
+    coefficients = checkpoint.dumps(*coefficient_snapshot(meta, arrays, basis, 1))
+    seconds = {"whole": [], "coefficients": []}
+    for _ in range(rounds):
+        for kind, value in (("whole", whole), ("coefficients", coefficients)):
+            start = time.perf_counter()
+            parse_snapshot(b"worker-0", value, 0, held=lambda epoch, key: basis)
+            seconds[kind].append(time.perf_counter() - start)
+    return {"whole_snapshot_bytes": len(whole), "coefficient_snapshot_bytes": len(coefficients),
+            "read_whole_s": min(seconds["whole"]),
+            "read_coefficients_s": min(seconds["coefficients"])}
 
 
 COLUMNS = [("stream", "stream", ""), ("workers", "W", "d"), ("method", "fold", ""),
