@@ -10,12 +10,13 @@ averaged, so workers refuse it (`merge.check_mergeable_params`).
 
 The group's state is a *snapshot topic* (one partition, `cleanup.policy=compact`, keyed by
 worker id). A snapshot is a worker's service checkpoint (`river_advsvm.streams.state`, the package's safe
-format, as bytes): model, counters, `offsets` and the `group` bookkeeping. The protocol:
+format, as bytes): model, counters, `offsets` and the `group` bookkeeping (over the group's
+basis, the model's coefficients over it without the vectors). The protocol:
 
 - **Sync** (every N messages, or `checkpoint_interval` seconds with progress): fold the fresh
   peer snapshots into the model, commit the offsets (a membership check, see Zombies), publish
-  the state as a snapshot and wait for the broker's acknowledgement, then write the same bytes
-  to the local checkpoint file. A worker publishes
+  the state as a snapshot and wait for the broker's acknowledgement, then write the same state
+  to the local checkpoint file (whole, vectors included). A worker publishes
   nothing else: what peers see is always a state whose every input offset is accounted for.
 - **Fold**: merged f = sum_k n_k f_k / sum_k n_k over this worker's model and each peer
   snapshot with samples this worker has not averaged in yet; n_k is that number of new samples
