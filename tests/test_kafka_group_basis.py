@@ -288,8 +288,9 @@ def test_a_coefficient_snapshot_folds_as_the_hand_computation(workers, broker, t
 
 def test_hostile_or_other_basis_coefficient_snapshots_change_nothing(workers, broker):
     """Coefficient snapshots with NaN, too many or too few coefficients, or metadata no model
-    can be made of (three labels), are skipped as unreadable; one over an epoch the reader does not hold, or over another basis of its
-    epoch, counts for the claims but is not folded: the worker's model stays what it was."""
+    can be made of (three labels), are skipped as unreadable; one over an epoch the reader does
+    not hold, or over another basis of its epoch, counts for the claims but is not folded: the
+    worker's model stays what it was."""
     w0, w1 = workers["w0"], workers["w1"]
     s0 = service_state("w0", learned_model(60, seed=1), 60, 60, 0)
     assert w0.fence(1) and w0.publish(s0, 1)
