@@ -11,8 +11,7 @@ models into its own with weights = samples learned since the last sync (the prot
 `river_advsvm.streams.group`, in synchronous rounds, so every worker holds the group's model
 after a sync). Between syncs each worker steps on the group's clock,
 `AdvKernelSVM.group_steps(W)` as `advsvm serve` does (`--own-steps`: as if it learned alone,
-which divides every sample's step by W in the average), and revisits (`reprocess`) its own
-share of the vectors (`merge.spread_revisits`). Two ways to average support vectors,
+which divides every sample's step by W in the average). Two ways to average support vectors,
 the two of `advsvm serve --group-model`:
 
 - `union`: the union of every model's vectors, then budget maintenance (BSGD merges) back
@@ -170,20 +169,14 @@ class Group:
         self.learned += sum(learned)
         total = self.learned  # the group model's n_learned, which sets the diminishing step
         start = time.perf_counter()
-        meta, arrays = merge.average(members, total, basis=self.basis)
-        merge.spread_revisits(meta, 0, len(published))
+        merged = merge.average(members, total, basis=self.basis)
         middle = time.perf_counter()
-        model = merge.to_model(meta, arrays)
+        model = merge.to_model(*merged)
         end = time.perf_counter()
         self.seconds["fold"].append(middle - start)
         self.seconds["rebuild"].append(end - middle)
-        # Every worker ends the sync with the group's model (each would fold the same
-        # snapshots), its revisits starting at its own share of the vectors, as in the service.
-        self.models = [model]
-        for rank in range(1, len(published)):
-            own = copy.deepcopy(meta)
-            merge.spread_revisits(own, rank, len(published))
-            self.models.append(merge.to_model(own, arrays))
+        # Every worker ends the sync with the group's model (each would fold the same snapshots).
+        self.models = [model] + [copy.deepcopy(model) for _ in self.models[1:]]
         self.syncs += 1
 
     def onto_basis(self, published: list) -> list:

@@ -26,9 +26,7 @@ basis, the model's coefficients over it without the vectors). The protocol:
   Until its next fold the worker steps on the group's clock (`AdvKernelSVM.group_steps`): each
   sample it learns stands for as many of the group's as reached the model per own sample since
   its last fold (about the number of workers), so that the average follows the schedule of one
-  model learning the whole stream rather than one learning a W-th of it. Its `reprocess`
-  revisits start at its own share of the vectors (its rank among the workers' ids,
-  `merge.spread_revisits`): from one cursor every worker would revisit the same vectors.
+  model learning the whole stream rather than one learning a W-th of it.
 - **Over a basis** (`--group-model basis`, `river_advsvm.streams.group_basis`): the same
   average, of the models' coefficients over vectors the whole group shares: `B` numbers per
   peer instead of a union of every peer's vectors and budget maintenance. Once the group has
@@ -328,7 +326,7 @@ class GroupSync:
         group = state.group
         learned = state.counters["learned"]
         base_meta, base_arrays = state.model.to_checkpoint()
-        fresh, in_model, workers, ids = [], learned, 1, [self.worker]
+        fresh, in_model, workers = [], learned, 1
         for peer in sorted(self.peers(), key=lambda s: s.position):
             reason = merge.incompatibility(base_meta, peer.meta)
             if reason is None and peer.coefficients_only:
@@ -339,7 +337,6 @@ class GroupSync:
                 continue
             in_model += peer.learned
             workers += 1
-            ids.append(peer.worker)
             new = peer.learned - group["folded"].get(peer.worker, 0)
             if new > 0:
                 fresh.append((peer, new))
@@ -370,17 +367,13 @@ class GroupSync:
                     fresh.remove((peer, new))
                     in_model -= peer.learned
                     workers -= 1
-                    ids.remove(peer.worker)
                     continue
                 over_basis.append((peer.meta, {"alpha": alpha}, float(new)))
             if not fresh:
                 return 0
             members = over_basis
         try:
-            meta, arrays = merge.average(members, in_model, basis=basis)
-            # Each worker revisits its own share of the vectors until the next fold.
-            merge.spread_revisits(meta, sorted(ids).index(self.worker), len(ids))
-            model = merge.to_model(meta, arrays)
+            model = merge.to_model(*merge.average(members, in_model, basis=basis))
         except Exception as error:  # noqa: BLE001 - e.g. three labels over three snapshots
             log.error("not averaging %s: %s", [p.worker for p, _ in fresh], error)
             return 0

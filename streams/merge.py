@@ -69,7 +69,7 @@ from river_advsvm.support import SupportVectors
 from river_advsvm.support_basis import SharedBasis
 
 __all__ = ["IncompatibleModels", "POLICIES", "average", "check_mergeable_params",
-           "incompatibility", "project", "spread_revisits", "to_model"]
+           "incompatibility", "project", "to_model"]
 
 #: Budget policies whose models can be averaged: support vectors (any two models share the
 #: input space) and 'compact' random features (a pool fixed by the seed).
@@ -329,23 +329,6 @@ def project(meta: dict, arrays: dict, basis: SharedBasis) -> tuple[np.ndarray, f
     scale = float(store["scale"])
     return basis.project(mapped, scale * np.asarray(arrays["alpha"], dtype=np.float64),
                          scale * scale * float(store["squared_norm"]), outside)
-
-
-def spread_revisits(meta: dict, rank: int, workers: int) -> None:
-    """Start the `reprocess` revisits of a support-vector model (checkpoint metadata, changed
-    in place) at the first of its vectors in share `rank` of `workers` equal shares.
-
-    After a fold every worker holds the same vectors in the same order. From one cursor they
-    would all revisit the same few vectors until the next sync, each with its group-sized step
-    (`group_steps`), so that the average would step `workers` times on those and not at all on
-    the others; from staggered cursors their revisits, averaged, spread over the vectors as
-    one model's do.
-    """
-    if not 0 <= rank < workers:
-        raise ValueError(f"rank {rank!r} is not one of {workers!r} workers")
-    store = meta["state"]["model"].get("store")
-    if _support_vectors(meta) and store is not None and store["size"]:
-        store["cursor"] = rank * int(store["size"]) // workers
 
 
 def _check_basis(members: list, basis: SharedBasis) -> None:

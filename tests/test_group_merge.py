@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 
 import numpy as np
@@ -459,30 +458,3 @@ def test_worker_ids_are_kept_in_the_checkpoint_directory(tmp_path):
         group.worker_id(str(tmp_path), "someone-else")
     with pytest.raises(ValueError, match="invalid worker id"):
         group.worker_id(str(tmp_path / "x"), "fence/me")
-
-
-def test_spread_revisits_starts_each_worker_at_its_share_of_the_vectors():
-    """Worker `rank` of `workers` revisits from vector `rank * size // workers` on; a random
-    features model has no vectors to revisit and is left as it is."""
-    model = AdvKernelSVM(gamma=0.5, budget=10, seed=0)
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(40, 3))
-    model.learn_many(X, X[:, 0] > 0)
-    meta, arrays = model.to_checkpoint()
-    size = meta["state"]["model"]["store"]["size"]
-    assert size == 10
-    cursors = []
-    for rank in range(3):
-        merge.spread_revisits(meta, rank, 3)
-        cursors.append(meta["state"]["model"]["store"]["cursor"])
-    assert cursors == [0, 3, 6]
-    restored = merge.to_model(meta, arrays)
-    assert restored.to_checkpoint()[0]["state"]["model"]["store"]["cursor"] == 6
-    compact = AdvKernelSVM(gamma=0.5, budget=10, budget_policy="compact", seed=0)
-    compact.learn_many(X, X[:, 0] > 0)
-    before = compact.to_checkpoint()[0]
-    after = copy.deepcopy(before)
-    merge.spread_revisits(after, 1, 3)
-    assert after == before
-    with pytest.raises(ValueError, match="rank 3"):
-        merge.spread_revisits(meta, 3, 3)
