@@ -228,9 +228,12 @@ def test_serve_workers_learn_their_partitions_and_fold_over_one_basis(broker, tm
     assert summary["consumed"] == summary["claimed_messages"] == total
     assert summary["samples_learned"] == labelled
     assert {w: set(s.folded) for w, s in snapshots.items()} == {"b0": {"b1"}, "b1": {"b0"}}
-    # Both hold models over a basis the group chose (no more vectors than the budget).
+    # Both hold models over a basis the group chose (no more vectors than the budget), and
+    # published them as coefficients over it, which `read_group` read with its vectors.
     for s in snapshots.values():
         assert s.meta["state"]["model"]["store"]["size"] <= 256
+        assert s.over_basis is not None and not s.coefficients_only
+        assert s.whole()[1]["vectors"].shape[0] == s.arrays["alpha"].shape[0]
     model = group_io.group_model(snapshots.values())
     assert model.n_learned == labelled and 0 < model.n_support_vectors <= 256
     for log in logs.values():
