@@ -343,12 +343,10 @@ class GroupSync:
         if not fresh:
             return 0
         own = float(learned - group["self_at_fold"])
-        members = [(base_meta, base_arrays, own)]
-        members += [(*peer.whole(), float(new)) for peer, new in fresh]
         basis = None
         if self.choice is not None and base_meta["params"].get("budget_policy") \
                 in merge.SUPPORT_VECTOR_POLICIES:
-            basis = self._basis(base_meta, base_arrays, [p.whole() for p, _ in fresh],
+            basis = self._basis(base_meta, base_arrays, [p for p, _ in fresh],
                                 30.0 if timeout is None else timeout)
         if basis is not None:
             try:
@@ -372,6 +370,9 @@ class GroupSync:
             if not fresh:
                 return 0
             members = over_basis
+        else:  # (a coefficient snapshot gets its basis' vectors back only here)
+            members = [(base_meta, base_arrays, own)]
+            members += [(*peer.whole(), float(new)) for peer, new in fresh]
         try:
             model = merge.to_model(*merge.average(members, in_model, basis=basis))
         except Exception as error:  # noqa: BLE001 - e.g. three labels over three snapshots
@@ -400,9 +401,10 @@ class GroupSync:
 
     # -- the shared basis (--group-model basis, `river_advsvm.streams.group_basis`) --------------
 
-    def _basis(self, meta: dict, arrays: dict, peers: list, timeout: float):
-        """The group's basis to fold over (after proposing a new one if due), or None if there
-        is none that this model can use: then the fold is by the union."""
+    def _basis(self, meta: dict, arrays: dict, peers: list[Snapshot], timeout: float):
+        """The group's basis to fold over (after proposing a new one if due, filled up with
+        the vectors of `peers`), or None if there is none that this model can use: then the
+        fold is by the union."""
         choice = self.choice
         if choice.epoch != self._epoch_folded:
             self._epoch_folded, self._folds_on_basis = choice.epoch, 0
@@ -446,14 +448,15 @@ class GroupSync:
             return whole, whole
         return checkpoint.dumps(*over), whole
 
-    def _propose(self, epoch: int, meta: dict, arrays: dict, peers: list,
+    def _propose(self, epoch: int, meta: dict, arrays: dict, peers: list[Snapshot],
                  timeout: float) -> None:
         """Propose this model's vectors, filled up with the peers' (`proposed_vectors`), as the
         group's basis of `epoch`, and read past the record: the first proposal of an epoch in
         the topic wins, this one or a peer's."""
         store = meta["state"]["model"]["store"]
         budget = meta["params"].get("budget")
-        vectors = proposed_vectors((meta, arrays), peers, budget or int(store["size"]))
+        vectors = proposed_vectors((meta, arrays), [p.whole() for p in peers],
+                                   budget or int(store["size"]))
         try:
             SharedBasis(store["kernel"], store["gamma"], vectors, meta["state"]["names"])
         except ValueError as error:

@@ -221,6 +221,11 @@ def _check_fit(meta: dict, arrays: dict, basis: SharedBasis) -> None:
         raise ValueError(f"expected {basis.size} finite float64 coefficients")
     if not meta["state"]["started"]:
         raise ValueError("a model that has learned nothing has no coefficients")
+    store, params = meta["state"]["model"]["store"], meta["params"]
+    if (store["kernel"], store["gamma"]) != (basis.kernel, basis.gamma) \
+            or params.get("dtype") != basis.vectors.dtype.name \
+            or (params.get("budget") is not None and params["budget"] < basis.size):
+        raise ValueError("its kernel, gamma, dtype or budget do not fit the basis")
 
 
 def expanded(meta: dict, arrays: dict, basis: SharedBasis) -> tuple[dict, dict]:
