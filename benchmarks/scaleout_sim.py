@@ -23,7 +23,9 @@ the two of `advsvm serve --group-model`:
   vectors, then every `--refresh-every` syncs, as `advsvm serve` proposes one
   (`river_advsvm.streams.group_basis.proposed_vectors`): one worker's current vectors
   (workers take turns), filled up with the others' of largest weight. `bytes/sync` counts the
-  coefficients and metadata only; the service's snapshots also carry the basis' vectors.
+  coefficients and the model's metadata; the fold timing also measures a service snapshot of
+  coefficients (with the counters, offsets and group bookkeeping) against a whole one, and
+  how long a reader takes to read each.
 
 Reported per W and method: the seconds of one worker's fold per sync (the average, and
 rebuilding the model from it), the seconds a worker spends projecting its model before it
