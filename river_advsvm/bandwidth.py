@@ -4,10 +4,10 @@ meanwhile.
 
 The warm-up costs each sample about what a step of a model of that many support vectors
 costs: the held rows keep running statistics per input (range, shifted sums of values and
-squares, nonzero counts), from which the bandwidths follow in O(inputs), and the vote is
-two float32 matrix-vector products, with the held rows and with their squares. Inputs are
-reduced over in the order of their name hashes, as the model stores them: the fitted
-bandwidths, and the vote, do not depend on the order of a sample's keys.
+squares, nonzero counts), from which the bandwidths follow in O(inputs), and the vote is a
+float32 matrix-vector product with the held rows (and one with their squares, once per row
+added). Inputs are reduced over in the order of their name hashes, as the model stores them:
+the fitted bandwidths, and the vote, do not depend on the order of a sample's keys.
 
 """
 
