@@ -369,12 +369,14 @@ def test_local_broker_runs_a_group_of_workers_in_one_command(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     # The group's summary, then a sample of the outputs.
     summary, _ = json.JSONDecoder().raw_decode(result.stdout[result.stdout.index("{"):])
-    assert summary["workers"] == ["worker-0", "worker-1"]
+    # Both workers start after the replay: one that joins once the other has consumed it has
+    # nothing to learn and publishes nothing (start-up times vary with the machine's load).
+    assert summary["workers"] and set(summary["workers"]) <= {"worker-0", "worker-1"}
     assert summary["consumed"] == summary["claimed_messages"] == 600
     assert summary["samples_learned"] == 540 == summary["merged_model_samples"]
     assert summary["offsets"]["advsvm-input"].keys() == {"0", "1", "2", "3"}
     assert summary["test_then_train_accuracy"] > 0.7
-    for worker in ("worker-0", "worker-1"):
+    for worker in summary["workers"]:
         info = kh.checkpoint_info(tmp_path / "ckpt" / worker)
         assert info["group"]["worker"] == worker and info["model"]["params"]["gamma"] == 0.1
 
