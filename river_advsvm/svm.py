@@ -443,30 +443,20 @@ class AdvKernelSVM(MarginClassifier):
                 store.scale(max(0.0, 1.0 - eta * radius / store.norm))
 
     def _attacked(self, v: np.ndarray, y: float, g: float, names: list) -> tuple[np.ndarray, float]:
-        """The point of the threat ball around `v` where `y g` is lowest among the iterates of
-        `adversary_steps` projected gradient steps, and its margin; the store's latest `value`
-        is of that point (what `add` stores)."""
-        store = self._store
-        q = self._input_scales
-        movable = self._movable(names)
-        step = adversary.step_length(self.epsilon, self.adversary_steps)
+        """The attacker's point in the threat ball around `v` that is learned
+        (`adversary.attacker_point`), and its margin; the store's latest `value` is of that
+        point (what `add` stores)."""
+        store, q = self._store, self._input_scales
         scaled = (lambda x: x) if q is None else (lambda x: x * q)
-        x, best, best_margin = v, v, g
-        for k in range(self.adversary_steps):
-            if k:  # the margin's own `value` serves the first gradient
-                g_x = store.value(scaled(x)) + self._bias
-                if y * g_x < y * best_margin:
-                    best, best_margin = x, g_x
-            gradient = store.gradient(scaled(x))
-            if q is not None:
-                gradient *= q  # the chain rule through x -> q x
-            x = adversary.ascent_step(x, v, gradient, y, step, self.epsilon, self.norm,
-                                      self.bounds, movable)
-        g_x = store.value(scaled(x)) + self._bias
-        if y * g_x < y * best_margin:
-            return x, g_x
-        store.value(scaled(best))  # `add` stores the row of the latest `value`
-        return best, best_margin
+
+        def margin(x):
+            return store.value(scaled(x)) + self._bias
+
+        def gradient(x):  # at the point of the latest `value`, chained through x -> q x
+            return store.gradient(scaled(x)) if q is None else store.gradient(scaled(x)) * q
+
+        return adversary.attacker_point(margin, gradient, v, g, y, self.epsilon, self.norm,
+                                        self.adversary_steps, self.bounds, self._movable(names))
 
     def _movable(self, names: list) -> np.ndarray | None:
         """The inputs an attacker may move in a sample with these names (None: all of them)."""
