@@ -44,10 +44,18 @@ class AdvKernelSVM(MarginClassifier):
     How the worst point is found, chosen by `adversary`:
 
     - 'pgd' (default): `adversary_steps` projected gradient steps on the model's own margin,
-      from the sample, with the exact input gradient of `f`; the iterate of lowest margin is
-      learned. The attacker stays in the threat ball (and in `bounds`, if given) and moves only
-      the sample's own inputs. A sample whose margin, lowered by the closed form's bound below
-      (sound for every attack), is still above 1 is not attacked: it cannot be active.
+      from the sample, with the exact input gradient of `f`, stopped where the sample is
+      misclassified: each step is cut where the margin, linearised, reaches 0, and the first
+      iterate with `y g < 0` is learned, else the one of lowest margin (early-stopped,
+      "friendly" PGD, Zhang et al.; see `adversary.attacker_point`). A sample already
+      misclassified is learned as it is. Where the two classes' threat balls overlap, the worst
+      point of the ball lies inside the other class and learning it drags the boundary across
+      that class (on CIFAR-10 automobile vs truck at L-inf 0.1: 61% clean and 16% under
+      PGD-10, against 69% and 36% learning the crossing); where they do not, it is the
+      worst point found. The attacker stays in the threat ball (and in `bounds`, if given) and
+      moves only the sample's own inputs. A sample whose margin, lowered by the closed form's
+      bound below (sound for every attack), is still above 1 is not attacked: it cannot be
+      active.
     - 'closed_form': the paper's bound, `[1 - y g(x) + ε' ||f||]₊`, where `ε' = sqrt(2 - 2
       min κ(δ))` over the threat ball is the radius in kernel space that covers every
       input-space attack; its step adds `η y k(x, .)` and takes the exact proximal step of
@@ -126,8 +134,8 @@ class AdvKernelSVM(MarginClassifier):
         (see above). Used only when `epsilon > 0`.
     adversary_steps
         Gradient steps of the 'pgd' adversary; each costs about one more kernel row per
-        attacked sample. Each step moves by `epsilon` for one step, `2.5 epsilon / steps` for
-        more.
+        attacked sample. Each step moves by at most `epsilon` for one step, `2.5 epsilon /
+        steps` for more.
     bounds
         `(low, high)`: the box every input of the attacker's point stays in (pixels: (0, 1)),
         as for the attacks of `river_advsvm.attacks`; None for no box.
@@ -184,6 +192,8 @@ class AdvKernelSVM(MarginClassifier):
     descent for large-scale SVM training. JMLR 13, 2012.
     Madry, Makelov, Schmidt, Tsipras & Vladu. Towards deep learning models resistant to
     adversarial attacks. ICLR 2018.
+    Zhang, Xu, Han, Niu, Cui, Sugiyama & Kankanhalli. Attacks which do not kill training make
+    adversarial learning stronger. ICML 2020.
 
     """
 
