@@ -41,7 +41,7 @@ class AdvKernelSVM(MarginClassifier):
     `b <- b + η_b y`. With support vectors, `reprocess` such steps on stored vectors follow
     (see below).
 
-    How the worst point is found, chosen by `adversary`:
+    How the point learned is found, chosen by `adversary`:
 
     - 'pgd' (default): `adversary_steps` projected gradient steps on the model's own margin,
       from the sample, with the exact input gradient of `f`, stopped where the sample is
