@@ -4,10 +4,10 @@ meanwhile.
 
 The warm-up costs each sample about what a step of a model of that many support vectors
 costs: the held rows keep running statistics per input (range, shifted sums of values and
-squares, nonzero counts), from which the bandwidths follow in O(inputs), and the vote is
-two float32 matrix-vector products, with the held rows and with their squares. Inputs are
-reduced over in the order of their name hashes, as the model stores them: the fitted
-bandwidths, and the vote, do not depend on the order of a sample's keys.
+squares, nonzero counts), from which the bandwidths follow in O(inputs), and the vote is a
+float32 matrix-vector product with the held rows (and one with their squares, once per row
+added). Inputs are reduced over in the order of their name hashes, as the model stores them:
+the fitted bandwidths, and the vote, do not depend on the order of a sample's keys.
 
 """
 
@@ -26,6 +26,8 @@ SCALE_FACTOR = 2.0
 #: `gamma='scale'`: an input whose range is this many times below the median range is in
 #: other units than the rest (see `HeldRows.gammas`).
 OTHER_UNITS = 10.0
+#: The rows of `HeldRows._stats`: the running statistics kept per input.
+_LOW, _HIGH, _SHIFT, _SUMS, _SQUARES, _NONZERO = range(6)
 
 
 class HeldRows:
@@ -36,7 +38,7 @@ class HeldRows:
     rows have it nonzero, and the sums of `x_ij - c_j` and of its square, shifted by `c_j`,
     the input's value in the row where it first appeared (so that an input far from 0 with a
     small range keeps its digits).
-    These are kept in the order the inputs arrived (`index`).
+    These are the rows of one matrix, its columns in the order of the name hashes.
 
     The matrix, and the matrix of its squares, have their columns in the order of the name
     hashes, so that the vote's products do not depend on the order of the keys either (a row
@@ -51,16 +53,15 @@ class HeldRows:
         self._X = np.zeros((16, 16), dtype=np.float32)
         self._X2 = np.zeros((16, 16), dtype=np.float32)  # the squares
         self.size = 0
-        self._low = np.zeros(16)
-        self._high = np.zeros(16)
-        self._shift = np.zeros(16)
-        self._sums = np.zeros(16)  # sum_i (x_ij - c_j)
-        self._squares = np.zeros(16)  # sum_i (x_ij - c_j)^2
-        self._nonzero = np.zeros(16)  # rows with x_ij != 0
-        self._fitted: dict = {}  # other_units -> (rows, bandwidths, why): see gammas
+        # Per input: lowest, highest, shift c_j, sum_i (x_ij - c_j), sum_i (x_ij - c_j)^2, rows
+        # with x_ij != 0; rows of one matrix, so that the fit reorders them in one call.
+        self._stats = np.zeros((6, 16))
+        # other_units -> (rows, bandwidths, why), "vote" -> its terms: see gammas, _vote_terms
+        self._fitted: dict = {}
         # The inputs in the order of their name hashes, and the place of each in that order.
         self._order = np.empty(0, dtype=np.intp)
         self._rank = np.empty(0, dtype=np.intp)
+        self._placed: tuple | None = None  # (a lookup, its places): see _places
 
     @property
     def names(self) -> list:
@@ -82,15 +83,16 @@ class HeldRows:
             self._grow(len(self.index) + len(new))
             start = len(self.index)
             self.index.add(new, np.array([hashes[n] for n in new], dtype=np.uint64))
-            end = len(self.index)
+            self._sort_columns(start)
             # Earlier rows lack the new inputs (0); the shift is the value they first have.
             first = row.take(columns.unknown)
-            self._shift[start:end] = first
-            self._sums[start:end] = -self.size * first
-            self._squares[start:end] = self.size * first * first
-            self._low[start:end] = first if not self.size else 0.0
-            self._high[start:end] = first if not self.size else 0.0
-            self._sort_columns(start)
+            stats = self._stats[:, self._rank[start:]]
+            stats[_SHIFT] = first
+            stats[_SUMS] = -self.size * first
+            stats[_SQUARES] = self.size * first * first
+            stats[_LOW] = first if not self.size else 0.0
+            stats[_HIGH] = first if not self.size else 0.0
+            self._stats[:, self._rank[start:]] = stats
             columns = self.index.lookup(names)
         d = len(self.index)
         if self.size == len(self._X):
@@ -99,31 +101,40 @@ class HeldRows:
                 grown = np.zeros((2 * len(old), old.shape[1]), dtype=np.float32)
                 grown[: self.size] = old[: self.size]
                 setattr(self, name, grown)
-        x = np.zeros(d)
-        x[columns.positions] = row
-        np.minimum(self._low[:d], x, out=self._low[:d])
-        np.maximum(self._high[:d], x, out=self._high[:d])
-        shifted = x - self._shift[:d]
-        self._sums[:d] += shifted
-        self._squares[:d] += shifted * shifted
-        self._nonzero[:d] += x != 0
-        x = x[self._order]
+        x = np.zeros(d)  # the row over every input, in the hashes' order
+        x[self._places(columns)] = row
+        low, high, shift, sums, squares, nonzero = self._stats[:, :d]
+        np.minimum(low, x, out=low)
+        np.maximum(high, x, out=high)
+        shifted = x - shift
+        sums += shifted
+        squares += shifted * shifted
+        nonzero += x != 0
         self._X[self.size, :d] = x
         self._X2[self.size, :d] = x * x
         self.size += 1
 
+    def _places(self, columns: inputs.Columns) -> np.ndarray:
+        """Where each of a lookup's names goes among the inputs in the hashes' order; kept
+        while the names repeat (the index hands back the same lookup)."""
+        if self._placed is None or self._placed[0] is not columns:
+            self._placed = (columns, self._rank[columns.positions])
+        return self._placed[1]
+
     def _sort_columns(self, before: int) -> None:
-        """The hash order over every input, the first `before` of which the matrices hold in
-        the previous one: their columns move to their new places."""
+        """The hash order over every input, the first `before` of which the matrices and the
+        statistics hold in the previous one: their columns move to their new places."""
         old = self._order
         self._order = np.argsort(self.index.hashes, kind="stable")
         self._rank = np.empty_like(self._order)
         self._rank[self._order] = np.arange(len(self._order))
-        if self.size and before:
-            for M in (self._X, self._X2):
-                held = M[: self.size, :before].copy()
-                M[: self.size, : len(self._order)] = 0.0
-                M[: self.size, self._rank[old]] = held
+        self._placed = None
+        if before:
+            for M, rows in ((self._X, self.size), (self._X2, self.size),
+                            (self._stats, len(self._stats))):
+                held = M[:rows, :before].copy()
+                M[:rows, : len(self._order)] = 0.0
+                M[:rows, self._rank[old]] = held
 
     def _grow(self, d: int) -> None:
         """Room for `d` inputs."""
@@ -135,11 +146,9 @@ class HeldRows:
             grown = np.zeros((len(old), columns), dtype=np.float32)
             grown[: self.size, : old.shape[1]] = old[: self.size]
             setattr(self, name, grown)
-        for name in ("_low", "_high", "_shift", "_sums", "_squares", "_nonzero"):
-            grown = np.zeros(columns)
-            old = getattr(self, name)
-            grown[: len(old)] = old
-            setattr(self, name, grown)
+        grown = np.zeros((len(self._stats), columns))
+        grown[:, : self._stats.shape[1]] = self._stats
+        self._stats = grown
 
     def gammas(self, other_units: bool = True) -> tuple[np.ndarray | float, str | None]:
         """`gamma='scale'` on the rows held: one bandwidth per input (in the order of the name
@@ -152,8 +161,9 @@ class HeldRows:
 
     def _fit(self, other_units: bool) -> tuple[np.ndarray | float, str | None]:
         d = len(self.index)
-        order = self._order  # sums over inputs in this order do not depend on the keys' order
-        spread = (self._high[:d] - self._low[:d])[order]
+        # (Sums over inputs in the hashes' order do not depend on the order of the keys.)
+        low, high, shift, sums, squares, nonzero = self._stats[:, :d]
+        spread = high - low
         median = _median(spread[spread > 0])
         d = max(d, 1)
         if median > 0:
@@ -166,24 +176,31 @@ class HeldRows:
             # (measured on River's streams, digits and MNIST; see the gamma parameter of
             # AdvKernelSVM).
             if other_units:
-                dense = 2 * self._nonzero[order] >= self.size
+                dense = 2 * nonzero >= self.size
                 own = dense & (spread > 0) & (OTHER_UNITS * spread < median)
                 spread = np.where(own, spread, np.maximum(spread, median))
             else:  # (the vote's fit, once per prediction of the warm-up)
                 spread = np.maximum(spread, median)
             n = self.size
-            offset = self._shift[order] / spread  # c_j / s_j
-            sums = self._sums[order] / spread
+            inverse = 1.0 / spread  # 1 / s_j (every s_j >= some range > 0)
+            offset = shift * inverse  # c_j / s_j
+            sums = sums * inverse
             mean = (sums.sum() / n + offset.sum()) / d
-            # sum_i (x_ij / s_j - mean)^2, from the shifted sums.
+            # sum_ij (x_ij / s_j - mean)^2, from the shifted sums: sum_j of squares_j / s_j^2
+            # + 2 (c_j / s_j - mean) sums_j / s_j + n (c_j / s_j - mean)^2.
             centre = offset - mean
-            total = self._squares[order] / (spread * spread) + 2.0 * centre * sums
-            total += n * centre * centre
-            variance = max(float(total.sum()) / (n * d), 0.0)
-            with np.errstate(over="ignore", divide="ignore"):  # absurd values are refused below
-                fitted = SCALE_FACTOR / (d * variance * spread**2)
-            if variance > 0 and fitted.min() > 0 and fitted.max() <= kernels.MAX_GAMMA:
-                return fitted, None
+            total = float((squares * inverse) @ inverse
+                          + 2.0 * (centre @ sums) + n * (centre @ centre))
+            variance = max(total / (n * d), 0.0)
+            if variance > 0:
+                # gamma_j = c / s_j^2: the largest and smallest come from the extreme s_j, so
+                # absurd values are refused before any is formed (nothing overflows).
+                c = SCALE_FACTOR / (d * variance)
+                widest, narrowest = float(inverse.min()), float(inverse.max())
+                if c * (widest * widest) > 0 and c * (narrowest * narrowest) <= kernels.MAX_GAMMA:
+                    inverse *= inverse
+                    inverse *= c
+                    return inverse, None
         why = "do not vary" if median == 0 else f"vary by too little (median range {median:.3g})"
         return 1.0 / d, why
 
@@ -198,29 +215,49 @@ class HeldRows:
         """`sum_i y_i k(x, x_i) / n` over the held rows for each row of `values` (over
         `names`), with the bandwidths fitted on them."""
         X = self.matrix
-        # (Too few rows yet to tell an input in other units from a pixel barely lit.)
-        fitted, why = self.gammas(other_units=False)
-        gammas = np.full(X.shape[1], fitted) if why else fitted
+        gammas, squares = self._vote_terms(kernel)
         columns = self.index.lookup(names)
-        Z = np.zeros((len(values), X.shape[1]))
-        Z[:, self._rank[columns.known_columns]] = values[:, columns.known]
+        if columns.identity:  # the held inputs in their order: to the hashes' order at once
+            Z = values[:, self._order]
+        else:
+            Z = np.zeros((len(values), X.shape[1]))
+            Z[:, self._rank[columns.known_columns]] = values[:, columns.known]
         # Inputs the held rows never had add the same distance to every held row (at the
         # median bandwidth; with no input held yet, `_fit`'s fallback 1/1).
         spread = (_median(gammas) if len(gammas) else 1.0) if len(columns.unknown) else 0.0
         if kernel == "rbf":
             # ||z - x_i||^2 weighted: sum g z^2 + sum g x_i^2 - 2 sum g z x_i.
-            distances = ((Z * Z) @ gammas)[:, None]
+            weighted = Z * gammas
+            distances = np.einsum("ij,ij->i", weighted, Z)[:, None]
             if spread:
                 extra = values[:, columns.unknown]
                 distances += ((extra * extra).sum(axis=1) * spread)[:, None]
-            squares = self._X2[: self.size, : X.shape[1]] @ gammas.astype(np.float32)
-            products = (Z * gammas).astype(np.float32) @ X.T
-            distances = distances + squares.astype(np.float64)[None] - 2.0 * products
+            products = weighted.astype(np.float32) @ X.T
+            products *= -2.0
+            distances = distances + products
+            distances += squares
             np.maximum(distances, 0.0, out=distances)
         else:
             extra = np.abs(values[:, columns.unknown]).sum(axis=1) * spread
             distances = np.stack([np.abs(X - z) @ gammas for z in Z]) + extra[:, None]
-        return np.exp(-distances) @ signs / len(signs)
+        np.negative(distances, out=distances)
+        return np.exp(distances, out=distances) @ signs / len(signs)
+
+    def _vote_terms(self, kernel: str) -> tuple[np.ndarray, np.ndarray | None]:
+        """The vote's bandwidths (one per input, in the hashes' order) and, for RBF, the
+        weighted squared norms of the held rows, `sum_j g_j x_ij^2`; kept until a row is
+        added."""
+        kept = self._fitted.get("vote")
+        if kept is None or kept[0] != (self.size, kernel):
+            # (Too few rows yet to tell an input in other units from a pixel barely lit.)
+            fitted, why = self.gammas(other_units=False)
+            d = self.matrix.shape[1]
+            gammas = np.full(d, fitted) if why else fitted
+            squares = None
+            if kernel == "rbf":
+                squares = (self._X2[: self.size, :d] @ gammas.astype(np.float32)).astype(np.float64)
+            kept = self._fitted["vote"] = ((self.size, kernel), gammas, squares)
+        return kept[1], kept[2]
 
 
 def _median(values: np.ndarray) -> float:

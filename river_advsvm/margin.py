@@ -1,5 +1,6 @@
-"""What the binary margin classifiers of this package share: labels, inputs, probabilities,
-the one/many API around a numpy core and step sizes (checkpoints: `model_checkpoint`).
+"""What the binary margin classifiers of this package share: labels, inputs, the one/many
+learning API around a numpy core, and step sizes (`schedule`). The prediction side is
+`margin_predict.MarginPredictions`; checkpoints are `model_checkpoint`.
 
 A subclass implements the model on float arrays (`_row_margin` and `_step` for learning, one
 row at a time; `_decision_block` and `_gradient_block` for inference on many rows); this class
@@ -25,15 +26,12 @@ from river import base
 from river_advsvm import calibration, collapse, inputs
 from river_advsvm.kernels import NORMS
 from river_advsvm.labels import as_label, classes_after
+from river_advsvm.margin_predict import MarginPredictions
 from river_advsvm.model_checkpoint import CheckpointMixin
+from river_advsvm.schedule import StepSchedule
 
 __all__ = ["MAX_FEATURES_LIMIT", "MarginClassifier"]
 
-SCHEDULES = ("constant", "diminishing")
-#: The most samples of a group one worker's sample may stand for (`group_steps`).
-MAX_GROUP_RATE = 1e6
-#: Rows evaluated at once by the batch inference methods: bounds their temporaries.
-ROWS_PER_CHUNK = 1024
 #: The largest `max_features` a model accepts (the bound behind `inputs.MAX_ABS_VALUE`).
 MAX_FEATURES_LIMIT = 1_000_000
 
@@ -92,7 +90,7 @@ class _Rows:
         return sum(len(values) for _, values in self.runs)
 
 
-class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
+class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassifier):
     """Base class of `AdvKernelSVM` and `AdvLinearSVM`: a binary classifier with a margin `g(x)`.
 
     The positive class is `True` for boolean labels, otherwise the larger of the two labels
@@ -123,22 +121,6 @@ class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
             raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
-        if schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-        for name, value, low in [("regularization", regularization, 0.0),
-                                 ("step_size", step_size, None),
-                                 ("bias_step_size", bias_step_size, 0.0)]:
-            if not (isinstance(value, numbers.Real) and math.isfinite(value)
-                    and (value > 0 if low is None else value >= low)):
-                bound = "> 0" if low is None else ">= 0"
-                raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
-        if not step_size * regularization < 1:
-            raise ValueError(
-                "step_size * regularization must be < 1, or the shrink factor "
-                f"1 - step_size * regularization = {1 - step_size * regularization} flips f"
-            )
-        if schedule == "diminishing" and regularization == 0:
-            raise ValueError("the diminishing schedule 1 / (regularization t) needs regularization > 0")
         if not (isinstance(max_features, int) and 1 <= max_features <= MAX_FEATURES_LIMIT):
             raise ValueError(
                 f"max_features must be an int in [1, {MAX_FEATURES_LIMIT}], got {max_features!r}")
@@ -147,8 +129,7 @@ class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
         self._calibration = calibration.Temperature()
         self._bias = 0.0
         self._n_learned = 0
-        # (n_learned when set, samples of the group per sample learned here): see group_steps.
-        self._group_clock: tuple[int, float] = (0, 1.0)
+        self._schedule = StepSchedule(schedule, step_size, bias_step_size, regularization)
         self._started = False
         self._held: list[tuple[list, np.ndarray, typing.Any]] = []
         self._collapse = collapse.CollapseWatch()
@@ -196,27 +177,8 @@ class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
     # -- shared pieces of the update ------------------------------------------------------------
 
     def _step_sizes(self, t: int) -> tuple[float, float]:
-        """`(eta_t, eta_b_t)` at 0-based step `t`.
-
-        'diminishing' is `eta_0 / (1 + eta_0 lambda t)`: Pegasos' `1 / (lambda (t + t0))` with
-        `t0 = 1 / (eta_0 lambda)`, which starts at `step_size` and behaves as `1 / (lambda t)`
-        (the paper's `theta / t` with `theta = 1` in its C-scaled form). The bias follows the
-        same schedule.
-        """
-        start, rate = self._group_clock
-        if rate == 1.0:
-            return self._scheduled(t)
-        eta, eta_bias = self._scheduled(start + rate * (t - start))
-        eta = rate * eta
-        if self.regularization > 0:  # the shrink factor 1 - eta lambda stays above 1/2
-            eta = min(eta, 0.5 / self.regularization)
-        return eta, rate * eta_bias
-
-    def _scheduled(self, t: float) -> tuple[float, float]:
-        if self.schedule == "constant":
-            return self.step_size, self.bias_step_size
-        decay = 1.0 / (1.0 + self.step_size * self.regularization * t)
-        return self.step_size * decay, self.bias_step_size * decay
+        """`(eta_t, eta_b_t)` at 0-based step `t` (see `river_advsvm.schedule`)."""
+        return self._schedule.sizes(t)
 
     def group_steps(self, rate: float) -> None:
         """From now on, step as one of the workers of a group whose models are averaged, where
@@ -231,20 +193,12 @@ class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
         model learning every sample. `rate = 1` is the model learning alone. The step is capped
         at `0.5 / regularization` (the shrink factor stays above 1/2).
         """
-        self._set_group_clock(self._n_learned, rate)
-
-    def _set_group_clock(self, start: int, rate: float) -> None:
-        if type(start) is not int or not 0 <= start <= self._n_learned:
-            raise ValueError(f"the group clock starts at a sample learned, not {start!r}")
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) \
-                or not 1.0 <= rate <= MAX_GROUP_RATE:
-            raise ValueError(f"rate must be a number in [1, {MAX_GROUP_RATE:g}], got {rate!r}")
-        self._group_clock = (start, float(rate))
+        self._schedule.join_group(self._n_learned, rate, self._n_learned)
 
     @property
     def group_rate(self) -> float:
         """The `rate` of `group_steps` (1: the model learns alone)."""
-        return self._group_clock[1]
+        return self._schedule.group_clock[1]
 
     # -- labels ---------------------------------------------------------------------------------
 
@@ -394,7 +348,9 @@ class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
                 _check_names([names[j] for j in unknown.tolist()])
                 self._names_checked = columns
             # Inputs the model does not know are usually 0 (a pixel never lit in training).
-            if len(unknown) and (unknown_values := values[:, unknown]).any():
+            # (`take` and `count_nonzero`: a fancy index of a 2-D array and `any` cost several
+            # times more.)
+            if len(unknown) and np.count_nonzero(unknown_values := values.take(unknown, axis=1)):
                 nonzero = unknown_values != 0
                 is_learned = np.fromiter((y is not None for y in labels[i : i + len(values)]),
                                          dtype=bool, count=len(values))
@@ -408,6 +364,8 @@ class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
             raise inputs.InvalidInput(
                 f"learning this would give the model {total} inputs, "
                 f"more than max_features={self.max_features}", "too_many_features")
+        if not learned and not predicted:  # (a copy: the caller adds to it)
+            return dict(held)
         names = [n for n in {**learned, **predicted} if n not in held]
         return {**held, **dict(zip(names, self._index.hash_names(names).tolist()))}
 
@@ -520,163 +478,3 @@ class MarginClassifier(CheckpointMixin, base.MiniBatchClassifier):
     def n_inputs(self) -> int:
         """Number of input columns (feature names) the model knows."""
         return len(self._index)
-
-    # -- inference ------------------------------------------------------------------------------
-
-    def _unknown_hashes(self, u_names: list) -> list:
-        return list(self._index.hash_names(u_names)) if u_names else []
-
-    def _decision_of_row(self, names: list, row: np.ndarray) -> float:
-        if not self._started:
-            return float(self._unstarted_margins(names, row[None, :])[0])
-        v, u, u_names = self._split(names, row)
-        return self._row_margin(v, u, u_names, self._unknown_hashes(u_names))
-
-    def _dense(self, names: list, values: np.ndarray, keep_zero: bool = False):
-        """`(V, U, unknown names, their hashes)`; unknown inputs that are 0 in every row are
-        dropped (they cost nothing) unless `keep_zero` (an attacker may move them)."""
-        V, unknown, U = self._index.dense(names, values)
-        keep = (U != 0).any(axis=0) | keep_zero
-        self._check_unknown(int(keep.sum()))
-        if not keep.all():
-            unknown = [n for n, k in zip(unknown, keep.tolist()) if k]
-            U = U[:, keep]
-        return V, U, unknown, self._unknown_hashes(unknown)
-
-    def _decision(self, names: list, values: np.ndarray) -> np.ndarray:
-        if not self._started:
-            return self._unstarted_margins(names, values)
-        # In chunks, so that a large batch never materialises a (rows x features) matrix whole.
-        return np.concatenate([
-            self._decision_block(*self._dense(names, values[i : i + ROWS_PER_CHUNK]))
-            for i in range(0, max(len(values), 1), ROWS_PER_CHUNK)
-        ])
-
-    def decision_one(self, x: dict) -> float:
-        """The margin `g(x) = f(x) + b`; positive means the positive class. NaN values count
-        as missing."""
-        names, values = inputs.dict_values(x, missing_ok=True)
-        return float(self._decision_of_row(names, values))
-
-    def decision_many(self, X) -> np.ndarray:
-        """`g(x)` for each row of a DataFrame, or of an array whose columns are features 0..d-1.
-
-        NaN values count as missing. The margins equal `decision_one`'s up to rounding (a
-        batch is one matrix product).
-        """
-        names, values = inputs.frame_values(X, missing_ok=True)
-        return self._decision(names, values)
-
-    def _gradient(self, names: list, values: np.ndarray) -> np.ndarray:
-        """`d g / d x` over `names`, one row per sample."""
-        values = np.atleast_2d(values)
-        if not self._started:
-            return np.zeros_like(values)
-        columns = self._index.lookup(names)
-        G = np.zeros_like(values)
-        for i in range(0, len(values), ROWS_PER_CHUNK):
-            rows = slice(i, i + ROWS_PER_CHUNK)
-            V, U, unknown, hashes = self._dense(names, values[rows], keep_zero=True)
-            GV, GU = self._gradient_block(V, U, unknown, hashes)
-            G[rows, columns.known] = GV[:, columns.known_columns]
-            if unknown:
-                G[rows, columns.unknown] = GU
-        return G
-
-    def decision_gradient_one(self, x: dict) -> dict:
-        """The analytic gradient of `g` at `x`, one entry per feature of `x`."""
-        names, values = inputs.dict_values(x, missing_ok=True)
-        return dict(zip(names, self._gradient(names, values[None, :])[0].tolist()))
-
-    def decision_gradient_many(self, X):
-        """Gradients of `g`, row by row: an array for an array, a DataFrame for a DataFrame."""
-        names, values = inputs.frame_values(X, missing_ok=True)
-        G = self._gradient(names, values)
-        if not hasattr(X, "index"):  # an array, or rows that are not a pandas DataFrame
-            return G
-        import pandas as pd
-
-        return pd.DataFrame(G, columns=X.columns, index=X.index)
-
-    def _proba_dict(self, margin: float, scale: float | None = None,
-                    classes: tuple | None = None) -> dict:
-        classes = tuple(self._labels) if classes is None else classes
-        if len(classes) == 1:
-            return {classes[0]: 1.0}
-        negative, positive = classes or (False, True)  # River's binary convention
-        s = self._calibration.scale if scale is None else scale
-        # Each side from its own margin: 1 - p would round to 0 once p is within 1e-16 of 1.
-        return {negative: float(calibration.sigmoid(-s * margin)),
-                positive: float(calibration.sigmoid(s * margin))}
-
-    def predict_proba_one(self, x: dict, **kwargs) -> dict:
-        """Probabilities from the margin by online temperature scaling (`calibration`); 0.5 for
-        `False` and `True` before any label is known (River's binary convention)."""
-        return self._proba_dict(self.decision_one(x))
-
-    def predict_one(self, x: dict, **kwargs):
-        """The sign of the margin: the positive class when `g(x) > 0`; None before any label
-        is known."""
-        return self._label_of(self.decision_one(x))
-
-    def _label_of(self, margin: float):
-        if len(self._labels) < 2:
-            return self._labels[0] if self._labels else None
-        negative, positive = self._labels
-        return positive if margin > 0 else negative
-
-    def predict_proba_many(self, X):
-        import pandas as pd
-
-        margins = self.decision_many(X)
-        index = X.index if hasattr(X, "index") else None
-        if len(self._labels) < 2:
-            return pd.DataFrame({c: np.ones(len(margins)) for c in self._labels}, index=index)
-        negative, positive = self._labels
-        return pd.DataFrame(
-            {negative: self._calibration.proba(-margins), positive: self._calibration.proba(margins)},
-            index=index,
-        )
-
-    def predict_many(self, X):
-        import pandas as pd
-
-        margins = self.decision_many(X)
-        index = X.index if hasattr(X, "index") else None
-        return pd.Series([self._label_of(m) for m in margins.tolist()], index=index, dtype=object)
-
-    # -- certificates ---------------------------------------------------------------------------
-
-    def _certified_radii(self, names: list, values: np.ndarray, margins: np.ndarray, norm: str,
-                         bounds) -> np.ndarray:
-        """Radii for samples `values` over `names` with margins `y g(x)` (`river_advsvm.certify`)."""
-        raise NotImplementedError
-
-    def _certified(self, names: list, values: np.ndarray, labels: list, norm: str | None,
-                   bounds=None):
-        if len(labels) != len(values):
-            raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels",
-                                      "bad_shape")
-        norm = self.norm if norm is None else norm
-        if norm not in NORMS:
-            raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
-        signs = np.array([self.sign_of(y) for y in labels])
-        margins = signs * self._decision(names, values)
-        return self._certified_radii(names, values, margins, norm, bounds)
-
-    def certified_radius_one(self, x: dict, y, norm: str | None = None, bounds=None) -> float:
-        """The radius within which the model provably keeps predicting `y` around `x`.
-
-        Sound for the model as deployed, against any attack: no `x'` with `||x' - x|| <` the
-        radius (in `norm`, the model's own by default) changes the prediction. 0 when the model
-        does not predict `y` at `x`. `bounds = (lo, hi)` restricts `x'` to that box, as the
-        attacks do, which can only make the radius larger. See `river_advsvm.certify`.
-        """
-        names, values = inputs.dict_values(x, missing_ok=True)
-        return float(self._certified(names, values[None, :], [y], norm, bounds)[0])
-
-    def certified_radius_many(self, X, y, norm: str | None = None, bounds=None) -> np.ndarray:
-        """`certified_radius_one` for each row of a DataFrame, or of an array whose columns are
-        features 0..d-1."""
-        names, values = inputs.frame_values(X, missing_ok=True)
-        return self._certified(names, values, list(y), norm, bounds)

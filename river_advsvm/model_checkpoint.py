@@ -56,8 +56,8 @@ class CheckpointMixin:
                      for names, row, y in self._held],
             "model": scalars,
         }
-        if self._group_clock[1] != 1.0:  # a worker of a group (`group_steps`)
-            state["group_clock"] = list(self._group_clock)
+        if self._schedule.group_clock[1] != 1.0:  # a worker of a group (`group_steps`)
+            state["group_clock"] = list(self._schedule.group_clock)
         meta = {
             "class": type(self).__name__,
             "params": self._get_params(),
@@ -96,7 +96,7 @@ class CheckpointMixin:
             model._index.add(names, hashes)
             model._held = [model._held_row(*row) for row in state.get("held", [])]
             if "group_clock" in state:
-                model._set_group_clock(*state["group_clock"])
+                model._schedule.join_group(*state["group_clock"], n_learned=model._n_learned)
             model._restore_model_state(state["model"], arrays)
             numbers_ok = [model._bias, model._calibration.scale, model._calibration.grad_squares]
             if not all(math.isfinite(v) for v in numbers_ok) or model._n_learned < 0:

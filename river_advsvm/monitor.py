@@ -15,7 +15,7 @@ detectors, and the gap between the two is watched against a threshold. Three kin
 
 A detector says that the error rate changed, not which way. A model that is still learning
 changes for the better all the time, so a detection only becomes an alert when the error over
-the recent samples is above the error before them (see `_Worsening`).
+the recent samples is above the error before them (see `river_advsvm.alerts.Worsening`).
 
 The monitor never trains the model and never changes it. Its memory is bounded on an endless
 stream: the rolling windows and the alert list have fixed sizes, and River's detectors keep
@@ -36,8 +36,6 @@ last `MAX_HISTORY` again).
 from __future__ import annotations
 
 import collections
-import dataclasses
-import itertools
 import math
 import random
 import time
@@ -46,131 +44,14 @@ import warnings
 
 from river import metrics, utils
 
+from river_advsvm import monitor_state
+from river_advsvm.alerts import (
+    ALERT_KINDS, MAX_HISTORY, RECENT_SAMPLES, Alert, Observation, Worsening, check_detector,
+)
 from river_advsvm.attacks import PGD, Attack, NoGradientWarning
 
-__all__ = ["ALERT_KINDS", "Alert", "Observation", "RobustnessMonitor"]
-
-ALERT_KINDS = ("clean_drift", "robust_drift", "robust_gap")
-
-#: Samples of an error stream compared with the samples before them when a detector fires: short
-#: enough that a change a detector caught after a few dozen samples is not diluted away.
-RECENT_SAMPLES = 64
-#: Inputs of a detector kept (one byte each) to rebuild it after a restore.
-MAX_HISTORY = 100_000
-
-
-@dataclasses.dataclass(frozen=True)
-class Alert:
-    """What the monitor saw when it raised an alert.
-
-    Accuracies are over the monitor's rolling windows at the time of the alert (`None` while a
-    window is empty, or for a model that cannot be certified). The fields are plain numbers and
-    strings, so `dataclasses.asdict(alert)` is ready for JSON.
-
-    Attributes
-    ----------
-    kind
-        'clean_drift', 'robust_drift' or 'robust_gap'.
-    step
-        Number of labelled samples the monitor had seen, this one included.
-    clean_accuracy
-        Accuracy over the last `window_size` samples.
-    robust_accuracy
-        Accuracy on the attacked versions of the sampled samples in the robust window.
-    certified_accuracy
-        Share of the sampled samples in the robust window certified at the attack's radius.
-    gap
-        Accuracy of the sampled samples clean minus attacked, over the robust window.
-    n_sampled
-        Sampled (attacked) samples in the robust window.
-    detector
-        What fired: the detector's class name, or `gap > threshold`.
-
-    """
-
-    kind: str
-    step: int
-    clean_accuracy: float | None
-    robust_accuracy: float | None
-    certified_accuracy: float | None
-    gap: float | None
-    n_sampled: int
-    detector: str
-
-    def __str__(self) -> str:
-        def percent(value):
-            return "n/a" if value is None else f"{value:.1%}"
-
-        return (
-            f"{self.kind} at step {self.step:,}: clean {percent(self.clean_accuracy)}, "
-            f"robust {percent(self.robust_accuracy)}, certified "
-            f"{percent(self.certified_accuracy)} ({self.n_sampled} attacked) [{self.detector}]"
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class Observation:
-    """What the monitor recorded for one labelled sample (`RobustnessMonitor.last`).
-
-    `robust_correct`, `certified` and `radius` are `None` when the sample was not sampled for
-    an attack; `certified` and `radius` also for models without `certified_radius_one`.
-    """
-
-    step: int
-    correct: bool
-    sampled: bool
-    robust_correct: bool | None = None
-    certified: bool | None = None
-    radius: float | None = None
-
-
-class _Worsening:
-    """A River drift detector on a 0/1 error stream that reports increases of the error only.
-
-    When the detector fires, the error rate of the last `RECENT_SAMPLES` samples is compared
-    with the rate of the samples before them since the previous detection (or, if there are
-    none, with the whole previous segment's rate). Memory: `RECENT_SAMPLES` bits.
-    """
-
-    def __init__(self, detector):
-        self.detector = detector
-        self._recent: collections.deque[int] = collections.deque(maxlen=RECENT_SAMPLES)
-        self._segment_errors = 0
-        self._segment_samples = 0
-        self._previous_rate: float | None = None
-        # The detector's inputs since it last started over, as b"0" and b"1" (for `restore`).
-        self.history = bytearray()
-
-    def update(self, error: int) -> bool:
-        self._recent.append(error)
-        self._segment_errors += error
-        self._segment_samples += 1
-        self.detector.update(error)
-        self.history.append(49 if error else 48)
-        if len(self.history) > 2 * MAX_HISTORY:
-            del self.history[:-MAX_HISTORY]
-        if not self.detector.drift_detected:
-            return False
-        self.history.clear()  # the detector starts over at its next update
-        n_recent = min(len(self._recent), self._segment_samples)
-        recent_errors = sum(itertools.islice(reversed(self._recent), n_recent))
-        n_before = self._segment_samples - n_recent
-        if n_before > 0:
-            before = (self._segment_errors - recent_errors) / n_before
-        else:
-            before = self._previous_rate
-        self._previous_rate = self._segment_errors / self._segment_samples
-        self._segment_errors = self._segment_samples = 0
-        return before is not None and recent_errors / n_recent > before
-
-
-def _check_detector(detector) -> None:
-    if not (hasattr(detector, "update") and hasattr(detector, "drift_detected")
-            and hasattr(detector, "clone")):
-        raise TypeError(
-            f"detector must be a River drift detector (update, drift_detected, clone), "
-            f"got {detector!r}"
-        )
+__all__ = ["ALERT_KINDS", "MAX_HISTORY", "RECENT_SAMPLES", "Alert", "Observation",
+           "RobustnessMonitor"]
 
 
 class RobustnessMonitor:
@@ -286,7 +167,7 @@ class RobustnessMonitor:
             raise TypeError(f"attack must be a river_advsvm.attacks.Attack, got {attack!r}")
         if attack.epsilon is None:
             raise ValueError("the monitor's attack needs a finite epsilon: robust at what radius?")
-        _check_detector(detector)
+        check_detector(detector)
         if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, float)):
             raise TypeError(f"sample_rate must be a float in (0, 1] or an int >= 1, "
                             f"got {sample_rate!r}")
@@ -325,8 +206,8 @@ class RobustnessMonitor:
         self._sampled_clean = utils.Rolling(metrics.Accuracy, window_size=self.robust_window_size)
         self._robust = utils.Rolling(metrics.Accuracy, window_size=self.robust_window_size)
         self._certified = utils.Rolling(metrics.Accuracy, window_size=self.robust_window_size)
-        self._clean_drift = _Worsening(detector.clone())
-        self._robust_drift = _Worsening(detector.clone())
+        self._clean_drift = Worsening(detector.clone())
+        self._robust_drift = Worsening(detector.clone())
         self._gap_raised = False
         self._collapse_raised = False
         self._alerts: collections.deque[Alert] = collections.deque(maxlen=max_alerts)
@@ -482,25 +363,7 @@ class RobustnessMonitor:
     def state(self) -> dict:
         """The monitor's state as plain JSON-able data (numbers, strings, lists); see
         `restore`. Labels must be JSON scalars (str, int, float, bool)."""
-        version, internal, gauss = self._rng.getstate()
-        return {
-            "params": self._params(),
-            "n_seen": self.n_seen,
-            "n_sampled": self.n_sampled,
-            "n_no_gradient": self.n_no_gradient,
-            "attack_seconds": self.attack_seconds,
-            "rng": [version, list(internal), gauss],
-            "clean": [list(args) for args, _ in self._clean.window],
-            "sampled_clean": [args[1] for args, _ in self._sampled_clean.window],
-            "robust": [args[1] for args, _ in self._robust.window],
-            "certified": [args[1] for args, _ in self._certified.window],
-            "gap_raised": self._gap_raised,
-            "collapse_raised": self._collapse_raised,
-            "clean_drift": _worsening_state(self._clean_drift),
-            "robust_drift": _worsening_state(self._robust_drift),
-            "alerts": [_finite(dataclasses.asdict(alert)) for alert in self._alerts],
-            "last": None if self.last is None else _finite(dataclasses.asdict(self.last)),
-        }
+        return monitor_state.state_of(self)
 
     def restore(self, state: dict) -> None:
         """Continue from a `state()`: the same windows, counters, alerts and sampling.
@@ -509,133 +372,7 @@ class RobustnessMonitor:
         malformed, or saved by a monitor with other windows, sample rate or detector.
         """
         try:
-            restored = self._restored(state)
+            restored = monitor_state.restored(self, state)
         except (KeyError, TypeError, ValueError, OverflowError, IndexError) as error:
             raise ValueError(f"not a state of this monitor: {error}") from None
         self.__dict__.update(restored)
-
-    def _restored(self, state: dict) -> dict:
-        if state["params"] != self._params():
-            raise ValueError(f"saved with {state['params']}, this monitor has {self._params()}")
-        version, internal, gauss = state["rng"]
-        rng = random.Random()
-        rng.setstate((_integer(version, 0, 10), tuple(_integer(v, 0, 2**32 - 1)
-                                                        for v in internal), _number_or_none(gauss)))
-        clean = _window(state["clean"], self.window_size)
-        for pair in clean:
-            if len(pair) != 2 or not all(_is_label(v) for v in pair):
-                raise ValueError("a clean-window entry is not a (label, prediction) pair")
-        flags = {name: [_boolean(v) for v in _window(state[name], self.robust_window_size)]
-                 for name in ("sampled_clean", "robust", "certified")}
-        rolling = {}
-        for name, entries in [("_clean", clean), *((f"_{k}", [(True, v) for v in flags[k]])
-                                                   for k in flags)]:
-            size = self.window_size if name == "_clean" else self.robust_window_size
-            window = utils.Rolling(metrics.Accuracy, window_size=size)
-            for y, y_pred in entries:
-                window.update(y, y_pred)
-            rolling[name] = window
-        alerts = collections.deque(
-            (_alert_of(a) for a in _window(state["alerts"], self.max_alerts)),
-            maxlen=self.max_alerts)
-        last = state["last"]
-        return {
-            **rolling,
-            "_rng": rng,
-            "n_seen": _integer(state["n_seen"], 0, 2**63),
-            "n_sampled": _integer(state["n_sampled"], 0, 2**63),
-            "n_no_gradient": _integer(state["n_no_gradient"], 0, 2**63),
-            "attack_seconds": float(_number_or_none(state["attack_seconds"]) or 0.0),
-            "_gap_raised": _boolean(state["gap_raised"]),
-            "_collapse_raised": _boolean(state.get("collapse_raised", False)),
-            "_clean_drift": _worsening_of(state["clean_drift"], self.detector),
-            "_robust_drift": _worsening_of(state["robust_drift"], self.detector),
-            "_alerts": alerts,
-            "last": None if last is None else Observation(
-                step=_integer(last["step"], 0, 2**63), correct=_boolean(last["correct"]),
-                sampled=_boolean(last["sampled"]),
-                robust_correct=_boolean_or_none(last["robust_correct"]),
-                certified=_boolean_or_none(last["certified"]),
-                radius=_number_or_none(last["radius"])),
-        }
-
-
-# -- plain data ---------------------------------------------------------------------------------
-
-
-def _finite(fields: dict) -> dict:
-    """`fields` with non-finite numbers (an infinite certified radius, say) as None: JSON has
-    no infinity."""
-    return {k: None if isinstance(v, float) and not math.isfinite(v) else v
-            for k, v in fields.items()}
-
-
-def _worsening_state(watch: _Worsening) -> dict:
-    return {"recent": list(watch._recent), "segment_errors": watch._segment_errors,
-            "segment_samples": watch._segment_samples, "previous_rate": watch._previous_rate,
-            "history": watch.history[-MAX_HISTORY:].decode("ascii")}
-
-
-def _worsening_of(state: dict, detector) -> _Worsening:
-    watch = _Worsening(detector.clone())
-    history = state["history"]
-    if not isinstance(history, str) or len(history) > MAX_HISTORY or history.strip("01"):
-        raise ValueError("a detector's history is a text of at most MAX_HISTORY 0s and 1s")
-    for error in history.encode("ascii"):  # the detector sees its inputs again
-        watch.detector.update(error - 48)
-    watch.history = bytearray(history.encode("ascii"))
-    watch._recent.extend(_integer(v, 0, 1) for v in _window(state["recent"], RECENT_SAMPLES))
-    watch._segment_samples = _integer(state["segment_samples"], 0, 2**63)
-    watch._segment_errors = _integer(state["segment_errors"], 0, watch._segment_samples)
-    rate = _number_or_none(state["previous_rate"])
-    if rate is not None and not 0.0 <= rate <= 1.0:
-        raise ValueError(f"previous_rate {rate} is not a rate")
-    watch._previous_rate = rate
-    return watch
-
-
-def _alert_of(fields: dict) -> Alert:
-    alert = Alert(**fields)
-    if not (isinstance(alert.kind, str) and isinstance(alert.detector, str)):
-        raise ValueError("an alert's kind and detector are text")
-    _integer(alert.step, 0, 2**63)
-    _integer(alert.n_sampled, 0, 2**63)
-    for value in (alert.clean_accuracy, alert.robust_accuracy, alert.certified_accuracy,
-                  alert.gap):
-        _number_or_none(value)
-    return alert
-
-
-def _window(values, size: int) -> list:
-    if not isinstance(values, list) or len(values) > size:
-        raise ValueError(f"expected a list of at most {size} entries")
-    return values
-
-
-def _integer(value, low: int, high: int) -> int:
-    if type(value) is not int or not low <= value <= high:
-        raise ValueError(f"expected an integer in [{low}, {high}], got {value!r:.40}")
-    return value
-
-
-def _boolean(value) -> bool:
-    if type(value) is not bool:
-        raise ValueError(f"expected true or false, got {value!r:.40}")
-    return value
-
-
-def _boolean_or_none(value):
-    return None if value is None else _boolean(value)
-
-
-def _number_or_none(value):
-    if value is None:
-        return None
-    if type(value) not in (int, float) or not math.isfinite(value):
-        raise ValueError(f"expected a finite number, got {value!r:.40}")
-    return value
-
-
-def _is_label(value) -> bool:
-    return value is None or type(value) in (str, int, bool) or (
-        type(value) is float and math.isfinite(value))

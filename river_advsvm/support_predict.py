@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from river_advsvm.margin import ROWS_PER_CHUNK
+from river_advsvm.margin_predict import ROWS_PER_CHUNK
 from river_advsvm.support_store import _BLOCK, VectorStore, _padded
 
 __all__ = ["KernelExpansion"]

@@ -140,7 +140,7 @@ def test_gradient_attacks_on_any_river_classifier_use_finite_differences(logisti
     model, X, y = logistic
     frame = pd.DataFrame(X)  # River's own models want frames for the *_many methods
     w = np.array([model.weights.get(i, 0.0) for i in range(3)])
-    X_adv = FGSM(epsilon=0.05, norm=norm, bounds=None).perturb_many(model, frame, y)
+    X_adv = FGSM(epsilon=0.05, norm=norm, bounds=None).perturb_many(model, frame, y).to_numpy()
     before, after = np.log(log_odds(model, X)), np.log(log_odds(model, X_adv))
     before -= np.log1p(-log_odds(model, X))
     after -= np.log1p(-log_odds(model, X_adv))

@@ -72,7 +72,7 @@ def test_batch_attacks_stay_in_box_and_ball_and_leave_inputs_alone(model, proble
     kind, norm, bounds, X, y, epsilon = problem
     attack = make_attack(kind, epsilon, norm, bounds)
     original = X.copy()
-    frame = pd.DataFrame(X)
+    frame = pd.DataFrame(X, index=np.arange(len(X)) + 7)  # an index of its own
     frame_copy = frame.copy()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NoGradientWarning)
@@ -81,7 +81,10 @@ def test_batch_attacks_stay_in_box_and_ball_and_leave_inputs_alone(model, proble
     np.testing.assert_array_equal(X, original)
     pd.testing.assert_frame_equal(frame, frame_copy)
     assert_in_threat_set(from_array, original, epsilon, norm, bounds)
-    np.testing.assert_allclose(from_frame, from_array)  # deterministic, same columns
+    np.testing.assert_allclose(from_frame.to_numpy(), from_array)  # deterministic
+    # A frame in, a frame out: the same columns and index, so the model reads it as it read X.
+    assert list(from_frame.columns) == list(frame.columns)
+    assert from_frame.index.equals(frame.index)
     assert from_array is not X
 
 

@@ -41,6 +41,28 @@ def test_the_running_statistics_fit_what_the_dense_matrix_does(seed):
         np.testing.assert_allclose(fitted[columns], dense_fit(X, other_units), rtol=1e-9)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_the_vote_over_inputs_that_arrive_late_is_the_dense_vote(seed):
+    # Inputs appear in later rows (their columns move in among the others) and are often
+    # absent; the vote is the kernel vote over the dense rows with the dense fit.
+    rng = np.random.default_rng(seed)
+    n, d = 40, 9
+    X = rng.random((n, d)) * rng.uniform(0.5, 4.0, d)
+    X[rng.random((n, d)) < 0.2] = 0.0
+    X[: n // 2, -3:] = 0.0
+    rows = bandwidth.HeldRows()
+    hashes = {j: int(h) for j, h in enumerate(rng.integers(0, 2**63, d))}
+    for x in X:
+        present = np.flatnonzero(x != 0)
+        rows.append(present.tolist(), x[present], hashes)
+    signs = np.where(X[:, 0] > np.median(X[:, 0]), 1.0, -1.0)
+    Q = rng.random((3, d))
+    gammas = dense_fit(X, other_units=False)
+    expected = np.exp(-(((X[None] - Q[:, None]) ** 2) @ gammas)) @ signs / n
+    votes = rows.vote(list(range(d)), Q, signs, "rbf")
+    np.testing.assert_allclose(votes, expected, rtol=1e-5, atol=1e-7)  # (float32 rows)
+
+
 def test_the_fit_does_not_depend_on_the_order_of_the_keys():
     rng = np.random.default_rng(5)
     rows = [{f"x{j}": float(v) for j, v in enumerate(rng.random(40) * rng.uniform(1, 9, 40))}

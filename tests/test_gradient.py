@@ -77,7 +77,7 @@ def test_decision_many_takes_arrays_and_frames_alike(data):
 
 
 def test_large_batches_are_processed_in_chunks_with_the_same_result(data):
-    from river_advsvm.margin import ROWS_PER_CHUNK
+    from river_advsvm.margin_predict import ROWS_PER_CHUNK
 
     X, y = data
     model = AdvKernelSVM(budget=64, seed=3)

@@ -14,7 +14,8 @@ from river.datasets import synth
 
 from river_advsvm import AdvKernelSVM, AdvLinearSVM
 from river_advsvm.attacks import FGSM, PGD
-from river_advsvm.monitor import ALERT_KINDS, RECENT_SAMPLES, Alert, RobustnessMonitor, _Worsening
+from river_advsvm.alerts import ALERT_KINDS, RECENT_SAMPLES, Alert, Worsening
+from river_advsvm.monitor import RobustnessMonitor
 
 #: The monitor's attack in the scenarios: L-inf PGD-10 at 0.02 on [0, 1]^10. On the stationary
 #: hyperplane stream the default model's robust gap comes near the default threshold 0.2 (a
@@ -152,7 +153,7 @@ def test_any_river_detector_works(detector):
 
 def test_detections_of_a_falling_error_are_not_alerts():
     """A detector fires on any change; only a rising error is reported."""
-    falling, rising = _Worsening(drift.ADWIN()), _Worsening(drift.ADWIN())
+    falling, rising = Worsening(drift.ADWIN()), Worsening(drift.ADWIN())
     rng = random.Random(0)
     high = [int(rng.random() < 0.5) for _ in range(2000)]
     low = [int(rng.random() < 0.05) for _ in range(2000)]

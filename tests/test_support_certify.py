@@ -233,18 +233,19 @@ def bound_values(bound, store, X, margins, norm, r, bias=0.0, q=None, bounds=Non
     """One bound's lower bound of `y g` over the ball of radius `r` around each row of `X`
     (`bound`: 'taylor', or the remainders of the exponential bound: 'exponential', 'second
     order' or both in a tuple), as `support_radii` evaluates it."""
-    from river_advsvm import support_certificate as sc
+    from river_advsvm.support_certificate import bounds as sb
+    from river_advsvm.support_certificate import points as sp
 
     q = np.ones(X.shape[1]) if q is None else q
-    model = sc._Model(store, len(q), bias)
-    ball = sc._Ball(norm, q, bounds, True, X)
-    chunk = sc._Chunk(model, ball, sc._Rounding(model, q), X, margins)
-    taylor = sc._TaylorBound(chunk)
+    model = sp.Model(store, len(q), bias)
+    ball = sp.Ball(norm, q, bounds, True, X)
+    chunk = sp.Chunk(model, ball, sp.Rounding(model, q), X, margins)
+    taylor = sb.TaylorBound(chunk)
     r = np.full(len(X), float(r))
     if bound == "taylor":
         return taylor.slack(r, np.arange(len(X)))
     remainders = (bound,) if isinstance(bound, str) else bound
-    return sc._ExponentialBound(chunk, taylor).slack(r, np.arange(len(X)), remainders)
+    return sb.ExponentialBound(chunk, taylor).slack(r, np.arange(len(X)), remainders)
 
 
 @settings(max_examples=200, deadline=None)
@@ -358,12 +359,12 @@ def test_the_second_order_remainder_keeps_vectors_of_both_signs_together():
 def test_the_verified_eigenvalue_is_a_lower_bound():
     """On an integer matrix (held exactly) with known eigenvalues: the tridiagonal 2, -1
     matrix minus 3 I has `lambda_min = -1 - 2 cos(pi / (n + 1))`."""
-    from river_advsvm.support_certificate import _verified_lowest_eigenvalue
+    from river_advsvm.support_certificate.bounds import verified_lowest_eigenvalue
 
     n = 60
     M = 2 * np.eye(n) - np.eye(n, k=1) - np.eye(n, k=-1) - 3 * np.eye(n)
     exact = -1 - 2 * math.cos(math.pi / (n + 1))
-    lower = _verified_lowest_eigenvalue(M)
+    lower = verified_lowest_eigenvalue(M)
     assert exact - 1e-6 <= lower <= exact - 1e-12
-    assert _verified_lowest_eigenvalue(np.zeros((0, 0))) == 0.0
-    assert _verified_lowest_eigenvalue(np.array([[1.0, math.nan], [math.nan, 1.0]])) == -math.inf
+    assert verified_lowest_eigenvalue(np.zeros((0, 0))) == 0.0
+    assert verified_lowest_eigenvalue(np.array([[1.0, math.nan], [math.nan, 1.0]])) == -math.inf

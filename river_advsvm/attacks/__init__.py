@@ -13,8 +13,9 @@ Every attack drives the margin of the true label below zero inside a threat set,
 Models with this package's margin API (`AdvKernelSVM`, `AdvLinearSVM`) are attacked through
 `decision_many` / `decision_gradient_many`; any other River binary classifier through
 `predict_proba_*`, with gradients estimated by central finite differences (see
-`base.Oracle`). `perturb_one(model, x, y)` attacks a dict, `perturb_many(model, X, y)` a batch
-(vectorised), `run` also says which samples were fooled and which got no usable gradient.
+`base.Oracle`). `perturb_one(model, x, y)` attacks a dict and gives a dict, `perturb_many(model,
+X, y)` a batch (vectorised; a DataFrame gives a DataFrame, an array an array), `run` also says
+which samples were fooled and which got no usable gradient.
 
 """
 

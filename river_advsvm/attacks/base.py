@@ -383,15 +383,19 @@ class Attack(base.Base):
         result = self._run(model, names, values[None, :], [y])
         return dict(zip(names, result.adversarial[0].tolist()))
 
-    def perturb_many(self, model, X, y, progress: bool = True) -> np.ndarray:
-        """Attacked versions of the rows of `X` (a DataFrame, or an array whose columns are
-        features 0..d-1), as an array with `X`'s columns. `X` is left as it is.
+    def perturb_many(self, model, X, y, progress: bool = True):
+        """Attacked versions of the rows of `X`, of `X`'s kind: a DataFrame with `X`'s columns
+        and index for a DataFrame, an array for an array (whose columns are features 0..d-1).
+        `X` is left as it is; `run(...).adversarial` is the array either way.
 
         A batch that takes more than a second shows a progress bar on stderr (when stderr is a
         terminal and tqdm is installed; `progress=False` switches it off), and one estimated to
         take more than a few seconds says how long first.
         """
-        return self.run(model, X, y, progress=progress).adversarial
+        adversarial = self.run(model, X, y, progress=progress).adversarial
+        if hasattr(X, "columns") and hasattr(X, "index"):  # a DataFrame in, a DataFrame out
+            return type(X)(adversarial, columns=X.columns, index=X.index)
+        return adversarial
 
     def run(self, model, X, y, progress: bool = True) -> AttackResult:
         """Attack the rows of `X` like `perturb_many`, and return everything found.

@@ -1,0 +1,185 @@
+"""The prediction side of the margin classifiers (`river_advsvm.margin.MarginClassifier`):
+margins, their input gradients, probabilities, labels and certified radii, for one sample (a
+dict) or many (a DataFrame or an array), in chunks of rows that bound the temporaries."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from river_advsvm import calibration, inputs
+from river_advsvm.kernels import NORMS
+
+__all__ = ["ROWS_PER_CHUNK", "MarginPredictions"]
+
+#: Rows evaluated at once by the batch inference methods: bounds their temporaries.
+ROWS_PER_CHUNK = 1024
+
+
+class MarginPredictions:
+    """What a margin classifier answers without learning: `decision_*`, `decision_gradient_*`,
+    `predict_*`, `predict_proba_*` and `certified_radius_*`.
+
+    A mixin of `MarginClassifier`, which holds the state it reads (the input index, the
+    labels, the calibration) and the model's hooks: `_row_margin` for one row,
+    `_decision_block` and `_gradient_block` for many, `_certified_radii`.
+    """
+
+    # -- inference ------------------------------------------------------------------------------
+
+    def _unknown_hashes(self, u_names: list) -> list:
+        return list(self._index.hash_names(u_names)) if u_names else []
+
+    def _decision_of_row(self, names: list, row: np.ndarray) -> float:
+        if not self._started:
+            return float(self._unstarted_margins(names, row[None, :])[0])
+        v, u, u_names = self._split(names, row)
+        return self._row_margin(v, u, u_names, self._unknown_hashes(u_names))
+
+    def _dense(self, names: list, values: np.ndarray, keep_zero: bool = False):
+        """`(V, U, unknown names, their hashes)`; unknown inputs that are 0 in every row are
+        dropped (they cost nothing) unless `keep_zero` (an attacker may move them)."""
+        V, unknown, U = self._index.dense(names, values)
+        keep = (U != 0).any(axis=0) | keep_zero
+        self._check_unknown(int(keep.sum()))
+        if not keep.all():
+            unknown = [n for n, k in zip(unknown, keep.tolist()) if k]
+            U = U[:, keep]
+        return V, U, unknown, self._unknown_hashes(unknown)
+
+    def _decision(self, names: list, values: np.ndarray) -> np.ndarray:
+        if not self._started:
+            return self._unstarted_margins(names, values)
+        # In chunks, so that a large batch never materialises a (rows x features) matrix whole.
+        return np.concatenate([
+            self._decision_block(*self._dense(names, values[i : i + ROWS_PER_CHUNK]))
+            for i in range(0, max(len(values), 1), ROWS_PER_CHUNK)
+        ])
+
+    def decision_one(self, x: dict) -> float:
+        """The margin `g(x) = f(x) + b`; positive means the positive class. NaN values count
+        as missing."""
+        names, values = inputs.dict_values(x, missing_ok=True)
+        return float(self._decision_of_row(names, values))
+
+    def decision_many(self, X) -> np.ndarray:
+        """`g(x)` for each row of a DataFrame, or of an array whose columns are features 0..d-1.
+
+        NaN values count as missing. The margins equal `decision_one`'s up to rounding (a
+        batch is one matrix product).
+        """
+        names, values = inputs.frame_values(X, missing_ok=True)
+        return self._decision(names, values)
+
+    def _gradient(self, names: list, values: np.ndarray) -> np.ndarray:
+        """`d g / d x` over `names`, one row per sample."""
+        values = np.atleast_2d(values)
+        if not self._started:
+            return np.zeros_like(values)
+        columns = self._index.lookup(names)
+        G = np.zeros_like(values)
+        for i in range(0, len(values), ROWS_PER_CHUNK):
+            rows = slice(i, i + ROWS_PER_CHUNK)
+            V, U, unknown, hashes = self._dense(names, values[rows], keep_zero=True)
+            GV, GU = self._gradient_block(V, U, unknown, hashes)
+            G[rows, columns.known] = GV[:, columns.known_columns]
+            if unknown:
+                G[rows, columns.unknown] = GU
+        return G
+
+    def decision_gradient_one(self, x: dict) -> dict:
+        """The analytic gradient of `g` at `x`, one entry per feature of `x`."""
+        names, values = inputs.dict_values(x, missing_ok=True)
+        return dict(zip(names, self._gradient(names, values[None, :])[0].tolist()))
+
+    def decision_gradient_many(self, X):
+        """Gradients of `g`, row by row: an array for an array, a DataFrame for a DataFrame."""
+        names, values = inputs.frame_values(X, missing_ok=True)
+        G = self._gradient(names, values)
+        if not hasattr(X, "index"):  # an array, or rows that are not a pandas DataFrame
+            return G
+        import pandas as pd
+
+        return pd.DataFrame(G, columns=X.columns, index=X.index)
+
+    def _proba_dict(self, margin: float, scale: float | None = None,
+                    classes: tuple | None = None) -> dict:
+        classes = tuple(self._labels) if classes is None else classes
+        if len(classes) == 1:
+            return {classes[0]: 1.0}
+        negative, positive = classes or (False, True)  # River's binary convention
+        s = self._calibration.scale if scale is None else scale
+        # Each side from its own margin: 1 - p would round to 0 once p is within 1e-16 of 1.
+        return {negative: float(calibration.sigmoid(-s * margin)),
+                positive: float(calibration.sigmoid(s * margin))}
+
+    def predict_proba_one(self, x: dict, **kwargs) -> dict:
+        """Probabilities from the margin by online temperature scaling (`calibration`); 0.5 for
+        `False` and `True` before any label is known (River's binary convention)."""
+        return self._proba_dict(self.decision_one(x))
+
+    def predict_one(self, x: dict, **kwargs):
+        """The sign of the margin: the positive class when `g(x) > 0`; None before any label
+        is known."""
+        return self._label_of(self.decision_one(x))
+
+    def _label_of(self, margin: float):
+        if len(self._labels) < 2:
+            return self._labels[0] if self._labels else None
+        negative, positive = self._labels
+        return positive if margin > 0 else negative
+
+    def predict_proba_many(self, X):
+        import pandas as pd
+
+        margins = self.decision_many(X)
+        index = X.index if hasattr(X, "index") else None
+        if len(self._labels) < 2:
+            return pd.DataFrame({c: np.ones(len(margins)) for c in self._labels}, index=index)
+        negative, positive = self._labels
+        return pd.DataFrame(
+            {negative: self._calibration.proba(-margins), positive: self._calibration.proba(margins)},
+            index=index,
+        )
+
+    def predict_many(self, X):
+        import pandas as pd
+
+        margins = self.decision_many(X)
+        index = X.index if hasattr(X, "index") else None
+        return pd.Series([self._label_of(m) for m in margins.tolist()], index=index, dtype=object)
+
+    # -- certificates ---------------------------------------------------------------------------
+
+    def _certified_radii(self, names: list, values: np.ndarray, margins: np.ndarray, norm: str,
+                         bounds) -> np.ndarray:
+        """Radii for samples `values` over `names` with margins `y g(x)` (`river_advsvm.certify`)."""
+        raise NotImplementedError
+
+    def _certified(self, names: list, values: np.ndarray, labels: list, norm: str | None,
+                   bounds=None):
+        if len(labels) != len(values):
+            raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels",
+                                      "bad_shape")
+        norm = self.norm if norm is None else norm
+        if norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+        signs = np.array([self.sign_of(y) for y in labels])
+        margins = signs * self._decision(names, values)
+        return self._certified_radii(names, values, margins, norm, bounds)
+
+    def certified_radius_one(self, x: dict, y, norm: str | None = None, bounds=None) -> float:
+        """The radius within which the model provably keeps predicting `y` around `x`.
+
+        Sound for the model as deployed, against any attack: no `x'` with `||x' - x|| <` the
+        radius (in `norm`, the model's own by default) changes the prediction. 0 when the model
+        does not predict `y` at `x`. `bounds = (lo, hi)` restricts `x'` to that box, as the
+        attacks do, which can only make the radius larger. See `river_advsvm.certify`.
+        """
+        names, values = inputs.dict_values(x, missing_ok=True)
+        return float(self._certified(names, values[None, :], [y], norm, bounds)[0])
+
+    def certified_radius_many(self, X, y, norm: str | None = None, bounds=None) -> np.ndarray:
+        """`certified_radius_one` for each row of a DataFrame, or of an array whose columns are
+        features 0..d-1."""
+        names, values = inputs.frame_values(X, missing_ok=True)
+        return self._certified(names, values, list(y), norm, bounds)

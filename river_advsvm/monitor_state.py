@@ -1,0 +1,164 @@
+"""The robustness monitor's state as plain JSON-able data, and its validation when it comes
+back: a saved state is input, checked whole before the monitor takes any of it."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+import random
+
+from river import metrics, utils
+
+from river_advsvm.alerts import MAX_HISTORY, RECENT_SAMPLES, Alert, Observation, Worsening
+
+__all__ = ["restored", "state_of"]
+
+
+def state_of(monitor) -> dict:
+    """`RobustnessMonitor.state()`: the monitor's state as plain JSON-able data."""
+    version, internal, gauss = monitor._rng.getstate()
+    return {
+        "params": monitor._params(),
+        "n_seen": monitor.n_seen,
+        "n_sampled": monitor.n_sampled,
+        "n_no_gradient": monitor.n_no_gradient,
+        "attack_seconds": monitor.attack_seconds,
+        "rng": [version, list(internal), gauss],
+        "clean": [list(args) for args, _ in monitor._clean.window],
+        "sampled_clean": [args[1] for args, _ in monitor._sampled_clean.window],
+        "robust": [args[1] for args, _ in monitor._robust.window],
+        "certified": [args[1] for args, _ in monitor._certified.window],
+        "gap_raised": monitor._gap_raised,
+        "collapse_raised": monitor._collapse_raised,
+        "clean_drift": _worsening_state(monitor._clean_drift),
+        "robust_drift": _worsening_state(monitor._robust_drift),
+        "alerts": [_finite(dataclasses.asdict(alert)) for alert in monitor._alerts],
+        "last": None if monitor.last is None else _finite(dataclasses.asdict(monitor.last)),
+    }
+
+def restored(monitor, state: dict) -> dict:
+    """The attributes `monitor` takes from `state` (a `state_of` of a monitor with the same
+    parameters); raises on anything malformed, before the monitor changes."""
+    if state["params"] != monitor._params():
+        raise ValueError(f"saved with {state['params']}, this monitor has {monitor._params()}")
+    version, internal, gauss = state["rng"]
+    rng = random.Random()
+    rng.setstate((_integer(version, 0, 10), tuple(_integer(v, 0, 2**32 - 1)
+                                                    for v in internal), _number_or_none(gauss)))
+    clean = _window(state["clean"], monitor.window_size)
+    for pair in clean:
+        if len(pair) != 2 or not all(_is_label(v) for v in pair):
+            raise ValueError("a clean-window entry is not a (label, prediction) pair")
+    flags = {name: [_boolean(v) for v in _window(state[name], monitor.robust_window_size)]
+             for name in ("sampled_clean", "robust", "certified")}
+    rolling = {}
+    for name, entries in [("_clean", clean), *((f"_{k}", [(True, v) for v in flags[k]])
+                                               for k in flags)]:
+        size = monitor.window_size if name == "_clean" else monitor.robust_window_size
+        window = utils.Rolling(metrics.Accuracy, window_size=size)
+        for y, y_pred in entries:
+            window.update(y, y_pred)
+        rolling[name] = window
+    alerts = collections.deque(
+        (_alert_of(a) for a in _window(state["alerts"], monitor.max_alerts)),
+        maxlen=monitor.max_alerts)
+    last = state["last"]
+    return {
+        **rolling,
+        "_rng": rng,
+        "n_seen": _integer(state["n_seen"], 0, 2**63),
+        "n_sampled": _integer(state["n_sampled"], 0, 2**63),
+        "n_no_gradient": _integer(state["n_no_gradient"], 0, 2**63),
+        "attack_seconds": float(_number_or_none(state["attack_seconds"]) or 0.0),
+        "_gap_raised": _boolean(state["gap_raised"]),
+        "_collapse_raised": _boolean(state.get("collapse_raised", False)),
+        "_clean_drift": _worsening_of(state["clean_drift"], monitor.detector),
+        "_robust_drift": _worsening_of(state["robust_drift"], monitor.detector),
+        "_alerts": alerts,
+        "last": None if last is None else Observation(
+            step=_integer(last["step"], 0, 2**63), correct=_boolean(last["correct"]),
+            sampled=_boolean(last["sampled"]),
+            robust_correct=_boolean_or_none(last["robust_correct"]),
+            certified=_boolean_or_none(last["certified"]),
+            radius=_number_or_none(last["radius"])),
+    }
+
+
+
+def _finite(fields: dict) -> dict:
+    """`fields` with non-finite numbers (an infinite certified radius, say) as None: JSON has
+    no infinity."""
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v
+            for k, v in fields.items()}
+
+
+def _worsening_state(watch: Worsening) -> dict:
+    return {"recent": list(watch._recent), "segment_errors": watch._segment_errors,
+            "segment_samples": watch._segment_samples, "previous_rate": watch._previous_rate,
+            "history": watch.history[-MAX_HISTORY:].decode("ascii")}
+
+
+def _worsening_of(state: dict, detector) -> Worsening:
+    watch = Worsening(detector.clone())
+    history = state["history"]
+    if not isinstance(history, str) or len(history) > MAX_HISTORY or history.strip("01"):
+        raise ValueError("a detector's history is a text of at most MAX_HISTORY 0s and 1s")
+    for error in history.encode("ascii"):  # the detector sees its inputs again
+        watch.detector.update(error - 48)
+    watch.history = bytearray(history.encode("ascii"))
+    watch._recent.extend(_integer(v, 0, 1) for v in _window(state["recent"], RECENT_SAMPLES))
+    watch._segment_samples = _integer(state["segment_samples"], 0, 2**63)
+    watch._segment_errors = _integer(state["segment_errors"], 0, watch._segment_samples)
+    rate = _number_or_none(state["previous_rate"])
+    if rate is not None and not 0.0 <= rate <= 1.0:
+        raise ValueError(f"previous_rate {rate} is not a rate")
+    watch._previous_rate = rate
+    return watch
+
+
+def _alert_of(fields: dict) -> Alert:
+    alert = Alert(**fields)
+    if not (isinstance(alert.kind, str) and isinstance(alert.detector, str)):
+        raise ValueError("an alert's kind and detector are text")
+    _integer(alert.step, 0, 2**63)
+    _integer(alert.n_sampled, 0, 2**63)
+    for value in (alert.clean_accuracy, alert.robust_accuracy, alert.certified_accuracy,
+                  alert.gap):
+        _number_or_none(value)
+    return alert
+
+
+def _window(values, size: int) -> list:
+    if not isinstance(values, list) or len(values) > size:
+        raise ValueError(f"expected a list of at most {size} entries")
+    return values
+
+
+def _integer(value, low: int, high: int) -> int:
+    if type(value) is not int or not low <= value <= high:
+        raise ValueError(f"expected an integer in [{low}, {high}], got {value!r:.40}")
+    return value
+
+
+def _boolean(value) -> bool:
+    if type(value) is not bool:
+        raise ValueError(f"expected true or false, got {value!r:.40}")
+    return value
+
+
+def _boolean_or_none(value):
+    return None if value is None else _boolean(value)
+
+
+def _number_or_none(value):
+    if value is None:
+        return None
+    if type(value) not in (int, float) or not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {value!r:.40}")
+    return value
+
+
+def _is_label(value) -> bool:
+    return value is None or type(value) in (str, int, bool) or (
+        type(value) is float and math.isfinite(value))
