@@ -245,17 +245,20 @@ class SupportVectors(KernelExpansion):
         n = self.n_inputs
         if not self.size:
             return np.zeros(len(v))
+        # The weights in f's own units before the cast: `a` alone may be far past float32's
+        # range while the lazy scale is small (f shrinks, and is added to, for many steps).
         weights = np.exp(-exponents)
-        weights *= self._a[: self.size]
+        weights *= self._a[: self.size] * self._scale
+        total *= self._scale
         S = self._S[: self.size, :n]
         if self.kernel == "rbf":
             grad = total * v
             grad[:n] -= weights.astype(self.dtype) @ S
-            grad *= -2.0 * self.gamma * self._scale
+            grad *= -2.0 * self.gamma
             return grad
         grad = np.sign(v) * total  # columns the vectors do not have (they are 0 there)
         grad[:n] = weights @ np.sign(v[:n] - S)
-        grad *= -self.gamma * self._scale
+        grad *= -self.gamma
         return grad
 
     def scale(self, factor: float) -> None:

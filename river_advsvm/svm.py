@@ -41,13 +41,21 @@ class AdvKernelSVM(MarginClassifier):
     `b <- b + η_b y`. With support vectors, `reprocess` such steps on stored vectors follow
     (see below).
 
-    How the worst point is found, chosen by `adversary`:
+    How the point learned is found, chosen by `adversary`:
 
     - 'pgd' (default): `adversary_steps` projected gradient steps on the model's own margin,
-      from the sample, with the exact input gradient of `f`; the iterate of lowest margin is
-      learned. The attacker stays in the threat ball (and in `bounds`, if given) and moves only
-      the sample's own inputs. A sample whose margin, lowered by the closed form's bound below
-      (sound for every attack), is still above 1 is not attacked: it cannot be active.
+      from the sample, with the exact input gradient of `f`, stopped where the sample is
+      misclassified: each step is cut where the margin, linearised, reaches 0, and the first
+      iterate with `y g < 0` is learned, else the one of lowest margin (early-stopped,
+      "friendly" PGD, Zhang et al.; see `adversary.attacker_point`). A sample already
+      misclassified is learned as it is. Where the two classes' threat balls overlap, the worst
+      point of the ball lies inside the other class and learning it drags the boundary across
+      that class (on CIFAR-10 automobile vs truck at L-inf 0.1: 61% clean and 16% under
+      PGD-10, against 69% and 36% learning the crossing); where they do not, it is the
+      worst point found. The attacker stays in the threat ball (and in `bounds`, if given) and
+      moves only the sample's own inputs. A sample whose margin, lowered by the closed form's
+      bound below (sound for every attack), is still above 1 is not attacked: it cannot be
+      active.
     - 'closed_form': the paper's bound, `[1 - y g(x) + ε' ||f||]₊`, where `ε' = sqrt(2 - 2
       min κ(δ))` over the threat ball is the radius in kernel space that covers every
       input-space attack; its step adds `η y k(x, .)` and takes the exact proximal step of
@@ -126,8 +134,8 @@ class AdvKernelSVM(MarginClassifier):
         (see above). Used only when `epsilon > 0`.
     adversary_steps
         Gradient steps of the 'pgd' adversary; each costs about one more kernel row per
-        attacked sample. Each step moves by `epsilon` for one step, `2.5 epsilon / steps` for
-        more.
+        attacked sample. Each step moves by at most `epsilon` for one step, `2.5 epsilon /
+        steps` for more.
     bounds
         `(low, high)`: the box every input of the attacker's point stays in (pixels: (0, 1)),
         as for the attacks of `river_advsvm.attacks`; None for no box.
@@ -184,6 +192,8 @@ class AdvKernelSVM(MarginClassifier):
     descent for large-scale SVM training. JMLR 13, 2012.
     Madry, Makelov, Schmidt, Tsipras & Vladu. Towards deep learning models resistant to
     adversarial attacks. ICLR 2018.
+    Zhang, Xu, Han, Niu, Cui, Sugiyama & Kankanhalli. Attacks which do not kill training make
+    adversarial learning stronger. ICML 2020.
 
     """
 
@@ -443,30 +453,20 @@ class AdvKernelSVM(MarginClassifier):
                 store.scale(max(0.0, 1.0 - eta * radius / store.norm))
 
     def _attacked(self, v: np.ndarray, y: float, g: float, names: list) -> tuple[np.ndarray, float]:
-        """The point of the threat ball around `v` where `y g` is lowest among the iterates of
-        `adversary_steps` projected gradient steps, and its margin; the store's latest `value`
-        is of that point (what `add` stores)."""
-        store = self._store
-        q = self._input_scales
-        movable = self._movable(names)
-        step = adversary.step_length(self.epsilon, self.adversary_steps)
+        """The attacker's point in the threat ball around `v` that is learned
+        (`adversary.attacker_point`), and its margin; the store's latest `value` is of that
+        point (what `add` stores)."""
+        store, q = self._store, self._input_scales
         scaled = (lambda x: x) if q is None else (lambda x: x * q)
-        x, best, best_margin = v, v, g
-        for k in range(self.adversary_steps):
-            if k:  # the margin's own `value` serves the first gradient
-                g_x = store.value(scaled(x)) + self._bias
-                if y * g_x < y * best_margin:
-                    best, best_margin = x, g_x
-            gradient = store.gradient(scaled(x))
-            if q is not None:
-                gradient *= q  # the chain rule through x -> q x
-            x = adversary.ascent_step(x, v, gradient, y, step, self.epsilon, self.norm,
-                                      self.bounds, movable)
-        g_x = store.value(scaled(x)) + self._bias
-        if y * g_x < y * best_margin:
-            return x, g_x
-        store.value(scaled(best))  # `add` stores the row of the latest `value`
-        return best, best_margin
+
+        def margin(x):
+            return store.value(scaled(x)) + self._bias
+
+        def gradient(x):  # at the point of the latest `value`, chained through x -> q x
+            return store.gradient(scaled(x)) if q is None else store.gradient(scaled(x)) * q
+
+        return adversary.attacker_point(margin, gradient, v, g, y, self.epsilon, self.norm,
+                                        self.adversary_steps, self.bounds, self._movable(names))
 
     def _movable(self, names: list) -> np.ndarray | None:
         """The inputs an attacker may move in a sample with these names (None: all of them)."""

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from river_advsvm import AdvKernelSVM
 from river_advsvm.monitor import RobustnessMonitor
-from river_advsvm.adversary import ascent_step, step_length
+from river_advsvm.adversary import ascent_step, attacker_point, step_length
 from river_advsvm.attacks import PGD
 from river_advsvm.collapse import CollapseWarning, CollapseWatch
 from river_advsvm.support import SupportVectors
@@ -69,6 +69,97 @@ def test_one_linf_step_is_fgsm_and_lowers_a_linear_margin_by_its_exact_worst_cas
     assert w @ x - w @ x0 == pytest.approx(0.1 * np.linalg.norm(w))
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    x0=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=10),
+    seed=st.integers(0, 2**32 - 1),
+    epsilon=st.floats(1e-4, 3.0),
+    norm=st.sampled_from(["linf", "l2"]),
+    steps=st.integers(1, 4),
+    y=st.sampled_from([-1.0, 1.0]),
+    boxed=st.booleans(),
+)
+def test_the_attackers_point_is_in_the_ball_and_the_box_with_its_own_margin(
+        x0, seed, epsilon, norm, steps, y, boxed):
+    # A curved margin: g(x) = w.x + c ||x - m||^2 + b.
+    x0 = np.array(x0)
+    rng = np.random.default_rng(seed)
+    w, m = rng.standard_normal(len(x0)), rng.random(len(x0))
+    c, b = rng.standard_normal(), rng.standard_normal()
+    movable = rng.random(len(x0)) < 0.7
+    calls = []
+
+    def margin(x):
+        calls.append(x)
+        return float(w @ x + c * (x - m) @ (x - m) + b)
+
+    def gradient(x):
+        return w + 2 * c * (x - m)
+
+    bounds = (0.0, 1.0) if boxed else None
+    g0 = margin(x0)
+    x, g = attacker_point(margin, gradient, x0, g0, y, epsilon, norm, steps, bounds, movable)
+    delta = x - x0
+    size = np.abs(delta).max() if norm == "linf" else np.linalg.norm(delta)
+    assert size <= epsilon * (1 + 1e-12)
+    assert (delta[~movable] == 0).all()
+    if boxed:
+        assert ((0.0 <= x) & (x <= 1.0)).all()
+    assert calls[-1] is x and g == margin(x)  # the last margin computed is the point's
+    assert y * g <= y * g0  # never a point better for the model than the sample
+    if y * g0 < 0:
+        assert x is x0  # a misclassified sample is learned as it is
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    w=st.lists(st.floats(-5.0, 5.0), min_size=1, max_size=10),
+    g0=st.floats(-2.0, 2.0),
+    epsilon=st.floats(1e-3, 1.0),
+    norm=st.sampled_from(["linf", "l2"]),
+)
+def test_for_a_linear_margin_the_point_is_the_crossing_or_the_worst_case(w, g0, epsilon, norm):
+    # g(x) = w.x + b with g(x0) = g0 and y = +1: one step reaches the exact worst case
+    # g0 - eps ||w||_*, and stops at margin 0 where that would cross it.
+    w, x0 = np.array(w), np.zeros(len(w))
+    x, g = attacker_point(lambda x: float(w @ x) + g0, lambda x: w, x0, g0, 1.0, epsilon, norm)
+    dual = np.abs(w).sum() if norm == "linf" else np.linalg.norm(w)
+    if g0 < 0:
+        assert x is x0 and g == g0
+    elif g0 - epsilon * dual >= 0:
+        assert g == pytest.approx(g0 - epsilon * dual, abs=1e-9)
+    else:
+        assert g == pytest.approx(0.0, abs=1e-9)
+
+
+def test_the_learned_vector_is_the_step_to_the_boundary_by_hand():
+    X, y = blobs(n=80, d=4)
+    model = AdvKernelSVM(epsilon=0.3, norm="linf", gamma=1.0, budget=None, dtype="float64",
+                         bounds=(0.0, 1.0), reprocess=0, seed=0)
+    model.learn_many(X[:60], y[:60])
+    learned = 0
+    for row, label in zip(X[60:], y[60:]):
+        x = dict(enumerate(row))
+        sign = 1.0 if label == model.classes[-1] else -1.0
+        g = model.decision_one(x)
+        gradient = model.decision_gradient_one(x)
+        x0 = row.copy()
+        if sign * g < 0:
+            expected = x0
+        else:  # one FGSM step in the box, cut where the linearised margin reaches 0
+            slope = np.array([gradient[j] for j in range(4)])
+            moved = np.clip(x0 - 0.3 * sign * np.sign(slope), 0.0, 1.0)
+            drop = sign * slope @ (moved - x0)
+            expected = x0 + min(1.0, sign * g / -drop) * (moved - x0)
+        n = model.n_support_vectors
+        model.learn_one(x, label)
+        if model.n_support_vectors > n:  # the hinge was active: the point was stored
+            stored = model._store.vectors[-1, np.argsort(model._index.names)]
+            assert stored == pytest.approx(expected, abs=1e-12)
+            learned += 1
+    assert learned >= 10
+
+
 # -- the gradient the learner uses --------------------------------------------------------------
 
 
@@ -90,6 +181,28 @@ def test_store_gradient_matches_finite_differences(kernel):
         numeric = np.array([(store.value(v + h * e) - store.value(v - h * e)) / (2 * h)
                             for e in np.eye(7)])
         assert analytic == pytest.approx(numeric, rel=1e-5, abs=1e-7)
+
+
+def test_the_gradient_stays_finite_while_f_shrinks_for_many_steps():
+    # f shrunk by 1e-50 and added to: the stored weights are ~1e50 under a lazy scale of
+    # 1e-50, past float32's range, while f itself is of order 1.
+    rng = np.random.default_rng(0)
+    stores = [SupportVectors("rbf", gamma=1.0, budget=8, dtype=dtype) for dtype in
+              ("float32", "float64")]
+    rows = rng.random((6, 3))
+    for store in stores:
+        store.start()
+        store.add_inputs(3)
+        for i, row in enumerate(rows):
+            store.value(row)
+            store.add(1.0 if i % 2 else -1.0)
+            store.scale(1e-10 if i < 5 else 1.0)
+    v = rng.random(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        gradients = [(store.value(v), store.gradient(v)) for store in stores]
+    assert np.isfinite(gradients[0][1]).all() and np.abs(gradients[1][1]).max() > 1e-3
+    assert gradients[0][1] == pytest.approx(gradients[1][1], rel=1e-5)
 
 
 def test_the_gradient_needs_the_value_of_its_row():
