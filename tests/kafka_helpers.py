@@ -42,10 +42,10 @@ def messages(X, y, unlabelled_every: int = 0, start_id: int = 0) -> list[bytes]:
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes], partition=None,
-            security=None) -> list[tuple]:
-    """Send `values` in order (to `partition`, or round-robin over a list of partitions) and
-    return each one's `(partition, offset)` once the broker acknowledged it. `security`: a
-    `river_advsvm.streams.security.SecuritySettings` (plaintext if None)."""
+            security=None, keys: list | None = None) -> list[tuple]:
+    """Send `values` in order (to `partition`, or round-robin over a list of partitions; with
+    `keys`, one each) and return each one's `(partition, offset)` once the broker acknowledged
+    it. `security`: a `river_advsvm.streams.security.SecuritySettings` (plaintext if None)."""
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=10,
@@ -55,7 +55,8 @@ def produce(bootstrap: str, topic: str, values: list[bytes], partition=None,
         futures = []
         for i, value in enumerate(values):
             p = partition[i % len(partition)] if isinstance(partition, list) else partition
-            futures.append(producer.send(topic, value=value, partition=p))
+            key = None if keys is None else keys[i]
+            futures.append(producer.send(topic, value=value, key=key, partition=p))
         producer.flush()
         return [(f.get().partition, f.get().offset) for f in futures]
     finally:

@@ -175,14 +175,8 @@ def test_hostile_basis_records_and_snapshots_change_nothing(workers, broker, cap
         m["params"]["budget"] = 10 * BUDGET
 
     records += [snapshot(nan_alpha), snapshot(wide), snapshot(over_budget)]
-    kafka_clients = clients.Clients(broker.bootstrap_servers)
-    producer = kafka_clients.producer(max_request_size=8 * 2**20)
-    try:
-        for key, value in records:
-            producer.send(w0.topic, value=value, key=key, partition=0)
-        producer.flush()
-    finally:
-        producer.close()
+    kh.produce(broker.bootstrap_servers, w0.topic, [value for _, value in records], partition=0,
+               keys=[key for key, _ in records])
     before = s1.model.to_checkpoint()
     basis_key = w1.choice.basis.key
     assert w1.fence(1)
@@ -328,13 +322,8 @@ def test_hostile_or_other_basis_coefficient_snapshots_change_nothing(workers, br
     records = [hostile("w4", three_labels), hostile("w5", nan), hostile("w6", short),
                hostile("w7", over_budget), hostile("w8", unchanged, epoch=7),
                hostile("w9", unchanged, over=other)]
-    producer = clients.Clients(broker.bootstrap_servers).producer(max_request_size=8 * 2**20)
-    try:
-        for key, value in records:
-            producer.send(w0.topic, value=value, key=key, partition=0)
-        producer.flush()
-    finally:
-        producer.close()
+    kh.produce(broker.bootstrap_servers, w0.topic, [value for _, value in records], partition=0,
+               keys=[key for key, _ in records])
     before = s1.model.to_checkpoint()
     assert w1.fence(1) and w1.reader.invalid == 4
     assert {w for w, s in w1.reader.latest.items() if s.coefficients_only} == {"w8", "w9"}
