@@ -471,6 +471,8 @@ class GroupSync:
         if offset is not None and self.reader.read_past(offset, max(timeout, 1.0)):
             log.info("proposed basis %d (%d vectors); the group's is %d, from %s", epoch,
                      len(vectors), self.choice.epoch, self.choice.proposer)
+        for stale in self.choice.stale_keys(self.worker):  # read back like any record
+            self.sink.send(self.topic, None, key=stale)
 
     def _on_basis(self, peer: Snapshot, basis) -> np.ndarray:
         """A peer's coefficients over `basis`: its own if it is a coefficient snapshot over

@@ -28,6 +28,10 @@ Projection. A snapshot whose vectors are the current basis is folded by its coef
 Any other (made on an older basis, or a model that learned since) is projected onto the current
 one first (`river_advsvm.streams.merge.project`: exact in the kernel's space, loss reported).
 
+Deletion. Each proposal also deletes the proposer's own records of epochs older than every
+basis a reader keeps (records without a value, which compaction turns into deletions), so the
+topic holds a bounded number of bases per worker.
+
 Coefficient snapshots. Once a worker holds the group's basis, the snapshot it publishes carries
 its model projected onto that basis, without the vectors (`coefficient_snapshot`): the `B`
 coefficients, the bias and the rest of the model's and the service's metadata (counters,
@@ -272,12 +276,20 @@ class BasisChoice:
         self.proposer: str | None = None
         self.position: int | None = None
         self.invalid = 0
+        # The basis records in the topic, by key: the epoch their key names (see `stale_keys`).
+        self.records: dict[bytes, int] = {}
 
     def take(self, key: bytes | None, value: bytes | None, position: int) -> bool:
-        """Read one record; True if it became the group's basis."""
+        """Read one record; True if it became the group's basis. A record without a value
+        deletes its key (compaction then drops the record)."""
         if key is None or not key.startswith(BASIS_PREFIX):
             return False
         named = key[len(BASIS_PREFIX):].split(b"/", 1)[0]
+        if value is None:
+            self.records.pop(key, None)
+            return False
+        if named.isdigit() and len(named) < 19:
+            self.records[key] = int(named)
         if named.isdigit() and len(named) < 19 and int(named) <= self.epoch:
             return False  # a proposal that lost, or an old basis: not even read
         try:
@@ -298,6 +310,14 @@ class BasisChoice:
             del self.kept[old]
         log.info("basis %d of the group: %d vectors from %s", epoch, basis.size, proposer)
         return True
+
+    def stale_keys(self, worker: str) -> list[bytes]:
+        """The keys of `worker`'s basis records older than every basis a reader keeps: its
+        own to delete (each record is a whole basis, and its key, unique to the epoch, is
+        never compacted away otherwise)."""
+        suffix = b"/" + worker.encode("utf-8")
+        return [key for key, epoch in self.records.items()
+                if key.endswith(suffix) and epoch < self.epoch - KEPT_EPOCHS]
 
     def held(self, epoch, key) -> SharedBasis | None:
         """The group's basis of `epoch` if this reader still holds it and its key is `key`."""

@@ -46,8 +46,9 @@ class OutputSink:
             self._producer = self._factory()
         return self._producer
 
-    def send(self, topic: str, value: bytes, key: bytes | None = None) -> list:
-        """Queue an output; returns its entry (for `offset_of` and `cancel`)."""
+    def send(self, topic: str, value: bytes | None, key: bytes | None = None) -> list:
+        """Queue an output (a value of None deletes `key` from a compacted topic); returns its
+        entry (for `offset_of` and `cancel`)."""
         entry = [topic, key, value, None]
         self._pending.append(entry)
         self._submit(entry)

@@ -15,7 +15,7 @@ from river_advsvm import AdvKernelSVM, checkpoint
 from river_advsvm.streams import clients, merge
 from river_advsvm.streams import group as group_io
 from river_advsvm.streams import state as state_io
-from river_advsvm.streams.group_basis import basis_record, coefficient_snapshot
+from river_advsvm.streams.group_basis import KEPT_EPOCHS, basis_record, coefficient_snapshot
 from river_advsvm.streams.sink import OutputSink
 from river_advsvm.support_basis import SharedBasis
 
@@ -360,3 +360,26 @@ def test_a_restart_resumes_the_whole_local_checkpoint_else_the_coefficient_snaps
     meta, arrays = resumed.model.to_checkpoint()
     np.testing.assert_array_equal(arrays["vectors"], w1.choice.basis.vectors)
     np.testing.assert_allclose(arrays["alpha"], a1, rtol=1e-12, atol=1e-15)
+
+
+def test_a_worker_deletes_its_bases_older_than_any_reader_keeps(workers):
+    """w0 proposes a basis at every fold; each proposal deletes w0's own records of the epochs
+    no reader keeps any more (a record without a value under the same key, which compaction
+    turns into a deletion): the topic holds at most KEPT_EPOCHS + 1 of its bases, and a reader
+    reading the deletions back folds as before."""
+    w0, w1 = workers["w0"], workers["w1"]
+    s0 = service_state("w0", learned_model(60, seed=1), 60, 60, 0)
+    s1 = service_state("w1", learned_model(90, seed=2), 90, 90, 1)
+    assert w1.fence(1)
+    rounds = KEPT_EPOCHS + 3
+    for k in range(rounds):
+        learn(s1, 5, seed=10 + k)
+        assert w1.publish(s1, 1)
+        learn(s0, 5, seed=30 + k)
+        assert w0.fence(1) and w0.fold(s0) == 1 and w0.publish(s0, 1)  # (a fence reads up)
+    assert w0.choice.epoch == rounds
+    assert w1.fence(1) and w1.choice.epoch == rounds  # read to the end, deletions included
+    kept = {key for key in w1.choice.records if key.endswith(b"/w0")}
+    assert kept == {f"basis/{e}/w0".encode() for e in range(rounds - KEPT_EPOCHS, rounds + 1)}
+    assert w1.choice.invalid == 0 and w1.reader.invalid == 0
+    assert w1.choice.stale_keys("w0") == []
