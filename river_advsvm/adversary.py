@@ -19,9 +19,7 @@ is the worst one found, as in Madry et al.'s training.
 Examples
 --------
 
->>> import typing
-
-import numpy as np
+>>> import numpy as np
 >>> from river_advsvm.adversary import ascent_step, attacker_point
 
 A margin `y g(x)` with `y = +1` is lowered by moving against the gradient; under L-inf every
@@ -53,6 +51,8 @@ margin reaches 0, a distance of 0.3 / ||w||_1 = 0.2 along the sign of `w`:
 """
 
 from __future__ import annotations
+
+import typing
 
 import numpy as np
 
