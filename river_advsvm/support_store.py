@@ -272,10 +272,11 @@ def _quadratic_form(kernel: str, gamma: float, S: np.ndarray, norms: np.ndarray,
         else:
             E = np.abs(S[rows, None, :] - S[None]).sum(axis=2).astype(np.float64)
         E *= gamma
+        # dist(x_i, x_i) = 0 exactly: the float32 products of large inputs would leave a
+        # rounding error there that no kernel value of the model has.
+        E[np.arange(len(E)), np.arange(start, start + len(E))] = 0.0
         if gram is not None:
-            block = gram[rows, :size]
-            block[...] = E
-            block[np.arange(len(block)), np.arange(start, start + len(block))] = 0.0
+            gram[rows, :size] = E
         np.negative(E, out=E)
         total += float(a[rows] @ (np.exp(E, out=E) @ a))
     return total

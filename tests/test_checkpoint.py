@@ -72,6 +72,25 @@ def test_save_load_continue_is_identical_to_never_saving(tmp_path, name):
         np.testing.assert_array_equal(arrays_a[key], arrays_b[key])
 
 
+@settings(max_examples=25, deadline=None)
+@given(magnitude=st.sampled_from([1.0, 1e2, 1e3, 1e4]),
+       dtype=st.sampled_from(["float32", "float64"]),
+       adversary=st.sampled_from(["pgd", "closed_form"]), seed=st.integers(0, 2**16))
+def test_a_model_on_large_inputs_restores_from_its_own_checkpoint(magnitude, dtype, adversary,
+                                                                   seed):
+    """The restore checks the saved norm against the saved vectors; in float32, inputs in the
+    thousands put the rounding of each vector's own distance (exactly 0) above the check's
+    tolerance unless the check keeps that distance at 0, as the model does."""
+    rng = np.random.default_rng(seed)
+    model = AdvKernelSVM(gamma=0.5, epsilon=0.05, adversary=adversary, budget=8, dtype=dtype,
+                         seed=seed)
+    for _ in range(30):
+        x = {"a": float(rng.random()), "c": float(rng.normal() * magnitude)}
+        model.learn_one(x, x["a"] > 0.5)
+        restored = AdvKernelSVM.from_checkpoint(*model.to_checkpoint())
+        assert restored.decision_one(x) == model.decision_one(x)
+
+
 def test_a_checkpoint_from_before_a_parameter_existed_learns_as_it_did():
     """A model saved before `adversary` and `reprocess` existed learned at the closed form's
     bound without reprocessing; loaded, it still does, whatever the defaults are now."""
