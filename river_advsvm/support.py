@@ -51,7 +51,8 @@ from river_advsvm.kernels import KERNELS
 from river_advsvm.support_budget import POLICIES
 from river_advsvm.support_predict import KernelExpansion
 from river_advsvm.support_store import (DTYPES, GRAM_MAX_BUDGET, GRAM_MIN_INPUTS, _check_gram,
-                                        _quadratic_form, _squared_norms, column_count)
+                                        _quadratic_form, _squared_norms, column_count,
+                                        exponent_rounding)
 
 __all__ = ["DTYPES", "GRAM_MAX_BUDGET", "GRAM_MIN_INPUTS", "POLICIES", "SupportVectors"]
 
@@ -492,7 +493,9 @@ class SupportVectors(KernelExpansion):
         if size <= _CHECKED_NORM_SIZE or gram is not None:  # (a kept matrix has fewer rows)
             norms = _squared_norms(vectors)
             exact = _quadratic_form(self.kernel, self.gamma, vectors, norms, alpha, gram)
-            tolerance = 1e-6 * float(np.abs(alpha).sum()) ** 2
+            # The running norm summed kernel values computed row by row, this sum in blocks.
+            rounding = exponent_rounding(self.kernel, self.gamma, vectors, norms)
+            tolerance = (1e-6 + rounding) * float(np.abs(alpha).sum()) ** 2
             if not abs(scalars["squared_norm"] - exact) <= tolerance:
                 raise ValueError("the saved norm does not match the saved support vectors")
             if gram is not None:

@@ -282,6 +282,20 @@ def _quadratic_form(kernel: str, gamma: float, S: np.ndarray, norms: np.ndarray,
     return total
 
 
+def exponent_rounding(kernel: str, gamma: float, S: np.ndarray, norms: np.ndarray) -> float:
+    """A bound on how far two computations of one exponent `gamma dist(x_i, x_j)` over the
+    rows `S` can differ by rounding in their dtype (a product with one row and one with a block
+    of rows round differently): a sum of `n` terms rounds by at most `n u` times their absolute
+    sum, `u` the dtype's unit roundoff. A kernel value differs by no more than its exponent."""
+    size, n = S.shape
+    if not size or not np.issubdtype(S.dtype, np.floating):
+        return 0.0
+    u = float(np.finfo(S.dtype).eps) / 2
+    # |x_i . x_j| <= max ||x||^2 (RBF); |x_i - x_j|_1 <= 2 max |x|_1 (Laplacian)
+    terms = 2.0 * (float(norms.max()) if kernel == "rbf" else float(np.abs(S).sum(axis=1).max()))
+    return 2.0 * gamma * n * u * terms
+
+
 def _check_gram(gram, size: int, dtype: str) -> None:
     """Refuse a saved exponent matrix that is not one (its values are checked by `restore`)."""
     if not isinstance(gram, np.ndarray) or gram.dtype != dtype or gram.shape != (size, size):
