@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from river_advsvm import AdvKernelSVM
 from river_advsvm.input_scales import InputScales
 
 
@@ -73,3 +74,16 @@ def test_a_rebuild_is_the_incremental_build(gammas, chunks):
     np.testing.assert_allclose(gamma * incremental.columns(d) ** 2,
                                [by_name.get(n, gamma) for n in names[:d]], rtol=1e-12)
 
+
+def test_a_restored_model_has_the_factors_it_learned():
+    rng = np.random.default_rng(0)
+    model = AdvKernelSVM(gamma="scale", warm_up=10, budget=16, seed=0)
+    for i in range(60):  # new inputs keep arriving: past the room of 16 columns
+        x = {f"x{j}": float(v) * (j + 1) for j, v in zip(rng.choice(30, 4), rng.random(4))}
+        model.learn_one(x, i % 2 == 0)
+    restored = AdvKernelSVM.from_checkpoint(*model.to_checkpoint())
+    d = len(model._index)
+    assert d > 16
+    assert not model._input_scales.uniform
+    np.testing.assert_array_equal(restored._input_scales.columns(d),
+                                  model._input_scales.columns(d))
