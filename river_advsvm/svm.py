@@ -12,6 +12,7 @@ import numpy as np
 
 from river_advsvm import adversary, bandwidth, certify, inputs, kernels
 from river_advsvm import budget as rf
+from river_advsvm.input_scales import InputScales
 from river_advsvm.margin import MarginClassifier
 from river_advsvm.support import SupportVectors
 
@@ -245,7 +246,7 @@ class AdvKernelSVM(MarginClassifier):
         self.reprocess = reprocess
         if kernel not in kernels.KERNELS:
             raise ValueError(f"kernel must be one of {kernels.KERNELS}, got {kernel!r}")
-        self._gamma_by_name = bandwidth.check_gamma(gamma)
+        by_name = bandwidth.check_gamma(gamma)
         if budget_policy not in POLICIES:
             raise ValueError(f"budget_policy must be one of {POLICIES}, got {budget_policy!r}")
         unbounded_ok = budget_policy in SUPPORT_POLICIES
@@ -276,7 +277,8 @@ class AdvKernelSVM(MarginClassifier):
         # An unseeded model draws its seed now; the seed is state, saved with the model.
         self._seed = seed if seed is not None else random.getrandbits(63)
         self._gamma = None if isinstance(gamma, str) else bandwidth.median_gamma(gamma)
-        self._scales = np.ones(16)  # one per input column, with spare room
+        # The per-input bandwidths as factors on the inputs, relative to `_gamma`.
+        self._input_scales = InputScales(by_name, self._gamma, max_features)
         self._store = None
         self._scaled_row: tuple | None = None  # (a row, the same scaled): see _row_margin
         self.kernel_radius = 0.0
@@ -311,8 +313,10 @@ class AdvKernelSVM(MarginClassifier):
                           f"falling back to gamma = 1/d = {fitted:.6g} for every input",
                           stacklevel=5)
         # (The names were validated when they arrived, the bandwidths when they were fitted.)
-        self._gamma_by_name = fitted if isinstance(fitted, dict) else None
         self._gamma = bandwidth.median_gamma(fitted)
+        # (No input has a column yet: the model starts after the fit.)
+        self._input_scales = InputScales(fitted if isinstance(fitted, dict) else None,
+                                         self._gamma, self.max_features)
         self._warm_rows, self._warm_signs = None, []
 
     def _warm_up(self) -> bandwidth.HeldRows:
@@ -348,25 +352,8 @@ class AdvKernelSVM(MarginClassifier):
         `gamma` makes a model that learns exactly as this one."""
         if self._gamma is None:
             return None
-        return dict(self._gamma_by_name) if self._gamma_by_name is not None else self._gamma
-
-    def _scale_of(self, names: list) -> np.ndarray:
-        """The factor `q = sqrt(gamma_name / gamma)` of each input."""
-        if self._gamma_by_name is None:
-            return np.ones(len(names))
-        median, by_name = self._gamma, self._gamma_by_name
-        return np.sqrt(np.array([by_name.get(n, median) for n in names]) / median)
-
-    @property
-    def _input_scales(self) -> np.ndarray | None:
-        """`q` over the known inputs, or None when every input has scale 1."""
-        return None if self._gamma_by_name is None else self._scales[: len(self._index)]
-
-    def _scaled(self, V: np.ndarray, U: np.ndarray, u_names: list):
-        q = self._input_scales
-        if q is None:
-            return V, U
-        return V * q, U * self._scale_of(u_names) if len(u_names) else U
+        by_name = self._input_scales.by_name
+        return dict(by_name) if by_name is not None else self._gamma
 
     # -- hooks ----------------------------------------------------------------------------------
 
@@ -383,13 +370,7 @@ class AdvKernelSVM(MarginClassifier):
         self._store.start()
 
     def _add_inputs(self, names, hashes):
-        d = len(self._index)
-        if self._gamma_by_name is not None:
-            if d > len(self._scales):
-                grown = np.ones(min(max(d, 2 * len(self._scales)), self.max_features))
-                grown[: len(self._scales)] = self._scales
-                self._scales = grown
-            self._scales[d - len(names) : d] = self._scale_of(names)
+        self._input_scales.add(names, len(self._index))
         self._store.add_inputs(hashes)
 
     def _kernel_radius_for(self, names: list) -> float:
@@ -397,20 +378,21 @@ class AdvKernelSVM(MarginClassifier):
         streams that repeat their feature names."""
         if names != self._radius_names:
             self._radius_names = names
-            scales = len(names) if self._gamma_by_name is None else self._scale_of(names)
+            input_scales = self._input_scales
+            scales = len(names) if input_scales.uniform else input_scales.of(names)
             self.kernel_radius = kernels.adversarial_radius(
                 self.kernel, self._gamma, self.epsilon, self.norm, scales)
         return self.kernel_radius
 
     def _row_margin(self, v, u, u_names, u_hashes):
-        scaled, u = self._scaled(v, u, u_names)
+        scaled, u = self._input_scales.scaled(v, u, u_names)
         # The step that follows on the same row reuses its scaled copy (see _step).
         self._scaled_row = (v, scaled) if scaled is not v else None
         return self._store.value(scaled, u, u_hashes) + self._bias
 
     def _step(self, v, y, g, t, names):
         store = self._store
-        q = self._input_scales
+        q = self._input_scales.columns(len(v))
         eta, eta_bias = self._step_sizes(t)
         radius = self._kernel_radius_for(names) if self.epsilon > 0 else 0.0
         if self.epsilon > 0 and self.adversary == "pgd":
@@ -456,14 +438,13 @@ class AdvKernelSVM(MarginClassifier):
         """The attacker's point in the threat ball around `v` that is learned
         (`adversary.attacker_point`), and its margin; the store's latest `value` is of that
         point (what `add` stores)."""
-        store, q = self._store, self._input_scales
-        scaled = (lambda x: x) if q is None else (lambda x: x * q)
+        store, q = self._store, self._input_scales.columns(len(v))
 
         def margin(x):
-            return store.value(scaled(x)) + self._bias
+            return store.value(x if q is None else x * q) + self._bias
 
         def gradient(x):  # at the point of the latest `value`, chained through x -> q x
-            return store.gradient(scaled(x)) if q is None else store.gradient(scaled(x)) * q
+            return store.gradient(x) if q is None else store.gradient(x * q) * q
 
         return adversary.attacker_point(margin, gradient, v, g, y, self.epsilon, self.norm,
                                         self.adversary_steps, self.bounds, self._movable(names))
@@ -478,16 +459,14 @@ class AdvKernelSVM(MarginClassifier):
         return movable
 
     def _decision_block(self, V, U, u_names, u_hashes):
-        V, U = self._scaled(V, U, u_names)
+        V, U = self._input_scales.scaled(V, U, u_names)
         return self._store.values(V, U, u_hashes) + self._bias
 
     def _gradient_block(self, V, U, u_names, u_hashes):
-        Vs, Us = self._scaled(V, U, u_names)
-        GV, GU = self._store.gradients(Vs, Us, u_hashes)
-        q = self._input_scales
-        if q is None:  # chain rule through x -> q x
-            return GV, GU
-        return GV * q, GU * self._scale_of(u_names) if len(u_names) else GU
+        input_scales = self._input_scales
+        GV, GU = self._store.gradients(*input_scales.scaled(V, U, u_names), u_hashes)
+        # The chain rule through x -> q x is the same product with q.
+        return input_scales.scaled(GV, GU, u_names)
 
     def _certified_radii(self, names, values, margins, norm, bounds):
         if self._store is None:
@@ -495,10 +474,11 @@ class AdvKernelSVM(MarginClassifier):
                 return np.zeros(len(margins))  # the warm-up's provisional vote: no certificate
             return np.where(margins > 0, math.inf, 0.0)  # a constant model never changes
         V, U, u_names, u_hashes = self._dense(names, values, keep_zero=True)
-        Vs, Us = self._scaled(V, U, u_names)
-        q = self._input_scales
+        input_scales = self._input_scales
+        Vs, Us = input_scales.scaled(V, U, u_names)
+        q = input_scales.columns(V.shape[1])
         q = np.ones(V.shape[1]) if q is None else q
-        q_u = self._scale_of(u_names)
+        q_u = input_scales.of(u_names)
         if isinstance(self._store, SupportVectors):
             return certify.support_radii(self._store, margins, np.hstack([Vs, Us]), norm,
                                          bias=self._bias, scale=np.concatenate([q, q_u]),
@@ -517,9 +497,9 @@ class AdvKernelSVM(MarginClassifier):
     def _model_state(self):
         scalars = {"seed": self._seed, "gamma": self._gamma, "kernel_radius": self.kernel_radius,
                    "gamma_by_name": None, "active_share": self._active_share}
-        if self._gamma_by_name is not None and isinstance(self.gamma, str):
-            scalars["gamma_by_name"] = [[inputs.encode_name(n), g]
-                                        for n, g in self._gamma_by_name.items()]
+        by_name = self._input_scales.by_name
+        if by_name is not None and isinstance(self.gamma, str):  # fitted, not given
+            scalars["gamma_by_name"] = [[inputs.encode_name(n), g] for n, g in by_name.items()]
         arrays = {}
         if self._store is not None:
             store_scalars, arrays = self._store.state()
@@ -528,12 +508,12 @@ class AdvKernelSVM(MarginClassifier):
 
     def _restore_model_state(self, scalars, arrays):
         self._seed = int(scalars["seed"])
+        by_name = self._input_scales.by_name
         if isinstance(self.gamma, str) and scalars.get("gamma_by_name") is not None:
             fitted = scalars["gamma_by_name"]
             if len(fitted) > self.max_features:
                 raise ValueError("too many fitted bandwidths")
-            self._gamma_by_name = bandwidth.check_gamma(
-                {inputs.decode_name(n): g for n, g in fitted})
+            by_name = bandwidth.check_gamma({inputs.decode_name(n): g for n, g in fitted})
         gamma = scalars["gamma"]
         self._gamma = None if gamma is None else float(gamma)
         self.kernel_radius = float(scalars.get("kernel_radius", 0.0))
@@ -545,14 +525,13 @@ class AdvKernelSVM(MarginClassifier):
             raise ValueError(f"kernel_radius {self.kernel_radius!r} is out of range")
         if self._gamma is not None and not 0 < self._gamma <= kernels.MAX_GAMMA:
             raise ValueError(f"gamma {self._gamma!r} is out of range")
+        # (Relative to the saved median, as the saved model's were.)
+        self._input_scales = InputScales(by_name, self._gamma, self.max_features)
         if "store" in scalars:
             if self._gamma is None:
                 raise ValueError("a started model needs its gamma")
             self._start()
-            d = len(self._index)
-            self._scales = np.ones(max(d, 16))
-            if self._gamma_by_name is not None:
-                self._scales[:d] = self._scale_of(self._index.names)
+            self._input_scales.rebuild(self._index.names)
             self._store.restore(scalars["store"], arrays, self._index.hashes)
 
     # -- introspection --------------------------------------------------------------------------
