@@ -5,8 +5,9 @@ the kernel of one bandwidth `gamma` on rescaled inputs, `exp(-gamma ||q x - q x'
 `q_j = sqrt(gamma_j / gamma)`. So the stores of `AdvKernelSVM` keep one bandwidth, the median
 `gamma` (the factors stay near 1), and the model multiplies its rows by `q` before handing them
 over. The chain rule through `x -> q x` is the same multiplication: the gradient of `f(q x)` is
-`q f'(q x)`. (The Laplacian kernel takes the same factors, so it sees `sqrt(gamma gamma_j)` per
-input.)
+`q f'(q x)`. The Laplacian kernel `exp(-sum_j gamma_j |x_j - x'_j|)` is `exp(-gamma |q x -
+q x'|_1)` with `q_j = gamma_j / gamma`: the factor is `(gamma_j / gamma)^power`, with `power`
+1/2 for RBF and 1 for Laplacian.
 
 `InputScales` keeps the factors of the model's input columns, in their order, grown with spare
 room as inputs arrive; an input the bandwidths do not name takes the median. When every input
@@ -42,7 +43,7 @@ _ROOM = 16
 
 
 class InputScales:
-    """The factors `q_j = sqrt(gamma_j / gamma)` of a model's input columns.
+    """The factors `q_j = (gamma_j / gamma)^power` of a model's input columns.
 
     Parameters
     ----------
@@ -53,13 +54,17 @@ class InputScales:
         is the one it saved).
     max_features
         The most input columns there will be: the room never grows past it.
+    power
+        1/2 for a kernel of squared distances (RBF), 1 for one of L1 distances (Laplacian).
 
     """
 
-    def __init__(self, by_name: dict | None, gamma: float | None, max_features: int):
+    def __init__(self, by_name: dict | None, gamma: float | None, max_features: int,
+                 power: float = 0.5):
         self.by_name = by_name
         self.gamma = gamma
         self.max_features = max_features
+        self.power = power
         self._factors = np.ones(min(_ROOM, max_features))  # one per column, with spare room
 
     @property
@@ -72,7 +77,8 @@ class InputScales:
         if self.by_name is None:
             return np.ones(len(names))
         median, by_name = self.gamma, self.by_name
-        return np.sqrt(np.array([by_name.get(n, median) for n in names]) / median)
+        ratios = np.array([by_name.get(n, median) for n in names]) / median
+        return np.sqrt(ratios) if self.power == 0.5 else ratios ** self.power
 
     def columns(self, d: int) -> np.ndarray | None:
         """The factors of the first `d` columns, or None when every input has scale 1."""

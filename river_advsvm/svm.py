@@ -21,6 +21,8 @@ __all__ = ["AdvKernelSVM"]
 #: Budget policies of the support-vector representation (`river_advsvm.support`).
 SUPPORT_POLICIES = ("merge", "remove")
 POLICIES = (*SUPPORT_POLICIES, *rf.POLICIES)
+#: The factor of an input with its own bandwidth is `(gamma_j / gamma)^power` (`InputScales`).
+SCALE_POWERS = {"rbf": 0.5, "laplacian": 1.0}
 #: How the worst case of an attack is found while learning (see `AdvKernelSVM`).
 ADVERSARIES = ("pgd", "closed_form")
 #: Samples over which the share of active ones is averaged (an exponential moving average).
@@ -84,8 +86,8 @@ class AdvKernelSVM(MarginClassifier):
         'rbf' (`exp(-gamma ||x - x'||_2^2)`) or 'laplacian' (`exp(-gamma ||x - x'||_1)`).
     gamma
         Kernel bandwidth: a number; a dict of one bandwidth per feature name (the kernel is
-        then `exp(-sum_j gamma_j (x_j - x'_j)^2)`, and features the dict lacks take its
-        median); or 'scale', which fits such a dict on the first `warm_up` labelled samples:
+        then `exp(-sum_j gamma_j (x_j - x'_j)^2)`, or `exp(-sum_j gamma_j |x_j - x'_j|)`
+        for 'laplacian', and features the dict lacks take its median); or 'scale', which fits such a dict on the first `warm_up` labelled samples:
         each input is measured in units of its range over the warm-up (floored at the median
         range, so that an input that barely varies is not blown up, except for a mostly
         nonzero input whose range is below a tenth of the median: another unit, an age beside
@@ -278,7 +280,8 @@ class AdvKernelSVM(MarginClassifier):
         self._seed = seed if seed is not None else random.getrandbits(63)
         self._gamma = None if isinstance(gamma, str) else bandwidth.median_gamma(gamma)
         # The per-input bandwidths as factors on the inputs, relative to `_gamma`.
-        self._input_scales = InputScales(by_name, self._gamma, max_features)
+        self._input_scales = InputScales(by_name, self._gamma, max_features,
+                                         SCALE_POWERS[kernel])
         self._store = None
         self._scaled_row: tuple | None = None  # (a row, the same scaled): see _row_margin
         self.kernel_radius = 0.0
@@ -316,7 +319,8 @@ class AdvKernelSVM(MarginClassifier):
         self._gamma = bandwidth.median_gamma(fitted)
         # (No input has a column yet: the model starts after the fit.)
         self._input_scales = InputScales(fitted if isinstance(fitted, dict) else None,
-                                         self._gamma, self.max_features)
+                                         self._gamma, self.max_features,
+                                         SCALE_POWERS[self.kernel])
         self._warm_rows, self._warm_signs = None, []
 
     def _warm_up(self) -> bandwidth.HeldRows:
@@ -496,7 +500,8 @@ class AdvKernelSVM(MarginClassifier):
 
     def _model_state(self):
         scalars = {"seed": self._seed, "gamma": self._gamma, "kernel_radius": self.kernel_radius,
-                   "gamma_by_name": None, "active_share": self._active_share}
+                   "gamma_by_name": None, "active_share": self._active_share,
+                   "scale_power": self._input_scales.power}
         by_name = self._input_scales.by_name
         if by_name is not None and isinstance(self.gamma, str):  # fitted, not given
             scalars["gamma_by_name"] = [[inputs.encode_name(n), g] for n, g in by_name.items()]
@@ -525,8 +530,13 @@ class AdvKernelSVM(MarginClassifier):
             raise ValueError(f"kernel_radius {self.kernel_radius!r} is out of range")
         if self._gamma is not None and not 0 < self._gamma <= kernels.MAX_GAMMA:
             raise ValueError(f"gamma {self._gamma!r} is out of range")
+        # Saved before a Laplacian model's factors were gamma_j / gamma: its vectors were
+        # stored with the square roots, and it goes on with them.
+        power = scalars.get("scale_power", 0.5)
+        if type(power) is not float or power not in (0.5, SCALE_POWERS[self.kernel]):
+            raise ValueError(f"scale_power {power!r} is not one of this kernel's")
         # (Relative to the saved median, as the saved model's were.)
-        self._input_scales = InputScales(by_name, self._gamma, self.max_features)
+        self._input_scales = InputScales(by_name, self._gamma, self.max_features, power)
         if "store" in scalars:
             if self._gamma is None:
                 raise ValueError("a started model needs its gamma")

@@ -87,3 +87,37 @@ def test_a_restored_model_has_the_factors_it_learned():
     assert not model._input_scales.uniform
     np.testing.assert_array_equal(restored._input_scales.columns(d),
                                   model._input_scales.columns(d))
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_per_input_bandwidths_give_the_kernel_they_name(kernel):
+    """A dict of bandwidths means `exp(-sum_j gamma_j d(x_j, z_j))`, squared differences for
+    RBF and absolute ones for Laplacian: the model's margin is that expansion, brute force."""
+    by_name = {"a": 0.5, "b": 4.0, "c": 0.02}
+    model = AdvKernelSVM(kernel=kernel, gamma=by_name, budget=None, dtype="float64", seed=0,
+                         reprocess=0)
+    rng = np.random.default_rng(0)
+    rows = [dict(zip("abc", rng.normal(size=3).tolist())) for _ in range(12)]
+    for j, x in enumerate(rows):
+        model.learn_one(x, j % 2 == 0)
+    store = model._store
+    S = store._S[: store.size, :3] / model._input_scales.columns(3)  # back to the inputs
+    alpha = store._scale * store._a[: store.size]
+    gammas = np.array([by_name[n] for n in model._index.names])
+    z = dict(zip("abc", rng.normal(size=3).tolist()))
+    x = np.array([z[n] for n in model._index.names])
+    distance = np.abs(S - x) if kernel == "laplacian" else (S - x) ** 2
+    expected = float(alpha @ np.exp(-(distance @ gammas))) + model._bias
+    assert model.decision_one(z) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+def test_a_laplacian_checkpoint_saved_with_square_root_factors_goes_on_with_them():
+    model = AdvKernelSVM(kernel="laplacian", gamma={"a": 0.5, "b": 4.0}, seed=0)
+    for j in range(20):
+        model.learn_one({"a": j / 20, "b": (j % 3) / 3}, j % 2 == 0)
+    meta, arrays = model.to_checkpoint()
+    assert meta["state"]["model"]["scale_power"] == 1.0
+    del meta["state"]["model"]["scale_power"]  # as a checkpoint of an earlier version
+    restored = AdvKernelSVM.from_checkpoint(meta, arrays)
+    np.testing.assert_allclose(restored._input_scales.columns(2),
+                               np.sqrt(model._input_scales.columns(2)))
