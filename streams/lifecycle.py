@@ -103,7 +103,7 @@ def reach_broker(clients, topics: list[str], timeout: float, stopping: threading
     """
     deadline = time.monotonic() + timeout
     servers = clients.bootstrap_servers
-    waiting = False
+    waiting, reason = False, ""
     while not stopping.is_set():
         heartbeat()
         remaining = deadline - time.monotonic()
