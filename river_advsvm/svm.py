@@ -86,16 +86,16 @@ class AdvKernelSVM(MarginClassifier):
         'rbf' (`exp(-gamma ||x - x'||_2^2)`) or 'laplacian' (`exp(-gamma ||x - x'||_1)`).
     gamma
         Kernel bandwidth: a number; a dict of one bandwidth per feature name (the kernel is
-        then `exp(-sum_j gamma_j (x_j - x'_j)^2)`, or `exp(-sum_j gamma_j |x_j - x'_j|)`
-        for 'laplacian', and features the dict lacks take its median); or 'scale', which fits such a dict on the first `warm_up` labelled samples:
-        each input is measured in units of its range over the warm-up (floored at the median
-        range, so that an input that barely varies is not blown up, except for a mostly
-        nonzero input whose range is below a tenth of the median: another unit, an age beside
-        amounts of money), and twice scikit-learn's
-        'scale', `2 / (d Var X)` over all `d` inputs, is taken in those units. Raw inputs of
-        different units (a salary and an age) are thus put on one footing, as a scaler in
-        front would. The factor 2 was measured: one online pass learns better with a kernel
-        narrower than an offline SVM's (on River's 8 binary benchmark streams the mean
+        then `exp(-sum_j gamma_j (x_j - x'_j)^2)`, or `exp(-sum_j gamma_j |x_j - x'_j|)` for
+        'laplacian', and features the dict lacks take its median); or 'scale', which fits
+        such a dict on the first `warm_up` labelled samples: each input is measured in units
+        of its range over the warm-up (floored at the median range, so that an input that
+        barely varies is not blown up, except for a mostly nonzero input whose range is below
+        a tenth of the median: another unit, an age beside amounts of money), and twice
+        scikit-learn's 'scale', `2 / (d Var X)` over all `d` inputs, is taken in those units.
+        Raw inputs of different units (a salary and an age) are thus put on one footing, as a
+        scaler in front would. The factor 2 was measured: one online pass learns better with a
+        kernel narrower than an offline SVM's (on River's 8 binary benchmark streams the mean
         accuracy rose from 93.3% to 94.0% behind a StandardScaler; on MNIST 8 vs 9 clean
         accuracy and PGD accuracy rose, the certified accuracy fell). The warm-up samples are
         learned in order once it ends; nothing is lost. `fitted_gamma` shows the result.
