@@ -19,7 +19,8 @@ import numpy as np
 
 from river_advsvm import inputs, kernels
 
-__all__ = ["OTHER_UNITS", "SCALE_FACTOR", "HeldRows", "check_gamma", "median_gamma"]
+__all__ = ["OTHER_UNITS", "SCALE_FACTOR", "HeldRows", "WarmUpRows", "check_gamma",
+           "median_gamma"]
 
 #: `gamma='scale'` is this many times scikit-learn's `1 / (d Var X)` (see `AdvKernelSVM`).
 SCALE_FACTOR = 2.0
@@ -258,6 +259,41 @@ class HeldRows:
                 squares = (self._X2[: self.size, :d] @ gammas.astype(np.float32)).astype(np.float64)
             kept = self._fitted["vote"] = ((self.size, kernel), gammas, squares)
         return kept[1], kept[2]
+
+
+class WarmUpRows:
+    """What `gamma='scale'` keeps of a model's held rows (`(names, row, label)` in the order
+    they arrived): them as `HeldRows`, each placed once, so that the warm-up stays linear in its
+    length, and the signs of their labels for the kernel vote that predicts meanwhile. A list
+    shorter than the rows placed (it was learned) starts them again."""
+
+    def __init__(self):
+        self._rows: HeldRows | None = None
+        self._signs: list[float] = []
+
+    def rows(self, held: list, held_inputs) -> HeldRows:
+        """The held rows, brought up to date; `held_inputs()` gives the hashes of their inputs
+        that the model does not know (`MarginClassifier._held_inputs`)."""
+        if self._rows is None or self._rows.size > len(held):
+            self._rows, self._signs = HeldRows(), []
+        rows = self._rows
+        if rows.size < len(held):
+            hashes = held_inputs()
+            for names, row, _ in held[rows.size :]:
+                rows.append(names, row, hashes)
+        return rows
+
+    def vote(self, held: list, held_inputs, positive, names: list, values: np.ndarray,
+             kernel: str) -> np.ndarray:
+        """`sum_i y_i k(x, x_i)` over the held rows, `y_i` +1 for the label `positive`."""
+        rows = self.rows(held, held_inputs)
+        # The signs, kept as rows arrive (all again when the second label changes which one
+        # is positive).
+        signs = self._signs
+        if signs and signs[0] != (1.0 if held[0][2] == positive else -1.0):
+            signs.clear()
+        signs.extend(1.0 if y == positive else -1.0 for _, _, y in held[len(signs) :])
+        return rows.vote(names, values, np.array(signs), kernel)
 
 
 def _median(values: np.ndarray) -> float:

@@ -288,9 +288,8 @@ class AdvKernelSVM(MarginClassifier):
         self._radius_names: list | None = None
         # The recent share of active samples; no sample has shown the hinge is not flat yet.
         self._active_share = 1.0
-        # The held rows with what gamma='scale' fits on them, and their signs (see _warm_up).
-        self._warm_rows: bandwidth.HeldRows | None = None
-        self._warm_signs: list[float] = []
+        # The held rows with what gamma='scale' fits on them, and their signs.
+        self._warm_rows = bandwidth.WarmUpRows()
 
     @property
     def _is_stochastic(self) -> bool:
@@ -310,7 +309,7 @@ class AdvKernelSVM(MarginClassifier):
 
     def _fit_gamma(self) -> None:
         """`gamma='scale'`: the bandwidths, from the held-back warm-up rows."""
-        fitted, why = self._warm_up().fitted()
+        fitted, why = self._warm_rows.rows(self._held, self._held_inputs).fitted()
         if why:
             warnings.warn(f"gamma='scale': the {len(self._held)} warm-up samples {why}; "
                           f"falling back to gamma = 1/d = {fitted:.6g} for every input",
@@ -321,33 +320,15 @@ class AdvKernelSVM(MarginClassifier):
         self._input_scales = InputScales(fitted if isinstance(fitted, dict) else None,
                                          self._gamma, self.max_features,
                                          SCALE_POWERS[self.kernel])
-        self._warm_rows, self._warm_signs = None, []
-
-    def _warm_up(self) -> bandwidth.HeldRows:
-        """The held rows as a matrix with their running statistics, brought up to date: each
-        held row is placed once, so the warm-up stays linear in its length."""
-        if self._warm_rows is None or self._warm_rows.size > len(self._held):
-            self._warm_rows, self._warm_signs = bandwidth.HeldRows(), []
-        rows = self._warm_rows
-        if rows.size < len(self._held):
-            hashes = self._held_inputs()  # every held input, with its hash
-            for names, row, _ in self._held[rows.size :]:
-                rows.append(names, row, hashes)
-        return rows
+        self._warm_rows = bandwidth.WarmUpRows()
 
     def _unstarted_margins(self, names, values):
         """During the warm-up, a kernel vote of the rows held so far (`sum_i y_i k(x, x_i)`,
         bandwidths fitted on them): a prediction better than a constant, that changes nothing."""
         if not self._held or len(self._labels) < 2:
             return super()._unstarted_margins(names, values)
-        rows = self._warm_up()
-        # The signs of the held labels, kept as rows arrive (all again when the second label
-        # changes which one is positive).
-        signs, positive = self._warm_signs, self._labels[-1]
-        if signs and signs[0] != (1.0 if self._held[0][2] == positive else -1.0):
-            signs.clear()
-        signs.extend(1.0 if y == positive else -1.0 for _, _, y in self._held[len(signs) :])
-        return rows.vote(names, values, np.array(signs), self.kernel) + self._bias
+        return self._warm_rows.vote(self._held, self._held_inputs, self._labels[-1], names,
+                                    values, self.kernel) + self._bias
 
     @property
     def fitted_gamma(self) -> float | dict | None:
