@@ -18,13 +18,13 @@ has the same bandwidth there are no factors at all: rows pass through untouched,
 
 >>> scales = InputScales({"age": 4.0, "pixel": 1.0, "salary": 0.25}, gamma=1.0, max_features=10)
 >>> scales.add(["salary", "age"], 2)
->>> scales.columns(2)
-array([0.5, 2. ])
->>> scales.of(["pixel", "height"])  # "height" has no bandwidth of its own: the median's
-array([1., 1.])
+>>> scales.columns(2).tolist()
+[0.5, 2.0]
+>>> scales.of(["pixel", "height"]).tolist()  # "height" has no bandwidth of its own: the median's
+[1.0, 1.0]
 >>> V, U = scales.scaled(np.array([[4.0, 3.0]]), np.array([[5.0]]), ["age"])
->>> V, U
-(array([[2., 6.]]), array([[10.]]))
+>>> V.tolist(), U.tolist()
+([[2.0, 6.0]], [[10.0]])
 
 >>> uniform = InputScales(None, gamma=0.1, max_features=10)
 >>> uniform.columns(2) is None, uniform.scaled(V, U, ["age"])[0] is V
