@@ -278,10 +278,10 @@ class AdvKernelSVM(MarginClassifier):
             self.bounds = (float(bounds[0]), float(bounds[1]))
         # An unseeded model draws its seed now; the seed is state, saved with the model.
         self._seed = seed if seed is not None else random.getrandbits(63)
-        self._gamma = None if isinstance(gamma, str) else bandwidth.median_gamma(gamma)
-        # The per-input bandwidths as factors on the inputs, relative to `_gamma`.
-        self._input_scales = InputScales(by_name, self._gamma, max_features,
-                                         SCALE_POWERS[kernel])
+        # The bandwidth (the median of per-input ones; None until 'scale' fitted it) and the
+        # per-input bandwidths as factors on the inputs, relative to it.
+        median = None if isinstance(gamma, str) else bandwidth.median_gamma(gamma)
+        self._input_scales = InputScales(by_name, median, max_features, SCALE_POWERS[kernel])
         self._store = None
         self._scaled_row: tuple | None = None  # (a row, the same scaled): see _row_margin
         self.kernel_radius = 0.0
@@ -290,6 +290,12 @@ class AdvKernelSVM(MarginClassifier):
         self._active_share = 1.0
         # The held rows with what gamma='scale' fits on them, and their signs.
         self._warm_rows = bandwidth.WarmUpRows()
+
+    @property
+    def _gamma(self) -> float | None:
+        """The bandwidth the store uses: the number given, or the median of the per-input
+        ones; None until `gamma='scale'` fitted them."""
+        return self._input_scales.gamma
 
     @property
     def _is_stochastic(self) -> bool:
@@ -314,11 +320,10 @@ class AdvKernelSVM(MarginClassifier):
             warnings.warn(f"gamma='scale': the {len(self._held)} warm-up samples {why}; "
                           f"falling back to gamma = 1/d = {fitted:.6g} for every input",
                           stacklevel=5)
-        # (The names were validated when they arrived, the bandwidths when they were fitted.)
-        self._gamma = bandwidth.median_gamma(fitted)
-        # (No input has a column yet: the model starts after the fit.)
+        # (The names were validated when they arrived, the bandwidths when they were fitted;
+        # no input has a column yet: the model starts after the fit.)
         self._input_scales = InputScales(fitted if isinstance(fitted, dict) else None,
-                                         self._gamma, self.max_features,
+                                         bandwidth.median_gamma(fitted), self.max_features,
                                          SCALE_POWERS[self.kernel])
         self._warm_rows = bandwidth.WarmUpRows()
 
@@ -500,8 +505,7 @@ class AdvKernelSVM(MarginClassifier):
             if len(fitted) > self.max_features:
                 raise ValueError("too many fitted bandwidths")
             by_name = bandwidth.check_gamma({inputs.decode_name(n): g for n, g in fitted})
-        gamma = scalars["gamma"]
-        self._gamma = None if gamma is None else float(gamma)
+        gamma = None if scalars["gamma"] is None else float(scalars["gamma"])
         self.kernel_radius = float(scalars.get("kernel_radius", 0.0))
         # Saved before the bias step was damped: full steps until nearly every sample is active.
         self._active_share = float(scalars.get("active_share", 0.0))
@@ -509,15 +513,15 @@ class AdvKernelSVM(MarginClassifier):
             raise ValueError(f"active_share {self._active_share!r} is out of range")
         if not 0.0 <= self.kernel_radius < math.inf:  # NaN fails too
             raise ValueError(f"kernel_radius {self.kernel_radius!r} is out of range")
-        if self._gamma is not None and not 0 < self._gamma <= kernels.MAX_GAMMA:
-            raise ValueError(f"gamma {self._gamma!r} is out of range")
+        if gamma is not None and not 0 < gamma <= kernels.MAX_GAMMA:
+            raise ValueError(f"gamma {gamma!r} is out of range")
         # Saved before a Laplacian model's factors were gamma_j / gamma: its vectors were
         # stored with the square roots, and it goes on with them.
         power = scalars.get("scale_power", 0.5)
         if type(power) is not float or power not in (0.5, SCALE_POWERS[self.kernel]):
             raise ValueError(f"scale_power {power!r} is not one of this kernel's")
         # (Relative to the saved median, as the saved model's were.)
-        self._input_scales = InputScales(by_name, self._gamma, self.max_features, power)
+        self._input_scales = InputScales(by_name, gamma, self.max_features, power)
         if "store" in scalars:
             if self._gamma is None:
                 raise ValueError("a started model needs its gamma")
