@@ -43,16 +43,18 @@ def column_count(columns) -> int:
     return columns if isinstance(columns, (int, np.integer)) else len(columns)
 
 
-def _squared_norms(X: np.ndarray) -> np.ndarray:
-    """`||x||^2` per row (of the last axis) in float64, summed left to right.
+def _squared_norms(X: np.ndarray):
+    """`||x||^2` of a row (a float), or of each row of a matrix (an array), in float64.
 
-    A sequential sum does not change when zero-valued columns are appended, so a row scored
-    before and after the model learns a new column gets the same bits.
+    The row's nonzero values, in their order, go through one float64 dot product: zero-valued
+    columns, wherever they are, do not change the bits, so a row scored before and after the
+    model learns a new column, a vector and its restored copy, and a row in `learn_one` and in
+    a batch of `learn_many` (which knows more columns) all get the same norm.
     """
-    squares = np.square(X, dtype=np.float64)
-    if squares.shape[-1] == 0:
-        return np.zeros(squares.shape[:-1])
-    return np.cumsum(squares, axis=-1, out=squares)[..., -1]
+    if X.ndim == 2:
+        return np.array([_squared_norms(row) for row in X], dtype=np.float64).reshape(len(X))
+    nonzero = X[X != 0].astype(np.float64)
+    return float(nonzero @ nonzero)
 
 
 class VectorStore:

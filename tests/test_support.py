@@ -490,6 +490,28 @@ def test_a_row_scored_with_unknown_columns_gets_the_bits_it_gets_once_they_are_k
     assert store.value(row) == before
 
 
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.floats(-1e6, 1e6, width=32, allow_subnormal=False), min_size=0,
+                       max_size=300),
+       zeros=st.lists(st.integers(0, 300), max_size=40),
+       dtype=st.sampled_from(["float32", "float64"]))
+def test_squared_norm_keeps_its_bits_whatever_zeros_the_row_has(values, zeros, dtype):
+    # A vector's norm is computed once, when it is stored; its restored copy, the same row in a
+    # wider batch of learn_many, and the row once the model knows more columns must agree.
+    row = np.array(values, dtype=dtype)
+    padded = row.tolist()
+    for position in zeros:
+        padded.insert(min(position, len(padded)), 0.0)
+    padded = np.array(padded, dtype=dtype)
+    norm = support_store._squared_norms(row)
+    assert support_store._squared_norms(padded) == norm
+    assert math.isclose(norm, float(np.square(row, dtype=np.float64).sum()), rel_tol=1e-12,
+                        abs_tol=1e-300)
+    matrix = np.zeros((3, len(padded) + 2), dtype=dtype)
+    matrix[1, : len(padded)] = padded
+    assert support_store._squared_norms(matrix).tolist() == [0.0, norm, 0.0]
+
 # -- persistence ----------------------------------------------------------------------------------
 
 
