@@ -486,7 +486,7 @@ class SupportVectors(KernelExpansion):
         # A saved exponent matrix is used if this store keeps one (otherwise it is rebuilt
         # from the vectors when first needed); checked against the vectors below.
         saved_gram = arrays.get("gram") if self._keeps_gram(n_inputs) else None
-        gram = None
+        gram = norms = None
         if saved_gram is not None:
             _check_gram(saved_gram, size, self.dtype)
             gram = self._new_gram()
@@ -506,7 +506,7 @@ class SupportVectors(KernelExpansion):
                 gram[:size, :size] = saved_gram
         self.size = self.n_inputs = 0
         self._S = np.zeros((0, 0), dtype=self.dtype)
-        self._load(vectors, alpha, n_inputs)
+        self._load(vectors, alpha, n_inputs, norms)
         self._gram = gram
         self._scale = float(scalars["scale"])
         self._q = float(scalars["squared_norm"])

@@ -171,12 +171,14 @@ class VectorStore:
                 G[i, i] = 0.0
         self.size = last
 
-    def _load(self, vectors: np.ndarray, alpha: np.ndarray, n_inputs: int) -> None:
-        """Hold exactly these vectors (over `n_inputs` columns) and coefficients."""
+    def _load(self, vectors: np.ndarray, alpha: np.ndarray, n_inputs: int,
+              norms: np.ndarray | None = None) -> None:
+        """Hold exactly these vectors (over `n_inputs` columns) and coefficients (and squared
+        norms, when already computed)."""
         size = len(vectors)
         self._reserve(max(size, 1), n_inputs)
         self._S[:size, :n_inputs] = vectors
-        self._norms[:size] = _squared_norms(vectors)
+        self._norms[:size] = _squared_norms(vectors) if norms is None else norms
         self._a[:size] = alpha
         self.size, self.n_inputs = size, n_inputs
         self._gram = None
