@@ -484,6 +484,23 @@ class AdvKernelSVM(MarginClassifier):
             self._store.negate()
         self._bias = -self._bias
 
+    def _checkpoint_params(self):
+        params = super()._checkpoint_params()
+        gamma = params["gamma"]
+        # JSON keys are strings: a dict of bandwidths for inputs 0, 1 (an array's columns) would
+        # come back naming '0' and '1', and one with tuple names could not be written. Such a
+        # dict is saved as [name's encoding, bandwidth] pairs, as fitted bandwidths are.
+        if isinstance(gamma, dict) and not all(isinstance(n, str) for n in gamma):
+            params["gamma"] = [[inputs.encode_name(n), g] for n, g in gamma.items()]
+        return params
+
+    @classmethod
+    def _params_from_checkpoint(cls, params):
+        gamma = params.get("gamma")
+        if isinstance(gamma, list):
+            params = {**params, "gamma": {inputs.decode_name(n): g for n, g in gamma}}
+        return params
+
     def _model_state(self):
         scalars = {"seed": self._seed, "gamma": self._gamma, "kernel_radius": self.kernel_radius,
                    "gamma_by_name": None, "active_share": self._active_share,

@@ -91,6 +91,32 @@ def test_a_model_on_large_inputs_restores_from_its_own_checkpoint(magnitude, dty
         assert restored.decision_one(x) == model.decision_one(x)
 
 
+_NAMES = st.one_of(st.text(max_size=3), st.integers(-3, 3), st.booleans(),
+                  st.floats(-2, 2, allow_nan=False),
+                  st.tuples(st.text(max_size=2), st.integers(0, 2)))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(gamma=st.dictionaries(_NAMES, st.floats(0.01, 10.0), min_size=1, max_size=4))
+def test_a_gamma_dict_of_any_names_survives_save_and_load(tmp_path, gamma):
+    """JSON's keys are strings: a gamma dict naming inputs 0 and 1 (a numpy array's columns)
+    came back naming '0' and '1', the kernel lost its per-input bandwidths and the loaded model
+    predicted otherwise; one with tuple names could not be saved at all."""
+    model = AdvKernelSVM(gamma=gamma, budget=8, seed=1)
+    names = list(gamma)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        x = {n: float(rng.normal()) for n in names}
+        model.learn_one(x, x[names[0]] > 0)
+    path = tmp_path / "model.ckpt"
+    model.save(path)
+    loaded = AdvKernelSVM.load(path)
+    assert loaded.gamma == gamma and loaded.fitted_gamma == model.fitted_gamma
+    x = {n: float(rng.normal()) for n in names}
+    assert loaded.decision_one(x) == model.decision_one(x)
+    assert loaded.to_checkpoint()[0] == model.to_checkpoint()[0]
+
+
 def test_a_checkpoint_from_before_a_parameter_existed_learns_as_it_did():
     """A model saved before `adversary` and `reprocess` existed learned at the closed form's
     bound without reprocessing; loaded, it still does, whatever the defaults are now."""
