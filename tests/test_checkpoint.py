@@ -117,6 +117,35 @@ def test_a_gamma_dict_of_any_names_survives_save_and_load(tmp_path, gamma):
     assert loaded.to_checkpoint()[0] == model.to_checkpoint()[0]
 
 
+@pytest.mark.parametrize("cls, given, plain", [
+    (AdvLinearSVM,
+     {"epsilon": np.float32(0.25), "regularization": np.float32(0.5), "step_size": np.int64(1)},
+     {"epsilon": 0.25, "regularization": 0.5, "step_size": 1}),
+    (AdvKernelSVM, {"epsilon": np.float32(0.25), "gamma": np.float32(0.5), "seed": 1},
+     {"epsilon": 0.25, "gamma": 0.5, "seed": 1}),
+    (AdvKernelSVM, {"gamma": {"u": np.float32(0.5), 3: np.float64(2.0)}, "seed": 1},
+     {"gamma": {"u": 0.5, 3: 2.0}, "seed": 1}),
+])
+def test_numpy_scalar_parameters_save_and_learn_as_python_numbers(tmp_path, cls, given, plain):
+    """A parameter given as a numpy scalar (taken from an array) made `save` raise TypeError
+    (JSON has no float32); it is the Python number it equals, so the model also learns as the
+    one given that number, and as itself once loaded."""
+    model, python = cls(**given), cls(**plain)
+    assert model._get_params() == python._get_params()
+    data = list(stream(60, seed=1))
+    for x, y in data[:30]:
+        model.learn_one(x, y)
+        python.learn_one(x, y)
+    model.save(tmp_path / "model.ckpt")
+    loaded = cls.load(tmp_path / "model.ckpt")
+    for x, y in data[30:]:
+        for m in (model, python, loaded):
+            m.learn_one(x, y)
+    assert model.to_checkpoint()[0] == python.to_checkpoint()[0] == loaded.to_checkpoint()[0]
+    x = data[0][0]
+    assert model.decision_one(x) == python.decision_one(x) == loaded.decision_one(x)
+
+
 def test_a_checkpoint_from_before_a_parameter_existed_learns_as_it_did():
     """A model saved before `adversary` and `reprocess` existed learned at the closed form's
     bound without reprocessing; loaded, it still does, whatever the defaults are now."""
