@@ -133,9 +133,11 @@ class MarginPredictions:
 
         margins = self.decision_many(X)
         index = X.index if hasattr(X, "index") else None
-        if len(self._labels) < 2:
-            return pd.DataFrame({c: np.ones(len(margins)) for c in self._labels}, index=index)
-        negative, positive = self._labels
+        if len(self._labels) == 1:
+            return pd.DataFrame({self._labels[0]: np.ones(len(margins))}, index=index)
+        # Before any label, River's binary convention, as `predict_proba_one` (a frame of no
+        # columns would also have no rows for an array).
+        negative, positive = self._labels or (False, True)
         return pd.DataFrame(
             {negative: self._calibration.proba(-margins), positive: self._calibration.proba(margins)},
             index=index,

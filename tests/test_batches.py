@@ -135,6 +135,22 @@ def test_predict_one_knows_nothing_before_a_label():
     assert model.predict_one({"a": 1.0}) == "cat"
 
 
+@pytest.mark.parametrize("make", [MODELS["merge"], MODELS["linear"]])
+@pytest.mark.parametrize("as_frame", [False, True])
+def test_predict_proba_many_before_a_label_is_predict_proba_one_row_by_row(make, as_frame):
+    """Before any label the frame had no columns, and for an array no rows either: an attack
+    asking a model for scores (ZOO) then failed with an IndexError."""
+    X = np.array([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]])
+    if as_frame:
+        X = pd.DataFrame(X, columns=["a", "b"], index=[7, 8, 9])
+    model = make()
+    proba = model.predict_proba_many(X)
+    assert proba.to_dict("records") == [{False: 0.5, True: 0.5}] * 3
+    assert list(proba.index) == ([7, 8, 9] if as_frame else [0, 1, 2])
+    model.learn_one({0: 1.0, "a": 1.0}, "cat")
+    assert model.predict_proba_many(X).to_dict("records") == [{"cat": 1.0}] * 3
+
+
 def test_the_warm_up_learns_every_sample_once_in_order():
     rows, labels = stream(300, seed=3)
     model = AdvKernelSVM(epsilon=0.1, warm_up=40, seed=7)
