@@ -126,6 +126,20 @@ def test_invalid_values_are_refused_by_the_models_validation(model, kind):
         attack.perturb_many(model, np.zeros((3, D)), [True, False])
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_samples_without_inputs_come_back_unchanged(model, kind):
+    """A sample of no features (an empty dict, a frame of no columns) has nothing to move; ZOO
+    divided its queries per call by the number of coordinates and raised ZeroDivisionError."""
+    attack = make_attack(kind, 0.1, NORM_OF[kind][0], (0.0, 1.0))
+    X = pd.DataFrame(index=["a", "b"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoGradientWarning)  # (no inputs, no gradient)
+        out = attack.perturb_many(model, X, [True, False], progress=False)
+        assert out.shape == (2, 0) and list(out.index) == ["a", "b"]
+        assert attack.perturb_one(model, {}, True) == {}
+    assert attack.last_result.norms.tolist() == [0.0]
+
+
 def test_constructors_refuse_bad_threat_sets():
     with pytest.raises(ValueError):
         FGSM(epsilon=-0.1)
