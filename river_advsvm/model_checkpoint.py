@@ -88,7 +88,9 @@ class CheckpointMixin:
             model._labels = labels
             model._bias = float(state["bias"])
             model._n_learned = int(state["n_learned"])
-            model._started = bool(state["started"])
+            model._started = state["started"]
+            if type(model._started) is not bool:
+                raise ValueError(f"started must be true or false, got {model._started!r:.40}")
             model._calibration.scale, model._calibration.grad_squares = map(
                 float, state["temperature"]
             )

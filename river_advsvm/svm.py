@@ -542,6 +542,10 @@ class AdvKernelSVM(MarginClassifier):
             raise ValueError(f"scale_power {power!r} is not one of this kernel's")
         # (Relative to the saved median, as the saved model's were.)
         self._input_scales = InputScales(by_name, gamma, self.max_features, power)
+        if ("store" in scalars) != self._started:
+            # A model starts its store as it starts learning: one without the other would
+            # predict from the bias alone, then start a second store over no inputs.
+            raise ValueError("a started model has a store, and only a started one")
         if "store" in scalars:
             if self._gamma is None:
                 raise ValueError("a started model needs its gamma")

@@ -341,6 +341,12 @@ def test_object_arrays_are_never_unpickled(saved):
         lambda m: m["state"].update(group_clock=[0, 0.5]),
         lambda m: m["state"].update(group_clock=[10**9, 2.0]),
         lambda m: m["state"].update(group_clock=["0", 2.0]),
+        # Loaded, these predicted from the bias alone, then failed to learn (a second store
+        # over no inputs), or raised OverflowError at the next random feature's id.
+        lambda m: m["state"].update(started=False),
+        lambda m: m["state"].update(started={}),
+        lambda m: m["state"]["model"]["store"].update(n_added=2**64),
+        lambda m: m["state"]["model"]["store"].update(n_added=-1),
     ],
 )
 def test_hostile_or_inconsistent_metadata(saved, edit):
