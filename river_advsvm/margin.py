@@ -89,7 +89,9 @@ class _Rows:
             return cls([(names, np.array(rows).reshape(len(rows), len(names)))
                         for names, rows in runs])
         names, values = inputs.frame_values(X, missing_ok)
-        return cls([(names, values)])
+        # Rows of a C-ordered matrix: pandas hands over a column-major one, and a strided row
+        # rounds its dot products otherwise than the same row from a dict (`learn_one`).
+        return cls([(names, np.ascontiguousarray(values))])
 
     def __len__(self) -> int:
         return sum(len(values) for _, values in self.runs)

@@ -14,6 +14,7 @@ from river import datasets, evaluate, metrics, preprocessing
 from test_validation import fingerprint
 
 from river_advsvm import AdvKernelSVM, AdvLinearSVM
+from river_advsvm.inputs import key_hash
 
 MODELS = {
     "merge": lambda: AdvKernelSVM(epsilon=0.1, budget=64, warm_up=20, seed=1),
@@ -76,6 +77,26 @@ def test_frames_and_arrays_learn_as_their_rows(make):
         arrays.learn_many(X[start : start + 70], y[start : start + 70])
         frames.learn_many(pd.DataFrame(X[start : start + 70]), pd.Series(y[start : start + 70]))
     assert fingerprint(arrays) == fingerprint(one) == fingerprint(frames)
+
+
+@pytest.mark.parametrize("make", MODELS.values(), ids=MODELS.keys())
+def test_column_major_frames_learn_as_their_rows(make):
+    """A frame built column by column (as pandas reads a file) hands over a column-major
+    matrix: a row whose columns are the model's, in its order, was used as it came, strided,
+    and its dot product with the weights rounded otherwise than the same row from a dict."""
+    rng = np.random.default_rng(3)
+    # In the order of their hashes, the model's own: its rows are then used as they come.
+    names = sorted([f"f{j}" for j in range(6)], key=key_hash)
+    columns = {name: rng.normal(size=400) for name in names}
+    columns[names[2]] = columns[names[2]].astype(np.float32)  # two dtypes: two blocks
+    frame = pd.DataFrame(columns)
+    y = (frame[names[0]] + frame[names[1]] > 0).to_numpy()
+    one = make()
+    for row, label in zip(frame.to_dict("records"), y.tolist()):
+        one.learn_one(row, label)
+    frames = make()
+    frames.learn_many(frame, y)
+    assert fingerprint(frames) == fingerprint(one)
 
 
 #: Labels as booleans, and as strings whose second class sorts after or before the first one
