@@ -185,6 +185,10 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         warm-up. When it turns False the held rows are learned, in order."""
         return False
 
+    def _rows_to_hold(self) -> int:
+        """How many more labelled rows will be held back (`_holds_back`) before the warm-up ends."""
+        return 0
+
     # -- shared pieces of the update ------------------------------------------------------------
 
     def _step_sizes(self, t: int) -> tuple[float, float]:
@@ -344,8 +348,16 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         held = self._held_inputs() if self._held else {}
         learned: dict = {}  # inputs of learned rows beyond the held ones
         predicted: dict = {}
+        # A held row keeps all its inputs, zero-valued ones too (the warm-up fits on them):
+        # they count as the held ones do, so that a checkpoint can hold the rows.
+        to_hold = self._rows_to_hold()
+        holding: dict = {}
         i = 0
         for names, values in rows.runs:
+            if to_hold and (labelled := sum(y is not None for y in labels[i : i + len(values)])):
+                to_hold -= min(to_hold, labelled)
+                holding.update(dict.fromkeys(n for n in names if n not in held
+                                             and n not in self._index.position))
             if held and names == self._held_cache[2]:
                 i += len(values)  # the keys of the latest held row: every input is held
                 continue
@@ -370,7 +382,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
                     found.update(dict.fromkeys(n for j in unknown[columns].tolist()
                                                if (n := names[j]) not in held))
             i += len(values)
-        total = len(self._index) + len(held) + len(learned)
+        total = len(self._index) + len(held) + len({**holding, **learned})
         if total > self.max_features:
             raise inputs.InvalidInput(
                 f"learning this would give the model {total} inputs, "

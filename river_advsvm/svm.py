@@ -316,6 +316,9 @@ class AdvKernelSVM(MarginClassifier):
     def _holds_back(self) -> bool:
         return self._gamma is None and len(self._held) < self.warm_up
 
+    def _rows_to_hold(self) -> int:
+        return self.warm_up - len(self._held) if self._gamma is None else 0
+
     def _fit_gamma(self) -> None:
         """`gamma='scale'`: the bandwidths, from the held-back warm-up rows."""
         fitted, why = self._warm_rows.rows(self._held, self._held_inputs).fitted()
