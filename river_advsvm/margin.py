@@ -36,11 +36,6 @@ __all__ = ["MAX_FEATURES_LIMIT", "MarginClassifier"]
 MAX_FEATURES_LIMIT = 1_000_000
 
 
-def plain_number(value):
-    """A numpy scalar as the Python value it equals; anything else as it is."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def _check_names(names) -> None:
     """`InvalidInput` unless every name can be stored and read back: it has an encoding
     (`inputs.encode_name`), and its text is valid UTF-8 without NUL (a lone surrogate or a NUL
@@ -120,7 +115,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         # A numpy scalar (a float32 from an array, say) as the Python number it equals: the
         # parameters are saved as JSON, and a float32 would make the arithmetic it enters float32.
         epsilon, regularization, step_size, bias_step_size = map(
-            plain_number, (epsilon, regularization, step_size, bias_step_size))
+            inputs.plain_number, (epsilon, regularization, step_size, bias_step_size))
         self.epsilon = epsilon
         self.norm = norm
         self.regularization = regularization

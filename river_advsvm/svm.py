@@ -13,7 +13,7 @@ import numpy as np
 from river_advsvm import adversary, bandwidth, certify, inputs, kernels
 from river_advsvm import budget as rf
 from river_advsvm.input_scales import InputScales
-from river_advsvm.margin import MarginClassifier, plain_number
+from river_advsvm.margin import MarginClassifier
 from river_advsvm.support import SupportVectors
 
 __all__ = ["AdvKernelSVM"]
@@ -227,8 +227,8 @@ class AdvKernelSVM(MarginClassifier):
         reprocess: int = 1,
     ):
         if isinstance(gamma, dict):  # (see MarginClassifier: parameters are saved as JSON)
-            gamma = {n: plain_number(g) for n, g in gamma.items()}
-        gamma = plain_number(gamma)
+            gamma = {n: inputs.plain_number(g) for n, g in gamma.items()}
+        gamma = inputs.plain_number(gamma)
         super().__init__(
             epsilon=epsilon,
             norm=norm,

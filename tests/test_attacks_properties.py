@@ -150,3 +150,19 @@ def test_constructors_refuse_bad_threat_sets():
     with pytest.raises(ValueError):
         PGD(bounds=(1.0, 0.0))
     CarliniWagnerL2(epsilon=None)  # minimum-norm attacks need no radius
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_numpy_radius_is_the_number_it_holds(model, kind):
+    """`PGD(epsilon=np.float32(...))`, a radius computed from a float32 array, was refused as
+    'epsilon must be a finite number >= 0'; the models take such parameters."""
+    norm = NORM_OF[kind][0]
+    X = np.random.default_rng(3).random((5, D))
+    y = [True, False, True, False, True]
+    given = make_attack(kind, np.float32(0.25), norm, (0.0, 1.0))
+    plain = make_attack(kind, float(np.float32(0.25)), norm, (0.0, 1.0))
+    assert type(given.epsilon) is float
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoGradientWarning)
+        np.testing.assert_array_equal(given.perturb_many(model, X, y, progress=False),
+                                      plain.perturb_many(model, X, y, progress=False))

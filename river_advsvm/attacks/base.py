@@ -347,6 +347,7 @@ class Attack(base.Base):
     scores_only: typing.ClassVar[bool] = False
 
     def __init__(self, epsilon: float | None, norm: str, bounds: tuple[float, float] | None):
+        epsilon = inputs.plain_number(epsilon)  # (np.float32(8 / 255) is a radius too)
         self.epsilon = epsilon
         self.norm = norm
         self.bounds = bounds
