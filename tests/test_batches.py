@@ -216,6 +216,18 @@ def test_the_warm_up_predicts_with_a_vote_and_certifies_nothing():
     assert model.certified_radius_one({"a": 1.0, "b": 0.5}, True) == 0.0
 
 
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_an_empty_batch_during_the_warm_up_has_no_margins(kernel):
+    """The Laplacian vote stacked one row of distances per sample: with no sample, numpy's
+    'need at least one array to stack'."""
+    model = AdvKernelSVM(kernel=kernel, warm_up=10, seed=0)
+    model.learn_one({"a": 1.0}, True)
+    model.learn_one({"a": 0.0}, False)
+    assert model.decision_many(pd.DataFrame({"a": []})).shape == (0,)
+    assert model.predict_proba_many(np.zeros((0, 1))).shape == (0, 2)
+    assert len(model.predict_many(pd.DataFrame({"a": [], "b": []}))) == 0
+
+
 def test_min_max_scaler_pipelines_run_on_streams_whose_features_appear_late():
     """River's MinMaxScaler emits NaN for a feature it has not learned: missing, not an error."""
 
