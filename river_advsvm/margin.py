@@ -370,6 +370,9 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
             # times more.)
             if len(unknown) and np.count_nonzero(unknown_values := values.take(unknown, axis=1)):
                 nonzero = unknown_values != 0
+                # (A row only predicted may bring at most max_features unknown inputs too:
+                # refused here, before any row of the batch is learned.)
+                self._check_unknown(int(nonzero.sum(axis=1).max()))
                 is_learned = np.fromiter((y is not None for y in labels[i : i + len(values)]),
                                          dtype=bool, count=len(values))
                 for mask, found in [(is_learned, learned), (~is_learned, predicted)]:

@@ -149,6 +149,24 @@ def test_max_features_refuses_the_sample_that_would_exceed_it():
         model.predict_one({f"p{i}": 1.0 for i in range(6)})
 
 
+@pytest.mark.parametrize("make", [lambda: AdvLinearSVM(max_features=3),
+                                  lambda: AdvKernelSVM(gamma=1.0, max_features=3, seed=0),
+                                  lambda: AdvKernelSVM(max_features=3, warm_up=5, seed=0)])
+def test_a_batch_with_a_predicted_row_over_max_features_changes_nothing(make):
+    """decision_then_learn_many learned (or held) the rows before a row only predicted that
+    brought more than max_features unknown inputs, then refused that row: the batch is refused
+    whole, before anything changes, as its docstring says."""
+    model = make()
+    model.learn_one({"a": 1.0}, True)
+    model.learn_one({"a": 0.0}, False)
+    before = fingerprint(model)
+    rows = [{"a": 0.5}, {f"x{i}": 1.0 for i in range(4)}]
+    for call in (model.decision_then_learn_many, model.predict_proba_then_learn_many):
+        with pytest.raises(InvalidInput, match="4 inputs the model does not know"):
+            call(rows, [True, None])
+        assert fingerprint(model) == before
+
+
 @pytest.mark.parametrize("batch", [False, True])
 def test_the_warm_up_counts_every_input_it_holds_against_max_features(batch):
     """gamma='scale' fits a bandwidth for every input of the rows it holds, zero-valued ones
