@@ -82,8 +82,8 @@ def ascent_step(
     """One projected step from `x` that lowers `y g`: the new point, within `epsilon` of `x0`.
 
     `gradient` is `dg/dx` at `x`; `movable` (a boolean mask) the inputs the attacker may change,
-    all of them if None; `bounds` the box every input stays in. A zero gradient leaves `x` where
-    it is.
+    all of them if None; `bounds` the box every input stays in (an input of `x0` outside it is
+    not moved farther out). A zero gradient leaves `x` where it is.
     """
     direction = np.array(gradient, dtype=np.float64)
     if movable is not None:
@@ -109,7 +109,9 @@ def ascent_step(
             delta *= epsilon / length
     moved = x0 + delta
     if bounds is not None:
-        np.clip(moved, bounds[0], bounds[1], out=moved)
+        # The box, widened to the sample: an input already outside it (or one the sample lacks,
+        # 0, in a box without 0) is not pulled into it across the ball's edge.
+        np.clip(moved, np.minimum(bounds[0], x0), np.maximum(bounds[1], x0), out=moved)
     return moved
 
 

@@ -215,6 +215,8 @@ class HeldRows:
     def vote(self, names: list, values: np.ndarray, signs: np.ndarray, kernel: str) -> np.ndarray:
         """`sum_i y_i k(x, x_i) / n` over the held rows for each row of `values` (over
         `names`), with the bandwidths fitted on them."""
+        if not len(values):  # (no row to stack the Laplacian's distances of)
+            return np.zeros(0)
         X = self.matrix
         gammas, squares = self._vote_terms(kernel)
         columns = self.index.lookup(names)

@@ -53,6 +53,9 @@ NORM_PROBES = 256
 DTYPES = ("float32", "float64")
 #: Inputs a store does not know are weighted this many at a time (see `_extra_weights`).
 EXTRA_CHUNK = 256
+#: The most features a store may have added (a checkpoint's `n_added`): far beyond any stream,
+#: and the ids of the next ones stay int64.
+MAX_ADDED = 2**62
 # The norm sketch draws its features from a seed unrelated to the model's (digits of sqrt(2)).
 _SKETCH_SEED_MASK = 0x6A09E667F3BCC908
 
@@ -303,6 +306,8 @@ class FeatureStore:
         coef = np.asarray(arrays["coef"])
         if ids.dtype.kind not in "iu" or ids.shape != (size,) or coef.shape != (size,):
             raise ValueError("feature ids and coefficients do not match the stored size")
+        if not 0 <= n_added <= MAX_ADDED:  # (feature ids are int64, and n_added the next one)
+            raise ValueError(f"n_added {n_added} is out of range")
         if not 0 <= size <= max(self._initial_capacity(), n_added) or (ids < 0).any():
             raise ValueError("stored features exceed the budget or have negative ids")
         if not np.isfinite(coef).all() or not (math.isfinite(norm) and norm >= 0):

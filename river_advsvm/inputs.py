@@ -42,6 +42,7 @@ __all__ = [
     "encode_name",
     "frame_values",
     "key_hash",
+    "plain_number",
 ]
 
 #: Largest accepted absolute feature value (see the module docstring for why it is enough).
@@ -62,6 +63,12 @@ class InvalidInput(ValueError):
     def __init__(self, message: str, code: str = "invalid_input"):
         super().__init__(message)
         self.code = code
+
+
+def plain_number(value):
+    """A numpy scalar (a parameter taken from an array, say) as the Python value it equals;
+    anything else as it is."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def describe(value) -> str:

@@ -134,7 +134,8 @@ def largest_distance(kernel: str, epsilon: float, norm: str, scales) -> float:
         raise ValueError(f"unknown norm {norm!r}: expected one of {NORMS}")
     max_sq, sum_sq, total = _scale_sums(scales)
     if kernel == "rbf":
-        return epsilon**2 * (max_sq if norm == "l2" else sum_sq)
+        # (A product, not epsilon**2, which raises OverflowError past 1e154 where this is inf.)
+        return epsilon * (epsilon * (max_sq if norm == "l2" else sum_sq))
     if kernel == "laplacian":
         return epsilon * (math.sqrt(sum_sq) if norm == "l2" else total)
     raise ValueError(f"unknown kernel {kernel!r}: expected one of {KERNELS}")

@@ -84,7 +84,9 @@ class _Rows:
             return cls([(names, np.array(rows).reshape(len(rows), len(names)))
                         for names, rows in runs])
         names, values = inputs.frame_values(X, missing_ok)
-        return cls([(names, values)])
+        # Rows of a C-ordered matrix: pandas hands over a column-major one, and a strided row
+        # rounds its dot products otherwise than the same row from a dict (`learn_one`).
+        return cls([(names, np.ascontiguousarray(values))])
 
     def __len__(self) -> int:
         return sum(len(values) for _, values in self.runs)
@@ -110,6 +112,10 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         bias_step_size: float,
         max_features: int,
     ):
+        # A numpy scalar (a float32 from an array, say) as the Python number it equals: the
+        # parameters are saved as JSON, and a float32 would make the arithmetic it enters float32.
+        epsilon, regularization, step_size, bias_step_size = map(
+            inputs.plain_number, (epsilon, regularization, step_size, bias_step_size))
         self.epsilon = epsilon
         self.norm = norm
         self.regularization = regularization
@@ -173,6 +179,10 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         """True while labelled rows are to be kept aside (in `_held`) instead of learned: a
         warm-up. When it turns False the held rows are learned, in order."""
         return False
+
+    def _rows_to_hold(self) -> int:
+        """How many more labelled rows will be held back (`_holds_back`) before the warm-up ends."""
+        return 0
 
     # -- shared pieces of the update ------------------------------------------------------------
 
@@ -333,8 +343,16 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         held = self._held_inputs() if self._held else {}
         learned: dict = {}  # inputs of learned rows beyond the held ones
         predicted: dict = {}
+        # A held row keeps all its inputs, zero-valued ones too (the warm-up fits on them):
+        # they count as the held ones do, so that a checkpoint can hold the rows.
+        to_hold = self._rows_to_hold()
+        holding: dict = {}
         i = 0
         for names, values in rows.runs:
+            if to_hold and (labelled := sum(y is not None for y in labels[i : i + len(values)])):
+                to_hold -= min(to_hold, labelled)
+                holding.update(dict.fromkeys(n for n in names if n not in held
+                                             and n not in self._index.position))
             if held and names == self._held_cache[2]:
                 i += len(values)  # the keys of the latest held row: every input is held
                 continue
@@ -352,6 +370,9 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
             # times more.)
             if len(unknown) and np.count_nonzero(unknown_values := values.take(unknown, axis=1)):
                 nonzero = unknown_values != 0
+                # (A row only predicted may bring at most max_features unknown inputs too:
+                # refused here, before any row of the batch is learned.)
+                self._check_unknown(int(nonzero.sum(axis=1).max()))
                 is_learned = np.fromiter((y is not None for y in labels[i : i + len(values)]),
                                          dtype=bool, count=len(values))
                 for mask, found in [(is_learned, learned), (~is_learned, predicted)]:
@@ -359,7 +380,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
                     found.update(dict.fromkeys(n for j in unknown[columns].tolist()
                                                if (n := names[j]) not in held))
             i += len(values)
-        total = len(self._index) + len(held) + len(learned)
+        total = len(self._index) + len(held) + len({**holding, **learned})
         if total > self.max_features:
             raise inputs.InvalidInput(
                 f"learning this would give the model {total} inputs, "

@@ -47,13 +47,16 @@ class MarginPredictions:
         return V, U, unknown, self._unknown_hashes(unknown)
 
     def _decision(self, names: list, values: np.ndarray) -> np.ndarray:
+        # In chunks, so that a large batch never materialises a (rows x features) matrix whole,
+        # nor, during a warm-up, a (rows x held rows) one for the vote.
         if not self._started:
-            return self._unstarted_margins(names, values)
-        # In chunks, so that a large batch never materialises a (rows x features) matrix whole.
-        return np.concatenate([
-            self._decision_block(*self._dense(names, values[i : i + ROWS_PER_CHUNK]))
-            for i in range(0, max(len(values), 1), ROWS_PER_CHUNK)
-        ])
+            def block(rows):
+                return self._unstarted_margins(names, rows)
+        else:
+            def block(rows):
+                return self._decision_block(*self._dense(names, rows))
+        return np.concatenate([block(values[i : i + ROWS_PER_CHUNK])
+                               for i in range(0, max(len(values), 1), ROWS_PER_CHUNK)])
 
     def decision_one(self, x: dict) -> float:
         """The margin `g(x) = f(x) + b`; positive means the positive class. NaN values count
@@ -133,9 +136,11 @@ class MarginPredictions:
 
         margins = self.decision_many(X)
         index = X.index if hasattr(X, "index") else None
-        if len(self._labels) < 2:
-            return pd.DataFrame({c: np.ones(len(margins)) for c in self._labels}, index=index)
-        negative, positive = self._labels
+        if len(self._labels) == 1:
+            return pd.DataFrame({self._labels[0]: np.ones(len(margins))}, index=index)
+        # Before any label, River's binary convention, as `predict_proba_one` (a frame of no
+        # columns would also have no rows for an array).
+        negative, positive = self._labels or (False, True)
         return pd.DataFrame(
             {negative: self._calibration.proba(-margins), positive: self._calibration.proba(margins)},
             index=index,

@@ -60,7 +60,7 @@ class CheckpointMixin:
             state["group_clock"] = list(self._schedule.group_clock)
         meta = {
             "class": type(self).__name__,
-            "params": self._get_params(),
+            "params": self._checkpoint_params(),
             "state": state,
             "extra": extra or {},
         }
@@ -88,7 +88,9 @@ class CheckpointMixin:
             model._labels = labels
             model._bias = float(state["bias"])
             model._n_learned = int(state["n_learned"])
-            model._started = bool(state["started"])
+            model._started = state["started"]
+            if type(model._started) is not bool:
+                raise ValueError(f"started must be true or false, got {model._started!r:.40}")
             model._calibration.scale, model._calibration.grad_squares = map(
                 float, state["temperature"]
             )
@@ -124,7 +126,17 @@ class CheckpointMixin:
         if not isinstance(params, dict):
             raise TypeError("params must be a mapping")
         # A checkpoint written before a parameter existed learns as it did then.
-        return cls(**{**cls._PARAMS_BEFORE_THEY_EXISTED, **params})
+        return cls(**cls._params_from_checkpoint({**cls._PARAMS_BEFORE_THEY_EXISTED, **params}))
+
+    def _checkpoint_params(self) -> dict:
+        """The parameters as the checkpoint's JSON holds them (`_params_from_checkpoint` reads
+        them back)."""
+        return self._get_params()
+
+    @classmethod
+    def _params_from_checkpoint(cls, params: dict) -> dict:
+        """The parameters `_checkpoint_params` wrote, as the constructor takes them."""
+        return params
 
     def _held_row(self, names, values, y) -> tuple:
         names = [inputs.decode_name(n) for n in names]

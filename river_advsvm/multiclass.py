@@ -67,7 +67,8 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         'linf' (each binary model's own by default). 0 where the prediction is not `y`.
         """
         labels = list(y)
-        _, values = inputs.frame_values(X)
+        # NaN is a missing input here too, as for the binary models (and `certified_radius_one`).
+        _, values = inputs.frame_values(X, missing_ok=True)
         if len(labels) != len(values):
             raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels")
         radii = np.full(len(labels), np.inf)

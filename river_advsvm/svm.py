@@ -226,6 +226,9 @@ class AdvKernelSVM(MarginClassifier):
         bounds: tuple[float, float] | None = None,
         reprocess: int = 1,
     ):
+        if isinstance(gamma, dict):  # (see MarginClassifier: parameters are saved as JSON)
+            gamma = {n: inputs.plain_number(g) for n, g in gamma.items()}
+        gamma = inputs.plain_number(gamma)
         super().__init__(
             epsilon=epsilon,
             norm=norm,
@@ -312,6 +315,9 @@ class AdvKernelSVM(MarginClassifier):
 
     def _holds_back(self) -> bool:
         return self._gamma is None and len(self._held) < self.warm_up
+
+    def _rows_to_hold(self) -> int:
+        return self.warm_up - len(self._held) if self._gamma is None else 0
 
     def _fit_gamma(self) -> None:
         """`gamma='scale'`: the bandwidths, from the held-back warm-up rows."""
@@ -484,6 +490,23 @@ class AdvKernelSVM(MarginClassifier):
             self._store.negate()
         self._bias = -self._bias
 
+    def _checkpoint_params(self):
+        params = super()._checkpoint_params()
+        gamma = params["gamma"]
+        # JSON keys are strings: a dict of bandwidths for inputs 0, 1 (an array's columns) would
+        # come back naming '0' and '1', and one with tuple names could not be written. Such a
+        # dict is saved as [name's encoding, bandwidth] pairs, as fitted bandwidths are.
+        if isinstance(gamma, dict) and not all(isinstance(n, str) for n in gamma):
+            params["gamma"] = [[inputs.encode_name(n), g] for n, g in gamma.items()]
+        return params
+
+    @classmethod
+    def _params_from_checkpoint(cls, params):
+        gamma = params.get("gamma")
+        if isinstance(gamma, list):
+            params = {**params, "gamma": {inputs.decode_name(n): g for n, g in gamma}}
+        return params
+
     def _model_state(self):
         scalars = {"seed": self._seed, "gamma": self._gamma, "kernel_radius": self.kernel_radius,
                    "gamma_by_name": None, "active_share": self._active_share,
@@ -522,6 +545,10 @@ class AdvKernelSVM(MarginClassifier):
             raise ValueError(f"scale_power {power!r} is not one of this kernel's")
         # (Relative to the saved median, as the saved model's were.)
         self._input_scales = InputScales(by_name, gamma, self.max_features, power)
+        if ("store" in scalars) != self._started:
+            # A model starts its store as it starts learning: one without the other would
+            # predict from the bias alone, then start a second store over no inputs.
+            raise ValueError("a started model has a store, and only a started one")
         if "store" in scalars:
             if self._gamma is None:
                 raise ValueError("a started model needs its gamma")

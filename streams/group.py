@@ -317,7 +317,8 @@ class GroupSync:
             reason = merge.incompatibility(peers[0].meta, meta)
             if reason is not None:
                 log.warning("adopting the group's model options (%s)", reason)
-                state.model = type(state.model)(**peers[0].meta["params"])
+                cls = type(state.model)
+                state.model = cls(**cls._params_from_checkpoint(peers[0].meta["params"]))
         return state, False
 
     def fold(self, state: state_io.ServiceState, timeout: float | None = None) -> int:

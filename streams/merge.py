@@ -94,8 +94,9 @@ def check_mergeable_params(params: dict) -> None:
         raise ValueError(f"workers that sync need budget_policy 'merge', 'remove' or 'compact' "
                          f"(a representation they share), got {policy!r}")
     gamma = params.get("gamma")
-    fixed = isinstance(gamma, dict) or (isinstance(gamma, numbers.Real)
-                                        and not isinstance(gamma, bool))
+    # (A checkpoint holds a dict naming inputs other than by str as a list of pairs.)
+    fixed = isinstance(gamma, (dict, list)) or (isinstance(gamma, numbers.Real)
+                                                and not isinstance(gamma, bool))
     if not fixed:
         raise ValueError(
             "workers that sync need a numeric gamma, the same for every worker (--gamma 0.05, "

@@ -59,6 +59,39 @@ def test_iterates_stay_in_the_ball_and_the_box(x0, seed, epsilon, norm, steps, y
             assert ((0.0 <= x) & (x <= 1.0)).all()
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    x0=st.lists(st.floats(-2.0, 3.0), min_size=1, max_size=12),
+    seed=st.integers(0, 2**32 - 1),
+    epsilon=st.floats(1e-4, 3.0),
+    norm=st.sampled_from(["linf", "l2"]),
+    steps=st.integers(1, 5),
+    y=st.sampled_from([-1.0, 1.0]),
+    bounds=st.sampled_from([(0.0, 1.0), (0.5, 1.0)]),
+)
+def test_inputs_outside_the_box_are_not_pulled_out_of_the_ball(x0, seed, epsilon, norm, steps, y,
+                                                               bounds):
+    """A sample whose input lies outside `bounds` (a pixel of 1.2 with bounds (0, 1); an input
+    it lacks, 0, when the box excludes 0) had that input clipped into the box, however far:
+    the attacker's point left the threat ball, and moved inputs not its own."""
+    x0 = np.array(x0)
+    rng = np.random.default_rng(seed)
+    movable = rng.random(len(x0)) < 0.7
+    lo, hi = bounds
+    x = x0
+    for _ in range(steps):
+        gradient = rng.standard_normal(len(x0)) * 10.0 ** rng.integers(-6, 6)
+        x = ascent_step(x, x0, gradient, y, step_length(epsilon, steps), epsilon, norm,
+                        bounds, movable)
+        delta = x - x0
+        size = np.abs(delta).max() if norm == "linf" else np.linalg.norm(delta)
+        # (x0 + delta rounds at the scale of x0, up to 3 here.)
+        assert size <= epsilon * (1 + 1e-12) + 1e-14 * np.abs(x0).max()
+        assert (delta[~movable] == 0).all()
+        # In the box, or no farther out of it than the sample.
+        assert (x >= np.minimum(lo, x0)).all() and (x <= np.maximum(hi, x0)).all()
+
+
 def test_one_linf_step_is_fgsm_and_lowers_a_linear_margin_by_its_exact_worst_case():
     # g(x) = w.x: the worst L-inf change at radius eps is eps ||w||_1, reached by one step.
     w = np.array([0.5, -2.0, 1.5, 0.0])

@@ -126,6 +126,20 @@ def test_invalid_values_are_refused_by_the_models_validation(model, kind):
         attack.perturb_many(model, np.zeros((3, D)), [True, False])
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_samples_without_inputs_come_back_unchanged(model, kind):
+    """A sample of no features (an empty dict, a frame of no columns) has nothing to move; ZOO
+    divided its queries per call by the number of coordinates and raised ZeroDivisionError."""
+    attack = make_attack(kind, 0.1, NORM_OF[kind][0], (0.0, 1.0))
+    X = pd.DataFrame(index=["a", "b"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoGradientWarning)  # (no inputs, no gradient)
+        out = attack.perturb_many(model, X, [True, False], progress=False)
+        assert out.shape == (2, 0) and list(out.index) == ["a", "b"]
+        assert attack.perturb_one(model, {}, True) == {}
+    assert attack.last_result.norms.tolist() == [0.0]
+
+
 def test_constructors_refuse_bad_threat_sets():
     with pytest.raises(ValueError):
         FGSM(epsilon=-0.1)
@@ -136,3 +150,19 @@ def test_constructors_refuse_bad_threat_sets():
     with pytest.raises(ValueError):
         PGD(bounds=(1.0, 0.0))
     CarliniWagnerL2(epsilon=None)  # minimum-norm attacks need no radius
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_numpy_radius_is_the_number_it_holds(model, kind):
+    """`PGD(epsilon=np.float32(...))`, a radius computed from a float32 array, was refused as
+    'epsilon must be a finite number >= 0'; the models take such parameters."""
+    norm = NORM_OF[kind][0]
+    X = np.random.default_rng(3).random((5, D))
+    y = [True, False, True, False, True]
+    given = make_attack(kind, np.float32(0.25), norm, (0.0, 1.0))
+    plain = make_attack(kind, float(np.float32(0.25)), norm, (0.0, 1.0))
+    assert type(given.epsilon) is float
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoGradientWarning)
+        np.testing.assert_array_equal(given.perturb_many(model, X, y, progress=False),
+                                      plain.perturb_many(model, X, y, progress=False))

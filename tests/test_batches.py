@@ -14,6 +14,7 @@ from river import datasets, evaluate, metrics, preprocessing
 from test_validation import fingerprint
 
 from river_advsvm import AdvKernelSVM, AdvLinearSVM
+from river_advsvm.inputs import key_hash
 
 MODELS = {
     "merge": lambda: AdvKernelSVM(epsilon=0.1, budget=64, warm_up=20, seed=1),
@@ -78,6 +79,26 @@ def test_frames_and_arrays_learn_as_their_rows(make):
     assert fingerprint(arrays) == fingerprint(one) == fingerprint(frames)
 
 
+@pytest.mark.parametrize("make", MODELS.values(), ids=MODELS.keys())
+def test_column_major_frames_learn_as_their_rows(make):
+    """A frame built column by column (as pandas reads a file) hands over a column-major
+    matrix: a row whose columns are the model's, in its order, was used as it came, strided,
+    and its dot product with the weights rounded otherwise than the same row from a dict."""
+    rng = np.random.default_rng(3)
+    # In the order of their hashes, the model's own: its rows are then used as they come.
+    names = sorted([f"f{j}" for j in range(6)], key=key_hash)
+    columns = {name: rng.normal(size=400) for name in names}
+    columns[names[2]] = columns[names[2]].astype(np.float32)  # two dtypes: two blocks
+    frame = pd.DataFrame(columns)
+    y = (frame[names[0]] + frame[names[1]] > 0).to_numpy()
+    one = make()
+    for row, label in zip(frame.to_dict("records"), y.tolist()):
+        one.learn_one(row, label)
+    frames = make()
+    frames.learn_many(frame, y)
+    assert fingerprint(frames) == fingerprint(one)
+
+
 #: Labels as booleans, and as strings whose second class sorts after or before the first one
 #: (the model flips its sign when the label it took for positive turns out negative).
 LABELINGS = {"bool": None, "str-second-after": {False: "a", True: "b"},
@@ -135,6 +156,22 @@ def test_predict_one_knows_nothing_before_a_label():
     assert model.predict_one({"a": 1.0}) == "cat"
 
 
+@pytest.mark.parametrize("make", [MODELS["merge"], MODELS["linear"]])
+@pytest.mark.parametrize("as_frame", [False, True])
+def test_predict_proba_many_before_a_label_is_predict_proba_one_row_by_row(make, as_frame):
+    """Before any label the frame had no columns, and for an array no rows either: an attack
+    asking a model for scores (ZOO) then failed with an IndexError."""
+    X = np.array([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]])
+    if as_frame:
+        X = pd.DataFrame(X, columns=["a", "b"], index=[7, 8, 9])
+    model = make()
+    proba = model.predict_proba_many(X)
+    assert proba.to_dict("records") == [{False: 0.5, True: 0.5}] * 3
+    assert list(proba.index) == ([7, 8, 9] if as_frame else [0, 1, 2])
+    model.learn_one({0: 1.0, "a": 1.0}, "cat")
+    assert model.predict_proba_many(X).to_dict("records") == [{"cat": 1.0}] * 3
+
+
 def test_the_warm_up_learns_every_sample_once_in_order():
     rows, labels = stream(300, seed=3)
     model = AdvKernelSVM(epsilon=0.1, warm_up=40, seed=7)
@@ -177,6 +214,41 @@ def test_the_warm_up_predicts_with_a_vote_and_certifies_nothing():
     assert model.predict_one({"a": 1.0, "b": 0.5}) is True
     assert model.predict_one({"a": 0.0, "b": 0.5}) is False
     assert model.certified_radius_one({"a": 1.0, "b": 0.5}, True) == 0.0
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_an_empty_batch_during_the_warm_up_has_no_margins(kernel):
+    """The Laplacian vote stacked one row of distances per sample: with no sample, numpy's
+    'need at least one array to stack'."""
+    model = AdvKernelSVM(kernel=kernel, warm_up=10, seed=0)
+    model.learn_one({"a": 1.0}, True)
+    model.learn_one({"a": 0.0}, False)
+    assert model.decision_many(pd.DataFrame({"a": []})).shape == (0,)
+    assert model.predict_proba_many(np.zeros((0, 1))).shape == (0, 2)
+    assert len(model.predict_many(pd.DataFrame({"a": [], "b": []}))) == 0
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_the_warm_up_vote_of_a_large_batch_is_computed_in_chunks(kernel):
+    """During the warm-up, decision_many voted on the whole batch at once: a (rows x held rows)
+    matrix, 360 MB for 20,000 rows and 1,500 held ones; batches are evaluated in chunks of
+    ROWS_PER_CHUNK rows, as once the model has started."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    model = AdvKernelSVM(kernel=kernel, warm_up=1000, seed=0)
+    X = rng.random((500, 3))
+    model.learn_many(X, X[:, 0] > 0.5)
+    Q = rng.random((10_000, 3))
+    tracemalloc.start()
+    try:
+        margins = model.decision_many(Q)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 25e6  # the whole vote at once: over 100 MB
+    assert margins[:3] == pytest.approx([model.decision_one(dict(enumerate(q))) for q in Q[:3]],
+                                        rel=1e-6)
 
 
 def test_min_max_scaler_pipelines_run_on_streams_whose_features_appear_late():

@@ -91,6 +91,61 @@ def test_a_model_on_large_inputs_restores_from_its_own_checkpoint(magnitude, dty
         assert restored.decision_one(x) == model.decision_one(x)
 
 
+_NAMES = st.one_of(st.text("ab", max_size=3), st.integers(-3, 3), st.booleans(),
+                  st.floats(-2, 2, allow_nan=False),
+                  st.tuples(st.text("ab", max_size=2), st.integers(0, 2)))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(gamma=st.dictionaries(_NAMES, st.floats(0.01, 10.0), min_size=1, max_size=4))
+def test_a_gamma_dict_of_any_names_survives_save_and_load(tmp_path, gamma):
+    """JSON's keys are strings: a gamma dict naming inputs 0 and 1 (a numpy array's columns)
+    came back naming '0' and '1', the kernel lost its per-input bandwidths and the loaded model
+    predicted otherwise; one with tuple names could not be saved at all."""
+    model = AdvKernelSVM(gamma=gamma, budget=8, seed=1)
+    names = list(gamma)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        x = {n: float(rng.normal()) for n in names}
+        model.learn_one(x, x[names[0]] > 0)
+    path = tmp_path / "model.ckpt"
+    model.save(path)
+    loaded = AdvKernelSVM.load(path)
+    assert loaded.gamma == gamma and loaded.fitted_gamma == model.fitted_gamma
+    x = {n: float(rng.normal()) for n in names}
+    assert loaded.decision_one(x) == model.decision_one(x)
+    assert loaded.to_checkpoint()[0] == model.to_checkpoint()[0]
+
+
+@pytest.mark.parametrize("cls, given, plain", [
+    (AdvLinearSVM,
+     {"epsilon": np.float32(0.25), "regularization": np.float32(0.5), "step_size": np.int64(1)},
+     {"epsilon": 0.25, "regularization": 0.5, "step_size": 1}),
+    (AdvKernelSVM, {"epsilon": np.float32(0.25), "gamma": np.float32(0.5), "seed": 1},
+     {"epsilon": 0.25, "gamma": 0.5, "seed": 1}),
+    (AdvKernelSVM, {"gamma": {"u": np.float32(0.5), 3: np.float64(2.0)}, "seed": 1},
+     {"gamma": {"u": 0.5, 3: 2.0}, "seed": 1}),
+])
+def test_numpy_scalar_parameters_save_and_learn_as_python_numbers(tmp_path, cls, given, plain):
+    """A parameter given as a numpy scalar (taken from an array) made `save` raise TypeError
+    (JSON has no float32); it is the Python number it equals, so the model also learns as the
+    one given that number, and as itself once loaded."""
+    model, python = cls(**given), cls(**plain)
+    assert model._get_params() == python._get_params()
+    data = list(stream(60, seed=1))
+    for x, y in data[:30]:
+        model.learn_one(x, y)
+        python.learn_one(x, y)
+    model.save(tmp_path / "model.ckpt")
+    loaded = cls.load(tmp_path / "model.ckpt")
+    for x, y in data[30:]:
+        for m in (model, python, loaded):
+            m.learn_one(x, y)
+    assert model.to_checkpoint()[0] == python.to_checkpoint()[0] == loaded.to_checkpoint()[0]
+    x = data[0][0]
+    assert model.decision_one(x) == python.decision_one(x) == loaded.decision_one(x)
+
+
 def test_a_checkpoint_from_before_a_parameter_existed_learns_as_it_did():
     """A model saved before `adversary` and `reprocess` existed learned at the closed form's
     bound without reprocessing; loaded, it still does, whatever the defaults are now."""
@@ -286,6 +341,12 @@ def test_object_arrays_are_never_unpickled(saved):
         lambda m: m["state"].update(group_clock=[0, 0.5]),
         lambda m: m["state"].update(group_clock=[10**9, 2.0]),
         lambda m: m["state"].update(group_clock=["0", 2.0]),
+        # Loaded, these predicted from the bias alone, then failed to learn (a second store
+        # over no inputs), or raised OverflowError at the next random feature's id.
+        lambda m: m["state"].update(started=False),
+        lambda m: m["state"].update(started={}),
+        lambda m: m["state"]["model"]["store"].update(n_added=2**64),
+        lambda m: m["state"]["model"]["store"].update(n_added=-1),
     ],
 )
 def test_hostile_or_inconsistent_metadata(saved, edit):

@@ -113,6 +113,22 @@ def test_support_vectors_with_a_fixed_gamma_can_sync(params):
     merge.check_mergeable_params(AdvKernelSVM(**params)._get_params())  # no error
 
 
+def test_models_with_a_gamma_dict_of_int_names_average_and_keep_it():
+    """A checkpoint holds a gamma dict naming inputs other than by str (an array's columns) as
+    [name, bandwidth] pairs; such models still sync, and their average keeps the dict."""
+    gamma = {0: 0.5, 1: 0.1, 2: 0.3, 3: 0.2}
+    a, b = sv_trained(20, 1, range(4), gamma=gamma), sv_trained(20, 2, range(4), gamma=gamma)
+    meta_a, meta_b = a.to_checkpoint()[0], b.to_checkpoint()[0]
+    assert merge.incompatibility(meta_a, meta_b) is None
+    merge.check_mergeable_params(meta_a["params"])
+    merged = merge.to_model(*merge.average([(*a.to_checkpoint(), 1.0),
+                                            (*b.to_checkpoint(), 1.0)], 40))
+    assert merged.gamma == gamma
+    x = {0: 0.3, 1: -0.2, 2: 0.1, 3: 0.0}
+    assert merged.decision_one(x) == pytest.approx(
+        (a.decision_one(x) + b.decision_one(x)) / 2, rel=1e-9)
+
+
 # -- support vectors: the average in function space ------------------------------------------------
 
 
@@ -405,9 +421,11 @@ def test_fold_weighs_each_peer_by_the_samples_not_yet_averaged_in(tmp_path, repr
     assert state.model.n_learned == 650
 
 
-@pytest.mark.parametrize("representation", REPRESENTATIONS)
+@pytest.mark.parametrize("representation", [*REPRESENTATIONS, "gamma-dict-of-int-names"])
 def test_a_new_worker_starts_from_the_group_and_adopts_its_options(tmp_path, representation):
-    params = REPRESENTATIONS[representation]
+    # (A gamma dict naming inputs 0..3 is held in the snapshot as [name, bandwidth] pairs.)
+    params = REPRESENTATIONS.get(representation,
+                                 dict(SV_PARAMS, gamma={0: 0.3, 1: 0.2, 2: 0.1, 3: 0.4}))
     peer = trained(100, 2, **params)
     sync = group.GroupSync("127.0.0.1:1", "snaps", "new", str(tmp_path), sink=None)
     sync.reader = FakeReader({"p": snapshot("p", 0, peer, {"t": {0: 100}})})

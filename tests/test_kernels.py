@@ -43,6 +43,23 @@ def test_adversarial_radius_matches_brute_force(kernel, norm, d):
     assert kernels.adversarial_radius(kernel, gamma, epsilon, norm, d) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+@pytest.mark.parametrize("epsilon", [1e155, 1e308])
+def test_a_radius_beyond_every_distance_covers_the_whole_kernel_ball(norm, epsilon):
+    """An RBF model at epsilon=1e155 (accepted: finite) raised OverflowError at its first
+    sample: epsilon**2 of a Python float raises where the product is inf. The kernel-space
+    radius is then sqrt(2), the largest there is; over no input, 0."""
+    assert kernels.adversarial_radius("rbf", 1.0, epsilon, norm, 3) == math.sqrt(2)
+    assert kernels.adversarial_radius("rbf", 1.0, epsilon, norm, 0) == 0.0
+    from river_advsvm import AdvKernelSVM
+
+    model = AdvKernelSVM(epsilon=epsilon, norm=norm, gamma=1.0, seed=0)
+    for i in range(6):
+        model.learn_one({"a": i / 6, "b": 1.0}, i % 2 == 0)
+    assert model.kernel_radius == math.sqrt(2)
+    assert math.isfinite(model.decision_one({"a": 0.5})) and math.isfinite(model.rkhs_norm)
+
+
 def test_radius_is_the_kernel_space_distance_of_the_worst_attack():
     """||phi(x+delta) - phi(x)||_H^2 = 2 - 2 kappa(delta), computed with explicit features."""
     rng = np.random.default_rng(0)

@@ -63,6 +63,18 @@ def test_labels_it_cannot_vouch_for_get_zero(digits_ovr):
     assert OneVsRest(AdvKernelSVM()).certified_radius_one(x, y[0]) == 0.0  # knows no label
 
 
+def test_nan_is_a_missing_input_for_the_certificate_as_for_the_binary_models(digits_ovr):
+    """`certified_radius_many` refused NaN ('learning needs finite values') where each binary
+    model, and `certified_radius_one`, read it as a missing input."""
+    model, X, y = digits_ovr
+    X = X[:5].copy()
+    X[:, 3] = np.nan
+    radii = model.certified_radius_many(X, y[:5])
+    one = [model.certified_radius_one({j: v for j, v in enumerate(x) if j != 3}, t)
+           for x, t in zip(X, y[:5])]
+    assert radii == pytest.approx(one, rel=1e-4)
+
+
 def test_only_certifiable_models_are_accepted():
     from river import linear_model
 

@@ -209,6 +209,26 @@ def test_margins_and_edge_cases():
     np.testing.assert_allclose(wide_radii, narrow_radii, rtol=1e-6)
 
 
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_a_sample_without_inputs_is_certified_at_any_radius(norm):
+    """A model that learned only empty samples stores vectors of no inputs; certifying an empty
+    sample (which has nothing an attacker may move) raised numpy's 'zero-size array to
+    reduction operation maximum'."""
+    from river_advsvm import AdvKernelSVM
+
+    model = AdvKernelSVM(gamma=2.0, budget=8, seed=1)
+    for y in [True, False, True]:
+        model.learn_one({}, y)
+    assert model.n_support_vectors > 0 and model.decision_one({}) > 0
+    assert model.certified_radius_one({}, True, norm=norm) == math.inf
+    assert model.certified_radius_one({}, False, norm=norm) == 0.0
+    assert model.certified_radius_one({}, True, norm=norm, bounds=(0.0, 1.0)) == math.inf
+    import pandas as pd
+
+    radii = model.certified_radius_many(pd.DataFrame(index=["a", "b"]), [True, False], norm=norm)
+    assert radii.tolist() == [math.inf, 0.0]
+
+
 @pytest.mark.parametrize(
     "bad",
     [

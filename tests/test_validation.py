@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from river_advsvm import AdvKernelSVM, AdvLinearSVM, InvalidInput, inputs
+from river_advsvm import AdvKernelSVM, AdvLinearSVM, InvalidInput, checkpoint, inputs
 from river_advsvm.inputs import MAX_ABS_VALUE
 
 
@@ -147,6 +147,54 @@ def test_max_features_refuses_the_sample_that_would_exceed_it():
     # ... of which one sample may bring at most max_features, as in learning.
     with pytest.raises(InvalidInput, match="6 inputs the model does not know"):
         model.predict_one({f"p{i}": 1.0 for i in range(6)})
+
+
+@pytest.mark.parametrize("make", [lambda: AdvLinearSVM(max_features=3),
+                                  lambda: AdvKernelSVM(gamma=1.0, max_features=3, seed=0),
+                                  lambda: AdvKernelSVM(max_features=3, warm_up=5, seed=0)])
+def test_a_batch_with_a_predicted_row_over_max_features_changes_nothing(make):
+    """decision_then_learn_many learned (or held) the rows before a row only predicted that
+    brought more than max_features unknown inputs, then refused that row: the batch is refused
+    whole, before anything changes, as its docstring says."""
+    model = make()
+    model.learn_one({"a": 1.0}, True)
+    model.learn_one({"a": 0.0}, False)
+    before = fingerprint(model)
+    rows = [{"a": 0.5}, {f"x{i}": 1.0 for i in range(4)}]
+    for call in (model.decision_then_learn_many, model.predict_proba_then_learn_many):
+        with pytest.raises(InvalidInput, match="4 inputs the model does not know"):
+            call(rows, [True, None])
+        assert fingerprint(model) == before
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_the_warm_up_counts_every_input_it_holds_against_max_features(batch):
+    """gamma='scale' fits a bandwidth for every input of the rows it holds, zero-valued ones
+    too, but only nonzero inputs were counted against max_features while the rows were taken:
+    a batch of rows with 5 inputs each (2 nonzero) passed max_features=3 and made a model whose
+    own checkpoint was refused ('too many fitted bandwidths'); one row at a time, the first row
+    passed and the second, the same, was refused. Every input of a row to be held counts."""
+    model = AdvKernelSVM(max_features=3, warm_up=3, seed=0)
+    rows = [{"a": float(i), "e": float(i * i), "b": 0.0, "c": 0.0, "d": 0.0} for i in range(1, 5)]
+    before = fingerprint(model)
+    with pytest.raises(InvalidInput, match="5 inputs") as error:
+        if batch:
+            model.learn_many(rows, [True, False, True, False])
+        else:
+            model.learn_one(rows[0], True)
+    assert error.value.code == "too_many_features"
+    assert fingerprint(model) == before
+    # Within the bound, the model and its checkpoint are whole.
+    model = AdvKernelSVM(max_features=5, warm_up=3, seed=0)
+    if batch:
+        model.learn_many(rows, [True, False, True, False])
+    else:
+        for row, y in zip(rows, [True, False, True, False]):
+            model.learn_one(row, y)
+    assert len(model.fitted_gamma) == 5 and model.n_inputs == 2
+    restored = AdvKernelSVM.from_checkpoint(*checkpoint.loads(checkpoint.dumps(
+        *model.to_checkpoint())))
+    assert fingerprint(restored) == fingerprint(model)
 
 
 @pytest.mark.parametrize("policy", ["merge", "compact"])

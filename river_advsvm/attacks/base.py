@@ -260,6 +260,8 @@ class Oracle:
         C = np.broadcast_to(coordinates, (n, np.shape(coordinates)[-1]))
         k = C.shape[1]
         G = np.empty((n, k))
+        if not k:  # a sample without inputs: no direction to estimate
+            return G
         samples_per_call = max(1, _QUERY_ROWS // (2 * k))
         for start in range(0, n, samples_per_call):
             block = np.arange(start, min(n, start + samples_per_call))
@@ -345,6 +347,7 @@ class Attack(base.Base):
     scores_only: typing.ClassVar[bool] = False
 
     def __init__(self, epsilon: float | None, norm: str, bounds: tuple[float, float] | None):
+        epsilon = inputs.plain_number(epsilon)  # (np.float32(8 / 255) is a radius too)
         self.epsilon = epsilon
         self.norm = norm
         self.bounds = bounds

@@ -148,8 +148,9 @@ def support_radii(
         raise ValueError("rows to certify must be finite")
     radii = np.zeros(len(X))
     positive = margins > 0
-    if not store.size:
-        # f is 0: the prediction is the bias, which no input changes.
+    if not store.size or not X.shape[1]:
+        # f is 0, or the rows have no input to move (a model that learned empty samples
+        # certifying one): nothing changes the prediction.
         radii[positive] = math.inf
         return radii
     model = Model(store, len(q), bias)
