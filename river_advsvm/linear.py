@@ -28,7 +28,8 @@ class AdvLinearSVM(MarginClassifier):
     regularization
         `λ`, the weight of `(λ/2) ||w||²` per sample (`λ = 1 / C` for the paper's C).
     step_size
-        `η` with the 'constant' schedule; the first step with 'diminishing'.
+        `η` with the 'constant' schedule; the first step with 'diminishing'. At most 1e6, as
+        is `bias_step_size`.
     schedule
         'constant' or 'diminishing' (`η_t = step_size / (1 + step_size λ t)`).
     bias_step_size

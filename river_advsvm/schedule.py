@@ -6,11 +6,14 @@ from __future__ import annotations
 import math
 import numbers
 
-__all__ = ["MAX_GROUP_RATE", "SCHEDULES", "StepSchedule"]
+__all__ = ["MAX_GROUP_RATE", "MAX_STEP", "SCHEDULES", "StepSchedule"]
 
 SCHEDULES = ("constant", "diminishing")
 #: The most samples of a group one worker's sample may stand for (`StepSchedule.join_group`).
 MAX_GROUP_RATE = 1e6
+#: The largest step of `f` and of the bias (the defaults are 0.5 and 0.05): with larger ones the
+#: coefficients, the norm or the bias of a long stream could leave float64's range.
+MAX_STEP = 1e6
 
 
 class StepSchedule:
@@ -27,9 +30,10 @@ class StepSchedule:
     schedule
         'constant' or 'diminishing'.
     step_size
-        `eta_0`, > 0, with `step_size * regularization < 1` (the shrink factor stays positive).
+        `eta_0`, in `(0, MAX_STEP]`, with `step_size * regularization < 1` (the shrink factor
+        stays positive).
     bias_step_size
-        The bias's first step, >= 0.
+        The bias's first step, in `[0, MAX_STEP]`.
     regularization
         `lambda`, >= 0; > 0 for 'diminishing'.
 
@@ -61,6 +65,9 @@ class StepSchedule:
                     and (value > 0 if low is None else value >= low)):
                 bound = "> 0" if low is None else ">= 0"
                 raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+        for name, value in [("step_size", step_size), ("bias_step_size", bias_step_size)]:
+            if value > MAX_STEP:
+                raise ValueError(f"{name} must be at most {MAX_STEP:g}, got {value!r}")
         if not step_size * regularization < 1:
             raise ValueError(
                 "step_size * regularization must be < 1, or the shrink factor "

@@ -105,7 +105,8 @@ class AdvKernelSVM(MarginClassifier):
         step, a sample's influence halves after about `0.7 / (step_size λ)` steps, so `λ` also
         sets how fast a drifting stream is forgotten.
     step_size
-        `η` with the 'constant' schedule; the first step with 'diminishing'.
+        `η` with the 'constant' schedule; the first step with 'diminishing'. At most 1e6, as
+        is `bias_step_size`.
     schedule
         'constant' (`η_t = step_size`, adv-SVM(C)) or 'diminishing'
         (`η_t = step_size / (1 + step_size λ t)`, adv-SVM(D)).

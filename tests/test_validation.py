@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from river_advsvm import AdvKernelSVM, AdvLinearSVM, InvalidInput, checkpoint, inputs
+from river_advsvm import (AdvKernelSVM, AdvLinearSVM, InvalidInput, checkpoint, inputs,
+                          schedule)
 from river_advsvm.inputs import MAX_ABS_VALUE
 
 
@@ -127,6 +128,21 @@ def test_inputs_at_the_bound_keep_every_number_finite(make):
     checks = [model.decision_one({"a": MAX_ABS_VALUE}), model.decision_one({"a": 0.3})]
     checks += list(model.predict_proba_one({"a": -MAX_ABS_VALUE, "b": 1.0}).values())
     assert all(math.isfinite(v) for v in checks)
+    assert "NaN" not in fingerprint(model) and "Infinity" not in fingerprint(model)
+
+
+@pytest.mark.parametrize("cls", [AdvKernelSVM, AdvLinearSVM])
+def test_the_largest_steps_keep_every_number_finite_and_larger_are_refused(cls):
+    big = schedule.MAX_STEP
+    for name in ("step_size", "bias_step_size"):
+        with pytest.raises(ValueError, match=f"{name} must be at most"):
+            cls(**{name: big * 1.01})
+    model = cls(step_size=big, bias_step_size=big, regularization=1e-300, epsilon=0.1)
+    rng = np.random.default_rng(0)
+    for _ in range(400):
+        x = {"a": float(rng.random()) * MAX_ABS_VALUE ** 0.5, "b": float(rng.random())}
+        model.learn_one(x, bool(x["b"] > 0.5))
+    assert math.isfinite(model.decision_one({"a": 1.0, "b": 0.5}))
     assert "NaN" not in fingerprint(model) and "Infinity" not in fingerprint(model)
 
 
