@@ -234,9 +234,13 @@ class RobustnessMonitor:
         Call it before `model.learn_one(x, y)`. `y_pred` is the model's prediction for `x` if
         the caller already has it (a test-then-train loop does), which saves a `predict_one`.
         """
-        self.n_seen += 1
+        # NaN is a missing input, as for the model's predictions (the attacks refuse it); a
+        # sample the model refuses is refused before the monitor counts it.
+        if any(isinstance(v, float) and math.isnan(v) for v in x.values()):
+            x = {name: v for name, v in x.items() if not (isinstance(v, float) and math.isnan(v))}
         if y_pred is None:
             y_pred = self.model.predict_one(x)
+        self.n_seen += 1
         correct = y_pred == y
         self._clean.update(y, y_pred)
         alerts = []

@@ -282,6 +282,24 @@ def test_the_monitor_never_changes_the_model():
     assert monitor.n_sampled == 100
 
 
+def test_nan_is_a_missing_input_and_a_refused_sample_is_not_counted():
+    model = AdvKernelSVM(seed=0)
+    stream = list(hyperplane(0, 300))
+    for x, y in stream:
+        model.learn_one(x, y)
+    with_nan = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=1)
+    without = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=1)
+    for x, y in stream[:50]:
+        with_nan.update({**x, 3: np.nan, 7: float("nan")}, y)
+        without.update({k: v for k, v in x.items() if k not in (3, 7)}, y)
+    assert with_nan.n_sampled == without.n_sampled == 50
+    assert dataclasses.asdict(with_nan.last) == dataclasses.asdict(without.last)
+    assert with_nan.snapshot() == without.snapshot()
+    with pytest.raises(ValueError):
+        with_nan.update({**stream[0][0], 2: "high"}, stream[0][1])
+    assert with_nan.n_seen == 50 and with_nan.n_sampled == 50
+
+
 def test_memory_is_bounded_on_a_long_stream():
     """Windows, alert list and detector state stop growing: the monitor's pickled state after
     40,000 samples is within 10% of its size after 10,000 (the model is left out)."""
