@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 
 import pytest
 
@@ -160,6 +161,39 @@ def test_service_config_validates():
                 dict(max_message_bytes=0)]:
         with pytest.raises(ValueError):
             ServiceConfig(**base, **bad)
+
+
+@pytest.mark.parametrize("bad, message", [
+    # A width or pinned labels the checkpoint written with them would be refused for at the
+    # next start (status 2 after a restart), or could not be written at all (NaN).
+    (dict(width=0), "width"), (dict(width=-2), "width"), (dict(width=10**7), "width"),
+    (dict(labels=[math.nan, 1]), "label 'nan'"), (dict(labels=[math.inf, 1]), "label 'inf'"),
+    (dict(labels=[10**20, 1]), "label '1000"), (dict(labels=["a" * 1001, "b"]), "label 'aaa"),
+    # Values that never checkpoint by time, never stop, or loop on the consumer's refusal.
+    (dict(checkpoint_interval=math.nan), "checkpoint_interval"),
+    (dict(exit_when_idle=-1.0), "exit_when_idle"), (dict(exit_when_idle=math.nan), "exit_when"),
+    (dict(shutdown_timeout=-1.0), "shutdown_timeout"),
+    (dict(shutdown_timeout=math.nan), "shutdown_timeout"),
+    (dict(max_poll_records=0), "max_poll_records"),
+    (dict(session_timeout_ms=100), "session_timeout_ms must be > 100"),
+    (dict(blas_threads=-1), "blas_threads"),
+])
+def test_service_config_refuses_what_the_service_cannot_run_or_read_back(bad, message):
+    base = dict(bootstrap_servers="127.0.0.1:1", topic="t", group="g", checkpoint_dir="d")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ServiceConfig(**base, **bad)
+
+
+def test_pinned_labels_and_width_the_config_takes_are_read_back(tmp_path):
+    labels = ["a" * kafka_io.MAX_TEXT_CHARS, 2**63 - 1]  # the longest a message may carry
+    config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="t", group="g",
+                           checkpoint_dir=str(tmp_path), labels=labels, width=3)
+    learner = Learner(state.ServiceState(model=AdvLinearSVM(), labels=list(config.labels),
+                                         width=config.width), 1000 + 2**12)
+    assert learner.process(kafka_io.encode([1, 2, 3], labels[0])).error is None
+    state.save(tmp_path, learner.state)
+    loaded = state.load(tmp_path)
+    assert (loaded.labels, loaded.width) == (labels, 3)
 
 
 def test_state_round_trip_and_inspect(tmp_path, capsys):
