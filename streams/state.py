@@ -404,6 +404,9 @@ def load(directory: str | os.PathLike, limits: Limits | None = None) -> ServiceS
     try:
         meta, arrays = checkpoint.read(path, max_array_bytes=limits.array_bytes())
     except FileNotFoundError:
+        if os.path.islink(path):  # a checkpoint elsewhere, out of reach: never start over
+            raise CheckpointError(f"cannot read {path}: it is a symbolic link to "
+                                  f"{os.readlink(path)}, which does not exist") from None
         return None
     return from_checkpoint(meta, arrays, path, limits)
 

@@ -240,6 +240,21 @@ def test_inspect_and_serve_refuse_a_fifo_checkpoint_without_blocking(tmp_path, c
     assert "a FIFO, not a regular file" in done.stderr and done.stderr.count("\n") == 1
 
 
+def test_a_dangling_symlink_checkpoint_is_refused_not_started_over(tmp_path, capsys):
+    # The file it points to is out of reach (a volume not mounted, say): starting a new model
+    # would replace the link by a fresh checkpoint at the first write.
+    directory = tmp_path / "ckpt"
+    directory.mkdir()
+    (directory / state.CHECKPOINT_FILE).symlink_to(tmp_path / "elsewhere" / "checkpoint.ckpt")
+    with pytest.raises(CheckpointError, match="it is a symbolic link to .*elsewhere/checkpoint"
+                                              r"\.ckpt, which does not exist"):
+        state.load(directory)
+    assert cli.main(["serve", *_serve(directory)]) == lifecycle.USAGE_ERROR
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "which does not exist" in err, err
+    assert (directory / state.CHECKPOINT_FILE).is_symlink()
+
+
 # -- 4. exit statuses: environment faults are restarted, usage errors are not ----------------------
 
 
