@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from river_advsvm import AdvKernelSVM
+from river_advsvm import AdvKernelSVM, AdvLinearSVM
 from river_advsvm import checkpoint, support
 from river_advsvm.support_basis import SharedBasis
 from river_advsvm.streams import group, merge
@@ -419,6 +419,27 @@ def test_a_new_worker_starts_from_the_group_and_adopts_its_options(tmp_path, rep
     x = {0: 1.0, 1: 0.0, 2: 0.0, 3: 0.0}
     assert state.model.decision_one(x) == pytest.approx(peer.decision_one(x))
     assert state.model.n_learned == 100
+
+
+@pytest.mark.parametrize("foreign", ["linear", "gamma scale", "truncate"])
+def test_a_new_worker_keeps_its_options_over_a_snapshot_no_group_can_average(
+        tmp_path, caplog, foreign):
+    # The snapshot of a service started without --sync-every's checks (or a hostile record):
+    # adopting its options gave the worker gamma='scale' or the linear model's defaults, which
+    # --sync-every refuses, and a model no peer could be averaged with.
+    peer = {"linear": lambda: AdvLinearSVM(),
+            "gamma scale": lambda: AdvKernelSVM(**{**SV_PARAMS, "gamma": "scale"}),
+            "truncate": lambda: AdvKernelSVM(**{**PARAMS, "budget_policy": "truncate"})}[foreign]()
+    for i in range(10):
+        peer.learn_one({0: float(i % 3) - 1, 1: 0.3}, i % 2)
+    sync = group.GroupSync("127.0.0.1:1", "snaps", "new", str(tmp_path), sink=None)
+    sync.reader = FakeReader({"p": snapshot("p", 0, peer, {"t": {0: 10}})})
+    with caplog.at_level("ERROR", logger=group.__name__):
+        state, republish = sync.initial_state(
+            lambda: state_io.ServiceState(model=AdvKernelSVM(**SV_PARAMS)))
+    assert not republish and state.model._get_params() == AdvKernelSVM(**SV_PARAMS)._get_params()
+    assert [r.getMessage().startswith("not adopting the model options of p's snapshot")
+            for r in caplog.records] == [True]
 
 
 def test_a_worker_restarts_from_its_newest_snapshot_local_or_published(tmp_path):
