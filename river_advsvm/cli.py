@@ -336,8 +336,9 @@ def _inspect(args: argparse.Namespace) -> int:
     except CheckpointError as error:
         print(f"advsvm inspect: {error}", file=sys.stderr)
         return 2
-    except (AttributeError, KeyError, TypeError, ValueError) as error:
-        # Well-formed JSON of the wrong shape (a list where an object belongs, ...).
+    except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as error:
+        # Well-formed JSON of the wrong shape (a list where an object belongs, a count too
+        # large for the accuracy's division, ...).
         print(f"advsvm inspect: {args.path}: invalid service metadata "
               f"({type(error).__name__}: {_one_line(error)})", file=sys.stderr)
         return 2
