@@ -17,6 +17,7 @@ import dataclasses
 import re
 
 from river_advsvm import margin
+from river_advsvm.labels import as_label
 from river_advsvm.streams import state as state_io
 from river_advsvm.streams.clients import MIN_HEARTBEAT_MS, Clients
 from river_advsvm.streams.security import SecuritySettings
@@ -151,10 +152,10 @@ class ServiceConfig:
             raise ValueError(f"width (--features) must be in [1, {margin.MAX_FEATURES_LIMIT}], "
                              f"got {self.width}")
         if self.labels is not None:
-            try:
-                state_io._labels(list(self.labels))
+            try:  # numpy scalars (np.unique's) as the Python labels the checkpoint holds
+                self.labels = state_io._labels([as_label(y) for y in self.labels])
             except ValueError as error:
-                raise ValueError(f"labels {self.labels!r}: {error}") from None
+                raise ValueError(f"labels {list(self.labels)!r}: {error}") from None
         outputs = [self.predictions_topic, self.alerts_topic, self.dead_letter_topic]
         if self.topic in outputs:
             raise ValueError(f"the input topic {self.topic!r} cannot also be an output topic")

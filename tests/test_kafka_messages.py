@@ -167,7 +167,8 @@ def test_service_config_validates():
     # A width or pinned labels the checkpoint written with them would be refused for at the
     # next start (status 2 after a restart), or could not be written at all (NaN).
     (dict(width=0), "width"), (dict(width=-2), "width"), (dict(width=10**7), "width"),
-    (dict(labels=[math.nan, 1]), "label 'nan'"), (dict(labels=[math.inf, 1]), "label 'inf'"),
+    (dict(labels=[math.nan, 1]), "label nan is not allowed"),
+    (dict(labels=[math.inf, 1]), "label inf is not allowed"),
     (dict(labels=[10**20, 1]), "label '1000"), (dict(labels=["a" * 1001, "b"]), "label 'aaa"),
     # Values that never checkpoint by time, never stop, or loop on the consumer's refusal.
     (dict(checkpoint_interval=math.nan), "checkpoint_interval"),
@@ -182,6 +183,22 @@ def test_service_config_refuses_what_the_service_cannot_run_or_read_back(bad, me
     base = dict(bootstrap_servers="127.0.0.1:1", topic="t", group="g", checkpoint_dir="d")
     with pytest.raises(ValueError, match=re.escape(message)):
         ServiceConfig(**base, **bad)
+
+
+def test_pinned_numpy_labels_are_the_python_labels_a_checkpoint_holds(tmp_path):
+    # np.unique's labels: np.int64 and np.bool_ could not be written (json) at the first
+    # checkpoint; they are now the Python labels, as the others already were once read back.
+    import numpy as np
+
+    for labels, expected in [(np.unique([7, 1]), [1, 7]), (np.array([0.5, 2.5]), [0.5, 2.5]),
+                             (np.array(["cat", "dog"]), ["cat", "dog"]),
+                             (np.array([False, True]), [False, True])]:
+        config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="t", group="g",
+                               checkpoint_dir=str(tmp_path), labels=list(labels))
+        assert config.labels == expected and [type(y) for y in config.labels] == \
+            [type(y) for y in expected]
+        state.save(tmp_path, state.ServiceState(model=AdvLinearSVM(), labels=config.labels))
+        assert state.load(tmp_path).labels == expected
 
 
 def test_pinned_labels_and_width_the_config_takes_are_read_back(tmp_path):
