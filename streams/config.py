@@ -157,6 +157,15 @@ class ServiceConfig:
             except ValueError as error:
                 raise ValueError(f"labels {list(self.labels)!r}: {error}") from None
         outputs = [self.predictions_topic, self.alerts_topic, self.dead_letter_topic]
+        # A name the broker refuses would be retried for ever as an output (a non-retriable
+        # InvalidTopicError at every flush); an empty output topic is no output.
+        for what, name in [("topic", self.topic), ("predictions_topic", self.predictions_topic),
+                           ("alerts_topic", self.alerts_topic),
+                           ("dead_letter_topic", self.dead_letter_topic),
+                           ("sync_topic", self.sync_topic)]:
+            if (name or what == "topic") and not _is_topic_name(name):
+                raise ValueError(f"{what} {name!r} is not a Kafka topic name: 1 to 249 of "
+                                 "A-Z a-z 0-9 . _ - (and not . or ..)")
         if self.topic in outputs:
             raise ValueError(f"the input topic {self.topic!r} cannot also be an output topic")
         if self.sync_every is not None:
@@ -177,3 +186,11 @@ class ServiceConfig:
     def grouped(self) -> bool:
         """True when this service is one worker of a group that syncs its model."""
         return self.sync_every is not None
+
+
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}\Z")
+
+
+def _is_topic_name(name) -> bool:
+    """Whether Kafka takes `name` as a topic name (its `Topic.validate`)."""
+    return isinstance(name, str) and bool(_TOPIC_NAME.match(name)) and name not in (".", "..")

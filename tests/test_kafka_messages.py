@@ -178,11 +178,19 @@ def test_service_config_validates():
     (dict(max_poll_records=0), "max_poll_records"),
     (dict(session_timeout_ms=100), "session_timeout_ms must be > 100"),
     (dict(blas_threads=-1), "blas_threads"),
+    # Topic names the broker refuses: an output was resent for ever (InvalidTopicError).
+    (dict(predictions_topic="events/predictions"), "predictions_topic 'events/predictions' "
+                                                   "is not a Kafka topic name"),
+    (dict(dead_letter_topic="dead letters"), "dead_letter_topic 'dead letters'"),
+    (dict(alerts_topic="a" * 250), "alerts_topic 'aaaa"),
+    (dict(alerts_topic=".."), "alerts_topic '..'"),
+    (dict(sync_every=10, sync_topic="snap\n"), "sync_topic 'snap\\n'"),
+    (dict(topic="in put"), "topic 'in put'"),
 ])
 def test_service_config_refuses_what_the_service_cannot_run_or_read_back(bad, message):
     base = dict(bootstrap_servers="127.0.0.1:1", topic="t", group="g", checkpoint_dir="d")
     with pytest.raises(ValueError, match=re.escape(message)):
-        ServiceConfig(**base, **bad)
+        ServiceConfig(**{**base, **bad})
 
 
 def test_pinned_numpy_labels_are_the_python_labels_a_checkpoint_holds(tmp_path):
