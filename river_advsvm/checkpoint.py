@@ -368,11 +368,21 @@ def _no_constant(name: str):
     raise CheckpointError(f"its metadata holds {name}, which JSON does not allow")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent; one beyond a float's range (1e999) would
+    parse as infinity, which `dumps` never writes."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise CheckpointError(f"its metadata holds the number {text[:40]}, beyond a float's "
+                              "range")
+    return value
+
+
 def _parse_meta(raw: bytes) -> tuple[dict, dict[str, tuple[np.dtype, tuple, int]]]:
     """The metadata, validated, and each array's dtype, shape and size in bytes."""
     text = raw.decode("utf-8")
     _check_meta_text(text)
-    meta = json.loads(text, parse_constant=_no_constant)
+    meta = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError("it is not a river-advsvm checkpoint")
     if meta.get("version") != VERSION:

@@ -102,6 +102,15 @@ def _read_parquet(path: str, target: str, test_fraction: float):
                          ) from None
     if not blocks:
         raise ValueError(f"{path} holds no rows")
+    from river_advsvm.inputs import InvalidInput
+    from river_advsvm.labels import as_label
+
+    for row, label in enumerate(labels):  # a null (NaN once in pandas), a list, a timestamp
+        try:
+            as_label(label)
+        except InvalidInput as error:
+            raise ValueError(f"{path}: row {row} of the label column {target!r}: {error}"
+                             ) from None
     X, y = np.vstack(blocks), np.array(labels)
     split = len(y) - int(round(len(y) * test_fraction))
     if split < 1:
@@ -336,8 +345,9 @@ def _inspect(args: argparse.Namespace) -> int:
     except CheckpointError as error:
         print(f"advsvm inspect: {error}", file=sys.stderr)
         return 2
-    except (AttributeError, KeyError, TypeError, ValueError) as error:
-        # Well-formed JSON of the wrong shape (a list where an object belongs, ...).
+    except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as error:
+        # Well-formed JSON of the wrong shape (a list where an object belongs, a count too
+        # large for the accuracy's division, ...).
         print(f"advsvm inspect: {args.path}: invalid service metadata "
               f"({type(error).__name__}: {_one_line(error)})", file=sys.stderr)
         return 2

@@ -40,6 +40,7 @@ import sys
 import tarfile
 import typing
 import urllib.request
+import zipfile
 import zlib
 
 import numpy as np
@@ -171,11 +172,17 @@ def fetch(name: str, directory=None, *, force: bool = False,
 
 
 def _is_complete(path: pathlib.Path) -> bool:
+    """Whether `path` is an `.npz` holding the arrays of its name: not if it is absent, empty,
+    a damaged zip, or another kind of file (written over, or copied in half), which a fetch
+    then writes again."""
     try:
-        with np.load(path) as archive:
-            return set(ARRAYS[path.name]) <= set(archive.files)
-    except (OSError, ValueError):  # absent, or not an .npz
+        archive = np.load(path)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
         return False
+    if not isinstance(archive, np.lib.npyio.NpzFile):  # a single .npy array
+        return False
+    with archive:
+        return set(ARRAYS[path.name]) <= set(archive.files)
 
 
 def _sha256(path: pathlib.Path) -> str:

@@ -218,7 +218,7 @@ def inspect_group(args: argparse.Namespace) -> int:
         # The clients would only say that they could not bootstrap; the check says why.
         check_connection(args.bootstrap_servers, settings, timeout=10)
         snapshots = group.read_group(args.bootstrap_servers, args.sync_topic, timeout=30,
-                                     security=settings)
+                                     security=settings, must_exist=True)
     except (ConnectionCheckError, ValueError) as error:
         print(f"advsvm inspect: {' '.join(str(error).split())}", file=sys.stderr)
         return 2

@@ -34,11 +34,14 @@ import dataclasses
 
 from river_advsvm.streams.security import CLIENT_KEYS, SecuritySettings
 
-__all__ = ["BOOTSTRAP_TIMEOUT_MS", "FIXED_SETTINGS", "Clients", "create_topics", "topic_id"]
+__all__ = ["BOOTSTRAP_TIMEOUT_MS", "FIXED_SETTINGS", "MIN_HEARTBEAT_MS", "Clients", "create_topics",
+           "topic_id"]
 
 #: Clients give up bootstrapping after this long and the service retries with backoff, so that a
 #: SIGTERM during an outage is answered within seconds.
 BOOTSTRAP_TIMEOUT_MS = 5000
+#: The shortest heartbeat interval of the service's consumer: its session timeout must be longer.
+MIN_HEARTBEAT_MS = 100
 
 #: Settings the service chooses itself: changing them would break exactly-once or the outputs'
 #: guarantees, so `Clients` refuses them as extra settings.
@@ -105,7 +108,8 @@ class Clients:
         """
         return {
             "session_timeout_ms": session_timeout_ms,
-            "heartbeat_interval_ms": max(100, min(3000, session_timeout_ms // 5)),
+            "heartbeat_interval_ms": max(MIN_HEARTBEAT_MS,
+                                         min(3000, session_timeout_ms // 5)),
             "max_poll_records": max_poll_records,
             "request_timeout_ms": max(30000, session_timeout_ms + 5000),
             **self._common(client_id, bootstrap_timeout_ms),

@@ -16,7 +16,10 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from river_advsvm.streams.clients import Clients
+from river_advsvm import margin
+from river_advsvm.labels import as_label
+from river_advsvm.streams import state as state_io
+from river_advsvm.streams.clients import MIN_HEARTBEAT_MS, Clients
 from river_advsvm.streams.security import SecuritySettings
 
 __all__ = ["ServiceConfig"]
@@ -126,15 +129,43 @@ class ServiceConfig:
 
     def __post_init__(self):
         Clients(self.bootstrap_servers, self.client_settings, security=self.security)  # checks
-        if self.checkpoint_every < 1 or self.checkpoint_interval <= 0:
+        # `not x > 0` rather than `x <= 0`: NaN is refused too.
+        if self.checkpoint_every < 1 or not self.checkpoint_interval > 0:
             raise ValueError("checkpoint_every must be >= 1 and checkpoint_interval > 0")
         if self.max_message_bytes < 1:
             raise ValueError("max_message_bytes must be >= 1")
         if not self.connect_timeout > 0:
             raise ValueError("connect_timeout must be > 0")
-        if self.labels is not None and (len(self.labels) != 2 or self.labels[0] == self.labels[1]):
-            raise ValueError(f"labels must be two distinct labels, got {self.labels!r}")
+        if not self.shutdown_timeout >= 0:
+            raise ValueError(f"shutdown_timeout must be >= 0, got {self.shutdown_timeout}")
+        if self.exit_when_idle is not None and not self.exit_when_idle >= 0:
+            raise ValueError(f"exit_when_idle must be >= 0, got {self.exit_when_idle}")
+        if self.max_poll_records < 1:
+            raise ValueError(f"max_poll_records must be >= 1, got {self.max_poll_records}")
+        if self.session_timeout_ms <= MIN_HEARTBEAT_MS:
+            raise ValueError(f"session_timeout_ms must be > {MIN_HEARTBEAT_MS} (the shortest "
+                             f"heartbeat interval), got {self.session_timeout_ms}")
+        if self.blas_threads is not None and self.blas_threads < 0:
+            raise ValueError(f"blas_threads must be >= 0, got {self.blas_threads}")
+        # What the checkpoint holds is checked as it will be when read back.
+        if self.width is not None and not 1 <= self.width <= margin.MAX_FEATURES_LIMIT:
+            raise ValueError(f"width (--features) must be in [1, {margin.MAX_FEATURES_LIMIT}], "
+                             f"got {self.width}")
+        if self.labels is not None:
+            try:  # numpy scalars (np.unique's) as the Python labels the checkpoint holds
+                self.labels = state_io._labels([as_label(y) for y in self.labels])
+            except ValueError as error:
+                raise ValueError(f"labels {list(self.labels)!r}: {error}") from None
         outputs = [self.predictions_topic, self.alerts_topic, self.dead_letter_topic]
+        # A name the broker refuses would be retried for ever as an output (a non-retriable
+        # InvalidTopicError at every flush); an empty output topic is no output.
+        for what, name in [("topic", self.topic), ("predictions_topic", self.predictions_topic),
+                           ("alerts_topic", self.alerts_topic),
+                           ("dead_letter_topic", self.dead_letter_topic),
+                           ("sync_topic", self.sync_topic)]:
+            if (name or what == "topic") and not _is_topic_name(name):
+                raise ValueError(f"{what} {name!r} is not a Kafka topic name: 1 to 249 of "
+                                 "A-Z a-z 0-9 . _ - (and not . or ..)")
         if self.topic in outputs:
             raise ValueError(f"the input topic {self.topic!r} cannot also be an output topic")
         if self.sync_every is not None:
@@ -155,3 +186,11 @@ class ServiceConfig:
     def grouped(self) -> bool:
         """True when this service is one worker of a group that syncs its model."""
         return self.sync_every is not None
+
+
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}\Z")
+
+
+def _is_topic_name(name) -> bool:
+    """Whether Kafka takes `name` as a topic name (its `Topic.validate`)."""
+    return isinstance(name, str) and bool(_TOPIC_NAME.match(name)) and name not in (".", "..")

@@ -74,9 +74,11 @@ def parse_bootstrap(bootstrap_servers: str) -> list[tuple[str, int]]:
     for item in bootstrap_servers.split(","):
         item = item.strip()
         host, sep, port = item.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        host = host.strip("[]")
+        if (not sep or not host or not (port.isascii() and port.isdigit())
+                or not 0 < int(port) < 65536):
             raise ValueError(f"bootstrap address {item!r} is not HOST:PORT")
-        addresses.append((host.strip("[]"), int(port)))
+        addresses.append((host, int(port)))
     return addresses
 
 

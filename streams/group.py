@@ -315,7 +315,13 @@ class GroupSync:
         if peers:
             meta, _ = state.model.to_checkpoint()
             reason = merge.incompatibility(peers[0].meta, meta)
-            if reason is not None:
+            # Options that cannot be averaged (another model class, gamma 'scale', a policy
+            # without a shared representation) are no group's: the worker keeps its own.
+            unmergeable = merge.incompatibility(peers[0].meta, peers[0].meta)
+            if reason is not None and unmergeable is not None:
+                log.error("not adopting the model options of %s's snapshot, which no group can "
+                          "average (%s)", peers[0].worker, unmergeable)
+            elif reason is not None:
                 log.warning("adopting the group's model options (%s)", reason)
                 cls = type(state.model)
                 state.model = cls(**cls._params_from_checkpoint(peers[0].meta["params"]))

@@ -92,7 +92,12 @@ def replay(bootstrap_servers: str, topic: str, samples, unlabelled_every: int = 
         for count, (x, y) in enumerate(samples, start=1):
             unlabelled = unlabelled_every and count % unlabelled_every == 0
             x = x if isinstance(x, dict) else list(map(float, x))
-            producer.send(topic, kafka_io.encode(x, None if unlabelled else y, id=count - 1))
+            try:
+                value = kafka_io.encode(x, None if unlabelled else y, id=count - 1)
+            except (TypeError, ValueError) as error:  # NaN, or a label JSON cannot carry
+                raise ValueError(f"sample {count - 1} (label {y!r}) cannot be sent as a "
+                                 f"message: {error}") from None
+            producer.send(topic, value)
         producer.flush()
     finally:
         producer.close()
@@ -141,8 +146,11 @@ def run_local(config_overrides: dict, model_factory, source: str = "phishing",
         outputs = [config.predictions_topic, config.alerts_topic, config.dead_letter_topic]
         _clients(broker.bootstrap_servers, config.security).create_topics(
             {config.topic: partitions, **{t: 1 for t in outputs if t}})
-        sent = replay(broker.bootstrap_servers, config.topic, samples, unlabelled_every,
-                      config.security)
+        try:
+            sent = replay(broker.bootstrap_servers, config.topic, samples, unlabelled_every,
+                          config.security)
+        except ValueError as error:
+            raise ValueError(f"--replay {source}: {error}") from None
         print(f"replayed {sent} messages from {source} into {config.topic!r}; serving "
               f"(stops after {config.exit_when_idle:g}s without messages)", flush=True)
         if workers:

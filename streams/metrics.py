@@ -495,7 +495,7 @@ class MetricsServer:
 
     def __init__(self, read: typing.Callable[[], Reading], host: str = "127.0.0.1",
                  port: int = 0, liveness_timeout: float = 120.0):
-        if liveness_timeout <= 0:
+        if not liveness_timeout > 0:  # NaN too: `age <= nan` would fail every probe
             raise ValueError("the liveness timeout must be > 0 seconds")
         self.read = read
         self.host = host

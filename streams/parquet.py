@@ -135,6 +135,9 @@ class _Layout:
             blocks.append(block)
         self._fix_names()
         X = blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=1)
+        if not X.shape[1]:  # empty lists: rows without a feature (the Kafka service's empty_x)
+            raise inputs.InvalidInput(f"{where}: the feature columns {self.features} hold no "
+                                      "values (empty lists); a row needs at least one")
         try:
             inputs.frame_values(X)  # NaN, inf, nulls (as NaN) and huge values are refused here
         except inputs.InvalidInput as error:

@@ -128,17 +128,22 @@ class SnapshotReader:
 
 
 def read_group(bootstrap_servers: str, topic: str, timeout: float = 30.0,
-               settings: dict | None = None, security=None) -> dict[str, Snapshot]:
+               settings: dict | None = None, security=None, must_exist: bool = False
+               ) -> dict[str, Snapshot]:
     """The latest snapshot of every worker of a group, read to the end of its snapshot topic.
 
     Writes one fence record (ignored by workers) to know where the end is. `security` (a
     `river_advsvm.streams.security.SecuritySettings`) and `settings` (other Kafka client settings) reach
-    both clients, as in `river_advsvm.streams.clients.Clients`.
+    both clients, as in `river_advsvm.streams.clients.Clients`. With `must_exist`, a topic
+    that does not exist or has more than one partition (no group's snapshot topic: an input
+    topic named by mistake, say) is a `ValueError` before anything is written to it.
     """
     from river_advsvm.streams.clients import Clients
     from river_advsvm.streams.security import SecuritySettings
 
     clients = Clients(bootstrap_servers, settings or {}, security=security or SecuritySettings())
+    if must_exist:
+        _check_snapshot_topic(clients, topic)
     producer = clients.producer(client_id="advsvm-inspect")
     try:
         metadata = producer.send(topic, value=fence_value(None),
@@ -154,3 +159,19 @@ def read_group(bootstrap_servers: str, topic: str, timeout: float = 30.0,
         return dict(reader.latest)
     finally:
         reader.close()
+
+
+def _check_snapshot_topic(clients, topic: str) -> None:
+    """`ValueError` unless `topic` exists with one partition, as a group's snapshot topic does
+    (the admin client's metadata request does not create a topic)."""
+    admin = clients.admin()
+    try:
+        described = admin.describe_topics([topic])
+    finally:
+        admin.close()
+    partitions = described[0].get("partitions") or [] if described else []
+    if not partitions:
+        raise ValueError(f"there is no topic {topic!r} at {clients.bootstrap_servers}")
+    if len(partitions) != 1:
+        raise ValueError(f"{topic!r} has {len(partitions)} partitions: it is not a group's "
+                         "snapshot topic (that has one), and nothing was written to it")

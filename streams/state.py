@@ -317,15 +317,23 @@ def _partition(key) -> int:
     return int(key)
 
 
+#: The longest string label a message may carry (`river_advsvm.streams.kafka.MAX_TEXT_CHARS`).
+_MAX_LABEL = 1000
+
+
 def _labels(labels) -> list:
-    """The two classes pinned by the operator: distinct labels of the message format."""
+    """The two classes pinned by the operator: distinct labels of the message format
+    (`ValueError` otherwise; `ServiceConfig` checks `--labels` with it, so that the service
+    never writes a checkpoint it would refuse to read back)."""
     if not isinstance(labels, list) or len(labels) != 2 or labels[0] == labels[1]:
         raise ValueError("labels are not two distinct labels")
     for y in labels:
         if not (type(y) in (str, bool) or (type(y) is int and y.bit_length() <= 63)
                 or (type(y) is float and math.isfinite(y))) or (
-                type(y) is str and len(y) > _MAX_NAME):
-            raise ValueError(f"label {str(y)[:40]!r} is not a label the service takes")
+                type(y) is str and len(y) > _MAX_LABEL):
+            raise ValueError(f"label {str(y)[:40]!r} is not a label the service takes (a "
+                             f"string of at most {_MAX_LABEL} characters, a 64-bit integer, a "
+                             "boolean or a finite number)")
     return labels
 
 
@@ -396,6 +404,9 @@ def load(directory: str | os.PathLike, limits: Limits | None = None) -> ServiceS
     try:
         meta, arrays = checkpoint.read(path, max_array_bytes=limits.array_bytes())
     except FileNotFoundError:
+        if os.path.islink(path):  # a checkpoint elsewhere, out of reach: never start over
+            raise CheckpointError(f"cannot read {path}: it is a symbolic link to "
+                                  f"{os.readlink(path)}, which does not exist") from None
         return None
     return from_checkpoint(meta, arrays, path, limits)
 

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import zipfile
@@ -353,6 +354,21 @@ def test_hostile_or_inconsistent_metadata(saved, edit):
     rewrite(saved, edit_meta=edit)
     with pytest.raises(CheckpointError):
         AdvKernelSVM.load(saved)
+
+
+@pytest.mark.parametrize("number", ["1e999", "-1e400", "2.5e308"])
+def test_a_number_beyond_a_floats_range_in_the_metadata_is_refused(saved, number):
+    # json.loads reads 1e999 as infinity, which dumps never writes (allow_nan=False): a model
+    # or service field that keeps it would fail at the next save, or in int() (OverflowError).
+    rewrite(saved, edit_meta=lambda m: m["extra"].update(note=123456.5))
+    with zipfile.ZipFile(saved) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    members["meta.json"] = members["meta.json"].replace(b"123456.5", number.encode())
+    saved.write_bytes(sealed_zip(members))
+    message = f"its metadata holds the number {number}, beyond a float's range"
+    for read in (checkpoint.read, checkpoint.read_meta):
+        with pytest.raises(CheckpointError, match=re.escape(message)):
+            read(saved)
 
 
 def test_non_finite_coefficients_are_refused(saved):

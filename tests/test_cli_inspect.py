@@ -40,7 +40,9 @@ def edit(directory, change_meta=None, add_arrays=None):
     "change",
     [lambda m: m["extra"].update(counters=[1, 2]),
      lambda m: m.update(state=[]),
-     lambda m: m.update(extra={"kind": "advsvm-serve", "version": 1, "counters": "x"})],
+     lambda m: m.update(extra={"kind": "advsvm-serve", "version": 1, "counters": "x"}),
+     # learned_correct / learned: an OverflowError, which said "unexpected".
+     lambda m: m["extra"]["counters"].update(learned_correct=10**400)],
 )
 def test_type_confused_metadata_is_one_line(service_checkpoint, capsys, change):
     edit(service_checkpoint, change)

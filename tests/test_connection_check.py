@@ -8,6 +8,8 @@ import ssl
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("kafka")
 pytest.importorskip("cryptography")
@@ -284,6 +286,22 @@ def test_explain_reads_through_kafka_python_wrappers(pki):
 def test_parse_bootstrap():
     assert parse_bootstrap("a:1, [::1]:9093,b.example.com:9092") == [
         ("a", 1), ("::1", 9093), ("b.example.com", 9092)]
-    for bad in ["a", "a:", ":9092", "a:0", "a:65536", "a:x"]:
+    for bad in ["a", "a:", ":9092", "a:0", "a:65536", "a:x", "[]:9092", "a:\u0669\u0660"]:
         with pytest.raises(ValueError, match="is not HOST:PORT"):
             parse_bootstrap(bad)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(st.characters(codec="utf-8"), max_size=40))
+def test_parse_bootstrap_takes_any_text(text):
+    """Any text is a list of (non-empty host, port in 1..65535) or a ValueError naming the
+    address ('[]:9092' was an empty host, Arabic-Indic digits a port)."""
+    try:
+        addresses = parse_bootstrap(text)
+    except ValueError as error:
+        assert "is not HOST:PORT" in str(error)
+        return
+    assert addresses and len(addresses) == text.count(",") + 1
+    for host, port in addresses:
+        assert host and host == host.strip("[]") and host in text
+        assert type(port) is int and 0 < port < 65536

@@ -116,6 +116,26 @@ def test_the_benchmarks_load_what_fetch_wrote(tmp_path, mirrors):
                                                                         [1, 7]).sum()
 
 
+@pytest.mark.parametrize("damage", ["truncated", "empty", "an npy array"])
+def test_a_damaged_npz_in_the_directory_is_fetched_again(tmp_path, mirrors, capsys, damage):
+    arrays = mnist_like()
+    serve(mirrors, "mnist", {k: idx_bytes(v) for k, v in arrays.items()})
+    assert cli.main(["data", "fetch", "mnist", "--out", str(tmp_path)]) == 0
+    path = tmp_path / "mnist.npz"
+    whole = path.read_bytes()
+    if damage == "truncated":  # a copy cut short: np.load raised zipfile.BadZipFile
+        path.write_bytes(whole[: len(whole) // 2])
+    elif damage == "empty":  # EOFError
+        path.write_bytes(b"")
+    else:  # np.load returns the array, which is no context manager (TypeError)
+        with open(path, "wb") as f:
+            np.save(f, np.zeros(3))
+    capsys.readouterr()
+    assert cli.main(["data", "fetch", "mnist", "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines() == [str(path)]
+    assert len(mirrors.requests) == 8 and path.read_bytes() == whole
+
+
 def test_a_damaged_mirror_is_skipped_and_no_mirror_means_a_clear_error(tmp_path, mirrors):
     arrays = mnist_like()
     serve(mirrors, "mnist", {k: idx_bytes(v) for k, v in arrays.items()},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import io
 import math
 import os
@@ -272,6 +273,27 @@ def test_a_parquet_file_with_boolean_labels(capsys, tmp_path):
     assert code == 2 and out == ""
     assert err == (f"advsvm demo: {path}: target column 'y' is not in ['x', 'is7']; name the "
                    "label column with --target\n")
+
+
+@pytest.mark.parametrize("labels, message", [
+    # A null label (pandas reads an integer column with nulls as floats: NaN) counted as a
+    # third label, and only nulls, lists or timestamps raised 'unexpected TypeError' or
+    # 'unexpected IndexError'.
+    ([1, None, 2, 1], "row 1 of the label column 'y': label nan is not allowed: a number "
+                      "label must be finite"),
+    ([None] * 4, "row 0 of the label column 'y': label None is not supported"),
+    ([[1], [2], [1], [2]], "row 0 of the label column 'y': label [1] (a list) is not supported"),
+    ([datetime.datetime(2020, 1, 1)] * 4, "row 0 of the label column 'y': label "),
+])
+def test_a_parquet_label_column_of_nulls_or_odd_types_is_one_line(capsys, tmp_path, labels,
+                                                                   message):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = tmp_path / "labels.parquet"
+    pq.write_table(pa.table({"a": [0.1, 0.2, 0.3, 0.4], "y": labels}), path)
+    code, out, err = run(capsys, "--data", str(path), "--out", str(tmp_path))
+    assert code == 2 and out == ""
+    assert err.startswith(f"advsvm demo: {path}: {message}") and err.count("\n") == 1, err
 
 
 def test_the_plot_goes_under_a_git_ignored_directory_by_default(capsys, tmp_path, monkeypatch):

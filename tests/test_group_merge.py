@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -9,11 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from river_advsvm import AdvKernelSVM
+from river_advsvm import AdvKernelSVM, AdvLinearSVM
 from river_advsvm import checkpoint, support
 from river_advsvm.support_basis import SharedBasis
 from river_advsvm.streams import group, merge
 from river_advsvm.streams import state as state_io
+from river_advsvm.streams.snapshot import parse_fence
 
 PARAMS = dict(epsilon=0.1, gamma=0.2, budget=64, budget_policy="compact", seed=3)
 #: Support vectors, with room for every vector of a few models (no maintenance) unless a test
@@ -439,6 +441,27 @@ def test_a_new_worker_starts_from_the_group_and_adopts_its_options(tmp_path, rep
     assert state.model.n_learned == 100
 
 
+@pytest.mark.parametrize("foreign", ["linear", "gamma scale", "truncate"])
+def test_a_new_worker_keeps_its_options_over_a_snapshot_no_group_can_average(
+        tmp_path, caplog, foreign):
+    # The snapshot of a service started without --sync-every's checks (or a hostile record):
+    # adopting its options gave the worker gamma='scale' or the linear model's defaults, which
+    # --sync-every refuses, and a model no peer could be averaged with.
+    peer = {"linear": lambda: AdvLinearSVM(),
+            "gamma scale": lambda: AdvKernelSVM(**{**SV_PARAMS, "gamma": "scale"}),
+            "truncate": lambda: AdvKernelSVM(**{**PARAMS, "budget_policy": "truncate"})}[foreign]()
+    for i in range(10):
+        peer.learn_one({0: float(i % 3) - 1, 1: 0.3}, i % 2)
+    sync = group.GroupSync("127.0.0.1:1", "snaps", "new", str(tmp_path), sink=None)
+    sync.reader = FakeReader({"p": snapshot("p", 0, peer, {"t": {0: 10}})})
+    with caplog.at_level("ERROR", logger=group.__name__):
+        state, republish = sync.initial_state(
+            lambda: state_io.ServiceState(model=AdvKernelSVM(**SV_PARAMS)))
+    assert not republish and state.model._get_params() == AdvKernelSVM(**SV_PARAMS)._get_params()
+    assert [r.getMessage().startswith("not adopting the model options of p's snapshot")
+            for r in caplog.records] == [True]
+
+
 def test_a_worker_restarts_from_its_newest_snapshot_local_or_published(tmp_path):
     model = trained(100, 2)
     published = snapshot("w", 0, model, {"t": {0: 100}}, seq=4)
@@ -476,3 +499,61 @@ def test_worker_ids_are_kept_in_the_checkpoint_directory(tmp_path):
         group.worker_id(str(tmp_path), "someone-else")
     with pytest.raises(ValueError, match="invalid worker id"):
         group.worker_id(str(tmp_path / "x"), "fence/me")
+
+
+# -- the snapshot topic's records are outside input: any bytes parse or are refused ---------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.one_of(st.none(), st.binary(max_size=24),
+                     st.binary(max_size=16).map(lambda b: b"fence/" + b)),
+       value=st.one_of(st.none(), st.binary(max_size=40),
+                       st.integers(-2**70, 2**70).map(lambda g: f'{{"generation": {g}}}'.encode()),
+                       st.sampled_from([b'{"generation": true}', b'{"generation": 1.0}',
+                                        b'{"generation": null}', b"[1]", b'"x"'])))
+def test_parse_fence_takes_any_record(key, value):
+    """None for a record that is not a fence, else the writer and a generation that is None or
+    an int >= 0; never an exception."""
+    fence = parse_fence(key, value)
+    if key is None or not key.startswith(b"fence/"):
+        assert fence is None
+        return
+    writer, generation = fence
+    assert writer == key[len(b"fence/"):].decode("utf-8", "replace")
+    assert generation is None or (type(generation) is int and generation >= 0)
+
+
+_SNAPSHOT = None
+
+
+def _a_snapshot() -> bytes:
+    global _SNAPSHOT
+    if _SNAPSHOT is None:
+        state = state_io.ServiceState(model=trained(30, 1, **SV_PARAMS), offsets={"t": {0: 30}},
+                                      topic_ids={"t": None})
+        state.counters["learned"] = 30
+        state.group = group.new_bookkeeping("w")
+        _SNAPSHOT = state_io.to_bytes(state)
+    return _SNAPSHOT
+
+
+@settings(max_examples=150, deadline=None)
+@given(cuts=st.lists(st.integers(0, 10**6), max_size=4), noise=st.binary(min_size=1, max_size=8),
+       reseal=st.booleans(), key=st.sampled_from([b"w", b"x", b"\xff"]))
+def test_parse_snapshot_takes_any_bytes(cuts, noise, reseal, key):
+    """A snapshot with bytes overwritten (resealed or not, so that the parsers behind the seal
+    see them too) is a `Snapshot` of its key's worker or a `CheckpointError`, nothing else,
+    under the reader's limits."""
+    data = bytearray(_a_snapshot())
+    for cut in cuts:
+        at = cut % len(data)
+        data[at:at + len(noise)] = noise
+    if reseal:
+        body = bytes(data[:-95])  # the seal: a 31-byte prefix and the hex SHA-256 of the rest
+        data = body + b"river-advsvm-checkpoint sha256 " + hashlib.sha256(body).hexdigest(
+            ).encode()
+    try:
+        snapshot = group.parse_snapshot(key, bytes(data), 7, state_io.Limits())
+    except checkpoint.CheckpointError:
+        return
+    assert snapshot.worker == key.decode("utf-8", "replace") == "w"

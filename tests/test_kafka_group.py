@@ -476,3 +476,29 @@ def test_serve_refuses_options_that_cannot_share_a_pool(tmp_path):
             capture_output=True, text=True, timeout=60, cwd=kh.REPO,
         )
         assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_inspect_writes_nothing_to_a_topic_that_is_no_snapshot_topic(broker, capsys):
+    # inspect writes a fence record to find the end of the snapshot topic: given an input
+    # topic by mistake it put a b"fence" message in it (a dead letter for its service), and
+    # given a typo it created the topic.
+    from river_advsvm.streams import cli as streams_cli
+
+    topic, missing = f"insp-{random.getrandbits(32):x}", f"insp-typo-{random.getrandbits(32):x}"
+    clients.create_topics(broker.bootstrap_servers, {topic: 3})
+    X, y = kh.stream(12)
+    kh.produce(broker.bootstrap_servers, topic, kh.messages(X, y), partition=[0, 1, 2])
+    for name, message in [(topic, f"{topic!r} has 3 partitions: it is not a group's snapshot "
+                                  "topic (that has one), and nothing was written to it"),
+                          (missing, f"there is no topic {missing!r} at "
+                                    f"{broker.bootstrap_servers}")]:
+        status = streams_cli.inspect_main(["--bootstrap-servers", broker.bootstrap_servers,
+                                           "--sync-topic", name])
+        assert status == 2 and capsys.readouterr().err == f"advsvm inspect: {message}\n"
+    assert sorted(r.value for r in kh.read_topic(broker.bootstrap_servers, topic, 12)) == \
+        sorted(kh.messages(X, y))
+    admin = clients.Clients(broker.bootstrap_servers).admin()
+    try:
+        assert missing not in admin.list_topics()
+    finally:
+        admin.close()

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 
 import pytest
 
@@ -160,6 +161,64 @@ def test_service_config_validates():
                 dict(max_message_bytes=0)]:
         with pytest.raises(ValueError):
             ServiceConfig(**base, **bad)
+
+
+@pytest.mark.parametrize("bad, message", [
+    # A width or pinned labels the checkpoint written with them would be refused for at the
+    # next start (status 2 after a restart), or could not be written at all (NaN).
+    (dict(width=0), "width"), (dict(width=-2), "width"), (dict(width=10**7), "width"),
+    (dict(labels=[math.nan, 1]), "label nan is not allowed"),
+    (dict(labels=[math.inf, 1]), "label inf is not allowed"),
+    (dict(labels=[10**20, 1]), "label '1000"), (dict(labels=["a" * 1001, "b"]), "label 'aaa"),
+    # Values that never checkpoint by time, never stop, or loop on the consumer's refusal.
+    (dict(checkpoint_interval=math.nan), "checkpoint_interval"),
+    (dict(exit_when_idle=-1.0), "exit_when_idle"), (dict(exit_when_idle=math.nan), "exit_when"),
+    (dict(shutdown_timeout=-1.0), "shutdown_timeout"),
+    (dict(shutdown_timeout=math.nan), "shutdown_timeout"),
+    (dict(max_poll_records=0), "max_poll_records"),
+    (dict(session_timeout_ms=100), "session_timeout_ms must be > 100"),
+    (dict(blas_threads=-1), "blas_threads"),
+    # Topic names the broker refuses: an output was resent for ever (InvalidTopicError).
+    (dict(predictions_topic="events/predictions"), "predictions_topic 'events/predictions' "
+                                                   "is not a Kafka topic name"),
+    (dict(dead_letter_topic="dead letters"), "dead_letter_topic 'dead letters'"),
+    (dict(alerts_topic="a" * 250), "alerts_topic 'aaaa"),
+    (dict(alerts_topic=".."), "alerts_topic '..'"),
+    (dict(sync_every=10, sync_topic="snap\n"), "sync_topic 'snap\\n'"),
+    (dict(topic="in put"), "topic 'in put'"),
+])
+def test_service_config_refuses_what_the_service_cannot_run_or_read_back(bad, message):
+    base = dict(bootstrap_servers="127.0.0.1:1", topic="t", group="g", checkpoint_dir="d")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ServiceConfig(**{**base, **bad})
+
+
+def test_pinned_numpy_labels_are_the_python_labels_a_checkpoint_holds(tmp_path):
+    # np.unique's labels: np.int64 and np.bool_ could not be written (json) at the first
+    # checkpoint; they are now the Python labels, as the others already were once read back.
+    import numpy as np
+
+    for labels, expected in [(np.unique([7, 1]), [1, 7]), (np.array([0.5, 2.5]), [0.5, 2.5]),
+                             (np.array(["cat", "dog"]), ["cat", "dog"]),
+                             (np.array([False, True]), [False, True])]:
+        config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="t", group="g",
+                               checkpoint_dir=str(tmp_path), labels=list(labels))
+        assert config.labels == expected and [type(y) for y in config.labels] == \
+            [type(y) for y in expected]
+        state.save(tmp_path, state.ServiceState(model=AdvLinearSVM(), labels=config.labels))
+        assert state.load(tmp_path).labels == expected
+
+
+def test_pinned_labels_and_width_the_config_takes_are_read_back(tmp_path):
+    labels = ["a" * kafka_io.MAX_TEXT_CHARS, 2**63 - 1]  # the longest a message may carry
+    config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="t", group="g",
+                           checkpoint_dir=str(tmp_path), labels=labels, width=3)
+    learner = Learner(state.ServiceState(model=AdvLinearSVM(), labels=list(config.labels),
+                                         width=config.width), 1000 + 2**12)
+    assert learner.process(kafka_io.encode([1, 2, 3], labels[0])).error is None
+    state.save(tmp_path, learner.state)
+    loaded = state.load(tmp_path)
+    assert (loaded.labels, loaded.width) == (labels, 3)
 
 
 def test_state_round_trip_and_inspect(tmp_path, capsys):

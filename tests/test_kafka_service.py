@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 
 import numpy as np
 import pytest
@@ -425,3 +426,27 @@ def test_monitor_alerts_are_published(broker, tmp_path):
     assert first["alert"] == "Alert" and first["message_id"] == first["offset"]
     assert first["step"] == first["offset"] + 1  # the monitor counts the labelled messages
     assert 0.0 <= first["clean_accuracy"] <= 1.0
+
+
+def test_a_replayed_label_no_message_can_carry_is_named(broker, tmp_path):
+    # A NaN label (pandas' missing label) stopped `serve --local-broker --replay` with json's
+    # bare "Out of range float values are not JSON compliant", naming neither file nor sample.
+    from river_advsvm.streams import local
+
+    samples = [({"a": 0.5}, 1), ({"a": 0.7}, float("nan"))]
+    with pytest.raises(ValueError) as caught:
+        local.replay(broker.bootstrap_servers, f"replay-nan-{uuid.uuid4().hex[:8]}", samples)
+    assert str(caught.value) == ("sample 1 (label nan) cannot be sent as a message: Out of "
+                                 "range float values are not JSON compliant")
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = tmp_path / "nan-labels.parquet"
+    pq.write_table(pa.table({"a": [0.1, 0.2, 0.3], "y": [1.0, float("nan"), 0.0]}), path)
+    result = subprocess.run(
+        [sys.executable, "-m", "river_advsvm.cli", "serve", "--local-broker", "--replay",
+         str(path), "--log-level", "warning"],
+        capture_output=True, text=True, timeout=120, cwd=kh.REPO)
+    assert result.returncode == 2
+    assert result.stderr == (f"advsvm serve: --replay {path}: sample 1 (label nan) cannot be "
+                             "sent as a message: Out of range float values are not JSON "
+                             "compliant\n")

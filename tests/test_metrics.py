@@ -202,6 +202,14 @@ def test_flags_off_by_default_loopback_by_default_and_a_busy_port_is_one_line(se
         parser.parse_args(["--metrics-port", "70000"])
 
 
+@pytest.mark.parametrize("timeout", [0.0, -1.0, float("nan")])
+def test_a_liveness_timeout_that_no_age_can_meet_is_refused(timeout):
+    # NaN was taken: `age <= nan` is false, so /healthz answered 503 from the first poll on
+    # and a liveness probe restarted the service forever.
+    with pytest.raises(ValueError, match="the liveness timeout must be > 0 seconds"):
+        MetricsServer(Source(), liveness_timeout=timeout)
+
+
 def test_log_fields_carry_the_metric_names():
     reading = Reading(messages=5, dead_letters={"empty": 2}, lag={("t", 3): 7},
                       clean_accuracy=float("nan"), ready=True)

@@ -95,6 +95,10 @@ def test_directory_and_dataset_sources(tmp_path):
     (pa.table({"a": pa.array([[1.0], [1.0, 2.0]]), "y": [0, 1]}), "lengths"),
     (pa.table({"a": pa.array([[1.0], None]), "y": [0, 1]}), "null list"),
     (pa.table({"a": ["x", "y"], "y": [0, 1]}), "numbers"),
+    # Rows of no feature at all: they reached the model (or the demo's scaling, which failed
+    # with numpy's "zero-size array to reduction operation minimum").
+    (pa.table({"a": pa.array([[], []], pa.list_(pa.float64())), "y": [0, 1]}),
+     r"the feature columns \['a'\] hold no values \(empty lists\)"),
 ])
 def test_bad_values_raise_invalid_input_with_their_place(tmp_path, table, message):
     path = tmp_path / "bad.parquet"

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
+import io
 import json
 import logging
 import os
@@ -13,6 +15,7 @@ import socket
 import subprocess
 import sys
 import threading
+import zipfile
 
 import numpy as np
 import pytest
@@ -150,6 +153,43 @@ def test_a_value_out_of_its_range_is_a_checkpoint_error_in_one_line(tmp_path, ca
     assert capsys.readouterr().err.count("\n") == 1
 
 
+@pytest.mark.parametrize("where", ["v1 counter", "monitor"])
+def test_a_number_beyond_a_floats_range_is_a_usage_error_before_anything_changes(
+        tmp_path, capsys, where):
+    # 1e999 is read by json as infinity: int() of it in a version-1 counter raised
+    # OverflowError (status 1, restarted forever), and a monitor state holding it was kept
+    # until the first checkpoint write refused it.
+    saved = _learned_state(AdvKernelSVM(seed=0))
+    meta, arrays = saved.model.to_checkpoint(saved.extra())
+    if where == "v1 counter":
+        meta["extra"].update(version=1, counters={"messages": 30, "learned": 123456,
+                                                  "correct": 20, "predicted": 0})
+    else:
+        meta["extra"]["monitor"] = {"attack_seconds": 123456}
+    path = _write(tmp_path, meta, arrays)
+    with zipfile.ZipFile(path) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    text = members["meta.json"].decode().replace("123456", "1e999")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, text if name == "meta.json" else data,
+                             compress_type=zipfile.ZIP_DEFLATED if name == "meta.json"
+                             else zipfile.ZIP_STORED)
+        archive.comment = b"\0" * 94
+    body = buffer.getvalue()[:-94]
+    seal = b"river-advsvm-checkpoint sha256 " + hashlib.sha256(body).hexdigest().encode()
+    with open(path, "wb") as f:
+        f.write(body + seal)
+    with pytest.raises(CheckpointError, match="the number 1e999, beyond a float's range"):
+        state.load(tmp_path)
+    assert cli.main(["serve", *_serve(tmp_path)]) == lifecycle.USAGE_ERROR
+    assert cli.main(["inspect", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert [line.endswith("its metadata holds the number 1e999, beyond a float's range")
+            for line in err] == [True, True], err
+
+
 @settings(max_examples=60, deadline=None)
 @given(field=st.sampled_from(["offset", "counter", "seq", "self_at_fold", "processed"]),
        value=st.one_of(st.integers(max_value=-1), st.integers(min_value=2**63),
@@ -198,6 +238,21 @@ def test_inspect_and_serve_refuse_a_fifo_checkpoint_without_blocking(tmp_path, c
                           text=True, timeout=120, cwd=REPO)
     assert done.returncode == 2
     assert "a FIFO, not a regular file" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_a_dangling_symlink_checkpoint_is_refused_not_started_over(tmp_path, capsys):
+    # The file it points to is out of reach (a volume not mounted, say): starting a new model
+    # would replace the link by a fresh checkpoint at the first write.
+    directory = tmp_path / "ckpt"
+    directory.mkdir()
+    (directory / state.CHECKPOINT_FILE).symlink_to(tmp_path / "elsewhere" / "checkpoint.ckpt")
+    with pytest.raises(CheckpointError, match="it is a symbolic link to .*elsewhere/checkpoint"
+                                              r"\.ckpt, which does not exist"):
+        state.load(directory)
+    assert cli.main(["serve", *_serve(directory)]) == lifecycle.USAGE_ERROR
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "which does not exist" in err, err
+    assert (directory / state.CHECKPOINT_FILE).is_symlink()
 
 
 # -- 4. exit statuses: environment faults are restarted, usage errors are not ----------------------
