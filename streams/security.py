@@ -357,13 +357,22 @@ def _password(args: argparse.Namespace, environ) -> str | None:
     return from_env or None
 
 
+#: The most bytes a settings file (`--kafka-config`, `--sasl-password-file`) may hold: far
+#: beyond any client.properties, and a wrong path (a log, a disk image) is not read whole.
+MAX_SETTINGS_FILE_BYTES = 1 << 20
+
+
 def _read_file(path: str, name: str) -> str:
     _readable(path, name)
     try:
         with open(path, encoding="utf-8") as f:
-            return f.read()
+            text = f.read(MAX_SETTINGS_FILE_BYTES + 1)
     except UnicodeDecodeError:
         raise SecurityError(f"{name} {path}: not a text file (UTF-8)") from None
+    if len(text) > MAX_SETTINGS_FILE_BYTES:
+        raise SecurityError(f"{name} {path}: larger than {MAX_SETTINGS_FILE_BYTES} bytes, not a "
+                            "settings file")
+    return text
 
 
 # -- client.properties -----------------------------------------------------------------------------

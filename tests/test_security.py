@@ -307,6 +307,9 @@ def test_a_bad_properties_file_is_one_clear_line(pki, tmp_path, text, message):
 
 
 def test_bad_flags_are_one_clear_line(pki, tmp_path):
+    big = tmp_path / "big.properties"  # (a wrong path: a log, say)
+    big.write_text("# " + "x" * security.MAX_SETTINGS_FILE_BYTES + "\n")
+    big = str(big)
     cases = [
         (["--ssl-cafile", pki.ca], "--ssl-cafile is a setting of SSL or SASL_SSL, but the "
          "security protocol is PLAINTEXT"),
@@ -321,6 +324,9 @@ def test_bad_flags_are_one_clear_line(pki, tmp_path):
           pki.client_key_encrypted], f"encrypted: set {security.KEY_PASSWORD_ENV}"),
         (["--security-protocol", "SASL_SSL", "--sasl-username", "a"], "needs --sasl-mechanism"),
         (["--kafka-config", str(tmp_path / "none.properties")], "--kafka-config .*no such file"),
+        (["--kafka-config", big], "--kafka-config .*big.properties: larger than"),
+        (["--security-protocol", "SASL_SSL", "--sasl-mechanism", "PLAIN", "--sasl-username", "a",
+          "--sasl-password-file", big], "--sasl-password-file .*big.properties: larger than"),
     ]
     for argv, message in cases:
         with pytest.raises(SecurityError, match=message) as error:
