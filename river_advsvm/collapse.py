@@ -8,6 +8,10 @@ looks constant when each label is at least `min_share` of it and either
 
 - the decisions are one-sided: all but `ONE_SIDED` of them (2%) predict the same class, so the
   model is wrong on nearly all of the other class; or
+- they are lopsided, all but `LOPSIDED` of them (10%) predicting one class, and no better than
+  a guess: their balanced accuracy (the mean of the two classes' recalls) is at most
+  `1/2 + SLACK`. A model that answers the rarer label rarely but rightly is not caught (its
+  balanced accuracy is high); one that adds a few scattered guesses to a constant is; or
 - `f` is flat and the decisions are right about as often as a constant guess would be. Flat:
   the input's part of the decisions, `f(x) = g(x) - b`, varies over the block by less than
   `MIN_SPREAD` (standard deviation), a tenth of the unit margin the hinge loss asks of each
@@ -39,12 +43,14 @@ False
 
 from __future__ import annotations
 
-__all__ = ["MIN_SPREAD", "ONE_SIDED", "SLACK", "CollapseWarning", "CollapseWatch"]
+__all__ = ["LOPSIDED", "MIN_SPREAD", "ONE_SIDED", "SLACK", "CollapseWarning", "CollapseWatch"]
 
 #: `f(x)` varying less than this (standard deviation over a block) is flat.
 MIN_SPREAD = 0.1
 #: The largest share of a block's decisions for the rarer class that still counts as one-sided.
 ONE_SIDED = 0.02
+#: The largest share of a block's decisions for the rarer class that counts as lopsided.
+LOPSIDED = 0.1
 #: How far from a constant guess's accuracy a block's accuracy may be and still look constant.
 SLACK = 0.05
 
@@ -80,6 +86,7 @@ class CollapseWatch:
         self._positive = 0
         self._predicted_positive = 0
         self._right = 0
+        self._right_positive = 0
         self._sum = 0.0
         self._squares = 0.0
         self._seen = 0
@@ -97,6 +104,7 @@ class CollapseWatch:
         self._positive += positive
         self._predicted_positive += margin > 0
         self._right += (margin > 0) == positive
+        self._right_positive += positive and margin > 0
         self._sum += f
         self._squares += f * f
         self._seen += 1
@@ -109,8 +117,15 @@ class CollapseWatch:
         fewest, most = sorted((self._positive, n - self._positive))
         if fewest < self.min_share * n:
             return False
-        if min(self._predicted_positive, n - self._predicted_positive) <= ONE_SIDED * n:
+        rarer = min(self._predicted_positive, n - self._predicted_positive)
+        if rarer <= ONE_SIDED * n:
             return True
+        if rarer <= LOPSIDED * n:
+            right_negative = self._right - self._right_positive
+            balanced = (self._right_positive / self._positive
+                        + right_negative / (n - self._positive)) / 2
+            if balanced <= 0.5 + SLACK:
+                return True
         mean = self._sum / n
         variance = max(self._squares / n - mean * mean, 0.0)
         slack = SLACK * n

@@ -454,8 +454,8 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         if self._collapse.collapsed and not was_collapsed:
             warnings.warn(
                 f"{type(self).__name__} predicts a constant: over its last "
-                f"{self._collapse.window} samples its decisions were one class, or f(x) was "
-                "flat and they were no better than a guess (see `collapsed`)",
+                f"{self._collapse.window} samples its decisions were one class, or mostly one "
+                "class or flat and no better than a guess (see `collapsed`)",
                 collapse.CollapseWarning, stacklevel=4)
         self._step(v, sign, g, self._n_learned, names)
         self._calibration.update_one(g, sign)
