@@ -60,8 +60,8 @@ def _fraction(text: str) -> float:
     return _number(text, lambda v: 0 <= v < 1, "in [0, 1)")
 
 
-def _count(low: int):
-    """A parser of whole numbers >= `low`."""
+def whole_numbers(low: int):
+    """An argparse type: whole numbers >= `low` (argparse names the flag in its error)."""
 
     def parse(text: str) -> int:
         try:
@@ -280,9 +280,9 @@ def _add_demo(subparsers) -> None:
     data.add_argument("--test-fraction", type=_fraction, default=0.2, metavar="F",
                       help="a Parquet file's last F of rows, 0 <= F < 1, are held out as the "
                       "test set (default: 0.2; 0: none)")
-    data.add_argument("--max-samples", type=_count(1), metavar="N",
+    data.add_argument("--max-samples", type=whole_numbers(1), metavar="N",
                       help="stream only the first N (N >= 1)")
-    data.add_argument("--test-samples", type=_count(0), default=1000, metavar="N",
+    data.add_argument("--test-samples", type=whole_numbers(0), default=1000, metavar="N",
                       help="held-out samples evaluated after the stream (default: 1000)")
     threat = parser.add_argument_group("threat model and monitor")
     threat.add_argument("--epsilon", type=_positive, default=1.0,
@@ -297,7 +297,7 @@ def _add_demo(subparsers) -> None:
                         help="share of the stream the monitors attack, 0 < RATE <= 1 (default: "
                         "all of it up to 2,000 samples, then about 2,000; with --all about 30, "
                         "as a black-box PGD-10 costs ~0.5 s)")
-    parser.add_argument("--seed", type=_count(0), default=0,
+    parser.add_argument("--seed", type=whole_numbers(0), default=0,
                         help="seed of the digits' shuffle, the models and the sampling")
     parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
                         help=f"where the plot goes, created if missing (default: {DEFAULT_OUT} "

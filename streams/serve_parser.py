@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from river_advsvm.cli import whole_numbers
 from river_advsvm.streams import logs, metrics, security
 
 __all__ = ["build_parser"]
@@ -47,21 +48,6 @@ def _label(text: str):
     except ValueError:
         return text
     return value if isinstance(value, (bool, int, float, str)) else text
-
-
-def _count(low: int):
-    """A parser of whole numbers >= `low` (argparse names the flag in its error)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = low - 1
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= {low}")
-        return value
-
-    return parse
 
 
 class _Parser(argparse.ArgumentParser):
@@ -241,17 +227,17 @@ def _add_local(local) -> None:
                        help="'phishing' (default), a .parquet file or an .npz with X_train/y_train")
     local.add_argument("--replay-target", default="y", metavar="COLUMN",
                        help="label column of a Parquet file (default y)")
-    local.add_argument("--replay-limit", type=_count(1), metavar="N",
+    local.add_argument("--replay-limit", type=whole_numbers(1), metavar="N",
                        help="replay only the first N samples")
     local.add_argument("--replay-pair", nargs=2, type=_label, metavar=("A", "B"),
                        help="keep only these two labels (e.g. 1 7 for MNIST)")
-    local.add_argument("--replay-unlabelled-every", type=_count(0), default=10, metavar="K",
+    local.add_argument("--replay-unlabelled-every", type=whole_numbers(0), default=10, metavar="K",
                        help="send every K-th message without its label (default 10; 0: never)")
-    local.add_argument("--partitions", type=_count(1), metavar="N",
+    local.add_argument("--partitions", type=whole_numbers(1), metavar="N",
                        help="partitions of the input topic (default 1, or 2 per worker)")
-    local.add_argument("--workers", type=_count(1), metavar="N",
+    local.add_argument("--workers", type=whole_numbers(1), metavar="N",
                        help="run N worker processes that sync (default --sync-every 1000)")
-    local.add_argument("--show", type=_count(0), default=5, metavar="N",
+    local.add_argument("--show", type=whole_numbers(0), default=5, metavar="N",
                        help="print the first N predictions and alerts before the broker stops "
                        "(default 5; 0: none)")
     local.add_argument("--outputs-file", metavar="PATH",
