@@ -122,8 +122,8 @@ class CollapseWatch:
             return True
         if rarer <= LOPSIDED * n:
             right_negative = self._right - self._right_positive
-            balanced = (self._right_positive / self._positive
-                        + right_negative / (n - self._positive)) / 2
+            balanced = (self._right_positive / max(self._positive, 1)
+                        + right_negative / max(n - self._positive, 1)) / 2
             if balanced <= 0.5 + SLACK:
                 return True
         mean = self._sum / n

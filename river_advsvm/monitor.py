@@ -42,6 +42,7 @@ import time
 import typing
 import warnings
 
+import numpy as np
 from river import metrics, utils
 
 from river_advsvm import monitor_state
@@ -52,6 +53,10 @@ from river_advsvm.attacks import PGD, Attack, NoGradientWarning
 
 __all__ = ["ALERT_KINDS", "MAX_HISTORY", "RECENT_SAMPLES", "Alert", "Observation",
            "RobustnessMonitor"]
+
+
+def _is_nan(value) -> bool:
+    return isinstance(value, (float, np.floating)) and math.isnan(value)
 
 
 class RobustnessMonitor:
@@ -236,8 +241,8 @@ class RobustnessMonitor:
         """
         # NaN is a missing input, as for the model's predictions (the attacks refuse it); a
         # sample the model refuses is refused before the monitor counts it.
-        if any(isinstance(v, float) and math.isnan(v) for v in x.values()):
-            x = {name: v for name, v in x.items() if not (isinstance(v, float) and math.isnan(v))}
+        if isinstance(x, dict) and any(_is_nan(v) for v in x.values()):
+            x = {name: v for name, v in x.items() if not _is_nan(v)}
         if y_pred is None:
             y_pred = self.model.predict_one(x)
         self.n_seen += 1

@@ -290,13 +290,15 @@ def test_nan_is_a_missing_input_and_a_refused_sample_is_not_counted():
     with_nan = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=1)
     without = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=1)
     for x, y in stream[:50]:
-        with_nan.update({**x, 3: np.nan, 7: float("nan")}, y)
+        with_nan.update({**x, 3: np.nan, 7: np.float32("nan")}, y)
         without.update({k: v for k, v in x.items() if k not in (3, 7)}, y)
     assert with_nan.n_sampled == without.n_sampled == 50
     assert dataclasses.asdict(with_nan.last) == dataclasses.asdict(without.last)
     assert with_nan.snapshot() == without.snapshot()
     with pytest.raises(ValueError):
         with_nan.update({**stream[0][0], 2: "high"}, stream[0][1])
+    with pytest.raises(ValueError, match="dict"):
+        with_nan.update(list(stream[0][0].values()), stream[0][1])
     assert with_nan.n_seen == 50 and with_nan.n_sampled == 50
 
 
