@@ -349,13 +349,16 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         holding: dict = {}
         i = 0
         for names, values in rows.runs:
-            if to_hold and (labelled := sum(y is not None for y in labels[i : i + len(values)])):
+            labelled = sum(y is not None for y in labels[i : i + len(values)]) if to_hold else 0
+            if held and names == self._held_cache[2]:
+                # The keys of the latest held row: every input is held already.
+                to_hold -= min(to_hold, labelled)
+                i += len(values)
+                continue
+            if labelled:
                 to_hold -= min(to_hold, labelled)
                 holding.update(dict.fromkeys(n for n in names if n not in held
                                              and n not in self._index.position))
-            if held and names == self._held_cache[2]:
-                i += len(values)  # the keys of the latest held row: every input is held
-                continue
             columns = self._index.lookup(names)
             unknown = columns.unknown
             if len(unknown) and columns is not self._names_checked:
