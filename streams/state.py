@@ -63,6 +63,7 @@ import river_advsvm
 from river_advsvm import checkpoint, margin
 from river_advsvm.checkpoint import CheckpointError
 from river_advsvm.streams import faults
+from river_advsvm.streams.kafka import MAX_TEXT_CHARS
 
 __all__ = ["CHECKPOINT_FILE", "MAX_COUNT", "Limits", "ServiceState", "checkpoint_path",
            "describe", "from_checkpoint", "load", "parse_extra", "save", "save_bytes",
@@ -317,10 +318,6 @@ def _partition(key) -> int:
     return int(key)
 
 
-#: The longest string label a message may carry (`river_advsvm.streams.kafka.MAX_TEXT_CHARS`).
-_MAX_LABEL = 1000
-
-
 def _labels(labels) -> list:
     """The two classes pinned by the operator: distinct labels of the message format
     (`ValueError` otherwise; `ServiceConfig` checks `--labels` with it, so that the service
@@ -330,9 +327,9 @@ def _labels(labels) -> list:
     for y in labels:
         if not (type(y) in (str, bool) or (type(y) is int and y.bit_length() <= 63)
                 or (type(y) is float and math.isfinite(y))) or (
-                type(y) is str and len(y) > _MAX_LABEL):
+                type(y) is str and len(y) > MAX_TEXT_CHARS):
             raise ValueError(f"label {str(y)[:40]!r} is not a label the service takes (a "
-                             f"string of at most {_MAX_LABEL} characters, a 64-bit integer, a "
+                             f"string of at most {MAX_TEXT_CHARS} characters, a 64-bit integer, a "
                              "boolean or a finite number)")
     return labels
 
