@@ -620,8 +620,9 @@ def markdown(records: list[dict]) -> str:
             lines += ["", "| check | stream order | threat | validation choice | clean: "
                       "choice / ours (gap) | PGD-10: choice / ours (gap) |",
                       "|---|---|---|---|---|---|"]
-            for r in sorted(checks, key=lambda r: (r["kind"] != "radius_check", list(THREATS).index(r["threat"]),
-                                                   r.get("seed", 0))):
+            order = list(THREATS)
+            for r in sorted(checks, key=lambda r: (r["kind"] != "radius_check",
+                                                   order.index(r["threat"]), r.get("seed", 0))):
                 if r["kind"] == "radius_check":
                     choice = f"ε = {r['chosen_epsilon']:.4g} (threat {r['reference_epsilon']:.4g})"
                     what = "training radius"
