@@ -41,6 +41,7 @@ __all__ = [
     "dict_values",
     "encode_name",
     "frame_values",
+    "is_whole",
     "key_hash",
     "plain_number",
 ]
@@ -69,6 +70,12 @@ def plain_number(value):
     """A numpy scalar (a parameter taken from an array, say) as the Python value it equals;
     anything else as it is."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+def is_whole(value) -> bool:
+    """Whether a parameter is a Python int, and not a bool (`True` is an int to Python, not a
+    count to a user)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def describe(value) -> str:

@@ -123,11 +123,12 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         self.schedule = schedule
         self.bias_step_size = bias_step_size
         self.max_features = max_features
-        if not (isinstance(epsilon, numbers.Real) and 0 <= epsilon < math.inf):
+        if not (isinstance(epsilon, numbers.Real) and not isinstance(epsilon, bool)
+                and 0 <= epsilon < math.inf):
             raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
-        if not (isinstance(max_features, int) and 1 <= max_features <= MAX_FEATURES_LIMIT):
+        if not (inputs.is_whole(max_features) and 1 <= max_features <= MAX_FEATURES_LIMIT):
             raise ValueError(
                 f"max_features must be an int in [1, {MAX_FEATURES_LIMIT}], got {max_features!r}")
         self._index = inputs.FeatureIndex()

@@ -45,7 +45,7 @@ import warnings
 import numpy as np
 from river import metrics, utils
 
-from river_advsvm import monitor_state
+from river_advsvm import inputs, monitor_state
 from river_advsvm.alerts import (
     ALERT_KINDS, MAX_HISTORY, RECENT_SAMPLES, Alert, Observation, Worsening, check_detector,
 )
@@ -180,15 +180,15 @@ class RobustnessMonitor:
             raise ValueError(f"every N-th sample needs N >= 1, got {sample_rate}")
         if isinstance(sample_rate, float) and not 0.0 < sample_rate <= 1.0:
             raise ValueError(f"a sample rate must be in (0, 1], got {sample_rate}")
-        if not (isinstance(window_size, int) and window_size >= 1):
+        if not (inputs.is_whole(window_size) and window_size >= 1):
             raise ValueError(f"window_size must be a positive int, got {window_size!r}")
         if gap_threshold is not None and not 0.0 <= gap_threshold < 1.0:
             raise ValueError(f"gap_threshold must be in [0, 1) or None, got {gap_threshold!r}")
         if not gap_hysteresis >= 0.0:
             raise ValueError(f"gap_hysteresis must be >= 0, got {gap_hysteresis!r}")
-        if not (isinstance(min_sampled, int) and min_sampled >= 1):
+        if not (inputs.is_whole(min_sampled) and min_sampled >= 1):
             raise ValueError(f"min_sampled must be a positive int, got {min_sampled!r}")
-        if not (isinstance(max_alerts, int) and max_alerts >= 1):
+        if not (inputs.is_whole(max_alerts) and max_alerts >= 1):
             raise ValueError(f"max_alerts must be a positive int, got {max_alerts!r}")
 
         self.model = model

@@ -46,7 +46,7 @@ import math
 
 import numpy as np
 
-from river_advsvm import checkpoint, support_budget
+from river_advsvm import checkpoint, inputs, support_budget
 from river_advsvm.kernels import KERNELS
 from river_advsvm.support_budget import POLICIES
 from river_advsvm.support_predict import KernelExpansion
@@ -150,13 +150,13 @@ class SupportVectors(KernelExpansion):
             raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
         if not (isinstance(gamma, (int, float)) and 0 < gamma < math.inf):
             raise ValueError(f"gamma must be a positive number, got {gamma!r}")
-        if budget is not None and not (isinstance(budget, int) and budget >= 1):
+        if budget is not None and not (inputs.is_whole(budget) and budget >= 1):
             raise ValueError(f"budget must be a positive int or None, got {budget!r}")
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-        if max_inputs is not None and not (isinstance(max_inputs, int) and max_inputs >= 0):
+        if max_inputs is not None and not (inputs.is_whole(max_inputs) and max_inputs >= 0):
             raise ValueError(f"max_inputs must be an int >= 0 or None, got {max_inputs!r}")
         super().__init__(kernel, gamma, budget, dtype, max_inputs)
         self.policy = policy
@@ -560,10 +560,6 @@ class SupportVectors(KernelExpansion):
         return merged
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _check_state(store: SupportVectors, scalars: dict, arrays: dict, n_inputs: int) -> None:
     if not isinstance(scalars, dict) or not isinstance(arrays, dict):
         raise ValueError("support vector state must be a dict of scalars and a dict of arrays")
@@ -575,7 +571,7 @@ def _check_state(store: SupportVectors, scalars: dict, arrays: dict, n_inputs: i
             )
     counts = ("size", "n_inputs", "stored_since_norm", "n_merges", "n_removals")
     for key in counts:
-        if not _is_int(scalars.get(key)) or scalars[key] < 0:
+        if not inputs.is_whole(scalars.get(key)) or scalars[key] < 0:
             raise ValueError(f"saved support vector field {key!r} must be an int >= 0")
     for key in ("scale", "squared_norm", "degradation", "total_degradation"):
         value = scalars.get(key)
@@ -584,7 +580,7 @@ def _check_state(store: SupportVectors, scalars: dict, arrays: dict, n_inputs: i
             raise ValueError(f"saved support vector field {key!r} must be a finite number")
     size = scalars["size"]
     cursor = scalars.get("cursor", 0)
-    if not (_is_int(cursor) and 0 <= cursor < max(size, 1)):
+    if not (inputs.is_whole(cursor) and 0 <= cursor < max(size, 1)):
         raise ValueError(f"saved reprocess cursor {cursor!r} is not a vector's index")
     if store.budget is not None and size > store.budget:
         raise ValueError(f"{size} saved support vectors exceed the budget of {store.budget}")

@@ -257,21 +257,20 @@ class AdvKernelSVM(MarginClassifier):
             raise ValueError(f"budget_policy must be one of {POLICIES}, got {budget_policy!r}")
         unbounded_ok = budget_policy in SUPPORT_POLICIES
         if not ((budget is None and unbounded_ok)
-                or (isinstance(budget, int) and 1 <= budget <= 1_000_000)):
+                or (inputs.is_whole(budget) and 1 <= budget <= 1_000_000)):
             allowed = "a positive int (at most 10^6)" + (" or None" if unbounded_ok else "")
             raise ValueError(f"budget must be {allowed}, got {budget!r}")
         if dtype not in rf.DTYPES:
             raise ValueError(f"dtype must be one of {rf.DTYPES}, got {dtype!r}")
-        if not (isinstance(warm_up, int) and 1 <= warm_up <= 10_000):
+        if not (inputs.is_whole(warm_up) and 1 <= warm_up <= 10_000):
             raise ValueError(f"warm_up must be an int in [1, 10000], got {warm_up!r}")
-        if seed is not None and not isinstance(seed, int):
+        if seed is not None and not inputs.is_whole(seed):
             raise ValueError(f"seed must be an int or None, got {seed!r}")
         if adversary not in ADVERSARIES:
             raise ValueError(f"adversary must be one of {ADVERSARIES}, got {adversary!r}")
-        if not (isinstance(adversary_steps, int) and 1 <= adversary_steps <= 100):
+        if not (inputs.is_whole(adversary_steps) and 1 <= adversary_steps <= 100):
             raise ValueError(f"adversary_steps must be an int in [1, 100], got {adversary_steps!r}")
-        if not (isinstance(reprocess, int) and not isinstance(reprocess, bool)
-                and 0 <= reprocess <= 100):
+        if not (inputs.is_whole(reprocess) and 0 <= reprocess <= 100):
             raise ValueError(f"reprocess must be an int in [0, 100], got {reprocess!r}")
         if bounds is not None:
             if not (isinstance(bounds, (tuple, list)) and len(bounds) == 2

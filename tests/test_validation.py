@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 
 from river_advsvm import (AdvKernelSVM, AdvLinearSVM, InvalidInput, checkpoint, inputs,
                           schedule)
+from river_advsvm.attacks import PGD, ZOO, CarliniWagnerL2
 from river_advsvm.inputs import MAX_ABS_VALUE
+from river_advsvm.monitor import RobustnessMonitor
 
 
 def fingerprint(model) -> str:
@@ -144,6 +146,22 @@ def test_the_largest_steps_keep_every_number_finite_and_larger_are_refused(cls):
         model.learn_one(x, bool(x["b"] > 0.5))
     assert math.isfinite(model.decision_one({"a": 1.0, "b": 0.5}))
     assert "NaN" not in fingerprint(model) and "Infinity" not in fingerprint(model)
+
+
+@pytest.mark.parametrize("make, name", [
+    *((AdvKernelSVM, name) for name in ("budget", "warm_up", "seed", "adversary_steps",
+                                        "reprocess", "max_features", "epsilon", "step_size",
+                                        "bias_step_size", "regularization")),
+    *((AdvLinearSVM, name) for name in ("max_features", "epsilon", "step_size")),
+    *((attack, "steps") for attack in (PGD, CarliniWagnerL2)),
+    (ZOO, "coordinates"),
+    *((lambda **kw: RobustnessMonitor(AdvLinearSVM(), **kw), name)
+      for name in ("window_size", "min_sampled", "max_alerts", "sample_rate")),
+])
+def test_true_is_not_a_number_of_anything(make, name):
+    """`True == 1` to Python; as a count or a radius it is a mistake, refused by name."""
+    with pytest.raises((ValueError, TypeError), match=name):
+        make(**{name: True})
 
 
 def test_max_features_refuses_the_sample_that_would_exceed_it():

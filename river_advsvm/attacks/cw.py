@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from river_advsvm import inputs
 from river_advsvm.attacks.base import Attack, adam_step, unusable_gradients
 
 __all__ = ["CarliniWagnerL2"]
@@ -213,7 +214,7 @@ def _check_search(confidence, initial_const, search_steps, steps, learning_rate)
     if not initial_const > 0:
         raise ValueError(f"initial_const must be > 0, got {initial_const!r}")
     for name, value in (("search_steps", search_steps), ("steps", steps)):
-        if not (isinstance(value, int) and value >= 1):
+        if not (inputs.is_whole(value) and value >= 1):
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     if not learning_rate > 0:
         raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from river_advsvm import inputs
 from river_advsvm.attacks.base import Attack, project, steepest_direction, unusable_gradients
 
 __all__ = ["PGD"]
@@ -68,7 +69,7 @@ class PGD(Attack):
         self.step_size = step_size
         self.random_start = random_start
         self.seed = seed
-        if not (isinstance(steps, int) and steps >= 1):
+        if not (inputs.is_whole(steps) and steps >= 1):
             raise ValueError(f"steps must be a positive int, got {steps!r}")
         if step_size is not None and not step_size > 0:
             raise ValueError(f"step_size must be > 0 or None, got {step_size!r}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from river_advsvm import inputs
 from river_advsvm.attacks.base import FINITE_DIFFERENCE_STEP, Attack, unusable_gradients
 from river_advsvm.attacks.cw import BestFound, ConstantSearch, TanhBox, _check_search
 
@@ -107,7 +108,7 @@ class ZOO(Attack):
         self.difference_step = difference_step
         self.seed = seed
         _check_search(confidence, initial_const, search_steps, steps, learning_rate)
-        if not (isinstance(coordinates, int) and coordinates >= 1):
+        if not (inputs.is_whole(coordinates) and coordinates >= 1):
             raise ValueError(f"coordinates must be a positive int, got {coordinates!r}")
         if not (0 <= beta1 < 1 and 0 <= beta2 < 1 and difference_step > 0):
             raise ValueError("beta1 and beta2 must be in [0, 1), difference_step > 0")
