@@ -209,6 +209,8 @@ class Service:
             session.state = loaded
             log.info("restored the checkpoint in %s (%d learned); it wins over model options",
                      config.checkpoint_dir, loaded.counters["learned"])
+            for note in state_io.overridden(loaded, config.labels, config.width):
+                log.warning("%s", note)
         signals = lifecycle.Signals(self.stop)
         cap = dead_letter_cap(config.max_message_bytes)
         session.sink = OutputSink(lambda: session.clients.producer(

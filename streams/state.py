@@ -66,8 +66,8 @@ from river_advsvm.streams import faults
 from river_advsvm.streams.kafka import MAX_TEXT_CHARS
 
 __all__ = ["CHECKPOINT_FILE", "MAX_COUNT", "Limits", "ServiceState", "checkpoint_path",
-           "describe", "from_checkpoint", "load", "parse_extra", "save", "save_bytes",
-           "to_bytes"]
+           "describe", "from_checkpoint", "load", "overridden", "parse_extra", "save",
+           "save_bytes", "to_bytes"]
 
 CHECKPOINT_FILE = "checkpoint.ckpt"
 KIND = "advsvm-serve"
@@ -406,6 +406,18 @@ def load(directory: str | os.PathLike, limits: Limits | None = None) -> ServiceS
                                   f"{os.readlink(path)}, which does not exist") from None
         return None
     return from_checkpoint(meta, arrays, path, limits)
+
+
+def overridden(state: ServiceState, labels, width: int | None) -> list[str]:
+    """What a restored checkpoint overrides of the labels and the width the operator pinned
+    (`--labels`, `--features`): the checkpoint wins, and the operator should hear so."""
+    notes = []
+    if labels is not None and list(labels) != state.labels:
+        notes.append(f"--labels {' '.join(map(str, labels))} is ignored: the checkpoint's pinned "
+                     f"labels are {state.labels!r}")
+    if width is not None and width != state.width:
+        notes.append(f"--features {width} is ignored: the checkpoint's width is {state.width!r}")
+    return notes
 
 
 def describe(path: str | os.PathLike) -> dict:

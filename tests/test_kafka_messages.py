@@ -279,3 +279,15 @@ def test_a_checkpoint_directory_serves_one_service_at_a_time(tmp_path):
             Service(config, model_factory=AdvLinearSVM).run()
     finally:
         os.close(held)
+
+
+def test_a_restored_checkpoint_names_the_pinned_options_it_overrides():
+    saved = state.ServiceState(model=AdvLinearSVM(), width=4, labels=["cat", "dog"])
+    assert state.overridden(saved, None, None) == []
+    assert state.overridden(saved, ("cat", "dog"), 4) == []
+    notes = state.overridden(saved, ("dog", "cat"), 8)
+    assert notes == ["--labels dog cat is ignored: the checkpoint's pinned labels are "
+                     "['cat', 'dog']", "--features 8 is ignored: the checkpoint's width is 4"]
+    unpinned = state.ServiceState(model=AdvLinearSVM())
+    assert state.overridden(unpinned, (0, 1), None) == [
+        "--labels 0 1 is ignored: the checkpoint's pinned labels are None"]
