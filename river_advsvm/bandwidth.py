@@ -13,7 +13,6 @@ the fitted bandwidths, and the vote, do not depend on the order of a sample's ke
 
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 
@@ -319,8 +318,7 @@ def check_gamma(gamma) -> dict | None:
             inputs.encode_name(name)
             check_gamma(value)
         return {n: float(g) for n, g in gamma.items()}
-    if not (isinstance(gamma, numbers.Real) and not isinstance(gamma, bool)
-            and 0 < gamma <= kernels.MAX_GAMMA):
+    if not (inputs.is_number(gamma) and 0 < gamma <= kernels.MAX_GAMMA):
         raise ValueError(f"gamma must be 'scale', a dict of per-feature bandwidths or a number "
                          f"in (0, {kernels.MAX_GAMMA:g}], got {gamma!r}")
     return None

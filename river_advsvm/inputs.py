@@ -41,6 +41,7 @@ __all__ = [
     "dict_values",
     "encode_name",
     "frame_values",
+    "is_number",
     "is_whole",
     "key_hash",
     "plain_number",
@@ -76,6 +77,11 @@ def is_whole(value) -> bool:
     """Whether a parameter is a Python int, and not a bool (`True` is an int to Python, not a
     count to a user)."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value) -> bool:
+    """Whether a parameter is a real number, and not a bool (`is_whole`'s reason)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def describe(value) -> str:

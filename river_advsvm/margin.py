@@ -16,7 +16,6 @@ and any batching of `learn_many` (or of `decision_then_learn_many`) give bit-ide
 from __future__ import annotations
 
 import math
-import numbers
 import typing
 import warnings
 
@@ -123,8 +122,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         self.schedule = schedule
         self.bias_step_size = bias_step_size
         self.max_features = max_features
-        if not (isinstance(epsilon, numbers.Real) and not isinstance(epsilon, bool)
-                and 0 <= epsilon < math.inf):
+        if not (inputs.is_number(epsilon) and 0 <= epsilon < math.inf):
             raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")

@@ -4,7 +4,8 @@ worker whose model is averaged with a group's (`StepSchedule.join_group`)."""
 from __future__ import annotations
 
 import math
-import numbers
+
+from river_advsvm import inputs
 
 __all__ = ["MAX_GROUP_RATE", "MAX_STEP", "SCHEDULES", "StepSchedule"]
 
@@ -61,8 +62,7 @@ class StepSchedule:
         for name, value, low in [("regularization", regularization, 0.0),
                                  ("step_size", step_size, None),
                                  ("bias_step_size", bias_step_size, 0.0)]:
-            if not (isinstance(value, numbers.Real) and not isinstance(value, bool)
-                    and math.isfinite(value)
+            if not (inputs.is_number(value) and math.isfinite(value)
                     and (value > 0 if low is None else value >= low)):
                 bound = "> 0" if low is None else ">= 0"
                 raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
