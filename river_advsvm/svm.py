@@ -497,14 +497,14 @@ class AdvKernelSVM(MarginClassifier):
         # come back naming '0' and '1', and one with tuple names could not be written. Such a
         # dict is saved as [name's encoding, bandwidth] pairs, as fitted bandwidths are.
         if isinstance(gamma, dict) and not all(isinstance(n, str) for n in gamma):
-            params["gamma"] = [[inputs.encode_name(n), g] for n, g in gamma.items()]
+            params["gamma"] = _as_pairs(gamma)
         return params
 
     @classmethod
     def _params_from_checkpoint(cls, params):
         gamma = params.get("gamma")
         if isinstance(gamma, list):
-            params = {**params, "gamma": {inputs.decode_name(n): g for n, g in gamma}}
+            params = {**params, "gamma": _from_pairs(gamma)}
         return params
 
     def _model_state(self):
@@ -513,7 +513,7 @@ class AdvKernelSVM(MarginClassifier):
                    "scale_power": self._input_scales.power}
         by_name = self._input_scales.by_name
         if by_name is not None and isinstance(self.gamma, str):  # fitted, not given
-            scalars["gamma_by_name"] = [[inputs.encode_name(n), g] for n, g in by_name.items()]
+            scalars["gamma_by_name"] = _as_pairs(by_name)
         arrays = {}
         if self._store is not None:
             store_scalars, arrays = self._store.state()
@@ -527,7 +527,7 @@ class AdvKernelSVM(MarginClassifier):
             fitted = scalars["gamma_by_name"]
             if len(fitted) > self.max_features:
                 raise ValueError("too many fitted bandwidths")
-            by_name = bandwidth.check_gamma({inputs.decode_name(n): g for n, g in fitted})
+            by_name = bandwidth.check_gamma(_from_pairs(fitted))
         gamma = None if scalars["gamma"] is None else float(scalars["gamma"])
         self.kernel_radius = float(scalars.get("kernel_radius", 0.0))
         # Saved before the bias step was damped: full steps until nearly every sample is active.
@@ -580,3 +580,14 @@ class AdvKernelSVM(MarginClassifier):
         """`||f||_H` as the adversarial term uses it (see `river_advsvm.budget` for the random
         features; exact for support vectors)."""
         return 0.0 if self._store is None else self._store.norm
+
+
+def _as_pairs(by_name: dict) -> list:
+    """Bandwidths by input name as JSON holds them: [name's encoding, bandwidth] pairs (JSON's
+    keys are strings only)."""
+    return [[inputs.encode_name(n), g] for n, g in by_name.items()]
+
+
+def _from_pairs(pairs) -> dict:
+    """The bandwidths `_as_pairs` wrote, by input name."""
+    return {inputs.decode_name(n): g for n, g in pairs}
