@@ -59,11 +59,10 @@ from __future__ import annotations
 
 import copy
 import math
-import numbers
 
 import numpy as np
 
-from river_advsvm import AdvKernelSVM
+from river_advsvm import AdvKernelSVM, inputs
 from river_advsvm.checkpoint import CheckpointError
 from river_advsvm.support import SupportVectors
 from river_advsvm.support_basis import SharedBasis
@@ -95,8 +94,7 @@ def check_mergeable_params(params: dict) -> None:
                          f"(a representation they share), got {policy!r}")
     gamma = params.get("gamma")
     # (A checkpoint holds a dict naming inputs other than by str as a list of pairs.)
-    fixed = isinstance(gamma, (dict, list)) or (isinstance(gamma, numbers.Real)
-                                                and not isinstance(gamma, bool))
+    fixed = isinstance(gamma, (dict, list)) or inputs.is_number(gamma)
     if not fixed:
         raise ValueError(
             "workers that sync need a numeric gamma, the same for every worker (--gamma 0.05, "
