@@ -153,7 +153,7 @@ class ServiceConfig:
                              f"got {self.width}")
         if self.labels is not None:
             try:  # numpy scalars (np.unique's) as the Python labels the checkpoint holds
-                self.labels = state_io._labels([as_label(y) for y in self.labels])
+                self.labels = state_io.check_labels([as_label(y) for y in self.labels])
             except ValueError as error:
                 raise ValueError(f"labels {list(self.labels)!r}: {error}") from None
         outputs = [self.predictions_topic, self.alerts_topic, self.dead_letter_topic]
@@ -164,8 +164,8 @@ class ServiceConfig:
                            ("dead_letter_topic", self.dead_letter_topic),
                            ("sync_topic", self.sync_topic)]:
             if (name or what == "topic") and not _is_topic_name(name):
-                raise ValueError(f"{what} {name!r} is not a Kafka topic name: 1 to 249 of "
-                                 "A-Z a-z 0-9 . _ - (and not . or ..)")
+                raise ValueError(f"{what} {name!r} is not a Kafka topic name: 1 to "
+                                 f"{state_io.MAX_NAME} of A-Z a-z 0-9 . _ - (and not . or ..)")
         if self.topic in outputs:
             raise ValueError(f"the input topic {self.topic!r} cannot also be an output topic")
         if self.sync_every is not None:
@@ -188,7 +188,7 @@ class ServiceConfig:
         return self.sync_every is not None
 
 
-_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}\Z")
+_TOPIC_NAME = re.compile(rf"[A-Za-z0-9._-]{{1,{state_io.MAX_NAME}}}\Z")
 
 
 def _is_topic_name(name) -> bool:

@@ -65,9 +65,9 @@ from river_advsvm.checkpoint import CheckpointError
 from river_advsvm.streams import faults
 from river_advsvm.streams.kafka import MAX_TEXT_CHARS
 
-__all__ = ["CHECKPOINT_FILE", "MAX_COUNT", "Limits", "ServiceState", "checkpoint_path",
-           "describe", "from_checkpoint", "load", "overridden", "parse_extra", "save",
-           "save_bytes", "to_bytes"]
+__all__ = ["CHECKPOINT_FILE", "MAX_COUNT", "MAX_NAME", "Limits", "ServiceState",
+           "check_labels", "checkpoint_path", "describe", "from_checkpoint", "load", "overridden",
+           "parse_extra", "save", "save_bytes", "to_bytes"]
 
 CHECKPOINT_FILE = "checkpoint.ckpt"
 KIND = "advsvm-serve"
@@ -275,12 +275,12 @@ def _time(value, what: str) -> float | None:
 #: Year 9999 in epoch seconds: a later time in a checkpoint is not one a clock wrote.
 _MAX_EPOCH = 253_402_300_799
 #: Longest topic name Kafka allows; worker ids and topic ids are held to it too.
-_MAX_NAME = 249
+MAX_NAME = 249
 
 
 def _name(value, what: str) -> str:
-    if type(value) is not str or not 0 < len(value) <= _MAX_NAME:
-        raise ValueError(f"{what} {str(value)[:40]!r} is not a name of 1 to {_MAX_NAME} "
+    if type(value) is not str or not 0 < len(value) <= MAX_NAME:
+        raise ValueError(f"{what} {str(value)[:40]!r} is not a name of 1 to {MAX_NAME} "
                          "characters")
     return value
 
@@ -318,7 +318,7 @@ def _partition(key) -> int:
     return int(key)
 
 
-def _labels(labels) -> list:
+def check_labels(labels) -> list:
     """The two classes pinned by the operator: distinct labels of the message format
     (`ValueError` otherwise; `ServiceConfig` checks `--labels` with it, so that the service
     never writes a checkpoint it would refuse to read back)."""
@@ -371,7 +371,7 @@ def parse_extra(meta: dict, where: str) -> dict:
                                   or not 1 <= width <= margin.MAX_FEATURES_LIMIT):
             raise ValueError(f"width {str(width)[:40]!r} is out of range "
                              f"[1, {margin.MAX_FEATURES_LIMIT}]")
-        labels = None if extra["labels"] is None else _labels(extra["labels"])
+        labels = None if extra["labels"] is None else check_labels(extra["labels"])
         group = _parse_group(extra.get("group"))
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         detail = " ".join(str(error).split())[:200] or type(error).__name__
