@@ -31,6 +31,20 @@ def blobs(n=400, d=8, seed=0, separation=0.35):
 # -- the inner maximizer's geometry -------------------------------------------------------------
 
 
+def ascent_walk(x0, seed, epsilon, norm, steps, y, bounds):
+    """`steps` calls of `ascent_step` from `x0` along random gradients of every scale, a random
+    70% of the inputs movable: each iterate, its distance from `x0` in `norm`, the mask."""
+    rng = np.random.default_rng(seed)
+    movable = rng.random(len(x0)) < 0.7
+    x = x0
+    for _ in range(steps):
+        gradient = rng.standard_normal(len(x0)) * 10.0 ** rng.integers(-6, 6)
+        x = ascent_step(x, x0, gradient, y, step_length(epsilon, steps), epsilon, norm,
+                        bounds, movable)
+        delta = x - x0
+        yield x, np.abs(delta).max() if norm == "linf" else np.linalg.norm(delta), movable
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     x0=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=12),
@@ -43,16 +57,9 @@ def blobs(n=400, d=8, seed=0, separation=0.35):
 )
 def test_iterates_stay_in_the_ball_and_the_box(x0, seed, epsilon, norm, steps, y, boxed):
     x0 = np.array(x0)
-    rng = np.random.default_rng(seed)
-    movable = rng.random(len(x0)) < 0.7
     bounds = (0.0, 1.0) if boxed else None
-    x = x0
-    for _ in range(steps):
-        gradient = rng.standard_normal(len(x0)) * 10.0 ** rng.integers(-6, 6)
-        x = ascent_step(x, x0, gradient, y, step_length(epsilon, steps), epsilon, norm,
-                        bounds, movable)
+    for x, size, movable in ascent_walk(x0, seed, epsilon, norm, steps, y, bounds):
         delta = x - x0
-        size = np.abs(delta).max() if norm == "linf" else np.linalg.norm(delta)
         assert size <= epsilon * (1 + 1e-12)
         assert (delta[~movable] == 0).all()
         if boxed:
@@ -75,16 +82,9 @@ def test_inputs_outside_the_box_are_not_pulled_out_of_the_ball(x0, seed, epsilon
     it lacks, 0, when the box excludes 0) had that input clipped into the box, however far:
     the attacker's point left the threat ball, and moved inputs not its own."""
     x0 = np.array(x0)
-    rng = np.random.default_rng(seed)
-    movable = rng.random(len(x0)) < 0.7
     lo, hi = bounds
-    x = x0
-    for _ in range(steps):
-        gradient = rng.standard_normal(len(x0)) * 10.0 ** rng.integers(-6, 6)
-        x = ascent_step(x, x0, gradient, y, step_length(epsilon, steps), epsilon, norm,
-                        bounds, movable)
+    for x, size, movable in ascent_walk(x0, seed, epsilon, norm, steps, y, bounds):
         delta = x - x0
-        size = np.abs(delta).max() if norm == "linf" else np.linalg.norm(delta)
         # (x0 + delta rounds at the scale of x0, up to 3 here.)
         assert size <= epsilon * (1 + 1e-12) + 1e-14 * np.abs(x0).max()
         assert (delta[~movable] == 0).all()
