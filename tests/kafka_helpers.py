@@ -64,7 +64,7 @@ def produce(bootstrap: str, topic: str, values: list[bytes], partition=None,
 
 
 def read_topic(bootstrap: str, topic: str, count: int, timeout: float = 60.0,
-               security=None) -> list:
+               security=None, drain: bool = False) -> list:
     """The first `count` records of every partition of `topic` (fails if fewer arrive).
 
     Reads until `count` records are in rather than up to the end offsets: tansu's
@@ -92,9 +92,13 @@ def read_topic(bootstrap: str, topic: str, count: int, timeout: float = 60.0,
                 raise AssertionError(f"{topic}: {len(records)} records, expected {count}")
             for batch in consumer.poll(timeout_ms=200).values():
                 records.extend(batch)
-        # Anything beyond `count` (a duplicated output, say) shows up in a short extra read.
-        for batch in consumer.poll(timeout_ms=500).values():
-            records.extend(batch)
+        # Anything beyond `count` (a duplicated output, say) shows up in a short extra read;
+        # with `drain`, in extra reads until one comes back empty (a poll returns at most
+        # max_poll_records, fewer than the duplicates a killed worker can leave).
+        while extra := [r for batch in consumer.poll(timeout_ms=500).values() for r in batch]:
+            records.extend(extra)
+            if not drain:
+                break
         return records
     finally:
         consumer.close()

@@ -208,7 +208,8 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
 
     # At-least-once outputs: every message has a prediction; those the dead worker predicted
     # after its last snapshot were predicted again by their new owner.
-    predictions = kh.read_topic(broker.bootstrap_servers, f"{topic}-pred", total)
+    predictions = kh.read_topic(broker.bootstrap_servers, f"{topic}-pred", total,
+                                 drain=True)
     ids = collections.Counter(json.loads(r.value)["id"] for r in predictions)
     assert set(ids) == set(range(total))
     relearned = sum(n - 1 for n in ids.values())

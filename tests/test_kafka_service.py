@@ -312,7 +312,7 @@ def test_broker_outage_without_data_loss_resumes(own_broker, tmp_path):
     assert info["counters"]["unlabelled"] == total // 10
     assert info["counters"]["topic_resets"] == 0
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
-    predictions = kh.read_topic(bootstrap, f"{topic}-predictions", total)
+    predictions = kh.read_topic(bootstrap, f"{topic}-predictions", total, drain=True)
     assert {json.loads(r.value)["id"] for r in predictions} == set(range(total))
 
 
