@@ -242,14 +242,16 @@ def _numeric(names: typing.Sequence, raw: typing.Sequence) -> np.ndarray:
     return values.astype(np.float64, copy=False)
 
 
-def _check_bounds(names: typing.Sequence, values: np.ndarray, missing_ok: bool):
+def _check_bounds(names: typing.Sequence, values: np.ndarray, missing_ok):
     """Refuse non-finite and too large values; with `missing_ok`, NaN entries are returned as
-    a mask of entries to drop instead."""
+    a mask of entries to drop instead. For a matrix, `missing_ok` may also say it row by row
+    (a sequence of bools)."""
     # Two reductions and no temporary: NaN fails both comparisons, as inf does one.
     if values.size == 0 or (values.max() <= MAX_ABS_VALUE and values.min() >= -MAX_ABS_VALUE):
         return None
     inside = np.abs(values) <= MAX_ABS_VALUE
-    missing = np.isnan(values) if missing_ok else np.zeros(values.shape, dtype=bool)
+    rows_ok = np.asarray(missing_ok, dtype=bool)
+    missing = np.isnan(values) & (rows_ok.reshape(-1, 1) if values.ndim == 2 else rows_ok)
     bad = ~inside & ~missing
     if bad.any():
         flat = int(np.flatnonzero(bad)[0])
@@ -316,11 +318,12 @@ def _checked_values(names: list, raw: list, missing_ok: bool) -> tuple[list, np.
     return names, values
 
 
-def frame_values(X, missing_ok: bool = False) -> tuple[list, np.ndarray]:
+def frame_values(X, missing_ok=False) -> tuple[list, np.ndarray]:
     """Column names and a float matrix from a pandas DataFrame or a 2-D numpy array.
 
     A numpy array's columns are named 0..d-1, as `river.stream.iter_array` names them. With
-    `missing_ok` (inference), NaN entries become 0: absent, in River's sparse semantics.
+    `missing_ok` (inference), NaN entries become 0: absent, in River's sparse semantics;
+    `missing_ok` may also be one bool per row.
     """
     if isinstance(X, np.ndarray):
         if X.ndim != 2:
@@ -350,9 +353,12 @@ def frame_values(X, missing_ok: bool = False) -> tuple[list, np.ndarray]:
     return names, values
 
 
-def rows_values(rows: typing.Sequence, missing_ok: bool = False) -> list[tuple[list, np.ndarray]]:
-    """`dict_values` of each feature dict in `rows`."""
-    return [dict_values(x, missing_ok) for x in rows]
+def rows_values(rows: typing.Sequence, missing_ok=False) -> list[tuple[list, np.ndarray]]:
+    """`dict_values` of each feature dict in `rows`; `missing_ok` is one bool for all of them
+    or one per row."""
+    if isinstance(missing_ok, bool):
+        return [dict_values(x, missing_ok) for x in rows]
+    return [dict_values(x, ok) for x, ok in zip(rows, missing_ok, strict=True)]
 
 
 # -- the index ------------------------------------------------------------------------------------

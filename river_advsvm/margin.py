@@ -71,8 +71,9 @@ class _Rows:
         self.runs = runs
 
     @classmethod
-    def of(cls, X, missing_ok: bool) -> _Rows:
-        """From a DataFrame, a 2-D array, or a list of feature dicts."""
+    def of(cls, X, missing_ok) -> _Rows:
+        """From a DataFrame, a 2-D array, or a list of feature dicts; `missing_ok`, one bool
+        or one per row, says where NaN is a missing input rather than an error."""
         if isinstance(X, (list, tuple)):
             runs: list = []
             for names, values in inputs.rows_values(X, missing_ok):
@@ -260,8 +261,8 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         dicts (whose keys may differ from row to row). Nothing changes if any row is invalid:
         `InvalidInput` is raised first.
         """
-        rows = _Rows.of(X, missing_ok=False)
-        return self._run(rows, self._labels_for(rows, y), predict_only_ok=True)[0]
+        rows, labels = self._predicted_rows(X, y)
+        return self._run(rows, labels, predict_only_ok=True)[0]
 
     def predict_proba_then_learn_many(self, X, y):
         """Test-then-train on a batch: the probabilities `predict_proba_one` would give each row
@@ -270,8 +271,8 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         for each column). See `decision_then_learn_many`."""
         import pandas as pd
 
-        rows = _Rows.of(X, missing_ok=False)
-        margins, scales, known = self._run(rows, self._labels_for(rows, y), predict_only_ok=True)
+        rows, labels = self._predicted_rows(X, y)
+        margins, scales, known = self._run(rows, labels, predict_only_ok=True)
         columns = list(self._labels) or [False, True]
         data = {c: np.zeros(len(margins)) for c in columns}
         for i, (g, s, classes) in enumerate(zip(margins.tolist(), scales, known)):
@@ -281,6 +282,21 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
                 data[label][i] = p
         index = X.index if isinstance(X, pd.DataFrame) else None
         return pd.DataFrame(data, columns=columns, index=index)
+
+    @classmethod
+    def _predicted_rows(cls, X, y) -> tuple[_Rows, list]:
+        """A test-then-train batch's rows and labels. NaN is a missing input in a row that is
+        only predicted (label None), as in `decision_one`, and an error in a row to learn."""
+        labels = list(y)
+        predict_only = [label is None for label in labels]
+        if isinstance(X, (list, tuple)) or getattr(X, "ndim", 0) == 2:
+            if len(X) != len(labels):  # before the mask of rows is matched with them
+                raise inputs.InvalidInput(f"{len(X)} samples but {len(labels)} labels",
+                                          "bad_shape")
+        else:
+            predict_only = False  # not a batch: `_Rows.of` refuses it
+        rows = _Rows.of(X, missing_ok=predict_only)
+        return rows, cls._labels_for(rows, labels)
 
     @staticmethod
     def _labels_for(rows: _Rows, y) -> list:

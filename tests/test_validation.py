@@ -201,6 +201,44 @@ def test_a_batch_with_a_predicted_row_over_max_features_changes_nothing(make):
         assert fingerprint(model) == before
 
 
+@pytest.mark.parametrize("make", [lambda: AdvLinearSVM(),
+                                  lambda: AdvKernelSVM(gamma=0.5, seed=0),
+                                  lambda: AdvKernelSVM(warm_up=4, seed=0)])
+@pytest.mark.parametrize("as_frame", [False, True])
+def test_nan_in_a_row_only_predicted_is_a_missing_input_as_in_decision_one(make, as_frame):
+    """In a test-then-train batch, a row with label None is only predicted: its NaN is a
+    missing input, as `decision_one` reads it, and each margin is the one a
+    decision_one-then-learn_one loop gives. In a row to learn, NaN is refused, with nothing
+    changed."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(12, 3))
+    labels = [bool(v) for v in X[:, 0] > 0]
+    labels[2] = labels[7] = None
+    X[2, 1] = X[7, 0] = X[7, 2] = np.nan
+    batched, looped = make(), make()
+    rows = [{f"x{j}": float(v) for j, v in enumerate(row)} for row in X]
+    batch = pd.DataFrame(X, columns=["x0", "x1", "x2"]) if as_frame else rows
+    got = batched.decision_then_learn_many(batch, labels)
+    want = []
+    for x, label in zip(rows, labels):
+        want.append(looped.decision_one(x))
+        if label is not None:
+            looped.learn_one(x, label)
+    assert got.tolist() == want
+    assert fingerprint(batched) == fingerprint(looped)
+    probabilities = make().predict_proba_then_learn_many(batch, labels)
+    assert np.isfinite(probabilities.to_numpy()).all()
+
+    before = fingerprint(batched)
+    X[4, 1] = np.nan  # a labelled row
+    batch = (pd.DataFrame(X, columns=["x0", "x1", "x2"]) if as_frame else
+             [{f"x{j}": float(v) for j, v in enumerate(row)} for row in X])
+    for call in (batched.decision_then_learn_many, batched.predict_proba_then_learn_many):
+        with pytest.raises(InvalidInput, match="x1"):
+            call(batch, labels)
+        assert fingerprint(batched) == before
+
+
 @pytest.mark.parametrize("batch", [False, True])
 def test_the_warm_up_counts_every_input_it_holds_against_max_features(batch):
     """gamma='scale' fits a bandwidth for every input of the rows it holds, zero-valued ones
