@@ -84,6 +84,27 @@ def is_number(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def check_box(bounds) -> tuple[float, float] | None:
+    """`bounds` as `(lo, hi)` floats, or None; ValueError unless finite with lo < hi."""
+    if bounds is None:
+        return None
+    if not (isinstance(bounds, (tuple, list)) and len(bounds) == 2
+            and all(is_number(b) and math.isfinite(b) for b in bounds) and bounds[0] < bounds[1]):
+        raise ValueError(f"bounds must be None or (lo, hi) with finite lo < hi, got {bounds!r}")
+    return float(bounds[0]), float(bounds[1])
+
+
+def check_inside(values: np.ndarray, bounds: tuple[float, float] | None) -> None:
+    """InvalidInput unless every value lies in the box `bounds`: outside it, a threat set
+    (the ball intersected with the box) would not hold the sample itself."""
+    if bounds is not None and values.size and (values.min() < bounds[0]
+                                               or values.max() > bounds[1]):
+        raise InvalidInput(
+            f"inputs range over [{values.min():g}, {values.max():g}], outside bounds "
+            f"({bounds[0]:g}, {bounds[1]:g}): the threat set would be empty; pass the box the "
+            "data lives in, or bounds=None")
+
+
 def describe(value) -> str:
     """A value in plain Python terms for an error message: `'x' (a str)`, `nan`, `None`."""
     if isinstance(value, np.generic):

@@ -168,6 +168,8 @@ class MarginPredictions:
         norm = self.norm if norm is None else norm
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+        bounds = inputs.check_box(bounds)
+        inputs.check_inside(values, bounds)
         signs = np.array([self.sign_of(y) for y in labels])
         margins = signs * self._decision(names, values)
         return self._certified_radii(names, values, margins, norm, bounds)

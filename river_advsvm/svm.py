@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 import random
 import typing
 import warnings
@@ -272,13 +271,7 @@ class AdvKernelSVM(MarginClassifier):
             raise ValueError(f"adversary_steps must be an int in [1, 100], got {adversary_steps!r}")
         if not (inputs.is_whole(reprocess) and 0 <= reprocess <= 100):
             raise ValueError(f"reprocess must be an int in [0, 100], got {reprocess!r}")
-        if bounds is not None:
-            if not (isinstance(bounds, (tuple, list)) and len(bounds) == 2
-                    and all(isinstance(b, numbers.Real) and math.isfinite(b) for b in bounds)
-                    and bounds[0] < bounds[1]):
-                raise ValueError(f"bounds must be None or (low, high) with finite low < high, "
-                                 f"got {bounds!r}")
-            self.bounds = (float(bounds[0]), float(bounds[1]))
+        self.bounds = inputs.check_box(bounds)
         # An unseeded model draws its seed now; the seed is state, saved with the model.
         self._seed = seed if seed is not None else random.getrandbits(63)
         # The bandwidth (the median of per-input ones; None until 'scale' fitted it) and the

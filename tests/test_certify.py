@@ -185,3 +185,30 @@ def test_saturating_bound_is_inverted_exactly_across_its_kinks():
     for r, m in zip(radii[:-2], margins[:-2]):
         assert bound(r) == pytest.approx(m, rel=1e-10)
         assert bound(r * (1 - 1e-6)) < m
+
+
+@pytest.mark.parametrize("make", [lambda: AdvLinearSVM(), lambda: AdvKernelSVM(gamma=1.0, seed=0)])
+def test_a_sample_outside_the_box_is_refused_as_the_attacks_refuse_it(make):
+    """With `bounds`, the threat set is the ball intersected with the box; for a sample outside
+    the box it would not even hold the sample, and the radius would say nothing. It is refused,
+    with the attacks' words; inside the box, and without a box, the sample is certified."""
+    from river_advsvm import InvalidInput
+
+    rng = np.random.default_rng(4)
+    X = rng.random((150, 3))
+    y = X[:, 0] > 0.5
+    model = make()
+    model.learn_many(X, y)
+    outside = X[:5].copy()
+    outside[2, 1] = 1.25
+    with pytest.raises(InvalidInput, match="outside bounds"):
+        model.certified_radius_many(outside, y[:5], norm="linf", bounds=(0.0, 1.0))
+    with pytest.raises(InvalidInput, match="outside bounds"):
+        model.certified_radius_one({0: 0.5, 1: -0.5}, True, norm="linf", bounds=(0.0, 1.0))
+    with pytest.raises(ValueError, match="bounds must be"):
+        model.certified_radius_many(X[:5], y[:5], norm="linf", bounds=(1.0, 0.0))
+    assert (model.certified_radius_many(outside, y[:5], norm="linf") >= 0).all()
+    inside = model.certified_radius_many(X[:5], y[:5], norm="linf", bounds=(0.0, 1.0))
+    free = model.certified_radius_many(X[:5], y[:5], norm="linf")
+    # A box can only make the true radius larger; the sound ones agree up to the search's step.
+    assert (inside >= free * (1 - 1e-6)).all()

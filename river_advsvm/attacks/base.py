@@ -358,10 +358,7 @@ class Attack(base.Base):
                 raise ValueError(f"{type(self).__name__} needs a finite epsilon")
         elif not (isinstance(epsilon, (int, float)) and 0 <= epsilon < math.inf):
             raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
-        if bounds is not None:
-            lo, hi = bounds
-            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-                raise ValueError(f"bounds must be (lo, hi) with finite lo < hi, got {bounds!r}")
+        inputs.check_box(bounds)
         self.last_result: AttackResult | None = None
 
     # -- to implement ---------------------------------------------------------------------------
@@ -449,11 +446,7 @@ class Attack(base.Base):
         X = np.array(values, dtype=np.float64, copy=True)  # the caller's data is never touched
         X.setflags(write=False)
         bounds = self.bounds
-        if bounds is not None and X.size and (X.min() < bounds[0] or X.max() > bounds[1]):
-            raise inputs.InvalidInput(
-                f"inputs range over [{X.min()}, {X.max()}], outside bounds {bounds}: the "
-                "threat set would be empty; pass the box the data lives in, or bounds=None"
-            )
+        inputs.check_inside(X, bounds)
         name, total = type(self).__name__, self._progress_total()
         if len(X) and progress_.enabled(progress):
             estimate = self._estimate(model, names, X, labels)
