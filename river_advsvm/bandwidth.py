@@ -5,8 +5,11 @@ meanwhile.
 The warm-up costs each sample about what a step of a model of that many support vectors
 costs: the held rows keep running statistics per input (range, shifted sums of values and
 squares, nonzero counts), from which the bandwidths follow in O(inputs), and the vote is a
-float32 matrix-vector product with the held rows (and one with their squares, once per row
-added). Inputs are reduced over in the order of their name hashes, as the model stores them:
+float32 matrix-vector product with the held rows. The vote's bandwidths are fitted again each
+time the held rows reach a power of two (1, 2, 4, ...; an input first held since gets their
+median), so that a prediction costs that one product and not a fit and a product with every
+row's squares: between two fits, each row's weighted squared norm is computed once, as it
+arrives. Inputs are reduced over in the order of their name hashes, as the model stores them:
 the fitted bandwidths, and the vote, do not depend on the order of a sample's keys.
 
 """
@@ -56,8 +59,14 @@ class HeldRows:
         # Per input: lowest, highest, shift c_j, sum_i (x_ij - c_j), sum_i (x_ij - c_j)^2, rows
         # with x_ij != 0; rows of one matrix, so that the fit reorders them in one call.
         self._stats = np.zeros((6, 16))
-        # other_units -> (rows, bandwidths, why), "vote" -> its terms: see gammas, _vote_terms
+        # other_units -> (rows, bandwidths, why): see gammas
         self._fitted: dict = {}
+        # The vote's bandwidths over every held input (in the hashes' order), as float32 too,
+        # their median (None until asked), and each held row's `sum_j g_j x_ij^2`: see _vote_fit.
+        self._vote_gammas = np.empty(0)
+        self._vote_gammas32 = np.empty(0, dtype=np.float32)
+        self._vote_median: float | None = None
+        self._vote_squares = np.zeros(16)
         # The inputs in the order of their name hashes, and the place of each in that order.
         self._order = np.empty(0, dtype=np.intp)
         self._rank = np.empty(0, dtype=np.intp)
@@ -83,7 +92,15 @@ class HeldRows:
             self._grow(len(self.index) + len(new))
             start = len(self.index)
             self.index.add(new, np.array([hashes[n] for n in new], dtype=np.uint64))
+            # Until the next fit, the vote weighs a new input at the median bandwidth.
+            median = self._median_vote_gamma() if start else 0.0
+            vote_gammas = self._vote_gammas[self._rank]  # in the index's order, across the sort
             self._sort_columns(start)
+            self._vote_gammas = np.empty(len(self.index))
+            self._vote_gammas[self._rank[:start]] = vote_gammas
+            self._vote_gammas[self._rank[start:]] = median
+            self._vote_gammas32 = self._vote_gammas.astype(np.float32)
+            self._vote_median = None
             # Earlier rows lack the new inputs (0); the shift is the value they first have.
             first = row.take(columns.unknown)
             stats = self._stats[:, self._rank[start:]]
@@ -101,6 +118,8 @@ class HeldRows:
                 grown = np.zeros((2 * len(old), old.shape[1]), dtype=np.float32)
                 grown[: self.size] = old[: self.size]
                 setattr(self, name, grown)
+            self._vote_squares = np.concatenate([self._vote_squares,
+                                                 np.zeros(len(self._vote_squares))])
         x = np.zeros(d)  # the row over every input, in the hashes' order
         x[self._places(columns)] = row
         low, high, shift, sums, squares, nonzero = self._stats[:, :d]
@@ -113,6 +132,28 @@ class HeldRows:
         self._X[self.size, :d] = x
         self._X2[self.size, :d] = x * x
         self.size += 1
+        if self.size & (self.size - 1):
+            self._vote_squares[self.size - 1] = float(self._X2[self.size - 1, :d]
+                                                      @ self._vote_gammas32)
+        else:
+            self._vote_fit()
+
+    def _vote_fit(self) -> None:
+        """Fit the vote's bandwidths on the rows held (every range floored at the median: too
+        few rows yet to tell an input in other units from a pixel barely lit), and every row's
+        weighted squared norm with them."""
+        fitted, why = self.gammas(other_units=False)
+        d = len(self.index)
+        self._vote_gammas = np.full(d, fitted) if why else fitted
+        self._vote_gammas32 = self._vote_gammas.astype(np.float32)
+        self._vote_median = None
+        squares = self._X2[: self.size, :d] @ self._vote_gammas32
+        self._vote_squares[: self.size] = squares.astype(np.float64)
+
+    def _median_vote_gamma(self) -> float:
+        if self._vote_median is None:
+            self._vote_median = _median(self._vote_gammas)
+        return self._vote_median
 
     def _places(self, columns: inputs.Columns) -> np.ndarray:
         """Where each of a lookup's names goes among the inputs in the hashes' order; kept
@@ -213,11 +254,11 @@ class HeldRows:
 
     def vote(self, names: list, values: np.ndarray, signs: np.ndarray, kernel: str) -> np.ndarray:
         """`sum_i y_i k(x, x_i) / n` over the held rows for each row of `values` (over
-        `names`), with the bandwidths fitted on them."""
+        `names`), with the vote's bandwidths (see the module)."""
         if not len(values):  # (no row to stack the Laplacian's distances of)
             return np.zeros(0)
         X = self.matrix
-        gammas, squares = self._vote_terms(kernel)
+        gammas, squares = self._vote_gammas, self._vote_squares[: self.size]
         columns = self.index.lookup(names)
         if columns.identity:  # the held inputs in their order: to the hashes' order at once
             Z = values[:, self._order]
@@ -226,7 +267,8 @@ class HeldRows:
             Z[:, self._rank[columns.known_columns]] = values[:, columns.known]
         # Inputs the held rows never had add the same distance to every held row (at the
         # median bandwidth; with no input held yet, `_fit`'s fallback 1/1).
-        spread = (_median(gammas) if len(gammas) else 1.0) if len(columns.unknown) else 0.0
+        spread = ((self._median_vote_gamma() if len(gammas) else 1.0) if len(columns.unknown)
+                  else 0.0)
         if kernel == "rbf":
             # ||z - x_i||^2 weighted: sum g z^2 + sum g x_i^2 - 2 sum g z x_i.
             weighted = Z * gammas
@@ -244,22 +286,6 @@ class HeldRows:
             distances = np.stack([np.abs(X - z) @ gammas for z in Z]) + extra[:, None]
         np.negative(distances, out=distances)
         return np.exp(distances, out=distances) @ signs / len(signs)
-
-    def _vote_terms(self, kernel: str) -> tuple[np.ndarray, np.ndarray | None]:
-        """The vote's bandwidths (one per input, in the hashes' order) and, for RBF, the
-        weighted squared norms of the held rows, `sum_j g_j x_ij^2`; kept until a row is
-        added."""
-        kept = self._fitted.get("vote")
-        if kept is None or kept[0] != (self.size, kernel):
-            # (Too few rows yet to tell an input in other units from a pixel barely lit.)
-            fitted, why = self.gammas(other_units=False)
-            d = self.matrix.shape[1]
-            gammas = np.full(d, fitted) if why else fitted
-            squares = None
-            if kernel == "rbf":
-                squares = (self._X2[: self.size, :d] @ gammas.astype(np.float32)).astype(np.float64)
-            kept = self._fitted["vote"] = ((self.size, kernel), gammas, squares)
-        return kept[1], kept[2]
 
 
 class WarmUpRows:

@@ -41,15 +41,29 @@ def test_the_running_statistics_fit_what_the_dense_matrix_does(seed):
         np.testing.assert_allclose(fitted[columns], dense_fit(X, other_units), rtol=1e-9)
 
 
+def vote_gammas(X: np.ndarray) -> np.ndarray:
+    """The vote's bandwidths over the dense rows `X`, as the module defines them: fitted on the
+    rows held when they last reached a power of two (every range floored at the median), and
+    the median of those for an input first held since."""
+    fitted_on = X[: 1 << (len(X).bit_length() - 1)]
+    held = np.flatnonzero((fitted_on != 0).any(axis=0))
+    gammas = np.empty(X.shape[1])
+    gammas[held] = dense_fit(fitted_on[:, held], other_units=False)
+    gammas[np.setdiff1d(np.arange(X.shape[1]), held)] = np.median(gammas[held])
+    return gammas
+
+
 @pytest.mark.parametrize("seed", range(3))
-def test_the_vote_over_inputs_that_arrive_late_is_the_dense_vote(seed):
-    # Inputs appear in later rows (their columns move in among the others) and are often
-    # absent; the vote is the kernel vote over the dense rows with the dense fit.
+@pytest.mark.parametrize("n", [32, 40])
+def test_the_vote_over_inputs_that_arrive_late_is_the_dense_vote(seed, n):
+    # Inputs appear in later rows (their columns move in among the others), one after the
+    # vote's last fit, and are often absent; the vote is the kernel vote over the dense rows.
     rng = np.random.default_rng(seed)
-    n, d = 40, 9
+    d = 9
     X = rng.random((n, d)) * rng.uniform(0.5, 4.0, d)
     X[rng.random((n, d)) < 0.2] = 0.0
     X[: n // 2, -3:] = 0.0
+    X[: n - 4, -1] = 0.0
     rows = bandwidth.HeldRows()
     hashes = {j: int(h) for j, h in enumerate(rng.integers(0, 2**63, d))}
     for x in X:
@@ -57,7 +71,7 @@ def test_the_vote_over_inputs_that_arrive_late_is_the_dense_vote(seed):
         rows.append(present.tolist(), x[present], hashes)
     signs = np.where(X[:, 0] > np.median(X[:, 0]), 1.0, -1.0)
     Q = rng.random((3, d))
-    gammas = dense_fit(X, other_units=False)
+    gammas = vote_gammas(X)
     expected = np.exp(-(((X[None] - Q[:, None]) ** 2) @ gammas)) @ signs / n
     votes = rows.vote(list(range(d)), Q, signs, "rbf")
     np.testing.assert_allclose(votes, expected, rtol=1e-5, atol=1e-7)  # (float32 rows)
@@ -97,7 +111,7 @@ def test_the_vote_is_the_kernel_vote_of_the_held_rows(kernel):
         model.learn_one(dict(zip(names, x.tolist())), bool(x[0] > 0.5))
     assert model.n_held == 30 and model.n_learned == 0
     z = {**dict(zip(names, rng.random(5).tolist())), "new": 0.3}
-    gammas = dense_fit(X, other_units=False)  # (the vote floors every range)
+    gammas = vote_gammas(X)
     q = np.array([z[n] for n in names])
     if kernel == "rbf":
         distances = ((X - q) ** 2) @ gammas + 0.3**2 * np.median(gammas)
