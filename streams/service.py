@@ -326,13 +326,18 @@ class Service:
 
     def _shutdown(self) -> int:
         session = self.session
+        # The final checkpoint, leaving the group and closing the producer share one budget:
+        # a frozen broker must not hold the stop for the clients' own (longer) timeouts.
+        timeout = self.config.shutdown_timeout
+        session.drain_deadline = time.monotonic() + timeout
         status = self.checkpoints.final()
         try:
-            session.consumer.close(autocommit=False)
+            session.consumer.close(autocommit=False,
+                                   timeout_ms=int(1000 * session.drain_left(timeout)))
         except Exception as error:  # noqa: BLE001 - the broker may be gone
             log.warning("consumer close failed: %r", error)
         try:
-            session.sink.close(timeout=5)
+            session.sink.close(timeout=session.drain_left(5.0))
         except Exception as error:  # noqa: BLE001
             log.warning("producer close failed: %r", error)
         progress = session.progress

@@ -131,6 +131,8 @@ class Session:
         self.consumer = None
         self.assignment: set = set()
         self.progress = Progress()
+        # Monotonic time by which the drain at shutdown must be over; None while running.
+        self.drain_deadline: float | None = None
 
     @property
     def state(self) -> state_io.ServiceState:
@@ -145,6 +147,13 @@ class Session:
         stopping if the wait is `stoppable` (the final flush is not)."""
         self.progress.heartbeat()
         return stoppable and self.stopping.is_set()
+
+    def drain_left(self, at_most: float) -> float:
+        """Seconds a wait for the broker may take: `at_most`, cut to what the drain at shutdown
+        has left (`config.shutdown_timeout` in all)."""
+        if self.drain_deadline is None:
+            return at_most
+        return max(0.0, min(at_most, self.drain_deadline - time.monotonic()))
 
     def retry_while_away(self, attempt: typing.Callable):
         """`attempt()`'s result, calling it again while it raises `KafkaError` (the broker is
