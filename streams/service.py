@@ -213,8 +213,10 @@ class Service:
                 log.warning("%s", note)
         signals = lifecycle.Signals(self.stop)
         cap = dead_letter_cap(config.max_message_bytes)
+        # Room for the largest dead letter: its value and key in base64 (4/3 of `cap` each), the
+        # key again as its own, and the envelope's few fields.
         session.sink = OutputSink(lambda: session.clients.producer(
-            max_request_size=max(4 * 2**20, 2 * cap + 2**16)))
+            max_request_size=max(4 * 2**20, 4 * cap + 2**16)))
         self._outputs = Outputs(config, session.sink, lambda: session.state.counters)
         outputs = [config.predictions_topic, config.alerts_topic, config.dead_letter_topic]
         try:
