@@ -274,6 +274,7 @@ class Service:
                 fresh += [r for r in records[tp] if known is None or r.offset >= known]
             self._process(fresh)
             now = time.monotonic()
+            session.warn_if_topic_missing(now)
             if records:
                 # Idle means no messages, not slow ones: the clock restarts after the work.
                 progress.worked()

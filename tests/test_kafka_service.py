@@ -384,6 +384,49 @@ def test_shutdown_with_a_frozen_broker_is_bounded_by_the_shutdown_timeout(own_br
     assert kh.learned(directory) == 50  # no checkpoint without the outputs
 
 
+def test_a_missing_input_topic_is_named_in_a_warning_at_a_bounded_rate(broker, tmp_path,
+                                                                      caplog):
+    """The group assigned nothing and the cluster's metadata has no such topic: a warning
+    names it, again a minute later (not at every poll), and no more once it exists.
+
+    tansu creates any topic a metadata request names, so a service subscribed to a missing
+    topic never meets it there; the check runs on metadata of all topics from the broker (a
+    request that names none, so creates none), and the test checks that it created nothing."""
+    import logging
+
+    from river_advsvm import AdvLinearSVM
+    from river_advsvm.streams.service import Service, ServiceConfig
+    from river_advsvm.streams.session import MISSING_TOPIC_EVERY
+
+    present = _topics(broker, "present", outputs=())
+    typo = "presnet"
+    config = ServiceConfig(bootstrap_servers=broker.bootstrap_servers, topic=typo,
+                           group="presnet-group", checkpoint_dir=str(tmp_path / "ckpt"))
+    session = Service(config, AdvLinearSVM).session
+    session.consumer = session.clients.reader(client_id="missing-topic", max_fetch_bytes=2**20)
+    admin = session.clients.admin()
+    try:
+        session.consumer.topics()  # the metadata of every topic, as the broker has them
+        assert clients.topic_known(session.consumer, present) is True
+        assert clients.topic_known(session.consumer, typo) is False
+        session.progress.assigned_once = True  # the group assigned nothing
+        with caplog.at_level(logging.WARNING, logger="river_advsvm.streams.session"):
+            for now in (100.0, 100.2, 130.0, 100.0 + MISSING_TOPIC_EVERY, 170.0):
+                session.warn_if_topic_missing(now)
+            warnings = [r.getMessage() for r in caplog.records if typo in r.getMessage()]
+            assert len(warnings) == 2, warnings
+            assert warnings[0].startswith(f"the input topic {typo!r} does not exist at ")
+            assert typo not in admin.list_topics()  # the check created nothing
+
+            clients.create_topics(broker.bootstrap_servers, {typo: 1})
+            session.consumer.topics()
+            session.warn_if_topic_missing(1000.0)
+            assert len([r for r in caplog.records if typo in r.getMessage()]) == 2
+    finally:
+        admin.close()
+        session.consumer.close()
+
+
 def test_serve_local_broker_one_command(tmp_path):
     """`advsvm serve --local-broker`: broker, topics, replay, service, summary, a sample of the
     predictions (and every output in a file), broker gone."""
