@@ -167,7 +167,9 @@ def dumps(meta: dict, arrays: dict[str, np.ndarray]) -> bytes:
         raise ValueError(f"checkpoint metadata that could not be read back: {error}") from None
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as zf:
-        zf.writestr(_META, text, compress_type=zipfile.ZIP_DEFLATED, compresslevel=1)
+        # A fixed time stamp (the arrays' too, zipfile's default): the same state, the same bytes.
+        info = zipfile.ZipInfo(_META, date_time=(1980, 1, 1, 0, 0, 0))
+        zf.writestr(info, text, compress_type=zipfile.ZIP_DEFLATED, compresslevel=1)
         for name, array in stored.items():
             with zf.open(f"{name}.npy", "w", force_zip64=array.nbytes > 2**30) as member:
                 np.lib.format.write_array(member, array, version=(1, 0), allow_pickle=False)

@@ -35,7 +35,7 @@ import dataclasses
 from river_advsvm.streams.security import CLIENT_KEYS, SecuritySettings
 
 __all__ = ["BOOTSTRAP_TIMEOUT_MS", "FIXED_SETTINGS", "MIN_HEARTBEAT_MS", "Clients", "create_topics",
-           "topic_id"]
+           "topic_id", "topic_known"]
 
 #: Clients give up bootstrapping after this long and the service retries with backoff, so that a
 #: SIGTERM during an outage is answered within seconds.
@@ -205,16 +205,34 @@ def create_topics(bootstrap_servers: str, topics: dict[str, int], settings: dict
             security=security or SecuritySettings()).create_topics(topics)
 
 
+def _cluster(consumer):
+    """kafka-python's cluster metadata of a consumer, which it does not expose publicly."""
+    cluster = getattr(consumer, "_cluster", None)
+    if cluster is None:
+        cluster = getattr(getattr(consumer, "_client", None), "cluster", None)
+    return cluster
+
+
+def topic_known(consumer, topic: str) -> bool | None:
+    """Whether `topic` is in the cluster metadata the consumer last received (None if
+    kafka-python keeps no such view). No request is made: a consumer subscribed to `topic`
+    refreshes its metadata on its own, and a request naming a missing topic may create it on a
+    cluster that creates topics on first use.
+    """
+    try:
+        return _cluster(consumer).partitions_for_topic(topic) is not None
+    except Exception:  # noqa: BLE001 - another kafka-python's metadata
+        return None
+
+
 def topic_id(consumer, topic: str) -> str | None:
     """The broker's id of `topic` as the consumer last saw it (None if unknown).
 
     A topic that is deleted and created again gets a new id: the checkpoint's offsets then
     belong to a log that no longer exists. kafka-python keeps the ids in its cluster metadata,
-    which it does not expose publicly, hence the defensive lookup.
+    hence the defensive lookup.
     """
-    cluster = getattr(consumer, "_cluster", None)
-    if cluster is None:
-        cluster = getattr(getattr(consumer, "_client", None), "cluster", None)
+    cluster = _cluster(consumer)
     try:
         value = cluster.topic_id(topic)
     except Exception:  # noqa: BLE001 - an older kafka-python without topic ids

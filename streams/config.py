@@ -69,7 +69,8 @@ class ServiceConfig:
     poll_timeout_ms
         How long one poll waits for records.
     shutdown_timeout
-        How long the final flush may wait for the broker before giving up.
+        How long the stop may wait for the broker, all told: the final flush and checkpoint,
+        leaving the consumer group, closing the producer.
     connect_timeout
         At start-up, how long to wait for a first broker to answer before giving up
         (`river_advsvm.streams.service.BrokerUnreachable`). Later outages are waited out.

@@ -317,7 +317,7 @@ class GroupSync:
             reason = merge.incompatibility(peers[0].meta, meta)
             # Options that cannot be averaged (another model class, gamma 'scale', a policy
             # without a shared representation) are no group's: the worker keeps its own.
-            unmergeable = merge.incompatibility(peers[0].meta, peers[0].meta)
+            unmergeable = merge.options_incompatibility(peers[0].meta)
             if reason is not None and unmergeable is not None:
                 log.error("not adopting the model options of %s's snapshot, which no group can "
                           "average (%s)", peers[0].worker, unmergeable)

@@ -51,7 +51,7 @@ import typing
 import msgspec
 
 __all__ = ["DECODE_REASONS", "MAX_TEXT_CHARS", "MODEL_REASONS", "REASONS", "InvalidMessage",
-           "Sample", "check_against", "dead_letter", "decode", "encode"]
+           "Sample", "check_against", "dead_letter", "dead_letter_key", "decode", "encode"]
 
 #: Why `decode` and `check_against` refuse a message, by dead-letter code.
 DECODE_REASONS = {
@@ -315,15 +315,15 @@ def _b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(data).decode("ascii")
 
 
-def dead_letter(record, error: InvalidMessage, max_value_bytes: int = 2**20) -> bytes:
+def dead_letter(record, error: InvalidMessage, max_bytes: int = 2**20) -> bytes:
     """The dead-letter envelope of a consumed record: where it was, why, and its exact bytes.
 
     `value_b64` and `key_b64` hold the original bytes in base64 (null when absent). A value
-    longer than `max_value_bytes` is cut there and `truncated` is true, so that a huge message
-    cannot make its own dead letter too large to publish; `value_bytes` is the full length.
+    longer than `max_bytes` is cut there and `truncated` is true, a key likewise with
+    `key_truncated`, so that a huge message or key cannot make its own dead letter too large
+    to publish; `value_bytes` and `key_bytes` are the full lengths.
     """
-    value = record.value
-    truncated = value is not None and len(value) > max_value_bytes
+    value, key = record.value, record.key
     envelope = {
         "reason": str(error),
         "code": error.code,
@@ -331,9 +331,20 @@ def dead_letter(record, error: InvalidMessage, max_value_bytes: int = 2**20) -> 
         "partition": record.partition,
         "offset": record.offset,
         "timestamp": record.timestamp,
-        "value_b64": _b64(value[:max_value_bytes] if truncated else value),
-        "key_b64": _b64(record.key),
+        "value_b64": _b64(_cut(value, max_bytes)),
+        "key_b64": _b64(_cut(key, max_bytes)),
         "value_bytes": None if value is None else len(value),
-        "truncated": truncated,
+        "truncated": value is not None and len(value) > max_bytes,
+        "key_bytes": None if key is None else len(key),
+        "key_truncated": key is not None and len(key) > max_bytes,
     }
     return json.dumps(envelope, separators=(",", ":")).encode()
+
+
+def dead_letter_key(record, max_bytes: int = 2**20) -> bytes | None:
+    """The key a dead letter is published under: the record's, cut as in its envelope."""
+    return _cut(record.key, max_bytes)
+
+
+def _cut(data: bytes | None, max_bytes: int) -> bytes | None:
+    return None if data is None else data[:max_bytes]

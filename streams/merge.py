@@ -27,8 +27,9 @@ The calibration temperature is averaged with the same weights; the input names a
 (the base's first, in its order; over a basis, the basis' first). Everything works on the checkpoint form of the models
 (`to_checkpoint` / `from_checkpoint`, metadata and arrays), which is also what workers publish.
 
-What can be averaged (`incompatibility` says why not): two `AdvKernelSVM` whose parameters are
-all equal (kernel, gamma, budget, budget policy, dtype, epsilon, ...), with a policy that has a
+What can be averaged (`incompatibility` says why not; `options_incompatibility`, why no group
+can average a model whatever its peers): two `AdvKernelSVM` whose parameters are all equal
+(kernel, gamma, budget, budget policy, dtype, epsilon, ...), with a policy that has a
 shared representation ('merge', 'remove' or 'compact') and a fixed `gamma`, a number or a dict
 of per-feature bandwidths: 'scale' is fitted by each model on its own first samples, and two
 models of different bandwidths live in different spaces (`check_mergeable_params`). Models
@@ -68,7 +69,7 @@ from river_advsvm.support import SupportVectors
 from river_advsvm.support_basis import SharedBasis
 
 __all__ = ["IncompatibleModels", "POLICIES", "average", "check_mergeable_params",
-           "incompatibility", "project", "to_model"]
+           "incompatibility", "options_incompatibility", "project", "to_model"]
 
 #: Budget policies whose models can be averaged: support vectors (any two models share the
 #: input space) and 'compact' random features (a pool fixed by the seed).
@@ -107,19 +108,30 @@ def check_mergeable_params(params: dict) -> None:
                          "it fixes the feature pool")
 
 
+def options_incompatibility(meta: dict) -> str | None:
+    """Why no group can average a model (checkpoint metadata), whatever its peers: another
+    class than `AdvKernelSVM`, or options `check_mergeable_params` refuses; None if a group
+    of models with its options can be averaged."""
+    if meta.get("class") != AdvKernelSVM.__name__:
+        return _only_kernel_models(meta.get("class"))
+    try:
+        check_mergeable_params(meta.get("params", {}))
+    except ValueError as error:
+        return str(error)
+    return None
+
+
 def incompatibility(meta_a: dict, meta_b: dict) -> str | None:
     """Why two models (checkpoint metadata) cannot be averaged, or None if they can."""
     if meta_a.get("class") != AdvKernelSVM.__name__ or meta_b.get("class") != meta_a["class"]:
-        return (f"only AdvKernelSVM models are averaged "
-                f"({meta_a.get('class')}, {meta_b.get('class')})")
+        return _only_kernel_models(meta_a.get("class"), meta_b.get("class"))
     params_a, params_b = meta_a.get("params", {}), meta_b.get("params", {})
     for key in sorted(set(params_a) | set(params_b)):
         if params_a.get(key) != params_b.get(key):
             return f"params differ: {key} {params_a.get(key)!r} != {params_b.get(key)!r}"
-    try:
-        check_mergeable_params(params_a)
-    except ValueError as error:
-        return str(error)
+    reason = options_incompatibility(meta_a)  # equal options: the one check serves both
+    if reason is not None:
+        return reason
     model_a = meta_a["state"]["model"]
     model_b = meta_b["state"]["model"]
     # The features of 'compact' come from the seed; support vectors need the bandwidth only.
@@ -134,6 +146,10 @@ def incompatibility(meta_a: dict, meta_b: dict) -> str | None:
     except IncompatibleModels as error:
         return str(error)
     return None
+
+
+def _only_kernel_models(*classes) -> str:
+    return f"only AdvKernelSVM models are averaged ({', '.join(str(c) for c in classes)})"
 
 
 def _support_vectors(meta: dict) -> bool:

@@ -89,8 +89,9 @@ class Outputs:
         self.config = config
         self.sink = sink
         self.counters = counters
-        # Dead letters keep the original bytes whole up to this size (base64 makes them 4/3
-        # larger); beyond it they are cut, so a huge message cannot block its own dead letter.
+        # Dead letters keep the original value and key whole up to this size each (base64 makes
+        # them 4/3 larger); beyond it they are cut, so a huge message or key cannot block its
+        # own dead letter.
         self.dead_letter_cap = dead_letter_cap(config.max_message_bytes)
 
     def publish(self, outcome, record, n_learned: int) -> None:
@@ -100,7 +101,8 @@ class Outputs:
                       record.offset, outcome.error)
             if config.dead_letter_topic:
                 envelope = kafka_io.dead_letter(record, outcome.error, self.dead_letter_cap)
-                sink.send(config.dead_letter_topic, envelope, key=record.key)
+                sink.send(config.dead_letter_topic, envelope,
+                          key=kafka_io.dead_letter_key(record, self.dead_letter_cap))
             return
         if config.predictions_topic:
             sink.send(config.predictions_topic, prediction_json(outcome, record, n_learned),

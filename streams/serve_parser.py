@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     service.add_argument("--max-poll-records", type=int, default=500, metavar="N",
                          help="records per poll, learned as one batch (default 500)")
     service.add_argument("--shutdown-timeout", type=float, default=30.0, metavar="SECONDS",
-                         help="how long the final flush waits for the broker (default 30)")
+                         help="how long the stop waits for the broker, all told: final "
+                         "flush, leaving the group (default 30)")
     service.add_argument("--debug", action="store_true",
                          help="show the traceback of an error, not only its one-line message")
     service.add_argument("--log-level", default="info",

@@ -213,8 +213,10 @@ class Service:
                 log.warning("%s", note)
         signals = lifecycle.Signals(self.stop)
         cap = dead_letter_cap(config.max_message_bytes)
+        # Room for the largest dead letter: its value and key in base64 (4/3 of `cap` each), the
+        # key again as its own, and the envelope's few fields.
         session.sink = OutputSink(lambda: session.clients.producer(
-            max_request_size=max(4 * 2**20, 2 * cap + 2**16)))
+            max_request_size=max(4 * 2**20, 4 * cap + 2**16)))
         self._outputs = Outputs(config, session.sink, lambda: session.state.counters)
         outputs = [config.predictions_topic, config.alerts_topic, config.dead_letter_topic]
         try:
@@ -272,6 +274,7 @@ class Service:
                 fresh += [r for r in records[tp] if known is None or r.offset >= known]
             self._process(fresh)
             now = time.monotonic()
+            session.warn_if_topic_missing(now)
             if records:
                 # Idle means no messages, not slow ones: the clock restarts after the work.
                 progress.worked()
@@ -326,13 +329,18 @@ class Service:
 
     def _shutdown(self) -> int:
         session = self.session
+        # The final checkpoint, leaving the group and closing the producer share one budget:
+        # a frozen broker must not hold the stop for the clients' own (longer) timeouts.
+        timeout = self.config.shutdown_timeout
+        session.drain_deadline = time.monotonic() + timeout
         status = self.checkpoints.final()
         try:
-            session.consumer.close(autocommit=False)
+            session.consumer.close(autocommit=False,
+                                   timeout_ms=int(1000 * session.drain_left(timeout)))
         except Exception as error:  # noqa: BLE001 - the broker may be gone
             log.warning("consumer close failed: %r", error)
         try:
-            session.sink.close(timeout=5)
+            session.sink.close(timeout=session.drain_left(5.0))
         except Exception as error:  # noqa: BLE001
             log.warning("producer close failed: %r", error)
         progress = session.progress

@@ -31,9 +31,13 @@ from river_advsvm.streams import logs, metrics
 from river_advsvm.streams import state as state_io
 from river_advsvm.streams.config import ServiceConfig
 
-__all__ = ["Progress", "Session"]
+__all__ = ["MISSING_TOPIC_EVERY", "Progress", "Session"]
 
 log = logging.getLogger(__name__)
+
+#: While the input topic does not exist, the warning that says so comes again this often
+#: (seconds).
+MISSING_TOPIC_EVERY = 60.0
 
 
 @dataclasses.dataclass
@@ -131,6 +135,9 @@ class Session:
         self.consumer = None
         self.assignment: set = set()
         self.progress = Progress()
+        # Monotonic time by which the drain at shutdown must be over; None while running.
+        self.drain_deadline: float | None = None
+        self._missing_topic_warned: float | None = None
 
     @property
     def state(self) -> state_io.ServiceState:
@@ -145,6 +152,13 @@ class Session:
         stopping if the wait is `stoppable` (the final flush is not)."""
         self.progress.heartbeat()
         return stoppable and self.stopping.is_set()
+
+    def drain_left(self, at_most: float) -> float:
+        """Seconds a wait for the broker may take: `at_most`, cut to what the drain at shutdown
+        has left (`config.shutdown_timeout` in all)."""
+        if self.drain_deadline is None:
+            return at_most
+        return max(0.0, min(at_most, self.drain_deadline - time.monotonic()))
 
     def retry_while_away(self, attempt: typing.Callable):
         """`attempt()`'s result, calling it again while it raises `KafkaError` (the broker is
@@ -161,6 +175,24 @@ class Session:
                 self.stopping.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
         return None
+
+    def warn_if_topic_missing(self, now: float) -> None:
+        """Warn, at most every `MISSING_TOPIC_EVERY` seconds of the monotonic clock `now`,
+        while the group assigned this service nothing because its input topic does not exist:
+        on a cluster that does not create topics on first use, a typo in the name would
+        otherwise leave it waiting in silence. The topic may still be created: it waits."""
+        progress = self.progress
+        if not progress.assigned_once or progress.restoring or self.assignment:
+            return
+        last = self._missing_topic_warned
+        if last is not None and now - last < MISSING_TOPIC_EVERY:
+            return
+        if clients_io.topic_known(self.consumer, self.config.topic) is not False:
+            return
+        self._missing_topic_warned = now
+        log.warning("the input topic %r does not exist at %s (is the name right?): nothing to "
+                    "read until it is created; waiting for it", self.config.topic,
+                    self.config.bootstrap_servers)
 
     def no_final_checkpoint(self, timeout: float) -> int:
         """Say that the final drain failed; the exit status of a stop without a final

@@ -87,7 +87,9 @@ class Standalone:
         # the consumer's heartbeats: bounded well below the session timeout.
         session = self.session
         since = session.progress.since_checkpoint
-        if since:
+        # While draining (the consumer leaves its group at shutdown), the final checkpoint
+        # already flushed what it could within the shutdown timeout.
+        if since and session.drain_deadline is None:
             if session.sink.flush(timeout=max(1.0, session.config.session_timeout_ms / 2000),
                                   should_stop=lambda: session.waiting(False)):
                 self.save()

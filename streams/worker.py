@@ -164,7 +164,7 @@ class GroupWorker:
         timeout = session.config.shutdown_timeout
         keep_alive = lambda: session.waiting(False)  # noqa: E731
         if session.sink.flush(timeout=timeout, should_stop=keep_alive) and self.sync(
-                timeout=timeout, should_stop=keep_alive):
+                timeout=session.drain_left(timeout), should_stop=keep_alive):
             return 0
         return session.no_final_checkpoint(timeout)
 
@@ -173,7 +173,9 @@ class GroupWorker:
     def on_revoked(self, partitions) -> None:
         session = self.session
         since = session.progress.since_checkpoint
-        if since and not self.session.progress.restoring:
+        # While draining (the consumer leaves its group at shutdown), the final sync already
+        # published what it could within the shutdown timeout.
+        if since and not session.progress.restoring and session.drain_deadline is None:
             # Publish before letting go, so that the next owner resumes exactly here. This
             # blocks the consumer's heartbeats: bounded well below the session timeout.
             timeout = max(1.0, session.config.session_timeout_ms / 2000)

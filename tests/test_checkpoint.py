@@ -204,6 +204,24 @@ def test_predictions_survive_a_new_process_with_another_hash_seed(tmp_path):
     assert float(out.stdout) == model.decision_one(probe)
 
 
+@pytest.mark.parametrize("name", FACTORIES)
+def test_the_same_state_saved_at_two_times_is_the_same_bytes(tmp_path, monkeypatch, name):
+    """No clock in the file: a save in 2001 and one in 2030 of one model are byte for byte
+    the same (zipfile stamps members with `time.time()`, set here for each save)."""
+    import time
+
+    model = FACTORIES[name]()
+    for x, y in stream(100, seed=5):
+        model.learn_one(x, y)
+    saved = []
+    for when in (978_307_200.0, 1_893_456_000.0):  # 2001-01-01 and 2030-01-01, UTC
+        monkeypatch.setattr(time, "time", lambda: when)
+        path = tmp_path / f"{when:.0f}.ckpt"
+        model.save(path)
+        saved.append(path.read_bytes())
+    assert saved[0] == saved[1]
+
+
 def test_pickle_round_trip_keeps_learning_identically():
     model = FACTORIES["truncate"]()
     data = list(stream(300, seed=4))

@@ -462,6 +462,23 @@ def test_a_new_worker_keeps_its_options_over_a_snapshot_no_group_can_average(
             for r in caplog.records] == [True]
 
 
+@pytest.mark.parametrize("foreign", ["linear", "gamma scale", "truncate", None])
+def test_options_no_group_can_average_are_the_reasons_of_a_model_against_itself(foreign):
+    model = {"linear": lambda: AdvLinearSVM(),
+             "gamma scale": lambda: AdvKernelSVM(**{**SV_PARAMS, "gamma": "scale"}),
+             "truncate": lambda: AdvKernelSVM(**{**PARAMS, "budget_policy": "truncate"}),
+             None: lambda: AdvKernelSVM(**SV_PARAMS)}[foreign]()
+    for i in range(10):
+        model.learn_one({0: float(i % 3) - 1, 1: 0.3}, i % 2)
+    meta = model.to_checkpoint()[0]
+    reason = merge.options_incompatibility(meta)
+    assert (reason is None) == (foreign is None)
+    if foreign == "linear":
+        assert reason == "only AdvKernelSVM models are averaged (AdvLinearSVM)"
+    else:
+        assert reason == merge.incompatibility(meta, meta)
+
+
 def test_a_worker_restarts_from_its_newest_snapshot_local_or_published(tmp_path):
     model = trained(100, 2)
     published = snapshot("w", 0, model, {"t": {0: 100}}, seq=4)

@@ -183,6 +183,32 @@ def test_a_hostile_stream_never_stops_the_service(broker, tmp_path, seed):
     kh.assert_same_model(state.load(directory).model, reference)
 
 
+def test_a_huge_key_is_cut_in_its_dead_letter(broker, tmp_path):
+    """An invalid message under a key larger than the dead letters' cap (2 MiB): its dead
+    letter is published, with the key cut in the envelope and as the letter's own key, as a
+    value is cut; a small key stays whole."""
+    topic = _topics(broker, "huge-key", outputs=("dead",))
+    cap = 2 * 2**20
+    huge = bytes(range(256)) * (3 * 2**20 // 256)
+    kh.produce(broker.bootstrap_servers, topic, [b"not json", b"[1, 2"], partition=0,
+               keys=[huge, b"small"])
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(broker.bootstrap_servers, topic, "huge-key-group", directory,
+                               "--dead-letter-topic", f"{topic}-dead", "--exit-when-idle", "2")
+    process = kh.start_service(command, log)
+    assert process.wait(120) == 0, kh.tail(log)
+
+    records = kh.read_topic(broker.bootstrap_servers, f"{topic}-dead", 2)
+    letters = {json.loads(r.value)["offset"]: (r.key, json.loads(r.value)) for r in records}
+    key, letter = letters[0]
+    assert letter["key_truncated"] and letter["key_bytes"] == len(huge)
+    assert kh.b64(letter["key_b64"]) == huge[:cap] and key == huge[:cap]
+    assert not letter["truncated"] and kh.b64(letter["value_b64"]) == b"not json"
+    key, letter = letters[1]
+    assert not letter["key_truncated"] and letter["key_bytes"] == 5
+    assert kh.b64(letter["key_b64"]) == b"small" and key == b"small"
+
+
 # -- start-up failures ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("servers", ["closed-port", "no-such-host.invalid:9092"])

@@ -98,8 +98,19 @@ def test_dead_letter_envelope_keeps_the_bytes():
     assert letter["code"] == "not_utf8" and letter["reason"] == "bad"
     assert (letter["topic"], letter["partition"], letter["offset"]) == ("t", 2, 41)
     assert letter["value_b64"] == "AP8=" and letter["key_b64"] == "aw=="
+    assert letter["key_bytes"] == 1 and not letter["truncated"] and not letter["key_truncated"]
     cut = json.loads(kafka_io.dead_letter(record, kafka_io.InvalidMessage("too_large", "x"), 1))
     assert cut["truncated"] and cut["value_b64"] == "AA==" and cut["value_bytes"] == 2
+
+
+def test_dead_letter_keys_are_cut_like_values():
+    record = dataclasses.make_dataclass("R", ["topic", "partition", "offset", "timestamp",
+                                              "value", "key"])("t", 0, 7, 1700, b"v", b"key")
+    cut = json.loads(kafka_io.dead_letter(record, kafka_io.InvalidMessage("not_json", "x"), 2))
+    assert cut["key_truncated"] and cut["key_b64"] == "a2U=" and cut["key_bytes"] == 3
+    assert not cut["truncated"] and cut["value_b64"] == "dg=="
+    assert kafka_io.dead_letter_key(record, 2) == b"ke"
+    assert kafka_io.dead_letter_key(record, 3) == b"key"
 
 
 def test_learner_is_test_then_train_and_leaves_the_model_alone_on_bad_input():

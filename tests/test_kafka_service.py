@@ -12,6 +12,7 @@ import random
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -314,6 +315,116 @@ def test_broker_outage_without_data_loss_resumes(own_broker, tmp_path):
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
     predictions = kh.read_topic(bootstrap, f"{topic}-predictions", total, drain=True)
     assert {json.loads(r.value)["id"] for r in predictions} == set(range(total))
+
+
+class _MonitorThatHolds:
+    """A monitor that holds the loop inside its `at`-th update until released: the test then
+    knows the loop stands inside a batch whose outputs are not handed over yet."""
+
+    def __init__(self, at: int):
+        self.at, self.calls = at, 0
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.model = None
+
+    def update(self, x, y, y_pred=None):
+        self.calls += 1
+        if self.calls == self.at:
+            self.entered.set()
+            self.release.wait(120)
+        return []
+
+
+class _PatientClients(clients.Clients):
+    """Clients whose consumer waits an hour for a request (the producer cannot: its delivery
+    timeout bounds its request timeout)."""
+
+    def consumer_config(self, group, **options):
+        return {**super().consumer_config(group, **options), "request_timeout_ms": 3_600_000,
+                "connections_max_idle_ms": 7_200_000}
+
+
+def test_shutdown_with_a_frozen_broker_is_bounded_by_the_shutdown_timeout(own_broker, tmp_path):
+    """SIGTERM while the broker is frozen, with outputs it never acknowledged: the stop takes
+    `shutdown_timeout`, not the consumer's request timeout (here an hour, so that a close that
+    waits for it hangs the test), and ends with status 1 and the last checkpoint unchanged."""
+    from river_advsvm import AdvLinearSVM
+    from river_advsvm.streams.service import Service, ServiceConfig
+
+    bootstrap = own_broker.bootstrap_servers
+    topic = _topics(own_broker, "frozen-stop", outputs=("predictions",))
+    X, y = kh.stream(60, seed=9)
+    values = kh.messages(X, y)
+    kh.produce(bootstrap, topic, values[:50], partition=0)
+    directory = tmp_path / "ckpt"
+    config = ServiceConfig(bootstrap_servers=bootstrap, topic=topic, group="frozen-stop-group",
+                           checkpoint_dir=str(directory), predictions_topic=f"{topic}-predictions",
+                           checkpoint_every=50, checkpoint_interval=3600.0,
+                           session_timeout_ms=1500, shutdown_timeout=1.0)
+    monitor = _MonitorThatHolds(at=51)  # the first message after the first checkpoint
+    service = Service(config, AdvLinearSVM, monitor)
+    service.session.clients = _PatientClients(bootstrap)
+    statuses = []
+    runner = threading.Thread(target=lambda: statuses.append(service.run()), daemon=True)
+    runner.start()
+    try:
+        kh.wait_until(lambda: kh.learned(directory) == 50, 60, "the first checkpoint")
+        kh.produce(bootstrap, topic, values[50:], partition=0)
+        assert monitor.entered.wait(60), "the loop never reached the held message"
+        own_broker.pause()
+        service.stop()
+        monitor.release.set()
+        runner.join(120)  # a hang detector: a close that ignores shutdown_timeout takes an hour
+        assert not runner.is_alive(), "the stop waited for the frozen broker"
+    finally:
+        service.stop()
+        monitor.release.set()
+        own_broker.resume()
+        runner.join(60)
+    assert statuses == [1]
+    assert kh.learned(directory) == 50  # no checkpoint without the outputs
+
+
+def test_a_missing_input_topic_is_named_in_a_warning_at_a_bounded_rate(broker, tmp_path,
+                                                                      caplog):
+    """The group assigned nothing and the cluster's metadata has no such topic: a warning
+    names it, again a minute later (not at every poll), and no more once it exists.
+
+    tansu creates any topic a metadata request names, so a service subscribed to a missing
+    topic never meets it there; the check runs on metadata of all topics from the broker (a
+    request that names none, so creates none), and the test checks that it created nothing."""
+    import logging
+
+    from river_advsvm import AdvLinearSVM
+    from river_advsvm.streams.service import Service, ServiceConfig
+    from river_advsvm.streams.session import MISSING_TOPIC_EVERY
+
+    present = _topics(broker, "present", outputs=())
+    typo = "presnet"
+    config = ServiceConfig(bootstrap_servers=broker.bootstrap_servers, topic=typo,
+                           group="presnet-group", checkpoint_dir=str(tmp_path / "ckpt"))
+    session = Service(config, AdvLinearSVM).session
+    session.consumer = session.clients.reader(client_id="missing-topic", max_fetch_bytes=2**20)
+    admin = session.clients.admin()
+    try:
+        session.consumer.topics()  # the metadata of every topic, as the broker has them
+        assert clients.topic_known(session.consumer, present) is True
+        assert clients.topic_known(session.consumer, typo) is False
+        session.progress.assigned_once = True  # the group assigned nothing
+        with caplog.at_level(logging.WARNING, logger="river_advsvm.streams.session"):
+            for now in (100.0, 100.2, 130.0, 100.0 + MISSING_TOPIC_EVERY, 170.0):
+                session.warn_if_topic_missing(now)
+            warnings = [r.getMessage() for r in caplog.records if typo in r.getMessage()]
+            assert len(warnings) == 2, warnings
+            assert warnings[0].startswith(f"the input topic {typo!r} does not exist at ")
+            assert typo not in admin.list_topics()  # the check created nothing
+
+            clients.create_topics(broker.bootstrap_servers, {typo: 1})
+            session.consumer.topics()
+            session.warn_if_topic_missing(1000.0)
+            assert len([r for r in caplog.records if typo in r.getMessage()]) == 2
+    finally:
+        admin.close()
+        session.consumer.close()
 
 
 def test_serve_local_broker_one_command(tmp_path):
