@@ -86,6 +86,12 @@ class Clients:
             if key in CLIENT_KEYS:
                 raise ValueError(f"the Kafka client setting {key!r} is a security setting: give "
                                  "it in security=SecuritySettings(...)")
+            refusing = [kind.__name__ for kind in _client_classes()
+                        if key not in kind.DEFAULT_CONFIG]
+            if refusing:  # every client gets every setting: kafka-python would refuse it later
+                raise ValueError(f"the Kafka client setting {key!r} is not one "
+                                 f"{' or '.join(refusing)} takes; the service gives these "
+                                 "settings to all its clients")
         self.settings = {**self.security.client_kwargs(), **extra}
 
     def _common(self, client_id: str, bootstrap_timeout_ms: int | None) -> dict:
@@ -123,7 +129,7 @@ class Clients:
         """A KafkaConsumer with `consumer_config(group, **options)`."""
         from kafka import KafkaConsumer
 
-        return KafkaConsumer(**self.consumer_config(group, **options))
+        return _made(KafkaConsumer, self.consumer_config(group, **options))
 
     def reader_config(self, *, client_id: str, max_fetch_bytes: int) -> dict:
         """The settings of `reader`: a consumer outside any group (assigned by hand), e.g. for
@@ -142,7 +148,7 @@ class Clients:
         """A KafkaConsumer with `reader_config(**options)`."""
         from kafka import KafkaConsumer
 
-        return KafkaConsumer(**self.reader_config(**options))
+        return _made(KafkaConsumer, self.reader_config(**options))
 
     def producer_config(self, *, max_request_size: int = 4 * 2**20,
                         client_id: str = "advsvm-serve", linger_ms: int = 5,
@@ -168,7 +174,7 @@ class Clients:
         """A KafkaProducer with `producer_config(**options)`."""
         from kafka import KafkaProducer
 
-        return KafkaProducer(**self.producer_config(**options))
+        return _made(KafkaProducer, self.producer_config(**options))
 
     def admin_config(self, client_id: str = "advsvm-admin",
                      bootstrap_timeout_ms: int | None = None) -> dict:
@@ -179,7 +185,7 @@ class Clients:
         """A KafkaAdminClient with `admin_config(**options)` (it reaches a broker at once)."""
         from kafka import KafkaAdminClient
 
-        return KafkaAdminClient(**self.admin_config(**options))
+        return _made(KafkaAdminClient, self.admin_config(**options))
 
     def create_topics(self, topics: dict[str, int], configs: dict | None = None,
                       bootstrap_timeout_ms: int | None = None) -> None:
@@ -238,3 +244,20 @@ def topic_id(consumer, topic: str) -> str | None:
     except Exception:  # noqa: BLE001 - an older kafka-python without topic ids
         return None
     return None if value is None else str(value)
+
+
+def _client_classes() -> tuple:
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+
+    return KafkaConsumer, KafkaProducer, KafkaAdminClient
+
+
+def _made(kind, config: dict):
+    """`kind(**config)`; settings kafka-python refuses (timeouts that contradict each other)
+    are a usage error (`ValueError`), which no retry can mend."""
+    from kafka.errors import KafkaConfigurationError
+
+    try:
+        return kind(**config)
+    except KafkaConfigurationError as error:
+        raise ValueError(f"the Kafka client settings are refused: {error}") from None
