@@ -86,12 +86,6 @@ class Clients:
             if key in CLIENT_KEYS:
                 raise ValueError(f"the Kafka client setting {key!r} is a security setting: give "
                                  "it in security=SecuritySettings(...)")
-            refusing = [kind.__name__ for kind in _client_classes()
-                        if key not in kind.DEFAULT_CONFIG]
-            if refusing:  # every client gets every setting: kafka-python would refuse it later
-                raise ValueError(f"the Kafka client setting {key!r} is not one "
-                                 f"{' or '.join(refusing)} takes; the service gives these "
-                                 "settings to all its clients")
         self.settings = {**self.security.client_kwargs(), **extra}
 
     def _common(self, client_id: str, bootstrap_timeout_ms: int | None) -> dict:
@@ -246,15 +240,9 @@ def topic_id(consumer, topic: str) -> str | None:
     return None if value is None else str(value)
 
 
-def _client_classes() -> tuple:
-    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-
-    return KafkaConsumer, KafkaProducer, KafkaAdminClient
-
-
 def _made(kind, config: dict):
-    """`kind(**config)`; settings kafka-python refuses (timeouts that contradict each other)
-    are a usage error (`ValueError`), which no retry can mend."""
+    """`kind(**config)`; settings kafka-python refuses (one this kind of client does not take,
+    timeouts that contradict each other) are a usage error (`ValueError`), which no retry can mend."""
     from kafka.errors import KafkaConfigurationError
 
     try:
