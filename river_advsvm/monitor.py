@@ -243,10 +243,16 @@ class RobustnessMonitor:
         # sample the model refuses is refused before the monitor counts it.
         if isinstance(x, dict) and any(_is_nan(v) for v in x.values()):
             x = {name: v for name, v in x.items() if not _is_nan(v)}
+        # What the attack would refuse (a value that is no number, an input outside its box) is
+        # refused here, for every sample and before anything is counted, not only when drawn.
+        _, values = inputs.dict_values(x)
+        inputs.check_inside(values, self.attack.bounds)
         if y_pred is None:
             y_pred = self.model.predict_one(x)
+        # Plain labels (River's iter_array gives numpy ones): the windows go into `state()`.
+        y, y_pred = inputs.plain_number(y), inputs.plain_number(y_pred)
         self.n_seen += 1
-        correct = y_pred == y
+        correct = bool(y_pred == y)
         self._clean.update(y, y_pred)
         alerts = []
         if self._clean_drift.update(int(not correct)):

@@ -363,3 +363,42 @@ def test_a_sample_is_only_attacked_once_the_model_knows_its_label():
 def test_bad_parameters_are_refused(kwargs):
     with pytest.raises((ValueError, TypeError)):
         RobustnessMonitor(AdvLinearSVM(), **kwargs)
+
+
+def _two_class_linear():
+    model = AdvLinearSVM()
+    for _ in range(20):
+        model.learn_one({"a": 0.2, "b": 0.3}, False)
+        model.learn_one({"a": 0.8, "b": 0.6}, True)
+    return model
+
+
+@pytest.mark.parametrize("sample_rate", [1, 0.5])
+def test_a_sample_the_attack_refuses_is_refused_before_anything_is_counted(sample_rate):
+    model = _two_class_linear()
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=sample_rate)
+    for _ in range(3):
+        monitor.update({"a": 0.8, "b": 0.6}, True)
+    saved = monitor.state()
+    # Outside the attack's box [0, 1], and a value that is no number with the prediction given
+    # (so the model is not asked): the attack would refuse both.
+    with pytest.raises(ValueError, match="outside bounds"):
+        monitor.update({"a": 2.0, "b": 0.6}, True)
+    with pytest.raises(ValueError, match="must be numbers"):
+        monitor.update({"a": "high", "b": 0.6}, True, y_pred=True)
+    assert monitor.state() == saved
+
+
+def test_numpy_labels_give_a_json_state_that_restores():
+    """River's `stream.iter_array` gives numpy labels: the state is still plain JSON."""
+    model = AdvLinearSVM()
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=1, window_size=10)
+    for i in range(30):
+        x, y = ({"a": 0.8, "b": 0.6}, np.int64(1)) if i % 2 else ({"a": 0.2, "b": 0.3}, np.int64(0))
+        monitor.update(x, y, y_pred=None if i % 3 else np.int64(1))
+        model.learn_one(x, y)
+    saved = json.loads(json.dumps(monitor.state()))
+    restored = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=1, window_size=10)
+    restored.restore(saved)
+    assert restored.state() == saved
+    assert restored.snapshot() == monitor.snapshot()
