@@ -152,6 +152,23 @@ def test_constructors_refuse_bad_threat_sets():
     CarliniWagnerL2(epsilon=None)  # minimum-norm attacks need no radius
 
 
+@pytest.mark.parametrize("make, name", [
+    *((attack, "epsilon") for attack in (FGSM, PGD, CarliniWagnerL2, ZOO)),
+    (PGD, "step_size"), (PGD, "seed"), (ZOO, "seed"),
+    *((attack, name) for attack in (CarliniWagnerL2, ZOO)
+      for name in ("confidence", "initial_const", "learning_rate")),
+    *((ZOO, name) for name in ("beta1", "beta2", "difference_step")),
+])
+@pytest.mark.parametrize("value", [True, "0.1", float("inf"), float("nan"), -1, 0.5 + 0j])
+def test_a_parameter_that_is_not_a_number_in_range_is_refused_by_name(make, name, value):
+    """One sentence naming the parameter, at construction: not a comparison's TypeError, not a
+    NaN point or a numpy seed error once the attack runs."""
+    if name == "seed" and value == -1:
+        value = 1.5  # -1 is refused too; 1.5 is the seed numpy would refuse later
+    with pytest.raises(ValueError, match=name):
+        make(**{name: value})
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_numpy_radius_is_the_number_it_holds(model, kind):
     """`PGD(epsilon=np.float32(...))`, a radius computed from a float32 array, was refused as

@@ -58,6 +58,19 @@ NOTE_SECONDS = 5.0
 BAR_DELAY = 1.0
 
 
+def check_number(name: str, value, accept: typing.Callable[[float], bool], condition: str) -> None:
+    """ValueError naming `name` unless `value` is a finite real number (not a bool) for which
+    `accept` holds; `condition` says which, for the message."""
+    if not (inputs.is_number(value) and math.isfinite(value) and accept(value)):
+        raise ValueError(f"{name} must be a finite number {condition}, got {value!r}")
+
+
+def check_seed(seed) -> None:
+    """ValueError unless `seed` is None or an int >= 0 (what numpy's generators take)."""
+    if not (seed is None or (inputs.is_whole(seed) and seed >= 0)):
+        raise ValueError(f"seed must be None or an int >= 0, got {seed!r}")
+
+
 class NoGradientWarning(UserWarning):
     """Some samples of a batch got no usable gradient: their robust accuracy is suspect."""
 
@@ -356,8 +369,8 @@ class Attack(base.Base):
         if epsilon is None:
             if not self.minimizes_norm:
                 raise ValueError(f"{type(self).__name__} needs a finite epsilon")
-        elif not (isinstance(epsilon, (int, float)) and 0 <= epsilon < math.inf):
-            raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+        else:
+            check_number("epsilon", epsilon, lambda v: v >= 0, ">= 0")
         inputs.check_box(bounds)
         self.last_result: AttackResult | None = None
 
