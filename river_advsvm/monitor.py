@@ -173,6 +173,9 @@ class RobustnessMonitor:
         if attack.epsilon is None:
             raise ValueError("the monitor's attack needs a finite epsilon: robust at what radius?")
         check_detector(detector)
+        # Numpy numbers (a rate computed from an array, say) as the Python numbers they equal.
+        sample_rate, gap_threshold, gap_hysteresis = map(
+            inputs.plain_number, (sample_rate, gap_threshold, gap_hysteresis))
         if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, float)):
             raise TypeError(f"sample_rate must be a float in (0, 1] or an int >= 1, "
                             f"got {sample_rate!r}")
@@ -182,10 +185,11 @@ class RobustnessMonitor:
             raise ValueError(f"a sample rate must be in (0, 1], got {sample_rate}")
         if not (inputs.is_whole(window_size) and window_size >= 1):
             raise ValueError(f"window_size must be a positive int, got {window_size!r}")
-        if gap_threshold is not None and not 0.0 <= gap_threshold < 1.0:
+        if gap_threshold is not None and not (inputs.is_number(gap_threshold)
+                                              and 0.0 <= gap_threshold < 1.0):
             raise ValueError(f"gap_threshold must be in [0, 1) or None, got {gap_threshold!r}")
-        if not gap_hysteresis >= 0.0:
-            raise ValueError(f"gap_hysteresis must be >= 0, got {gap_hysteresis!r}")
+        if not (inputs.is_number(gap_hysteresis) and gap_hysteresis >= 0.0):
+            raise ValueError(f"gap_hysteresis must be a number >= 0, got {gap_hysteresis!r}")
         if not (inputs.is_whole(min_sampled) and min_sampled >= 1):
             raise ValueError(f"min_sampled must be a positive int, got {min_sampled!r}")
         if not (inputs.is_whole(max_alerts) and max_alerts >= 1):

@@ -402,3 +402,20 @@ def test_numpy_labels_give_a_json_state_that_restores():
     restored.restore(saved)
     assert restored.state() == saved
     assert restored.snapshot() == monitor.snapshot()
+
+
+@pytest.mark.parametrize("name, value", [("gap_threshold", "0.2"), ("gap_hysteresis", "0.1"),
+                                         ("gap_hysteresis", True), ("gap_threshold", [0.2])])
+def test_a_parameter_that_is_no_number_is_refused_by_name(name, value):
+    with pytest.raises(ValueError, match=name):
+        RobustnessMonitor(AdvLinearSVM(), **{name: value})
+
+
+def test_numpy_parameters_are_the_numbers_they_hold():
+    """A rate or a threshold taken from an array: `np.int64(3)` is every third sample."""
+    given = RobustnessMonitor(AdvLinearSVM(), sample_rate=np.int64(3),
+                              gap_threshold=np.float32(0.25), gap_hysteresis=np.float64(0.1))
+    plain = RobustnessMonitor(AdvLinearSVM(), sample_rate=3, gap_threshold=0.25,
+                              gap_hysteresis=0.1)
+    assert given.state() == plain.state()
+    assert RobustnessMonitor(AdvLinearSVM(), sample_rate=np.float32(0.5)).sample_rate == 0.5
