@@ -212,3 +212,15 @@ def test_a_sample_outside_the_box_is_refused_as_the_attacks_refuse_it(make):
     free = model.certified_radius_many(X[:5], y[:5], norm="linf")
     # A box can only make the true radius larger; the sound ones agree up to the search's step.
     assert (inside >= free * (1 - 1e-6)).all()
+
+
+@pytest.mark.parametrize("epsilon", [float("nan"), -0.1, "0.1", None, True])
+def test_certified_accuracy_refuses_a_radius_that_is_not_one(epsilon):
+    """NaN gave an accuracy of 0.0 and a negative radius the clean accuracy, silently; a string
+    ended in a numpy ufunc error."""
+    model = AdvLinearSVM()
+    for _ in range(20):
+        model.learn_one({"a": 0.2}, False)
+        model.learn_one({"a": 0.9}, True)
+    with pytest.raises(ValueError, match="epsilon"):
+        certify.certified_accuracy(model, pd.DataFrame({"a": [0.1, 0.9]}), [False, True], epsilon)
