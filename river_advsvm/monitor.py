@@ -50,6 +50,7 @@ from river_advsvm.alerts import (
     ALERT_KINDS, MAX_HISTORY, RECENT_SAMPLES, Alert, Observation, Worsening, check_detector,
 )
 from river_advsvm.attacks import PGD, Attack, NoGradientWarning
+from river_advsvm.labels import as_label
 
 __all__ = ["ALERT_KINDS", "MAX_HISTORY", "RECENT_SAMPLES", "Alert", "Observation",
            "RobustnessMonitor"]
@@ -242,6 +243,8 @@ class RobustnessMonitor:
 
         Call it before `model.learn_one(x, y)`. `y_pred` is the model's prediction for `x` if
         the caller already has it (a test-then-train loop does), which saves a `predict_one`.
+        `y` is a bool, an int, a finite float or a str (`InvalidInput` otherwise), as the
+        models of this package take it and as `state()` saves it.
         """
         # NaN is a missing input, as for the model's predictions (the attacks refuse it); a
         # sample the model refuses is refused before the monitor counts it.
@@ -251,10 +254,12 @@ class RobustnessMonitor:
         # refused here, for every sample and before anything is counted, not only when drawn.
         _, values = inputs.dict_values(x)
         inputs.check_inside(values, self.attack.bounds)
+        # A label as the models take it, a plain JSON scalar (River's iter_array gives numpy
+        # ones; a missing one read from pandas is NaN): the windows go into `state()`.
+        y = as_label(y)
         if y_pred is None:
             y_pred = self.model.predict_one(x)
-        # Plain labels (River's iter_array gives numpy ones): the windows go into `state()`.
-        y, y_pred = inputs.plain_number(y), inputs.plain_number(y_pred)
+        y_pred = inputs.plain_number(y_pred)
         self.n_seen += 1
         correct = bool(y_pred == y)
         self._clean.update(y, y_pred)

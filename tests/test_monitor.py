@@ -419,3 +419,18 @@ def test_numpy_parameters_are_the_numbers_they_hold():
                               gap_hysteresis=0.1)
     assert given.state() == plain.state()
     assert RobustnessMonitor(AdvLinearSVM(), sample_rate=np.float32(0.5)).sample_rate == 0.5
+
+
+@pytest.mark.parametrize("label", [float("nan"), np.float64("nan"), None, ("a", 1)])
+def test_a_label_state_cannot_hold_is_refused_before_anything_is_counted(label):
+    """A missing label read from pandas is NaN: the monitor counted it, the model then refused
+    it, and the state saved from then on was refused by `restore` (and is not strict JSON)."""
+    model = _two_class_linear()
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=0.5)
+    monitor.update({"a": 0.8, "b": 0.6}, True)
+    saved = monitor.state()
+    with pytest.raises(ValueError, match="label"):
+        monitor.update({"a": 0.8, "b": 0.6}, label)
+    assert monitor.state() == saved
+    RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=0.5).restore(
+        json.loads(json.dumps(saved, allow_nan=False)))
