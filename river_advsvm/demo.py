@@ -329,7 +329,7 @@ def run_demo(
             window_size=window_size, seed=seed,
         )
         runs.append(_stream_one(name, model, monitor, X, y, step, progress))
-        if X_test is not None and y_test is not None and len(y_test):
+        if X_test is not None and y_test is not None and len(y_test) and test_samples:
             X_held, y_held = X_test[:test_samples], y_test[:test_samples]
             runs[-1].held_out = _held_out(model, X_held, y_held, epsilon, norm, multiclass)
             runs[-1].held_out_samples = len(y_held)

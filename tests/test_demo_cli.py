@@ -389,3 +389,15 @@ def test_to_unit_box_maps_constant_inputs_into_the_box():
     X, X_test, how = demo.to_unit_box(np.full((5, 2), -3.0), np.array([[-3.0, 2.0]]))
     assert np.isfinite(X).all() and ((X >= 0) & (X <= 1)).all()
     assert np.isfinite(X_test).all() and ((X_test >= 0) & (X_test <= 1)).all()
+
+
+def test_no_test_samples_means_no_held_out_table(capsys, tmp_path, monkeypatch):
+    """`--test-samples 0` printed a held-out table of 0 samples and 'nan' accuracies."""
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(0)
+    X = rng.random((60, 3))
+    y = (X[:, 0] > 0.5).astype(int)
+    np.savez("data.npz", X_train=X, y_train=y, X_test=X[:10], y_test=y[:10])
+    code, out, err = run(capsys, "--data", "data.npz", "--test-samples", "0")
+    assert code == 0, err
+    assert "Held-out" not in out and "nan" not in out
