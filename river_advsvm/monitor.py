@@ -260,8 +260,18 @@ class RobustnessMonitor:
         if y_pred is None:
             y_pred = self.model.predict_one(x)
         y_pred = inputs.plain_number(y_pred)
-        self.n_seen += 1
         correct = bool(y_pred == y)
+        step = self.n_seen + 1
+        observation = Observation(step=step, correct=correct, sampled=False)
+        if self._is_sampled(step) and self._can_attack(y):
+            # Before anything is counted: should the model refuse the sample there (a feature
+            # name it cannot hash, say), only this sample's draw is used up.
+            observation, no_gradient, seconds = self._attack_and_certify(x, y, correct, step)
+            self.n_sampled += 1
+            self.n_no_gradient += no_gradient
+            self.attack_seconds += seconds
+
+        self.n_seen = step
         self._clean.update(y, y_pred)
         alerts = []
         if self._clean_drift.update(int(not correct)):
@@ -273,9 +283,7 @@ class RobustnessMonitor:
             alerts.append(self._alert("collapsed", "one-sign decisions"))
         self._collapse_raised = collapsed
 
-        observation = Observation(step=self.n_seen, correct=correct, sampled=False)
-        if self._is_sampled() and self._can_attack(y):
-            observation = self._attack_and_certify(x, y, correct)
+        if observation.sampled:
             self._sampled_clean.update(True, correct)
             self._robust.update(True, observation.robust_correct)
             if observation.certified is not None:
@@ -292,9 +300,9 @@ class RobustnessMonitor:
                 self.on_alert(alert)
         return alerts
 
-    def _is_sampled(self) -> bool:
+    def _is_sampled(self, step: int) -> bool:
         if isinstance(self.sample_rate, int):
-            return self.n_seen % self.sample_rate == 0
+            return step % self.sample_rate == 0
         return self._rng.random() < self.sample_rate
 
     def _can_attack(self, y) -> bool:
@@ -303,26 +311,28 @@ class RobustnessMonitor:
         classes = getattr(self.model, "classes", None)
         return classes is None or (len(classes) == 2 and y in classes)
 
-    def _attack_and_certify(self, x: dict, y, correct: bool) -> Observation:
-        self.n_sampled += 1
+    def _attack_and_certify(self, x: dict, y, correct: bool,
+                            step: int) -> tuple[Observation, int, float]:
+        """The observation of a sampled sample, the samples that met no usable gradient (0 or
+        1) and the seconds spent; the monitor itself is left as it is."""
         can_certify = hasattr(self.model, "certified_radius_one")
         if not correct:
             # Already wrong: wrong under attack too, certified at no radius. No attack needed.
-            return Observation(self.n_seen, False, True, False, False if can_certify else None,
-                               0.0 if can_certify else None)
+            return Observation(step, False, True, False, False if can_certify else None,
+                               0.0 if can_certify else None), 0, 0.0
         start = time.perf_counter()
         with warnings.catch_warnings():
             # Per-sample warnings would flood a stream's log: counted in n_no_gradient instead.
             warnings.simplefilter("ignore", NoGradientWarning)
             x_adv = self.attack.perturb_one(self.model, x, y)
-        self.n_no_gradient += self.attack.n_no_gradient
+        no_gradient = self.attack.n_no_gradient
         robust_correct = self.model.predict_one(x_adv) == y
         radius = certified = None
         if can_certify:
             radius = float(self.model.certified_radius_one(x, y, norm=self.attack.norm))
             certified = radius > 0.0 and radius >= self.attack.epsilon
-        self.attack_seconds += time.perf_counter() - start
-        return Observation(self.n_seen, True, True, bool(robust_correct), certified, radius)
+        observation = Observation(step, True, True, bool(robust_correct), certified, radius)
+        return observation, no_gradient, time.perf_counter() - start
 
     def _gap_crossed(self) -> bool:
         """Whether the gap rose above the threshold now (with hysteresis; see the class doc)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import pickle
 import random
 
@@ -434,3 +435,20 @@ def test_a_label_state_cannot_hold_is_refused_before_anything_is_counted(label):
     assert monitor.state() == saved
     RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=0.5).restore(
         json.loads(json.dumps(saved, allow_nan=False)))
+
+
+@pytest.mark.parametrize("sample_rate", [1, 0.99])
+def test_a_sample_the_model_refuses_under_attack_leaves_the_counts_as_they_were(sample_rate):
+    """A name the model cannot hash (an infinite float) is no trouble to a prediction given by
+    the caller, nor to `predict_one` when its value is 0, but the attack's gradient hashes it:
+    the sample had been counted as clean and sampled by then. Only its draw is used up now."""
+    model = _two_class_linear()
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=sample_rate)
+    monitor.update({"a": 0.8, "b": 0.6}, True)
+    saved = monitor.state()
+    for x, y_pred in [({"a": 0.8, math.inf: 0.5}, True), ({"a": 0.8, math.inf: 0.0}, None)]:
+        with pytest.raises(ValueError, match="inf"):
+            monitor.update(x, True, y_pred=y_pred)
+    assert {**monitor.state(), "rng": None} == {**saved, "rng": None}
+    if isinstance(sample_rate, int):
+        assert monitor.state() == saved
