@@ -60,6 +60,15 @@ def _is_nan(value) -> bool:
     return isinstance(value, (float, np.floating)) and math.isnan(value)
 
 
+def _label_or_none(y_pred):
+    """A prediction as a plain label, or None for one that is no label (a NaN, say): it is
+    wrong whatever the label, and `state()` can hold None."""
+    try:
+        return None if y_pred is None else as_label(y_pred)
+    except inputs.InvalidInput:
+        return None
+
+
 class RobustnessMonitor:
     """Clean, robust and certified accuracy of a live model, with drift and gap alerts.
 
@@ -259,7 +268,7 @@ class RobustnessMonitor:
         y = as_label(y)
         if y_pred is None:
             y_pred = self.model.predict_one(x)
-        y_pred = inputs.plain_number(y_pred)
+        y_pred = _label_or_none(y_pred)
         correct = bool(y_pred == y)
         step = self.n_seen + 1
         observation = Observation(step=step, correct=correct, sampled=False)

@@ -452,3 +452,17 @@ def test_a_sample_the_model_refuses_under_attack_leaves_the_counts_as_they_were(
     assert {**monitor.state(), "rng": None} == {**saved, "rng": None}
     if isinstance(sample_rate, int):
         assert monitor.state() == saved
+
+
+@pytest.mark.parametrize("y_pred", [math.inf, math.nan, ("a", 1), [True]])
+def test_a_prediction_that_is_no_label_counts_as_wrong_and_the_state_still_restores(y_pred):
+    """A model that predicts no label (a NaN) made every later state one that `restore`
+    refused (and that strict JSON cannot write)."""
+    model = _two_class_linear()
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=1, window_size=5)
+    monitor.update({"a": 0.8, "b": 0.6}, True, y_pred=y_pred)
+    assert monitor.last.correct is False and monitor.snapshot()["clean_accuracy"] == 0.0
+    saved = json.loads(json.dumps(monitor.state(), allow_nan=False))
+    restored = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=1, window_size=5)
+    restored.restore(saved)
+    assert restored.snapshot() == monitor.snapshot()
