@@ -448,6 +448,7 @@ ALERT_STYLES = {
     "clean_drift": dict(color="tab:blue", linestyle="--"),
     "robust_drift": dict(color="tab:red", linestyle="--"),
     "robust_gap": dict(color="tab:orange", linestyle=":"),
+    "collapsed": dict(color="black", linestyle="-."),
 }
 
 

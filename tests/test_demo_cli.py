@@ -7,6 +7,7 @@ import datetime
 import io
 import math
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -401,3 +402,17 @@ def test_no_test_samples_means_no_held_out_table(capsys, tmp_path, monkeypatch):
     code, out, err = run(capsys, "--data", "data.npz", "--test-samples", "0")
     assert code == 0, err
     assert "Held-out" not in out and "nan" not in out
+
+
+def test_the_plot_draws_every_kind_of_alert(tmp_path):
+    """A `collapsed` alert counted in a panel's title had no line: the plot had no style for it."""
+    from river_advsvm.alerts import ALERT_KINDS, Alert
+
+    assert set(demo.ALERT_STYLES) == set(ALERT_KINDS)
+    alerts = [Alert(kind, 50 + 10 * i, 1.0, 0.5, 0.5, 0.5, 10, "test")
+              for i, kind in enumerate(ALERT_KINDS)]
+    series = [{"step": s, "clean_accuracy": 1.0, "robust_accuracy": 0.5,
+               "certified_accuracy": 0.5} for s in (10, 100)]
+    run = demo.ModelRun("m", {}, series, alerts)
+    result = demo.DemoResult("t", 1.0, "l2", 1.0, 50, False, [run])
+    check_plot(pathlib.Path(demo.plot(result, tmp_path / "p.png")))
