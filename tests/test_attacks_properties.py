@@ -169,6 +169,10 @@ def test_a_parameter_that_is_not_a_number_in_range_is_refused_by_name(make, name
         make(**{name: value})
 
 
+def test_a_numpy_seed_is_the_number_it_holds():
+    assert PGD(seed=np.int64(3)).seed == 3 and type(ZOO(seed=np.uint8(3)).seed) is int
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_numpy_radius_is_the_number_it_holds(model, kind):
     """`PGD(epsilon=np.float32(...))`, a radius computed from a float32 array, was refused as
