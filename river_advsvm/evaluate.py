@@ -85,7 +85,8 @@ def _radii_by_norm(epsilons) -> dict[str, list[float]]:
             values = [values]  # not a list either: refused below, as a radius
         for r in values:
             if not (inputs.is_number(r) and 0 <= r < math.inf):
-                raise ValueError(f"a radius in epsilons must be a finite number >= 0, got {r!r}")
+                raise ValueError(f"a radius in epsilons must be a finite number >= 0, got "
+                                 f"{inputs.describe(r)}")
         radii[norm] = values
     return radii
 

@@ -62,13 +62,14 @@ def check_number(name: str, value, accept: typing.Callable[[float], bool], condi
     """ValueError naming `name` unless `value` is a finite real number (not a bool) for which
     `accept` holds; `condition` says which, for the message."""
     if not (inputs.is_number(value) and math.isfinite(value) and accept(value)):
-        raise ValueError(f"{name} must be a finite number {condition}, got {value!r}")
+        raise ValueError(
+            f"{name} must be a finite number {condition}, got {inputs.describe(value)}")
 
 
 def check_seed(seed) -> None:
     """ValueError unless `seed` is None or an int >= 0 (what numpy's generators take)."""
     if not (seed is None or (inputs.is_whole(seed) and seed >= 0)):
-        raise ValueError(f"seed must be None or an int >= 0, got {seed!r}")
+        raise ValueError(f"seed must be None or an int >= 0, got {inputs.describe(seed)}")
 
 
 class NoGradientWarning(UserWarning):
