@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from river_advsvm import AdvKernelSVM, InvalidInput
+from river_advsvm.inputs import MAX_ABS_VALUE
 from river_advsvm.attacks import FGSM, PGD, ZOO, CarliniWagnerL2, NoGradientWarning
 
 D = 4
@@ -187,3 +188,17 @@ def test_a_numpy_radius_is_the_number_it_holds(model, kind):
         warnings.simplefilter("ignore", NoGradientWarning)
         np.testing.assert_array_equal(given.perturb_many(model, X, y, progress=False),
                                       plain.perturb_many(model, X, y, progress=False))
+
+
+@pytest.mark.parametrize("kind", ["fgsm", "pgd"])
+def test_without_a_box_a_huge_radius_stays_within_what_the_models_accept(model, kind):
+    """With `bounds=None` and a radius of 1e20, the attacked point (-1e20, ...) was refused by
+    the model's own input check, as 'feature 0 is -1e+20 ... rescale the input': a value the
+    user never gave. The models accept inputs up to MAX_ABS_VALUE: the attack stays there."""
+    X = np.full((2, D), 0.5)
+    attack = make_attack(kind, 1e20, "linf", None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoGradientWarning)
+        result = attack.run(model, X, [True, False], progress=False)
+    assert (np.abs(result.adversarial) <= MAX_ABS_VALUE).all()
+    assert (result.norms <= 1e20).all() and np.isfinite(result.adversarial).all()

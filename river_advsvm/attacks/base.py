@@ -92,7 +92,9 @@ def project(
     For L-inf both sets are boxes and this is the exact Euclidean projection. For L2 it is the
     ball projection followed by clipping to the box, which is feasible (not always the nearest
     feasible point): clipping moves each coordinate towards `X`, which lies in the box, so no
-    `|x'_k - x_k|` grows and the point stays in the ball.
+    `|x'_k - x_k|` grows and the point stays in the ball. Without a box, the points are kept
+    within `inputs.MAX_ABS_VALUE`, the largest input the models accept (as is `X`), for the
+    same reason.
     """
     if epsilon is not None:
         if norm == "linf":
@@ -104,9 +106,8 @@ def project(
             with np.errstate(over="ignore"):
                 factor = np.minimum(1.0, epsilon / np.maximum(length, np.finfo(float).tiny))
             X_adv = X + delta * factor[:, None]
-    if bounds is not None:
-        X_adv = np.clip(X_adv, bounds[0], bounds[1])
-    return X_adv
+    lo, hi = (-inputs.MAX_ABS_VALUE, inputs.MAX_ABS_VALUE) if bounds is None else bounds
+    return np.clip(X_adv, lo, hi)
 
 
 def unusable_gradients(G: np.ndarray, margins: np.ndarray) -> np.ndarray:
