@@ -38,6 +38,7 @@ import weakref
 
 import numpy as np
 
+from river_advsvm import inputs
 from river_advsvm.kernels import NORMS
 from river_advsvm.support_certificate import support_radii
 
@@ -226,6 +227,9 @@ def certified_accuracy(model, X, y, epsilon: float, norm: str | None = None) -> 
     0.6666666666666666
 
     """
+    epsilon = inputs.plain_number(epsilon)
+    if not (inputs.is_number(epsilon) and 0 <= epsilon < math.inf):
+        raise ValueError(f"epsilon must be a finite number >= 0, got {inputs.describe(epsilon)}")
     radii = model.certified_radius_many(X, y, norm=norm)
     if not len(radii):
         return float("nan")

@@ -101,8 +101,23 @@ def load_npz(path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarra
         has_test = {"X_test", "y_test"} <= set(archive.files)
         X_test = archive["X_test"] if has_test else None
         y_test = archive["y_test"] if has_test else None
-    flat = [None if X is None else X.reshape(len(X), -1) for X in (X_train, X_test)]
-    return flat[0], y_train, flat[1], y_test
+    X_train = _flat_samples(path, "train", X_train, y_train)
+    if not len(X_train):
+        raise ValueError(f"{path}: X_train holds no samples")
+    if X_test is not None:
+        X_test = _flat_samples(path, "test", X_test, y_test)
+        if X_test.shape[1] != X_train.shape[1]:
+            raise ValueError(f"{path}: X_test has {X_test.shape[1]} inputs per sample, "
+                             f"X_train {X_train.shape[1]}")
+    return X_train, y_train, X_test, y_test
+
+
+def _flat_samples(path, part: str, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """`X` with each sample flattened to a row, once it is known to hold one per label."""
+    if X.ndim == 0 or y.ndim != 1 or len(X) != len(y):
+        raise ValueError(f"{path}: X_{part} has {len(X) if X.ndim else 0} samples but y_{part} "
+                         f"{len(y) if y.ndim == 1 else y.shape} labels")
+    return X.reshape(len(X), math.prod(X.shape[1:]))  # (reshape(0, -1) has no answer)
 
 
 def to_unit_box(X_train: np.ndarray, X_test: np.ndarray | None = None):
@@ -112,13 +127,20 @@ def to_unit_box(X_train: np.ndarray, X_test: np.ndarray | None = None):
     for 8-bit images); anything else is min-max scaled. Test values are clipped to the box.
     """
     X_train = np.asarray(X_train, dtype=np.float64)
+    if X_train.ndim != 2 or not X_train.size:
+        raise ValueError(f"no inputs to learn from: the samples have shape {X_train.shape}")
+    for what, X in (("the inputs", X_train), ("the test inputs", X_test)):
+        if X is not None and not np.isfinite(X).all():
+            # One NaN would make every scaled value NaN: said here, where it is.
+            raise ValueError(f"{what} hold {int(np.size(X) - np.isfinite(X).sum())} values that "
+                             "are NaN or infinite; the models learn finite numbers only")
     lo, hi = float(X_train.min()), float(X_train.max())
     if lo >= 0.0 and hi <= 1.0:
         scale, shift, how = 1.0, 0.0, "inputs already in [0, 1]"
     elif lo >= 0.0:
         scale, shift, how = hi, 0.0, f"inputs / {hi:g}"
-    else:
-        scale, shift, how = hi - lo, lo, f"inputs min-max scaled from [{lo:g}, {hi:g}]"
+    else:  # (constant inputs, hi == lo, all become 0)
+        scale, shift, how = (hi - lo) or 1.0, lo, f"inputs min-max scaled from [{lo:g}, {hi:g}]"
 
     def scaled(X):
         return None if X is None else np.clip((np.asarray(X, np.float64) - shift) / scale, 0, 1)
@@ -307,7 +329,7 @@ def run_demo(
             window_size=window_size, seed=seed,
         )
         runs.append(_stream_one(name, model, monitor, X, y, step, progress))
-        if X_test is not None and y_test is not None and len(y_test):
+        if X_test is not None and y_test is not None and len(y_test) and test_samples:
             X_held, y_held = X_test[:test_samples], y_test[:test_samples]
             runs[-1].held_out = _held_out(model, X_held, y_held, epsilon, norm, multiclass)
             runs[-1].held_out_samples = len(y_held)
@@ -426,6 +448,7 @@ ALERT_STYLES = {
     "clean_drift": dict(color="tab:blue", linestyle="--"),
     "robust_drift": dict(color="tab:red", linestyle="--"),
     "robust_gap": dict(color="tab:orange", linestyle=":"),
+    "collapsed": dict(color="black", linestyle="-."),
 }
 
 

@@ -13,8 +13,8 @@ lower bound (no attack can go below it). Reporting both shows how tight the eval
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
+import math
 import time
 import typing
 import warnings
@@ -25,6 +25,7 @@ from river import metrics
 from river_advsvm import inputs
 from river_advsvm import progress as progress_
 from river_advsvm.attacks.base import NOTE_SECONDS, Attack, NoGradientWarning, has_margin_api
+from river_advsvm.kernels import NORMS
 
 __all__ = ["iter_progressive_robust_val", "progressive_robust_val", "robustness_report"]
 
@@ -53,6 +54,8 @@ def _predictions(model, names: list, values: np.ndarray) -> list:
 def _named(attacks) -> dict:
     if isinstance(attacks, dict):
         return dict(attacks)
+    if isinstance(attacks, Attack):
+        attacks = [attacks]
     named = {}
     for attack in attacks:
         name = type(attack).__name__
@@ -62,18 +65,38 @@ def _named(attacks) -> dict:
     return named
 
 
-def _radii_for(epsilons, norm: str) -> list:
+def _radii_by_norm(epsilons) -> dict[str, list[float]]:
+    """The radii of each norm: `epsilons` checked, before any attack runs (a norm misspelt
+    would drop its attacks from the report, a negative radius give rows of nonsense)."""
     if isinstance(epsilons, dict):
-        return list(epsilons.get(norm, []))
-    return list(epsilons)
+        unknown = [norm for norm in epsilons if norm not in NORMS]
+        if unknown:
+            raise ValueError(f"epsilons names the norm {unknown[0]!r}; the norms are {NORMS}")
+        given = epsilons
+    else:
+        given = dict.fromkeys(NORMS, epsilons)
+    radii = {}
+    for norm, values in given.items():
+        values = inputs.plain_number(values)
+        values = [values] if isinstance(values, (int, float, str)) else values
+        try:
+            values = [inputs.plain_number(r) for r in values]
+        except TypeError:
+            values = [values]  # not a list either: refused below, as a radius
+        for r in values:
+            if not (inputs.is_number(r) and 0 <= r < math.inf):
+                raise ValueError(f"a radius in epsilons must be a finite number >= 0, got "
+                                 f"{inputs.describe(r)}")
+        radii[norm] = values
+    return radii
 
 
 def robustness_report(
     model,
     X,
     y: typing.Sequence,
-    attacks: dict | typing.Sequence,
-    epsilons: dict | typing.Sequence[float],
+    attacks: dict | typing.Sequence | Attack,
+    epsilons: dict | typing.Sequence[float] | float,
     certified: bool = True,
     progress: bool = True,
 ):
@@ -90,10 +113,11 @@ def robustness_report(
         Their labels.
     attacks
         `river_advsvm.attacks` instances, as a list (named by class) or a dict of names to
-        attacks. Each is run at every radius of its norm, its own `epsilon` ignored.
+        attacks, or one attack. Each is run at every radius of its norm, its own `epsilon`
+        ignored.
     epsilons
-        Radii: a list used for every attack in its own norm, or a dict from norm ('l2',
-        'linf') to a list of radii.
+        Radii: a list (or one radius) used for every attack in its own norm, or a dict from
+        norm ('l2', 'linf') to a list of radii (or one).
     certified
         Add the certified accuracy at every (norm, radius) of the report, for models that have
         `certified_radius_many`.
@@ -152,10 +176,11 @@ def robustness_report(
         return np.fromiter((p == t for p, t in zip(predictions, labels)), bool, len(labels))
 
     named = _named(attacks)
+    radii_of = _radii_by_norm(epsilons)
     for name, attack in named.items():
         if not isinstance(attack, Attack):
             raise TypeError(f"{name!r} is not a river_advsvm.attacks.Attack")
-    runs = {name: (1 if attack.minimizes_norm else len(_radii_for(epsilons, attack.norm)))
+    runs = {name: (1 if attack.minimizes_norm else len(radii_of.get(attack.norm, [])))
             for name, attack in named.items()}
     if progress_.enabled(progress):
         _note_estimate(model, X, labels, named, runs)
@@ -169,7 +194,7 @@ def robustness_report(
 
     norms_used = []
     for name, attack in named.items():
-        radii = _radii_for(epsilons, attack.norm)
+        radii = radii_of.get(attack.norm, [])
         if radii and attack.norm not in norms_used:
             norms_used.append(attack.norm)
         with warnings.catch_warnings():
@@ -193,12 +218,12 @@ def robustness_report(
     bar.close()
 
     if certified and hasattr(model, "certified_radius_many"):
-        norms = norms_used or [n for n in ("linf", "l2") if _radii_for(epsilons, n)]
+        norms = norms_used or [n for n in ("linf", "l2") if radii_of.get(n)]
         for norm in norms:
             start = time.perf_counter()
             radii_found = model.certified_radius_many(X, labels, norm=norm)
             seconds = time.perf_counter() - start
-            for radius in _radii_for(epsilons, norm):
+            for radius in radii_of.get(norm, []):
                 # A positive radius means a right prediction (the margin y g(x) > 0).
                 right = (radii_found > 0) & (radii_found >= radius)
                 rows.append(_row("certified", norm, radius, right, np.zeros(len(labels)), 0,
@@ -460,8 +485,7 @@ def _progress_line(checkpoint: dict) -> str:
     def percent(value):
         return "n/a" if value is None else f"{value:.2%}"
 
-    elapsed = dt.timedelta(seconds=int(checkpoint["seconds"]))
-    hours, rest = divmod(elapsed.seconds, 3600)
+    hours, rest = divmod(int(checkpoint["seconds"]), 3600)  # past 24 hours, not a clock time
     return (
         f"[{checkpoint['step']:,}] clean {percent(checkpoint['clean_accuracy'])} – robust "
         f"{percent(checkpoint['robust_accuracy'])} – certified "

@@ -50,6 +50,7 @@ from river_advsvm.alerts import (
     ALERT_KINDS, MAX_HISTORY, RECENT_SAMPLES, Alert, Observation, Worsening, check_detector,
 )
 from river_advsvm.attacks import PGD, Attack, NoGradientWarning
+from river_advsvm.labels import as_label
 
 __all__ = ["ALERT_KINDS", "MAX_HISTORY", "RECENT_SAMPLES", "Alert", "Observation",
            "RobustnessMonitor"]
@@ -57,6 +58,15 @@ __all__ = ["ALERT_KINDS", "MAX_HISTORY", "RECENT_SAMPLES", "Alert", "Observation
 
 def _is_nan(value) -> bool:
     return isinstance(value, (float, np.floating)) and math.isnan(value)
+
+
+def _label_or_none(y_pred):
+    """A prediction as a plain label, or None for one that is no label (a NaN, say): it is
+    wrong whatever the label, and `state()` can hold None."""
+    try:
+        return None if y_pred is None else as_label(y_pred)
+    except inputs.InvalidInput:
+        return None
 
 
 class RobustnessMonitor:
@@ -173,6 +183,9 @@ class RobustnessMonitor:
         if attack.epsilon is None:
             raise ValueError("the monitor's attack needs a finite epsilon: robust at what radius?")
         check_detector(detector)
+        # Numpy numbers (a rate computed from an array, say) as the Python numbers they equal.
+        sample_rate, gap_threshold, gap_hysteresis = map(
+            inputs.plain_number, (sample_rate, gap_threshold, gap_hysteresis))
         if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, float)):
             raise TypeError(f"sample_rate must be a float in (0, 1] or an int >= 1, "
                             f"got {sample_rate!r}")
@@ -182,10 +195,11 @@ class RobustnessMonitor:
             raise ValueError(f"a sample rate must be in (0, 1], got {sample_rate}")
         if not (inputs.is_whole(window_size) and window_size >= 1):
             raise ValueError(f"window_size must be a positive int, got {window_size!r}")
-        if gap_threshold is not None and not 0.0 <= gap_threshold < 1.0:
+        if gap_threshold is not None and not (inputs.is_number(gap_threshold)
+                                              and 0.0 <= gap_threshold < 1.0):
             raise ValueError(f"gap_threshold must be in [0, 1) or None, got {gap_threshold!r}")
-        if not gap_hysteresis >= 0.0:
-            raise ValueError(f"gap_hysteresis must be >= 0, got {gap_hysteresis!r}")
+        if not (inputs.is_number(gap_hysteresis) and gap_hysteresis >= 0.0):
+            raise ValueError(f"gap_hysteresis must be a number >= 0, got {gap_hysteresis!r}")
         if not (inputs.is_whole(min_sampled) and min_sampled >= 1):
             raise ValueError(f"min_sampled must be a positive int, got {min_sampled!r}")
         if not (inputs.is_whole(max_alerts) and max_alerts >= 1):
@@ -238,15 +252,35 @@ class RobustnessMonitor:
 
         Call it before `model.learn_one(x, y)`. `y_pred` is the model's prediction for `x` if
         the caller already has it (a test-then-train loop does), which saves a `predict_one`.
+        `y` is a bool, an int, a finite float or a str (`InvalidInput` otherwise), as the
+        models of this package take it and as `state()` saves it.
         """
         # NaN is a missing input, as for the model's predictions (the attacks refuse it); a
         # sample the model refuses is refused before the monitor counts it.
         if isinstance(x, dict) and any(_is_nan(v) for v in x.values()):
             x = {name: v for name, v in x.items() if not _is_nan(v)}
+        # What the attack would refuse (a value that is no number, an input outside its box) is
+        # refused here, for every sample and before anything is counted, not only when drawn.
+        _, values = inputs.dict_values(x)
+        inputs.check_inside(values, self.attack.bounds)
+        # A label as the models take it, a plain JSON scalar (River's iter_array gives numpy
+        # ones; a missing one read from pandas is NaN): the windows go into `state()`.
+        y = as_label(y)
         if y_pred is None:
             y_pred = self.model.predict_one(x)
-        self.n_seen += 1
-        correct = y_pred == y
+        y_pred = _label_or_none(y_pred)
+        correct = bool(y_pred == y)
+        step = self.n_seen + 1
+        observation = Observation(step=step, correct=correct, sampled=False)
+        if self._is_sampled(step) and self._can_attack(y):
+            # Before anything is counted: should the model refuse the sample there (a feature
+            # name it cannot hash, say), only this sample's draw is used up.
+            observation, no_gradient, seconds = self._attack_and_certify(x, y, correct, step)
+            self.n_sampled += 1
+            self.n_no_gradient += no_gradient
+            self.attack_seconds += seconds
+
+        self.n_seen = step
         self._clean.update(y, y_pred)
         alerts = []
         if self._clean_drift.update(int(not correct)):
@@ -258,9 +292,7 @@ class RobustnessMonitor:
             alerts.append(self._alert("collapsed", "one-sign decisions"))
         self._collapse_raised = collapsed
 
-        observation = Observation(step=self.n_seen, correct=correct, sampled=False)
-        if self._is_sampled() and self._can_attack(y):
-            observation = self._attack_and_certify(x, y, correct)
+        if observation.sampled:
             self._sampled_clean.update(True, correct)
             self._robust.update(True, observation.robust_correct)
             if observation.certified is not None:
@@ -277,9 +309,9 @@ class RobustnessMonitor:
                 self.on_alert(alert)
         return alerts
 
-    def _is_sampled(self) -> bool:
+    def _is_sampled(self, step: int) -> bool:
         if isinstance(self.sample_rate, int):
-            return self.n_seen % self.sample_rate == 0
+            return step % self.sample_rate == 0
         return self._rng.random() < self.sample_rate
 
     def _can_attack(self, y) -> bool:
@@ -288,26 +320,28 @@ class RobustnessMonitor:
         classes = getattr(self.model, "classes", None)
         return classes is None or (len(classes) == 2 and y in classes)
 
-    def _attack_and_certify(self, x: dict, y, correct: bool) -> Observation:
-        self.n_sampled += 1
+    def _attack_and_certify(self, x: dict, y, correct: bool,
+                            step: int) -> tuple[Observation, int, float]:
+        """The observation of a sampled sample, the samples that met no usable gradient (0 or
+        1) and the seconds spent; the monitor itself is left as it is."""
         can_certify = hasattr(self.model, "certified_radius_one")
         if not correct:
             # Already wrong: wrong under attack too, certified at no radius. No attack needed.
-            return Observation(self.n_seen, False, True, False, False if can_certify else None,
-                               0.0 if can_certify else None)
+            return Observation(step, False, True, False, False if can_certify else None,
+                               0.0 if can_certify else None), 0, 0.0
         start = time.perf_counter()
         with warnings.catch_warnings():
             # Per-sample warnings would flood a stream's log: counted in n_no_gradient instead.
             warnings.simplefilter("ignore", NoGradientWarning)
             x_adv = self.attack.perturb_one(self.model, x, y)
-        self.n_no_gradient += self.attack.n_no_gradient
+        no_gradient = self.attack.n_no_gradient
         robust_correct = self.model.predict_one(x_adv) == y
         radius = certified = None
         if can_certify:
             radius = float(self.model.certified_radius_one(x, y, norm=self.attack.norm))
             certified = radius > 0.0 and radius >= self.attack.epsilon
-        self.attack_seconds += time.perf_counter() - start
-        return Observation(self.n_seen, True, True, bool(robust_correct), certified, radius)
+        observation = Observation(step, True, True, bool(robust_correct), certified, radius)
+        return observation, no_gradient, time.perf_counter() - start
 
     def _gap_crossed(self) -> bool:
         """Whether the gap rose above the threshold now (with hysteresis; see the class doc)."""

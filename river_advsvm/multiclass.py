@@ -20,6 +20,7 @@ import numpy as np
 from river import multiclass
 
 from river_advsvm import inputs
+from river_advsvm.labels import as_label
 
 __all__ = ["OneVsRest"]
 
@@ -59,6 +60,27 @@ class OneVsRest(multiclass.OneVsRestClassifier):
             raise TypeError(f"{type(classifier).__name__} has no certified radius; "
                             "use river.multiclass.OneVsRestClassifier")
         super().__init__(classifier)
+
+    def learn_one(self, x: dict, y, **kwargs) -> None:
+        # The binary models only ever see `y == label`: the label is checked here, as they
+        # check theirs (a NaN, never equal to itself, would be a new class at every sample).
+        self._learn(super().learn_one, x, as_label(y), **kwargs)
+
+    def learn_many(self, X, y, **kwargs) -> None:
+        for label in set(y):
+            as_label(label)
+        self._learn(super().learn_many, X, y, **kwargs)
+
+    def _learn(self, learn, *args, **kwargs) -> None:
+        known = list(self.classifiers)
+        try:
+            learn(*args, **kwargs)
+        except Exception:
+            # Refused: the models of the labels it brought, added first, go too (an untrained
+            # model would take a share of every prediction and zero every certificate).
+            for label in [label for label in self.classifiers if label not in known]:
+                del self.classifiers[label]
+            raise
 
     def certified_radius_many(self, X, y, norm: str | None = None) -> np.ndarray:
         """The radius, per row, within which the predicted label provably stays `y`.

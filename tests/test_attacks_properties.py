@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from river_advsvm import AdvKernelSVM, InvalidInput
+from river_advsvm.inputs import MAX_ABS_VALUE
 from river_advsvm.attacks import FGSM, PGD, ZOO, CarliniWagnerL2, NoGradientWarning
 
 D = 4
@@ -152,6 +153,27 @@ def test_constructors_refuse_bad_threat_sets():
     CarliniWagnerL2(epsilon=None)  # minimum-norm attacks need no radius
 
 
+@pytest.mark.parametrize("make, name", [
+    *((attack, "epsilon") for attack in (FGSM, PGD, CarliniWagnerL2, ZOO)),
+    (PGD, "step_size"), (PGD, "seed"), (ZOO, "seed"),
+    *((attack, name) for attack in (CarliniWagnerL2, ZOO)
+      for name in ("confidence", "initial_const", "learning_rate")),
+    *((ZOO, name) for name in ("beta1", "beta2", "difference_step")),
+])
+@pytest.mark.parametrize("value", [True, "0.1", float("inf"), float("nan"), -1, 0.5 + 0j])
+def test_a_parameter_that_is_not_a_number_in_range_is_refused_by_name(make, name, value):
+    """One sentence naming the parameter, at construction: not a comparison's TypeError, not a
+    NaN point or a numpy seed error once the attack runs."""
+    if name == "seed" and value == -1:
+        value = 1.5  # -1 is refused too; 1.5 is the seed numpy would refuse later
+    with pytest.raises(ValueError, match=name):
+        make(**{name: value})
+
+
+def test_a_numpy_seed_is_the_number_it_holds():
+    assert PGD(seed=np.int64(3)).seed == 3 and type(ZOO(seed=np.uint8(3)).seed) is int
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_numpy_radius_is_the_number_it_holds(model, kind):
     """`PGD(epsilon=np.float32(...))`, a radius computed from a float32 array, was refused as
@@ -166,3 +188,17 @@ def test_a_numpy_radius_is_the_number_it_holds(model, kind):
         warnings.simplefilter("ignore", NoGradientWarning)
         np.testing.assert_array_equal(given.perturb_many(model, X, y, progress=False),
                                       plain.perturb_many(model, X, y, progress=False))
+
+
+@pytest.mark.parametrize("kind", ["fgsm", "pgd"])
+def test_without_a_box_a_huge_radius_stays_within_what_the_models_accept(model, kind):
+    """With `bounds=None` and a radius of 1e20, the attacked point (-1e20, ...) was refused by
+    the model's own input check, as 'feature 0 is -1e+20 ... rescale the input': a value the
+    user never gave. The models accept inputs up to MAX_ABS_VALUE: the attack stays there."""
+    X = np.full((2, D), 0.5)
+    attack = make_attack(kind, 1e20, "linf", None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoGradientWarning)
+        result = attack.run(model, X, [True, False], progress=False)
+    assert (np.abs(result.adversarial) <= MAX_ABS_VALUE).all()
+    assert (result.norms <= 1e20).all() and np.isfinite(result.adversarial).all()

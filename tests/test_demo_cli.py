@@ -7,6 +7,7 @@ import datetime
 import io
 import math
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -354,3 +355,64 @@ def test_interrupts_missing_modules_and_os_errors(capsys, monkeypatch, error, co
     monkeypatch.setattr(cli, "_demo", failing)
     assert cli.main(["demo"]) == code
     assert capsys.readouterr().err == message
+
+
+@pytest.mark.parametrize("arrays, message", [
+    (dict(X_train=np.zeros((0, 4)), y_train=np.zeros(0)), "bad.npz: X_train holds no samples"),
+    (dict(X_train=np.zeros((0, 2, 2)), y_train=np.zeros(0)), "bad.npz: X_train holds no samples"),
+    (dict(X_train=np.zeros((40, 0)), y_train=np.resize([1, 2], 40)), "no inputs"),
+    (dict(X_train=np.zeros((40, 4)), y_train=np.resize([1, 2], 30)),
+     "bad.npz: X_train has 40 samples but y_train 30 labels"),
+    (dict(X_train=np.zeros((40, 4)), y_train=np.resize([1, 2], 40), X_test=np.zeros((5, 3)),
+          y_test=np.resize([1, 2], 5)), "bad.npz: X_test has 3 inputs per sample, X_train 4"),
+    (dict(X_train=np.zeros((40, 4)), y_train=np.resize([1, 2], 40), X_test=np.zeros((5, 4)),
+          y_test=np.resize([1, 2], 6)), "bad.npz: X_test has 5 samples but y_test 6 labels"),
+    (dict(X_train=np.where(np.eye(40, 4) > 0, np.nan, 0.5), y_train=np.resize([1, 2], 40)),
+     "the inputs hold 4 values that are NaN or infinite"),
+    (dict(X_train=np.full((40, 4), 0.5), y_train=np.resize([1, 2], 40),
+          X_test=np.full((5, 4), np.inf), y_test=np.resize([1, 2], 5)),
+     "the test inputs hold 20 values that are NaN or infinite"),
+])
+def test_an_npz_the_demo_cannot_stream_is_one_line(capsys, tmp_path, monkeypatch, arrays,
+                                                    message):
+    """Numpy's own errors came out ('cannot reshape array of size 0', 'boolean index did not
+    match', 'zero-size array to reduction operation'), one NaN made every input NaN and was
+    reported as 'feature 0 is nan', and a test set of other inputs was evaluated silently."""
+    monkeypatch.chdir(tmp_path)
+    np.savez("bad.npz", **arrays)
+    code, out, err = run(capsys, "--data", "bad.npz", "--all", "--test-samples", "5")
+    assert code == 2 and message in err, err
+    assert err.count("\n") == 1 and out == ""
+
+
+def test_to_unit_box_maps_constant_inputs_into_the_box():
+    """Min-max scaling divided by hi - lo = 0 for constant negative inputs: every value NaN."""
+    X, X_test, how = demo.to_unit_box(np.full((5, 2), -3.0), np.array([[-3.0, 2.0]]))
+    assert np.isfinite(X).all() and ((X >= 0) & (X <= 1)).all()
+    assert np.isfinite(X_test).all() and ((X_test >= 0) & (X_test <= 1)).all()
+
+
+def test_no_test_samples_means_no_held_out_table(capsys, tmp_path, monkeypatch):
+    """`--test-samples 0` printed a held-out table of 0 samples and 'nan' accuracies."""
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(0)
+    X = rng.random((60, 3))
+    y = (X[:, 0] > 0.5).astype(int)
+    np.savez("data.npz", X_train=X, y_train=y, X_test=X[:10], y_test=y[:10])
+    code, out, err = run(capsys, "--data", "data.npz", "--test-samples", "0")
+    assert code == 0, err
+    assert "Held-out" not in out and "nan" not in out
+
+
+def test_the_plot_draws_every_kind_of_alert(tmp_path):
+    """A `collapsed` alert counted in a panel's title had no line: the plot had no style for it."""
+    from river_advsvm.alerts import ALERT_KINDS, Alert
+
+    assert set(demo.ALERT_STYLES) == set(ALERT_KINDS)
+    alerts = [Alert(kind, 50 + 10 * i, 1.0, 0.5, 0.5, 0.5, 10, "test")
+              for i, kind in enumerate(ALERT_KINDS)]
+    series = [{"step": s, "clean_accuracy": 1.0, "robust_accuracy": 0.5,
+               "certified_accuracy": 0.5} for s in (10, 100)]
+    run = demo.ModelRun("m", {}, series, alerts)
+    result = demo.DemoResult("t", 1.0, "l2", 1.0, 50, False, [run])
+    check_plot(pathlib.Path(demo.plot(result, tmp_path / "p.png")))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import pickle
 import random
 
@@ -363,3 +364,105 @@ def test_a_sample_is_only_attacked_once_the_model_knows_its_label():
 def test_bad_parameters_are_refused(kwargs):
     with pytest.raises((ValueError, TypeError)):
         RobustnessMonitor(AdvLinearSVM(), **kwargs)
+
+
+def _two_class_linear():
+    model = AdvLinearSVM()
+    for _ in range(20):
+        model.learn_one({"a": 0.2, "b": 0.3}, False)
+        model.learn_one({"a": 0.8, "b": 0.6}, True)
+    return model
+
+
+@pytest.mark.parametrize("sample_rate", [1, 0.5])
+def test_a_sample_the_attack_refuses_is_refused_before_anything_is_counted(sample_rate):
+    model = _two_class_linear()
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=sample_rate)
+    for _ in range(3):
+        monitor.update({"a": 0.8, "b": 0.6}, True)
+    saved = monitor.state()
+    # Outside the attack's box [0, 1], and a value that is no number with the prediction given
+    # (so the model is not asked): the attack would refuse both.
+    with pytest.raises(ValueError, match="outside bounds"):
+        monitor.update({"a": 2.0, "b": 0.6}, True)
+    with pytest.raises(ValueError, match="must be numbers"):
+        monitor.update({"a": "high", "b": 0.6}, True, y_pred=True)
+    assert monitor.state() == saved
+
+
+def test_numpy_labels_give_a_json_state_that_restores():
+    """River's `stream.iter_array` gives numpy labels: the state is still plain JSON."""
+    model = AdvLinearSVM()
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=1, window_size=10)
+    for i in range(30):
+        x, y = ({"a": 0.8, "b": 0.6}, np.int64(1)) if i % 2 else ({"a": 0.2, "b": 0.3}, np.int64(0))
+        monitor.update(x, y, y_pred=None if i % 3 else np.int64(1))
+        model.learn_one(x, y)
+    saved = json.loads(json.dumps(monitor.state()))
+    restored = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=1, window_size=10)
+    restored.restore(saved)
+    assert restored.state() == saved
+    assert restored.snapshot() == monitor.snapshot()
+
+
+@pytest.mark.parametrize("name, value", [("gap_threshold", "0.2"), ("gap_hysteresis", "0.1"),
+                                         ("gap_hysteresis", True), ("gap_threshold", [0.2])])
+def test_a_parameter_that_is_no_number_is_refused_by_name(name, value):
+    with pytest.raises(ValueError, match=name):
+        RobustnessMonitor(AdvLinearSVM(), **{name: value})
+
+
+def test_numpy_parameters_are_the_numbers_they_hold():
+    """A rate or a threshold taken from an array: `np.int64(3)` is every third sample."""
+    given = RobustnessMonitor(AdvLinearSVM(), sample_rate=np.int64(3),
+                              gap_threshold=np.float32(0.25), gap_hysteresis=np.float64(0.1))
+    plain = RobustnessMonitor(AdvLinearSVM(), sample_rate=3, gap_threshold=0.25,
+                              gap_hysteresis=0.1)
+    assert given.state() == plain.state()
+    assert RobustnessMonitor(AdvLinearSVM(), sample_rate=np.float32(0.5)).sample_rate == 0.5
+
+
+@pytest.mark.parametrize("label", [float("nan"), np.float64("nan"), None, ("a", 1)])
+def test_a_label_state_cannot_hold_is_refused_before_anything_is_counted(label):
+    """A missing label read from pandas is NaN: the monitor counted it, the model then refused
+    it, and the state saved from then on was refused by `restore` (and is not strict JSON)."""
+    model = _two_class_linear()
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=0.5)
+    monitor.update({"a": 0.8, "b": 0.6}, True)
+    saved = monitor.state()
+    with pytest.raises(ValueError, match="label"):
+        monitor.update({"a": 0.8, "b": 0.6}, label)
+    assert monitor.state() == saved
+    RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=0.5).restore(
+        json.loads(json.dumps(saved, allow_nan=False)))
+
+
+@pytest.mark.parametrize("sample_rate", [1, 0.99])
+def test_a_sample_the_model_refuses_under_attack_leaves_the_counts_as_they_were(sample_rate):
+    """A name the model cannot hash (an infinite float) is no trouble to a prediction given by
+    the caller, nor to `predict_one` when its value is 0, but the attack's gradient hashes it:
+    the sample had been counted as clean and sampled by then. Only its draw is used up now."""
+    model = _two_class_linear()
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=sample_rate)
+    monitor.update({"a": 0.8, "b": 0.6}, True)
+    saved = monitor.state()
+    for x, y_pred in [({"a": 0.8, math.inf: 0.5}, True), ({"a": 0.8, math.inf: 0.0}, None)]:
+        with pytest.raises(ValueError, match="inf"):
+            monitor.update(x, True, y_pred=y_pred)
+    assert {**monitor.state(), "rng": None} == {**saved, "rng": None}
+    if isinstance(sample_rate, int):
+        assert monitor.state() == saved
+
+
+@pytest.mark.parametrize("y_pred", [math.inf, math.nan, ("a", 1), [True]])
+def test_a_prediction_that_is_no_label_counts_as_wrong_and_the_state_still_restores(y_pred):
+    """A model that predicts no label (a NaN) made every later state one that `restore`
+    refused (and that strict JSON cannot write)."""
+    model = _two_class_linear()
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=1, window_size=5)
+    monitor.update({"a": 0.8, "b": 0.6}, True, y_pred=y_pred)
+    assert monitor.last.correct is False and monitor.snapshot()["clean_accuracy"] == 0.0
+    saved = json.loads(json.dumps(monitor.state(), allow_nan=False))
+    restored = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=1, window_size=5)
+    restored.restore(saved)
+    assert restored.snapshot() == monitor.snapshot()

@@ -80,3 +80,56 @@ def test_only_certifiable_models_are_accepted():
 
     with pytest.raises(TypeError, match="no certified radius"):
         OneVsRest(linear_model.LogisticRegression())
+
+
+def _three_labels():
+    from river_advsvm import AdvLinearSVM
+
+    model = OneVsRest(AdvLinearSVM())
+    for _ in range(100):
+        model.learn_one({"a": 0.1, "b": 0.1}, "low")
+        model.learn_one({"a": 0.9, "b": 0.1}, "right")
+        model.learn_one({"a": 0.1, "b": 0.9}, "up")
+    return model
+
+
+@pytest.mark.parametrize("label", [float("nan"), np.float64("nan"), None, ["low"]])
+def test_a_label_that_is_no_label_is_refused_and_adds_no_class(label):
+    """A pandas column of labels holds NaN where one is missing: each NaN (never equal to
+    another) became a class of its own, a new binary model per sample, without bound."""
+    from river_advsvm import InvalidInput
+
+    model = _three_labels()
+    for _ in range(3):
+        with pytest.raises(InvalidInput, match="label"):
+            model.learn_one({"a": 0.5, "b": 0.5}, label)
+    assert list(model.classifiers) == ["low", "right", "up"]
+
+
+def test_a_refused_sample_of_a_new_label_leaves_no_class_behind():
+    """The new label's model was added before the sample was refused: an untrained model then
+    took a share of every prediction, and zeroed every certificate."""
+    from river_advsvm import InvalidInput
+
+    model = _three_labels()
+    x = {"a": 0.15, "b": 0.1}
+    before = (model.predict_proba_one(x), model.certified_radius_one(x, "low"))
+    with pytest.raises(InvalidInput):
+        model.learn_one({"a": "high", "b": 0.1}, "new")
+    assert list(model.classifiers) == ["low", "right", "up"]
+    assert (model.predict_proba_one(x), model.certified_radius_one(x, "low")) == before
+    assert before[1] > 0
+
+
+def test_a_refused_batch_of_new_labels_leaves_no_class_behind():
+    import pandas as pd
+
+    from river_advsvm import InvalidInput
+
+    model = _three_labels()
+    X = pd.DataFrame({"a": [0.5, float("inf")], "b": [0.5, 0.5]})
+    with pytest.raises(InvalidInput):
+        model.learn_many(X, pd.Series(["new", "newer"]))
+    with pytest.raises(InvalidInput, match="label"):
+        model.learn_many(X.iloc[:1], pd.Series([float("nan")]))
+    assert list(model.classifiers) == ["low", "right", "up"]

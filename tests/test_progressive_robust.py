@@ -10,7 +10,9 @@ from river.datasets import synth
 
 from river_advsvm import AdvKernelSVM
 from river_advsvm.attacks import PGD
-from river_advsvm.evaluate import iter_progressive_robust_val, progressive_robust_val
+from river_advsvm.evaluate import (
+    _progress_line, iter_progressive_robust_val, progressive_robust_val,
+)
 from river_advsvm.monitor import RobustnessMonitor
 
 ATTACK = dict(epsilon=0.5, norm="l2")
@@ -97,3 +99,11 @@ def test_progressive_robust_val_prints_and_returns_the_last_checkpoint():
     assert [line.split("]")[0] for line in lines] == ["[100", "[200", "[250"]
     assert lines[-1].startswith(f"[250] clean {final['clean_accuracy']:.2%} – robust ")
     assert final["step"] == 250 and 30 < final["n_attacked"] < 70
+
+
+@pytest.mark.parametrize("seconds, shown", [(59.9, "00:00:59"), (3_725, "01:02:05"),
+                                            (90_000, "25:00:00"), (200_000.5, "55:33:20")])
+def test_the_elapsed_time_of_a_run_longer_than_a_day_counts_its_days(seconds, shown):
+    line = _progress_line({"step": 10, "clean_accuracy": 1.0, "robust_accuracy": None,
+                           "certified_accuracy": None, "n_attacked": 0, "seconds": seconds})
+    assert line.endswith(f"(0 attacked) – {shown}")

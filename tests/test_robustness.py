@@ -120,3 +120,37 @@ def test_any_river_classifier_gets_a_report_without_certificate(digits_1v7):
     report = robustness_report(model, X_test[:20], y_test[:20], [FGSM(epsilon=0.2)], [0.2])
     assert list(report.attack) == ["clean", "FGSM"]  # no certificate for a black box
     assert report.accuracy.iloc[1] < report.accuracy.iloc[0]
+
+
+def _small_linear():
+    import pandas as pd
+
+    from river_advsvm import AdvLinearSVM
+
+    model = AdvLinearSVM()
+    for _ in range(50):
+        model.learn_one({"a": 0.2, "b": 0.3}, False)
+        model.learn_one({"a": 0.9, "b": 0.7}, True)
+    return model, pd.DataFrame({"a": [0.1, 0.6], "b": [0.2, 0.5]}), [False, True]
+
+
+def test_one_radius_and_one_attack_need_no_list():
+    model, X, y = _small_linear()
+    listed = robustness_report(model, X, y, [FGSM()], [0.1], progress=False)
+    for attacks, epsilons in [(FGSM(), 0.1), ([FGSM()], np.float64(0.1)),
+                              ([FGSM()], {"linf": 0.1})]:
+        report = robustness_report(model, X, y, attacks, epsilons, progress=False)
+        assert report.drop(columns="seconds").equals(listed.drop(columns="seconds"))
+
+
+@pytest.mark.parametrize("epsilons, match", [
+    (["0.1"], "radius"), ([-0.1], "radius"), ([float("nan")], "radius"), ([True], "radius"),
+    ({"l1": [0.1]}, "norm"), ({"linf": [0.1], "L2": [0.5]}, "norm"), (None, "radius"),
+])
+def test_radii_that_are_not_radii_are_refused_before_any_attack_runs(epsilons, match):
+    """A norm the report does not know dropped every attack silently; a negative or NaN radius
+    gave rows of nonsense; a string ended in a numpy ufunc error after the attacks ran."""
+    model, X, y = _small_linear()
+    with pytest.raises(ValueError, match=match):
+        robustness_report(model, X, y, [CarliniWagnerL2(steps=2, search_steps=1)], epsilons,
+                          progress=False)

@@ -58,6 +58,20 @@ NOTE_SECONDS = 5.0
 BAR_DELAY = 1.0
 
 
+def check_number(name: str, value, accept: typing.Callable[[float], bool], condition: str) -> None:
+    """ValueError naming `name` unless `value` is a finite real number (not a bool) for which
+    `accept` holds; `condition` says which, for the message."""
+    if not (inputs.is_number(value) and math.isfinite(value) and accept(value)):
+        raise ValueError(
+            f"{name} must be a finite number {condition}, got {inputs.describe(value)}")
+
+
+def check_seed(seed) -> None:
+    """ValueError unless `seed` is None or an int >= 0 (what numpy's generators take)."""
+    if not (seed is None or (inputs.is_whole(seed) and seed >= 0)):
+        raise ValueError(f"seed must be None or an int >= 0, got {inputs.describe(seed)}")
+
+
 class NoGradientWarning(UserWarning):
     """Some samples of a batch got no usable gradient: their robust accuracy is suspect."""
 
@@ -78,7 +92,9 @@ def project(
     For L-inf both sets are boxes and this is the exact Euclidean projection. For L2 it is the
     ball projection followed by clipping to the box, which is feasible (not always the nearest
     feasible point): clipping moves each coordinate towards `X`, which lies in the box, so no
-    `|x'_k - x_k|` grows and the point stays in the ball.
+    `|x'_k - x_k|` grows and the point stays in the ball. Without a box, the points are kept
+    within `inputs.MAX_ABS_VALUE`, the largest input the models accept (as is `X`), for the
+    same reason.
     """
     if epsilon is not None:
         if norm == "linf":
@@ -90,9 +106,8 @@ def project(
             with np.errstate(over="ignore"):
                 factor = np.minimum(1.0, epsilon / np.maximum(length, np.finfo(float).tiny))
             X_adv = X + delta * factor[:, None]
-    if bounds is not None:
-        X_adv = np.clip(X_adv, bounds[0], bounds[1])
-    return X_adv
+    lo, hi = (-inputs.MAX_ABS_VALUE, inputs.MAX_ABS_VALUE) if bounds is None else bounds
+    return np.clip(X_adv, lo, hi)
 
 
 def unusable_gradients(G: np.ndarray, margins: np.ndarray) -> np.ndarray:
@@ -356,8 +371,8 @@ class Attack(base.Base):
         if epsilon is None:
             if not self.minimizes_norm:
                 raise ValueError(f"{type(self).__name__} needs a finite epsilon")
-        elif not (isinstance(epsilon, (int, float)) and 0 <= epsilon < math.inf):
-            raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+        else:
+            check_number("epsilon", epsilon, lambda v: v >= 0, ">= 0")
         inputs.check_box(bounds)
         self.last_result: AttackResult | None = None
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from river_advsvm import inputs
-from river_advsvm.attacks.base import Attack, adam_step, unusable_gradients
+from river_advsvm.attacks.base import Attack, adam_step, check_number, unusable_gradients
 
 __all__ = ["CarliniWagnerL2"]
 
@@ -209,12 +209,9 @@ class CarliniWagnerL2(Attack):
 
 
 def _check_search(confidence, initial_const, search_steps, steps, learning_rate):
-    if not confidence >= 0:
-        raise ValueError(f"confidence must be >= 0, got {confidence!r}")
-    if not initial_const > 0:
-        raise ValueError(f"initial_const must be > 0, got {initial_const!r}")
+    check_number("confidence", confidence, lambda v: v >= 0, ">= 0")
+    check_number("initial_const", initial_const, lambda v: v > 0, "> 0")
     for name, value in (("search_steps", search_steps), ("steps", steps)):
         if not (inputs.is_whole(value) and value >= 1):
             raise ValueError(f"{name} must be a positive int, got {value!r}")
-    if not learning_rate > 0:
-        raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}")
+    check_number("learning_rate", learning_rate, lambda v: v > 0, "> 0")

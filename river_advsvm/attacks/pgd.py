@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from river_advsvm import inputs
-from river_advsvm.attacks.base import Attack, project, steepest_direction, unusable_gradients
+from river_advsvm.attacks.base import (
+    Attack, check_number, check_seed, project, steepest_direction, unusable_gradients,
+)
 
 __all__ = ["PGD"]
 
@@ -68,11 +70,12 @@ class PGD(Attack):
         self.steps = steps
         self.step_size = step_size
         self.random_start = random_start
-        self.seed = seed
+        self.seed = inputs.plain_number(seed)  # (np.int64(3) seeds as 3 does)
         if not (inputs.is_whole(steps) and steps >= 1):
             raise ValueError(f"steps must be a positive int, got {steps!r}")
-        if step_size is not None and not step_size > 0:
-            raise ValueError(f"step_size must be > 0 or None, got {step_size!r}")
+        if step_size is not None:
+            check_number("step_size", step_size, lambda v: v > 0, "> 0 (or None)")
+        check_seed(self.seed)
 
     def _random_start(self, X: np.ndarray) -> np.ndarray:
         rng = np.random.default_rng(self.seed)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from river_advsvm import inputs
-from river_advsvm.attacks.base import FINITE_DIFFERENCE_STEP, Attack, unusable_gradients
+from river_advsvm.attacks.base import (
+    FINITE_DIFFERENCE_STEP, Attack, check_number, check_seed, unusable_gradients,
+)
 from river_advsvm.attacks.cw import BestFound, ConstantSearch, TanhBox, _check_search
 
 __all__ = ["ZOO"]
@@ -106,12 +108,14 @@ class ZOO(Attack):
         self.beta1 = beta1
         self.beta2 = beta2
         self.difference_step = difference_step
-        self.seed = seed
+        self.seed = inputs.plain_number(seed)  # (np.int64(3) seeds as 3 does)
         _check_search(confidence, initial_const, search_steps, steps, learning_rate)
         if not (inputs.is_whole(coordinates) and coordinates >= 1):
             raise ValueError(f"coordinates must be a positive int, got {coordinates!r}")
-        if not (0 <= beta1 < 1 and 0 <= beta2 < 1 and difference_step > 0):
-            raise ValueError("beta1 and beta2 must be in [0, 1), difference_step > 0")
+        for name, beta in (("beta1", beta1), ("beta2", beta2)):
+            check_number(name, beta, lambda v: 0 <= v < 1, "in [0, 1)")
+        check_number("difference_step", difference_step, lambda v: v > 0, "> 0")
+        check_seed(self.seed)
 
     def _coordinate_batches(self, rng, n: int, d: int) -> np.ndarray:
         if self.coordinates >= d:
