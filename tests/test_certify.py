@@ -226,9 +226,6 @@ def test_certified_accuracy_refuses_a_radius_that_is_not_one(epsilon):
         certify.certified_accuracy(model, pd.DataFrame({"a": [0.1, 0.9]}), [False, True], epsilon)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "margin_predict._certified checks the box on the values after NaN became 0 (frame_values "
-    "with missing_ok); a missing input is absent, not 0, and certified_radius_one skips it"))
 def test_a_missing_input_is_not_outside_the_box_in_a_frame_either():
     model = AdvKernelSVM(gamma=1.0, seed=0)
     for _ in range(30):
