@@ -227,9 +227,7 @@ def certified_accuracy(model, X, y, epsilon: float, norm: str | None = None) -> 
     0.6666666666666666
 
     """
-    epsilon = inputs.plain_number(epsilon)
-    if not (inputs.is_number(epsilon) and 0 <= epsilon < math.inf):
-        raise ValueError(f"epsilon must be a finite number >= 0, got {inputs.describe(epsilon)}")
+    inputs.check_number("epsilon", epsilon, lambda v: v >= 0, ">= 0")
     radii = model.certified_radius_many(X, y, norm=norm)
     if not len(radii):
         return float("nan")

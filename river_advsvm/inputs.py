@@ -84,6 +84,13 @@ def is_number(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def check_number(name: str, value, accept: typing.Callable[[float], bool], condition: str) -> None:
+    """ValueError naming `name` unless `value` is a finite real number (not a bool) for which
+    `accept` holds; `condition` says which, for the message."""
+    if not (is_number(value) and math.isfinite(value) and accept(value)):
+        raise ValueError(f"{name} must be a finite number {condition}, got {describe(value)}")
+
+
 def check_box(bounds) -> tuple[float, float] | None:
     """`bounds` as `(lo, hi)` floats, or None; ValueError unless finite with lo < hi."""
     if bounds is None:

@@ -20,7 +20,6 @@ caller's input is never modified, and projects the result back onto the threat s
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 import typing
 import warnings
@@ -56,14 +55,6 @@ _PROBE_ROWS = 16
 NOTE_SECONDS = 5.0
 #: A bar appears only once an attack has run this long: quick batches draw nothing.
 BAR_DELAY = 1.0
-
-
-def check_number(name: str, value, accept: typing.Callable[[float], bool], condition: str) -> None:
-    """ValueError naming `name` unless `value` is a finite real number (not a bool) for which
-    `accept` holds; `condition` says which, for the message."""
-    if not (inputs.is_number(value) and math.isfinite(value) and accept(value)):
-        raise ValueError(
-            f"{name} must be a finite number {condition}, got {inputs.describe(value)}")
 
 
 def check_seed(seed) -> None:
@@ -372,7 +363,7 @@ class Attack(base.Base):
             if not self.minimizes_norm:
                 raise ValueError(f"{type(self).__name__} needs a finite epsilon")
         else:
-            check_number("epsilon", epsilon, lambda v: v >= 0, ">= 0")
+            inputs.check_number("epsilon", epsilon, lambda v: v >= 0, ">= 0")
         inputs.check_box(bounds)
         self.last_result: AttackResult | None = None
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from river_advsvm import inputs
-from river_advsvm.attacks.base import Attack, adam_step, check_number, unusable_gradients
+from river_advsvm.attacks.base import Attack, adam_step, unusable_gradients
 
 __all__ = ["CarliniWagnerL2"]
 
@@ -209,9 +209,9 @@ class CarliniWagnerL2(Attack):
 
 
 def _check_search(confidence, initial_const, search_steps, steps, learning_rate):
-    check_number("confidence", confidence, lambda v: v >= 0, ">= 0")
-    check_number("initial_const", initial_const, lambda v: v > 0, "> 0")
+    inputs.check_number("confidence", confidence, lambda v: v >= 0, ">= 0")
+    inputs.check_number("initial_const", initial_const, lambda v: v > 0, "> 0")
     for name, value in (("search_steps", search_steps), ("steps", steps)):
         if not (inputs.is_whole(value) and value >= 1):
             raise ValueError(f"{name} must be a positive int, got {value!r}")
-    check_number("learning_rate", learning_rate, lambda v: v > 0, "> 0")
+    inputs.check_number("learning_rate", learning_rate, lambda v: v > 0, "> 0")

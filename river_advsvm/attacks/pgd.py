@@ -6,7 +6,7 @@ import numpy as np
 
 from river_advsvm import inputs
 from river_advsvm.attacks.base import (
-    Attack, check_number, check_seed, project, steepest_direction, unusable_gradients,
+    Attack, check_seed, project, steepest_direction, unusable_gradients,
 )
 
 __all__ = ["PGD"]
@@ -74,7 +74,7 @@ class PGD(Attack):
         if not (inputs.is_whole(steps) and steps >= 1):
             raise ValueError(f"steps must be a positive int, got {steps!r}")
         if step_size is not None:
-            check_number("step_size", step_size, lambda v: v > 0, "> 0 (or None)")
+            inputs.check_number("step_size", step_size, lambda v: v > 0, "> 0 (or None)")
         check_seed(self.seed)
 
     def _random_start(self, X: np.ndarray) -> np.ndarray:

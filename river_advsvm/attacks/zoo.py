@@ -6,7 +6,7 @@ import numpy as np
 
 from river_advsvm import inputs
 from river_advsvm.attacks.base import (
-    FINITE_DIFFERENCE_STEP, Attack, check_number, check_seed, unusable_gradients,
+    FINITE_DIFFERENCE_STEP, Attack, check_seed, unusable_gradients,
 )
 from river_advsvm.attacks.cw import BestFound, ConstantSearch, TanhBox, _check_search
 
@@ -113,8 +113,8 @@ class ZOO(Attack):
         if not (inputs.is_whole(coordinates) and coordinates >= 1):
             raise ValueError(f"coordinates must be a positive int, got {coordinates!r}")
         for name, beta in (("beta1", beta1), ("beta2", beta2)):
-            check_number(name, beta, lambda v: 0 <= v < 1, "in [0, 1)")
-        check_number("difference_step", difference_step, lambda v: v > 0, "> 0")
+            inputs.check_number(name, beta, lambda v: 0 <= v < 1, "in [0, 1)")
+        inputs.check_number("difference_step", difference_step, lambda v: v > 0, "> 0")
         check_seed(self.seed)
 
     def _coordinate_batches(self, rng, n: int, d: int) -> np.ndarray:
