@@ -242,7 +242,8 @@ def topic_id(consumer, topic: str) -> str | None:
 
 def _made(kind, config: dict):
     """`kind(**config)`; settings kafka-python refuses (one this kind of client does not take,
-    timeouts that contradict each other) are a usage error (`ValueError`), which no retry can mend."""
+    timeouts that contradict each other) are a usage error (`ValueError`): no retry mends
+    them."""
     from kafka.errors import KafkaConfigurationError
 
     try:
