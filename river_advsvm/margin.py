@@ -467,6 +467,14 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         if not math.isfinite(g):  # inputs are bounded, so only a broken state can do this
             raise FloatingPointError("the model's margin is not finite: a numerical failure of "
                                      "the model, not of the sample")
+        # A fresh model starts as a constant (f = 0): its first window is not judged.
+        if self._n_learned >= self._collapse.window:
+            self._watch_collapse(sign, g)
+        self._step(v, sign, g, self._n_learned, names)
+        self._calibration.update_one(g, sign)
+        self._n_learned += 1
+
+    def _watch_collapse(self, sign: float, g: float) -> None:
         was_collapsed = self._collapse.collapsed
         self._collapse.update(sign, g, self._bias)
         if self._collapse.collapsed and not was_collapsed:
@@ -474,10 +482,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
                 f"{type(self).__name__} predicts a constant: over its last "
                 f"{self._collapse.window} samples its decisions were one class, or mostly one "
                 "class or flat and no better than a guess (see `collapsed`)",
-                collapse.CollapseWarning, stacklevel=4)
-        self._step(v, sign, g, self._n_learned, names)
-        self._calibration.update_one(g, sign)
-        self._n_learned += 1
+                collapse.CollapseWarning, stacklevel=6)  # the caller of learn_one or learn_many
 
     def _split(self, names: list, row: np.ndarray):
         """One row as (values over the known inputs, nonzero values of unknown ones, their names)."""
@@ -499,7 +504,8 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
     @property
     def collapsed(self) -> bool:
         """True when the model has collapsed to a constant: over its last 256 learned samples
-        (two blocks of 128), each label was at least a tenth, and in each block either all but
+        (two blocks of 128; the first 256 it learns, from a model that starts at `f = 0`, are
+        not judged), each label was at least a tenth, and in each block either all but
         2% of the decisions were for one class, or `f(x) = g(x) - b` varied by less than 0.1 (a
         model that learns anything spreads its decisions far more) and the decisions were
         right no more often than a constant guess (see `river_advsvm.collapse`).

@@ -3,6 +3,7 @@ stability of the step at any radius, and the collapse signal."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 
@@ -338,6 +339,25 @@ def test_learning_stays_finite_at_every_radius(norm, fraction, gamma, regulariza
     assert math.isfinite(model.rkhs_norm) and math.isfinite(model._bias)
     assert np.isfinite(model.decision_many(X)).all()
     assert np.isfinite(model.decision_gradient_many(X)).all()
+
+
+@pytest.mark.parametrize("seed", [2, 4, 5])
+def test_a_fresh_model_still_learning_is_not_a_collapse(seed):
+    # On these orders of River's Agrawal (three quarters of one label) a fresh model decides
+    # for the larger class for its first hundreds of samples: it starts at f = 0 and has not
+    # learned the rule yet. It then learns it; that start is not a collapse.
+    from river.datasets import synth
+
+    samples = list(itertools.islice(synth.Agrawal(seed=seed), 1500))
+    model = AdvKernelSVM(seed=42)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CollapseWarning)
+        right = 0
+        for i, (x, y) in enumerate(samples):
+            right += i >= 1000 and model.predict_one(x) == y
+            model.learn_one(x, y)
+    assert not model.collapsed
+    assert right / 500 >= 0.8  # it did learn: the majority label is about 75%
 
 
 def test_the_closed_form_collapses_visibly_and_stays_finite():
