@@ -82,33 +82,40 @@ class OneVsRest(multiclass.OneVsRestClassifier):
                 del self.classifiers[label]
             raise
 
-    def certified_radius_many(self, X, y, norm: str | None = None) -> np.ndarray:
+    def certified_radius_many(self, X, y, norm: str | None = None, bounds=None) -> np.ndarray:
         """The radius, per row, within which the predicted label provably stays `y`.
 
         `X` is a DataFrame, or an array whose columns are features 0..d-1; `norm` is 'l2' or
         'linf' (each binary model's own by default). 0 where the prediction is not `y`.
+        `bounds = (lo, hi)` restricts the attacker's points to that box, as for the binary
+        models.
         """
         labels = list(y)
         # NaN is a missing input here too, as for the binary models (and `certified_radius_one`).
         _, values = inputs.frame_values(X, missing_ok=True)
         if len(labels) != len(values):
             raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels")
+        bounds = inputs.check_box(bounds)
+        inputs.check_inside(values[values != 0], bounds)
         radii = np.full(len(labels), np.inf)
         for label, model in self.classifiers.items():
             if len(model.classes) < 2:  # this label's model has not seen both verdicts yet
                 return np.zeros(len(labels))
             mine = [t == label for t in labels]
-            radii = np.minimum(radii, model.certified_radius_many(X, mine, norm=norm))
+            radii = np.minimum(radii, model.certified_radius_many(X, mine, norm, bounds))
         known = np.fromiter((t in self.classifiers for t in labels), bool, len(labels))
         return np.where(known, radii, 0.0)
 
-    def certified_radius_one(self, x: dict, y, norm: str | None = None) -> float:
+    def certified_radius_one(self, x: dict, y, norm: str | None = None, bounds=None) -> float:
         """`certified_radius_many` for one sample."""
+        _, values = inputs.dict_values(x, missing_ok=True)
+        bounds = inputs.check_box(bounds)
+        inputs.check_inside(values[values != 0], bounds)
         if y not in self.classifiers:
             return 0.0
         radius = np.inf
         for label, model in self.classifiers.items():
             if len(model.classes) < 2:
                 return 0.0
-            radius = min(radius, model.certified_radius_one(x, label == y, norm=norm))
+            radius = min(radius, model.certified_radius_one(x, label == y, norm, bounds))
         return float(radius)

@@ -75,6 +75,30 @@ def test_nan_is_a_missing_input_for_the_certificate_as_for_the_binary_models(dig
     assert radii == pytest.approx(one, rel=1e-4)
 
 
+def test_the_box_is_each_binary_models_and_a_sample_outside_it_is_refused(digits_ovr):
+    from river_advsvm.inputs import InvalidInput
+
+    model, X, y = digits_ovr
+    box = (0.0, 1.0)
+    radii = model.certified_radius_many(X, y, norm="linf", bounds=box)
+    by_hand = np.min([m.certified_radius_many(X, y == label, "linf", box)
+                      for label, m in model.classifiers.items()], axis=0)
+    assert np.array_equal(radii, by_hand)
+    # The box can only make a radius larger, and here it does for some sample.
+    free = model.certified_radius_many(X, y, norm="linf")
+    assert (radii >= free).all() and (radii > free).any()
+    one = [model.certified_radius_one(dict(enumerate(x)), t, "linf", box) for x, t in zip(X, y)]
+    assert radii == pytest.approx(one, rel=1e-4)
+    outside = X[:2].copy()
+    outside[0, 5] = 1.5
+    with pytest.raises(InvalidInput, match="outside bounds"):
+        model.certified_radius_many(outside, y[:2], bounds=box)
+    with pytest.raises(InvalidInput, match="outside bounds"):  # even for a label it never saw
+        model.certified_radius_one(dict(enumerate(outside[0])), "never seen", bounds=box)
+    with pytest.raises(ValueError, match="bounds must be"):
+        model.certified_radius_one(dict(enumerate(X[0])), y[0], bounds=(1.0, 0.0))
+
+
 def test_only_certifiable_models_are_accepted():
     from river import linear_model
 
