@@ -399,9 +399,13 @@ class RobustnessMonitor:
 
     def _params(self) -> dict:
         rate = self.sample_rate
+        # The attack too: robust flags measured by another attack must not fill these windows.
+        attack = {k: list(v) if isinstance(v, tuple) else v
+                  for k, v in self.attack._get_params().items()}
         return {"window_size": self.window_size, "robust_window_size": self.robust_window_size,
                 "sample_rate": [type(rate).__name__, rate], "max_alerts": self.max_alerts,
-                "detector": type(self.detector).__name__}
+                "detector": type(self.detector).__name__,
+                "attack": [type(self.attack).__name__, attack]}
 
     def state(self) -> dict:
         """The monitor's state as plain JSON-able data (numbers, strings, lists); see
@@ -412,7 +416,7 @@ class RobustnessMonitor:
         """Continue from a `state()`: the same windows, counters, alerts and sampling.
 
         Raises `ValueError` (and changes nothing) if `state` is not one this monitor can take:
-        malformed, or saved by a monitor with other windows, sample rate or detector.
+        malformed, or saved by a monitor with other windows, sample rate, detector or attack.
         """
         try:
             restored = monitor_state.restored(self, state)

@@ -86,6 +86,24 @@ def test_restore_refuses_what_does_not_fit_and_changes_nothing():
         assert json.dumps(monitor.state()) == before
 
 
+def test_a_state_measured_by_another_attack_is_refused():
+    model = AdvLinearSVM()
+    monitor = _monitor(model)
+    for x, y in _stream(1, 300):
+        monitor.update(x, y)
+        model.learn_one(x, y)
+    saved = json.loads(json.dumps(monitor.state()))
+    _monitor(model).restore(saved)  # the same attack, through JSON: taken
+    for attack in [PGD(epsilon=0.1), PGD(epsilon=0.05, steps=3), PGD(epsilon=0.05, norm="l2"),
+                   PGD(epsilon=0.05, bounds=None)]:
+        other = RobustnessMonitor(model, attack=attack, sample_rate=0.2, window_size=100,
+                                  min_sampled=5)
+        before = json.dumps(other.state())
+        with pytest.raises(ValueError, match="attack"):
+            other.restore(saved)
+        assert json.dumps(other.state()) == before
+
+
 @functools.cache
 def _state_after_200() -> dict:
     model = AdvLinearSVM()
