@@ -61,12 +61,18 @@ def test_a_restored_monitor_continues_exactly(seed, split, rate):
     assert any(kind == "clean_drift" for _, kind in alerts)
 
 
-def test_restore_refuses_what_does_not_fit_and_changes_nothing():
+def _watched(n: int = 300):
+    """A model and its monitor after `n` samples of test-then-train."""
     model = AdvLinearSVM()
     monitor = _monitor(model)
-    for x, y in _stream(1, 300):
+    for x, y in _stream(1, n):
         monitor.update(x, y)
         model.learn_one(x, y)
+    return model, monitor
+
+
+def test_restore_refuses_what_does_not_fit_and_changes_nothing():
+    _, monitor = _watched()
     good = monitor.state()
     before = json.dumps(monitor.state())
     broken = [
@@ -87,11 +93,7 @@ def test_restore_refuses_what_does_not_fit_and_changes_nothing():
 
 
 def test_a_state_measured_by_another_attack_is_refused():
-    model = AdvLinearSVM()
-    monitor = _monitor(model)
-    for x, y in _stream(1, 300):
-        monitor.update(x, y)
-        model.learn_one(x, y)
+    model, monitor = _watched()
     saved = json.loads(json.dumps(monitor.state()))
     _monitor(model).restore(saved)  # the same attack, through JSON: taken
     for attack in [PGD(epsilon=0.1), PGD(epsilon=0.05, steps=3), PGD(epsilon=0.05, norm="l2"),
