@@ -34,7 +34,8 @@ class PGD(Attack):
         Start from a uniform random point of the ball (then projected onto the box) instead
         of the input itself.
     seed
-        Seed of the random start.
+        Seed of the random start. Every call draws from it afresh, so the same batch gets the
+        same start each time: for restarts, give each its own seed.
     bounds
         `(lo, hi)` box of the inputs, or `None`.
 

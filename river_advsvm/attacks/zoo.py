@@ -53,7 +53,8 @@ class ZOO(Attack):
     difference_step
         The finite-difference step `h`, in the tanh variables.
     seed
-        Seed of the coordinate draws.
+        Seed of the coordinate draws. Every call draws from it afresh; the draws of a batch
+        are shared by its rows, so a sample's result depends on the batch it is attacked in.
     bounds
         `(lo, hi)` box of the inputs, or `None`.
 
