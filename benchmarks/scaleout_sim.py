@@ -11,7 +11,8 @@ models into its own with weights = samples learned since the last sync (the prot
 `river_advsvm.streams.group`, in synchronous rounds, so every worker holds the group's model
 after a sync). Between syncs each worker steps on the group's clock,
 `AdvKernelSVM.group_steps(W)` as `advsvm serve` does (`--own-steps`: as if it learned alone,
-which divides every sample's step by W in the average). Two ways to average support vectors,
+which divides every sample's step by W in the average), and revisits its own share of the
+stored vectors (`AdvKernelSVM.group_revisits`), as `advsvm serve` does. Two ways to average support vectors,
 the two of `advsvm serve --group-model`:
 
 - `union`: the union of every model's vectors, then budget maintenance (BSGD merges) back
@@ -177,8 +178,11 @@ class Group:
         end = time.perf_counter()
         self.seconds["fold"].append(middle - start)
         self.seconds["rebuild"].append(end - middle)
-        # Every worker ends the sync with the group's model (each would fold the same snapshots).
+        # Every worker ends the sync with the group's model (each would fold the same snapshots)
+        # and revisits its share of the vectors, as `advsvm serve` does (workers ranked by id).
         self.models = [model] + [copy.deepcopy(model) for _ in self.models[1:]]
+        for rank, (worker, own) in enumerate(zip(self.models, learned)):
+            worker.group_revisits(self.learned + rank * own)
         self.syncs += 1
 
     def onto_basis(self, published: list) -> list:

@@ -272,6 +272,9 @@ class FeatureStore:
         """Random features keep no samples to step on again: no step is taken (0)."""
         return 0.0
 
+    def revisit_from(self, index: int) -> None:
+        """Random features keep no samples to revisit: nothing to point at."""
+
     @classmethod
     def max_state_bytes(cls, budget: int | None, max_inputs: int, dtype: str) -> int:
         """The most bytes `state()` holds: feature ids and coefficients, and the norm sketch

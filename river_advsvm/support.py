@@ -339,6 +339,10 @@ class SupportVectors(KernelExpansion):
         if self._stored_since_norm >= _RECOMPUTE_AFTER[self.kernel] * max(self.size, 64):
             self.recompute_norm()
 
+    def revisit_from(self, index: int) -> None:
+        """Point `reprocess`'s cursor at stored vector `index`, modulo their number."""
+        self._cursor = index % self.size if self.size else 0
+
     def reprocess(self, bias: float, step: float, slack: float = 0.0) -> float:
         """One hinge step on a vector already stored, in place (LaSVM's reprocess, as SGD).
 

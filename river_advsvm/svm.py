@@ -423,6 +423,22 @@ class AdvKernelSVM(MarginClassifier):
                     and store.norm > 0.0:
                 store.scale(max(0.0, 1.0 - eta * radius / store.norm))
 
+    def group_revisits(self, position: int) -> None:
+        """In a group whose models are averaged (see `group_steps`): revisit stored vectors
+        (`reprocess`) from where one model learning the group's whole stream would be at its
+        sample `position`.
+
+        A fold gives every worker the same model, revisit cursor included: each would revisit
+        the same vectors with its group-sized step, from the first again after every fold.
+        The worker ranked `r` in a group learning `n` samples a round each, after a fold that
+        holds `N` samples, takes `position = N + r n`: the workers revisit consecutive shares
+        of the vectors, and move on round after round, as one model would.
+        """
+        if not (inputs.is_whole(position) and position >= 0):
+            raise ValueError(f"position must be an int >= 0, got {position!r}")
+        if self._store is not None:
+            self._store.revisit_from(self.reprocess * int(position))
+
     def _attacked(self, v: np.ndarray, y: float, g: float, names: list) -> tuple[np.ndarray, float]:
         """The attacker's point in the threat ball around `v` that is learned
         (`adversary.attacker_point`), and its margin; the store's latest `value` is of that

@@ -26,7 +26,9 @@ basis, the model's coefficients over it without the vectors). The protocol:
   Until its next fold the worker steps on the group's clock (`AdvKernelSVM.group_steps`): each
   sample it learns stands for as many of the group's as reached the model per own sample since
   its last fold (about the number of workers), so that the average follows the schedule of one
-  model learning the whole stream rather than one learning a W-th of it.
+  model learning the whole stream rather than one learning a W-th of it. Its revisits of
+  stored vectors (`reprocess`) start at its own share of them (`AdvKernelSVM.group_revisits`,
+  the workers ranked by id), where they would all start at the first vector again.
 - **Over a basis** (`--group-model basis`, `river_advsvm.streams.group_basis`): the same
   average, of the models' coefficients over vectors the whole group shares: `B` numbers per
   peer instead of a union of every peer's vectors and budget maintenance. Once the group has
@@ -333,7 +335,7 @@ class GroupSync:
         group = state.group
         learned = state.counters["learned"]
         base_meta, base_arrays = state.model.to_checkpoint()
-        fresh, in_model, workers = [], learned, 1
+        fresh, in_model, group_ids = [], learned, {self.worker}
         for peer in sorted(self.peers(), key=lambda s: s.position):
             reason = merge.incompatibility(base_meta, peer.meta)
             if reason is None and peer.coefficients_only:
@@ -343,7 +345,7 @@ class GroupSync:
                 self._refuse(peer, reason)
                 continue
             in_model += peer.learned
-            workers += 1
+            group_ids.add(peer.worker)
             new = peer.learned - group["folded"].get(peer.worker, 0)
             if new > 0:
                 fresh.append((peer, new))
@@ -371,7 +373,7 @@ class GroupSync:
                     self._refuse(peer, f"cannot be projected onto the group's basis: {error}")
                     fresh.remove((peer, new))
                     in_model -= peer.learned
-                    workers -= 1
+                    group_ids.discard(peer.worker)
                     continue
                 over_basis.append((peer.meta, {"alpha": alpha}, float(new)))
             if not fresh:
@@ -388,8 +390,11 @@ class GroupSync:
         # Each sample learned here until the next fold stands for as many of the group's as
         # reached the model per own sample since the last fold (at most one per worker):
         # `group_steps` keeps the average on the schedule of one model over the stream.
+        workers = len(group_ids)
         grown = in_model - (int(base_meta["state"]["n_learned"]) - own)
         model.group_steps(min(max(grown / own if own > 0 else workers, 1.0), workers))
+        # The workers, by their ids, revisit consecutive shares of the stored vectors.
+        model.group_revisits(int(in_model + sorted(group_ids).index(self.worker) * own))
         state.model = model
         for peer, _ in fresh:
             group["folded"][peer.worker] = peer.learned

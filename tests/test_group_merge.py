@@ -404,6 +404,9 @@ def test_fold_weighs_each_peer_by_the_samples_not_yet_averaged_in(tmp_path, repr
     assert state.model.decision_one(x) == pytest.approx(expected, rel=1e-12)
     assert state.model.n_learned == 500
     assert state.group["folded"] == {"p": 300} and state.group["self_at_fold"] == 200
+    if representation == "merge":  # "me" ranks before "p": its revisits start at sample 500
+        store = state.model.to_checkpoint()[0]["state"]["model"]["store"]
+        assert store["cursor"] == 500 % state.model.n_support_vectors
 
     before = state.model.decision_one(x)
     assert sync.fold(state) == 0  # nothing new from the peer: unchanged

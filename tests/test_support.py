@@ -782,6 +782,19 @@ def test_reprocess_visits_every_vector_in_turn_and_keeps_the_label_of_its_sign()
     assert new_store().reprocess(0.0, 0.5) == 0.0
 
 
+def test_revisits_start_where_they_are_pointed():
+    store = new_store(budget=None)
+    for x, c in [([0.0, 0.0, 0.0], 1.0), ([3.0, 0.0, 0.0], -1.0), ([0.0, 3.0, 0.0], 1.0)]:
+        store.value(np.array(x))
+        store.add(0.01 * c)
+    store.revisit_from(7)  # 7 mod 3: the second vector, then the third
+    assert [store.reprocess(0.0, 0.5) for _ in range(2)] == [-1.0, 1.0]
+    np.testing.assert_allclose(store.coefficients, [0.01, -0.51, 0.51])
+    empty = new_store()
+    empty.revisit_from(5)
+    assert empty.reprocess(0.0, 0.5) == 0.0
+
+
 def test_value_then_reprocess_refuses_a_stale_add():
     """`add` after a reprocess step would use the sum over the old coefficients."""
     X, y = stream(n=20)

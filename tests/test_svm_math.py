@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -302,3 +303,32 @@ def test_a_group_worker_steps_rate_times_the_schedule_at_the_groups_count(small_
     for rate in (0.5, float("nan"), True, 2e6):
         with pytest.raises(ValueError, match="rate"):
             worker.group_steps(rate)
+
+
+@pytest.mark.parametrize("reprocess", [1, 2])
+def test_group_workers_revisit_consecutive_shares_of_the_vectors(small_data, reprocess):
+    """`group_revisits(N + r n)`: worker `r` of a group learning `n` samples a round each starts
+    its revisits at vector `reprocess (N + r n)` mod the number of vectors, where one model
+    learning the whole stream would revisit on its sample `N + r n`."""
+    X, y = small_data
+    model = AdvKernelSVM(gamma=0.5, budget=16, seed=4, reprocess=reprocess)
+    for xi, yi in zip(X[:40], y[:40]):
+        model.learn_one(dict(enumerate(xi)), bool(yi))
+    size = model.n_support_vectors
+    assert size == 16
+
+    def cursor(m):
+        return m.to_checkpoint()[0]["state"]["model"]["store"]["cursor"]
+
+    workers = [copy.deepcopy(model) for _ in range(3)]
+    for rank, worker in enumerate(workers):
+        worker.group_revisits(40 + rank * 5)
+    assert [cursor(w) for w in workers] == [reprocess * (40 + r * 5) % size for r in range(3)]
+    before = model.to_checkpoint()[0]
+    for position in (-1, 2.0, True, None):
+        with pytest.raises(ValueError, match="position"):
+            model.group_revisits(position)
+    assert model.to_checkpoint()[0] == before
+    features = AdvKernelSVM(gamma=0.5, budget=16, budget_policy="compact", seed=4)
+    features.learn_one({0: 1.0}, True)
+    features.group_revisits(7)  # random features keep no vectors to revisit: nothing changes
