@@ -12,8 +12,8 @@ models into its own with weights = samples learned since the last sync (the prot
 after a sync). Between syncs each worker steps on the group's clock,
 `AdvKernelSVM.group_steps(W)` as `advsvm serve` does (`--own-steps`: as if it learned alone,
 which divides every sample's step by W in the average), and revisits its own share of the
-stored vectors (`AdvKernelSVM.group_revisits`), as `advsvm serve` does. Two ways to average support vectors,
-the two of `advsvm serve --group-model`:
+stored vectors (`AdvKernelSVM.group_revisits`), as `advsvm serve` does. Two ways to average
+support vectors, the two of `advsvm serve --group-model`:
 
 - `union`: the union of every model's vectors, then budget maintenance (BSGD merges) back
   down to B (`river_advsvm.streams.merge.average`). Run for W <= `--union-max` (its cost grows
