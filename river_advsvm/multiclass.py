@@ -108,9 +108,10 @@ class OneVsRest(multiclass.OneVsRestClassifier):
 
     def certified_radius_one(self, x: dict, y, norm: str | None = None, bounds=None) -> float:
         """`certified_radius_many` for one sample."""
-        _, values = inputs.dict_values(x, missing_ok=True)
         bounds = inputs.check_box(bounds)
-        inputs.check_inside(values[values != 0], bounds)
+        if bounds is not None:
+            _, values = inputs.dict_values(x, missing_ok=True)
+            inputs.check_inside(values[values != 0], bounds)
         if y not in self.classifiers:
             return 0.0
         radius = np.inf
