@@ -112,6 +112,12 @@ def check_inside(values: np.ndarray, bounds: tuple[float, float] | None) -> None
             "data lives in, or bounds=None")
 
 
+def check_present_inside(values: np.ndarray, bounds: tuple[float, float] | None) -> None:
+    """`check_inside` for the inputs a sample has: a 0 is an absent input (a missing one in a
+    frame too), which a certificate over the sample's own inputs does not move."""
+    check_inside(values[values != 0], bounds)
+
+
 def describe(value) -> str:
     """A value in plain Python terms for an error message: `'x' (a str)`, `nan`, `None`."""
     if isinstance(value, np.generic):

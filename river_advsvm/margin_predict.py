@@ -169,8 +169,7 @@ class MarginPredictions:
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
         bounds = inputs.check_box(bounds)
-        # A 0 is an absent input (a missing one in a frame too): only the others must lie in it.
-        inputs.check_inside(values[values != 0], bounds)
+        inputs.check_present_inside(values, bounds)
         signs = np.array([self.sign_of(y) for y in labels])
         margins = signs * self._decision(names, values)
         return self._certified_radii(names, values, margins, norm, bounds)

@@ -96,7 +96,7 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         if len(labels) != len(values):
             raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels")
         bounds = inputs.check_box(bounds)
-        inputs.check_inside(values[values != 0], bounds)
+        inputs.check_present_inside(values, bounds)
         radii = np.full(len(labels), np.inf)
         for label, model in self.classifiers.items():
             if len(model.classes) < 2:  # this label's model has not seen both verdicts yet
@@ -111,7 +111,7 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         bounds = inputs.check_box(bounds)
         if bounds is not None:
             _, values = inputs.dict_values(x, missing_ok=True)
-            inputs.check_inside(values[values != 0], bounds)
+            inputs.check_present_inside(values, bounds)
         if y not in self.classifiers:
             return 0.0
         radius = np.inf

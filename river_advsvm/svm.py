@@ -437,7 +437,7 @@ class AdvKernelSVM(MarginClassifier):
         if not (inputs.is_whole(position) and position >= 0):
             raise ValueError(f"position must be an int >= 0, got {position!r}")
         if self._store is not None:
-            self._store.revisit_from(self.reprocess * int(position))
+            self._store.revisit_from(self.reprocess * position)
 
     def _attacked(self, v: np.ndarray, y: float, g: float, names: list) -> tuple[np.ndarray, float]:
         """The attacker's point in the threat ball around `v` that is learned
