@@ -29,11 +29,15 @@ Examples
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import logging
 import math
 import sys
+import warnings
+
+from river_advsvm.collapse import CollapseWarning
 
 __all__ = ["FORMATS", "JsonFormatter", "add_arguments", "configure", "fields", "reset"]
 
@@ -85,6 +89,16 @@ def _finite(value):
 
 _installed: logging.Handler | None = None
 _previous_levels: dict[str, int] = {}  # logger name ("" for the root) -> level before configure
+_warnings = contextlib.ExitStack()  # the warning filters and display before configure
+#: Python warnings are logged by this logger (the name `logging.captureWarnings` uses).
+WARNINGS_LOGGER = "py.warnings"
+
+
+def _log_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """`warnings.showwarning` while configured: a warning (a model's `CollapseWarning`, say)
+    becomes a line of the log's format, its category and message (not the source line Python
+    prints)."""
+    logging.getLogger(WARNINGS_LOGGER).warning("%s: %s", category.__name__, message)
 
 
 def configure(level: str = "info", log_format: str = "plain", stream=None) -> None:
@@ -92,7 +106,10 @@ def configure(level: str = "info", log_format: str = "plain", stream=None) -> No
 
     Replaces the handler a previous call installed (and only that one), so it can be called
     again. Kafka's client library is silent unless `level` is debug: its messages repeat what
-    the service says itself (connection attempts during an outage, say).
+    the service says itself (connection attempts during an outage, say). Python warnings
+    become warning lines of the same format, and a model's `CollapseWarning` is logged each
+    time the model collapses (the model warns as it turns constant; Python's default would
+    show only the first time).
     """
     global _installed
     if log_format not in FORMATS:
@@ -109,10 +126,14 @@ def configure(level: str = "info", log_format: str = "plain", stream=None) -> No
     _installed = handler
     for name in QUIET:
         logging.getLogger(name).setLevel(logging.DEBUG if level == "debug" else logging.CRITICAL)
+    _warnings.enter_context(warnings.catch_warnings())  # what `reset` puts back
+    warnings.showwarning = _log_warning
+    warnings.simplefilter("always", CollapseWarning)
 
 
 def reset() -> None:
-    """Remove the handler `configure` installed, and put the levels it set back."""
+    """Remove the handler `configure` installed, and put the levels and the handling of
+    warnings it set back."""
     global _installed
     if _installed is not None:
         logging.getLogger().removeHandler(_installed)
@@ -120,6 +141,7 @@ def reset() -> None:
     for name, level in _previous_levels.items():
         logging.getLogger(name).setLevel(level)
     _previous_levels.clear()
+    _warnings.close()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

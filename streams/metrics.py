@@ -94,7 +94,8 @@ class Reading:
     Counters (cumulative): `messages`, `learned`, `correct`, `predicted`, `checkpoints`,
     `topic_resets`, `dead_letters` (code -> count), `alerts` (kind -> count), `group_syncs`,
     `group_folds`. Gauges: everything else; `lag` maps (topic, partition) to messages behind.
-    `seconds_since_poll` is counted from the service's start until its first poll.
+    `seconds_since_poll` is counted from the service's start until its first poll. `collapsed`
+    is the model's own verdict that its decisions have turned constant (`collapsed`).
     """
 
     messages: int = 0
@@ -115,6 +116,7 @@ class Reading:
     random_features: int | None = None
     inputs: int | None = None
     model_samples: int | None = None
+    collapsed: bool | None = None
     clean_accuracy: float | None = None
     robust_accuracy: float | None = None
     certified_accuracy: float | None = None
@@ -139,6 +141,7 @@ class Reading:
             random_features=_count(model, "n_features"),
             inputs=_count(model, "n_inputs"),
             model_samples=_count(model, "n_learned"),
+            collapsed=_collapsed(model),
         )
         if state.group is not None:
             fields["group_syncs"] = state.group["seq"]
@@ -154,6 +157,18 @@ class Reading:
 def _count(model, name: str) -> int | None:
     value = getattr(model, name, None)
     return None if value is None else int(value)
+
+
+def _collapsed(model) -> bool | None:
+    """The model's `collapsed` (None for a model without one). The service may be learning
+    right now: a read that raced a write is retried."""
+    for _ in range(3):
+        try:
+            value = getattr(model, "collapsed", None)
+        except RuntimeError:  # its window changed while being read
+            continue
+        return None if value is None else bool(value)
+    return None
 
 
 def _monitor_snapshot(monitor) -> dict:
@@ -222,6 +237,8 @@ METRICS = [
             lambda r: r.inputs),
     _Metric("advsvm_model_samples", "gauge", "Samples the model has learned (in a group, the "
             "merged model's).", lambda r: r.model_samples),
+    _Metric("advsvm_model_collapsed", "gauge", "1 while the model's decisions have collapsed "
+            "to one class, else 0.", lambda r: None if r.collapsed is None else int(r.collapsed)),
     _Metric("advsvm_monitor_clean_accuracy_ratio", "gauge", "The monitor's rolling accuracy "
             "on the labelled messages.", lambda r: r.clean_accuracy),
     _Metric("advsvm_monitor_robust_accuracy_ratio", "gauge", "The monitor's rolling accuracy "

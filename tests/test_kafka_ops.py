@@ -341,3 +341,35 @@ def test_group_metrics_of_two_workers(broker, tmp_path):
     assert folded and all(s["advsvm_group_peers"] == 1 for s in folded)
     for process in processes:
         assert kh.stop_service(process) == 0
+
+
+def test_a_collapse_is_a_json_log_line_and_a_metric(broker, tmp_path):
+    """The paper's closed form at a radius the data cannot pay collapses (as in
+    test_adversarial_training): the service logs the model's CollapseWarning as a JSON line
+    of its log, every line of which stays JSON, and exposes the verdict as a gauge."""
+    from test_adversarial_training import blobs
+
+    topic = "ops-collapse"
+    bootstrap = broker.bootstrap_servers
+    clients.create_topics(bootstrap, {topic: 1})
+    X, y = blobs(n=900, d=50, seed=5, separation=0.2)
+    values = kh.messages(X, y.astype(int))
+    kh.produce(bootstrap, topic, values, partition=0)
+    port = free_port()
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(bootstrap, topic, "ops-collapse-group", directory,
+                               "--adversary", "closed_form", "--norm", "linf",
+                               "--budget", "1024", "--metrics-port", str(port),
+                               "--log-format", "json")
+    process = kh.start_service(command, log)
+    try:
+        kh.wait_until(lambda: probe(port, "/readyz")[0] == 200, 60, "readiness", process, log)
+        kh.wait_until(lambda: processed(port) >= len(values), 60, "the stream", process, log)
+        assert scrape(port)["advsvm_model_collapsed"] in (0.0, 1.0)
+    finally:
+        assert kh.stop_service(process) == 0, kh.tail(log)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]  # all of them JSON
+    warned = [line for line in lines if line["logger"] == "py.warnings"]
+    assert warned and all(line["level"] == "warning" for line in warned)
+    assert all(line["message"].startswith("CollapseWarning: AdvKernelSVM predicts a constant")
+               for line in warned), warned

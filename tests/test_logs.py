@@ -6,10 +6,12 @@ import argparse
 import io
 import json
 import logging
+import warnings
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from river_advsvm.collapse import CollapseWarning
 from river_advsvm.streams import logs, metrics
 
 
@@ -95,6 +97,30 @@ def test_configure_replaces_its_own_handler_only(output):
     assert (root.level, logging.getLogger("kafka").level) == original
     with pytest.raises(ValueError, match="plain, json"):
         logs.configure("info", "xml")
+
+
+def test_warnings_are_log_lines_and_every_collapse_is_logged(output):
+    """A model's CollapseWarning (and any other warning) is a line of the log's format, with
+    its category and message and no source line; each collapse is logged, not just the first;
+    `reset` puts Python's own handling back."""
+    before = warnings.showwarning
+    logs.configure("info", "json", stream=output)
+    for _ in range(2):  # the same warning from the same line: a model collapsing again
+        warnings.warn("AdvKernelSVM predicts a constant", CollapseWarning)
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")  # shown once per line, as Python's default
+        for _ in range(2):
+            warnings.warn("overflow in exp", RuntimeWarning)
+    assert [(line["level"], line["logger"], line["message"]) for line in lines(output)] == [
+        ("warning", "py.warnings", "CollapseWarning: AdvKernelSVM predicts a constant"),
+        ("warning", "py.warnings", "CollapseWarning: AdvKernelSVM predicts a constant"),
+        ("warning", "py.warnings", "RuntimeWarning: overflow in exp")]
+    logs.reset()
+    assert warnings.showwarning is before
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.warn("after reset", CollapseWarning)
+    assert [str(w.message) for w in caught] == ["after reset"] and len(lines(output)) == 3
 
 
 @settings(max_examples=100, deadline=None)

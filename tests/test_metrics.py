@@ -4,6 +4,7 @@ test's own (the service-level scrape comes with the service's wiring)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import urllib.error
 import urllib.request
@@ -274,3 +275,29 @@ def test_partition_lag_of_a_real_consumer(broker):
             (topic, 0): 30 - consumer.position(tp)}
     finally:
         consumer.close()
+
+
+def test_a_collapsed_model_shows_in_the_metrics(serve):
+    """`advsvm_model_collapsed` follows the model's own verdict: 0 while it learns, 1 once its
+    decisions turned constant (the closed form at a radius the data cannot pay, as in
+    test_adversarial_training), absent for a model that has no verdict."""
+    from river_advsvm.collapse import CollapseWarning
+
+    from test_adversarial_training import blobs
+
+    X, y = blobs(n=900, d=50, seed=5, separation=0.2)
+    model = AdvKernelSVM(epsilon=0.1, norm="linf", adversary="closed_form", seed=0)
+    state = ServiceState(model=model)
+    assert metrics.log_fields(Reading.from_state(state))["model_collapsed"] == 0
+    with pytest.warns(CollapseWarning):
+        for row, label in zip(X, y):
+            model.learn_one(dict(enumerate(row)), label)
+            if model.collapsed:
+                break
+    reading = Reading.from_state(state)
+    assert reading.collapsed is True and metrics.log_fields(reading)["model_collapsed"] == 1
+    server = serve(Source(**dataclasses.asdict(reading)))
+    assert scrape(server)[("advsvm_model_collapsed", ())] == 1.0
+    state.model = object()  # a model without the verdict
+    reading = Reading.from_state(state)
+    assert reading.collapsed is None and "model_collapsed" not in metrics.log_fields(reading)
