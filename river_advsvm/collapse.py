@@ -43,6 +43,8 @@ False
 
 from __future__ import annotations
 
+import math
+
 __all__ = ["LOPSIDED", "MIN_SPREAD", "ONE_SIDED", "SLACK", "CollapseWarning", "CollapseWatch"]
 
 #: `f(x)` varying less than this (standard deviation over a block) is flat.
@@ -135,3 +137,32 @@ class CollapseWatch:
     def collapsed(self) -> bool:
         """True when the last `blocks` full blocks all looked constant (see the module)."""
         return len(self._verdicts) == self.blocks and all(self._verdicts)
+
+    def state(self) -> dict:
+        """The verdicts of the last blocks and the sums of the block under way, as JSON."""
+        return {"verdicts": list(self._verdicts),
+                "counts": [int(c) for c in (self._seen, self._positive, self._predicted_positive,
+                                            self._right, self._right_positive)],
+                "sums": [float(self._sum), float(self._squares)]}
+
+    def restore(self, state: dict) -> None:
+        """Take back `state()`; `ValueError` (nothing changed) unless it is one of this watch."""
+        verdicts, counts, sums = state["verdicts"], state["counts"], state["sums"]
+        if not (isinstance(verdicts, list) and len(verdicts) <= self.blocks
+                and all(type(v) is bool for v in verdicts)):
+            raise ValueError(f"collapse verdicts {verdicts!r:.60} are not those of a watch")
+        if not (isinstance(counts, list) and len(counts) == 5
+                and all(type(c) is int for c in counts)):
+            raise ValueError(f"collapse counts {counts!r:.60} are not 5 ints")
+        seen, positive, predicted, right, right_positive = counts
+        if not (0 <= seen < self.block and 0 <= right_positive <= min(positive, predicted)
+                and max(positive, predicted, right) <= seen):
+            raise ValueError(f"collapse counts {counts!r} are out of range")
+        if not (isinstance(sums, list) and len(sums) == 2
+                and all(type(v) in (int, float) and math.isfinite(v) for v in sums)
+                and sums[1] >= 0):
+            raise ValueError(f"collapse sums {sums!r:.60} are not finite, or negative squares")
+        self._verdicts = list(verdicts)
+        (self._seen, self._positive, self._predicted_positive, self._right,
+         self._right_positive) = counts
+        self._sum, self._squares = float(sums[0]), float(sums[1])

@@ -54,6 +54,7 @@ class CheckpointMixin:
             "temperature": [self._calibration.scale, self._calibration.grad_squares],
             "held": [[[inputs.encode_name(n) for n in names], row.tolist(), y]
                      for names, row, y in self._held],
+            "collapse": self._collapse.state(),
             "model": scalars,
         }
         if self._schedule.group_clock[1] != 1.0:  # a worker of a group (`group_steps`)
@@ -97,6 +98,8 @@ class CheckpointMixin:
             hashes = model._index.hash_names(names)
             model._index.add(names, hashes)
             model._held = [model._held_row(*row) for row in state.get("held", [])]
+            if "collapse" in state:  # (not in checkpoints from before it was saved)
+                model._collapse.restore(state["collapse"])
             if "group_clock" in state:
                 model._schedule.join_group(*state["group_clock"], n_learned=model._n_learned)
             model._restore_model_state(state["model"], arrays)

@@ -10,6 +10,7 @@ import pickle
 import re
 import subprocess
 import sys
+import warnings
 import zipfile
 
 import numpy as np
@@ -71,6 +72,36 @@ def test_save_load_continue_is_identical_to_never_saving(tmp_path, name):
     assert arrays_a.keys() == arrays_b.keys()
     for key in arrays_a:
         np.testing.assert_array_equal(arrays_a[key], arrays_b[key])
+
+
+def test_a_restored_model_keeps_its_collapse_verdict():
+    """The collapse watch is state: a model restored from a checkpoint reports `collapsed` as
+    the uninterrupted one does, sample for sample, and warns when it does (it came back as a
+    fresh watch: not collapsed, and judged again from nothing)."""
+    rng = np.random.default_rng(0)
+    data = [({"a": float(rng.random())}, bool(rng.random() < 0.5)) for _ in range(800)]
+
+    def make():
+        return AdvKernelSVM(epsilon=3.0, adversary="closed_form", gamma=1.0, seed=0)
+
+    def learn(model, rows):  # the verdict and the warnings so far after each row
+        seen = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for x, y in rows:
+                model.learn_one(x, y)
+                seen.append((model.collapsed, len(caught)))
+        return seen
+
+    uninterrupted = learn(make(), data)
+    assert uninterrupted[-1][0]  # the stream does collapse the model
+    for cut in (300, 530, 700):  # a block under way, a block just judged, after the collapse
+        model = make()
+        learn(model, data[:cut])
+        loaded = AdvKernelSVM.from_checkpoint(*model.to_checkpoint())
+        assert loaded.collapsed == model.collapsed
+        warned = uninterrupted[cut - 1][1]
+        assert [(c, n + warned) for c, n in learn(loaded, data[cut:])] == uninterrupted[cut:]
 
 
 @settings(max_examples=25, deadline=None)
@@ -360,6 +391,14 @@ def test_object_arrays_are_never_unpickled(saved):
         lambda m: m["state"].update(group_clock=[0, 0.5]),
         lambda m: m["state"].update(group_clock=[10**9, 2.0]),
         lambda m: m["state"].update(group_clock=["0", 2.0]),
+        lambda m: m["state"].update(collapse={"verdicts": [1, 1], "counts": [0] * 5,
+                                              "sums": [0.0, 0.0]}),
+        lambda m: m["state"].update(collapse={"verdicts": [], "counts": [128, 0, 0, 0, 0],
+                                              "sums": [0.0, 0.0]}),
+        lambda m: m["state"].update(collapse={"verdicts": [], "counts": [3, 1, 0, 0, 2],
+                                              "sums": [0.0, 0.0]}),
+        lambda m: m["state"].update(collapse={"verdicts": [], "counts": [1, 1, 1, 1, 1],
+                                              "sums": [0.0, -1.0]}),
         # Loaded, these predicted from the bias alone, then failed to learn (a second store
         # over no inputs), or raised OverflowError at the next random feature's id.
         lambda m: m["state"].update(started=False),
