@@ -160,15 +160,10 @@ def _count(model, name: str) -> int | None:
 
 
 def _collapsed(model) -> bool | None:
-    """The model's `collapsed` (None for a model without one). The service may be learning
-    right now: a read that raced a write is retried."""
-    for _ in range(3):
-        try:
-            value = getattr(model, "collapsed", None)
-        except RuntimeError:  # its window changed while being read
-            continue
-        return None if value is None else bool(value)
-    return None
+    """The model's `collapsed` (None for a model without one; its verdicts are replaced whole,
+    never changed in place, so a read while the service learns is safe)."""
+    value = getattr(model, "collapsed", None)
+    return None if value is None else bool(value)
 
 
 def _monitor_snapshot(monitor) -> dict:
