@@ -21,14 +21,17 @@ import numpy as np
 
 from river_advsvm import inputs, kernels
 
-__all__ = ["OTHER_UNITS", "SCALE_FACTOR", "HeldRows", "WarmUpRows", "check_gamma",
-           "median_gamma"]
+__all__ = ["FAR_FROM_ZERO", "OTHER_UNITS", "SCALE_FACTOR", "HeldRows", "WarmUpRows",
+           "check_gamma"]
 
 #: `gamma='scale'` is this many times scikit-learn's `1 / (d Var X)` (see `AdvKernelSVM`).
 SCALE_FACTOR = 2.0
 #: `gamma='scale'`: an input whose range is this many times below the median range is in
 #: other units than the rest (see `HeldRows.gammas`).
 OTHER_UNITS = 10.0
+#: `gamma='scale'`: an input whose warm-up mean is more than this many of its ranges from 0 (a
+#: year, a temperature in kelvin) is measured about that mean, and centred on it (`centres`).
+FAR_FROM_ZERO = 10.0
 #: The rows of `HeldRows._stats`: the running statistics kept per input.
 _LOW, _HIGH, _SHIFT, _SUMS, _SQUARES, _NONZERO = range(6)
 
@@ -195,12 +198,16 @@ class HeldRows:
         """`gamma='scale'` on the rows held: one bandwidth per input (in the order of the name
         hashes, as the matrix's columns), or 1/d and why not. Without `other_units`, every
         range is floored at the median. Cached until a row is added."""
+        fitted = self._fitted_with_centres(other_units)
+        return fitted[0], fitted[1]
+
+    def _fitted_with_centres(self, other_units: bool) -> tuple:
         fitted = self._fitted.get(other_units)
         if fitted is None or fitted[0] != self.size:
             fitted = self._fitted[other_units] = (self.size, *self._fit(other_units))
-        return fitted[1], fitted[2]
+        return fitted[1:]
 
-    def _fit(self, other_units: bool) -> tuple[np.ndarray | float, str | None]:
+    def _fit(self, other_units: bool) -> tuple[np.ndarray | float, str | None, np.ndarray]:
         d = len(self.index)
         # (Sums over inputs in the hashes' order do not depend on the order of the keys.)
         low, high, shift, sums, squares, nonzero = self._stats[:, :d]
@@ -224,7 +231,12 @@ class HeldRows:
                 spread = np.maximum(spread, median)
             n = self.size
             inverse = 1.0 / spread  # 1 / s_j (every s_j >= some range > 0)
-            offset = shift * inverse  # c_j / s_j
+            # The kernel sees differences only: an input far from 0 next to its range counts
+            # by its spread about its mean, not by its distance from 0 (which would swamp the
+            # variance: inputs 100 +- 1 gave a kernel 40 times too wide, and chance accuracy).
+            means = shift + sums / n
+            centres = np.where(np.abs(means) * inverse > FAR_FROM_ZERO, means, 0.0)
+            offset = (shift - centres) * inverse  # (c_j - centre_j) / s_j
             sums = sums * inverse
             mean = (sums.sum() / n + offset.sum()) / d
             # sum_ij (x_ij / s_j - mean)^2, from the shifted sums: sum_j of squares_j / s_j^2
@@ -241,16 +253,18 @@ class HeldRows:
                 if c * (widest * widest) > 0 and c * (narrowest * narrowest) <= kernels.MAX_GAMMA:
                     inverse *= inverse
                     inverse *= c
-                    return inverse, None
+                    return inverse, None, centres
         why = "do not vary" if median == 0 else f"vary by too little (median range {median:.3g})"
-        return 1.0 / d, why
+        return 1.0 / d, why, np.zeros(0)
 
-    def fitted(self) -> tuple[dict | float, str | None]:
-        """`gammas` as a dict of one bandwidth per input name, in the order of their hashes."""
-        fitted, why = self.gammas()
+    def fitted(self) -> tuple[dict | float, str | None, dict | None]:
+        """`gammas` as a dict of one bandwidth per input name, in the order of their hashes,
+        and the centres of the inputs far from 0 by name (None if there are none)."""
+        fitted, why, centres = self._fitted_with_centres(True)
         if why:
-            return fitted, why
-        return dict(zip(self.names, fitted.tolist())), None
+            return fitted, why, None
+        far = {n: c for n, c in zip(self.names, centres.tolist()) if c != 0.0}
+        return dict(zip(self.names, fitted.tolist())), None, far or None
 
     def vote(self, names: list, values: np.ndarray, signs: np.ndarray, kernel: str) -> np.ndarray:
         """`sum_i y_i k(x, x_i) / n` over the held rows for each row of `values` (over
@@ -348,10 +362,3 @@ def check_gamma(gamma) -> dict | None:
         raise ValueError(f"gamma must be 'scale', a dict of per-feature bandwidths or a number "
                          f"in (0, {kernels.MAX_GAMMA:g}], got {gamma!r}")
     return None
-
-
-def median_gamma(gamma) -> float:
-    """The median of a dict of bandwidths, or the number itself."""
-    if isinstance(gamma, dict):
-        return float(np.median(np.array(list(gamma.values()), dtype=np.float64)))
-    return float(gamma)

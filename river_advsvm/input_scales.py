@@ -13,6 +13,16 @@ q x'|_1)` with `q_j = gamma_j / gamma`: the factor is `(gamma_j / gamma)^power`,
 room as inputs arrive; an input the bandwidths do not name takes the median. When every input
 has the same bandwidth there are no factors at all: rows pass through untouched, with no copy.
 
+Two guards keep the stored rows' arithmetic finite and precise in float32:
+
+- no factor exceeds `max_factor(max_features)`: where the bandwidths span more than that, the
+  reference is raised above the median (`reference_gamma`), so that a squared distance over
+  inputs of at most `inputs.MAX_ABS_VALUE` stays below float32's largest number;
+- an input whose values sit far from 0 next to its kernel width (centred by `gamma='scale'`,
+  see `bandwidth.FAR_FROM_ZERO`) is stored as `q_j (x_j - c_j)`, its centre subtracted: the
+  squared distances from cached norms would otherwise lose every digit of its differences.
+  The kernel only sees differences, so nothing else changes; gradients take the factors only.
+
 >>> import numpy as np
 >>> from river_advsvm.input_scales import InputScales
 
@@ -26,6 +36,12 @@ has the same bandwidth there are no factors at all: rows pass through untouched,
 >>> V.tolist(), U.tolist()
 ([[2.0, 6.0]], [[10.0]])
 
+>>> centred = InputScales({"year": 1.0, "pixel": 1.0}, gamma=1.0, max_features=10,
+...                       centres={"year": 2000.0})
+>>> centred.add(["year", "pixel"], 2)
+>>> centred.scaled(np.array([[2003.0, 0.5]]), np.zeros((1, 0)), [])[0].tolist()
+[[3.0, 0.5]]
+
 >>> uniform = InputScales(None, gamma=0.1, max_features=10)
 >>> uniform.columns(2) is None, uniform.scaled(V, U, ["age"])[0] is V
 (True, True)
@@ -34,12 +50,34 @@ has the same bandwidth there are no factors at all: rows pass through untouched,
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-__all__ = ["InputScales"]
+__all__ = ["InputScales", "max_factor", "reference_gamma"]
 
 #: Columns of room to begin with.
 _ROOM = 16
+
+
+def max_factor(max_features: int, power: float = 0.5) -> float:
+    """The largest factor an input may have. With `|x_j - c_j| <= 2e15` over `d <= max_features`
+    inputs, the norms `||q (x - c)||^2` of two rows (RBF's squared distances) sum to at most
+    `8e30 d q^2`, an L1 distance (Laplacian's) is at most `4e15 d q`: kept below half of
+    float32's largest number (3.4e38)."""
+    if power == 1.0:
+        return 4e22 / max_features
+    return math.sqrt(2e7 / max_features)
+
+
+def reference_gamma(gamma: float | dict, max_features: int, power: float = 0.5) -> float:
+    """The one bandwidth a store keeps for these per-input ones: their median, raised where
+    needed so that no factor `(gamma_j / gamma)^power` exceeds `max_factor`."""
+    if not isinstance(gamma, dict):
+        return float(gamma)
+    values = np.array(list(gamma.values()), dtype=np.float64)
+    return max(float(np.median(values)),
+               float(values.max()) / max_factor(max_features, power) ** (1.0 / power))
 
 
 class InputScales:
@@ -56,16 +94,23 @@ class InputScales:
         The most input columns there will be: the room never grows past it.
     power
         1/2 for a kernel of squared distances (RBF), 1 for one of L1 distances (Laplacian).
+    centres
+        The inputs stored about a centre, by name, or None (only with `by_name`).
 
     """
 
     def __init__(self, by_name: dict | None, gamma: float | None, max_features: int,
-                 power: float = 0.5):
+                 power: float = 0.5, centres: dict | None = None):
         self.by_name = by_name
         self.gamma = gamma
         self.max_features = max_features
         self.power = power
+        self.centres = centres if by_name is not None and centres else None
+        # What an input the bandwidths do not name takes.
+        self._median = (float(np.median(np.array(list(by_name.values()), dtype=np.float64)))
+                        if by_name else gamma)
         self._factors = np.ones(min(_ROOM, max_features))  # one per column, with spare room
+        self._centres = np.zeros(len(self._factors))
 
     @property
     def uniform(self) -> bool:
@@ -76,13 +121,33 @@ class InputScales:
         """The factor of each of these inputs."""
         if self.by_name is None:
             return np.ones(len(names))
-        median, by_name = self.gamma, self.by_name
-        ratios = np.array([by_name.get(n, median) for n in names]) / median
+        median, by_name = self._median, self.by_name
+        ratios = np.array([by_name.get(n, median) for n in names]) / self.gamma
         return np.sqrt(ratios) if self.power == 0.5 else ratios ** self.power
+
+    def centres_of(self, names: list) -> np.ndarray:
+        """The centre of each of these inputs (0 for one stored as it is)."""
+        if self.centres is None:
+            return np.zeros(len(names))
+        return np.array([self.centres.get(n, 0.0) for n in names], dtype=np.float64)
 
     def columns(self, d: int) -> np.ndarray | None:
         """The factors of the first `d` columns, or None when every input has scale 1."""
         return None if self.by_name is None else self._factors[:d]
+
+    def column_centres(self, d: int) -> np.ndarray | None:
+        """The centres of the first `d` columns, or None when no input is centred."""
+        return None if self.centres is None else self._centres[:d]
+
+    def row(self, v: np.ndarray) -> np.ndarray:
+        """A row over the first columns as the store sees it: `q (v - c)` (`v` itself when
+        every input has scale 1)."""
+        if self.by_name is None:
+            return v
+        q = self._factors[: v.shape[-1]]
+        if self.centres is None:
+            return v * q
+        return (v - self._centres[: v.shape[-1]]) * q
 
     def add(self, names: list, d: int) -> None:
         """The last `len(names)` of `d` columns are these new inputs."""
@@ -91,20 +156,33 @@ class InputScales:
         if d > self.max_features:
             raise ValueError(f"{d} input columns, more than max_features={self.max_features}")
         if d > len(self._factors):
-            grown = np.ones(min(max(d, 2 * len(self._factors)), self.max_features))
+            room = min(max(d, 2 * len(self._factors)), self.max_features)
+            grown, centres = np.ones(room), np.zeros(room)
             grown[: len(self._factors)] = self._factors
-            self._factors = grown
+            centres[: len(self._centres)] = self._centres
+            self._factors, self._centres = grown, centres
         self._factors[d - len(names) : d] = self.of(names)
+        self._centres[d - len(names) : d] = self.centres_of(names)
 
     def rebuild(self, names: list) -> None:
         """The factors of these columns afresh (a restored model's, from its inputs' names)."""
         self._factors = np.ones(min(_ROOM, self.max_features))
+        self._centres = np.zeros(len(self._factors))
         self.add(names, len(names))
 
     def scaled(self, V: np.ndarray, U: np.ndarray, u_names: list) -> tuple[np.ndarray, np.ndarray]:
-        """Rows `V` over the first columns and `U` over the inputs `u_names`, times their
-        factors; the same arrays when every input has scale 1."""
+        """Rows `V` over the first columns and `U` over the inputs `u_names` as the store sees
+        them, `q (x - c)`; the same arrays when every input has scale 1."""
         if self.by_name is None:
             return V, U
-        q = self._factors[: V.shape[-1]]
-        return V * q, (U * self.of(u_names) if len(u_names) else U)
+        if len(u_names) and self.centres is not None:
+            U = U - self.centres_of(u_names)
+        return self.row(V), (U * self.of(u_names) if len(u_names) else U)
+
+    def chained(self, GV: np.ndarray, GU: np.ndarray, u_names: list) -> tuple[np.ndarray, np.ndarray]:
+        """Gradients with respect to the store's rows, as gradients with respect to the inputs
+        (the chain rule through `x -> q (x - c)`: times `q`)."""
+        if self.by_name is None:
+            return GV, GU
+        q = self._factors[: GV.shape[-1]]
+        return GV * q, (GU * self.of(u_names) if len(u_names) else GU)

@@ -11,7 +11,7 @@ import numpy as np
 
 from river_advsvm import adversary, bandwidth, certify, inputs, kernels
 from river_advsvm import budget as rf
-from river_advsvm.input_scales import InputScales
+from river_advsvm.input_scales import InputScales, max_factor, reference_gamma
 from river_advsvm.margin import MarginClassifier
 from river_advsvm.support import SupportVectors
 
@@ -96,8 +96,13 @@ class AdvKernelSVM(MarginClassifier):
         scaler in front would. The factor 2 was measured: one online pass learns better with a
         kernel narrower than an offline SVM's (on River's 8 binary benchmark streams the mean
         accuracy rose from 93.3% to 94.0% behind a StandardScaler; on MNIST 8 vs 9 clean
-        accuracy and PGD accuracy rose, the certified accuracy fell). The warm-up samples are
-        learned in order once it ends; nothing is lost. `fitted_gamma` shows the result.
+        accuracy and PGD accuracy rose, the certified accuracy fell). An input whose warm-up
+        mean is more than 10 of its ranges from 0 (a year, a temperature in kelvin) is
+        measured about that mean, and stored minus it: in float32 a value far from 0 keeps
+        too few digits for the kernel to see its differences. Centre such inputs yourself
+        (a `preprocessing.StandardScaler` in front) when `gamma` is a number or a dict. The
+        warm-up samples are learned in order once it ends; nothing is lost. `fitted_gamma`
+        shows the result.
     regularization
         `λ`, the weight of `(λ/2) ||f||²` per sample. The paper writes `½||f||² + C loss`;
         that is the same problem with `λ = 1 / C` and steps scaled by `C`. With a constant
@@ -276,8 +281,10 @@ class AdvKernelSVM(MarginClassifier):
         self._seed = seed if seed is not None else random.getrandbits(63)
         # The bandwidth (the median of per-input ones; None until 'scale' fitted it) and the
         # per-input bandwidths as factors on the inputs, relative to it.
-        median = None if isinstance(gamma, str) else bandwidth.median_gamma(gamma)
-        self._input_scales = InputScales(by_name, median, max_features, SCALE_POWERS[kernel])
+        power = SCALE_POWERS[kernel]
+        reference = (None if isinstance(gamma, str)
+                     else reference_gamma(by_name or gamma, max_features, power))
+        self._input_scales = InputScales(by_name, reference, max_features, power)
         self._store = None
         self._scaled_row: tuple | None = None  # (a row, the same scaled): see _row_margin
         self.kernel_radius = 0.0
@@ -314,16 +321,18 @@ class AdvKernelSVM(MarginClassifier):
 
     def _fit_gamma(self) -> None:
         """`gamma='scale'`: the bandwidths, from the held-back warm-up rows."""
-        fitted, why = self._warm_rows.rows(self._held, self._held_inputs).fitted()
+        fitted, why, centres = self._warm_rows.rows(self._held, self._held_inputs).fitted()
         if why:
             warnings.warn(f"gamma='scale': the {len(self._held)} warm-up samples {why}; "
                           f"falling back to gamma = 1/d = {fitted:.6g} for every input",
                           stacklevel=5)
         # (The names were validated when they arrived, the bandwidths when they were fitted;
         # no input has a column yet: the model starts after the fit.)
-        self._input_scales = InputScales(fitted if isinstance(fitted, dict) else None,
-                                         bandwidth.median_gamma(fitted), self.max_features,
-                                         SCALE_POWERS[self.kernel])
+        power = SCALE_POWERS[self.kernel]
+        self._input_scales = InputScales(
+            fitted if isinstance(fitted, dict) else None,
+            reference_gamma(fitted, self.max_features, power), self.max_features,
+            power, centres)
         self._warm_rows = bandwidth.WarmUpRows()
 
     def _unstarted_margins(self, names, values):
@@ -338,7 +347,8 @@ class AdvKernelSVM(MarginClassifier):
     def fitted_gamma(self) -> float | dict | None:
         """The bandwidth in use: the number given, or one per feature name (what
         `gamma='scale'` fitted, or the dict given); None until it is known. Passing it as
-        `gamma` makes a model that learns exactly as this one."""
+        `gamma` makes a model that learns exactly as this one, unless the warm-up centred an
+        input far from 0 (see `gamma`): a model given its bandwidths stores it uncentred."""
         if self._gamma is None:
             return None
         by_name = self._input_scales.by_name
@@ -394,7 +404,7 @@ class AdvKernelSVM(MarginClassifier):
             # The margin's scaled row when it is of this row (no input added since): `add`
             # then knows it for the row `value` got, and does not check it again.
             given, scaled = self._scaled_row or (None, None)
-            v = scaled if given is v else v * q
+            v = scaled if given is v else self._input_scales.row(v)
         self._scaled_row = None
         active = 1.0 - y * g + radius * store.norm > 0.0
         # With nearly every sample active, the hinge loss is flat in b: damp its step (on
@@ -443,13 +453,14 @@ class AdvKernelSVM(MarginClassifier):
         """The attacker's point in the threat ball around `v` that is learned
         (`adversary.attacker_point`), and its margin; the store's latest `value` is of that
         point (what `add` stores)."""
-        store, q = self._store, self._input_scales.columns(len(v))
+        store, input_scales = self._store, self._input_scales
+        q = input_scales.columns(len(v))
 
         def margin(x):
-            return store.value(x if q is None else x * q) + self._bias
+            return store.value(input_scales.row(x)) + self._bias
 
-        def gradient(x):  # at the point of the latest `value`, chained through x -> q x
-            return store.gradient(x) if q is None else store.gradient(x * q) * q
+        def gradient(x):  # at the point of the latest `value`, chained through x -> q (x - c)
+            return store.gradient(x) if q is None else store.gradient(input_scales.row(x)) * q
 
         return adversary.attacker_point(margin, gradient, v, g, y, self.epsilon, self.norm,
                                         self.adversary_steps, self.bounds, self._movable(names))
@@ -470,8 +481,7 @@ class AdvKernelSVM(MarginClassifier):
     def _gradient_block(self, V, U, u_names, u_hashes):
         input_scales = self._input_scales
         GV, GU = self._store.gradients(*input_scales.scaled(V, U, u_names), u_hashes)
-        # The chain rule through x -> q x is the same product with q.
-        return input_scales.scaled(GV, GU, u_names)
+        return input_scales.chained(GV, GU, u_names)
 
     def _certified_radii(self, names, values, margins, norm, bounds):
         if self._store is None:
@@ -484,6 +494,11 @@ class AdvKernelSVM(MarginClassifier):
         q = input_scales.columns(V.shape[1])
         q = np.ones(V.shape[1]) if q is None else q
         q_u = input_scales.of(u_names)
+        if bounds is not None and input_scales.centres is not None:
+            # The rows are taken about the centres: so is the box, column by column.
+            centres = np.concatenate([input_scales.column_centres(V.shape[1]),
+                                      input_scales.centres_of(u_names)])
+            bounds = (bounds[0] - centres, bounds[1] - centres)
         if isinstance(self._store, SupportVectors):
             return certify.support_radii(self._store, margins, np.hstack([Vs, Us]), norm,
                                          bias=self._bias, scale=np.concatenate([q, q_u]),
@@ -523,6 +538,8 @@ class AdvKernelSVM(MarginClassifier):
         by_name = self._input_scales.by_name
         if by_name is not None and isinstance(self.gamma, str):  # fitted, not given
             scalars["gamma_by_name"] = _as_pairs(by_name)
+            if self._input_scales.centres is not None:
+                scalars["input_centres"] = _as_pairs(self._input_scales.centres)
         arrays = {}
         if self._store is not None:
             store_scalars, arrays = self._store.state()
@@ -537,6 +554,7 @@ class AdvKernelSVM(MarginClassifier):
             if len(fitted) > self.max_features:
                 raise ValueError("too many fitted bandwidths")
             by_name = bandwidth.check_gamma(_from_pairs(fitted))
+        centres = _centres_from_checkpoint(scalars.get("input_centres"), by_name)
         gamma = None if scalars["gamma"] is None else float(scalars["gamma"])
         self.kernel_radius = float(scalars.get("kernel_radius", 0.0))
         # Saved before the bias step was damped: full steps until nearly every sample is active.
@@ -552,8 +570,15 @@ class AdvKernelSVM(MarginClassifier):
         power = scalars.get("scale_power", 0.5)
         if type(power) is not float or power not in (0.5, SCALE_POWERS[self.kernel]):
             raise ValueError(f"scale_power {power!r} is not one of this kernel's")
-        # (Relative to the saved median, as the saved model's were.)
-        self._input_scales = InputScales(by_name, gamma, self.max_features, power)
+        # (Relative to the saved reference, as the saved model's were; never a factor past the
+        # bound this model's max_features sets.)
+        if by_name is not None and gamma is not None:
+            largest = (max(by_name.values()) / gamma) ** power
+            if not largest <= max_factor(self.max_features, power) * (1 + 1e-9):
+                raise ValueError(f"the saved bandwidths give an input the factor {largest:.3g}, "
+                                 f"above {max_factor(self.max_features, power):.3g} for "
+                                 f"max_features={self.max_features}")
+        self._input_scales = InputScales(by_name, gamma, self.max_features, power, centres)
         if ("store" in scalars) != self._started:
             # A model starts its store as it starts learning: one without the other would
             # predict from the bias alone, then start a second store over no inputs.
@@ -600,3 +625,21 @@ def _as_pairs(by_name: dict) -> list:
 def _from_pairs(pairs) -> dict:
     """The bandwidths `_as_pairs` wrote, by input name."""
     return {inputs.decode_name(n): g for n, g in pairs}
+
+
+def _centres_from_checkpoint(pairs, by_name: dict | None) -> dict | None:
+    """The saved centres of inputs far from 0, checked: fitted inputs only, finite numbers
+    within the inputs' bound."""
+    if pairs is None:
+        return None
+    if by_name is None or not isinstance(pairs, list) or not all(
+            isinstance(p, list) and len(p) == 2 for p in pairs):
+        raise ValueError("input_centres must be [name, centre] pairs of fitted inputs")
+    centres = _from_pairs(pairs)
+    for name, centre in centres.items():
+        if name not in by_name:
+            raise ValueError(f"input_centres names {name!r}, which has no fitted bandwidth")
+        if type(centre) is not float or not abs(centre) <= inputs.MAX_ABS_VALUE:
+            raise ValueError(f"the centre of {name!r} is {centre!r}, not a number within "
+                             f"+-{inputs.MAX_ABS_VALUE:g}")
+    return centres

@@ -3,6 +3,7 @@ arrive, the same when rebuilt from the names, and no copy when every input has s
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -10,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from river_advsvm import AdvKernelSVM
-from river_advsvm.input_scales import InputScales
+from river_advsvm import AdvKernelSVM, CheckpointError
+from river_advsvm.attacks import PGD
+from river_advsvm.input_scales import InputScales, max_factor
 
 
 def test_the_factors_of_known_and_unknown_names():
@@ -28,7 +30,7 @@ def test_the_factors_of_known_and_unknown_names():
 
 
 def test_the_room_grows_past_its_start_and_never_past_max_features():
-    scales = InputScales({"x0": 4.0}, gamma=1.0, max_features=40)
+    scales = InputScales({"x0": 4.0, "y": 1.0, "z": 1.0}, gamma=1.0, max_features=40)
     names = [f"x{j}" for j in range(40)]
     for d in range(1, 41):
         scales.add(names[d - 1 : d], d)
@@ -121,3 +123,154 @@ def test_a_laplacian_checkpoint_saved_with_square_root_factors_goes_on_with_them
     restored = AdvKernelSVM.from_checkpoint(meta, arrays)
     np.testing.assert_allclose(restored._input_scales.columns(2),
                                np.sqrt(model._input_scales.columns(2)))
+
+
+# -- inputs far from 0, bandwidths far apart --------------------------------------------------
+
+
+def far_stream(n: int, offset: float, spread: float, seed: int = 0):
+    """Five inputs `offset + spread z`, labelled by the signs of two of the `z` (XOR)."""
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(n, 5))
+    rows = [{f"x{j}": offset + spread * float(v) for j, v in enumerate(z)} for z in Z]
+    return rows, (Z[:, 0] * Z[:, 1] > 0).tolist()
+
+
+def raw_kernel_decision(model, x: dict) -> float:
+    """The model's margin from its raw inputs, brute force in float64: the stored vectors
+    mapped back to input space, `exp(-sum_j gamma_j (x_j - s_j)^2)` with the fitted bandwidths."""
+    store, scales, names = model._store, model._input_scales, model._index.names
+    d = len(names)
+    q = scales.columns(d)
+    centres = scales.column_centres(d)
+    S = store._S[: store.size, :d].astype(np.float64) / q
+    gammas = np.array([model.fitted_gamma[n] for n in names])
+    v = np.array([x[n] for n in names], dtype=np.float64)
+    if centres is not None:
+        v = v - centres  # (the same shift on both sides: differences are what the kernel sees)
+    alpha = store._scale * store._a[: store.size]
+    return float(alpha @ np.exp(-(((S - v) ** 2) @ gammas))) + model._bias
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_inputs_far_from_zero_learn_as_inputs_near_it(dtype):
+    """The kernel only sees differences: five inputs 1e3 or 1e6 away from 0 give the model the
+    same decisions (rounding aside) and the accuracy of inputs around 0. Without the warm-up
+    measuring them about their mean, the offset swamped the fitted variance (a kernel 40 times
+    too wide at an offset of 100); without centring, float32 kept no digit of their
+    differences: chance accuracy either way."""
+    rows, labels = far_stream(1500, 0.0, 1.0)
+    test_rows, test_labels = far_stream(300, 0.0, 1.0, seed=1)
+    accuracies, decisions = [], []
+    for offset in (0.0, 1e3, 1e6):
+        model = AdvKernelSVM(seed=0, dtype=dtype)
+        for x, y in zip(rows, labels):
+            model.learn_one({k: v + offset for k, v in x.items()}, y)
+        shifted = [{k: v + offset for k, v in x.items()} for x in test_rows]
+        decisions.append(np.array([model.decision_one(x) for x in shifted]))
+        accuracies.append(np.mean((decisions[-1] > 0) == np.array(test_labels)))
+    assert accuracies[0] > 0.85
+    assert accuracies[1] >= accuracies[0] - 0.02 and accuracies[2] >= accuracies[0] - 0.02
+    np.testing.assert_allclose(decisions[1], decisions[2], atol=1e-3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(spread=st.floats(1e-3, 1e3), ratio=st.floats(-1e7, 1e7))
+def test_a_centred_model_is_the_kernel_of_its_raw_inputs(spread, ratio):
+    """Whatever the offset and the spread, the float32 model's margin is the kernel expansion
+    over its inputs as they came, brute force in float64 (to float32's rounding: an input less
+    than 10 ranges from 0 is stored uncentred, a few 1e-4 of the exponent at worst)."""
+    rows, labels = far_stream(60, ratio * spread, spread)
+    model = AdvKernelSVM(seed=0, warm_up=30, budget=16)
+    for x, y in zip(rows, labels):
+        model.learn_one(x, y)
+    for x in far_stream(5, ratio * spread, spread, seed=2)[0]:
+        expected = raw_kernel_decision(model, x)
+        assert model.decision_one(x) == pytest.approx(expected, rel=2e-3, abs=2e-3)
+
+
+def test_bandwidths_far_apart_keep_every_factor_bounded():
+    """Bandwidths 300 orders apart (a dict the model accepts) gave an input the factor 1e150:
+    every stored row overflowed float32 and the first margin was not finite. The store's
+    bandwidth is raised until no factor passes `max_factor`; the kernel is the one named."""
+    by_name = {"a": 1.0, "b": 1e-300, "c": 1e-300}
+    model = AdvKernelSVM(gamma=by_name, seed=0, dtype="float32")
+    rng = np.random.default_rng(0)
+    rows = [{"a": float(v), "b": 0.5, "c": 1.0} for v in rng.normal(size=40)]
+    for x in rows:
+        model.learn_one(x, x["a"] > 0)
+    q = model._input_scales.columns(3)
+    assert q.max() <= max_factor(model.max_features) * (1 + 1e-12)
+    for x in rows[:5]:
+        assert model.decision_one(x) == pytest.approx(raw_kernel_decision(model, x), rel=1e-5)
+    assert np.mean([model.predict_one(x) == (x["a"] > 0) for x in rows]) > 0.9
+
+
+def test_an_input_of_tiny_warm_up_range_beside_huge_ones_stays_finite():
+    """An input that barely moved in the warm-up (an age of 30 +- 0.001) beside amounts near
+    1e15: its own bandwidth is 1e36 times theirs. Its factor used to be 1e18 and its squared
+    norms overflowed float32, so every margin came out as the bias alone."""
+    rng = np.random.default_rng(0)
+    rows = [{"m1": rng.random() * 1e15, "m2": rng.random() * 1e15,
+             "age": 30 + 1e-3 * rng.random()} for _ in range(20)]
+    rows += [{"m1": rng.random() * 1e15, "m2": rng.random() * 1e15,
+              "age": float(rng.integers(20, 80))} for _ in range(40)]
+    model = AdvKernelSVM(warm_up=20, seed=0, budget=8)
+    for x in rows:
+        model.learn_one(x, x["m1"] > 5e14)
+    assert model._input_scales.columns(3).max() <= max_factor(model.max_features) * (1 + 1e-12)
+    for x in rows[-10:]:
+        assert model.decision_one(x) == pytest.approx(raw_kernel_decision(model, x),
+                                                      rel=1e-4, abs=1e-6)
+
+
+def test_centres_are_saved_and_a_checkpoint_never_lifts_the_factor_bound():
+    rows, labels = far_stream(150, 1e4, 1.0)
+    model = AdvKernelSVM(seed=0, warm_up=50)
+    for x, y in zip(rows, labels):
+        model.learn_one(x, y)
+    assert model._input_scales.centres is not None and len(model._input_scales.centres) == 5
+    meta, arrays = model.to_checkpoint()
+    restored = AdvKernelSVM.from_checkpoint(meta, arrays)
+    for x in rows[:10]:
+        assert restored.decision_one(x) == model.decision_one(x)
+    state = meta["state"]["model"]
+
+    def refused(edit, match):
+        edited = copy.deepcopy(meta)
+        edit(edited["state"]["model"])
+        with pytest.raises(CheckpointError, match=match):
+            AdvKernelSVM.from_checkpoint(edited, arrays)
+
+    name = state["input_centres"][0][0]
+    refused(lambda s: s["input_centres"].append([["s", "nobody"], 1.0]), "no fitted bandwidth")
+    refused(lambda s: s["input_centres"].__setitem__(0, [name, 1e300]), "not a number within")
+    refused(lambda s: s["input_centres"].__setitem__(0, [name, "7"]), "not a number within")
+    refused(lambda s: s.update(input_centres={"x0": 1.0}), "pairs")
+    # A saved store bandwidth far below the fitted ones would give factors past the bound.
+    refused(lambda s: s.update(gamma=s["gamma"] * 1e-12), "factor")
+
+
+def test_no_attack_in_the_box_flips_a_point_certified_about_centres():
+    """The box of a centred model is taken about the same centres: the radii within the box
+    are those of the same model learned near 0, and PGD in the box at a point's radius never
+    flips it."""
+    rng = np.random.default_rng(0)
+    Z = rng.uniform(-1, 1, size=(340, 3))
+    y = Z[:, 0] + 0.5 * Z[:, 1] > 0
+    radii = {}
+    for offset in (0.0, 1e4):
+        X, box = offset + Z, (offset - 1.0, offset + 1.0)
+        model = AdvKernelSVM(seed=0, warm_up=50, dtype="float64")
+        for row, label in zip(X[:300], y[:300]):
+            model.learn_one(dict(enumerate(row.tolist())), bool(label))
+        radii[offset] = model.certified_radius_many(X[300:], y[300:], norm="linf", bounds=box)
+    assert model._input_scales.centres is not None
+    np.testing.assert_allclose(radii[1e4], radii[0.0], rtol=0.05)
+    X_test, y_test = X[300:], y[300:]
+    certified = np.flatnonzero(radii[1e4] > 0)
+    assert len(certified) >= 10
+    for i in certified:
+        r = float(radii[1e4][i])
+        attack = PGD(epsilon=r, norm="linf", steps=40, step_size=r / 8, bounds=box)
+        assert not attack.run(model, X_test[i : i + 1], y_test[i : i + 1]).fooled[0]

@@ -70,7 +70,9 @@ def support_radii(
         `q`, the positive factor of each column (1 if None). An input ball of radius `r`
         becomes `|q_j delta_j| <= r q_j` (L-inf) or `||q * delta||_2 <= r max q` (L2).
     bounds
-        `(lo, hi)`, the box every input lives in (for L-inf only; ignoring it is sound).
+        `(lo, hi)`, the box every input lives in (for L-inf only; ignoring it is sound):
+        numbers, or one per column for rows taken about centres (`q (x - c)`: the box of
+        column `j` is then `(lo - c_j, hi - c_j)`).
 
     Notes
     -----
@@ -142,7 +144,7 @@ def support_radii(
         raise ValueError(f"scale must hold {X.shape[1]} positive finite factors")
     if bounds is not None:
         lo, hi = bounds
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all() and np.all(lo < hi)):
             raise ValueError(f"bounds must be (lo, hi) with finite lo < hi, got {bounds!r}")
     if not np.isfinite(X).all():
         raise ValueError("rows to certify must be finite")
