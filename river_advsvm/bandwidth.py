@@ -31,7 +31,9 @@ SCALE_FACTOR = 2.0
 OTHER_UNITS = 10.0
 #: `gamma='scale'`: an input whose warm-up mean is more than this many of its ranges from 0 (a
 #: year, a temperature in kelvin) is measured about that mean, and centred on it (`centres`).
-FAR_FROM_ZERO = 10.0
+#: The vote's fits, on the first few rows (whose ranges are narrow by chance), take 10.
+FAR_FROM_ZERO = 2.0
+_VOTE_FAR_FROM_ZERO = 10.0
 #: The rows of `HeldRows._stats`: the running statistics kept per input.
 _LOW, _HIGH, _SHIFT, _SUMS, _SQUARES, _NONZERO = range(6)
 
@@ -235,7 +237,8 @@ class HeldRows:
             # by its spread about its mean, not by its distance from 0 (which would swamp the
             # variance: inputs 100 +- 1 gave a kernel 40 times too wide, and chance accuracy).
             means = shift + sums / n
-            centres = np.where(np.abs(means) * inverse > FAR_FROM_ZERO, means, 0.0)
+            far = FAR_FROM_ZERO if other_units else _VOTE_FAR_FROM_ZERO
+            centres = np.where(np.abs(means) * inverse > far, means, 0.0)
             offset = (shift - centres) * inverse  # (c_j - centre_j) / s_j
             sums = sums * inverse
             mean = (sums.sum() / n + offset.sum()) / d

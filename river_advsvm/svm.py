@@ -97,7 +97,7 @@ class AdvKernelSVM(MarginClassifier):
         kernel narrower than an offline SVM's (on River's 8 binary benchmark streams the mean
         accuracy rose from 93.3% to 94.0% behind a StandardScaler; on MNIST 8 vs 9 clean
         accuracy and PGD accuracy rose, the certified accuracy fell). An input whose warm-up
-        mean is more than 10 of its ranges from 0 (a year, a temperature in kelvin) is
+        mean is more than 2 of its ranges from 0 (a year, a temperature in kelvin) is
         measured about that mean, and stored minus it: in float32 a value far from 0 keeps
         too few digits for the kernel to see its differences. Centre such inputs yourself
         (a `preprocessing.StandardScaler` in front) when `gamma` is a number or a dict. The
