@@ -17,6 +17,7 @@ through its probabilities (`river_advsvm.attacks`, black box).
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from river import multiclass
 
 from river_advsvm import inputs
@@ -67,9 +68,26 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         self._learn(super().learn_one, x, as_label(y), **kwargs)
 
     def learn_many(self, X, y, **kwargs) -> None:
-        for label in set(y):
+        """Learn a batch: `X` a DataFrame, or an array whose columns are features 0..d-1, as
+        for the binary models; `y` a sequence of labels."""
+        X = _frame(X)
+        labels = list(y)
+        if len(labels) != len(X):
+            raise inputs.InvalidInput(f"{len(X)} samples but {len(labels)} labels")
+        for label in set(labels):
             as_label(label)
+        y = y if isinstance(y, pd.Series) else pd.Series(labels, index=X.index)
         self._learn(super().learn_many, X, y, **kwargs)
+
+    def predict_proba_many(self, X, **kwargs) -> pd.DataFrame:
+        """Each label's probability, per row of a DataFrame or of an array whose columns are
+        features 0..d-1."""
+        return super().predict_proba_many(_frame(X), **kwargs)
+
+    def predict_many(self, X, **kwargs) -> pd.Series:
+        """The most probable label, per row of a DataFrame or of an array whose columns are
+        features 0..d-1."""
+        return super().predict_many(_frame(X), **kwargs)
 
     def _learn(self, learn, *args, **kwargs) -> None:
         known = list(self.classifiers)
@@ -120,3 +138,17 @@ class OneVsRest(multiclass.OneVsRestClassifier):
                 return 0.0
             radius = min(radius, model.certified_radius_one(x, label == y, norm, bounds))
         return float(radius)
+
+
+def _frame(X) -> pd.DataFrame:
+    """A batch as River's one-vs-rest takes it: an array's columns are features 0..d-1."""
+    if isinstance(X, np.ndarray):
+        if X.ndim != 2:
+            raise inputs.InvalidInput(f"expected a 2-D array of samples, got shape {X.shape}",
+                                      "bad_shape")
+        return pd.DataFrame(X)
+    if not (hasattr(X, "columns") and hasattr(X, "to_numpy")):
+        raise inputs.InvalidInput(
+            f"expected a pandas DataFrame or a 2-D numpy array, got a {type(X).__name__}",
+            "bad_shape")
+    return X

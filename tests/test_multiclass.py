@@ -157,3 +157,31 @@ def test_a_refused_batch_of_new_labels_leaves_no_class_behind():
     with pytest.raises(InvalidInput, match="label"):
         model.learn_many(X.iloc[:1], pd.Series([float("nan")]))
     assert list(model.classifiers) == ["low", "right", "up"]
+
+
+def test_arrays_are_taken_as_the_binary_models_take_them(digits_ovr):
+    """An array's columns are features 0..d-1 for every batch method, as for the binary
+    models: the same model and the same answers as from a DataFrame. Anything else, or labels
+    of another length, is refused before any model changes."""
+    import pandas as pd
+    from sklearn.datasets import load_digits
+
+    from river_advsvm import InvalidInput
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    from_arrays = OneVsRest(AdvKernelSVM(seed=0))
+    from_arrays.learn_many(X[:600], y[:600])
+    from_frame, X_test, _ = digits_ovr
+    assert list(from_arrays.classifiers) == list(from_frame.classifiers)
+    np.testing.assert_array_equal(from_arrays.predict_many(X_test),
+                                  from_frame.predict_many(pd.DataFrame(X_test)))
+    np.testing.assert_array_equal(from_arrays.predict_proba_many(X_test).to_numpy(),
+                                  from_frame.predict_proba_many(pd.DataFrame(X_test)).to_numpy())
+    fresh = OneVsRest(AdvKernelSVM(seed=0))
+    for X_bad, y_bad in [(X[:5].tolist(), y[:5]), (X[0], y[:1]), (X[:5], y[:4])]:
+        with pytest.raises(InvalidInput):
+            fresh.learn_many(X_bad, y_bad)
+    assert not fresh.classifiers
+    with pytest.raises(InvalidInput):
+        from_arrays.predict_many(X_test.tolist())
