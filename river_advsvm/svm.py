@@ -279,8 +279,9 @@ class AdvKernelSVM(MarginClassifier):
         self.bounds = inputs.check_box(bounds)
         # An unseeded model draws its seed now; the seed is state, saved with the model.
         self._seed = seed if seed is not None else random.getrandbits(63)
-        # The bandwidth (the median of per-input ones; None until 'scale' fitted it) and the
-        # per-input bandwidths as factors on the inputs, relative to it.
+        # The bandwidth the store keeps (the median of per-input ones, or above it where they
+        # span too much: see InputScales; None until 'scale' fitted it) and the per-input
+        # bandwidths as factors on the inputs, relative to it.
         power = SCALE_POWERS[kernel]
         reference = (None if isinstance(gamma, str)
                      else reference_gamma(by_name or gamma, max_features, power))
@@ -296,8 +297,8 @@ class AdvKernelSVM(MarginClassifier):
 
     @property
     def _gamma(self) -> float | None:
-        """The bandwidth the store uses: the number given, or the median of the per-input
-        ones; None until `gamma='scale'` fitted them."""
+        """The bandwidth the store uses: the number given, or `reference_gamma` of the
+        per-input ones; None until `gamma='scale'` fitted them."""
         return self._input_scales.gamma
 
     @property
