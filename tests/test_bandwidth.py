@@ -11,13 +11,18 @@ from river_advsvm import AdvKernelSVM, bandwidth
 
 
 def dense_fit(X: np.ndarray, other_units: bool = True) -> np.ndarray:
-    """gamma='scale' on a dense matrix, as the docs define it (absent inputs are 0)."""
+    """gamma='scale' on a dense matrix, as the docs define it (absent inputs are 0): an input
+    whose mean is more than `FAR_FROM_ZERO` of its ranges from 0 is measured about its mean
+    (the vote, `other_units=False`, measures every input about its mean)."""
     spread = X.max(axis=0) - X.min(axis=0)
     median = float(np.median(spread[spread > 0]))
     dense = 2 * np.count_nonzero(X, axis=0) >= len(X)
     own = other_units & dense & (spread > 0) & (bandwidth.OTHER_UNITS * spread < median)
     spread = np.where(own, spread, np.maximum(spread, median))
-    return bandwidth.SCALE_FACTOR / (X.shape[1] * float((X / spread).var()) * spread**2)
+    means = X.mean(axis=0)
+    far = np.abs(means) > bandwidth.FAR_FROM_ZERO * spread if other_units else True
+    centred = X - np.where(far, means, 0.0)
+    return bandwidth.SCALE_FACTOR / (X.shape[1] * float((centred / spread).var()) * spread**2)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -29,12 +34,16 @@ def test_the_running_statistics_fit_what_the_dense_matrix_does(seed):
     X = rng.random((n, d)) * rng.uniform(0.01, 100.0, d) + rng.uniform(-1e6, 1e6, d)
     X[rng.random((n, d)) < 0.2] = 0.0
     X[: n // 2, -3:] = 0.0
+    # Three inputs always present: two far from 0 (measured about their means), one about
+    # 1.3 of its ranges from it (about 0).
+    X[:, :3] = rng.random((n, 3)) * [0.5, 3.0, 1.0] + [-4e5, 7e3, 0.8]
     rows = bandwidth.HeldRows()
     hashes = {j: int(h) for j, h in enumerate(rng.integers(0, 2**63, d))}
     for x in X:
         present = np.flatnonzero(x != 0)
         rows.append(present.tolist(), x[present], hashes)
     columns = [rows.names.index(j) for j in range(d)]
+    assert rows.fitted()[2].keys() == {0, 1}  # the centred inputs
     for other_units in (True, False):
         fitted, why = rows.gammas(other_units)
         assert why is None
