@@ -164,9 +164,11 @@ def stop_when_consumed(processes: dict, logs: dict, read_group, total: int,
 
 
 def checkpoint_info(directory) -> dict | None:
-    """`advsvm inspect`'s view of the checkpoint, or None while there is none."""
+    """`advsvm inspect`'s view of the checkpoint, or None while there is none. (The file's
+    path, not the directory's: `describe` reads a path that is not a directory yet as the file,
+    and the service may create the directory in between.)"""
     try:
-        return state.describe(directory)
+        return state.describe(state.checkpoint_path(directory))
     except FileNotFoundError:
         return None
 
