@@ -46,8 +46,9 @@ class HeldRows:
     small range keeps its digits).
     These are the rows of one matrix, its columns in the order of the name hashes.
 
-    The matrix, and the matrix of its squares, have their columns in the order of the name
-    hashes, so that the vote's products do not depend on the order of the keys either (a row
+    The matrix, and the matrix of its squares, hold the rows less the shifts `c_j` (the vote's
+    distances do not depend on them, and float32 keeps the digits of an input far from 0), and
+    have their columns in the order of the name hashes, so that the vote's products do not depend on the order of the keys either (a row
     bringing new inputs lays the held rows out again: rare past the first rows). They are
     float32: only the vote reads them (the statistics are float64, from each row as it
     arrives), and a provisional vote does not need more (the support vectors are float32 by
@@ -83,7 +84,9 @@ class HeldRows:
 
     @property
     def matrix(self) -> np.ndarray:
-        """The held rows, columns in the order of the name hashes."""
+        """The held rows less each input's shift (the vote's distances do not depend on it,
+        and float32 keeps the digits of inputs far from 0), columns in the order of the name
+        hashes."""
         return self._X[: self.size, : len(self.index)]
 
     def append(self, names: list, row: np.ndarray, hashes: dict) -> None:
@@ -113,6 +116,12 @@ class HeldRows:
             stats[_LOW] = first if not self.size else 0.0
             stats[_HIGH] = first if not self.size else 0.0
             self._stats[:, self._rank[start:]] = stats
+            if self.size:  # the earlier rows' 0, less the shift
+                placed = self._rank[start:]
+                self._X[: self.size, placed] = -first
+                self._X2[: self.size, placed] = first * first
+                self._vote_squares[: self.size] = (self._X2[: self.size, : len(self.index)]
+                                                   @ self._vote_gammas32)
             columns = self.index.lookup(names)
         d = len(self.index)
         if self.size == len(self._X):
@@ -132,8 +141,8 @@ class HeldRows:
         sums += shifted
         squares += shifted * shifted
         nonzero += x != 0
-        self._X[self.size, :d] = x
-        self._X2[self.size, :d] = x * x
+        self._X[self.size, :d] = shifted
+        self._X2[self.size, :d] = shifted * shifted
         self.size += 1
         if self.size & (self.size - 1):
             self._vote_squares[self.size - 1] = float(self._X2[self.size - 1, :d]
@@ -285,6 +294,7 @@ class HeldRows:
         else:
             Z = np.zeros((len(values), X.shape[1]))
             Z[:, self._rank[columns.known_columns]] = values[:, columns.known]
+        Z -= self._stats[_SHIFT, : X.shape[1]]  # as the held rows are
         # Inputs the held rows never had add the same distance to every held row (at the
         # median bandwidth; with no input held yet, `_fit`'s fallback 1/1).
         spread = ((self._median_vote_gamma() if len(gammas) else 1.0) if len(columns.unknown)
