@@ -261,13 +261,17 @@ class HeldRows:
                           + 2.0 * (centre @ sums) + n * (centre @ centre))
             variance = max(total / (n * d), 0.0)
             if variance > 0:
-                # gamma_j = c / s_j^2: the largest and smallest come from the extreme s_j, so
-                # absurd values are refused before any is formed (nothing overflows).
+                # gamma_j = c / s_j^2: the smallest comes from the widest s_j, the median's from
+                # the median range, so an absurd fit is refused before any is formed. An input
+                # in its own units narrower still takes at most the largest bandwidth accepted:
+                # one input in micro-units no longer throws the whole fit away.
                 c = SCALE_FACTOR / (d * variance)
-                widest, narrowest = float(inverse.min()), float(inverse.max())
-                if c * (widest * widest) > 0 and c * (narrowest * narrowest) <= kernels.MAX_GAMMA:
-                    inverse *= inverse
-                    inverse *= c
+                widest = float(inverse.min())
+                if c * (widest * widest) > 0 and c / (median * median) <= kernels.MAX_GAMMA:
+                    with np.errstate(over="ignore"):  # (inf: capped just below)
+                        inverse *= inverse
+                        inverse *= c
+                    np.minimum(inverse, kernels.MAX_GAMMA, out=inverse)
                     return inverse, None, centres
         why = "do not vary" if median == 0 else f"vary by too little (median range {median:.3g})"
         return 1.0 / d, why, np.zeros(0)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from river_advsvm import AdvKernelSVM, CheckpointError
+from river_advsvm import AdvKernelSVM, CheckpointError, kernels
 from river_advsvm.attacks import PGD
 from river_advsvm.input_scales import InputScales, max_factor
 
@@ -295,3 +296,23 @@ def test_the_warm_up_vote_does_not_depend_on_where_the_inputs_sit():
         votes.append([model.decision_one(dict(enumerate(z.tolist()))) for z in Z[60:] + offset])
     np.testing.assert_allclose(votes[1], votes[0], rtol=1e-3, atol=1e-5)
     np.testing.assert_allclose(votes[2], votes[0], rtol=1e-3, atol=1e-5)
+
+
+def test_one_input_in_micro_units_does_not_throw_the_fit_away():
+    """An input whose warm-up range asks for a bandwidth past the largest accepted (1e10) takes
+    that one; the other inputs keep theirs. Before, the whole fit fell back to 1/d with a
+    warning: on inputs of a thousand units that kernel is far too narrow."""
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(2000, 3))
+    y = (Z[:, 1:] ** 2).sum(axis=1) < 1.4
+    X = Z * np.array([1e-7, 1e3, 1e3])
+    accuracies = []
+    for columns in ([0, 1, 2], [1, 2]):
+        model = AdvKernelSVM(seed=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no fallback warning
+            model.learn_many(X[:1500, columns], y[:1500])
+        accuracies.append(np.mean(model.predict_many(X[1500:, columns]) == y[1500:]))
+        if len(columns) == 3:
+            assert model.fitted_gamma[0] == kernels.MAX_GAMMA
+    assert accuracies[1] > 0.9 and accuracies[0] >= accuracies[1] - 0.02
