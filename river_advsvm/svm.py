@@ -555,7 +555,8 @@ class AdvKernelSVM(MarginClassifier):
             if len(fitted) > self.max_features:
                 raise ValueError("too many fitted bandwidths")
             by_name = bandwidth.check_gamma(_from_pairs(fitted))
-        centres = _centres_from_checkpoint(scalars.get("input_centres"), by_name)
+        centres = _centres_from_checkpoint(scalars.get("input_centres"),
+                                           by_name if isinstance(self.gamma, str) else None)
         gamma = None if scalars["gamma"] is None else float(scalars["gamma"])
         self.kernel_radius = float(scalars.get("kernel_radius", 0.0))
         # Saved before the bias step was damped: full steps until nearly every sample is active.
@@ -629,8 +630,8 @@ def _from_pairs(pairs) -> dict:
 
 
 def _centres_from_checkpoint(pairs, by_name: dict | None) -> dict | None:
-    """The saved centres of inputs far from 0, checked: fitted inputs only, finite numbers
-    within the inputs' bound."""
+    """The saved centres of inputs far from 0, checked: inputs `gamma='scale'` fitted
+    (`by_name`, None when nothing was fitted) only, finite numbers within the inputs' bound."""
     if pairs is None:
         return None
     if by_name is None or not isinstance(pairs, list) or not all(

@@ -251,6 +251,13 @@ def test_centres_are_saved_and_a_checkpoint_never_lifts_the_factor_bound():
     refused(lambda s: s.update(input_centres={"x0": 1.0}), "pairs")
     # A saved store bandwidth far below the fitted ones would give factors past the bound.
     refused(lambda s: s.update(gamma=s["gamma"] * 1e-12), "factor")
+    # Only gamma='scale' centres: a model given its bandwidths has no centre to restore.
+    given = AdvKernelSVM(seed=0, gamma=model.fitted_gamma)
+    given.learn_one(rows[0], labels[0])
+    meta, arrays = given.to_checkpoint()
+    meta["state"]["model"]["input_centres"] = state["input_centres"]
+    with pytest.raises(CheckpointError, match="pairs of fitted inputs"):
+        AdvKernelSVM.from_checkpoint(meta, arrays)
 
 
 def test_no_attack_in_the_box_flips_a_point_certified_about_centres():
