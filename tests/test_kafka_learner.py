@@ -18,6 +18,7 @@ from hypothesis import strategies as st  # noqa: E402
 from river_advsvm import AdvKernelSVM, AdvLinearSVM  # noqa: E402
 from river_advsvm.attacks import PGD  # noqa: E402
 from river_advsvm.monitor import RobustnessMonitor  # noqa: E402
+from river_advsvm.streams import cli  # noqa: E402
 from river_advsvm.streams import kafka as kafka_io  # noqa: E402
 from river_advsvm.streams import outputs  # noqa: E402
 from river_advsvm.streams import state  # noqa: E402
@@ -127,6 +128,28 @@ def test_batches_give_the_model_and_outputs_of_one_message_at_a_time(draws, cuts
     counters = batched.state.counters
     assert counters["consumed"] == len(values)
     assert counters["predicted"] + counters["dead_letters"] == len(values)
+
+
+@pytest.mark.parametrize("offset, spread, gamma", [(1e4, 3.0, "0.05"), (-1e4, 1.0, "0.05"),
+                                                    (1e6, 1.0, "1")])
+def test_inputs_far_from_zero_restore_from_the_services_own_checkpoint(tmp_path, offset, spread,
+                                                                       gamma):
+    """With a numeric --gamma the support vectors hold the inputs as they come: far from 0 the
+    kernel's exponents round by more than the distances between inputs, and the running
+    ||f||^2 fell below 0. The service then refused its own checkpoint at the next start (exit
+    status 2, 'saved squared norm is negative'); it must resume from it as if never stopped."""
+    make = cli._model_factory(cli.build_parser().parse_args(["--gamma", gamma]))
+    X, y = kh.stream(800, d=6, seed=1)
+    values = kh.messages(offset + spread * X, y)
+    learner = Learner(state.ServiceState(model=make()), max_message_bytes=2**20)
+    learner.process_many(values[:600])
+    state.save(tmp_path, learner.state)
+    restored = Learner(state.load(tmp_path, state.Limits.of(make())), max_message_bytes=2**20)
+    kh.assert_same_model(restored.state.model, learner.state.model)
+    for run in (learner, restored):
+        run.process_many(values[600:])
+    kh.assert_same_model(restored.state.model, learner.state.model)
+    assert restored.state.counters["learned"] == 800
 
 
 def _monitor():
