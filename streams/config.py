@@ -19,7 +19,7 @@ import re
 from river_advsvm import margin
 from river_advsvm.labels import as_label
 from river_advsvm.streams import state as state_io
-from river_advsvm.streams.clients import MIN_HEARTBEAT_MS, Clients
+from river_advsvm.streams.clients import MAX_SESSION_TIMEOUT_MS, MIN_HEARTBEAT_MS, Clients
 from river_advsvm.streams.security import SecuritySettings
 
 __all__ = ["ServiceConfig"]
@@ -146,6 +146,11 @@ class ServiceConfig:
         if self.session_timeout_ms <= MIN_HEARTBEAT_MS:
             raise ValueError(f"session_timeout_ms must be > {MIN_HEARTBEAT_MS} (the shortest "
                              f"heartbeat interval), got {self.session_timeout_ms}")
+        if self.session_timeout_ms > MAX_SESSION_TIMEOUT_MS:
+            # (The Kafka client refused it only once a broker answered, naming its own settings.)
+            raise ValueError(f"session_timeout_ms must be at most {MAX_SESSION_TIMEOUT_MS} (the "
+                             "Kafka client's requests wait 5 s longer, and it closes connections "
+                             f"idle for 9 minutes), got {self.session_timeout_ms}")
         if self.blas_threads is not None and self.blas_threads < 0:
             raise ValueError(f"blas_threads must be >= 0, got {self.blas_threads}")
         # What the checkpoint holds is checked as it will be when read back.

@@ -239,6 +239,11 @@ def test_serve_without_a_broker_exits_with_one_line(tmp_path, servers):
     # retried that refusal forever as if the broker were away.
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
       "--session-timeout-ms", "100"], "session_timeout_ms must be > 100"),
+    # Refused by the Kafka client only after a broker answered and the output topics were
+    # created, in the words of settings the operator never gave (its request timeout).
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--connect-timeout", "1", "--session-timeout-ms", "600000"],
+     "session_timeout_ms must be at most 534999"),
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
       "--features", "0"], "--features"),
     # The local demo's counts: -1 sent every message unlabelled (count % -1 == 0), --partitions

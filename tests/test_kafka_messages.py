@@ -188,6 +188,8 @@ def test_service_config_validates():
     (dict(shutdown_timeout=math.nan), "shutdown_timeout"),
     (dict(max_poll_records=0), "max_poll_records"),
     (dict(session_timeout_ms=100), "session_timeout_ms must be > 100"),
+    (dict(session_timeout_ms=535_000), "session_timeout_ms must be at most 534999"),
+    (dict(session_timeout_ms=3_000_000_000), "session_timeout_ms must be at most 534999"),
     (dict(blas_threads=-1), "blas_threads"),
     # Topic names the broker refuses: an output was resent for ever (InvalidTopicError).
     (dict(predictions_topic="events/predictions"), "predictions_topic 'events/predictions' "
