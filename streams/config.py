@@ -14,6 +14,7 @@ Examples
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 
 from river_advsvm import margin
@@ -137,8 +138,9 @@ class ServiceConfig:
             raise ValueError("max_message_bytes must be >= 1")
         if not self.connect_timeout > 0:
             raise ValueError("connect_timeout must be > 0")
-        if not self.shutdown_timeout >= 0:
-            raise ValueError(f"shutdown_timeout must be >= 0, got {self.shutdown_timeout}")
+        if not 0 <= self.shutdown_timeout < math.inf:  # (the clients take whole milliseconds)
+            raise ValueError(f"shutdown_timeout must be a finite number >= 0, got "
+                             f"{self.shutdown_timeout}")
         if self.exit_when_idle is not None and not self.exit_when_idle >= 0:
             raise ValueError(f"exit_when_idle must be >= 0, got {self.exit_when_idle}")
         if self.max_poll_records < 1:
