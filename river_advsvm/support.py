@@ -508,7 +508,12 @@ class SupportVectors(KernelExpansion):
                 raise ValueError("the saved norm does not match the saved support vectors")
             if gram is not None:
                 scale = 1.0 + self.gamma * (norms[:, None] + norms[None, :])
-                if not (np.abs(saved_gram - gram[:size, :size]) <= _GRAM_TOLERANCE * scale).all():
+                # An exponent past the dtype's range is +inf (a kernel value of 0), in the saved
+                # matrix and in its recomputation alike: compared at the range's end.
+                top = np.finfo(self.dtype).max
+                saved = np.minimum(saved_gram, top, dtype=np.float64)
+                kept = np.minimum(gram[:size, :size], top, dtype=np.float64)
+                if not (np.abs(saved - kept) <= _GRAM_TOLERANCE * scale).all():
                     raise ValueError("the saved kernel exponents do not match the saved support "
                                      "vectors")
                 gram[:size, :size] = saved_gram
