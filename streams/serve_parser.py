@@ -92,8 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     service.add_argument("--max-message-bytes", type=int, default=2**20, metavar="BYTES",
                          help="larger messages are dead letters (default 1 MiB)")
     service.add_argument("--features", type=int, metavar="N",
-                         help="length of array-form x; other lengths are dead letters (default: "
-                         "the first learned array's)")
+                         help="length of array-form x, at most --max-features; other lengths are "
+                         "dead letters (default: the first learned array's)")
     service.add_argument("--labels", nargs=2, type=_label, metavar=("NEG", "POS"),
                          help="pin the two classes; other labels are dead letters (default: "
                          "the first two labels seen)")

@@ -246,6 +246,13 @@ def test_serve_without_a_broker_exits_with_one_line(tmp_path, servers):
      "session_timeout_ms must be at most 534999"),
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
       "--features", "0"], "--features"),
+    # Arrays wider than the model learns: every one was a dead letter (too_many_features).
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--connect-timeout", "1", "--features", "8", "--max-features", "4"],
+     "--features 8 is more inputs than the model learns (--max-features 4)"),
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--connect-timeout", "1", "--model", "linear", "--features", "20000"],
+     "--features 20000 is more inputs than the model learns (--max-features 10000)"),
     # The local demo's counts: -1 sent every message unlabelled (count % -1 == 0), --partitions
     # 0 meant 1, --workers -1 failed on the model options.
     (["--local-broker", "--replay-unlabelled-every", "-1"], "--replay-unlabelled-every: -1 is not a whole number >= 0"),
