@@ -235,6 +235,9 @@ def test_serve_without_a_broker_exits_with_one_line(tmp_path, servers):
     (["--gamma", "wide", "--local-broker"], "--gamma"),
     (["--local-broker", "--replay", "/nonexistent/data.parquet"], "no such file"),
     (["--workers", "2"], "--local-broker"),
+    # The bundled broker was served instead, silently.
+    (["--local-broker", "--bootstrap-servers", "kafka-1:9092", "--replay-limit", "20"],
+     "--bootstrap-servers is for a cluster of your own"),
     # Refused up front: the consumer refused it only once a broker answered, and the service
     # retried that refusal forever as if the broker were away.
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
