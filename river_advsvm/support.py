@@ -494,17 +494,26 @@ class SupportVectors(KernelExpansion):
         if saved_gram is not None:
             _check_gram(saved_gram, size, self.dtype)
             gram = self._new_gram()
+        norms = _squared_norms(vectors)
+        # The running norm summed kernel values computed row by row, a check sums them in
+        # blocks: they differ by rounding, which on inputs far from 0 (exponents taken from
+        # squared norms far larger than the distances) can put the running a^T K a below 0.
+        rounding = exponent_rounding(self.kernel, self.gamma, vectors, norms)
+        tolerance = (1e-6 + rounding) * float(np.abs(alpha).sum()) ** 2
+        if scalars["squared_norm"] < -tolerance:
+            raise ValueError("saved squared norm is negative")
         if size <= _CHECKED_NORM_SIZE or gram is not None:  # (a kept matrix has fewer rows)
-            norms = _squared_norms(vectors)
             exact = _quadratic_form(self.kernel, self.gamma, vectors, norms, alpha, gram)
-            # The running norm summed kernel values computed row by row, this sum in blocks.
-            rounding = exponent_rounding(self.kernel, self.gamma, vectors, norms)
-            tolerance = (1e-6 + rounding) * float(np.abs(alpha).sum()) ** 2
             if not abs(scalars["squared_norm"] - exact) <= tolerance:
                 raise ValueError("the saved norm does not match the saved support vectors")
             if gram is not None:
                 scale = 1.0 + self.gamma * (norms[:, None] + norms[None, :])
-                if not (np.abs(saved_gram - gram[:size, :size]) <= _GRAM_TOLERANCE * scale).all():
+                # An exponent past the dtype's range is +inf (a kernel value of 0), in the saved
+                # matrix and in its recomputation alike: compared at the range's end.
+                top = np.finfo(self.dtype).max
+                saved = np.minimum(saved_gram, top, dtype=np.float64)
+                kept = np.minimum(gram[:size, :size], top, dtype=np.float64)
+                if not (np.abs(saved - kept) <= _GRAM_TOLERANCE * scale).all():
                     raise ValueError("the saved kernel exponents do not match the saved support "
                                      "vectors")
                 gram[:size, :size] = saved_gram
@@ -595,8 +604,6 @@ def _check_state(store: SupportVectors, scalars: dict, arrays: dict, n_inputs: i
         )
     if not _SCALE_RANGE[0] <= abs(scalars["scale"]) <= _SCALE_RANGE[1]:
         raise ValueError("saved support vector scale is out of range")
-    if scalars["squared_norm"] < -1e-9 * max(1.0, abs(scalars["squared_norm"])):
-        raise ValueError("saved squared norm is negative")
     if min(scalars["degradation"], scalars["total_degradation"]) < 0:
         raise ValueError("saved weight degradation is negative")
     vectors, alpha = arrays.get("vectors"), arrays.get("alpha")

@@ -126,6 +126,9 @@ def _serve(args: argparse.Namespace) -> int:
     if args.local_broker and settings != security.SecuritySettings():
         raise ValueError("--local-broker starts a plaintext broker on 127.0.0.1: the security "
                          "settings are for a cluster of your own (--bootstrap-servers)")
+    if args.local_broker and args.bootstrap_servers:
+        raise ValueError("--local-broker serves the bundled broker it starts on 127.0.0.1: "
+                         "--bootstrap-servers is for a cluster of your own")
     if args.workers and args.metrics_port:
         raise ValueError("--metrics-port serves one service: with --workers each worker would "
                          "need a port of its own")

@@ -34,14 +34,19 @@ import dataclasses
 
 from river_advsvm.streams.security import CLIENT_KEYS, SecuritySettings
 
-__all__ = ["BOOTSTRAP_TIMEOUT_MS", "FIXED_SETTINGS", "MIN_HEARTBEAT_MS", "Clients", "create_topics",
-           "topic_id", "topic_known"]
+__all__ = ["BOOTSTRAP_TIMEOUT_MS", "FIXED_SETTINGS", "MAX_SESSION_TIMEOUT_MS", "MIN_HEARTBEAT_MS",
+           "Clients", "create_topics", "topic_id", "topic_known"]
 
 #: Clients give up bootstrapping after this long and the service retries with backoff, so that a
 #: SIGTERM during an outage is answered within seconds.
 BOOTSTRAP_TIMEOUT_MS = 5000
 #: The shortest heartbeat interval of the service's consumer: its session timeout must be longer.
 MIN_HEARTBEAT_MS = 100
+#: The consumer's requests may take this much longer than its session timeout.
+_REQUEST_MARGIN_MS = 5000
+#: The longest session timeout the service's consumer takes: kafka-python refuses a request
+#: timeout (the session's plus the margin) that is not below its idle-connection limit (9 min).
+MAX_SESSION_TIMEOUT_MS = 9 * 60 * 1000 - _REQUEST_MARGIN_MS - 1
 
 #: Settings the service chooses itself: changing them would break exactly-once or the outputs'
 #: guarantees, so `Clients` refuses them as extra settings.
@@ -111,7 +116,7 @@ class Clients:
             "heartbeat_interval_ms": max(MIN_HEARTBEAT_MS,
                                          min(3000, session_timeout_ms // 5)),
             "max_poll_records": max_poll_records,
-            "request_timeout_ms": max(30000, session_timeout_ms + 5000),
+            "request_timeout_ms": max(30000, session_timeout_ms + _REQUEST_MARGIN_MS),
             **self._common(client_id, bootstrap_timeout_ms),
             "group_id": group,
             "enable_auto_commit": False,

@@ -14,12 +14,13 @@ Examples
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 
 from river_advsvm import margin
 from river_advsvm.labels import as_label
 from river_advsvm.streams import state as state_io
-from river_advsvm.streams.clients import MIN_HEARTBEAT_MS, Clients
+from river_advsvm.streams.clients import MAX_SESSION_TIMEOUT_MS, MIN_HEARTBEAT_MS, Clients
 from river_advsvm.streams.security import SecuritySettings
 
 __all__ = ["ServiceConfig"]
@@ -137,8 +138,9 @@ class ServiceConfig:
             raise ValueError("max_message_bytes must be >= 1")
         if not self.connect_timeout > 0:
             raise ValueError("connect_timeout must be > 0")
-        if not self.shutdown_timeout >= 0:
-            raise ValueError(f"shutdown_timeout must be >= 0, got {self.shutdown_timeout}")
+        if not 0 <= self.shutdown_timeout < math.inf:  # (the clients take whole milliseconds)
+            raise ValueError(f"shutdown_timeout must be a finite number >= 0, got "
+                             f"{self.shutdown_timeout}")
         if self.exit_when_idle is not None and not self.exit_when_idle >= 0:
             raise ValueError(f"exit_when_idle must be >= 0, got {self.exit_when_idle}")
         if self.max_poll_records < 1:
@@ -146,6 +148,11 @@ class ServiceConfig:
         if self.session_timeout_ms <= MIN_HEARTBEAT_MS:
             raise ValueError(f"session_timeout_ms must be > {MIN_HEARTBEAT_MS} (the shortest "
                              f"heartbeat interval), got {self.session_timeout_ms}")
+        if self.session_timeout_ms > MAX_SESSION_TIMEOUT_MS:
+            # (The Kafka client refused it only once a broker answered, naming its own settings.)
+            raise ValueError(f"session_timeout_ms must be at most {MAX_SESSION_TIMEOUT_MS} (the "
+                             "Kafka client's requests wait 5 s longer, and it closes connections "
+                             f"idle for 9 minutes), got {self.session_timeout_ms}")
         if self.blas_threads is not None and self.blas_threads < 0:
             raise ValueError(f"blas_threads must be >= 0, got {self.blas_threads}")
         # What the checkpoint holds is checked as it will be when read back.

@@ -19,6 +19,7 @@ waits until all of them are idle, and prints the group's totals from its snapsho
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -129,7 +130,8 @@ def run_local(config_overrides: dict, model_factory, source: str = "phishing",
     checkpoint_dir = config_overrides.get("checkpoint_dir") or tempfile.mkdtemp(
         prefix="advsvm-local-"
     )
-    with LocalBroker() as broker:
+    # Opened first: a path that cannot be written fails before the broker, replay and run.
+    with _opened(outputs_file) as out, LocalBroker() as broker:
         config = ServiceConfig(**{
             "topic": "advsvm-input",
             "group": "advsvm",
@@ -168,8 +170,13 @@ def run_local(config_overrides: dict, model_factory, source: str = "phishing",
                 "samples_learned", "test_then_train_accuracy", "offsets", "counters", "path")},
                 indent=2))
             print(f"inspect it again with: advsvm inspect {checkpoint_dir}")
-        _show_outputs(broker.bootstrap_servers, config, show, outputs_file)
+        _show_outputs(broker.bootstrap_servers, config, show, out)
     return status
+
+
+def _opened(path: str | None) -> typing.ContextManager:
+    """`path` opened for writing, or nothing."""
+    return open(path, "w") if path else contextlib.nullcontext()
 
 
 
@@ -233,7 +240,7 @@ def _run_workers(broker, config: ServiceConfig, workers: int, worker_argv,
 
 
 def _show_outputs(bootstrap_servers: str, config: ServiceConfig, show: int,
-                  outputs_file: str | None) -> None:
+                  outputs_file: typing.TextIO | None) -> None:
     """Print the first `show` predictions and alerts; write every output to `outputs_file`."""
     if not show and not outputs_file:
         return
@@ -242,12 +249,12 @@ def _show_outputs(bootstrap_servers: str, config: ServiceConfig, show: int,
     found = {kind: read_outputs(bootstrap_servers, topic, security=config.security)
              for kind, topic in topics if topic}
     if outputs_file:
-        with open(outputs_file, "w") as f:
-            for kind, values in found.items():
-                for value in values:
-                    f.write(json.dumps({"output": kind, **json.loads(value)}) + "\n")
+        for kind, values in found.items():
+            for value in values:
+                outputs_file.write(json.dumps({"output": kind, **json.loads(value)}) + "\n")
+        outputs_file.flush()
         print(f"every output ({', '.join(f'{len(v)} {k}s' for k, v in found.items())}) "
-              f"written to {outputs_file}")
+              f"written to {outputs_file.name}")
     for kind in ("prediction", "alert"):
         values = found.get(kind, [])
         if show and values:

@@ -92,8 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     service.add_argument("--max-message-bytes", type=int, default=2**20, metavar="BYTES",
                          help="larger messages are dead letters (default 1 MiB)")
     service.add_argument("--features", type=int, metavar="N",
-                         help="length of array-form x; other lengths are dead letters (default: "
-                         "the first learned array's)")
+                         help="length of array-form x, at most --max-features; other lengths are "
+                         "dead letters (default: the first learned array's)")
     service.add_argument("--labels", nargs=2, type=_label, metavar=("NEG", "POS"),
                          help="pin the two classes; other labels are dead letters (default: "
                          "the first two labels seen)")
@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "waited out")
     service.add_argument("--session-timeout-ms", type=int, default=10000, metavar="MS",
                          help="the consumer group's session timeout: a frozen service loses its "
-                         "partitions after this long (default 10000)")
+                         "partitions after this long (default 10000, at most 534999: the "
+                         "Kafka client's limit)")
     service.add_argument("--max-poll-records", type=int, default=500, metavar="N",
                          help="records per poll, learned as one batch (default 500)")
     service.add_argument("--shutdown-timeout", type=float, default=30.0, metavar="SECONDS",

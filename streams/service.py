@@ -96,6 +96,15 @@ log = logging.getLogger(__name__)
 #: A batch holds at most this many bytes of messages, whatever a poll returned: decoding a batch
 #: at once must not multiply a poll's worth of large messages in memory.
 BATCH_BYTES = 4 * 2**20
+def _check_width(width: int | None, model) -> None:
+    """`ValueError` if arrays of `width` hold more inputs than the model learns: every array
+    message would be a dead letter (`too_many_features`)."""
+    most = getattr(model, "max_features", None)
+    if width is not None and most is not None and width > most:
+        raise ValueError(f"--features {width} is more inputs than the model learns "
+                         f"(--max-features {most}): every array message would be a dead letter")
+
+
 class _Rebalance(ConsumerRebalanceListener):
     """Forwards kafka-python's rebalance callbacks (run while the main thread is in `poll`) to
     the checkpoint strategy; an exception is kept and re-raised by the loop."""
@@ -138,6 +147,7 @@ class Service:
         self.config = config
         self.model_factory = model_factory
         learner = Learner(self._new_state(), config.max_message_bytes, monitor)
+        _check_width(config.width, learner.state.model)
         self.session = Session(config, learner, self._new_state)
         self.checkpoints = GroupWorker(self.session) if config.grouped else Standalone(
             self.session)

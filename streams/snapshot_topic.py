@@ -27,8 +27,8 @@ import time
 import uuid
 
 from river_advsvm.streams.group_basis import BASIS_PREFIX, BasisChoice
-from river_advsvm.streams.snapshot import (Snapshot, fence_key, fence_value, newer, parse_fence,
-                              parse_snapshot)
+from river_advsvm.streams.snapshot import (FENCE_PREFIX, Snapshot, fence_key, fence_value, newer,
+                              parse_fence, parse_snapshot)
 
 __all__ = ["FETCH_BYTES", "SnapshotReader", "read_group"]
 
@@ -144,6 +144,7 @@ def read_group(bootstrap_servers: str, topic: str, timeout: float = 30.0,
     clients = Clients(bootstrap_servers, settings or {}, security=security or SecuritySettings())
     if must_exist:
         _check_snapshot_topic(clients, topic)
+        _check_first_record(clients, topic, timeout)
     producer = clients.producer(client_id="advsvm-inspect")
     try:
         metadata = producer.send(topic, value=fence_value(None),
@@ -159,6 +160,41 @@ def read_group(bootstrap_servers: str, topic: str, timeout: float = 30.0,
         return dict(reader.latest)
     finally:
         reader.close()
+
+
+def _check_first_record(clients, topic: str, timeout: float) -> None:
+    """`ValueError` if the first record of `topic` is not one a group writes (a fence, a basis
+    or a snapshot): it is another topic of one partition (predictions, dead letters, an input
+    topic), which must not get the fence `read_group` writes."""
+    from kafka import TopicPartition
+
+    reader = clients.reader(client_id="advsvm-inspect", max_fetch_bytes=FETCH_BYTES)
+    try:
+        tp = TopicPartition(topic, 0)
+        reader.assign([tp])
+        if reader.end_offsets([tp])[tp] <= reader.beginning_offsets([tp])[tp]:
+            return  # empty: nothing to tell it by
+        reader.seek_to_beginning(tp)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for records in reader.poll(timeout_ms=200, max_records=1).values():
+                if records and not _group_record(records[0]):
+                    raise ValueError(f"{topic!r} is not a group's snapshot topic: its record "
+                                     f"{records[0].offset} is no snapshot, fence or basis; "
+                                     "nothing was written to it")
+                return
+        raise TimeoutError(f"could not read the first record of {topic} within {timeout}s")
+    finally:
+        reader.close()
+
+
+def _group_record(record) -> bool:
+    """Whether a record is one a group writes: a fence, a basis or a snapshot (a checkpoint,
+    which is a zip archive)."""
+    key, value = record.key, record.value or b""
+    if key is None:
+        return False
+    return key.startswith((FENCE_PREFIX, BASIS_PREFIX)) or value.startswith(b"PK\x03\x04")
 
 
 def _check_snapshot_topic(clients, topic: str) -> None:

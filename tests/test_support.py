@@ -690,7 +690,9 @@ def test_saved_exponents_that_do_not_fit_the_vectors_are_refused(kept_exponents)
     diagonal[4, 4] = 0.5
     poisoned = gram.copy()
     poisoned[0, 1] = np.nan
-    for bad in [far, negative, diagonal, poisoned, gram[:-1], gram.astype(np.float32),
+    overflowed = gram.copy()  # +inf stands for an exponent past the range, not a finite one
+    overflowed[0, 1] = overflowed[1, 0] = np.inf
+    for bad in [far, negative, diagonal, poisoned, overflowed, gram[:-1], gram.astype(np.float32),
                 gram.tolist()]:
         target = new_store(budget=20)
         before = target.state()
