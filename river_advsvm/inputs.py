@@ -36,6 +36,7 @@ __all__ = [
     "MAX_NAME_LENGTH",
     "FeatureIndex",
     "InvalidInput",
+    "check_batch",
     "decode_name",
     "describe",
     "dict_values",
@@ -352,6 +353,19 @@ def _checked_values(names: list, raw: list, missing_ok: bool) -> tuple[list, np.
     return names, values
 
 
+def check_batch(X) -> None:
+    """`InvalidInput` unless `X` is a batch the models take: a 2-D numpy array (its columns are
+    features 0..d-1) or a pandas DataFrame."""
+    if isinstance(X, np.ndarray):
+        if X.ndim != 2:
+            raise InvalidInput(f"expected a 2-D array of samples, got shape {X.shape}",
+                               "bad_shape")
+    elif not (hasattr(X, "columns") and hasattr(X, "to_numpy")):
+        raise InvalidInput(
+            f"expected a pandas DataFrame or a 2-D numpy array, got a {type(X).__name__}",
+            "bad_shape")
+
+
 def frame_values(X, missing_ok=False) -> tuple[list, np.ndarray]:
     """Column names and a float matrix from a pandas DataFrame or a 2-D numpy array.
 
@@ -359,21 +373,15 @@ def frame_values(X, missing_ok=False) -> tuple[list, np.ndarray]:
     `missing_ok` (inference), NaN entries become 0: absent, in River's sparse semantics;
     `missing_ok` may also be one bool per row.
     """
+    check_batch(X)
     if isinstance(X, np.ndarray):
-        if X.ndim != 2:
-            raise InvalidInput(f"expected a 2-D array of samples, got shape {X.shape}",
-                               "bad_shape")
         names = list(range(X.shape[1]))
         values = X
-    elif hasattr(X, "columns") and hasattr(X, "to_numpy"):
+    else:
         names = list(X.columns)
         if len(set(names)) != len(names):
             raise InvalidInput("feature names (columns) must be unique", "bad_name")
         values = X.to_numpy()
-    else:
-        raise InvalidInput(
-            f"expected a pandas DataFrame or a 2-D numpy array, got a {type(X).__name__}",
-            "bad_shape")
     if values.dtype.kind not in "biuf":
         for j, name in enumerate(names):
             column = values[:, j]

@@ -142,13 +142,5 @@ class OneVsRest(multiclass.OneVsRestClassifier):
 
 def _frame(X) -> pd.DataFrame:
     """A batch as River's one-vs-rest takes it: an array's columns are features 0..d-1."""
-    if isinstance(X, np.ndarray):
-        if X.ndim != 2:
-            raise inputs.InvalidInput(f"expected a 2-D array of samples, got shape {X.shape}",
-                                      "bad_shape")
-        return pd.DataFrame(X)
-    if not (hasattr(X, "columns") and hasattr(X, "to_numpy")):
-        raise inputs.InvalidInput(
-            f"expected a pandas DataFrame or a 2-D numpy array, got a {type(X).__name__}",
-            "bad_shape")
-    return X
+    inputs.check_batch(X)
+    return pd.DataFrame(X) if isinstance(X, np.ndarray) else X

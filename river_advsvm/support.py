@@ -490,7 +490,7 @@ class SupportVectors(KernelExpansion):
         # A saved exponent matrix is used if this store keeps one (otherwise it is rebuilt
         # from the vectors when first needed); checked against the vectors below.
         saved_gram = arrays.get("gram") if self._keeps_gram(n_inputs) else None
-        gram = norms = None
+        gram = None
         if saved_gram is not None:
             _check_gram(saved_gram, size, self.dtype)
             gram = self._new_gram()

@@ -96,6 +96,8 @@ log = logging.getLogger(__name__)
 #: A batch holds at most this many bytes of messages, whatever a poll returned: decoding a batch
 #: at once must not multiply a poll's worth of large messages in memory.
 BATCH_BYTES = 4 * 2**20
+
+
 def _check_width(width: int | None, model) -> None:
     """`ValueError` if arrays of `width` hold more inputs than the model learns: every array
     message would be a dead letter (`too_many_features`)."""
