@@ -278,6 +278,16 @@ class Learner:
             # Reloads and merges replace the model object: watch the one that learns.
             self.monitor.model = self.state.model
             return list(self.monitor.update(sample.x, sample.y, y_pred=y_pred) or [])
+        except inputs.InvalidInput as error:
+            # A sample the model takes but the monitor's attack does not (outside the box of
+            # --monitor-bounds): counted, and logged at the 1st, 2nd, 4th, 8th... such message,
+            # not at every one.
+            skipped = self.state.counters["monitor_skipped"] = \
+                self.state.counters.get("monitor_skipped", 0) + 1
+            if skipped & (skipped - 1) == 0:
+                log.warning("the monitor skipped %d labelled message(s) it cannot attack, the "
+                            "latest %r: %s", skipped, sample.id, _one_line(error))
+            return []
         except Exception as error:  # noqa: BLE001 - a monitor bug must not stop learning
             self._log_once(error, f"the monitor failed on message {sample.id!r}")
             return []

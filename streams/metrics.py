@@ -27,6 +27,7 @@ advsvm_predictions_correct_total                          learned ones predicted
 advsvm_dead_letters_total{code}                           invalid messages, by reason
 advsvm_checkpoints_written_total                          checkpoints written
 advsvm_topic_resets_total                                 input topics found recreated
+advsvm_monitor_skipped_total                              messages the monitor cannot attack
 advsvm_monitor_alerts_total{kind}                         monitor alerts since start, by kind
 advsvm_group_syncs_total                                  snapshots published (one worker)
 advsvm_group_folds_total                                  peer snapshots averaged in
@@ -92,7 +93,7 @@ class Reading:
     """What the service reports at one instant. None: the service does not have that value.
 
     Counters (cumulative): `messages`, `learned`, `correct`, `predicted`, `checkpoints`,
-    `topic_resets`, `dead_letters` (code -> count), `alerts` (kind -> count), `group_syncs`,
+    `topic_resets`, `monitor_skipped`, `dead_letters` (code -> count), `alerts` (kind -> count), `group_syncs`,
     `group_folds`. Gauges: everything else; `lag` maps (topic, partition) to messages behind.
     `seconds_since_poll` is counted from the service's start until its first poll. `collapsed`
     is the model's own verdict that its decisions have turned constant (`collapsed`).
@@ -105,6 +106,7 @@ class Reading:
     dead_letters: dict = dataclasses.field(default_factory=dict)
     checkpoints: int = 0
     topic_resets: int = 0
+    monitor_skipped: int = 0
     alerts: dict = dataclasses.field(default_factory=dict)
     group_syncs: int | None = None
     group_folds: int | None = None
@@ -137,6 +139,7 @@ class Reading:
             dead_letters=dict(counters["dead_letters_by_code"]),
             alerts=dict(counters.get("alerts_by_kind", {})),
             checkpoints=counters["checkpoints"], topic_resets=counters["topic_resets"],
+            monitor_skipped=counters.get("monitor_skipped", 0),
             support_vectors=_count(model, "n_support_vectors"),
             random_features=_count(model, "n_features"),
             inputs=_count(model, "n_inputs"),
@@ -210,6 +213,9 @@ METRICS = [
             lambda r: r.checkpoints),
     _Metric("advsvm_topic_resets_total", "counter", "Input topics found recreated (their "
             "checkpointed offsets were gone).", lambda r: r.topic_resets),
+    _Metric("advsvm_monitor_skipped_total", "counter", "Labelled messages the robustness "
+            "monitor could not attack (outside the box of --monitor-bounds); they are learned.",
+            lambda r: r.monitor_skipped),
     _Metric("advsvm_monitor_alerts_total", "counter", "Robustness monitor alerts since the "
             "service started, by kind.", lambda r: _labelled(r.alerts), ("kind",)),
     _Metric("advsvm_group_syncs_total", "counter", "Snapshots this worker published to its "

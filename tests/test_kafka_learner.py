@@ -20,6 +20,7 @@ from river_advsvm.attacks import PGD  # noqa: E402
 from river_advsvm.monitor import RobustnessMonitor  # noqa: E402
 from river_advsvm.streams import cli  # noqa: E402
 from river_advsvm.streams import kafka as kafka_io  # noqa: E402
+from river_advsvm.streams import metrics  # noqa: E402
 from river_advsvm.streams import outputs  # noqa: E402
 from river_advsvm.streams import state  # noqa: E402
 from river_advsvm.streams.learner import Learner  # noqa: E402
@@ -192,6 +193,31 @@ def test_the_monitor_sees_each_message_with_the_model_just_before_it(draws, cuts
     assert timeless[0] == timeless[1]
     assert one_monitor.n_sampled > 10  # the attacks did run
     kh.assert_same_model(batched.state.model, one_by_one.state.model)
+
+
+def test_messages_outside_the_monitors_box_are_learned_counted_and_logged_sparsely(caplog):
+    """A box (--monitor-bounds) the stream leaves: those messages are learned as any other;
+    the monitor skips them, the counter says how many, and the log has a line at the 1st, 2nd,
+    4th, ... one, not one a message."""
+    X, y = kh.stream(100, d=4, seed=3)
+    X = np.clip(X, -1.0, 1.0)
+    X[::2, 0] = 5.0  # every other message outside the box [-1, 1]
+    values = kh.messages(X, y)
+    monitor = RobustnessMonitor(None, attack=PGD(epsilon=0.1, norm="l2", bounds=(-1.0, 1.0)),
+                                sample_rate=0.5, window_size=20, min_sampled=2)
+    bare = Learner(state.ServiceState(model=AdvKernelSVM(seed=0)), max_message_bytes=2**20)
+    bare.process_many(values)
+    with caplog.at_level("WARNING", logger="river_advsvm.streams.learner"):
+        learner, _ = _run(values, [], AdvKernelSVM(seed=0), monitor)
+    counters = learner.state.counters
+    assert counters["monitor_skipped"] == 50 and counters["learned"] == 100
+    assert monitor.n_seen == 50
+    kh.assert_same_model(learner.state.model, bare.state.model)
+    skipped = [r for r in caplog.records if "monitor skipped" in r.getMessage()]
+    assert [int(r.getMessage().split()[3]) for r in skipped] == [1, 2, 4, 8, 16, 32]
+    assert all(r.exc_info is None for r in skipped)
+    assert metrics.log_fields(metrics.Reading.from_state(learner.state))[
+        "monitor_skipped_total"] == 50
 
 
 def test_an_unexpected_error_is_a_dead_letter_logged_once(caplog):
