@@ -86,6 +86,7 @@ def test_a_scrape_reports_the_counters_of_the_source(serve):
         ("advsvm_dead_letters_total", (("code", "wrong_width"),)): 1,
         ("advsvm_checkpoints_written_total", ()): 3,
         ("advsvm_topic_resets_total", ()): 0,
+        ("advsvm_monitor_skipped_total", ()): 0,
         ("advsvm_monitor_alerts_total", (("kind", "robust_gap"),)): 2,
         ("advsvm_last_checkpoint_age_seconds", ()): 1.5,
         ("advsvm_consumer_lag_messages", (("partition", "0"), ("topic", "digits"))): 5,
