@@ -136,7 +136,8 @@ def read_group(bootstrap_servers: str, topic: str, timeout: float = 30.0,
     `river_advsvm.streams.security.SecuritySettings`) and `settings` (other Kafka client settings) reach
     both clients, as in `river_advsvm.streams.clients.Clients`. With `must_exist`, a topic
     that does not exist or has more than one partition (no group's snapshot topic: an input
-    topic named by mistake, say) is a `ValueError` before anything is written to it.
+    topic named by mistake, say) is a `ValueError` before anything is written to it, and an
+    empty topic holds no group: nothing is written to it either.
     """
     from river_advsvm.streams.clients import Clients
     from river_advsvm.streams.security import SecuritySettings
@@ -144,7 +145,8 @@ def read_group(bootstrap_servers: str, topic: str, timeout: float = 30.0,
     clients = Clients(bootstrap_servers, settings or {}, security=security or SecuritySettings())
     if must_exist:
         _check_snapshot_topic(clients, topic)
-        _check_first_record(clients, topic, timeout)
+        if not _check_first_record(clients, topic, timeout):
+            return {}
     producer = clients.producer(client_id="advsvm-inspect")
     try:
         metadata = producer.send(topic, value=fence_value(None),
@@ -162,10 +164,10 @@ def read_group(bootstrap_servers: str, topic: str, timeout: float = 30.0,
         reader.close()
 
 
-def _check_first_record(clients, topic: str, timeout: float) -> None:
+def _check_first_record(clients, topic: str, timeout: float) -> bool:
     """`ValueError` if the first record of `topic` is not one a group writes (a fence, a basis
     or a snapshot): it is another topic of one partition (predictions, dead letters, an input
-    topic), which must not get the fence `read_group` writes."""
+    topic), which must not get the fence `read_group` writes. False if it has no record."""
     from kafka import TopicPartition
 
     reader = clients.reader(client_id="advsvm-inspect", max_fetch_bytes=FETCH_BYTES)
@@ -173,7 +175,7 @@ def _check_first_record(clients, topic: str, timeout: float) -> None:
         tp = TopicPartition(topic, 0)
         reader.assign([tp])
         if reader.end_offsets([tp])[tp] <= reader.beginning_offsets([tp])[tp]:
-            return  # empty: nothing to tell it by
+            return False  # empty: no group, and nothing to tell the topic by
         reader.seek_to_beginning(tp)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -182,7 +184,7 @@ def _check_first_record(clients, topic: str, timeout: float) -> None:
                     raise ValueError(f"{topic!r} is not a group's snapshot topic: its record "
                                      f"{records[0].offset} is no snapshot, fence or basis; "
                                      "nothing was written to it")
-                return
+                return True
         raise TimeoutError(f"could not read the first record of {topic} within {timeout}s")
     finally:
         reader.close()

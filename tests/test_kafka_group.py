@@ -523,3 +523,25 @@ def test_inspect_writes_nothing_to_a_topic_of_one_partition_that_is_no_snapshot_
                                        "nothing was written to it\n")
     assert [r.value for r in kh.read_topic(broker.bootstrap_servers, topic, 12)] == \
         kh.messages(X, y)
+
+
+def test_inspect_writes_nothing_to_an_empty_topic(broker, capsys):
+    # An empty topic of one partition holds no group; inspect wrote its fence in it (the first
+    # record of what may be a predictions topic named by mistake).
+    from kafka import TopicPartition
+
+    from river_advsvm.streams import cli as streams_cli
+
+    topic = f"insp-empty-{random.getrandbits(32):x}"
+    clients.create_topics(broker.bootstrap_servers, {topic: 1})
+    status = streams_cli.inspect_main(["--bootstrap-servers", broker.bootstrap_servers,
+                                       "--sync-topic", topic])
+    summary = json.loads(capsys.readouterr().out)
+    assert status == 0 and summary["per_worker"] == {} and summary["merged_model"] is None
+    reader = clients.Clients(broker.bootstrap_servers).reader(client_id="test-empty",
+                                                            max_fetch_bytes=2**20)
+    try:
+        tp = TopicPartition(topic, 0)
+        assert reader.end_offsets([tp])[tp] == 0
+    finally:
+        reader.close()
