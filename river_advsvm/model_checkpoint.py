@@ -246,12 +246,15 @@ class CheckpointMixin:
 
     def _max_table_bytes(self) -> int:
         """The most bytes of the arrays that hold a stored checkpoint's names (see the module's
-        docs): the name table, the held rows (each of at most `max_features` inputs) and the
-        numbers by name."""
+        docs), for a new model (its parameters), in either state it may be saved in: holding
+        rows back (fewer than its warm-up, each of at most `max_features` inputs, all of them
+        at most `max_features`), or not (its inputs, and names and numbers by name,
+        `_named_value_bounds`)."""
+        rows = max(self._rows_to_hold() - 1, 0)  # of a new model: its whole warm-up, but one
+        holding = rows * (_ROW_BYTES + _PAIR_BYTES * self.max_features)
         beyond, by_name = self._named_value_bounds()
-        rows = self._rows_to_hold()  # of a new model: the whole warm-up
-        return (name_table.max_bytes(self.max_features + beyond) + _PAIR_BYTES * by_name
-                + rows * (_ROW_BYTES + _PAIR_BYTES * self.max_features))
+        named = name_table.max_bytes(beyond) + _PAIR_BYTES * by_name
+        return name_table.max_bytes(self.max_features) + max(holding, named)
 
     @classmethod
     def checkpoint_array_bytes(cls, meta: dict) -> int:

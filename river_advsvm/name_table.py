@@ -7,7 +7,7 @@ instead, and refers to a name by its position in the table:
 
 - `text` (uint8): each name's canonical encoding (`inputs.encode_name`) as compact JSON, the
   text `inputs.key_hash` hashes; ASCII, one after the other;
-- `lengths` (uint16): the length of each one in bytes, 1 to `inputs.MAX_NAME_LENGTH`.
+- `lengths` (uint16): the length of each one in bytes, 1 to `ENTRY_BYTES`.
 
 Reading treats the table as hostile: each entry must be exactly the encoding of a name (so one
 name has one entry, and two entries never name the same input), and no entry may appear twice.
@@ -38,8 +38,9 @@ from river_advsvm import inputs
 __all__ = ["ENTRY_BYTES", "entry", "from_arrays", "max_bytes", "to_arrays"]
 
 #: The most bytes of one entry: an encoding is at most `inputs.MAX_NAME_LENGTH` characters
-#: with JSON's default separators, and its compact text is no longer.
-ENTRY_BYTES = inputs.MAX_NAME_LENGTH
+#: with JSON's default separators, and its compact text drops at least the space after the
+#: comma of its `[tag, value]`.
+ENTRY_BYTES = inputs.MAX_NAME_LENGTH - 1
 _COMPACT = (",", ":")
 _STR_PREFIX = '["s",'
 
@@ -90,10 +91,10 @@ def from_arrays(text: np.ndarray, lengths: np.ndarray) -> list:
         raise ValueError("the table holds a name twice")
     encoded = []
     for i, piece in enumerate(pieces):
-        if piece.startswith(_STR_PREFIX) and len(piece) < ENTRY_BYTES:
+        if piece.startswith(_STR_PREFIX):
             # A str name, the usual kind, checked at a third of the general path's cost: its
             # encoding with JSON's default separators (what `encode_name` bounds) is one
-            # character longer.
+            # character longer, within the bound as the piece is within ENTRY_BYTES.
             try:
                 text = json.loads(piece[len(_STR_PREFIX):-1])
             except ValueError:
