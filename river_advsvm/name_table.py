@@ -42,7 +42,7 @@ __all__ = ["ENTRY_BYTES", "entry", "from_arrays", "max_bytes", "to_arrays"]
 #: comma of its `[tag, value]`.
 ENTRY_BYTES = inputs.MAX_NAME_LENGTH - 1
 _COMPACT = (",", ":")
-_STR_PREFIX = '["s",'
+_STR_PREFIX, _INT_PREFIX = '["s",', '["i",'
 
 
 def entry(encoded) -> str:
@@ -101,6 +101,15 @@ def from_arrays(text: np.ndarray, lengths: np.ndarray) -> list:
                 text = None
             if type(text) is str and _STR_PREFIX + json.dumps(text) + "]" == piece:
                 encoded.append(["s", text])
+                continue
+        elif piece.startswith(_INT_PREFIX) and piece.endswith("]"):  # an int name, likewise
+            digits = piece[len(_INT_PREFIX):-1]
+            try:
+                number = int(digits)
+            except ValueError:
+                number = None
+            if number is not None and str(number) == digits:  # (not '+1', '01' or '1_0')
+                encoded.append(["i", number])
                 continue
         try:
             value = json.loads(piece)
