@@ -56,7 +56,7 @@ sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
 
 import common  # noqa: E402
 
-from river_advsvm import AdvKernelSVM, checkpoint  # noqa: E402
+from river_advsvm import AdvKernelSVM, model_checkpoint  # noqa: E402
 from river_advsvm.streams import merge  # noqa: E402
 from river_advsvm.streams.group_basis import coefficient_snapshot, proposed_vectors  # noqa: E402
 from river_advsvm.streams.snapshot import new_bookkeeping, parse_snapshot  # noqa: E402
@@ -167,7 +167,7 @@ class Group:
         published = [model.to_checkpoint() for model in self.models]
         if self.method == "basis":
             published = self.onto_basis(published)
-        self.bytes.append(int(np.mean([len(checkpoint.dumps(m, a)) for m, a in published])))
+        self.bytes.append(int(np.mean([len(model_checkpoint.dumps(m, a)) for m, a in published])))
         members = [(m, a, float(n)) for (m, a), n in zip(published, learned)]
         self.learned += sum(learned)
         total = self.learned  # the group model's n_learned, which sets the diminishing step
@@ -302,10 +302,10 @@ def fold_timing(data: dict, budget: int, peers: int, records: list, args) -> Non
            "support_vectors": store["size"], "basis_fold_s": min(timings["basis"]),
            "rebuild_s": min(timings["rebuild"]), "project_s": project, "refresh_s": refresh,
            "union_fold_s": timings["union"][0] if timings["union"] else None,
-           "full_snapshot_bytes": len(checkpoint.dumps(*published[0])),
-           "basis_snapshot_bytes": len(checkpoint.dumps(projected[0][0], projected[0][1])),
+           "full_snapshot_bytes": len(model_checkpoint.dumps(*published[0])),
+           "basis_snapshot_bytes": len(model_checkpoint.dumps(projected[0][0], projected[0][1])),
            # What `advsvm serve` publishes after a fold over the basis: the model, vectors and all.
-           "service_snapshot_bytes": len(checkpoint.dumps(*folded.to_checkpoint()))}
+           "service_snapshot_bytes": len(model_checkpoint.dumps(*folded.to_checkpoint()))}
     row.update(service_snapshots(folded, basis, peers, args.rounds))
     records.append(row)
     print(f"a worker's snapshot over the basis: {row['coefficient_snapshot_bytes']} bytes "
@@ -333,8 +333,8 @@ def service_snapshots(model: AdvKernelSVM, basis: SharedBasis, peers: int, round
                          group=new_bookkeeping("worker-0"))
     state.group["folded"] = {f"worker-{k}": 10_000 for k in range(1, peers + 1)}
     meta, arrays = model.to_checkpoint(state.extra())
-    whole = checkpoint.dumps(meta, arrays)
-    coefficients = checkpoint.dumps(*coefficient_snapshot(meta, arrays, basis, 1))
+    whole = model_checkpoint.dumps(meta, arrays)
+    coefficients = model_checkpoint.dumps(*coefficient_snapshot(meta, arrays, basis, 1))
     seconds = {"whole": [], "coefficients": []}
     for _ in range(rounds):
         for kind, value in (("whole", whole), ("coefficients", coefficients)):

@@ -16,8 +16,15 @@ __all__ = ["restored", "state_of"]
 
 
 def state_of(monitor) -> dict:
-    """`RobustnessMonitor.state()`: the monitor's state as plain JSON-able data."""
+    """`RobustnessMonitor.state()`: the monitor's state as plain JSON-able data.
+
+    The clean window's `(label, prediction)` pairs are positions in `clean_labels`, each label
+    written once: a label of 1000 characters (as many as a service's message may carry)
+    written in each of the window's pairs made megabytes of a service's checkpoint metadata,
+    past what it may hold.
+    """
     version, internal, gauss = monitor._rng.getstate()
+    labels, pairs = _positions([args for args, _ in monitor._clean.window])
     return {
         "params": monitor._params(),
         "n_seen": monitor.n_seen,
@@ -25,7 +32,8 @@ def state_of(monitor) -> dict:
         "n_no_gradient": monitor.n_no_gradient,
         "attack_seconds": monitor.attack_seconds,
         "rng": [version, list(internal), gauss],
-        "clean": [list(args) for args, _ in monitor._clean.window],
+        "clean_labels": labels,
+        "clean": pairs,
         "sampled_clean": [args[1] for args, _ in monitor._sampled_clean.window],
         "robust": [args[1] for args, _ in monitor._robust.window],
         "certified": [args[1] for args, _ in monitor._certified.window],
@@ -47,6 +55,8 @@ def restored(monitor, state: dict) -> dict:
     rng.setstate((_integer(version, 0, 10), tuple(_integer(v, 0, 2**32 - 1)
                                                     for v in internal), _number_or_none(gauss)))
     clean = _window(state["clean"], monitor.window_size)
+    if "clean_labels" in state:  # (not in states from before it was written)
+        clean = _labelled(clean, _window(state["clean_labels"], 2 * monitor.window_size))
     for pair in clean:
         if len(pair) != 2 or not all(_is_label(v) for v in pair):
             raise ValueError("a clean-window entry is not a (label, prediction) pair")
@@ -84,6 +94,43 @@ def restored(monitor, state: dict) -> dict:
             radius=_number_or_none(last["radius"])),
     }
 
+
+
+def _label_key(label) -> tuple:
+    """Labels `==` may not tell apart (1, 1.0 and True; 0.0 and -0.0) are written apart."""
+    sign = math.copysign(1.0, label) if type(label) is float else 0.0
+    return type(label), label, sign
+
+
+def _positions(pairs: list) -> tuple[list, list]:
+    """The distinct labels of `pairs` in order of appearance, and the pairs as their
+    positions."""
+    position: dict = {}
+    labels: list = []
+    out = []
+    for pair in pairs:
+        row = []
+        for label in pair:
+            key = _label_key(label)
+            if key not in position:
+                position[key] = len(labels)
+                labels.append(label)
+            row.append(position[key])
+        out.append(row)
+    return labels, out
+
+
+def _labelled(pairs: list, labels: list) -> list:
+    """The `(label, prediction)` pairs `_positions` wrote, checked."""
+    if not all(_is_label(v) for v in labels):
+        raise ValueError("a clean-window label is not a label")
+    out = []
+    for pair in pairs:
+        if not (isinstance(pair, list) and len(pair) == 2
+                and all(type(i) is int and 0 <= i < len(labels) for i in pair)):
+            raise ValueError("a clean-window entry is not a pair of positions of its labels")
+        out.append([labels[pair[0]], labels[pair[1]]])
+    return out
 
 
 def _finite(fields: dict) -> dict:

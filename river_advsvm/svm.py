@@ -257,6 +257,10 @@ class AdvKernelSVM(MarginClassifier):
         if kernel not in kernels.KERNELS:
             raise ValueError(f"kernel must be one of {kernels.KERNELS}, got {kernel!r}")
         by_name = bandwidth.check_gamma(gamma)
+        if by_name is not None and len(by_name) > max_features:
+            # More bandwidths than the model can have inputs: some could never be used.
+            raise ValueError(f"gamma names {len(by_name)} inputs, more than "
+                             f"max_features={max_features}")
         if budget_policy not in POLICIES:
             raise ValueError(f"budget_policy must be one of {POLICIES}, got {budget_policy!r}")
         unbounded_ok = budget_policy in SUPPORT_POLICIES
@@ -509,6 +513,16 @@ class AdvKernelSVM(MarginClassifier):
 
     def _max_state_bytes(self):
         return self._store_type().max_state_bytes(self.budget, self.max_features, self.dtype)
+
+    def _named_value_bounds(self):
+        # A gamma dict names its inputs, maybe others than the model's. 'scale' fits a
+        # bandwidth, and maybe a centre, per input of the warm-up (at most max_features), some
+        # of which may never get a column (zero in every held row).
+        if isinstance(self.gamma, dict):
+            return len(self.gamma), len(self.gamma)
+        if isinstance(self.gamma, str):
+            return self.max_features, 2 * self.max_features
+        return 0, 0
 
     def _negate(self):
         if self._store is not None:

@@ -99,7 +99,7 @@ import numpy as np
 
 from river_advsvm.streams import faults, merge
 from river_advsvm.streams import state as state_io
-from river_advsvm import checkpoint
+from river_advsvm import model_checkpoint
 from river_advsvm.streams.group_basis import (BasisChoice, basis_record, coefficient_snapshot,
                                               proposed_vectors)
 from river_advsvm.streams.group_state import claims, group_model, superseded, totals
@@ -446,7 +446,7 @@ class GroupSync:
         both, but over the group's basis the snapshot holds the model's coefficients only
         (`group_basis.coefficient_snapshot`)."""
         meta, arrays = state.model.to_checkpoint(state.extra())
-        whole = checkpoint.dumps(meta, arrays)
+        whole = model_checkpoint.dumps(meta, arrays)
         basis = None if self.choice is None else self.choice.basis
         if basis is None or meta["params"].get("budget_policy") \
                 not in merge.SUPPORT_VECTOR_POLICIES or not meta["state"]["started"] \
@@ -458,7 +458,7 @@ class GroupSync:
             log.error("publishing the whole model: it cannot be projected onto the group's "
                       "basis %d (%s)", self.choice.epoch, error)
             return whole, whole
-        return checkpoint.dumps(*over), whole
+        return model_checkpoint.dumps(*over), whole
 
     def _propose(self, epoch: int, meta: dict, arrays: dict, peers: list[Snapshot],
                  timeout: float) -> None:

@@ -6,7 +6,9 @@ vectors, no budget maintenance, whatever the size of the group.
 
 Records. A basis is a record of the snapshot topic keyed `basis/<epoch>/<worker>` (the worker
 that proposed it); its value is checkpoint bytes (the package's safe format) holding the
-kernel, gamma, the encoded input names and the vectors. Epochs count up from 1.
+kernel, gamma, the number of input names in its metadata, and the vectors and the names'
+table (`river_advsvm.name_table`) in arrays (a record with the encoded names in its metadata,
+written before, is read too). Epochs count up from 1.
 
 Choice. The group's basis is the first valid record of the highest epoch read so far: the topic
 has one partition, so every reader sees the records in the same order and holds the same basis.
@@ -70,7 +72,7 @@ import math
 
 import numpy as np
 
-from river_advsvm import checkpoint, inputs
+from river_advsvm import checkpoint, inputs, name_table
 from river_advsvm.checkpoint import CheckpointError
 from river_advsvm.kernels import KERNELS
 from river_advsvm.streams import merge
@@ -91,11 +93,14 @@ KEPT_EPOCHS = 4
 def basis_record(epoch: int, worker: str, kernel: str, gamma: float, vectors: np.ndarray,
                  names: list) -> tuple[bytes, bytes]:
     """The key and value of the record proposing `vectors` (columns: the encoded `names`) as
-    the group's basis of `epoch`."""
+    the group's basis of `epoch`. The names are in arrays (a million of up to 1000
+    characters is past what the metadata holds)."""
     meta = {"basis": {"epoch": int(epoch), "kernel": kernel, "gamma": float(gamma),
-                      "names": list(names)}}
+                      "names": len(names)}}
+    text, lengths = name_table.to_arrays([name_table.entry(n) for n in names])
     return (BASIS_PREFIX + f"{int(epoch)}/{worker}".encode(),
-            checkpoint.dumps(meta, {"vectors": np.ascontiguousarray(vectors)}))
+            checkpoint.dumps(meta, {"vectors": np.ascontiguousarray(vectors),
+                                    "names_text": text, "names_lengths": lengths}))
 
 
 def parse_basis(key: bytes | None, value: bytes | None, limits=None
@@ -111,18 +116,29 @@ def parse_basis(key: bytes | None, value: bytes | None, limits=None
 
     def bound(meta: dict) -> int:
         names = meta.get("basis", {}).get("names") if isinstance(meta, dict) else None
-        if not isinstance(names, list):
+        count = names if type(names) is int else len(names) if isinstance(names, list) else -1
+        if count < 0:
             raise CheckpointError("no input names")
-        if max_inputs is not None and len(names) > max_inputs:
-            raise CheckpointError(f"{len(names)} inputs, over --max-features ({max_inputs})")
+        if max_inputs is not None and count > max_inputs:
+            raise CheckpointError(f"{count} inputs, over --max-features ({max_inputs})")
         rows = checkpoint.MAX_ARRAY_BYTES // 8 if budget is None else budget
-        return 8 * rows * max(1, len(names))
+        table = name_table.max_bytes(count) if type(names) is int else 0
+        return 8 * rows * max(1, count) + table
 
     try:
         meta, arrays = checkpoint.loads(value or b"", max_array_bytes=bound)
         fields = meta["basis"]
         epoch, kernel, gamma, names = (fields["epoch"], fields["kernel"], fields["gamma"],
                                        fields["names"])
+        if type(names) is int:  # in arrays, as `basis_record` writes them
+            arrays = dict(arrays)
+            text, lengths = arrays.pop("names_text", None), arrays.pop("names_lengths", None)
+            if text is None or lengths is None:
+                raise ValueError("its names' table is missing")
+            names = name_table.from_arrays(text, lengths)
+            if len(names) != fields["names"]:
+                raise ValueError(f"{len(names)} names in its table, its metadata says "
+                                 f"{fields['names']}")
         if type(epoch) is not int or epoch < 1:
             raise ValueError(f"invalid epoch {epoch!r}")
         if key[len(BASIS_PREFIX):].split(b"/", 1)[0] != str(epoch).encode():

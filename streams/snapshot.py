@@ -146,12 +146,12 @@ def parse_snapshot(key: bytes | None, value: bytes | None, position: int,
     if key is None or key.startswith(FENCE_PREFIX) or not value:
         return None
     worker = key.decode("utf-8", "replace")
-    from river_advsvm import checkpoint
+    from river_advsvm import checkpoint, model_checkpoint
 
     where = f"snapshot {position} of {worker}"
     bound = checkpoint.MAX_ARRAY_BYTES if limits is None else limits.array_bytes()
-    try:
-        meta, arrays = checkpoint.loads(value, max_array_bytes=bound)
+    try:  # (with the input names back in the metadata, where merging reads them)
+        meta, arrays = model_checkpoint.loads(value, max_array_bytes=bound)
     except CheckpointError as error:  # "checkpoint of N bytes: ...": say whose
         raise CheckpointError(f"{where}: {error}") from None
     fields = state_io.parse_extra(meta, where)

@@ -60,7 +60,7 @@ import os
 import typing
 
 import river_advsvm
-from river_advsvm import checkpoint, margin
+from river_advsvm import checkpoint, margin, model_checkpoint
 from river_advsvm.checkpoint import CheckpointError
 from river_advsvm.streams import faults
 from river_advsvm.streams.kafka import MAX_TEXT_CHARS
@@ -118,7 +118,8 @@ class Limits:
             return "unknown model class " + (repr(str(meta.get("class"))[:40])
                                              if isinstance(meta, dict) else "(no metadata)")
         try:
-            model = cls._unlearned(meta)  # the parameters in effect, defaults included
+            # The parameters in effect, defaults included (of either form: see sizing).
+            model = cls._unlearned(meta, sizing=True)
         except (KeyError, TypeError, ValueError) as error:
             return f"invalid {cls.__name__} parameters: {' '.join(str(error).split())[:200]}"
         held = {"max_features": model.max_features}
@@ -236,8 +237,9 @@ def remove_temporaries(directory: str | os.PathLike) -> list[str]:
 
 
 def to_bytes(state: ServiceState) -> bytes:
-    """The checkpoint of `state` as bytes (what a group worker publishes)."""
-    return checkpoint.dumps(*state.model.to_checkpoint(state.extra()))
+    """The checkpoint of `state` as bytes (what a group worker publishes), its input names in
+    arrays (`model_checkpoint.pack`)."""
+    return model_checkpoint.dumps(*state.model.to_checkpoint(state.extra()))
 
 
 def save_bytes(directory: str | os.PathLike, data: bytes) -> None:
@@ -453,7 +455,7 @@ def describe(path: str | os.PathLike) -> dict:
             "params": meta.get("params"),
             "n_learned": state.get("n_learned"),
             "classes": state.get("labels"),
-            "n_inputs": len(state.get("names", [])),
+            "n_inputs": model_checkpoint.input_count(meta) or 0,
         },
         "file_bytes": os.path.getsize(path),
     }

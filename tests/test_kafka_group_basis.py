@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import kafka_helpers as kh
-from river_advsvm import AdvKernelSVM, checkpoint
+from river_advsvm import AdvKernelSVM, checkpoint, model_checkpoint
 from river_advsvm.streams import clients, merge
 from river_advsvm.streams import group as group_io
 from river_advsvm.streams import state as state_io
@@ -262,7 +262,7 @@ def test_a_coefficient_snapshot_folds_as_the_hand_computation(workers, broker, t
     assert w1.publish(s1, 1)
 
     records = [r for r in kh.read_topic(broker.bootstrap_servers, w0.topic, 1) if r.key == b"w1"]
-    meta, arrays = checkpoint.loads(records[-1].value)
+    meta, arrays = model_checkpoint.loads(records[-1].value)  # (the input names' table read)
     assert set(arrays) == {"alpha"} and meta["extra"]["group"]["basis"] == {
         "epoch": 1, "key": basis.key}
     np.testing.assert_allclose(arrays["alpha"], a1, rtol=1e-12, atol=1e-15)

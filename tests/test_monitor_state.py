@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from river_advsvm import AdvLinearSVM
+from river_advsvm import AdvLinearSVM, checkpoint
 from river_advsvm.attacks import PGD
 from river_advsvm.monitor import RobustnessMonitor
 
@@ -80,6 +80,8 @@ def test_restore_refuses_what_does_not_fit_and_changes_nothing():
         {**good, "n_seen": -1},
         {**good, "rng": [3, [0] * 10, None]},
         {**good, "clean": [[True, [1]]]},
+        {**good, "clean": [[0, len(good["clean_labels"])]]},
+        {**good, "clean_labels": [[1]]},
         {**good, "robust": [1] * 5},
         {**good, "clean_drift": {**good["clean_drift"], "history": "0102"}},
         {**good, "alerts": [{"kind": "x"}]},
@@ -90,6 +92,32 @@ def test_restore_refuses_what_does_not_fit_and_changes_nothing():
         with pytest.raises(ValueError):
             monitor.restore(state)
         assert json.dumps(monitor.state()) == before
+
+
+def test_labels_are_written_once_and_a_state_that_repeats_them_restores():
+    """A service's labels may be 1000 characters, 12 bytes each as JSON writes an emoji:
+    written in each of the clean window's 1000 pairs, they made a 16 MB state, past what a
+    checkpoint's metadata holds, and `advsvm serve --alerts-topic` exited at its checkpoint.
+    A state of before, with the labels in the pairs, restores as it did."""
+    model = AdvLinearSVM()
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=0.01)
+    labels = ["\U0001F600" * 1000, "\u4e2d" * 1000]
+    for i in range(1200):
+        x, y = {"u": (i % 7) / 7}, labels[i % 2]
+        monitor.update(x, y)
+        model.learn_one(x, y)
+    state = monitor.state()
+    assert len(state["clean"]) == 1000 and sorted(state["clean_labels"][:2]) == sorted(labels)
+    assert len(json.dumps(state)) < 40_000
+    checkpoint.dumps({"monitor": state}, {})  # within the metadata's bounds
+    again = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=0.01)
+    again.restore(json.loads(json.dumps(state)))
+    assert again.state() == state
+    older = {k: v for k, v in state.items() if k != "clean_labels"}
+    older["clean"] = [[state["clean_labels"][i] for i in pair] for pair in state["clean"]]
+    again = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=0.01)
+    again.restore(older)
+    assert again.state() == state
 
 
 def test_a_state_measured_by_another_attack_is_refused():
