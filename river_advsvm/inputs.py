@@ -11,7 +11,8 @@ model's arithmetic is refused here, before the model changes any state:
 - NaN means "missing" at inference (River's scalers emit it for a feature they have not seen
   yet): the feature is dropped, as if absent. Learning refuses it;
 - feature names must be str, int, bool, finite float, or tuples of those (at most
-  `MAX_NAME_DEPTH` deep and `MAX_NAME_LENGTH` characters once encoded), so that every name has
+  `MAX_NAME_DEPTH` deep and `MAX_NAME_LENGTH` characters once encoded, counted as written:
+  a character of any script is one), so that every name has
   one canonical encoding (`encode_name`), used for hashing and for checkpoints.
 
 Models keep one `FeatureIndex` that gives every feature name a column, in order of first
@@ -170,7 +171,8 @@ def encode_name(name) -> list:
     names with the same encoding are the same name.
     """
     encoded = _encode(name, 0)
-    if len(json.dumps(encoded)) > MAX_NAME_LENGTH:
+    # Characters as written, not as escaped: a name in another script is as long as its text.
+    if len(json.dumps(encoded, ensure_ascii=False)) > MAX_NAME_LENGTH:
         raise InvalidInput(f"feature name {describe(name)} is longer than {MAX_NAME_LENGTH} "
                            "characters", "bad_name")
     return encoded

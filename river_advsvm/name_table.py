@@ -5,8 +5,8 @@ once encoded: far more text than a checkpoint's JSON metadata may hold
 (`checkpoint.MAX_META_BYTES`). A checkpoint keeps them in a table of two numeric arrays
 instead, and refers to a name by its position in the table:
 
-- `text` (uint8): each name's canonical encoding (`inputs.encode_name`) as compact JSON, the
-  text `inputs.key_hash` hashes; ASCII, one after the other;
+- `text` (uint8): each name's canonical encoding (`inputs.encode_name`) as compact JSON in
+  UTF-8 (characters beyond ASCII as themselves, not escaped), one after the other;
 - `lengths` (uint16): the length of each one in bytes, 1 to `ENTRY_BYTES`.
 
 Reading treats the table as hostile: each entry must be exactly the encoding of a name (so one
@@ -38,16 +38,17 @@ from river_advsvm import inputs
 __all__ = ["ENTRY_BYTES", "entry", "from_arrays", "max_bytes", "to_arrays"]
 
 #: The most bytes of one entry: an encoding is at most `inputs.MAX_NAME_LENGTH` characters
-#: with JSON's default separators, and its compact text drops at least the space after the
-#: comma of its `[tag, value]`.
-ENTRY_BYTES = inputs.MAX_NAME_LENGTH - 1
+#: with JSON's default separators, a character at most 4 bytes in UTF-8, and the longest entry
+#: is a str name's: `["s", "..."]` leaves it `MAX_NAME_LENGTH - 9` characters, and its compact
+#: text is 8 bytes of ASCII around them.
+ENTRY_BYTES = 4 * (inputs.MAX_NAME_LENGTH - 9) + 8
 _COMPACT = (",", ":")
 _STR_PREFIX, _INT_PREFIX = '["s",', '["i",'
 
 
 def entry(encoded) -> str:
     """The table's text of one encoded name (`inputs.encode_name`'s output)."""
-    return json.dumps(encoded, separators=_COMPACT)
+    return json.dumps(encoded, separators=_COMPACT, ensure_ascii=False)
 
 
 def max_bytes(n_names: int) -> int:
@@ -58,13 +59,14 @@ def max_bytes(n_names: int) -> int:
 def to_arrays(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """The `text` and `lengths` arrays of a table of entries (`entry` of each name, distinct);
     `ValueError` for an entry that is no name's."""
-    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-    if lengths.size and not (lengths.min() >= 1 and lengths.max() <= ENTRY_BYTES):
-        raise ValueError(f"an input name's encoding is over {ENTRY_BYTES} characters")
     try:
-        text = "".join(texts).encode("ascii")
+        encoded = [t.encode("utf-8") for t in texts]
     except UnicodeEncodeError:
-        raise ValueError("an input name's encoding is not ASCII JSON") from None
+        raise ValueError("an input name's encoding is not valid UTF-8") from None
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    if lengths.size and not (lengths.min() >= 1 and lengths.max() <= ENTRY_BYTES):
+        raise ValueError(f"an input name's encoding is over {ENTRY_BYTES} bytes")
+    text = b"".join(encoded)
     return np.frombuffer(text, dtype=np.uint8).copy(), lengths.astype(np.uint16)
 
 
@@ -82,27 +84,31 @@ def from_arrays(text: np.ndarray, lengths: np.ndarray) -> list:
     if (ends[-1] if ends.size else 0) != text.size:
         raise ValueError(f"the names' lengths add up to {int(ends[-1]) if ends.size else 0} "
                          f"bytes, their text has {text.size}")
-    if text.size and text.max() >= 128:
-        raise ValueError("the names' text is not ASCII")
-    whole = text.tobytes().decode("ascii")
-    starts = (ends - lengths).tolist()
-    pieces = [whole[a:b] for a, b in zip(starts, ends.tolist())]
+    starts, ends = (ends - lengths).tolist(), ends.tolist()
+    raw = text.tobytes()
+    if not text.size or text.max() < 128:  # ASCII, the usual case: one decoding, bytes = characters
+        whole = raw.decode("ascii")
+        pieces = [whole[a:b] for a, b in zip(starts, ends)]
+    else:  # (UnicodeDecodeError, for bytes that are no UTF-8, is a ValueError)
+        pieces = [raw[a:b].decode("utf-8") for a, b in zip(starts, ends)]
     if len(set(pieces)) != len(pieces):
         raise ValueError("the table holds a name twice")
     encoded = []
     for i, piece in enumerate(pieces):
-        if piece.startswith(_STR_PREFIX):
-            # A str name, the usual kind, checked at a third of the general path's cost: its
-            # encoding with JSON's default separators (what `encode_name` bounds) is one
-            # character longer, within the bound as the piece is within ENTRY_BYTES.
+        # (With JSON's default separators, what `encode_name` bounds, an entry is one
+        # character longer.)
+        short = len(piece) < inputs.MAX_NAME_LENGTH
+        if short and piece.startswith(_STR_PREFIX):
+            # A str name, the usual kind, checked at a third of the general path's cost.
             try:
                 text = json.loads(piece[len(_STR_PREFIX):-1])
             except ValueError:
                 text = None
-            if type(text) is str and _STR_PREFIX + json.dumps(text) + "]" == piece:
+            if type(text) is str and \
+                    _STR_PREFIX + json.dumps(text, ensure_ascii=False) + "]" == piece:
                 encoded.append(["s", text])
                 continue
-        elif piece.startswith(_INT_PREFIX) and piece.endswith("]"):  # an int name, likewise
+        elif short and piece.startswith(_INT_PREFIX) and piece.endswith("]"):  # an int, likewise
             digits = piece[len(_INT_PREFIX):-1]
             try:
                 number = int(digits)

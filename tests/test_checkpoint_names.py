@@ -176,18 +176,22 @@ def test_the_array_bound_covers_the_largest_tables_a_model_may_hold():
     """Names of the longest encoding, a warm-up held to its last row of `max_features` inputs
     (the bound exactly), and 'scale' fitted on inputs of which some are 0 in every held row (no
     column: the table then names more inputs than `max_features`)."""
-    longest = [f"{i}" + "z" * (990) for i in range(8)]
-    assert all(len(json.dumps(inputs.encode_name(n))) == inputs.MAX_NAME_LENGTH for n in longest)
+    # Characters of 4 bytes in UTF-8, as many as a name may have: the longest entries.
+    longest = [chr(0x1F600 + i) * (inputs.MAX_NAME_LENGTH - 9) for i in range(8)]
+    assert all(len(json.dumps(inputs.encode_name(n), ensure_ascii=False))
+               == inputs.MAX_NAME_LENGTH for n in longest)
+    assert len(name_table.entry(inputs.encode_name(longest[0])).encode()) == \
+        name_table.ENTRY_BYTES
 
     def table_bytes(model) -> tuple[int, int]:
         meta, arrays = model_checkpoint.pack(*model.to_checkpoint())
         held = sum(a.nbytes for k, a in arrays.items() if k in model_checkpoint._TABLE_ARRAYS)
         return held, len(arrays["names_lengths"])
 
-    held = AdvKernelSVM(seed=0, warm_up=200, max_features=4, budget=2)
-    for i in range(199):
+    held = AdvKernelSVM(seed=0, warm_up=400, max_features=4, budget=2)
+    for i in range(399):
         held.learn_one(dict.fromkeys(longest[:4], float(i)), i % 2 == 0)
-    assert held.n_held == 199
+    assert held.n_held == 399
     # (The bound is of the parameters: what a new model with them may come to hold.)
     assert table_bytes(held)[0] == held.clone()._max_table_bytes()
 
@@ -202,6 +206,31 @@ def test_the_array_bound_covers_the_largest_tables_a_model_may_hold():
         data = stored_bytes(model)
         assert AdvKernelSVM.from_checkpoint(*checkpoint.loads(
             data, max_array_bytes=AdvKernelSVM.checkpoint_array_bytes)).n_held == model.n_held
+
+
+def test_names_in_any_script_are_as_long_as_their_characters(tmp_path):
+    """A name's length is counted in characters as written, not as JSON escapes them (6 for a
+    character of another script, 12 beyond the BMP): a 170-character name in Chinese was
+    refused as longer than 1000. The longest names of each kind save, load and learn on."""
+    longest = {"ascii": "n" * (inputs.MAX_NAME_LENGTH - 9),
+               "chinese": "\u6a21" * (inputs.MAX_NAME_LENGTH - 9),
+               "emoji": "\U0001F600" * (inputs.MAX_NAME_LENGTH - 9)}
+    for name in longest.values():
+        inputs.encode_name(name)  # accepted
+        with pytest.raises(inputs.InvalidInput, match="longer than 1000 characters"):
+            inputs.encode_name(name + name[-1])
+    model = AdvKernelSVM(seed=0, warm_up=5, budget=16)
+    rng = np.random.default_rng(0)
+    rows = [({name: float(v) for name, v in zip(longest.values(), rng.random(3))}, i % 2 == 0)
+            for i in range(30)]
+    for x, y in rows[:20]:
+        model.learn_one(x, y)
+    again = round_trip(model, tmp_path)
+    for x, y in rows[20:]:
+        assert again.decision_one(x) == model.decision_one(x)
+        again.learn_one(x, y)
+        model.learn_one(x, y)
+    assert stored_bytes(again) == stored_bytes(model)
 
 
 # -- hostile tables -------------------------------------------------------------------------------
@@ -275,14 +304,22 @@ def _set(array, i, value):
 
 HOSTILE = [
     ("held", _with("names_lengths", lambda a: _add(a, 0, 1)), "add up to"),
-    ("held", _with("names_lengths", lambda a: _set(a, 0, 0)), "outside 1 to 999"),
+    ("held", _with("names_lengths", lambda a: _set(a, 0, 0)),
+     f"outside 1 to {name_table.ENTRY_BYTES}"),
     ("held", _with("names_lengths", lambda a: a.astype(np.int64)), "one dimension of uint16"),
-    ("held", _with("names_text", lambda a: _set(a, 3, 0xC3)), "not ASCII"),
+    ("held", _with("names_text", lambda a: _set(a, 3, 0xC3)), "can't decode"),  # no UTF-8
     ("held", _with("names_text", lambda a: _set(a, 0, ord("{"))), "not the encoding of"),
     ("held", _texts_edit(lambda t: t.__setitem__(0, t[0].replace(",", ", "))), "not the encod"),
     ("held", _texts_edit(lambda t: t.__setitem__(0, '["x","a"]')), "not the encoding of"),
     ("held", _texts_edit(lambda t: t.__setitem__(0, '["f",NaN]')), "not the encoding of"),
-    ("held", _texts_edit(lambda t: t.__setitem__(0, '["s","' + "a" * 992 + '"]')), "1 to 999"),
+    # Within the bytes of an entry, but longer than a name may be (1001 characters with JSON's
+    # default separators; an int of 994 digits likewise), and past those bytes.
+    ("held", _texts_edit(lambda t: t.__setitem__(0, '["s","' + "a" * 992 + '"]')),
+     "not the encoding of"),
+    ("held", _texts_edit(lambda t: t.__setitem__(0, '["i",' + "9" * 994 + ']')),
+     "not the encoding of"),
+    ("held", _texts_edit(lambda t: t.__setitem__(0, '["s","' + "a" * 4000 + '"]')),
+     f"outside 1 to {name_table.ENTRY_BYTES}"),
     # 999 bytes, but 1003 with JSON's default separators: longer than a name may be.
     ("held", _texts_edit(lambda t: t.__setitem__(0, '["t",[["s","' + "a" * 975 + '"],["i",1]]]')),
      "not the encoding of"),
