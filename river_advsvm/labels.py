@@ -27,18 +27,32 @@ import numpy as np
 
 from river_advsvm import inputs
 
-__all__ = ["as_label", "classes_after"]
+__all__ = ["MAX_LABEL_LENGTH", "as_label", "classes_after"]
+
+#: The longest str label (characters), as for a feature name: a model keeps its labels in its
+#: checkpoint, as does a monitor the labels of its window.
+MAX_LABEL_LENGTH = 1000
 
 
 def as_label(y):
     """`y` as a plain Python label (a numpy scalar becomes the value it holds); `InvalidInput`
-    for anything that is not a bool, an int, a finite float or a str."""
+    for anything that is not a bool, an int of at most 64 bits, a finite float or a str of at
+    most `MAX_LABEL_LENGTH` characters."""
     if isinstance(y, np.generic):
         y = y.item()
-    if isinstance(y, bool) or isinstance(y, str):
+    if isinstance(y, bool):
         return y
+    if isinstance(y, str):
+        if len(y) > MAX_LABEL_LENGTH:
+            raise inputs.InvalidInput(f"label {inputs.describe(y)} is longer than "
+                                      f"{MAX_LABEL_LENGTH} characters", "bad_label")
+        return str(y)
     if isinstance(y, numbers.Integral):
-        return int(y)
+        y = int(y)
+        if y.bit_length() > 63:  # (a checkpoint's JSON, and the service, take 64-bit ints)
+            raise inputs.InvalidInput(f"label {inputs.describe(y)} is not allowed: an int "
+                                      "label must fit in 64 bits", "bad_label")
+        return y
     if isinstance(y, numbers.Real):
         if math.isfinite(y):
             return float(y)

@@ -65,7 +65,24 @@ BAD_SAMPLES = [
     ({"a": 0.5, "b": 0.1}, None, "bad_label", "label None"),
     ({"a": 0.5, "b": 0.1}, math.nan, "bad_label", "label nan"),
     ({"a": 0.5, "b": 0.1}, [True], "bad_label", "label [True]"),
+    # Labels a checkpoint could not hold (a str of megabytes, an int JSON cannot write).
+    ({"a": 0.5, "b": 0.1}, "y" * 1001, "bad_label", "longer than 1000 characters"),
+    ({"a": 0.5, "b": 0.1}, 2**63, "bad_label", "must fit in 64 bits"),
+    ({"a": 0.5, "b": 0.1}, 10**500, "bad_label", "must fit in 64 bits"),
 ]
+
+
+@pytest.mark.parametrize("labels", [("n" * 1000, "p" * 1000), (-(2**63) + 1, 2**63 - 1)])
+def test_the_longest_labels_learn_save_and_load(labels, tmp_path):
+    """A label at the bound is learned, saved and read back: a model that learned never makes
+    a checkpoint that cannot be written or read."""
+    model = AdvKernelSVM(seed=0, warm_up=5, budget=16)
+    for i in range(12):
+        model.learn_one({"a": i / 12, "b": (i % 3) / 3}, labels[i % 2])
+    model.save(tmp_path / "m.ckpt")
+    again = AdvKernelSVM.load(tmp_path / "m.ckpt")
+    assert again.classes == model.classes == tuple(sorted(labels))
+    assert again.predict_one({"a": 0.5, "b": 0.3}) == model.predict_one({"a": 0.5, "b": 0.3})
 
 
 @pytest.mark.parametrize("make", MODELS.values(), ids=MODELS.keys())
