@@ -15,14 +15,17 @@ _MODELS = {cls.__name__: cls for cls in (AdvKernelSVM, AdvLinearSVM)}
 
 
 def load(path):
-    """Load any model of this package written by its `save`."""
+    """Load any model of this package written by its `save` (`multiclass.OneVsRest` too)."""
     from river_advsvm import checkpoint
+    from river_advsvm.multiclass import OneVsRest
+
+    models = {**_MODELS, OneVsRest.__name__: OneVsRest}
 
     def bound(meta: dict) -> int:
-        cls = _MODELS.get(meta.get("class"))
+        cls = models.get(meta.get("class"))
         if cls is None:
             raise CheckpointError(f"unknown model class {meta.get('class')!r} in {path!r}")
         return cls.checkpoint_array_bytes(meta)
 
     meta, arrays = checkpoint.read(path, max_array_bytes=bound)
-    return _MODELS[meta["class"]].from_checkpoint(meta, arrays)
+    return models[meta["class"]].from_checkpoint(meta, arrays)

@@ -12,15 +12,20 @@ conservative: a sample predicted right while another label's model also says "mi
 The margin API itself (`decision_*`, gradients) stays binary: attacks reach a one-vs-rest model
 through its probabilities (`river_advsvm.attacks`, black box).
 
+`save` / `load` use the package's safe checkpoint format: the binary models' own checkpoints,
+one after the other in one array, each read with its own checks and bound.
+
 """
 
 from __future__ import annotations
+
+import typing
 
 import numpy as np
 import pandas as pd
 from river import multiclass
 
-from river_advsvm import inputs
+from river_advsvm import checkpoint, inputs, model_checkpoint
 from river_advsvm.labels import as_label
 
 __all__ = ["OneVsRest"]
@@ -89,6 +94,78 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         features 0..d-1."""
         return super().predict_many(_frame(X), **kwargs)
 
+    # -- saving and loading -------------------------------------------------------------------
+
+    def to_checkpoint(self, extra: dict | None = None) -> tuple[dict, dict]:
+        """Checkpoint metadata and arrays of the model (see `save`)."""
+        models = [self.classifier, *self.classifiers.values()]
+        nested = [model_checkpoint.dumps(*model.to_checkpoint()) for model in models]
+        template = model_checkpoint.pack(*self.classifier.to_checkpoint())[0]
+        meta = {"class": type(self).__name__, "classifier": type(self.classifier).__name__,
+                "params": template["params"], "labels": list(self.classifiers),
+                "y_name": self._y_name if isinstance(self._y_name, str) else None,
+                "extra": extra or {}}
+        lengths = np.array([len(data) for data in nested], dtype=np.int64)
+        return meta, {"models": np.frombuffer(b"".join(nested), dtype=np.uint8),
+                      "model_bytes": lengths}
+
+    def save(self, path, extra: dict | None = None) -> None:
+        """Write the model to `path` atomically: the binary model it clones and each label's,
+        in the safe format of `river_advsvm.checkpoint` (`extra`: JSON stored alongside)."""
+        checkpoint.write(path, *self.to_checkpoint(extra))
+
+    @classmethod
+    def checkpoint_array_bytes(cls, meta: dict) -> int:
+        """The most array bytes a checkpoint with this metadata may hold: one binary
+        checkpoint of its parameters per label, and one for the model it clones."""
+        binary = _binary_class(meta)
+        labels = meta.get("labels")
+        if not isinstance(labels, list):
+            raise checkpoint.CheckpointError("invalid OneVsRest checkpoint: no list of labels")
+        arrays = binary.checkpoint_array_bytes({"class": binary.__name__,
+                                                "params": meta.get("params"),
+                                                "state": {"names": 0}})
+        return (len(labels) + 1) * (arrays + _NESTED_OVERHEAD)
+
+    @classmethod
+    def from_checkpoint(cls, meta: dict, arrays: dict) -> OneVsRest:
+        """Rebuild a model from `to_checkpoint`'s output; `CheckpointError` if invalid."""
+        binary = _binary_class(meta)
+        try:
+            labels = [as_label(y) for y in meta["labels"]]
+            if len(set(labels)) != len(labels):  # (1, 1.0 and True are one label to a dict)
+                raise ValueError("a label twice")
+            data, lengths = arrays["models"], arrays["model_bytes"]
+            if data.dtype != np.uint8 or data.ndim != 1 or lengths.dtype != np.int64 \
+                    or lengths.shape != (len(labels) + 1,) or (lengths < 0).any() \
+                    or int(lengths.sum()) != data.size:
+                raise ValueError("the binary models' bytes do not match their lengths")
+            bound = binary.checkpoint_array_bytes
+            ends = np.cumsum(lengths).tolist()
+            models = [binary.from_checkpoint(*model_checkpoint.loads(
+                          data[start:end].tobytes(), max_array_bytes=bound))
+                      for start, end in zip([0, *ends[:-1]], ends)]
+        except checkpoint.CheckpointError as error:
+            raise checkpoint.CheckpointError(f"invalid OneVsRest checkpoint: {error}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise checkpoint.CheckpointError(f"invalid OneVsRest checkpoint: {error}") from None
+        template, *per_label = models
+        params = template._get_params()
+        if any(model._get_params() != params for model in per_label):
+            raise checkpoint.CheckpointError("invalid OneVsRest checkpoint: a label's model has "
+                                             "other parameters than the model it clones")
+        model = cls(template)
+        model.classifiers = dict(zip(labels, per_label))
+        y_name = meta.get("y_name")
+        model._y_name = y_name if isinstance(y_name, str) else None
+        return model
+
+    @classmethod
+    def load(cls, path) -> OneVsRest:
+        """Read a model written by `save`. It predicts and learns exactly as the saved one."""
+        return cls.from_checkpoint(
+            *checkpoint.read(path, max_array_bytes=cls.checkpoint_array_bytes))
+
     def _learn(self, learn, *args, **kwargs) -> None:
         known = list(self.classifiers)
         try:
@@ -138,6 +215,27 @@ class OneVsRest(multiclass.OneVsRestClassifier):
                 return 0.0
             radius = min(radius, model.certified_radius_one(x, label == y, norm, bounds))
         return float(radius)
+
+
+# What a binary checkpoint holds besides its arrays: its metadata (deflated, at most its bound),
+# the zip's records and the arrays' `.npy` headers, and the seal.
+_NESTED_OVERHEAD = checkpoint.MAX_META_BYTES + (checkpoint.MAX_ARRAYS + 1) * 4800 + 4096
+
+
+def _binary_class(meta) -> typing.Any:
+    """The binary model class a OneVsRest checkpoint names (`CheckpointError` otherwise)."""
+    from river_advsvm.linear import AdvLinearSVM
+    from river_advsvm.svm import AdvKernelSVM
+
+    if not isinstance(meta, dict) or meta.get("class") != OneVsRest.__name__:
+        found = meta.get("class") if isinstance(meta, dict) else None
+        raise checkpoint.CheckpointError(f"checkpoint holds a {found!r}, not a OneVsRest")
+    classes = {c.__name__: c for c in (AdvKernelSVM, AdvLinearSVM)}
+    name = meta.get("classifier")
+    if name not in classes:
+        raise checkpoint.CheckpointError(f"invalid OneVsRest checkpoint: unknown binary model "
+                                         f"{str(name)[:40]!r}")
+    return classes[name]
 
 
 def _frame(X) -> pd.DataFrame:

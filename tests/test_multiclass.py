@@ -185,3 +185,102 @@ def test_arrays_are_taken_as_the_binary_models_take_them(digits_ovr):
     assert not fresh.classifiers
     with pytest.raises(InvalidInput):
         from_arrays.predict_many(X_test.tolist())
+
+
+# -- saving and loading ---------------------------------------------------------------------------
+
+
+def _stream(n=160, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, 3))
+    labels = np.array(["low", "mid", "high", 7, True], dtype=object)
+    y = labels[(X[:, 0] * 2.99 + (X[:, 1] > 0.9) * 2).astype(int) % 5]
+    return [(dict(enumerate(row.tolist())), label) for row, label in zip(X, y)]
+
+
+def _ovr_bytes(model) -> bytes:
+    from river_advsvm import checkpoint
+
+    return checkpoint.dumps(*model.to_checkpoint())
+
+
+@pytest.mark.parametrize("make", [lambda: AdvKernelSVM(seed=0, budget=32),
+                                  lambda: AdvKernelSVM(seed=0, warm_up=300),  # rows held
+                                  lambda: __import__("river_advsvm").AdvLinearSVM(epsilon=0.1)])
+def test_a_saved_model_predicts_and_learns_on_as_the_one_saved(make, tmp_path):
+    import river_advsvm
+
+    samples = _stream()
+    model = OneVsRest(make())
+    for x, y in samples[:100]:
+        model.learn_one(x, y)
+    model.save(tmp_path / "ovr.ckpt")
+    again = river_advsvm.load(tmp_path / "ovr.ckpt")
+    assert isinstance(again, OneVsRest) and list(again.classifiers) == list(model.classifiers)
+    for x, y in samples[100:]:
+        assert again.predict_proba_one(x) == model.predict_proba_one(x)
+        again.learn_one(x, y)
+        model.learn_one(x, y)
+    assert _ovr_bytes(again) == _ovr_bytes(model)
+    assert OneVsRest.load(tmp_path / "ovr.ckpt").classifier._get_params() == \
+        model.classifier._get_params()
+
+
+def _hostile_checkpoints():
+    """(what, meta, arrays) a reader must refuse, from a good checkpoint."""
+    model = OneVsRest(AdvKernelSVM(seed=0, budget=16))
+    for x, y in _stream(60):
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    other = OneVsRest(AdvKernelSVM(seed=0, budget=17))
+    other.learn_one(*_stream(1)[0])
+    other_meta, other_arrays = other.to_checkpoint()
+    data, lengths = arrays["models"], arrays["model_bytes"]
+    flipped = data.copy()
+    flipped[int(lengths[0]) + 40] ^= 1
+    # The first label's model swapped for one of other parameters (budget 17).
+    first_other = other_arrays["models"][int(other_arrays["model_bytes"][0]):int(
+        other_arrays["model_bytes"][:2].sum())]
+    start, end = int(lengths[0]), int(lengths[:2].sum())
+    swapped = np.concatenate([data[:start], first_other, data[end:]])
+    swapped_lengths = lengths.copy()
+    swapped_lengths[1] = len(first_other)
+    return [
+        ("unknown binary model", {**meta, "classifier": "Pickle"}, arrays, "unknown binary"),
+        ("labels not a list", {**meta, "labels": "abc"}, arrays, "list of labels"),
+        ("a label twice", {**meta, "labels": [*meta["labels"][:-1], meta["labels"][0]]},
+         arrays, "a label twice"),
+        ("a label no model takes", {**meta, "labels": [*meta["labels"][:-1], None]}, arrays,
+         "label None"),
+        ("lengths that do not add up", meta, {**arrays, "model_bytes": lengths + 1},
+         "do not match"),
+        ("one length fewer", meta, {**arrays, "model_bytes": lengths[:-1]}, "do not match"),
+        ("a flipped byte in a nested model", meta, {**arrays, "models": flipped}, "checksum"),
+        ("a model of other parameters", meta,
+         {"models": swapped, "model_bytes": swapped_lengths}, "other parameters"),
+        ("more bytes than its parameters allow", *_oversized(), "over the"),
+    ]
+
+
+def _oversized():
+    """A checkpoint of one label declaring one byte more than two binary checkpoints of its
+    parameters may hold (small ones: 4 inputs at most)."""
+    model = OneVsRest(AdvKernelSVM(seed=0, budget=4, max_features=4))
+    model.learn_one({0: 0.5}, "a")
+    meta, _ = model.to_checkpoint()
+    size = OneVsRest.checkpoint_array_bytes(meta) - 16 + 1  # (16: the lengths' bytes)
+    return meta, {"models": np.zeros(size, dtype=np.uint8),
+                  "model_bytes": np.array([size, 0], dtype=np.int64)}
+
+
+HOSTILE = _hostile_checkpoints()
+
+
+@pytest.mark.parametrize("what, meta, arrays, message", HOSTILE, ids=[c[0] for c in HOSTILE])
+def test_a_hostile_checkpoint_is_refused(what, meta, arrays, message, tmp_path):
+    from river_advsvm import CheckpointError, checkpoint
+
+    path = tmp_path / "ovr.ckpt"
+    checkpoint.write(path, meta, arrays)
+    with pytest.raises(CheckpointError, match=message):
+        OneVsRest.load(path)
