@@ -1,0 +1,61 @@
+"""A checkpoint cannot give a model an input name the model refuses when learning.
+
+Learning refuses a name with a NUL or a lone surrogate, or longer than 1000 characters once
+encoded (`margin._check_names`). A checkpoint is input too: such a name in it, as one of the
+model's inputs or in a held warm-up row, is a `CheckpointError` when it is read, not a model
+that fails at its next sample or at its next save.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from river_advsvm import AdvKernelSVM, AdvLinearSVM, CheckpointError, checkpoint, model_checkpoint
+
+BAD_NAMES = {
+    "nul": ["s", "b\0"],
+    "surrogate": ["s", "\ud800"],
+    "too_long": ["s", "x" * 1500],
+    "nul_in_tuple": ["t", [["s", "t"], ["s", "\0"]]],
+}
+
+
+def _learned(model):
+    model.learn_one({"a": 1.0, "b": 2.0}, True)
+    model.learn_one({"a": 0.5, "b": 1.0}, False)
+    return model
+
+
+def _read(meta, arrays, cls, form):
+    """The model of a checkpoint as written by earlier versions (names in the metadata) or as
+    stored now (names in arrays)."""
+    if form == "written":
+        return cls.from_checkpoint(copy.deepcopy(meta), arrays)
+    data = model_checkpoint.dumps(copy.deepcopy(meta), arrays)
+    return cls.from_checkpoint(*checkpoint.loads(data, max_array_bytes=cls.checkpoint_array_bytes))
+
+
+# (A lone surrogate has no UTF-8: no name table holds one.)
+CASES = [(bad, form) for bad in BAD_NAMES for form in ("written", "stored")
+         if (bad, form) != ("surrogate", "stored")]
+
+
+@pytest.mark.parametrize(("bad", "form"), CASES)
+@pytest.mark.parametrize("cls", [AdvLinearSVM, AdvKernelSVM])
+def test_an_input_name_learning_refuses_is_refused_in_a_checkpoint(cls, bad, form):
+    model = _learned(cls(seed=0, gamma=0.5) if cls is AdvKernelSVM else cls())
+    meta, arrays = model.to_checkpoint()
+    meta["state"]["names"][-1] = BAD_NAMES[bad]
+    with pytest.raises(CheckpointError):
+        _read(meta, arrays, cls, form)
+
+
+@pytest.mark.parametrize(("bad", "form"), CASES)
+def test_a_held_row_name_learning_refuses_is_refused_in_a_checkpoint(bad, form):
+    model = _learned(AdvKernelSVM(seed=0, warm_up=5))
+    meta, arrays = model.to_checkpoint()
+    meta["state"]["held"][0][0][-1] = BAD_NAMES[bad]
+    with pytest.raises(CheckpointError):
+        _read(meta, arrays, AdvKernelSVM, form)
