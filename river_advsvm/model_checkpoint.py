@@ -155,6 +155,8 @@ class CheckpointMixin:
             model._started = state["started"]
             if type(model._started) is not bool:
                 raise ValueError(f"started must be true or false, got {model._started!r:.40}")
+            if names and not model._started:  # (inputs come with the first sample learned)
+                raise ValueError(f"{len(names)} inputs, but the model has not started learning")
             model._calibration.scale, model._calibration.grad_squares = map(
                 float, state["temperature"]
             )

@@ -59,3 +59,19 @@ def test_a_held_row_name_learning_refuses_is_refused_in_a_checkpoint(bad, form):
     meta["state"]["held"][0][0][-1] = BAD_NAMES[bad]
     with pytest.raises(CheckpointError):
         _read(meta, arrays, AdvKernelSVM, form)
+
+
+@pytest.mark.parametrize("form", ["written", "stored"])
+def test_a_model_that_has_not_started_has_no_inputs(form):
+    """A model gets its inputs as it learns its first sample; one mid-warm-up (holding rows)
+    or fresh has none. A checkpoint giving it some was read, then predicting raised KeyError."""
+    model = _learned(AdvKernelSVM(seed=0, warm_up=5))
+    meta, arrays = model.to_checkpoint()
+    assert not meta["state"]["started"] and meta["state"]["held"]
+    meta["state"]["names"] = [["s", "a"]]
+    with pytest.raises(CheckpointError, match="has not started learning"):
+        _read(meta, arrays, AdvKernelSVM, form)
+    meta, arrays = AdvLinearSVM().to_checkpoint()
+    meta["state"]["names"] = [["s", "a"]]
+    with pytest.raises(CheckpointError, match="has not started learning"):
+        _read(meta, arrays, AdvLinearSVM, form)
