@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 
 from river_advsvm import AdvKernelSVM, AdvLinearSVM, CheckpointError, checkpoint, model_checkpoint
@@ -75,3 +76,20 @@ def test_a_model_that_has_not_started_has_no_inputs(form):
     meta["state"]["names"] = [["s", "a"]]
     with pytest.raises(CheckpointError, match="has not started learning"):
         _read(meta, arrays, AdvLinearSVM, form)
+
+
+@pytest.mark.parametrize(("bad", "form"), CASES)
+def test_a_basis_record_naming_an_input_learning_refuses_is_refused(bad, form):
+    """A group's basis names the inputs of every model averaged over it: one a model refuses
+    made each fold over it fail (the merged model is refused), until a newer basis."""
+    from river_advsvm.streams import group_basis
+
+    names = [["s", "a"], BAD_NAMES[bad]]
+    if form == "stored":
+        key, value = group_basis.basis_record(1, "w0", "rbf", 0.5, np.eye(2), names)
+    else:  # as written before the names' table
+        key = b"basis/1/w0"
+        value = checkpoint.dumps({"basis": {"epoch": 1, "kernel": "rbf", "gamma": 0.5,
+                                            "names": names}}, {"vectors": np.eye(2)})
+    with pytest.raises(CheckpointError, match="basis record"):
+        group_basis.parse_basis(key, value)
