@@ -38,6 +38,8 @@ __all__ = [
     "FeatureIndex",
     "InvalidInput",
     "check_batch",
+    "check_name_texts",
+    "check_storable_names",
     "decode_name",
     "describe",
     "dict_values",
@@ -176,6 +178,46 @@ def encode_name(name) -> list:
         raise InvalidInput(f"feature name {describe(name)} is longer than {MAX_NAME_LENGTH} "
                            "characters", "bad_name")
     return encoded
+
+
+
+def check_storable_names(names) -> None:
+    """`InvalidInput` unless every name can be stored and read back: it has an encoding
+    (`encode_name`), and its text is valid UTF-8 without NUL (`check_name_texts`). What a
+    model checks of a new input's name, and of the names a checkpoint gives it."""
+    for name in names:
+        encode_name(name)
+    check_name_texts(names)
+
+
+def check_name_texts(names: list) -> None:
+    """`InvalidInput` if a name's text holds a NUL or is not valid UTF-8 (a lone surrogate):
+    either would make the saved model, and any JSON naming the input, unreadable elsewhere."""
+    texts = [n if type(n) is str else "".join(_name_texts(n)) for n in names]
+    joined = "".join(texts)  # (one search and one encoding for all of them)
+    if "\0" not in joined and _is_utf8(joined):
+        return
+    for name, text in zip(names, texts):
+        if "\0" in text or not _is_utf8(text):
+            raise InvalidInput(f"feature name {describe(name)} holds a NUL or a lone "
+                               "surrogate: names must be valid UTF-8 text", "bad_name")
+
+
+def _name_texts(name) -> typing.Iterator[str]:
+    """The strings in a name (a tuple name holds several)."""
+    if isinstance(name, str):
+        yield name
+    elif isinstance(name, tuple):
+        for part in name:
+            yield from _name_texts(part)
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # Hashes of str and int names seen lately: a model rebuilt from a checkpoint (a group's fold,

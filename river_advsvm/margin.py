@@ -35,35 +35,6 @@ __all__ = ["MAX_FEATURES_LIMIT", "MarginClassifier"]
 MAX_FEATURES_LIMIT = 1_000_000
 
 
-def _check_names(names) -> None:
-    """`InvalidInput` unless every name can be stored and read back: it has an encoding
-    (`inputs.encode_name`), and its text is valid UTF-8 without NUL (a lone surrogate or a NUL
-    would make the saved model, and any JSON naming the input, unreadable elsewhere)."""
-    for name in names:
-        inputs.encode_name(name)
-        if not all("\0" not in text and _is_utf8(text) for text in _texts(name)):
-            raise inputs.InvalidInput(f"feature name {inputs.describe(name)} holds a NUL or a "
-                                      "lone surrogate: names must be valid UTF-8 text",
-                                      "bad_name")
-
-
-def _texts(name) -> typing.Iterator[str]:
-    """The strings in a name (a tuple name holds several)."""
-    if isinstance(name, str):
-        yield name
-    elif isinstance(name, tuple):
-        for part in name:
-            yield from _texts(part)
-
-
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 class _Rows:
     """Samples to learn or predict: runs of rows that share their feature names."""
 
@@ -381,7 +352,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
                 # attacker may move), so every new one must be one a checkpoint can hold.
                 # The index hands back the same lookup while the names repeat and it learns
                 # no input: names checked once are not checked again.
-                _check_names([names[j] for j in unknown.tolist()])
+                inputs.check_storable_names([names[j] for j in unknown.tolist()])
                 self._names_checked = columns
             # Inputs the model does not know are usually 0 (a pixel never lit in training).
             # (`take` and `count_nonzero`: a fancy index of a 2-D array and `any` cost several

@@ -145,6 +145,7 @@ class CheckpointMixin:
                 raise ValueError(f"{len(names)} inputs, more than max_features")
             if len(set(names)) != len(names):
                 raise ValueError("duplicate feature names")
+            inputs.check_name_texts(names)  # (their encodings are checked as they are hashed)
             labels = [as_label(y) for y in state["labels"]]
             if len(labels) > 2 or len(set(labels)) != len(labels):
                 raise ValueError(f"bad labels {labels!r}")
@@ -154,6 +155,8 @@ class CheckpointMixin:
             model._started = state["started"]
             if type(model._started) is not bool:
                 raise ValueError(f"started must be true or false, got {model._started!r:.40}")
+            if names and not model._started:  # (inputs come with the first sample learned)
+                raise ValueError(f"{len(names)} inputs, but the model has not started learning")
             model._calibration.scale, model._calibration.grad_squares = map(
                 float, state["temperature"]
             )
@@ -230,6 +233,7 @@ class CheckpointMixin:
             raise ValueError(f"{len(self._held)} held-back rows, but this model holds "
                              + (f"at most {room - 1}" if room else "none (it has no warm-up)"))
         held = {n for row_names, _, _ in self._held for n in row_names}
+        inputs.check_storable_names(list(held))  # inputs once the warm-up ends
         if len(held.union(names)) > self.max_features:
             raise ValueError(f"the held rows and the model have {len(held.union(names))} "
                              f"inputs, more than max_features={self.max_features}")

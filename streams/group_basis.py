@@ -148,6 +148,7 @@ def parse_basis(key: bytes | None, value: bytes | None, limits=None
         decoded = [inputs.decode_name(n) for n in names]
         if len(set(map(repr, decoded))) != len(decoded):
             raise ValueError("duplicate input names")
+        inputs.check_storable_names(decoded)  # the inputs of every model averaged over it
         vectors = arrays.get("vectors")
         if set(arrays) != {"vectors"} or vectors.ndim != 2 \
                 or vectors.dtype not in (np.float32, np.float64):

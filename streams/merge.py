@@ -378,8 +378,10 @@ def _average_over_basis(meta: dict, arrays: dict, active: list, weights: list[fl
         alpha += weight * np.asarray(a["alpha"], dtype=np.float64)
     first = active[0][0]["state"]["model"]
     store = dict(first["store"])
-    store.update(size=basis.size, scale=1.0,
-                 squared_norm=basis.squared_norm(alpha), stored_since_norm=0)
+    # (The base's reprocess cursor, where the basis has that many vectors; else the first.)
+    cursor = store.get("cursor", 0)
+    store.update(size=basis.size, scale=1.0, squared_norm=basis.squared_norm(alpha),
+                 stored_since_norm=0, cursor=cursor if cursor < basis.size else 0)
     vectors = np.zeros((basis.size, len(meta["state"]["names"])), dtype=basis.vectors.dtype)
     vectors[:, : basis.vectors.shape[1]] = basis.vectors  # the other inputs are 0 in each
     arrays.pop("gram", None)  # the base's kernel exponents are not the basis'

@@ -253,3 +253,23 @@ def test_an_average_over_a_basis_the_models_cannot_hold_is_refused_up_front():
     pool.learn_one({0: 1.0}, 1)
     with pytest.raises(merge.IncompatibleModels, match="only support vectors"):
         merge.average([(pool.to_checkpoint()[0], member[1], 1.0)], 1, basis=basis)
+
+
+def test_a_model_whose_reprocess_cursor_is_past_the_basis_averages_over_it():
+    """The base's reprocess cursor pointed past the basis (a worker with more vectors than the
+    group's basis, its cursor near its last ones): the average kept it, and the merged model
+    was refused ("saved reprocess cursor ... is not a vector's index"), so the fold was not
+    made (`advsvm serve` logged "not averaging"). Past the basis, it starts again at 0."""
+    model, other = trained(200, 1), trained(200, 2)
+    size = model.n_support_vectors
+    meta, arrays = other.to_checkpoint()
+    store = meta["state"]["model"]["store"]
+    basis = SharedBasis(store["kernel"], store["gamma"], arrays["vectors"][: size // 2],
+                        meta["state"]["names"])
+    model._store.revisit_from(size - 1)
+    meta, arrays = model.to_checkpoint()
+    assert meta["state"]["model"]["store"]["cursor"] == size - 1 >= basis.size
+    alpha, _ = merge.project(meta, arrays, basis)
+    merged = merge.to_model(*merge.average([(meta, {"alpha": alpha}, 1.0)], 200, basis=basis))
+    assert merged.n_support_vectors == basis.size
+    assert merged.to_checkpoint()[0]["state"]["model"]["store"]["cursor"] == 0
