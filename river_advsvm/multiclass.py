@@ -224,15 +224,13 @@ _NESTED_OVERHEAD = checkpoint.MAX_META_BYTES + (checkpoint.MAX_ARRAYS + 1) * 480
 
 def _binary_class(meta) -> typing.Any:
     """The binary model class a OneVsRest checkpoint names (`CheckpointError` otherwise)."""
-    from river_advsvm.linear import AdvLinearSVM
-    from river_advsvm.svm import AdvKernelSVM
+    from river_advsvm import _MODELS as classes  # (the package's binary models, by name)
 
     if not isinstance(meta, dict) or meta.get("class") != OneVsRest.__name__:
         found = meta.get("class") if isinstance(meta, dict) else None
         raise checkpoint.CheckpointError(f"checkpoint holds a {found!r}, not a OneVsRest")
-    classes = {c.__name__: c for c in (AdvKernelSVM, AdvLinearSVM)}
     name = meta.get("classifier")
-    if name not in classes:
+    if not isinstance(name, str) or name not in classes:
         raise checkpoint.CheckpointError(f"invalid OneVsRest checkpoint: unknown binary model "
                                          f"{str(name)[:40]!r}")
     return classes[name]
