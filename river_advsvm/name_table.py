@@ -86,7 +86,7 @@ def from_arrays(text: np.ndarray, lengths: np.ndarray) -> list:
                          f"bytes, their text has {text.size}")
     starts, ends = (ends - lengths).tolist(), ends.tolist()
     raw = text.tobytes()
-    if not text.size or text.max() < 128:  # ASCII, the usual case: one decoding, bytes = characters
+    if not text.size or text.max() < 128:  # ASCII, the usual case: bytes are characters
         whole = raw.decode("ascii")
         pieces = [whole[a:b] for a, b in zip(starts, ends)]
     else:  # (UnicodeDecodeError, for bytes that are no UTF-8, is a ValueError)
