@@ -220,3 +220,15 @@ def test_next_to_large_inputs_rounding_does_not_leave_the_ball(kind, norm):
     delta = result.adversarial - X.to_numpy()
     size = np.abs(delta).max(axis=1) if norm == "linf" else np.linalg.norm(delta, axis=1)
     assert (size <= 0.07).all() and (result.norms <= 0.07).all(), size
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_label_the_model_does_not_know_is_refused_by_every_attack(model, kind):
+    """ZOO (scores only) returned the sample unchanged and counted it as fooled: the unknown
+    label has no probability. The white-box attacks refused it; every attack does now, as a
+    model that has learned nothing."""
+    attack = make_attack(kind, 0.1, NORM_OF[kind][0], (0.0, 1.0))
+    with pytest.raises(InvalidInput, match="label 'cat'"):
+        attack.perturb_one(model, {0: 0.5, 1: 0.5}, "cat")
+    with pytest.raises(InvalidInput, match="has not learned any label"):
+        attack.perturb_one(AdvKernelSVM(seed=0), {0: 0.5}, True)

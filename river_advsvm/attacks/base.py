@@ -204,7 +204,9 @@ class Oracle:
         self._batch_scores: bool | None = None  # decided on the first black-box query
         # A margin model reads a bare array as columns 0..d-1: no frame needed then.
         self._bare_arrays = self._margin_model and self.columns == list(range(len(columns)))
-        if self.white_box:
+        if self._margin_model:
+            # The model's own check of each label, black box too: an unknown label has no
+            # probability, and would count as fooled from the start.
             self._signs = np.array([model.sign_of(y) for y in self.labels])
 
     def _frame(self, V: np.ndarray):
