@@ -397,7 +397,8 @@ def _test_then_train(model, monitor, chunk: list) -> typing.Iterator[tuple]:
     the same predictions and model, bit for bit, as a loop); a sample it attacks is predicted,
     handed over and learned alone, so that the attack meets the model as it was.
     """
-    batched = hasattr(model, "decision_then_learn_many") and hasattr(monitor, "upcoming")
+    batched = hasattr(model, "decision_then_learn_many") and all(
+        hasattr(monitor, method) for method in ("upcoming", "check"))
     attacked = monitor.upcoming(len(chunk)) if batched else [True] * len(chunk)
     i = 0
     while i < len(chunk):
@@ -410,6 +411,10 @@ def _test_then_train(model, monitor, chunk: list) -> typing.Iterator[tuple]:
             continue
         end = attacked.index(True, i) if True in attacked[i:] else len(chunk)
         rows = chunk[i:end]
+        # What the monitor will refuse, refused before the model learns the run: as for a
+        # sample learned alone, which the monitor sees first.
+        for x, y in rows:
+            monitor.check(x, y)
         margins = model.decision_then_learn_many([x for x, _ in rows], [y for _, y in rows])
         negative, positive = model.classes
         for (x, y), margin in zip(rows, margins.tolist()):

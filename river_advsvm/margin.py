@@ -203,6 +203,9 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
     def sign_of(self, y) -> float:
         """+1.0 for the positive class, -1.0 for the negative one."""
         y = as_label(y)
+        if not self._labels:
+            raise inputs.InvalidInput(f"label {y!r} is unknown: the model has not learned any "
+                                      "label yet", "unknown_label")
         if y not in self._labels:
             raise inputs.InvalidInput(f"label {y!r} is not one of {list(self.classes)}",
                                       "unknown_label")

@@ -255,17 +255,7 @@ class RobustnessMonitor:
         `y` is a bool, an int, a finite float or a str (`InvalidInput` otherwise), as the
         models of this package take it and as `state()` saves it.
         """
-        # NaN is a missing input, as for the model's predictions (the attacks refuse it); a
-        # sample the model refuses is refused before the monitor counts it.
-        if isinstance(x, dict) and any(_is_nan(v) for v in x.values()):
-            x = {name: v for name, v in x.items() if not _is_nan(v)}
-        # What the attack would refuse (a value that is no number, an input outside its box) is
-        # refused here, for every sample and before anything is counted, not only when drawn.
-        _, values = inputs.dict_values(x)
-        inputs.check_inside(values, self.attack.bounds)
-        # A label as the models take it, a plain JSON scalar (River's iter_array gives numpy
-        # ones; a missing one read from pandas is NaN): the windows go into `state()`.
-        y = as_label(y)
+        x, y = self._checked(x, y)
         if y_pred is None:
             y_pred = self.model.predict_one(x)
         y_pred = _label_or_none(y_pred)
@@ -308,6 +298,26 @@ class RobustnessMonitor:
             if self.on_alert is not None:
                 self.on_alert(alert)
         return alerts
+
+    def check(self, x: dict, y) -> None:
+        """`InvalidInput` if `update(x, y)` would refuse the sample (a value that is no number,
+        an input outside the attack's box, a label the models do not take); nothing changes.
+        Lets a caller that learns samples before it hands them to `update` refuse them first."""
+        self._checked(x, y)
+
+    def _checked(self, x: dict, y) -> tuple[dict, typing.Any]:
+        """The sample as `update` counts it, or `InvalidInput`."""
+        # NaN is a missing input, as for the model's predictions (the attacks refuse it); a
+        # sample the model refuses is refused before the monitor counts it.
+        if isinstance(x, dict) and any(_is_nan(v) for v in x.values()):
+            x = {name: v for name, v in x.items() if not _is_nan(v)}
+        # What the attack would refuse (a value that is no number, an input outside its box) is
+        # refused here, for every sample and before anything is counted, not only when drawn.
+        _, values = inputs.dict_values(x)
+        inputs.check_inside(values, self.attack.bounds)
+        # A label as the models take it, a plain JSON scalar (River's iter_array gives numpy
+        # ones; a missing one read from pandas is NaN): the windows go into `state()`.
+        return x, as_label(y)
 
     def _is_sampled(self, step: int) -> bool:
         if isinstance(self.sample_rate, int):

@@ -51,14 +51,18 @@ def restored(monitor, state: dict) -> dict:
     if state["params"] != monitor._params():
         raise ValueError(f"saved with {state['params']}, this monitor has {monitor._params()}")
     version, internal, gauss = state["rng"]
+    internal = tuple(_integer(v, 0, 2**32 - 1) for v in _window(internal, 625))
+    if not (internal[:1] and internal[0] >= 2**31 or any(internal[1:624])):
+        # A Mersenne Twister with its state's 19937 bits all 0 draws 0.0 for ever: the monitor
+        # would attack every sample. No generator reaches it.
+        raise ValueError("the sampling generator's state is all zeros")
     rng = random.Random()
-    rng.setstate((_integer(version, 0, 10), tuple(_integer(v, 0, 2**32 - 1)
-                                                    for v in internal), _number_or_none(gauss)))
+    rng.setstate((_integer(version, 0, 10), internal, _number_or_none(gauss)))
     clean = _window(state["clean"], monitor.window_size)
     if "clean_labels" in state:  # (not in states from before it was written)
         clean = _labelled(clean, _window(state["clean_labels"], 2 * monitor.window_size))
     for pair in clean:
-        if len(pair) != 2 or not all(_is_label(v) for v in pair):
+        if not (isinstance(pair, list) and len(pair) == 2 and all(map(_is_label, pair))):
             raise ValueError("a clean-window entry is not a (label, prediction) pair")
     flags = {name: [_boolean(v) for v in _window(state[name], monitor.robust_window_size)]
              for name in ("sampled_clean", "robust", "certified")}

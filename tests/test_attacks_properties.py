@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from river_advsvm import AdvKernelSVM, InvalidInput
+from river_advsvm import AdvKernelSVM, AdvLinearSVM, InvalidInput
 from river_advsvm.inputs import MAX_ABS_VALUE
 from river_advsvm.attacks import FGSM, PGD, ZOO, CarliniWagnerL2, NoGradientWarning
 
@@ -202,3 +202,33 @@ def test_without_a_box_a_huge_radius_stays_within_what_the_models_accept(model, 
         result = attack.run(model, X, [True, False], progress=False)
     assert (np.abs(result.adversarial) <= MAX_ABS_VALUE).all()
     assert (result.norms <= 1e20).all() and np.isfinite(result.adversarial).all()
+
+
+@pytest.mark.parametrize("kind, norm", [(kind, norm) for kind in KINDS for norm in NORM_OF[kind]])
+def test_next_to_large_inputs_rounding_does_not_leave_the_ball(kind, norm):
+    """Near 1e15 representable numbers are 0.125 apart: FGSM's `x - 0.07` rounded to
+    `x - 0.125`, and the attack returned (and counted as within the budget) a point 0.125
+    away for a radius of 0.07. Every attacked point is within epsilon, as measured."""
+    model = AdvLinearSVM()
+    for i in range(50):
+        model.learn_one({"a": 1e15 - 1 + i % 2, "b": 0.3 * (i % 2)}, bool(i % 2))
+    X = pd.DataFrame({"a": [999999999999999.0, 1e15 - 2], "b": [0.0, 0.1]})
+    attack = make_attack(kind, 0.07, norm, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoGradientWarning)
+        result = attack.run(model, X, [True, True], progress=False)
+    delta = result.adversarial - X.to_numpy()
+    size = np.abs(delta).max(axis=1) if norm == "linf" else np.linalg.norm(delta, axis=1)
+    assert (size <= 0.07).all() and (result.norms <= 0.07).all(), size
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_label_the_model_does_not_know_is_refused_by_every_attack(model, kind):
+    """ZOO (scores only) returned the sample unchanged and counted it as fooled: the unknown
+    label has no probability. The white-box attacks refused it; every attack does now, as a
+    model that has learned nothing."""
+    attack = make_attack(kind, 0.1, NORM_OF[kind][0], (0.0, 1.0))
+    with pytest.raises(InvalidInput, match="label 'cat'"):
+        attack.perturb_one(model, {0: 0.5, 1: 0.5}, "cat")
+    with pytest.raises(InvalidInput, match="has not learned any label"):
+        attack.perturb_one(AdvKernelSVM(seed=0), {0: 0.5}, True)

@@ -161,3 +161,21 @@ def test_restore_of_mutated_states_raises_value_error_or_takes_them(data):
         monitor.restore({**state, key: junk})
     except ValueError:
         pass
+
+
+def test_a_degenerate_sampling_generator_or_a_text_pair_is_refused():
+    """A state whose generator is all zeros was taken: it draws 0.0 for ever, and the monitor
+    attacked every sample (at a 1% sample rate, a hundred times the cost). A clean-window
+    entry of the older format that was a two-character text ("ab") was taken as the pair
+    ('a', 'b'). Both are refused now, and the monitor is left as it was."""
+    _, monitor = _watched()
+    good = json.loads(json.dumps(monitor.state()))
+    legacy = {k: v for k, v in good.items() if k != "clean_labels"}
+    before = json.dumps(monitor.state())
+    for broken in [{**good, "rng": [3, [0] * 624 + [624], None]},
+                   {**good, "rng": [3, [2**31 - 1] + [0] * 623 + [624], None]},
+                   {**legacy, "clean": ["ab"] * 3}]:
+        with pytest.raises(ValueError, match="not a state of this monitor"):
+            monitor.restore(broken)
+        assert json.dumps(monitor.state()) == before
+    monitor.restore({**good, "rng": [3, [2**31] + [0] * 623 + [624], None]})  # not degenerate

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 import pytest
 from river import stream
 from river.datasets import synth
 
-from river_advsvm import AdvKernelSVM
+from river_advsvm import AdvKernelSVM, InvalidInput
 from river_advsvm.attacks import PGD
 from river_advsvm.evaluate import (
     _progress_line, iter_progressive_robust_val, progressive_robust_val,
@@ -107,3 +108,25 @@ def test_the_elapsed_time_of_a_run_longer_than_a_day_counts_its_days(seconds, sh
     line = _progress_line({"step": 10, "clean_accuracy": 1.0, "robust_accuracy": None,
                            "certified_accuracy": None, "n_attacked": 0, "seconds": seconds})
     assert line.endswith(f"(0 attacked) – {shown}")
+
+
+@pytest.mark.parametrize("sample_rate", [1.0, 100])
+def test_a_sample_the_monitor_refuses_is_refused_before_the_model_learns_it(sample_rate):
+    """Samples the monitor does not attack are learned in runs (`decision_then_learn_many`),
+    and the monitor saw them only after: a sample outside the attack's box was refused once
+    the model had learned it and the rest of its run, none of them counted. The run is
+    checked first now: the model learned exactly the samples the checkpoints counted."""
+    rng = np.random.default_rng(0)
+    data = [({"a": float(rng.random()), "b": float(rng.random())}, bool(i % 2))
+            for i in range(40)]
+    data[25] = ({"a": 1.5, "b": 0.5}, True)
+    model = AdvKernelSVM(seed=0, warm_up=5)
+    checkpoints = iter_progressive_robust_val(data, model, PGD(epsilon=0.05, steps=2), step=10,
+                                              sample_rate=sample_rate)
+    steps = []
+    with pytest.raises(InvalidInput, match="outside bounds"):
+        for checkpoint in checkpoints:
+            steps.append(checkpoint["step"])
+    assert steps == [10, 20]
+    # Alone, the samples before the refused one are learned; in a run, none of the run's.
+    assert model.n_learned == (25 if sample_rate == 1.0 else 20)

@@ -98,7 +98,47 @@ def project(
                 factor = np.minimum(1.0, epsilon / np.maximum(length, np.finfo(float).tiny))
             X_adv = X + delta * factor[:, None]
     lo, hi = (-inputs.MAX_ABS_VALUE, inputs.MAX_ABS_VALUE) if bounds is None else bounds
-    return np.clip(X_adv, lo, hi)
+    X_adv = np.clip(X_adv, lo, hi)
+    if epsilon is not None:
+        X_adv = _rounded_into_ball(X_adv, X, epsilon, norm, bounds)
+    return X_adv
+
+
+def _rounded_into_ball(X_adv: np.ndarray, X: np.ndarray, epsilon: float, norm: str,
+                       bounds) -> np.ndarray:
+    """`X_adv` with what rounding left outside the ball pulled back towards `X`.
+
+    Next to large inputs, `x + epsilon` rounds to the nearest representable number, which may
+    be farther than `epsilon` (near 1e15 they are 0.125 apart). Each such coordinate (L-inf) or
+    row (L2) keeps the largest fraction of its step whose rounded point is within `epsilon`, as
+    `distances` measures it (the fraction 0 is `x` itself).
+    """
+    if norm == "linf":
+        outside = np.abs(X_adv - X) > epsilon
+        if not outside.any():
+            return X_adv
+        start, delta = X[outside], X_adv[outside] - X[outside]
+
+        def inside(t):
+            return np.abs(start + t * delta - start) <= epsilon
+    else:
+        outside = distances(X_adv, X, norm) > epsilon
+        if not outside.any():
+            return X_adv
+        start, delta = X[outside], X_adv[outside] - X[outside]
+
+        def inside(t):
+            return distances(start + t[:, None] * delta, start, norm) <= epsilon
+    lo, hi = np.zeros(len(start)), np.ones(len(start))
+    for _ in range(64):
+        mid = (lo + hi) / 2
+        ok = inside(mid)
+        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+    X_adv = X_adv.copy()
+    X_adv[outside] = start + (lo if norm == "linf" else lo[:, None]) * delta
+    # Towards `x`, which is in the box: clipping moves no coordinate away from it.
+    box = (-inputs.MAX_ABS_VALUE, inputs.MAX_ABS_VALUE) if bounds is None else bounds
+    return np.clip(X_adv, *box)
 
 
 def unusable_gradients(G: np.ndarray, margins: np.ndarray) -> np.ndarray:
@@ -164,7 +204,9 @@ class Oracle:
         self._batch_scores: bool | None = None  # decided on the first black-box query
         # A margin model reads a bare array as columns 0..d-1: no frame needed then.
         self._bare_arrays = self._margin_model and self.columns == list(range(len(columns)))
-        if self.white_box:
+        if self._margin_model:
+            # The model's own check of each label, black box too: an unknown label has no
+            # probability, and would count as fooled from the start.
             self._signs = np.array([model.sign_of(y) for y in self.labels])
 
     def _frame(self, V: np.ndarray):
