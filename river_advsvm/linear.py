@@ -127,10 +127,10 @@ class AdvLinearSVM(MarginClassifier):
             np.copysign(np.maximum(np.abs(w) - threshold, 0.0), w, out=w)
 
     def _certified_radii(self, names, values, margins, norm, bounds):
-        # Exact without a box: only the inputs of the sample can move, and inputs never learned
-        # weigh 0. A box could only make the radius larger; it is not used.
-        known_columns = self._index.lookup(names).known_columns
-        return certify.linear_radii(self._weights[known_columns], margins, norm)
+        # Exact without a box: every input may move, the ones the sample lacks too (absent is
+        # 0, a value an attacker may change), and inputs never learned weigh 0. A box could
+        # only make the radius larger; it is not used.
+        return certify.linear_radii(self._weights[: len(self._index)], margins, norm)
 
     def _max_state_bytes(self):
         return 8 * self.max_features

@@ -508,8 +508,9 @@ class AdvKernelSVM(MarginClassifier):
             return certify.support_radii(self._store, margins, np.hstack([Vs, Us]), norm,
                                          bias=self._bias, scale=np.concatenate([q, q_u]),
                                          bounds=bounds)
+        # Every input may move, the ones the sample lacks (0) too: the store's and its own.
         return certify.kernel_radii(self._store, margins, norm, Vs, Us, u_hashes, q, q_u,
-                                    n_inputs=len(names))
+                                    n_inputs=V.shape[1] + len(u_names))
 
     def _max_state_bytes(self):
         return self._store_type().max_state_bytes(self.budget, self.max_features, self.dtype)

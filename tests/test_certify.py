@@ -237,3 +237,34 @@ def test_a_missing_input_is_not_outside_the_box_in_a_frame_either():
     many = model.certified_radius_many(pd.DataFrame({"a": [0.9], "b": [math.nan]}), [False],
                                        norm="linf", bounds=(0.5, 1.0))
     assert many[0] == pytest.approx(one)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: AdvLinearSVM(),
+    lambda: AdvKernelSVM(seed=0, budget=64, budget_policy="compact", norm="linf"),
+    lambda: AdvKernelSVM(seed=0, budget=64),
+], ids=["linear", "random features", "support vectors"])
+def test_an_absent_input_is_certified_as_the_zero_it_is(make):
+    """The model reads an absent input as 0, and an attacker may change it: the radius of a
+    sample lacking an input is the one of the sample with that input at 0, and a frame's NaN
+    (missing) gives the same. The linear and random-feature certificates let only the sample's
+    own inputs move: a point within their radius, the absent input set, flipped the model."""
+    rng = np.random.default_rng(0)
+    model = make()
+    for _ in range(300):
+        x = {f"x{j}": float(v) for j, v in enumerate(rng.random(4))}
+        model.learn_one(x, x["x0"] + 0.5 * x["x1"] > 0.8)
+    sparse = {"x0": 0.95}
+    dense = {"x0": 0.95, "x1": 0.0, "x2": 0.0, "x3": 0.0}
+    frame = pd.DataFrame({"x0": [0.95], "x1": [np.nan], "x2": [np.nan], "x3": [np.nan]})
+    y = model.predict_one(dense)
+    radius = model.certified_radius_one(sparse, y)
+    assert radius == model.certified_radius_one(dense, y)
+    assert model.certified_radius_many(frame, [y])[0] == pytest.approx(radius, rel=1e-12)
+    if isinstance(model, AdvLinearSVM):  # exact: the worst point moves every input
+        w = np.array([model.weights.get(f"x{j}", 0.0) for j in range(4)])
+        sign = 1.0 if y == model.classes[-1] else -1.0
+        step = -sign * w / np.linalg.norm(w)
+        for factor, same in [(0.999, True), (1.01, False)]:
+            moved = {f"x{j}": dense[f"x{j}"] + factor * radius * step[j] for j in range(4)}
+            assert (model.predict_one(moved) == y) is same
