@@ -180,7 +180,6 @@ def encode_name(name) -> list:
     return encoded
 
 
-
 def check_storable_names(names) -> None:
     """`InvalidInput` unless every name can be stored and read back: it has an encoding
     (`encode_name`), and its text is valid UTF-8 without NUL (`check_name_texts`). What a

@@ -99,7 +99,6 @@ def restored(monitor, state: dict) -> dict:
     }
 
 
-
 def _label_key(label) -> tuple:
     """Labels `==` may not tell apart (1, 1.0 and True; 0.0 and -0.0) are written apart."""
     sign = math.copysign(1.0, label) if type(label) is float else 0.0

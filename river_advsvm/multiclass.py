@@ -99,10 +99,10 @@ class OneVsRest(multiclass.OneVsRestClassifier):
     def to_checkpoint(self, extra: dict | None = None) -> tuple[dict, dict]:
         """Checkpoint metadata and arrays of the model (see `save`)."""
         models = [self.classifier, *self.classifiers.values()]
-        nested = [model_checkpoint.dumps(*model.to_checkpoint()) for model in models]
-        template = model_checkpoint.pack(*self.classifier.to_checkpoint())[0]
+        stored = [model_checkpoint.pack(*model.to_checkpoint()) for model in models]
+        nested = [checkpoint.dumps(*form) for form in stored]
         meta = {"class": type(self).__name__, "classifier": type(self.classifier).__name__,
-                "params": template["params"], "labels": list(self.classifiers),
+                "params": stored[0][0]["params"], "labels": list(self.classifiers),
                 "y_name": self._y_name if isinstance(self._y_name, str) else None,
                 "extra": extra or {}}
         lengths = np.array([len(data) for data in nested], dtype=np.int64)
@@ -145,9 +145,7 @@ class OneVsRest(multiclass.OneVsRestClassifier):
             models = [binary.from_checkpoint(*model_checkpoint.loads(
                           data[start:end].tobytes(), max_array_bytes=bound))
                       for start, end in zip([0, *ends[:-1]], ends)]
-        except checkpoint.CheckpointError as error:
-            raise checkpoint.CheckpointError(f"invalid OneVsRest checkpoint: {error}") from None
-        except (KeyError, TypeError, ValueError, AttributeError) as error:
+        except (KeyError, TypeError, ValueError, AttributeError) as error:  # CheckpointError too
             raise checkpoint.CheckpointError(f"invalid OneVsRest checkpoint: {error}") from None
         template, *per_label = models
         params = template._get_params()

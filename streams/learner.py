@@ -282,8 +282,9 @@ class Learner:
             # A sample the model takes but the monitor's attack does not (outside the box of
             # --monitor-bounds): counted, and logged at the 1st, 2nd, 4th, 8th... such message,
             # not at every one.
-            skipped = self.state.counters["monitor_skipped"] = \
-                self.state.counters.get("monitor_skipped", 0) + 1
+            counters = self.state.counters
+            counters["monitor_skipped"] += 1
+            skipped = counters["monitor_skipped"]
             if skipped & (skipped - 1) == 0:
                 log.warning("the monitor skipped %d labelled message(s) it cannot attack, the "
                             "latest %r: %s", skipped, sample.id, _one_line(error))

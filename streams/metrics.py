@@ -139,7 +139,7 @@ class Reading:
             dead_letters=dict(counters["dead_letters_by_code"]),
             alerts=dict(counters.get("alerts_by_kind", {})),
             checkpoints=counters["checkpoints"], topic_resets=counters["topic_resets"],
-            monitor_skipped=counters.get("monitor_skipped", 0),
+            monitor_skipped=counters["monitor_skipped"],
             support_vectors=_count(model, "n_support_vectors"),
             random_features=_count(model, "n_features"),
             inputs=_count(model, "n_inputs"),

@@ -49,6 +49,16 @@ def stored_bytes(model) -> bytes:
     return model_checkpoint.dumps(*model.to_checkpoint())
 
 
+def assert_learn_on_alike(loaded, model, rows) -> None:
+    """`loaded` decides each of `rows` as `model` does, both learn it, and they end with the
+    same bytes."""
+    for x, y in rows:
+        assert loaded.decision_one(x) == model.decision_one(x)
+        loaded.learn_one(x, y)
+        model.learn_one(x, y)
+    assert stored_bytes(loaded) == stored_bytes(model)
+
+
 FACTORIES = {
     # Mid-warm-up: 20 rows held back, each naming the 5,000 inputs.
     "held": lambda: AdvKernelSVM(seed=0),
@@ -136,11 +146,7 @@ def test_a_checkpoint_with_names_in_its_metadata_reads_as_before(tmp_path):
         path.write_bytes(old)
         loaded = type(model).load(path)
         assert stored_bytes(loaded) == stored_bytes(model)
-        for x, y in rows[20:]:
-            assert loaded.decision_one(x) == model.decision_one(x)
-            loaded.learn_one(x, y)
-            model.learn_one(x, y)
-        assert stored_bytes(loaded) == stored_bytes(model)
+        assert_learn_on_alike(loaded, model, rows[20:])
 
 
 def test_the_stored_form_holds_counts_in_its_metadata_and_unpacks_to_to_checkpoints():
@@ -225,12 +231,7 @@ def test_names_in_any_script_are_as_long_as_their_characters(tmp_path):
             for i in range(30)]
     for x, y in rows[:20]:
         model.learn_one(x, y)
-    again = round_trip(model, tmp_path)
-    for x, y in rows[20:]:
-        assert again.decision_one(x) == model.decision_one(x)
-        again.learn_one(x, y)
-        model.learn_one(x, y)
-    assert stored_bytes(again) == stored_bytes(model)
+    assert_learn_on_alike(round_trip(model, tmp_path), model, rows[20:])
 
 
 # -- hostile tables -------------------------------------------------------------------------------
