@@ -172,7 +172,10 @@ def dumps(meta: dict, arrays: dict[str, np.ndarray]) -> bytes:
         zf.writestr(info, text, compress_type=zipfile.ZIP_DEFLATED, compresslevel=1)
         for name, array in stored.items():
             with zf.open(f"{name}.npy", "w", force_zip64=array.nbytes > 2**30) as member:
-                np.lib.format.write_array(member, array, version=(1, 0), allow_pickle=False)
+                # `np.save`'s bytes, without the copy `write_array` makes for a file object.
+                np.lib.format.write_array_header_1_0(
+                    member, np.lib.format.header_data_from_array_1_0(array))
+                member.write(array.reshape(-1).view(np.uint8).data)
         zf.comment = b"\0" * _SEAL_SIZE  # replaced by the seal below
     with buffer.getbuffer() as view:
         digest = hashlib.sha256(view[:-_SEAL_SIZE]).hexdigest().encode()

@@ -55,6 +55,9 @@ __all__ = [
 MAX_ABS_VALUE = 1e15
 #: Longest accepted feature name, in characters of its canonical JSON encoding.
 MAX_NAME_LENGTH = 1000
+#: `encode_name`'s fast paths: `["s", "..."]` is 9 characters around the escaped text.
+_SHORT_STR = (MAX_NAME_LENGTH - 9) // 6
+_SHORT_INT = 10**18
 #: Deepest accepted nesting of tuple feature names.
 MAX_NAME_DEPTH = 4
 
@@ -172,6 +175,14 @@ def encode_name(name) -> list:
     Tagged by type, so `1`, `1.0`, `'1'`, `True` and `(1,)` all differ, and injective: two
     names with the same encoding are the same name.
     """
+    # The common names, without measuring their text: a str of at most `_SHORT_STR`
+    # characters cannot pass the bound (JSON writes a character as at most 6), nor an int of
+    # at most 18 digits.
+    kind = type(name)
+    if kind is str and len(name) <= _SHORT_STR:
+        return ["s", name]
+    if kind is int and -_SHORT_INT < name < _SHORT_INT:
+        return ["i", name]
     encoded = _encode(name, 0)
     # Characters as written, not as escaped: a name in another script is as long as its text.
     if len(json.dumps(encoded, ensure_ascii=False)) > MAX_NAME_LENGTH:

@@ -421,6 +421,24 @@ def test_the_table_of_any_names_reads_back_their_encodings(names):
     assert name_table.from_arrays(text, lengths) == encoded
 
 
+@settings(max_examples=400, deadline=None)
+@given(name=st.one_of(st.text(max_size=200), st.text(st.sampled_from("\x01\x1f"),
+                                                     min_size=150, max_size=400),
+                      st.integers(-10**19, 10**19)))
+def test_the_fast_paths_for_str_and_int_names_write_what_json_writes(name):
+    # A str or int name is encoded and written without JSON: the same result, the same bound
+    # (a control character is 6 characters in JSON: the longest escapes).
+    encoded = ["s" if type(name) is str else "i", name]
+    text = json.dumps(encoded, ensure_ascii=False)
+    if len(text) > inputs.MAX_NAME_LENGTH:
+        with pytest.raises(inputs.InvalidInput, match="longer than"):
+            inputs.encode_name(name)
+        return
+    assert inputs.encode_name(name) == encoded
+    assert name_table.entry(encoded) == json.dumps(encoded, separators=(",", ":"),
+                                                   ensure_ascii=False)
+
+
 @settings(max_examples=300, deadline=None)
 @given(text=st.binary(max_size=80), lengths=st.lists(st.integers(0, 70), max_size=6))
 def test_any_bytes_as_a_table_are_read_or_refused_with_value_error(text, lengths):
