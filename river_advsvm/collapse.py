@@ -3,8 +3,8 @@
 A model whose decisions no longer depend on the input predicts no better than a constant: an
 over-regularised step (or an adversarial term too large for the data) flattens `f`, and the
 bias, which wanders with the labels, sets the decisions. `CollapseWatch` cuts the learned
-samples into blocks of `block` and judges each block once it is full (O(1) a sample). A block
-looks constant when each label is at least `min_share` of it and either
+samples into blocks of `block` and judges each full block in which both labels arrived (O(1) a
+sample). A block in which each label is at least `min_share` looks constant when either
 
 - the decisions are one-sided: all but `ONE_SIDED` of them (2%) predict the same class, so the
   model is wrong on nearly all of the other class; or
@@ -20,8 +20,15 @@ looks constant when each label is at least `min_share` of it and either
   `SLACK`). This catches a flat model whose bias, wandering with the labels, flips its
   decisions between the classes.
 
-The model has collapsed when the last `blocks` blocks all look constant. A model that is wrong
-for a while (the concept changed) is not flat: its `f` still varies with the input.
+A block in which one label is rarer than `min_share` (imbalanced data) looks constant when `f`
+is flat and the decisions are lopsided and no better than a guess: the bias alone decides, as
+when adversarial training has shrunk `f` to 0. Decisions for the common class alone are what a
+good model of imbalanced data often makes; with `f` flat as well they are all it can make.
+
+The model has collapsed when the last `blocks` judged blocks all look constant. A block of one
+label is not judged and changes nothing: a long run of one class neither hides a collapse nor
+ends it. A model that is wrong for a while (the concept changed) is not flat: its `f` still
+varies with the input.
 
 Examples
 --------
@@ -111,35 +118,33 @@ class CollapseWatch:
         self._squares += f * f
         self._seen += 1
         if self._seen == self.block:
-            self._verdicts = [*self._verdicts, self._looks_constant()][-self.blocks:]
+            if 0 < self._positive < self.block:  # (a block of one label is not judged)
+                self._verdicts = [*self._verdicts, self._looks_constant()][-self.blocks:]
             self._start_block()
 
     def _looks_constant(self) -> bool:
         n = self.block
         fewest, most = sorted((self._positive, n - self._positive))
-        if fewest < self.min_share * n:
-            return False
         rarer = min(self._predicted_positive, n - self._predicted_positive)
-        if rarer <= ONE_SIDED * n:
-            return True
-        if rarer <= LOPSIDED * n:
-            right_negative = self._right - self._right_positive
-            balanced = (self._right_positive / max(self._positive, 1)
-                        + right_negative / max(n - self._positive, 1)) / 2
-            if balanced <= 0.5 + SLACK:
-                return True
+        right_negative = self._right - self._right_positive
+        balanced = (self._right_positive / self._positive
+                    + right_negative / (n - self._positive)) / 2
         mean = self._sum / n
-        variance = max(self._squares / n - mean * mean, 0.0)
+        flat = max(self._squares / n - mean * mean, 0.0) < MIN_SPREAD**2
+        if fewest < self.min_share * n:
+            return flat and rarer <= LOPSIDED * n and balanced <= 0.5 + SLACK
+        if rarer <= ONE_SIDED * n or (rarer <= LOPSIDED * n and balanced <= 0.5 + SLACK):
+            return True
         slack = SLACK * n
-        return variance < MIN_SPREAD**2 and fewest - slack <= self._right <= most + slack
+        return flat and fewest - slack <= self._right <= most + slack
 
     @property
     def collapsed(self) -> bool:
-        """True when the last `blocks` full blocks all looked constant (see the module)."""
+        """True when the last `blocks` judged blocks all looked constant (see the module)."""
         return len(self._verdicts) == self.blocks and all(self._verdicts)
 
     def state(self) -> dict:
-        """The verdicts of the last blocks and the sums of the block under way, as JSON."""
+        """The verdicts of the last judged blocks and the sums of the block under way, as JSON."""
         return {"verdicts": list(self._verdicts),
                 "counts": [int(c) for c in (self._seen, self._positive, self._predicted_positive,
                                             self._right, self._right_positive)],

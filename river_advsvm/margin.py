@@ -477,12 +477,13 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
 
     @property
     def collapsed(self) -> bool:
-        """True when the model has collapsed to a constant: over its last 256 learned samples
-        (two blocks of 128; the first 256 it learns, from a model that starts at `f = 0`, are
-        not judged), each label was at least a tenth, and in each block either all but
-        2% of the decisions were for one class, or `f(x) = g(x) - b` varied by less than 0.1 (a
-        model that learns anything spreads its decisions far more) and the decisions were
-        right no more often than a constant guess (see `river_advsvm.collapse`).
+        """True when the model has collapsed to a constant: over its last two blocks of 128
+        learned samples in which both labels arrived (the first 256 it learns, from a model
+        that starts at `f = 0`, are not judged), in each block either all but 2% of the
+        decisions were for one class, or `f(x) = g(x) - b` varied by less than 0.1 (a model
+        that learns anything spreads its decisions far more) and the decisions were right no
+        more often than a constant guess; a block with under a tenth of one label takes both
+        (see `river_advsvm.collapse`).
         A warning (`river_advsvm.collapse.CollapseWarning`) is issued when it happens; the
         robustness monitor raises an alert."""
         return self._collapse.collapsed
