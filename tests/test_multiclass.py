@@ -226,6 +226,26 @@ def test_a_saved_model_predicts_and_learns_on_as_the_one_saved(make, tmp_path):
         model.classifier._get_params()
 
 
+@pytest.mark.parametrize("make", [
+    lambda: AdvKernelSVM(epsilon=0.1, norm="linf", seed=0, budget=16, warm_up=20),
+    lambda: __import__("river_advsvm").AdvLinearSVM(epsilon=0.3, norm="linf")])
+def test_learn_many_is_a_learn_one_loop_when_labels_arrive_mid_batch(make):
+    """A `learn_one` loop makes a label's model at the label's first sample; River's
+    `learn_many` gave it the rows before that too (other models, other predictions)."""
+    import pandas as pd
+
+    samples = _stream()
+    one, many = OneVsRest(make()), OneVsRest(make())
+    for x, y in samples:
+        one.learn_one(x, y)
+    frame = pd.DataFrame([x for x, _ in samples])
+    labels = pd.Series([y for _, y in samples], dtype=object)
+    for start in range(0, len(samples), 70):  # labels new to the model in every batch
+        many.learn_many(frame.iloc[start:start + 70], labels.iloc[start:start + 70])
+    assert list(many.classifiers) == list(one.classifiers)
+    assert _ovr_bytes(many) == _ovr_bytes(one)
+
+
 def _hostile_checkpoints():
     """(what, meta, arrays) a reader must refuse, from a good checkpoint."""
     model = OneVsRest(AdvKernelSVM(seed=0, budget=16))
