@@ -70,7 +70,16 @@ class OneVsRest(multiclass.OneVsRestClassifier):
     def learn_one(self, x: dict, y, **kwargs) -> None:
         # The binary models only ever see `y == label`: the label is checked here, as they
         # check theirs (a NaN, never equal to itself, would be a new class at every sample).
-        self._learn(super().learn_one, x, as_label(y), **kwargs)
+        self._learn(self._learn_sample, x, as_label(y), **kwargs)
+
+    def _learn_sample(self, x: dict, y, **kwargs) -> None:
+        if y not in self.classifiers:
+            self.classifiers[y] = self.classifier.clone()
+        # Every label's model checks the sample before any learns it: one still in its warm-up
+        # counts inputs (zero-valued ones) against max_features that a started one does not.
+        for label, model in self.classifiers.items():
+            model._check_learn_one(x, y == label)
+        super().learn_one(x, y, **kwargs)
 
     def learn_many(self, X, y, **kwargs) -> None:
         """Learn a batch: `X` a DataFrame, or an array whose columns are features 0..d-1, as
@@ -95,9 +104,12 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         for label in first:
             if label not in self.classifiers:
                 self.classifiers[label] = self.classifier.clone()
-        for label, model in self.classifiers.items():
-            start = first.get(label, 0)
-            model.learn_many(X.iloc[start:], y.iloc[start:] == label, **kwargs)
+        batches = [(model, X.iloc[first.get(label, 0):], y.iloc[first.get(label, 0):] == label)
+                   for label, model in self.classifiers.items()]
+        for model, rows, mine in batches:  # each model checks its rows before any learns (above)
+            model._check_learn_many(rows, mine)
+        for model, rows, mine in batches:
+            model.learn_many(rows, mine, **kwargs)
 
     def predict_proba_many(self, X, **kwargs) -> pd.DataFrame:
         """Each label's probability, per row of a DataFrame or of an array whose columns are
