@@ -91,6 +91,11 @@ class CollapseWatch:
         self._verdicts: list[bool] = []
         self._start_block()
 
+    def restart_block(self) -> None:
+        """Drop the block under way: its samples were counted under labels' signs that no longer
+        hold (a binary model's provisional positive class turned out to be the negative one)."""
+        self._start_block()
+
     def _start_block(self) -> None:
         self._positive = 0
         self._predicted_positive = 0

@@ -197,6 +197,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         flipped = len(self._labels) == 1 and classes[0] == self._labels[0]
         if flipped:
             self._negate()  # the provisional positive label is the negative one
+            self._collapse.restart_block()  # (its samples were counted as the positive one's)
         self._labels = classes
         return flipped
 

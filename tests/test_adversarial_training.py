@@ -525,6 +525,19 @@ def test_a_healthy_model_of_imbalanced_data_is_not_a_collapse():
     assert not found.collapsed and not varying.collapsed
 
 
+def test_the_watch_forgets_what_it_counted_under_a_provisional_label():
+    """300 samples of 'a', provisionally the positive class, then 'b', which sorts above it:
+    the model is negated, and the 44 samples of the block under way, counted as positives the
+    model got right, were negatives. The block starts again at the flip."""
+    rng = np.random.default_rng(0)
+    model = AdvKernelSVM(epsilon=0.1, norm="linf", seed=0, warm_up=10)
+    for _ in range(300):
+        model.learn_one(dict(enumerate(rng.random(4))), "a")
+    model.learn_one(dict(enumerate(rng.random(4))), "b")
+    seen, positive = model._collapse.state()["counts"][:2]
+    assert (seen, positive) == (1, 1)  # the sample of 'b' alone
+
+
 def test_a_label_flip_is_not_a_collapse():
     X, y = blobs(n=1200, d=4, seed=2)
     y = np.where(np.arange(len(y)) < 600, y, ~y)
