@@ -347,6 +347,53 @@ def test_learning_stays_finite_at_every_radius(norm, fraction, gamma, regulariza
     assert np.isfinite(model.decision_gradient_many(X)).all()
 
 
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    norm=st.sampled_from(["linf", "l2"]),
+    fraction=st.floats(0.0, 1.0),
+    scale=st.sampled_from([1e-6, 1.0, 255.0, 1e6]),
+    offset=st.sampled_from([0.0, 1e3]),
+    d=st.sampled_from([1, 2, 3]),
+    gamma=st.one_of(st.just("scale"), st.floats(1e-6, 1e3)),
+    kernel=st.sampled_from(["rbf", "laplacian"]),
+    budget=st.sampled_from([1, 2, 3]),
+    policy=st.sampled_from(["merge", "remove", "compact", "compact_slot", "truncate", "grow"]),
+    adversary=st.sampled_from(["pgd", "closed_form"]),
+    bounds=st.sampled_from([None, (0.0, 1.0)]),
+    seed=st.integers(0, 1000),
+)
+def test_data_of_any_scale_and_shape_learns_finitely_and_batches_as_one_at_a_time(
+        norm, fraction, scale, offset, d, gamma, kernel, budget, policy, adversary, bounds, seed):
+    """Standardised, pixel, large and tiny inputs, far from 0 or not, in 1 to 3 dimensions,
+    duplicates and a long run of one label: every number stays finite, probabilities sum to
+    1, and a batch learns what a `learn_one` loop does."""
+    rng = np.random.default_rng(seed)
+    X = offset + scale * rng.standard_normal((90, d))
+    X[30:40] = X[30]  # duplicates
+    y = np.concatenate([np.zeros(20, bool), X[20:, 0] > offset])  # one label first
+    make = lambda: AdvKernelSVM(  # noqa: E731
+        epsilon=fraction * (0.3 if norm == "linf" else 3.0), norm=norm, kernel=kernel,
+        gamma=gamma, budget=budget, budget_policy=policy, adversary=adversary, bounds=bounds,
+        warm_up=10, seed=seed)
+    one, many = make(), make()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no overflow, no invalid value
+        warnings.simplefilter("ignore", CollapseWarning)
+        warnings.simplefilter("ignore", UserWarning)  # (a warm-up too narrow to fit 'scale')
+        for row, label in zip(X, y):
+            one.learn_one(dict(enumerate(row.tolist())), bool(label))
+        many.learn_many(X[:45], y[:45])
+        many.learn_many(pd.DataFrame(X[45:], index=range(45, 90)), y[45:])
+        assert one.to_checkpoint()[0] == many.to_checkpoint()[0]
+        assert math.isfinite(one.rkhs_norm) and math.isfinite(one._bias)
+        assert np.isfinite(one.decision_many(X)).all()
+        assert np.isfinite(one.decision_gradient_many(X)).all()
+        for row in X[::30]:
+            proba = one.predict_proba_one(dict(enumerate(row.tolist())))
+            assert all(0.0 <= p <= 1.0 for p in proba.values())
+            assert sum(proba.values()) == pytest.approx(1.0, abs=1e-12)
+
+
 @pytest.mark.parametrize("seed", [2, 4, 5])
 def test_a_fresh_model_still_learning_is_not_a_collapse(seed):
     # On these orders of River's Agrawal (three quarters of one label) a fresh model decides
