@@ -21,9 +21,10 @@ sample). A block in which each label is at least `min_share` looks constant when
   decisions between the classes.
 
 A block in which one label is rarer than `min_share` (imbalanced data) looks constant when `f`
-is flat and the decisions are lopsided and no better than a guess: the bias alone decides, as
-when adversarial training has shrunk `f` to 0. Decisions for the common class alone are what a
-good model of imbalanced data often makes; with `f` flat as well they are all it can make.
+was 0 at every sample: the model holds nothing (adversarial training can shrink `f` to 0) and
+the bias alone decides. Decisions for the common class alone are what a good model of
+imbalanced data often makes, and one still learning the rare label may keep `f` small and
+flat for a long while: neither is judged by its decisions.
 
 The model has collapsed when the last `blocks` judged blocks all look constant. A block of one
 label is not judged and changes nothing: a long run of one class neither hides a collapse nor
@@ -130,18 +131,21 @@ class CollapseWatch:
     def _looks_constant(self) -> bool:
         n = self.block
         fewest, most = sorted((self._positive, n - self._positive))
-        rarer = min(self._predicted_positive, n - self._predicted_positive)
-        right_negative = self._right - self._right_positive
-        balanced = (self._right_positive / self._positive
-                    + right_negative / (n - self._positive)) / 2
-        mean = self._sum / n
-        flat = max(self._squares / n - mean * mean, 0.0) < MIN_SPREAD**2
         if fewest < self.min_share * n:
-            return flat and rarer <= LOPSIDED * n and balanced <= 0.5 + SLACK
-        if rarer <= ONE_SIDED * n or (rarer <= LOPSIDED * n and balanced <= 0.5 + SLACK):
+            return self._squares == 0.0  # f = 0 at every sample: the bias alone decides
+        rarer = min(self._predicted_positive, n - self._predicted_positive)
+        if rarer <= ONE_SIDED * n:
             return True
+        if rarer <= LOPSIDED * n:
+            right_negative = self._right - self._right_positive
+            balanced = (self._right_positive / self._positive
+                        + right_negative / (n - self._positive)) / 2
+            if balanced <= 0.5 + SLACK:
+                return True
+        mean = self._sum / n
+        variance = max(self._squares / n - mean * mean, 0.0)
         slack = SLACK * n
-        return flat and fewest - slack <= self._right <= most + slack
+        return variance < MIN_SPREAD**2 and fewest - slack <= self._right <= most + slack
 
     @property
     def collapsed(self) -> bool:

@@ -498,8 +498,8 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         that starts at `f = 0`, are not judged), in each block either all but 2% of the
         decisions were for one class, or `f(x) = g(x) - b` varied by less than 0.1 (a model
         that learns anything spreads its decisions far more) and the decisions were right no
-        more often than a constant guess; a block with under a tenth of one label takes both
-        (see `river_advsvm.collapse`).
+        more often than a constant guess; in a block with under a tenth of one label, `f`
+        was 0 at every sample (see `river_advsvm.collapse`).
         A warning (`river_advsvm.collapse.CollapseWarning`) is issued when it happens; the
         robustness monitor raises an alert."""
         return self._collapse.collapsed
