@@ -3,8 +3,8 @@
 A model whose decisions no longer depend on the input predicts no better than a constant: an
 over-regularised step (or an adversarial term too large for the data) flattens `f`, and the
 bias, which wanders with the labels, sets the decisions. `CollapseWatch` cuts the learned
-samples into blocks of `block` and judges each block once it is full (O(1) a sample). A block
-looks constant when each label is at least `min_share` of it and either
+samples into blocks of `block` and judges each full block in which both labels arrived (O(1) a
+sample). A block in which each label is at least `min_share` looks constant when either
 
 - the decisions are one-sided: all but `ONE_SIDED` of them (2%) predict the same class, so the
   model is wrong on nearly all of the other class; or
@@ -20,8 +20,16 @@ looks constant when each label is at least `min_share` of it and either
   `SLACK`). This catches a flat model whose bias, wandering with the labels, flips its
   decisions between the classes.
 
-The model has collapsed when the last `blocks` blocks all look constant. A model that is wrong
-for a while (the concept changed) is not flat: its `f` still varies with the input.
+A block in which one label is rarer than `min_share` (imbalanced data) looks constant when `f`
+was 0 at every sample: the model holds nothing (adversarial training can shrink `f` to 0) and
+the bias alone decides. Decisions for the common class alone are what a good model of
+imbalanced data often makes, and one still learning the rare label may keep `f` small and
+flat for a long while: neither is judged by its decisions.
+
+The model has collapsed when the last `blocks` judged blocks all look constant. A block of one
+label is not judged and changes nothing: a long run of one class neither hides a collapse nor
+ends it. A model that is wrong for a while (the concept changed) is not flat: its `f` still
+varies with the input.
 
 Examples
 --------
@@ -84,6 +92,11 @@ class CollapseWatch:
         self._verdicts: list[bool] = []
         self._start_block()
 
+    def restart_block(self) -> None:
+        """Drop the block under way: its samples were counted under labels' signs that no longer
+        hold (a binary model's provisional positive class turned out to be the negative one)."""
+        self._start_block()
+
     def _start_block(self) -> None:
         self._positive = 0
         self._predicted_positive = 0
@@ -111,21 +124,22 @@ class CollapseWatch:
         self._squares += f * f
         self._seen += 1
         if self._seen == self.block:
-            self._verdicts = [*self._verdicts, self._looks_constant()][-self.blocks:]
+            if 0 < self._positive < self.block:  # (a block of one label is not judged)
+                self._verdicts = [*self._verdicts, self._looks_constant()][-self.blocks:]
             self._start_block()
 
     def _looks_constant(self) -> bool:
         n = self.block
         fewest, most = sorted((self._positive, n - self._positive))
         if fewest < self.min_share * n:
-            return False
+            return self._squares == 0.0  # f = 0 at every sample: the bias alone decides
         rarer = min(self._predicted_positive, n - self._predicted_positive)
         if rarer <= ONE_SIDED * n:
             return True
         if rarer <= LOPSIDED * n:
             right_negative = self._right - self._right_positive
-            balanced = (self._right_positive / max(self._positive, 1)
-                        + right_negative / max(n - self._positive, 1)) / 2
+            balanced = (self._right_positive / self._positive
+                        + right_negative / (n - self._positive)) / 2
             if balanced <= 0.5 + SLACK:
                 return True
         mean = self._sum / n
@@ -135,11 +149,11 @@ class CollapseWatch:
 
     @property
     def collapsed(self) -> bool:
-        """True when the last `blocks` full blocks all looked constant (see the module)."""
+        """True when the last `blocks` judged blocks all looked constant (see the module)."""
         return len(self._verdicts) == self.blocks and all(self._verdicts)
 
     def state(self) -> dict:
-        """The verdicts of the last blocks and the sums of the block under way, as JSON."""
+        """The verdicts of the last judged blocks and the sums of the block under way, as JSON."""
         return {"verdicts": list(self._verdicts),
                 "counts": [int(c) for c in (self._seen, self._positive, self._predicted_positive,
                                             self._right, self._right_positive)],

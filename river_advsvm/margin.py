@@ -197,6 +197,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         flipped = len(self._labels) == 1 and classes[0] == self._labels[0]
         if flipped:
             self._negate()  # the provisional positive label is the negative one
+            self._collapse.restart_block()  # (its samples were counted as the positive one's)
         self._labels = classes
         return flipped
 
@@ -225,6 +226,17 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         """
         rows = _Rows.of(X, missing_ok=False)
         self._run(rows, self._labels_for(rows, y), predict_only_ok=False, vote=False)
+
+    def _check_learn_one(self, x: dict, y) -> None:
+        """Raise the `InvalidInput` that `learn_one(x, y)` would, changing nothing: a
+        one-vs-rest model asks each label's model before any of them learns."""
+        names, values = inputs.dict_values(x)
+        self._checked(_Rows([(names, values[None, :])]), [y], predict_only_ok=False)
+
+    def _check_learn_many(self, X, y) -> None:
+        """`_check_learn_one` for `learn_many(X, y)`."""
+        rows = _Rows.of(X, missing_ok=False)
+        self._checked(rows, self._labels_for(rows, y), predict_only_ok=False)
 
     def decision_then_learn_many(self, X, y) -> np.ndarray:
         """Test-then-train on a batch: each row's margin `g(x)` just before it is learned.
@@ -286,11 +298,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         classes known then. Without `vote`, rows held for a warm-up get no margin (learning
         alone does not read it, and the warm-up's vote is the costly part of holding a row).
         """
-        labels = [None if y is None and predict_only_ok else as_label(y) for y in labels]
-        if not all(y is None or y in self._labels for y in labels):
-            classes_after(self._labels, [y for y in labels if y is not None])
-        hashes = self._check_new_inputs(rows, labels)
-
+        labels, hashes = self._checked(rows, labels, predict_only_ok)
         margins = np.empty(len(labels))
         scales: list[float] = []
         known: list[tuple] = []
@@ -317,6 +325,14 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
                         margins[i] = -margins[i]
                 i += 1
         return margins, scales, known
+
+    def _checked(self, rows: _Rows, labels: list, predict_only_ok: bool) -> tuple[list, dict]:
+        """The labels as labels and the hashes of the inputs the rows bring; `InvalidInput`
+        (nothing changed) if the rows cannot all be learned."""
+        labels = [None if y is None and predict_only_ok else as_label(y) for y in labels]
+        if not all(y is None or y in self._labels for y in labels):
+            classes_after(self._labels, [y for y in labels if y is not None])
+        return labels, self._check_new_inputs(rows, labels)
 
     def _learn_held(self, hashes: dict) -> None:
         if not self._started:
@@ -477,12 +493,13 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
 
     @property
     def collapsed(self) -> bool:
-        """True when the model has collapsed to a constant: over its last 256 learned samples
-        (two blocks of 128; the first 256 it learns, from a model that starts at `f = 0`, are
-        not judged), each label was at least a tenth, and in each block either all but
-        2% of the decisions were for one class, or `f(x) = g(x) - b` varied by less than 0.1 (a
-        model that learns anything spreads its decisions far more) and the decisions were
-        right no more often than a constant guess (see `river_advsvm.collapse`).
+        """True when the model has collapsed to a constant: over its last two blocks of 128
+        learned samples in which both labels arrived (the first 256 it learns, from a model
+        that starts at `f = 0`, are not judged), in each block either all but 2% of the
+        decisions were for one class, or `f(x) = g(x) - b` varied by less than 0.1 (a model
+        that learns anything spreads its decisions far more) and the decisions were right no
+        more often than a constant guess; in a block with under a tenth of one label, `f`
+        was 0 at every sample (see `river_advsvm.collapse`).
         A warning (`river_advsvm.collapse.CollapseWarning`) is issued when it happens; the
         robustness monitor raises an alert."""
         return self._collapse.collapsed

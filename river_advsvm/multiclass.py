@@ -70,19 +70,46 @@ class OneVsRest(multiclass.OneVsRestClassifier):
     def learn_one(self, x: dict, y, **kwargs) -> None:
         # The binary models only ever see `y == label`: the label is checked here, as they
         # check theirs (a NaN, never equal to itself, would be a new class at every sample).
-        self._learn(super().learn_one, x, as_label(y), **kwargs)
+        self._learn(self._learn_sample, x, as_label(y), **kwargs)
+
+    def _learn_sample(self, x: dict, y, **kwargs) -> None:
+        if y not in self.classifiers:
+            self.classifiers[y] = self.classifier.clone()
+        # Every label's model checks the sample before any learns it: one still in its warm-up
+        # counts inputs (zero-valued ones) against max_features that a started one does not.
+        for label, model in self.classifiers.items():
+            model._check_learn_one(x, y == label)
+        super().learn_one(x, y, **kwargs)
 
     def learn_many(self, X, y, **kwargs) -> None:
         """Learn a batch: `X` a DataFrame, or an array whose columns are features 0..d-1, as
-        for the binary models; `y` a sequence of labels."""
+        for the binary models; `y` a sequence of labels. The same models, bit for bit, as a
+        `learn_one` loop over the rows: a label's model starts at the label's first row."""
         X = _frame(X)
         labels = list(y)
         if len(labels) != len(X):
             raise inputs.InvalidInput(f"{len(X)} samples but {len(labels)} labels")
-        for label in set(labels):
-            as_label(label)
-        y = y if isinstance(y, pd.Series) else pd.Series(labels, index=X.index)
-        self._learn(super().learn_many, X, y, **kwargs)
+        labels = [as_label(label) for label in labels]
+        y = pd.Series(labels, index=X.index, name=y.name if isinstance(y, pd.Series) else None,
+                      dtype=object)
+        self._learn(self._learn_batch, X, y, **kwargs)
+
+    def _learn_batch(self, X: pd.DataFrame, y: pd.Series, **kwargs) -> None:
+        # River's one-vs-rest gives a new label's model the whole batch, the rows before the
+        # label's first one too, which a `learn_one` loop never shows it.
+        self._y_name = y.name
+        first: dict = {}
+        for i, label in enumerate(y.tolist()):
+            first.setdefault(label, 0 if label in self.classifiers else i)
+        for label in first:
+            if label not in self.classifiers:
+                self.classifiers[label] = self.classifier.clone()
+        batches = [(model, X.iloc[first.get(label, 0):], y.iloc[first.get(label, 0):] == label)
+                   for label, model in self.classifiers.items()]
+        for model, rows, mine in batches:  # each model checks its rows before any learns (above)
+            model._check_learn_many(rows, mine)
+        for model, rows, mine in batches:
+            model.learn_many(rows, mine, **kwargs)
 
     def predict_proba_many(self, X, **kwargs) -> pd.DataFrame:
         """Each label's probability, per row of a DataFrame or of an array whose columns are

@@ -159,6 +159,29 @@ def test_a_refused_batch_of_new_labels_leaves_no_class_behind():
     assert list(model.classifiers) == ["low", "right", "up"]
 
 
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_sample_one_labels_model_refuses_changes_no_other_model(batch):
+    """The model of 'y' is still in its warm-up: it counts the zero-valued inputs of its held
+    rows against max_features, the started model of 'x' does not. 'x' learned the sample
+    before 'y' refused it."""
+    import pandas as pd
+
+    from river_advsvm import InvalidInput
+
+    model = OneVsRest(AdvKernelSVM(epsilon=0.1, seed=0, warm_up=5, max_features=3))
+    for i in range(10):
+        model.learn_one({"a": i / 10, "b": 1 - i / 10}, "x")
+    model.learn_one({"a": 0.5, "b": 0.5}, "y")
+    before = _ovr_bytes(model)
+    x = {"a": 0.3, "b": 0.2, "c": 0.0, "d": 0.0}
+    with pytest.raises(InvalidInput, match="max_features=3"):
+        if batch:
+            model.learn_many(pd.DataFrame([x, x]), pd.Series(["x", "z"]))
+        else:
+            model.learn_one(x, "x")
+    assert _ovr_bytes(model) == before
+
+
 def test_arrays_are_taken_as_the_binary_models_take_them(digits_ovr):
     """An array's columns are features 0..d-1 for every batch method, as for the binary
     models: the same model and the same answers as from a DataFrame. Anything else, or labels
@@ -224,6 +247,26 @@ def test_a_saved_model_predicts_and_learns_on_as_the_one_saved(make, tmp_path):
     assert _ovr_bytes(again) == _ovr_bytes(model)
     assert OneVsRest.load(tmp_path / "ovr.ckpt").classifier._get_params() == \
         model.classifier._get_params()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: AdvKernelSVM(epsilon=0.1, norm="linf", seed=0, budget=16, warm_up=20),
+    lambda: __import__("river_advsvm").AdvLinearSVM(epsilon=0.3, norm="linf")])
+def test_learn_many_is_a_learn_one_loop_when_labels_arrive_mid_batch(make):
+    """A `learn_one` loop makes a label's model at the label's first sample; River's
+    `learn_many` gave it the rows before that too (other models, other predictions)."""
+    import pandas as pd
+
+    samples = _stream()
+    one, many = OneVsRest(make()), OneVsRest(make())
+    for x, y in samples:
+        one.learn_one(x, y)
+    frame = pd.DataFrame([x for x, _ in samples])
+    labels = pd.Series([y for _, y in samples], dtype=object)
+    for start in range(0, len(samples), 70):  # labels new to the model in every batch
+        many.learn_many(frame.iloc[start:start + 70], labels.iloc[start:start + 70])
+    assert list(many.classifiers) == list(one.classifiers)
+    assert _ovr_bytes(many) == _ovr_bytes(one)
 
 
 def _hostile_checkpoints():
