@@ -167,9 +167,9 @@ class AdvKernelSVM(MarginClassifier):
         `ε'` for the inputs of the last sample learned (its feature names, zero-valued ones
         included: the coordinates an attacker may move).
     collapsed
-        True when, over the last 256 samples, the decisions were those of a constant (one
-        class, or `f` flat and no better than a guess; a `CollapseWarning` is issued when it
-        happens).
+        True when, over the last two blocks of 128 samples in which both labels came, the
+        decisions were those of a constant (one class, or `f` flat and no better than a
+        guess; a `CollapseWarning` is issued when it happens).
 
     Examples
     --------
