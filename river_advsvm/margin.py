@@ -469,9 +469,10 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         self._collapse.update(sign, g, self._bias)
         if self._collapse.collapsed and not was_collapsed:
             warnings.warn(
-                f"{type(self).__name__} predicts a constant: over its last "
-                f"{self._collapse.window} samples its decisions were one class, or mostly one "
-                "class or flat and no better than a guess (see `collapsed`)",
+                f"{type(self).__name__} predicts a constant: in its last "
+                f"{self._collapse.blocks} blocks of {self._collapse.block} samples with both "
+                "labels its decisions were one class, or mostly one class or flat and no "
+                "better than a guess (see `collapsed`)",
                 collapse.CollapseWarning, stacklevel=6)  # the caller of learn_one or learn_many
 
     def _split(self, names: list, row: np.ndarray):
