@@ -209,6 +209,36 @@ def test_a_huge_key_is_cut_in_its_dead_letter(broker, tmp_path):
     assert kh.b64(letter["key_b64"]) == b"small" and key == b"small"
 
 
+def test_a_valid_message_under_a_huge_key_gets_its_prediction(broker, tmp_path):
+    """A valid message under a key larger than the service's producer takes (9 MB, which the
+    broker took): its prediction is published under the key cut as a dead letter's is, not
+    dropped; a small key stays whole."""
+    from kafka import KafkaProducer
+
+    topic = _topics(broker, "huge-key-valid", outputs=("predictions",))
+    cap = 2 * 2**20
+    huge = bytes(range(256)) * (9_000_000 // 256)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all",
+                             max_request_size=16 * 2**20)
+    try:
+        for i, key in enumerate([b"small", huge, b"small"]):
+            producer.send(topic, kafka_io.encode([1.0, float(i)], i % 2, id=i), key=key,
+                          partition=0)
+        producer.flush()
+    finally:
+        producer.close()
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(broker.bootstrap_servers, topic, "huge-key-valid-group",
+                               directory, "--predictions-topic", f"{topic}-predictions",
+                               "--exit-when-idle", "2")
+    process = kh.start_service(command, log)
+    assert process.wait(120) == 0, kh.tail(log)
+
+    records = kh.read_topic(broker.bootstrap_servers, f"{topic}-predictions", 3)
+    keys = {json.loads(r.value)["id"]: r.key for r in records}
+    assert keys == {0: b"small", 1: huge[:cap], 2: b"small"}
+
+
 # -- start-up failures ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("servers", ["closed-port", "no-such-host.invalid:9092"])
