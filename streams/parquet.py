@@ -157,7 +157,8 @@ class _Layout:
             width = int(lengths[0]) if n else 0
             if n and (lengths != width).any():
                 raise inputs.InvalidInput(
-                    f"{where}: column {name!r} holds lists of lengths {sorted(set(lengths))}; "
+                    f"{where}: column {name!r} holds lists of lengths "
+                    f"{sorted(set(lengths.tolist()))}; "
                     "one fixed length is expected"
                 )
         if self.widths[i] is None:
@@ -177,7 +178,9 @@ class _Layout:
 
 def _to_float(array: pa.Array) -> np.ndarray:
     if array.type != pa.float64():
-        array = pc.cast(array, pa.float64())
+        # Unchecked: an integer over 2**53 becomes the nearest float, over the magnitude
+        # limit, and `matrix` names its row (a checked cast failed as an unreadable file).
+        array = pc.cast(array, pa.float64(), safe=False)
     return array.to_numpy(zero_copy_only=False)
 
 
