@@ -204,7 +204,10 @@ class Service:
         `SettingsRefused` if the cluster refused the connection settings.
         """
         config = self.config
-        os.makedirs(config.checkpoint_dir, exist_ok=True)
+        try:
+            os.makedirs(config.checkpoint_dir, exist_ok=True)
+        except FileExistsError:  # a file of that name: `lock_directory` says so
+            pass
         lock = lifecycle.lock_directory(config.checkpoint_dir)
         try:
             with lifecycle.blas_threads(config.blas_threads):

@@ -296,6 +296,18 @@ def test_a_checkpoint_directory_serves_one_service_at_a_time(tmp_path):
         os.close(held)
 
 
+def test_a_checkpoint_directory_that_is_a_file_is_named_so(tmp_path):
+    """--checkpoint-dir naming a file: said in those words (it was "FILE: File exists")."""
+    from river_advsvm.streams.service import Service
+
+    path = tmp_path / "checkpoints"
+    path.write_text("")
+    config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="t", group="g",
+                           checkpoint_dir=str(path))
+    with pytest.raises(ValueError, match=f"the checkpoint directory {path} is not a directory"):
+        Service(config, model_factory=AdvLinearSVM).run()
+
+
 def test_a_restored_checkpoint_names_the_pinned_options_it_overrides():
     saved = state.ServiceState(model=AdvLinearSVM(), width=4, labels=["cat", "dog"])
     assert state.overridden(saved, None, None) == []
