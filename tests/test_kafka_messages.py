@@ -318,3 +318,26 @@ def test_a_restored_checkpoint_names_the_pinned_options_it_overrides():
     unpinned = state.ServiceState(model=AdvLinearSVM())
     assert state.overridden(unpinned, (0, 1), None) == [
         "--labels 0 1 is ignored: the checkpoint's pinned labels are None"]
+
+
+def test_a_replayed_list_column_is_sent_as_arrays_named_as_the_file_names_them(tmp_path):
+    """`serve --local-broker --replay FILE.parquet` with one list column: each row goes out as
+    an array, whose inputs the service names 0..d-1 as the file's rows are named. It went out
+    as an object, whose keys JSON made "0".."d-1": the model served learned other names than
+    one learning the file, and predicted the file's own rows as if every input were new."""
+    import numpy as np
+
+    from river_advsvm.streams import local, parquet
+
+    path = tmp_path / "list.parquet"
+    X = np.random.default_rng(0).random((5, 3))
+    parquet.write(path, X, np.arange(5) % 2, layout="list")
+    sent = [kafka_io.decode(kafka_io.encode(x if isinstance(x, dict) else list(x), y), 2**20)
+            for x, y in local.replay_samples(str(path))]
+    rows = list(parquet.iter_rows(path, target="y"))
+    assert [(s.x, s.y) for s in sent] == rows
+    assert [s.width for s in sent] == [3] * 5
+    wide = tmp_path / "wide.parquet"
+    parquet.write(wide, X, np.arange(5) % 2, layout="wide")
+    assert [x for x, _ in local.replay_samples(str(wide))] == [
+        x for x, _ in parquet.iter_rows(wide, target="y")]
