@@ -103,7 +103,11 @@ class _Layout:
         self.target = target
         self.features = list(features)
         self.is_list = [_is_list(schema.field(name).type) for name in features]
-        self.widths: list[int | None] = [None] * len(features)
+        # A fixed-size list's width is in the schema; a variable list's is its first batch's.
+        self.widths: list[int | None] = [
+            schema.field(name).type.list_size
+            if pa.types.is_fixed_size_list(schema.field(name).type) else None
+            for name in features]
         self.names: list | None = None
 
     def columns(self) -> list[str]:
@@ -291,6 +295,11 @@ def _plan(source: Source, target, features, max_list_bytes: int):
         elif (mine.features, mine.is_list) != (layout.features, layout.is_list):
             raise ParquetError(f"{path}: its feature columns {mine.features} differ from those "
                                f"of {files[0]} ({layout.features})")
+        else:
+            for name, first, width in zip(mine.features, layout.widths, mine.widths):
+                if None not in (first, width) and first != width:
+                    raise ParquetError(f"{path}: its list column {name!r} holds {width} values "
+                                       f"a row, {first} in {files[0]}")
         _check_declared(path, metadata, mine, schema, max_list_bytes)
     return layout, files, filesystem
 

@@ -335,12 +335,16 @@ def test_any_flipped_bytes_raise_one_of_the_documented_errors(tmp_path_factory, 
 
 def test_a_directory_with_a_bad_file_is_refused_before_the_first_batch(tmp_path):
     X = np.random.default_rng(2).random((3000, 4))
-    for name, content in [("not-parquet", b"PAR1 but not really" * 8), ("other-schema", None)]:
+    for name, content in [("not-parquet", b"PAR1 but not really" * 8), ("other-schema", None),
+                          ("other-width", "list")]:
         folder = tmp_path / name
         folder.mkdir()
-        parquet.write(folder / "1.parquet", X, np.arange(3000) % 2, layout="wide")
+        layout = "list" if content == "list" else "wide"
+        parquet.write(folder / "1.parquet", X, np.arange(3000) % 2, layout=layout)
         if content is None:
             parquet.write(folder / "2.parquet", X, np.arange(3000) % 2, layout="list")
+        elif content == "list":  # images of another size: the schema says so
+            parquet.write(folder / "2.parquet", X[:, :3], np.arange(3000) % 2, layout="list")
         else:
             (folder / "2.parquet").write_bytes(content)
         batches = parquet.iter_batches(folder, target="y")
