@@ -337,6 +337,22 @@ def test_serve_model_flags_reach_the_model():
         streams_cli._model_factory(parser.parse_args([*kh.MODEL_ARGS, "--reprocess", "-1"]))
 
 
+@pytest.mark.parametrize("labels", [['"1"', '"0"'], ["cat", "7"], ["true", "false"],
+                                    ['"2.5"', "2.5"]])
+def test_local_workers_get_the_options_as_given(labels):
+    """`serve --local-broker --workers N` hands its options to each worker's command line:
+    the workers parse them to the same values (string labels that look like JSON, "1" and
+    "0" from a CSV, reached them as the integers 1 and 0)."""
+    parser = streams_cli.build_parser()
+    args = parser.parse_args(["--local-broker", "--workers", "2", "--gamma", "0.5",
+                              "--labels", *labels, "--monitor-bounds", "0", "1.5"])
+    argv = streams_cli._worker_argv(args)("127.0.0.1:1", "t", "g", "/tmp/w", "w-0")
+    assert argv[1:3] == ["-m", "river_advsvm.streams.cli"]
+    worker = parser.parse_args(argv[3:])
+    assert worker.labels == args.labels and type(worker.labels[0]) is type(args.labels[0])
+    assert (worker.monitor_bounds, worker.gamma) == ([0.0, 1.5], "0.5")
+
+
 def test_sigint_drains_checkpoints_and_exits_130(broker, tmp_path):
     total = 4_000
     topic = _topics(broker, "interrupt", outputs=())
