@@ -42,6 +42,8 @@ from river_advsvm.streams.learner import Learner  # noqa: E402
     (b"{\"x\": [" + b"9" * 5000 + b"]}", "not_finite"),
     (b"{\"x\": [1], \"y\": " + b"9" * 5000 + b"}", "bad_label"),
     (b"{\"id\": " + b"9" * 5000 + b", \"x\": [1]}", "bad_id"),
+    (b"{\"id\": 9223372036854775808, \"x\": [1]}", "bad_id"),  # 2**63
+    (b"{\"id\": -9223372036854775809, \"x\": [1]}", "bad_id"),
     (b"{\"x\": [NaN]}", "not_finite"),
     (b"{\"x\": [1], \"y\": NaN}", "bad_label"),
     (b"{\"x\": [1], \"x\": [1]}", "duplicate_key"),
@@ -69,6 +71,10 @@ def test_decode_accepts_both_forms_and_optional_fields():
     sample = kafka_io.decode(b'{"id": "k", "x": [1, 2], "y": null, "extra": 1}', max_bytes=100)
     assert sample.x == {0: 1, 1: 2} and sample.width == 2 and not sample.labelled
     assert kafka_io.decode(b'{"x": [1], "y": false}', max_bytes=100).labelled
+    # Every 64-bit integer is an id, the smallest (Java's Long.MIN_VALUE) included.
+    for id_ in (-2**63, 2**63 - 1):
+        assert kafka_io.decode(b'{"id": %d, "x": [1]}' % id_, max_bytes=100).id == id_
+        assert kafka_io.decode(b'{"id": %d, "x": [1], "x ": 1}' % id_, max_bytes=100).id == id_
 
 
 def test_encode_round_trips():
