@@ -302,6 +302,24 @@ def test_a_checkpoint_directory_serves_one_service_at_a_time(tmp_path):
         os.close(held)
 
 
+def test_a_model_the_checkpoint_cannot_hold_is_refused_when_the_service_is_made(tmp_path):
+    """A multi-class `OneVsRest` (or a subclass of a model, saved under its own class name):
+    its first message stopped the service with an AttributeError (`classes`), at every
+    restart; had it run, its checkpoint could not have been read back."""
+    from river_advsvm.multiclass import OneVsRest
+    from river_advsvm.streams.service import Service
+
+    class Mine(AdvLinearSVM):
+        pass
+
+    config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="t", group="g",
+                           checkpoint_dir=str(tmp_path))
+    for factory, name in [(lambda: OneVsRest(AdvLinearSVM()), "OneVsRest"), (Mine, "Mine")]:
+        with pytest.raises(ValueError, match=f"an AdvKernelSVM or an AdvLinearSVM .*, not a "
+                                             f"{name}"):
+            Service(config, model_factory=factory)
+
+
 def test_a_checkpoint_directory_that_is_a_file_is_named_so(tmp_path):
     """--checkpoint-dir naming a file: said in those words (it was "FILE: File exists")."""
     from river_advsvm.streams.service import Service
