@@ -144,8 +144,9 @@ def _resolve_pair(texts, y) -> tuple:
     if texts is None:
         if len(present) == 2:
             return tuple(present)
-        raise ValueError(f"the data has {len(present)} labels; choose two with --pair A B, or "
-                         f"stream them all with --all (labels present: {shown})")
+        labels = "1 label" if len(present) == 1 else f"{len(present)} labels"
+        raise ValueError(f"the data has {labels}; choose two with --pair A B, or stream them "
+                         f"all with --all (labels present: {shown})")
     pair = []
     for text in texts:
         matches = [label for label in present if _spells(text, label)]

@@ -73,7 +73,8 @@ def _worker_argv(args: argparse.Namespace):
         if isinstance(value, list):  # --labels, --monitor-bounds
             import json
 
-            options += [flag, *(json.dumps(v) if not isinstance(v, str) else v for v in value)]
+            # JSON, as `_label` reads it: a string label "1" must not come back as 1.
+            options += [flag, *(json.dumps(v) for v in value)]
         else:
             options += [flag, str(value)]
 

@@ -52,8 +52,8 @@ MAX_SESSION_TIMEOUT_MS = 9 * 60 * 1000 - _REQUEST_MARGIN_MS - 1
 #: guarantees, so `Clients` refuses them as extra settings.
 FIXED_SETTINGS = frozenset({
     "bootstrap_servers", "group_id", "enable_auto_commit", "auto_offset_reset",
-    "allow_auto_create_topics", "acks", "enable_idempotence", "key_deserializer",
-    "value_deserializer", "key_serializer", "value_serializer",
+    "allow_auto_create_topics", "isolation_level", "acks", "enable_idempotence",
+    "key_deserializer", "value_deserializer", "key_serializer", "value_serializer",
 })
 
 
@@ -105,11 +105,13 @@ class Clients:
     def consumer_config(self, group: str, *, session_timeout_ms: int = 10000,
                         max_poll_records: int = 500, client_id: str = "advsvm-serve",
                         bootstrap_timeout_ms: int | None = None) -> dict:
-        """The settings of `consumer`: a group consumer that never commits on its own and
-        starts at the earliest offset.
+        """The settings of `consumer`: a group consumer that never commits on its own, starts
+        at the earliest offset and reads committed messages only.
 
         Offsets are the checkpoint's business: auto-commit is off, and a partition the
         checkpoint does not know starts at the group's committed offset, else at the beginning.
+        The messages of an upstream's transaction are read once it commits (`read_committed`):
+        until then it may yet be aborted.
         """
         return {
             "session_timeout_ms": session_timeout_ms,
@@ -122,6 +124,7 @@ class Clients:
             "enable_auto_commit": False,
             "auto_offset_reset": "earliest",
             "allow_auto_create_topics": False,
+            "isolation_level": "read_committed",
         }
 
     def consumer(self, group: str, **options):

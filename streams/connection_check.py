@@ -69,10 +69,11 @@ class ConnectionCheckError(RuntimeError):
 
 def parse_bootstrap(bootstrap_servers: str) -> list[tuple[str, int]]:
     """`HOST:PORT[,HOST:PORT]` (IPv6 as `[::1]:9092`) as (host, port) pairs; ValueError if
-    malformed."""
+    malformed. A listener's prefix (`PLAINTEXT://`) is dropped, as the Kafka clients do."""
     addresses = []
     for item in bootstrap_servers.split(","):
         item = item.strip()
+        item = item[item.rfind("://") + 3:] if "://" in item else item
         host, sep, port = item.rpartition(":")
         host = host.strip("[]")
         if (not sep or not host or not (port.isascii() and port.isdigit())

@@ -45,7 +45,8 @@ def replay_samples(source: str, target: str = "y", limit: int | None = None,
     """`(x, y)` pairs from 'phishing', a Parquet file, or an `.npz` with X_train/y_train.
 
     `pair` keeps only the samples of these two labels (for multi-class data like MNIST);
-    `.npz` pixels are scaled to [0, 1] and sent as arrays.
+    `.npz` pixels are scaled to [0, 1] and sent as arrays, as are the rows of a Parquet file's
+    single list column.
     """
     if source == "phishing":
         from river import datasets
@@ -62,7 +63,10 @@ def replay_samples(source: str, target: str = "y", limit: int | None = None,
     else:
         from river_advsvm.streams import parquet
 
-        samples = parquet.iter_rows(source, target=target)
+        # A single list column's rows are named 0..d-1: sent as arrays, which the service names
+        # so too (as an object, JSON would make the names "0".."d-1").
+        samples = ((list(x.values()) if type(next(iter(x))) is int else x, y)
+                   for x, y in parquet.iter_rows(source, target=target))
     if pair is not None:
         samples = ((x, y) for x, y in samples if y in pair)
     return itertools.islice(samples, limit)

@@ -314,8 +314,10 @@ def log_fields(reading: Reading) -> dict:
 def partition_lag(consumer, offsets: dict, assignment) -> dict:
     """Messages behind, per assigned (topic, partition): the high watermark the last fetch
     reported minus the next offset to process (`offsets`: topic -> {partition: offset}, as the
-    checkpoint keeps them; the consumer's position where it has none). Partitions without a
-    fetch yet are left out. Call it on the thread that polls: a consumer is not thread-safe."""
+    checkpoint keeps them; the consumer's position where it has none, or where it is ahead:
+    past offsets that hold no message, such as a transaction's commit marker). Partitions
+    without a fetch yet are left out. Call it on the thread that polls: a consumer is not
+    thread-safe."""
     from kafka.errors import KafkaError
 
     lag = {}
@@ -324,11 +326,15 @@ def partition_lag(consumer, offsets: dict, assignment) -> dict:
             high = consumer.highwater(tp)
             if high is None:
                 continue
-            position = offsets.get(tp.topic, {}).get(tp.partition)
-            if position is None:  # known once fetched: no request to the broker
-                position = consumer.position(tp, timeout_ms=0)
         except KafkaError:  # e.g. no longer assigned (a rebalance in between)
             continue
+        position = offsets.get(tp.topic, {}).get(tp.partition)
+        try:
+            fetched = consumer.position(tp, timeout_ms=0)  # known once fetched: no request
+        except KafkaError:
+            fetched = None
+        if fetched is not None and (position is None or fetched > position):
+            position = fetched
         if position is not None:
             lag[(tp.topic, tp.partition)] = max(int(high) - int(position), 0)
     return lag

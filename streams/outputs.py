@@ -7,7 +7,8 @@ A prediction::
 
 `label` and `probability` are null before the model knows a class; `samples_learned` counts
 the labelled samples the model had taken once this message was (those a `gamma='scale'`
-warm-up holds back included; in a group: the merged model's samples).
+warm-up holds back included; in a group: the merged model's samples). Its key is the
+message's, cut as a dead letter's (`kafka_io.dead_letter_key`).
 An alert is the monitor's alert (`river_advsvm.monitor.Alert`) with `"alert"` (its type), the
 message's `message_id`, `topic`, `partition` and `offset`. A dead letter is the envelope of
 `river_advsvm.streams.kafka.dead_letter`.
@@ -91,7 +92,7 @@ class Outputs:
         self.counters = counters
         # Dead letters keep the original value and key whole up to this size each (base64 makes
         # them 4/3 larger); beyond it they are cut, so a huge message or key cannot block its
-        # own dead letter.
+        # own dead letter. A prediction's key is cut there too.
         self.dead_letter_cap = dead_letter_cap(config.max_message_bytes)
 
     def publish(self, outcome, record, n_learned: int) -> None:
@@ -105,8 +106,10 @@ class Outputs:
                           key=kafka_io.dead_letter_key(record, self.dead_letter_cap))
             return
         if config.predictions_topic:
+            # Under the message's key, cut as a dead letter's: a key larger than the producer
+            # takes would drop the prediction.
             sink.send(config.predictions_topic, prediction_json(outcome, record, n_learned),
-                      key=record.key)
+                      key=kafka_io.dead_letter_key(record, self.dead_letter_cap))
         for alert in outcome.alerts:
             counters = self.counters()
             counters["alerts"] += 1

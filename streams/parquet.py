@@ -103,7 +103,11 @@ class _Layout:
         self.target = target
         self.features = list(features)
         self.is_list = [_is_list(schema.field(name).type) for name in features]
-        self.widths: list[int | None] = [None] * len(features)
+        # A fixed-size list's width is in the schema; a variable list's is its first batch's.
+        self.widths: list[int | None] = [
+            schema.field(name).type.list_size
+            if pa.types.is_fixed_size_list(schema.field(name).type) else None
+            for name in features]
         self.names: list | None = None
 
     def columns(self) -> list[str]:
@@ -157,7 +161,8 @@ class _Layout:
             width = int(lengths[0]) if n else 0
             if n and (lengths != width).any():
                 raise inputs.InvalidInput(
-                    f"{where}: column {name!r} holds lists of lengths {sorted(set(lengths))}; "
+                    f"{where}: column {name!r} holds lists of lengths "
+                    f"{sorted(set(lengths.tolist()))}; "
                     "one fixed length is expected"
                 )
         if self.widths[i] is None:
@@ -177,7 +182,9 @@ class _Layout:
 
 def _to_float(array: pa.Array) -> np.ndarray:
     if array.type != pa.float64():
-        array = pc.cast(array, pa.float64())
+        # Unchecked: an integer over 2**53 becomes the nearest float, over the magnitude
+        # limit, and `matrix` names its row (a checked cast failed as an unreadable file).
+        array = pc.cast(array, pa.float64(), safe=False)
     return array.to_numpy(zero_copy_only=False)
 
 
@@ -288,6 +295,11 @@ def _plan(source: Source, target, features, max_list_bytes: int):
         elif (mine.features, mine.is_list) != (layout.features, layout.is_list):
             raise ParquetError(f"{path}: its feature columns {mine.features} differ from those "
                                f"of {files[0]} ({layout.features})")
+        else:
+            for name, first, width in zip(mine.features, layout.widths, mine.widths):
+                if None not in (first, width) and first != width:
+                    raise ParquetError(f"{path}: its list column {name!r} holds {width} values "
+                                       f"a row, {first} in {files[0]}")
         _check_declared(path, metadata, mine, schema, max_list_bytes)
     return layout, files, filesystem
 

@@ -449,7 +449,7 @@ _OTHER_CLIENTS = {
 #: Kafka client keys that are not about security and that advsvm sets itself.
 _IGNORED = {"bootstrap.servers", "client.id", "group.id", "acks", "linger.ms", "retries",
             "request.timeout.ms", "session.timeout.ms", "heartbeat.interval.ms",
-            "max.poll.records", "auto.offset.reset", "enable.auto.commit",
+            "max.poll.records", "auto.offset.reset", "enable.auto.commit", "isolation.level",
             "key.serializer", "value.serializer", "key.deserializer", "value.deserializer",
             "delivery.timeout.ms", "retry.backoff.ms", "reconnect.backoff.ms",
             "reconnect.backoff.max.ms", "connections.max.idle.ms", "metadata.max.age.ms"}

@@ -132,7 +132,8 @@ class Service:
     config
         A `ServiceConfig`.
     model_factory
-        Makes the model when there is no checkpoint; a checkpoint always wins over it.
+        Makes the model when there is no checkpoint (an `AdvKernelSVM` or an `AdvLinearSVM`:
+        `ValueError` otherwise); a checkpoint always wins over it.
     monitor
         Optional object with `update(x, y) -> list of alert dataclasses`.
 
@@ -149,6 +150,7 @@ class Service:
         self.config = config
         self.model_factory = model_factory
         learner = Learner(self._new_state(), config.max_message_bytes, monitor)
+        state_io.check_model(learner.state.model)
         _check_width(config.width, learner.state.model)
         self.session = Session(config, learner, self._new_state)
         self.checkpoints = GroupWorker(self.session) if config.grouped else Standalone(
@@ -204,7 +206,10 @@ class Service:
         `SettingsRefused` if the cluster refused the connection settings.
         """
         config = self.config
-        os.makedirs(config.checkpoint_dir, exist_ok=True)
+        try:
+            os.makedirs(config.checkpoint_dir, exist_ok=True)
+        except FileExistsError:  # a file of that name: `lock_directory` says so
+            pass
         lock = lifecycle.lock_directory(config.checkpoint_dir)
         try:
             with lifecycle.blas_threads(config.blas_threads):

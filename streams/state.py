@@ -66,7 +66,7 @@ from river_advsvm.streams import faults
 from river_advsvm.streams.kafka import MAX_TEXT_CHARS
 
 __all__ = ["CHECKPOINT_FILE", "MAX_COUNT", "MAX_NAME", "Limits", "ServiceState",
-           "check_labels", "checkpoint_path", "describe", "from_checkpoint", "load", "overridden",
+           "check_labels", "check_model", "checkpoint_path", "describe", "from_checkpoint", "load", "overridden",
            "parse_extra", "save", "save_bytes", "to_bytes"]
 
 CHECKPOINT_FILE = "checkpoint.ckpt"
@@ -143,6 +143,14 @@ class Limits:
                 raise CheckpointError(excess)  # the reader says where
             return _MODELS[meta["class"]].checkpoint_array_bytes(meta)
         return bound
+
+
+def check_model(model) -> None:
+    """`ValueError` unless `model` is one a checkpoint holds: an `AdvKernelSVM` or an
+    `AdvLinearSVM` (binary), not a subclass (saved under its own name, it would not load)."""
+    if _MODELS.get(type(model).__name__) is not type(model):
+        raise ValueError(f"the service serves an AdvKernelSVM or an AdvLinearSVM (one binary "
+                         f"model, which its checkpoint holds), not a {type(model).__name__}")
 
 
 def new_counters() -> dict:

@@ -235,6 +235,15 @@ def test_nothing_listening_is_retriable_and_one_good_address_is_enough(broker):
     check_connection(f"{dead},{broker.bootstrap_servers}", SecuritySettings(), TIMEOUT)
 
 
+def test_a_listener_prefix_in_the_bootstrap_address_is_ignored_as_the_clients_do(broker):
+    """`PLAINTEXT://host:9092` (as a broker's `listeners` spell it): the Kafka clients, Java's
+    and kafka-python, drop the prefix; the start-up check took it for part of the host name,
+    so the service waited for a broker it never resolved and exited with status 3."""
+    assert parse_bootstrap("SASL_SSL://b:9093, PLAINTEXT://[::1]:9092") == [
+        ("b", 9093), ("::1", 9092)]
+    check_connection(f"PLAINTEXT://{broker.bootstrap_servers}", SecuritySettings(), TIMEOUT)
+
+
 def test_a_silent_port_is_a_retriable_timeout():
     with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
         address = f"127.0.0.1:{silent.getsockname()[1]}"

@@ -206,6 +206,7 @@ def test_the_module_runs_as_the_advsvm_command():
      (["--data", "labels.npz", "--pair", "1", "1.0"], "two different labels, got 1 and 1.0"),
      (["--pair", "3", "3"], "two different labels, got 3 and 3"),
      (["--data", "three.npz"], "the data has 3 labels; choose two with --pair"),
+     (["--data", "one.npz"], "the data has 1 label; choose two with --pair"),
      (["--all", "--pair", "1", "7"], "exclude each other"),
      (["--out", "labels.npz"], "--out labels.npz is not a directory"),
      (["--max-samples", "0"], "argument --max-samples: 0 is not a whole number >= 1"),
@@ -225,6 +226,7 @@ def test_demo_errors_are_one_line_and_exit_2(capsys, tmp_path, monkeypatch, argv
     rng = np.random.default_rng(0)
     np.savez("labels.npz", X_train=rng.random((40, 4)), y_train=np.resize([1, 2], 40))
     np.savez("three.npz", X_train=rng.random((40, 4)), y_train=np.resize([1, 2, 3], 40))
+    np.savez("one.npz", X_train=rng.random((40, 4)), y_train=np.zeros(40, int))
     code, out, err = run(capsys, *argv)
     assert code == 2
     assert err.startswith("advsvm demo:") and message in err, err

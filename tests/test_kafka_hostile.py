@@ -209,6 +209,36 @@ def test_a_huge_key_is_cut_in_its_dead_letter(broker, tmp_path):
     assert kh.b64(letter["key_b64"]) == b"small" and key == b"small"
 
 
+def test_a_valid_message_under_a_huge_key_gets_its_prediction(broker, tmp_path):
+    """A valid message under a key larger than the service's producer takes (9 MB, which the
+    broker took): its prediction is published under the key cut as a dead letter's is, not
+    dropped; a small key stays whole."""
+    from kafka import KafkaProducer
+
+    topic = _topics(broker, "huge-key-valid", outputs=("predictions",))
+    cap = 2 * 2**20
+    huge = bytes(range(256)) * (9_000_000 // 256)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all",
+                             max_request_size=16 * 2**20)
+    try:
+        for i, key in enumerate([b"small", huge, b"small"]):
+            producer.send(topic, kafka_io.encode([1.0, float(i)], i % 2, id=i), key=key,
+                          partition=0)
+        producer.flush()
+    finally:
+        producer.close()
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(broker.bootstrap_servers, topic, "huge-key-valid-group",
+                               directory, "--predictions-topic", f"{topic}-predictions",
+                               "--exit-when-idle", "2")
+    process = kh.start_service(command, log)
+    assert process.wait(120) == 0, kh.tail(log)
+
+    records = kh.read_topic(broker.bootstrap_servers, f"{topic}-predictions", 3)
+    keys = {json.loads(r.value)["id"]: r.key for r in records}
+    assert keys == {0: b"small", 1: huge[:cap], 2: b"small"}
+
+
 # -- start-up failures ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("servers", ["closed-port", "no-such-host.invalid:9092"])
@@ -305,6 +335,22 @@ def test_serve_model_flags_reach_the_model():
     assert default.reprocess == AdvKernelSVM().reprocess
     with pytest.raises(ValueError, match="reprocess"):
         streams_cli._model_factory(parser.parse_args([*kh.MODEL_ARGS, "--reprocess", "-1"]))
+
+
+@pytest.mark.parametrize("labels", [['"1"', '"0"'], ["cat", "7"], ["true", "false"],
+                                    ['"2.5"', "2.5"]])
+def test_local_workers_get_the_options_as_given(labels):
+    """`serve --local-broker --workers N` hands its options to each worker's command line:
+    the workers parse them to the same values (string labels that look like JSON, "1" and
+    "0" from a CSV, reached them as the integers 1 and 0)."""
+    parser = streams_cli.build_parser()
+    args = parser.parse_args(["--local-broker", "--workers", "2", "--gamma", "0.5",
+                              "--labels", *labels, "--monitor-bounds", "0", "1.5"])
+    argv = streams_cli._worker_argv(args)("127.0.0.1:1", "t", "g", "/tmp/w", "w-0")
+    assert argv[1:3] == ["-m", "river_advsvm.streams.cli"]
+    worker = parser.parse_args(argv[3:])
+    assert worker.labels == args.labels and type(worker.labels[0]) is type(args.labels[0])
+    assert (worker.monitor_bounds, worker.gamma) == ([0.0, 1.5], "0.5")
 
 
 def test_sigint_drains_checkpoints_and_exits_130(broker, tmp_path):

@@ -42,6 +42,8 @@ from river_advsvm.streams.learner import Learner  # noqa: E402
     (b"{\"x\": [" + b"9" * 5000 + b"]}", "not_finite"),
     (b"{\"x\": [1], \"y\": " + b"9" * 5000 + b"}", "bad_label"),
     (b"{\"id\": " + b"9" * 5000 + b", \"x\": [1]}", "bad_id"),
+    (b"{\"id\": 9223372036854775808, \"x\": [1]}", "bad_id"),  # 2**63
+    (b"{\"id\": -9223372036854775809, \"x\": [1]}", "bad_id"),
     (b"{\"x\": [NaN]}", "not_finite"),
     (b"{\"x\": [1], \"y\": NaN}", "bad_label"),
     (b"{\"x\": [1], \"x\": [1]}", "duplicate_key"),
@@ -69,6 +71,10 @@ def test_decode_accepts_both_forms_and_optional_fields():
     sample = kafka_io.decode(b'{"id": "k", "x": [1, 2], "y": null, "extra": 1}', max_bytes=100)
     assert sample.x == {0: 1, 1: 2} and sample.width == 2 and not sample.labelled
     assert kafka_io.decode(b'{"x": [1], "y": false}', max_bytes=100).labelled
+    # Every 64-bit integer is an id, the smallest (Java's Long.MIN_VALUE) included.
+    for id_ in (-2**63, 2**63 - 1):
+        assert kafka_io.decode(b'{"id": %d, "x": [1]}' % id_, max_bytes=100).id == id_
+        assert kafka_io.decode(b'{"id": %d, "x": [1], "x ": 1}' % id_, max_bytes=100).id == id_
 
 
 def test_encode_round_trips():
@@ -296,6 +302,36 @@ def test_a_checkpoint_directory_serves_one_service_at_a_time(tmp_path):
         os.close(held)
 
 
+def test_a_model_the_checkpoint_cannot_hold_is_refused_when_the_service_is_made(tmp_path):
+    """A multi-class `OneVsRest` (or a subclass of a model, saved under its own class name):
+    its first message stopped the service with an AttributeError (`classes`), at every
+    restart; had it run, its checkpoint could not have been read back."""
+    from river_advsvm.multiclass import OneVsRest
+    from river_advsvm.streams.service import Service
+
+    class Mine(AdvLinearSVM):
+        pass
+
+    config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="t", group="g",
+                           checkpoint_dir=str(tmp_path))
+    for factory, name in [(lambda: OneVsRest(AdvLinearSVM()), "OneVsRest"), (Mine, "Mine")]:
+        with pytest.raises(ValueError, match=f"an AdvKernelSVM or an AdvLinearSVM .*, not a "
+                                             f"{name}"):
+            Service(config, model_factory=factory)
+
+
+def test_a_checkpoint_directory_that_is_a_file_is_named_so(tmp_path):
+    """--checkpoint-dir naming a file: said in those words (it was "FILE: File exists")."""
+    from river_advsvm.streams.service import Service
+
+    path = tmp_path / "checkpoints"
+    path.write_text("")
+    config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="t", group="g",
+                           checkpoint_dir=str(path))
+    with pytest.raises(ValueError, match=f"the checkpoint directory {path} is not a directory"):
+        Service(config, model_factory=AdvLinearSVM).run()
+
+
 def test_a_restored_checkpoint_names_the_pinned_options_it_overrides():
     saved = state.ServiceState(model=AdvLinearSVM(), width=4, labels=["cat", "dog"])
     assert state.overridden(saved, None, None) == []
@@ -306,3 +342,26 @@ def test_a_restored_checkpoint_names_the_pinned_options_it_overrides():
     unpinned = state.ServiceState(model=AdvLinearSVM())
     assert state.overridden(unpinned, (0, 1), None) == [
         "--labels 0 1 is ignored: the checkpoint's pinned labels are None"]
+
+
+def test_a_replayed_list_column_is_sent_as_arrays_named_as_the_file_names_them(tmp_path):
+    """`serve --local-broker --replay FILE.parquet` with one list column: each row goes out as
+    an array, whose inputs the service names 0..d-1 as the file's rows are named. It went out
+    as an object, whose keys JSON made "0".."d-1": the model served learned other names than
+    one learning the file, and predicted the file's own rows as if every input were new."""
+    import numpy as np
+
+    from river_advsvm.streams import local, parquet
+
+    path = tmp_path / "list.parquet"
+    X = np.random.default_rng(0).random((5, 3))
+    parquet.write(path, X, np.arange(5) % 2, layout="list")
+    sent = [kafka_io.decode(kafka_io.encode(x if isinstance(x, dict) else list(x), y), 2**20)
+            for x, y in local.replay_samples(str(path))]
+    rows = list(parquet.iter_rows(path, target="y"))
+    assert [(s.x, s.y) for s in sent] == rows
+    assert [s.width for s in sent] == [3] * 5
+    wide = tmp_path / "wide.parquet"
+    parquet.write(wide, X, np.arange(5) % 2, layout="wide")
+    assert [x for x, _ in local.replay_samples(str(wide))] == [
+        x for x, _ in parquet.iter_rows(wide, target="y")]

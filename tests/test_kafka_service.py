@@ -479,6 +479,75 @@ def test_service_waits_for_a_broker_that_is_not_up_yet(own_broker, tmp_path):
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
 
 
+def test_exit_when_idle_stops_after_a_transactional_producers_messages(broker, tmp_path):
+    """Messages written in a committed transaction end with its commit marker, an offset no
+    record is returned for: the partition's high watermark stays one past the last message.
+    The lag counted from the checkpoint's offset stayed 1 for ever, and `--exit-when-idle`
+    never stopped the service."""
+    from kafka import KafkaProducer
+
+    topic = _topics(broker, f"txn-{uuid.uuid4().hex[:8]}", outputs=())
+    X, y = kh.stream(30, seed=4)
+    values = kh.messages(X, y)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers,
+                             transactional_id=f"{topic}-producer", max_block_ms=15000)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for value in values:
+            producer.send(topic, value, partition=0)
+        producer.commit_transaction()
+    finally:
+        producer.close()
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(broker.bootstrap_servers, topic, f"{topic}-group", directory,
+                               "--exit-when-idle", "1")
+    process = kh.start_service(command, log)
+    try:
+        assert process.wait(60) == 0, kh.tail(log)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the service did not stop when idle\n{kh.tail(log)}") from None
+    assert kh.checkpoint_info(directory)["samples_learned"] == 30
+    kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
+
+
+def test_messages_of_an_open_transaction_wait_for_its_commit(broker, tmp_path):
+    """An upstream's transaction still open: its messages may yet be aborted, so the service
+    neither predicts nor learns them before the commit (it read them uncommitted)."""
+    from kafka import KafkaProducer
+
+    topic = _topics(broker, f"txn-open-{uuid.uuid4().hex[:8]}", outputs=("predictions",))
+    X, y = kh.stream(30, seed=5)
+    values = kh.messages(X, y)
+    kh.produce(broker.bootstrap_servers, topic, values[:20], partition=0)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers,
+                             transactional_id=f"{topic}-producer", max_block_ms=15000)
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for value in values[20:]:
+            producer.send(topic, value, partition=0).get(10)
+        command = kh.serve_command(broker.bootstrap_servers, topic, f"{topic}-group", directory,
+                                   "--predictions-topic", f"{topic}-predictions",
+                                   "--checkpoint-every", "1", "--exit-when-idle", "1")
+        process = kh.start_service(command, log)
+        kh.wait_until(lambda: kh.learned(directory) >= 20, 60, "the committed messages",
+                      process, log)
+        committed_at = time.time() * 1000
+        before_commit = kh.learned(directory)
+        producer.commit_transaction()
+    finally:
+        producer.close()
+    assert process.wait(60) == 0, kh.tail(log)
+    assert before_commit == 20, "learned before the commit"
+    assert kh.checkpoint_info(directory)["samples_learned"] == 30
+    predictions = kh.read_topic(broker.bootstrap_servers, f"{topic}-predictions", 30)
+    late = [r.timestamp for r in predictions if json.loads(r.value)["id"] >= 20]
+    assert len(late) == 10 and min(late) >= committed_at, "predicted before the commit"
+    kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
+
+
 def test_sigterm_drains_and_checkpoints_what_was_learned(broker, tmp_path):
     """With no periodic checkpoint, SIGTERM mid-stream still leaves a checkpoint covering
     exactly what was learned, after every output of it is out; a restart then finishes."""

@@ -92,7 +92,8 @@ def test_directory_and_dataset_sources(tmp_path):
 @pytest.mark.parametrize("table, message", [
     (pa.table({"a": [1.0, None], "y": [0, 1]}), "row 1"),
     (pa.table({"a": [1.0, float("nan")], "y": [0, 1]}), "finite"),
-    (pa.table({"a": pa.array([[1.0], [1.0, 2.0]]), "y": [0, 1]}), "lengths"),
+    # The lengths as numbers, not numpy's repr (np.int32(1)).
+    (pa.table({"a": pa.array([[1.0], [1.0, 2.0]]), "y": [0, 1]}), r"lengths \[1, 2\];"),
     (pa.table({"a": pa.array([[1.0], None]), "y": [0, 1]}), "null list"),
     (pa.table({"a": ["x", "y"], "y": [0, 1]}), "numbers"),
     # Rows of no feature at all: they reached the model (or the demo's scaling, which failed
@@ -266,6 +267,20 @@ def test_a_row_wider_than_any_model_is_refused_from_the_schema(tmp_path):
         next(parquet.iter_batches(path, target="y"))
 
 
+@pytest.mark.parametrize("values", [pa.array([1, 2**60], pa.int64()),
+                                    pa.array([1, 2**64 - 1], pa.uint64()),
+                                    pa.array([[1, 1], [1, -2**63]], pa.list_(pa.int64(), 2))])
+def test_an_integer_beyond_a_floats_exact_range_is_a_value_beyond_the_limit(tmp_path, values):
+    """An integer column holding a value that no float64 holds exactly (over 2**53, so over the
+    magnitude limit too): the bad value named with its row, as for a float, not a file that
+    "cannot be read"."""
+    path = tmp_path / "big-int.parquet"
+    pq.write_table(pa.table({"a": values, "y": [0, 1]}), path)
+    with pytest.raises(InvalidInput, match=r"big-int\.parquet \(rows from 0\), row 1 of the batch"
+                                           r": .*beyond the accepted magnitude"):
+        list(parquet.iter_rows(path, target="y"))
+
+
 @pytest.mark.parametrize("row", [0, 777, 1499])
 def test_a_value_beyond_the_magnitude_limit_names_its_file_and_row(tmp_path, row):
     X = np.ones((1500, 3))
@@ -320,12 +335,16 @@ def test_any_flipped_bytes_raise_one_of_the_documented_errors(tmp_path_factory, 
 
 def test_a_directory_with_a_bad_file_is_refused_before_the_first_batch(tmp_path):
     X = np.random.default_rng(2).random((3000, 4))
-    for name, content in [("not-parquet", b"PAR1 but not really" * 8), ("other-schema", None)]:
+    for name, content in [("not-parquet", b"PAR1 but not really" * 8), ("other-schema", None),
+                          ("other-width", "list")]:
         folder = tmp_path / name
         folder.mkdir()
-        parquet.write(folder / "1.parquet", X, np.arange(3000) % 2, layout="wide")
+        layout = "list" if content == "list" else "wide"
+        parquet.write(folder / "1.parquet", X, np.arange(3000) % 2, layout=layout)
         if content is None:
             parquet.write(folder / "2.parquet", X, np.arange(3000) % 2, layout="list")
+        elif content == "list":  # images of another size: the schema says so
+            parquet.write(folder / "2.parquet", X[:, :3], np.arange(3000) % 2, layout="list")
         else:
             (folder / "2.parquet").write_bytes(content)
         batches = parquet.iter_batches(folder, target="y")
