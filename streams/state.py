@@ -66,8 +66,8 @@ from river_advsvm.streams import faults
 from river_advsvm.streams.kafka import MAX_TEXT_CHARS
 
 __all__ = ["CHECKPOINT_FILE", "MAX_COUNT", "MAX_NAME", "Limits", "ServiceState",
-           "check_labels", "check_model", "checkpoint_path", "describe", "from_checkpoint", "load", "overridden",
-           "parse_extra", "save", "save_bytes", "to_bytes"]
+           "check_labels", "check_model", "checkpoint_path", "describe", "from_checkpoint",
+           "load", "overridden", "parse_extra", "save", "save_bytes", "to_bytes"]
 
 CHECKPOINT_FILE = "checkpoint.ckpt"
 KIND = "advsvm-serve"
