@@ -32,6 +32,9 @@ __all__ = ["MAX_LABEL_LENGTH", "as_label", "classes_after"]
 #: The longest str label (characters), as for a feature name: a model keeps its labels in its
 #: checkpoint, as does a monitor the labels of its window.
 MAX_LABEL_LENGTH = 1000
+#: The int labels (and message ids) taken: 64-bit signed ones, as a checkpoint's JSON and Kafka's
+#: clients hold them.
+INT64 = range(-2**63, 2**63)
 
 
 def as_label(y):
@@ -49,7 +52,7 @@ def as_label(y):
         return str(y)
     if isinstance(y, numbers.Integral):
         y = int(y)
-        if y.bit_length() > 63:  # (a checkpoint's JSON, and the service, take 64-bit ints)
+        if y not in INT64:
             raise inputs.InvalidInput(f"label {inputs.describe(y)} is not allowed: an int "
                                       "label must fit in 64 bits", "bad_label")
         return y

@@ -50,6 +50,8 @@ import typing
 
 import msgspec
 
+from river_advsvm.labels import INT64
+
 __all__ = ["DECODE_REASONS", "MAX_TEXT_CHARS", "MODEL_REASONS", "REASONS", "InvalidMessage",
            "Sample", "check_against", "dead_letter", "dead_letter_key", "decode", "encode"]
 
@@ -96,8 +98,6 @@ REASONS = {**MODEL_REASONS, **DECODE_REASONS,
 MAX_TEXT_CHARS = 1000
 
 _MISSING = object()
-#: The integers an `id` may be: 64-bit signed ones.
-_INT64 = range(-2**63, 2**63)
 #: Longest integer literal the strict decoder converts (a float holds ~309 digits at most).
 _MAX_DIGITS = 400
 
@@ -163,8 +163,8 @@ def decode(value: bytes | None, max_bytes: int) -> Sample:
     if type(x) is dict:
         keys += len(x)
     id_, y = message.id, message.y
-    if (value.count(b":") != keys or (type(id_) is int and id_ not in _INT64)
-            or (type(y) is int and y.bit_length() > 63)
+    if (value.count(b":") != keys or (type(id_) is int and id_ not in INT64)
+            or (type(y) is int and y not in INT64)
             or (type(id_) is str and not _usable_text(id_))
             or (type(y) is str and not _usable_text(y))):
         return _decode_strictly(value)  # a repeated key, or values the strict rules judge
@@ -237,7 +237,7 @@ def _check_values(values, where: str) -> None:
 
 
 def _label(y):
-    if type(y) is _OutOfRange or (type(y) is int and y.bit_length() > 63):
+    if type(y) is _OutOfRange or (type(y) is int and y not in INT64):
         raise InvalidMessage("bad_label", f"y is {_describe(y)}, out of range")
     if type(y) is str and not _usable_text(y):
         raise InvalidMessage("bad_label", f"y is {_text_fault(y)}")
@@ -266,7 +266,7 @@ def _decode_strictly(value: bytes) -> Sample:
 
     id_ = message.get("id")
     if id_ is not None and type(id_) is not str and (type(id_) is not int
-                                                     or id_ not in _INT64):
+                                                     or id_ not in INT64):
         raise InvalidMessage("bad_id", f"id is {_describe(id_)}")
     if type(id_) is str and not _usable_text(id_):
         raise InvalidMessage("bad_id", f"id is {_text_fault(id_)}")

@@ -62,6 +62,7 @@ import typing
 import river_advsvm
 from river_advsvm import checkpoint, margin, model_checkpoint
 from river_advsvm.checkpoint import CheckpointError
+from river_advsvm.labels import INT64
 from river_advsvm.streams import faults
 from river_advsvm.streams.kafka import MAX_TEXT_CHARS
 
@@ -336,7 +337,7 @@ def check_labels(labels) -> list:
     if not isinstance(labels, list) or len(labels) != 2 or labels[0] == labels[1]:
         raise ValueError("labels are not two distinct labels")
     for y in labels:
-        if not (type(y) in (str, bool) or (type(y) is int and y.bit_length() <= 63)
+        if not (type(y) in (str, bool) or (type(y) is int and y in INT64)
                 or (type(y) is float and math.isfinite(y))) or (
                 type(y) is str and len(y) > MAX_TEXT_CHARS):
             raise ValueError(f"label {str(y)[:40]!r} is not a label the service takes (a "

@@ -75,6 +75,10 @@ def test_decode_accepts_both_forms_and_optional_fields():
     for id_ in (-2**63, 2**63 - 1):
         assert kafka_io.decode(b'{"id": %d, "x": [1]}' % id_, max_bytes=100).id == id_
         assert kafka_io.decode(b'{"id": %d, "x": [1], "x ": 1}' % id_, max_bytes=100).id == id_
+    # and a label, on both decoders' paths
+    for y in (-2**63, 2**63 - 1):
+        assert kafka_io.decode(b'{"x": [1], "y": %d}' % y, max_bytes=100).y == y
+        assert kafka_io.decode(b'{"x": [1], "y": %d, "x ": 1}' % y, max_bytes=100).y == y
 
 
 def test_encode_round_trips():
