@@ -186,8 +186,10 @@ def encode_name(name) -> list:
     encoded = _encode(name, 0)
     # Characters as written, not as escaped: a name in another script is as long as its text.
     if len(json.dumps(encoded, ensure_ascii=False)) > MAX_NAME_LENGTH:
-        raise InvalidInput(f"feature name {describe(name)} is longer than {MAX_NAME_LENGTH} "
-                           "characters", "bad_name")
+        raise InvalidInput(
+            f"feature name {describe(name)} is too long: its encoding is longer than "
+            f"{MAX_NAME_LENGTH} characters (a str name may have {MAX_NAME_LENGTH - 9})",
+            "bad_name")
     return encoded
 
 
