@@ -303,7 +303,17 @@ def check_against(sample: Sample, classes: tuple, width: int | None) -> None:
 
 
 def encode(x, y=_MISSING, id=None) -> bytes:
-    """A message in the input schema: `x` a dict, or a sequence of numbers (an array)."""
+    """A message in the input schema: `x` a dict, or a sequence of numbers (an array).
+
+    A dict's names are JSON's keys, so text: a dict of the features 0..d-1 in order (a row of
+    River's `iter_array`) is sent as the array the service names so; other non-str names are a
+    `ValueError` (JSON would make 0 and "0" one name).
+    """
+    if isinstance(x, dict) and not all(type(name) is str for name in x):
+        if list(x) != list(range(len(x))):
+            raise ValueError("an object message names its features with str (JSON's keys are "
+                             "text); features named 0..d-1 are sent as an array")
+        x = list(x.values())
     if not isinstance(x, dict):
         x = [float(v) for v in x]
     message = {} if id is None else {"id": id}

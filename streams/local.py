@@ -63,10 +63,8 @@ def replay_samples(source: str, target: str = "y", limit: int | None = None,
     else:
         from river_advsvm.streams import parquet
 
-        # A single list column's rows are named 0..d-1: sent as arrays, which the service names
-        # so too (as an object, JSON would make the names "0".."d-1").
-        samples = ((list(x.values()) if type(next(iter(x))) is int else x, y)
-                   for x, y in parquet.iter_rows(source, target=target))
+        # (A single list column's rows are named 0..d-1: `kafka_io.encode` sends them as arrays.)
+        samples = parquet.iter_rows(source, target=target)
     if pair is not None:
         samples = ((x, y) for x, y in samples if y in pair)
     return itertools.islice(samples, limit)

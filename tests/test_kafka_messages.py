@@ -89,6 +89,18 @@ def test_encode_round_trips():
         kafka_io.encode([math.nan])
 
 
+def test_encode_sends_features_0_to_d_as_an_array_and_refuses_other_names_json_would_merge():
+    # A row of River's iter_array names its features 0..d-1: the array the service names so
+    # (as an object, JSON would write the names "0", "1").
+    row = dict(enumerate([0.5, 2.0, 0.0]))
+    assert kafka_io.encode(row, y=1) == kafka_io.encode([0.5, 2.0, 0.0], y=1)
+    assert kafka_io.decode(kafka_io.encode(row, y=1), max_bytes=100).x == row
+    for x in ({0: 1.0, "0": 2.0}, {1: 1.0}, {1: 1.0, 0: 2.0}, {("a", 1): 1.0}):
+        with pytest.raises(ValueError, match="names its features with str"):
+            kafka_io.encode(x)
+    assert kafka_io.decode(kafka_io.encode({"a": 1.0}), max_bytes=100).x == {"a": 1.0}
+
+
 def test_check_against_labels_and_width():
     sample = kafka_io.decode(b'{"x": [1, 2], "y": "c"}', max_bytes=100)
     kafka_io.check_against(sample, ("a",), None)  # one class known: any label is fine
