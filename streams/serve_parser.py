@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="every refused message: its reason code, its position and its "
                          "original bytes in base64")
     service = parser.add_argument_group("service")
-    service.add_argument("--checkpoint-every", type=int, default=1000, metavar="N",
+    service.add_argument("--checkpoint-every", type=whole_numbers(1), default=1000, metavar="N",
                          help="checkpoint after N messages (default 1000)")
     service.add_argument("--checkpoint-interval", type=float, default=10.0, metavar="SECONDS",
                          help="or after this long with progress (default 10)")
@@ -127,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
         "between them and they average their models through a snapshot topic. Needs the "
         "same model options everywhere, a numeric --gamma and the 'merge', 'remove' or "
         "'compact' policy.")
-    group.add_argument("--sync-every", type=int, metavar="N",
+    group.add_argument("--sync-every", type=whole_numbers(1), metavar="N",
                        help="be one worker of the group: every N messages average the peers' "
                        "models in and publish this one (replaces --checkpoint-every)")
     group.add_argument("--sync-topic", metavar="S",

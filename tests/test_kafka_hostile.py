@@ -293,6 +293,10 @@ def test_serve_without_a_broker_exits_with_one_line(tmp_path, servers):
     (["--local-broker", "--workers", "-1"], "--workers: -1 is not a whole number >= 1"),
     (["--local-broker", "--replay-limit", "-5"], "--replay-limit: -5 is not a whole number >= 1"),
     (["--local-broker", "--show", "-1"], "--show: -1 is not a whole number >= 0"),
+    # Reported as the group's need for a numeric gamma, checked first.
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--sync-every", "0"], "--sync-every: 0 is not a whole number >= 1"),
+    (["--checkpoint-every", "0"], "--checkpoint-every: 0 is not a whole number >= 1"),
 ])
 def test_every_usage_error_is_one_line_with_status_2(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:
