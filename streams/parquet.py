@@ -382,7 +382,9 @@ def iter_batches(
     """
     for names, X, labels in _batches(source, target, features, batch_size, max_list_bytes):
         frame = pd.DataFrame(X, columns=names, copy=False)
-        yield frame, (None if labels is None else pd.Series(labels, name=target))
+        # A null label is None, beside the labels as written (pandas would make 0 and 1 floats).
+        kind = object if labels is not None and None in labels else None
+        yield frame, (None if labels is None else pd.Series(labels, name=target, dtype=kind))
 
 
 def iter_rows(

@@ -63,6 +63,18 @@ def test_wide_table_and_column_choice(tmp_path):
         next(parquet.iter_rows(path, target="y", features=["nope"]))
 
 
+def test_null_labels_are_none_beside_the_labels_as_written(tmp_path):
+    # An int label column with nulls: its labels stay ints in a batch, as row by row (pandas
+    # alone makes them floats, and the model's classes 0.0 and 1.0).
+    path = tmp_path / "nulls.parquet"
+    pq.write_table(pa.table({"a": [0.1, 0.2, 0.3], "y": pa.array([0, None, 1], pa.int64())}),
+                   path)
+    (_, y_batch), = parquet.iter_batches(path, target="y")
+    rows = [y for _, y in parquet.iter_rows(path, target="y")]
+    assert y_batch.tolist() == rows == [0, None, 1]
+    assert [type(y) for y in rows] == [int, type(None), int]
+
+
 def test_mixed_list_and_scalar_columns(tmp_path):
     table = pa.table({
         "pixels": pa.array([[1, 2], [3, 4]], type=pa.list_(pa.uint8())),
