@@ -40,6 +40,7 @@ Examples
 
 from __future__ import annotations
 
+import collections
 import os
 import typing
 
@@ -123,7 +124,10 @@ class _Layout:
         for name, is_list, width in zip(self.features, self.is_list, self.widths):
             names.extend([f"{name}_{i}" for i in range(width)] if is_list else [name])
         if len(set(names)) != len(names):
-            raise ValueError(f"expanding list columns gives duplicate feature names: {names}")
+            twice = sorted(n for n, count in collections.Counter(names).items() if count > 1)
+            raise ParquetError(f"its list columns expand to feature names other columns have "
+                               f"({', '.join(twice[:5])}): rename those columns or choose the "
+                               "features")
         self.names = names
 
     def matrix(self, batch: pa.RecordBatch, where: str) -> np.ndarray:
@@ -338,6 +342,8 @@ def _file_batches(path: str, batches, layout: _Layout):
             labels = layout.labels(batch)
         except inputs.InvalidInput:
             raise
+        except ParquetError as error:  # (a schema the file's rows cannot be named by)
+            raise ParquetError(f"{path}: {error}") from None
         except MemoryError:
             raise ParquetError(f"{where}: not enough memory to decode the batch") from None
         except Exception as error:  # noqa: BLE001 - corrupt pages reach Arrow's decoders

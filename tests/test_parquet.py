@@ -75,6 +75,17 @@ def test_null_labels_are_none_beside_the_labels_as_written(tmp_path):
     assert [type(y) for y in rows] == [int, type(None), int]
 
 
+def test_list_columns_expanding_to_another_columns_name_are_refused_naming_it(tmp_path):
+    path = tmp_path / "clash.parquet"
+    pq.write_table(pa.table({"c": pa.array([[1.0, 2.0]], pa.list_(pa.float64(), 2)),
+                             "c_0": [0.5], "y": [1]}), path)
+    with pytest.raises(parquet.ParquetError, match=r"clash.parquet: its list columns expand to "
+                       r"feature names other columns have \(c_0\): rename"):
+        next(parquet.iter_rows(path, target="y"))
+    x, _ = next(parquet.iter_rows(path, target="y", features=["c"]))
+    assert x == {0: 1.0, 1: 2.0}
+
+
 def test_mixed_list_and_scalar_columns(tmp_path):
     table = pa.table({
         "pixels": pa.array([[1, 2], [3, 4]], type=pa.list_(pa.uint8())),
