@@ -279,11 +279,10 @@ def test_a_parquet_file_with_boolean_labels(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("labels, message", [
-    # A null label (pandas reads an integer column with nulls as floats: NaN) counted as a
-    # third label, and only nulls, lists or timestamps raised 'unexpected TypeError' or
-    # 'unexpected IndexError'.
-    ([1, None, 2, 1], "row 1 of the label column 'y': label nan is not allowed: a number "
-                      "label must be finite"),
+    # A null label counted as a third label (pandas read an integer column with nulls as
+    # floats: NaN), and only nulls, lists or timestamps raised 'unexpected TypeError' or
+    # 'unexpected IndexError'. A null is None among ints as in a column of nulls.
+    ([1, None, 2, 1], "row 1 of the label column 'y': label None is not supported"),
     ([None] * 4, "row 0 of the label column 'y': label None is not supported"),
     ([[1], [2], [1], [2]], "row 0 of the label column 'y': label [1] (a list) is not supported"),
     ([datetime.datetime(2020, 1, 1)] * 4, "row 0 of the label column 'y': label "),
