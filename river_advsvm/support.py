@@ -54,7 +54,8 @@ from river_advsvm.support_store import (DTYPES, GRAM_MAX_BUDGET, GRAM_MIN_INPUTS
                                         _quadratic_form, _squared_norms, column_count,
                                         exponent_rounding)
 
-__all__ = ["DTYPES", "GRAM_MAX_BUDGET", "GRAM_MIN_INPUTS", "POLICIES", "SupportVectors"]
+__all__ = ["DTYPES", "GRAM_MAX_BUDGET", "GRAM_MIN_INPUTS", "POLICIES", "PrecisionWarning",
+           "SupportVectors"]
 
 # The global scale is folded into the coefficients outside this range; within it, a_i = c / s
 # and a^T K a stay far from the float64 limits for any sane budget.
@@ -70,6 +71,14 @@ _CHECKED_NORM_SIZE = 4096
 # relative to 1 + gamma (||x_i||^2 + ||x_j||^2): the rounding of merged vectors to the storage
 # precision.
 _GRAM_TOLERANCE = 1e-3
+#: The rounding of kernel exponents (gamma ||x||^2 times the dtype's eps) past which the model
+#: warns: kernel values off by about 1%.
+ROUNDING_LIMIT = 0.01
+
+
+class PrecisionWarning(UserWarning):
+    """Stored inputs so far from 0, for the dtype and the bandwidth, that rounding swamps their
+    squared distances: the kernel values are noise (see `SupportVectors.rounding`)."""
 
 
 class SupportVectors(KernelExpansion):
@@ -170,6 +179,10 @@ class SupportVectors(KernelExpansion):
         self._pending = None
         self._edits = 0
         self._cursor = 0  # the stored vector `reprocess` visits next
+        # The relative rounding of a stored vector's kernel exponents, once it passed
+        # `ROUNDING_LIMIT` (None until then): inputs far from 0 for the dtype and bandwidth.
+        self.rounding: float | None = None
+        self._eps = float(np.finfo(dtype).eps)
         # The latest row `value` computed: (vectors' version and size, extra), the row, its
         # exponents and kernel values.
         self._last_row = None
@@ -313,6 +326,12 @@ class SupportVectors(KernelExpansion):
         a_new = c / self._scale
         q = self._q + 2.0 * a_new * total + a_new * a_new
         norm = float(_squared_norms(x)) if norm is None else norm
+        if self.rounding is None and self.kernel == "rbf":
+            # A squared distance is a difference of squared norms and a dot product, each
+            # rounded by about eps times the norm: far from 0 the differences are lost.
+            rounding = self.gamma * norm * self._eps
+            if rounding > ROUNDING_LIMIT:
+                self.rounding = rounding
         if self.size:
             nearest = int(exponents.argmin())
             # Equal vectors have equal squared norms, to the bit (the same sum of the same

@@ -13,7 +13,7 @@ from river_advsvm import adversary, bandwidth, certify, inputs, kernels
 from river_advsvm import budget as rf
 from river_advsvm.input_scales import InputScales, max_factor, reference_gamma
 from river_advsvm.margin import MarginClassifier
-from river_advsvm.support import SupportVectors
+from river_advsvm.support import PrecisionWarning, SupportVectors
 
 __all__ = ["AdvKernelSVM"]
 
@@ -296,6 +296,7 @@ class AdvKernelSVM(MarginClassifier):
         self._radius_names: list | None = None
         # The recent share of active samples; no sample has shown the hinge is not flat yet.
         self._active_share = 1.0
+        self._rounding_warned = False
         # The held rows with what gamma='scale' fits on them, and their signs.
         self._warm_rows = bandwidth.WarmUpRows()
 
@@ -419,11 +420,23 @@ class AdvKernelSVM(MarginClassifier):
         store.scale(1.0 - eta * self.regularization)
         if active:
             store.add(eta * y, v)
+            if getattr(store, "rounding", None) and not self._rounding_warned:
+                self._warn_rounding(store)
             self._bias += eta_bias * y * min(1.0, (1.0 - self._active_share)
                                              / (1.0 - FLAT_BIAS_SHARE))
             if radius > 0.0 and store.norm > 0.0:
                 store.scale(max(0.0, 1.0 - eta * radius / store.norm))
         self._reprocess_stored(eta, radius)
+
+    def _warn_rounding(self, store) -> None:
+        """Once per model: inputs so far from 0 that float rounding swamps their distances."""
+        self._rounding_warned = True
+        off = "wholly" if store.rounding >= 1.0 else f"by about {store.rounding:.0%}"
+        warnings.warn(
+            f"{type(self).__name__}: inputs this far from 0 lose their differences in "
+            f"{self.dtype} at this gamma (kernel values off {off}); "
+            "centre them (preprocessing.StandardScaler), or use gamma='scale', which centres "
+            "inputs far from 0, or dtype='float64'", PrecisionWarning, stacklevel=5)
 
     def _reprocess_stored(self, eta: float, radius: float) -> None:
         """`reprocess` hinge steps on stored vectors, after the sample's own step: the same step

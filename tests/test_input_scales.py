@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from river_advsvm import AdvKernelSVM, CheckpointError, kernels
 from river_advsvm.attacks import PGD
 from river_advsvm.input_scales import InputScales, max_factor
+from river_advsvm.support import PrecisionWarning
 
 
 def test_the_factors_of_known_and_unknown_names():
@@ -323,3 +324,25 @@ def test_one_input_in_micro_units_does_not_throw_the_fit_away():
         if len(columns) == 3:
             assert model.fitted_gamma[0] == kernels.MAX_GAMMA
     assert accuracies[1] > 0.9 and accuracies[0] >= accuracies[1] - 0.02
+
+
+def test_inputs_whose_distances_float32_loses_are_warned_of_once():
+    # Two readings of 10,000 +- a few with a numeric gamma: float32 keeps about 7 digits, so
+    # the kernel values are rounding noise (a model no better than a guess). The model says
+    # so, once; centred inputs, gamma='scale' (which centres them) and float64 do not warn.
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(400, 2))
+    y = (Z**2).sum(axis=1) < 1.4
+    cases = [(10_000.0, {"gamma": 0.5}, 1), (0.0, {"gamma": 0.5}, 0), (10_000.0, {}, 0),
+             (10_000.0, {"gamma": 0.5, "dtype": "float64"}, 0)]
+    for offset, params, expected in cases:
+        model = AdvKernelSVM(seed=0, **params)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.learn_many(Z + offset, y)
+            for x, label in zip(Z[:50] + offset, y[:50]):
+                model.learn_one(dict(enumerate(x)), label)
+        precision = [w for w in caught if issubclass(w.category, PrecisionWarning)]
+        assert len(precision) == expected, (offset, params)
+        if expected:
+            assert "lose their differences in float32" in str(precision[0].message)
