@@ -309,7 +309,7 @@ def encode(x, y=_MISSING, id=None) -> bytes:
     River's `iter_array`) is sent as the array the service names so; other non-str names are a
     `ValueError` (JSON would make 0 and "0" one name).
     """
-    if isinstance(x, dict) and not all(type(name) is str for name in x):
+    if isinstance(x, dict) and not all(isinstance(name, str) for name in x):
         if list(x) != list(range(len(x))):
             raise ValueError("an object message names its features with str (JSON's keys are "
                              "text); features named 0..d-1 are sent as an array")
