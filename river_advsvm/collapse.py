@@ -90,14 +90,12 @@ class CollapseWatch:
         self.blocks = blocks
         self.min_share = min_share
         self._verdicts: list[bool] = []
-        self._start_block()
+        self.restart_block()
 
     def restart_block(self) -> None:
-        """Drop the block under way: its samples were counted under labels' signs that no longer
-        hold (a binary model's provisional positive class turned out to be the negative one)."""
-        self._start_block()
-
-    def _start_block(self) -> None:
+        """Start a block: after a full one, or dropping the one under way when its samples were
+        counted under labels' signs that no longer hold (a binary model's provisional positive
+        class turned out to be the negative one)."""
         self._positive = 0
         self._predicted_positive = 0
         self._right = 0
@@ -126,7 +124,7 @@ class CollapseWatch:
         if self._seen == self.block:
             if 0 < self._positive < self.block:  # (a block of one label is not judged)
                 self._verdicts = [*self._verdicts, self._looks_constant()][-self.blocks:]
-            self._start_block()
+            self.restart_block()
 
     def _looks_constant(self) -> bool:
         n = self.block

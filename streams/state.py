@@ -60,7 +60,7 @@ import os
 import typing
 
 import river_advsvm
-from river_advsvm import checkpoint, margin, model_checkpoint
+from river_advsvm import _MODELS, checkpoint, margin, model_checkpoint
 from river_advsvm.checkpoint import CheckpointError
 from river_advsvm.labels import INT64
 from river_advsvm.streams import faults
@@ -73,7 +73,6 @@ __all__ = ["CHECKPOINT_FILE", "MAX_COUNT", "MAX_NAME", "Limits", "ServiceState",
 CHECKPOINT_FILE = "checkpoint.ckpt"
 KIND = "advsvm-serve"
 VERSION = 2
-_MODELS = {cls.__name__: cls for cls in (river_advsvm.AdvKernelSVM, river_advsvm.AdvLinearSVM)}
 #: The largest offset, counter or sequence number a checkpoint may hold: Kafka's offsets are
 #: signed 64-bit integers, and no count of messages gets near them.
 MAX_COUNT = 2**63 - 1
