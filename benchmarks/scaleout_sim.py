@@ -359,8 +359,9 @@ def main() -> None:
     p = common.parser(__doc__, data=True)
     p.add_argument("--workers", type=int, nargs="+", default=[2, 4, 8, 16, 32])
     p.add_argument("--sync-every", type=int, default=100, help="samples per worker between syncs")
-    p.add_argument("--refresh-every", type=int, default=10,
-                   help="syncs between basis refreshes (once the basis is full)")
+    p.add_argument("--refresh-every", type=int, default=1,
+                   help="syncs between basis refreshes once the basis is full (1: every sync, "
+                        "as `advsvm serve --basis-refresh-every` defaults to)")
     p.add_argument("--budget", type=int, default=1024)
     p.add_argument("--union-max", type=int, default=4, help="largest W run with the union fold")
     p.add_argument("--fold-peers", type=int, default=16, help="peers in the fold timing")
