@@ -232,3 +232,24 @@ def test_a_label_the_model_does_not_know_is_refused_by_every_attack(model, kind)
         attack.perturb_one(model, {0: 0.5, 1: 0.5}, "cat")
     with pytest.raises(InvalidInput, match="has not learned any label"):
         attack.perturb_one(AdvKernelSVM(seed=0), {0: 0.5}, True)
+
+
+@pytest.mark.parametrize("kind, norm", [(kind, norm) for kind in KINDS for norm in NORM_OF[kind]])
+@pytest.mark.parametrize("make", [AdvLinearSVM, lambda: AdvKernelSVM(
+    gamma=1.0, budget=16, budget_policy="compact", seed=0)])
+def test_a_model_of_one_class_is_never_fooled(kind, norm, make):
+    """A model that has seen one label predicts it whatever the input, so no attack flips it;
+    its margin still goes below 0 far from the data, which white-box attacks counted as fooled
+    (and C&W returned as a flip)."""
+    rng = np.random.default_rng(0)
+    model = make()
+    model.learn_many(rng.random((30, 2)), ["a"] * 30)
+    X = np.array([[0.5, 0.5], [0.0, 0.0], [1.0, 1.0], [3.0, -2.0]])
+    assert model.decision_many(rng.uniform(-60, 60, (200, 2))).min() <= 0  # it changes sign
+    attack = make_attack(kind, 60.0, norm, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoGradientWarning)
+        result = attack.run(model, X, ["a"] * 4)
+    assert not result.fooled.any()
+    assert list(model.predict_many(result.adversarial)) == ["a"] * 4
+    np.testing.assert_array_equal(result.adversarial, X)

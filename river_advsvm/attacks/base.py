@@ -208,6 +208,9 @@ class Oracle:
             # The model's own check of each label, black box too: an unknown label has no
             # probability, and would count as fooled from the start.
             self._signs = np.array([model.sign_of(y) for y in self.labels])
+        #: A margin model that knows one class predicts it whatever the input (its margin's
+        #: sign says nothing): there is nothing to attack.
+        self.one_class = self._margin_model and len(getattr(model, "classes", ())) == 1
 
     def _frame(self, V: np.ndarray):
         if self._bare_arrays:
@@ -506,7 +509,7 @@ class Attack(base.Base):
                 )
         oracle = Oracle(model, names, labels, scores_only=self.scores_only)
         start = time.perf_counter()
-        if len(X):
+        if len(X) and not oracle.one_class:
             with progress_.bar(total=total, desc=f"{name} ({len(X):,} samples)", unit="step",
                                progress=progress, leave=False, delay=BAR_DELAY) as bar:
                 X_adv, no_gradient = self._attack(oracle, X, bar)
@@ -521,9 +524,9 @@ class Attack(base.Base):
             fooled = oracle.margins(X_adv) <= 0.0
             # A sample the attack fooled anyway needs no excuse.
             no_gradient = np.asarray(no_gradient, dtype=bool) & ~fooled
-        else:
-            X_adv, no_gradient = X.copy(), np.zeros(0, dtype=bool)
-            norms, fooled = np.zeros(0), np.zeros(0, dtype=bool)
+        else:  # no samples, or a model of one class: every sample comes back as it is
+            X_adv, no_gradient = X.copy(), np.zeros(len(X), dtype=bool)
+            norms, fooled = np.zeros(len(X)), np.zeros(len(X), dtype=bool)
         self.last_result = AttackResult(
             adversarial=X_adv,
             norms=norms,
