@@ -253,3 +253,22 @@ def test_a_model_of_one_class_is_never_fooled(kind, norm, make):
     assert not result.fooled.any()
     assert list(model.predict_many(result.adversarial)) == ["a"] * 4
     np.testing.assert_array_equal(result.adversarial, X)
+
+
+@pytest.mark.parametrize("kind, norm", [(kind, norm) for kind in KINDS for norm in NORM_OF[kind]])
+def test_fooled_is_what_the_model_predicts_at_a_margin_of_zero(kind, norm):
+    """`g = 0` predicts the negative class. A sample of that class at `g = 0` was counted as
+    fooled, by every attack and at epsilon 0 too, while the model predicted it right."""
+    model = AdvLinearSVM()
+    model.learn_one({0: 0.5, 1: 0.2}, True)
+    model.learn_one({0: 0.1, 1: 0.9}, False)  # the bias is back to 0 exactly
+    X = np.array([[0.0, 0.0], [0.0, 0.0], [0.1, 0.9], [0.5, 0.2]])
+    y = [False, True, False, True]
+    assert model.decision_many(X[:2]).tolist() == [0.0, 0.0]
+    attack = make_attack(kind, 0.0, norm, (0.0, 1.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoGradientWarning)
+        result = attack.run(model, X, y)
+    wrong = np.array(list(model.predict_many(result.adversarial))) != np.array(y)
+    np.testing.assert_array_equal(result.fooled, wrong)
+    assert result.fooled.tolist() == [False, True, False, False]

@@ -231,6 +231,15 @@ class Oracle:
             return self._signs[rows] * np.asarray(self.model.decision_many(self._frame(V)))
         return self._log_odds(V, rows)
 
+    def fooled(self, V: np.ndarray) -> np.ndarray:
+        """Whether the model's prediction at each row of `V` (one per sample) is not its label."""
+        m = self.margins(V)
+        if self._margin_model:
+            # g = 0 predicts the negative class (its probabilities are 1/2 each): a margin of
+            # 0 fools a sample of the positive class only.
+            return (m < 0.0) | ((m == 0.0) & (self._signs > 0))
+        return m <= 0.0
+
     def _log_odds(self, V: np.ndarray, rows: np.ndarray) -> np.ndarray:
         p_true, p_rest = self._probabilities(V, [self.labels[r] for r in rows.tolist()])
         # p_rest is what the model gave the other label: 1 - p_true would lose every digit
@@ -340,7 +349,8 @@ class AttackResult:
     norms
         `||x' - x||` per sample, in the attack's norm.
     fooled
-        Whether the attacked point's margin is <= 0 (the model no longer predicts the label).
+        Whether the model no longer predicts the label at the attacked point: its margin is
+        below 0, or 0 for a sample of the positive class (`g = 0` predicts the negative one).
     no_gradient
         Samples the attack did not fool that met a zero, non-finite or vanishing gradient (or
         gradient estimate) on the way: their robust accuracy may be an artefact of the
@@ -521,7 +531,7 @@ class Attack(base.Base):
                 too_far = norms > self.epsilon
                 X_adv[too_far] = X[too_far]
                 norms[too_far] = 0.0
-            fooled = oracle.margins(X_adv) <= 0.0
+            fooled = oracle.fooled(X_adv)
             # A sample the attack fooled anyway needs no excuse.
             no_gradient = np.asarray(no_gradient, dtype=bool) & ~fooled
         else:  # no samples, or a model of one class: every sample comes back as it is
