@@ -204,6 +204,21 @@ def test_without_a_box_a_huge_radius_stays_within_what_the_models_accept(model, 
     assert (result.norms <= 1e20).all() and np.isfinite(result.adversarial).all()
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("bounds", [(-1e300, 1e300), (0.0, 1e18)])
+def test_a_box_wider_than_the_models_accept_is_cut_to_what_they_accept(model, kind, bounds):
+    """As without a box: a box past MAX_ABS_VALUE let a radius of 1e20 reach (-1e20, ...), and
+    ZOO query points as far, which the model refused as 'feature 0 is -1e+20 ... rescale the
+    input'."""
+    X = np.full((2, D), 0.5)
+    attack = make_attack(kind, 1e20, NORM_OF[kind][0], bounds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoGradientWarning)
+        result = attack.run(model, X, [True, False], progress=False)
+    assert (np.abs(result.adversarial) <= MAX_ABS_VALUE).all()
+    assert (result.adversarial >= bounds[0]).all() and (result.adversarial <= bounds[1]).all()
+
+
 @pytest.mark.parametrize("kind, norm", [(kind, norm) for kind in KINDS for norm in NORM_OF[kind]])
 def test_next_to_large_inputs_rounding_does_not_leave_the_ball(kind, norm):
     """Near 1e15 representable numbers are 0.125 apart: FGSM's `x - 0.07` rounded to

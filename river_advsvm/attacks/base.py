@@ -36,6 +36,7 @@ __all__ = [
     "AttackResult",
     "NoGradientWarning",
     "Oracle",
+    "accepted_box",
     "distances",
     "project",
 ]
@@ -83,9 +84,9 @@ def project(
     For L-inf both sets are boxes and this is the exact Euclidean projection. For L2 it is the
     ball projection followed by clipping to the box, which is feasible (not always the nearest
     feasible point): clipping moves each coordinate towards `X`, which lies in the box, so no
-    `|x'_k - x_k|` grows and the point stays in the ball. Without a box, the points are kept
-    within `inputs.MAX_ABS_VALUE`, the largest input the models accept (as is `X`), for the
-    same reason.
+    `|x'_k - x_k|` grows and the point stays in the ball. The points are also kept within
+    `inputs.MAX_ABS_VALUE`, the largest input the models accept (as is `X`), with a box or
+    without, for the same reason.
     """
     if epsilon is not None:
         if norm == "linf":
@@ -97,11 +98,18 @@ def project(
             with np.errstate(over="ignore"):
                 factor = np.minimum(1.0, epsilon / np.maximum(length, np.finfo(float).tiny))
             X_adv = X + delta * factor[:, None]
-    lo, hi = (-inputs.MAX_ABS_VALUE, inputs.MAX_ABS_VALUE) if bounds is None else bounds
-    X_adv = np.clip(X_adv, lo, hi)
+    box = accepted_box(bounds)
+    X_adv = np.clip(X_adv, *box)
     if epsilon is not None:
-        X_adv = _rounded_into_ball(X_adv, X, epsilon, norm, bounds)
+        X_adv = _rounded_into_ball(X_adv, X, epsilon, norm, box)
     return X_adv
+
+
+def accepted_box(bounds) -> tuple[float, float]:
+    """The box cut to the inputs the models accept (`inputs.MAX_ABS_VALUE`), which hold `X`:
+    a point beyond would be refused by the model as if the user had given it."""
+    lo, hi = (-inputs.MAX_ABS_VALUE, inputs.MAX_ABS_VALUE) if bounds is None else bounds
+    return max(lo, -inputs.MAX_ABS_VALUE), min(hi, inputs.MAX_ABS_VALUE)
 
 
 def _rounded_into_ball(X_adv: np.ndarray, X: np.ndarray, epsilon: float, norm: str,
@@ -137,8 +145,7 @@ def _rounded_into_ball(X_adv: np.ndarray, X: np.ndarray, epsilon: float, norm: s
     X_adv = X_adv.copy()
     X_adv[outside] = start + (lo if norm == "linf" else lo[:, None]) * delta
     # Towards `x`, which is in the box: clipping moves no coordinate away from it.
-    box = (-inputs.MAX_ABS_VALUE, inputs.MAX_ABS_VALUE) if bounds is None else bounds
-    return np.clip(X_adv, *box)
+    return np.clip(X_adv, *accepted_box(bounds))
 
 
 def unusable_gradients(G: np.ndarray, margins: np.ndarray) -> np.ndarray:
