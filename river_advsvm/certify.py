@@ -24,7 +24,8 @@ in the ball, so the radius holds for the prediction as computed, not only for ex
 store and recomputed only when the store's `version` changes (never after the inputs are
 registered, for the fixed pool of `compact`).
 
-For a linear model `g(x) = w . x + b` the certificate is exact: `|g(x)| / ||w||_*`.
+For a linear model `g(x) = w . x + b` the certificate is exact, `|g(x)| / ||w||_*`, less what
+rounding in the margin's float64 dot product could take (`linear_radii`).
 
 For the support-vector model (`river_advsvm.support`), `support_radii` bounds the exact kernel
 expansion instead (see `river_advsvm.support_certificate`, where each bound is proved).
@@ -192,13 +193,28 @@ def kernel_radii(
     return np.where(margins > 0, radii, 0.0)
 
 
-def linear_radii(weights: np.ndarray, margins: np.ndarray, norm: str) -> np.ndarray:
-    """Exact radii `y g(x) / ||w||_*` of a linear model (0 where the margin is <= 0)."""
+def linear_radii(weights: np.ndarray, margins: np.ndarray, norm: str,
+                 magnitudes: np.ndarray | None = None) -> np.ndarray:
+    """Radii `y g(x) / ||w||_*` of a linear model (0 where the margin is <= 0).
+
+    `magnitudes`, `sum_j |x_j w_j| + |b|` per point, makes the radii hold for the margin as
+    computed in float64, not only for exact arithmetic: a dot product of `n` terms (any order)
+    is within `gamma_n` times that sum of the exact one, and the sum grows by at most
+    `||w||_* r` in the ball. Next to the boundary the computed margin is mostly rounding, and
+    a radius taken from it alone can be beaten by a point the model rounds across.
+    """
     _check_norm(norm)
     margins = np.asarray(margins, dtype=float)
     dual = float(np.sqrt(weights @ weights)) if norm == "l2" else float(np.abs(weights).sum())
+    growth = 1.0
+    if magnitudes is not None:
+        terms = len(weights) + 2  # the products, the bias, and the input's own rounding
+        gamma_n = terms * 2.0**-53 / (1 - terms * 2.0**-53)
+        # The computed margin here and there, both within gamma_n (sum + ||w||_* r).
+        margins = margins - 2.0 * gamma_n * np.asarray(magnitudes, dtype=float)
+        growth += gamma_n
     with np.errstate(divide="ignore"):
-        radii = margins / dual if dual > 0 else np.full(margins.shape, math.inf)
+        radii = margins / (dual * growth) if dual > 0 else np.full(margins.shape, math.inf)
     return np.where(margins > 0, radii * (1.0 - _SAFETY), 0.0)
 
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from river_advsvm import certify
 from river_advsvm.margin import MarginClassifier
+from river_advsvm.margin_predict import ROWS_PER_CHUNK
 
 __all__ = ["AdvLinearSVM"]
 
@@ -130,7 +131,13 @@ class AdvLinearSVM(MarginClassifier):
         # Exact without a box: every input may move, the ones the sample lacks too (absent is
         # 0, a value an attacker may change), and inputs never learned weigh 0. A box could
         # only make the radius larger; it is not used.
-        return certify.linear_radii(self._weights[: len(self._index)], margins, norm)
+        # The margins as computed are within rounding of the exact ones, which matters next to
+        # the boundary: that rounding grows with `sum_j |x_j w_j| + |b|`.
+        w = np.abs(self._weights)
+        magnitudes = np.concatenate([
+            np.abs(self._dense(names, values[i : i + ROWS_PER_CHUNK])[0]) @ w
+            for i in range(0, max(len(values), 1), ROWS_PER_CHUNK)]) + abs(self._bias)
+        return certify.linear_radii(self._weights, margins, norm, magnitudes)
 
     def _max_state_bytes(self):
         return 8 * self.max_features

@@ -112,8 +112,8 @@ class MarginPredictions:
         negative, positive = classes or (False, True)  # River's binary convention
         s = self._calibration.scale if scale is None else scale
         # Each side from its own margin: 1 - p would round to 0 once p is within 1e-16 of 1.
-        return {negative: float(calibration.sigmoid(-s * margin)),
-                positive: float(calibration.sigmoid(s * margin))}
+        return {negative: calibration.probability_one(s, -margin),
+                positive: calibration.probability_one(s, margin)}
 
     def predict_proba_one(self, x: dict, **kwargs) -> dict:
         """Probabilities from the margin by online temperature scaling (`calibration`); 0.5 for

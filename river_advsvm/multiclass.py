@@ -3,7 +3,8 @@ prediction.
 
 River's `OneVsRestClassifier` predicts the label whose binary model gives the highest
 probability. This package's models map the margin to a probability by temperature scaling,
-`P = sigmoid(s g(x))` with `s > 0`, so `P > 0.5` exactly when `g(x) > 0`. Hence if, around `x`,
+`P = sigmoid(s g(x))` with `s > 0`, kept off 0.5 where the sigmoid rounds to it
+(`calibration.probability`), so `P > 0.5` exactly when `g(x) > 0`. Hence if, around `x`,
 the model of the true label keeps `g > 0` and every other model keeps `g < 0`, the true label
 keeps the highest probability: the smallest of the binary models' certified radii (each for its
 own verdict, "mine" or "not mine") certifies the multi-class prediction. It is sound, and

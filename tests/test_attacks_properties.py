@@ -204,6 +204,21 @@ def test_without_a_box_a_huge_radius_stays_within_what_the_models_accept(model, 
     assert (result.norms <= 1e20).all() and np.isfinite(result.adversarial).all()
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("bounds", [(-1e300, 1e300), (0.0, 1e18)])
+def test_a_box_wider_than_the_models_accept_is_cut_to_what_they_accept(model, kind, bounds):
+    """As without a box: a box past MAX_ABS_VALUE let a radius of 1e20 reach (-1e20, ...), and
+    ZOO query points as far, which the model refused as 'feature 0 is -1e+20 ... rescale the
+    input'."""
+    X = np.full((2, D), 0.5)
+    attack = make_attack(kind, 1e20, NORM_OF[kind][0], bounds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoGradientWarning)
+        result = attack.run(model, X, [True, False], progress=False)
+    assert (np.abs(result.adversarial) <= MAX_ABS_VALUE).all()
+    assert (result.adversarial >= bounds[0]).all() and (result.adversarial <= bounds[1]).all()
+
+
 @pytest.mark.parametrize("kind, norm", [(kind, norm) for kind in KINDS for norm in NORM_OF[kind]])
 def test_next_to_large_inputs_rounding_does_not_leave_the_ball(kind, norm):
     """Near 1e15 representable numbers are 0.125 apart: FGSM's `x - 0.07` rounded to
@@ -232,3 +247,43 @@ def test_a_label_the_model_does_not_know_is_refused_by_every_attack(model, kind)
         attack.perturb_one(model, {0: 0.5, 1: 0.5}, "cat")
     with pytest.raises(InvalidInput, match="has not learned any label"):
         attack.perturb_one(AdvKernelSVM(seed=0), {0: 0.5}, True)
+
+
+@pytest.mark.parametrize("kind, norm", [(kind, norm) for kind in KINDS for norm in NORM_OF[kind]])
+@pytest.mark.parametrize("make", [AdvLinearSVM, lambda: AdvKernelSVM(
+    gamma=1.0, budget=16, budget_policy="compact", seed=0)])
+def test_a_model_of_one_class_is_never_fooled(kind, norm, make):
+    """A model that has seen one label predicts it whatever the input, so no attack flips it;
+    its margin still goes below 0 far from the data, which white-box attacks counted as fooled
+    (and C&W returned as a flip)."""
+    rng = np.random.default_rng(0)
+    model = make()
+    model.learn_many(rng.random((30, 2)), ["a"] * 30)
+    X = np.array([[0.5, 0.5], [0.0, 0.0], [1.0, 1.0], [3.0, -2.0]])
+    assert model.decision_many(rng.uniform(-60, 60, (200, 2))).min() <= 0  # it changes sign
+    attack = make_attack(kind, 60.0, norm, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoGradientWarning)
+        result = attack.run(model, X, ["a"] * 4)
+    assert not result.fooled.any()
+    assert list(model.predict_many(result.adversarial)) == ["a"] * 4
+    np.testing.assert_array_equal(result.adversarial, X)
+
+
+@pytest.mark.parametrize("kind, norm", [(kind, norm) for kind in KINDS for norm in NORM_OF[kind]])
+def test_fooled_is_what_the_model_predicts_at_a_margin_of_zero(kind, norm):
+    """`g = 0` predicts the negative class. A sample of that class at `g = 0` was counted as
+    fooled, by every attack and at epsilon 0 too, while the model predicted it right."""
+    model = AdvLinearSVM()
+    model.learn_one({0: 0.5, 1: 0.2}, True)
+    model.learn_one({0: 0.1, 1: 0.9}, False)  # the bias is back to 0 exactly
+    X = np.array([[0.0, 0.0], [0.0, 0.0], [0.1, 0.9], [0.5, 0.2]])
+    y = [False, True, False, True]
+    assert model.decision_many(X[:2]).tolist() == [0.0, 0.0]
+    attack = make_attack(kind, 0.0, norm, (0.0, 1.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoGradientWarning)
+        result = attack.run(model, X, y)
+    wrong = np.array(list(model.predict_many(result.adversarial))) != np.array(y)
+    np.testing.assert_array_equal(result.fooled, wrong)
+    assert result.fooled.tolist() == [False, True, False, False]

@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import learn_stream
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from river_advsvm import AdvKernelSVM, AdvLinearSVM, certify
 from river_advsvm.attacks import PGD
@@ -32,6 +34,40 @@ def test_linear_certificate_is_exact(norm):
         moved = X[:30] + factor * radii[:, None] * toward_boundary
         still = np.where(y[:30], 1, -1) * model.decision_many(moved) > 0
         assert (still[right] != flips).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(d=st.integers(1, 6), offset=st.sampled_from([0.0, 1.0, 100.0, 5000.0]),
+       norm=st.sampled_from(["l2", "linf"]), seed=st.integers(0, 2**31 - 1))
+def test_the_linear_certificate_holds_for_the_margin_as_computed(d, offset, norm, seed):
+    """Next to the boundary the computed margin is mostly rounding: a point certified there
+    must keep its prediction, as the model computes it, everywhere in its ball."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(100, d)) * (1.0 + offset / 10) + offset
+    model = AdvLinearSVM()
+    model.learn_many(X, (X - offset) @ rng.normal(size=d) > 0)
+    w = np.array([model.weights[i] for i in range(d)])
+    assume(np.linalg.norm(w) > 0)
+    direction = w / np.linalg.norm(w) if norm == "l2" else np.sign(w)
+    # Points on the boundary, then nudged by a few ulps of their largest term to either side.
+    on = X[:20] - np.outer(model.decision_many(X[:20]), w) / (w @ w)
+    scale = np.abs(on * w).sum(axis=1) + abs(model._bias)
+    nudge = rng.choice([-1.0, 1.0], 20) * rng.uniform(0, 64, 20) * np.spacing(scale)
+    points = on + (nudge / (w @ direction))[:, None] * direction
+    labels = model.decision_many(points) > 0
+    radii = model.certified_radius_many(points, labels, norm=norm)
+    for x, label, r in zip(points, labels, radii.tolist()):
+        if r <= 0.0:
+            continue
+        toward = -direction if label else direction
+        ball = np.array([x + t * r * toward for t in (1.0, 1 - 1e-9, 1 - 1e-6, 0.5)])
+        ball = ball[certify_distances(ball, x, norm) <= r]
+        assert ((model.decision_many(ball) > 0) == label).all(), (x, r)
+
+
+def certify_distances(points, x, norm):
+    delta = points - x
+    return np.abs(delta).max(axis=1) if norm == "linf" else np.sqrt((delta * delta).sum(axis=1))
 
 
 def small_model(**kwargs):

@@ -327,3 +327,33 @@ def test_a_hostile_checkpoint_is_refused(what, meta, arrays, message, tmp_path):
     checkpoint.write(path, meta, arrays)
     with pytest.raises(CheckpointError, match=message):
         OneVsRest.load(path)
+
+
+def test_a_certified_label_wins_where_two_margins_are_all_but_zero():
+    """Where one label's model has `g` just above 0 and another's just below, the computed
+    probabilities both rounded to 1/2 (with a temperature at its floor, below |g| of 5e-14):
+    River's one-vs-rest took the first label, and the certificate vouched for the other."""
+    from river_advsvm import AdvLinearSVM
+    from river_advsvm.collapse import CollapseWarning
+
+    rng = np.random.default_rng(0)
+    model = OneVsRest(AdvLinearSVM())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CollapseWarning)  # (no better than a guess: it is one)
+        for _ in range(3000):  # labels that are a coin toss: the temperature falls to its floor
+            x = rng.random(2)
+            model.learn_one({"p": x[0], "q": x[1]}, "a" if rng.random() < 0.5 else "b")
+    a, b = model.classifiers["a"], model.classifiers["b"]
+    W = np.array([[m.weights["p"], m.weights["q"]] for m in (a, b)])
+    for g_a, g_b in rng.uniform(5e-15, 3e-14, (20, 2)) * [-1.0, 1.0]:
+        x = dict(zip("pq", np.linalg.solve(W, [g_a - a._bias, g_b - b._bias]).tolist()))
+        if not a.decision_one(x) < 0 < b.decision_one(x):
+            continue
+        assert model.certified_radius_one(x, "b") > 0
+        proba = model.predict_proba_one(x)
+        assert proba["b"] > proba["a"]
+        assert model.predict_one(x) == "b"
+        assert list(model.predict_many(_frame(np.array([[x["p"], x["q"]]]), ["b"])[0])) == ["b"]
+        for m in (a, b):  # each binary model: the most probable label is its margin's sign
+            p = m.predict_proba_one(x)
+            assert max(p, key=p.get) == m.predict_one(x)

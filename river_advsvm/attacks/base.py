@@ -36,6 +36,7 @@ __all__ = [
     "AttackResult",
     "NoGradientWarning",
     "Oracle",
+    "accepted_box",
     "distances",
     "project",
 ]
@@ -83,9 +84,9 @@ def project(
     For L-inf both sets are boxes and this is the exact Euclidean projection. For L2 it is the
     ball projection followed by clipping to the box, which is feasible (not always the nearest
     feasible point): clipping moves each coordinate towards `X`, which lies in the box, so no
-    `|x'_k - x_k|` grows and the point stays in the ball. Without a box, the points are kept
-    within `inputs.MAX_ABS_VALUE`, the largest input the models accept (as is `X`), for the
-    same reason.
+    `|x'_k - x_k|` grows and the point stays in the ball. The points are also kept within
+    `inputs.MAX_ABS_VALUE`, the largest input the models accept (as is `X`), with a box or
+    without, for the same reason.
     """
     if epsilon is not None:
         if norm == "linf":
@@ -97,11 +98,18 @@ def project(
             with np.errstate(over="ignore"):
                 factor = np.minimum(1.0, epsilon / np.maximum(length, np.finfo(float).tiny))
             X_adv = X + delta * factor[:, None]
-    lo, hi = (-inputs.MAX_ABS_VALUE, inputs.MAX_ABS_VALUE) if bounds is None else bounds
-    X_adv = np.clip(X_adv, lo, hi)
+    box = accepted_box(bounds)
+    X_adv = np.clip(X_adv, *box)
     if epsilon is not None:
-        X_adv = _rounded_into_ball(X_adv, X, epsilon, norm, bounds)
+        X_adv = _rounded_into_ball(X_adv, X, epsilon, norm, box)
     return X_adv
+
+
+def accepted_box(bounds) -> tuple[float, float]:
+    """The box cut to the inputs the models accept (`inputs.MAX_ABS_VALUE`), which hold `X`:
+    a point beyond would be refused by the model as if the user had given it."""
+    lo, hi = (-inputs.MAX_ABS_VALUE, inputs.MAX_ABS_VALUE) if bounds is None else bounds
+    return max(lo, -inputs.MAX_ABS_VALUE), min(hi, inputs.MAX_ABS_VALUE)
 
 
 def _rounded_into_ball(X_adv: np.ndarray, X: np.ndarray, epsilon: float, norm: str,
@@ -137,8 +145,7 @@ def _rounded_into_ball(X_adv: np.ndarray, X: np.ndarray, epsilon: float, norm: s
     X_adv = X_adv.copy()
     X_adv[outside] = start + (lo if norm == "linf" else lo[:, None]) * delta
     # Towards `x`, which is in the box: clipping moves no coordinate away from it.
-    box = (-inputs.MAX_ABS_VALUE, inputs.MAX_ABS_VALUE) if bounds is None else bounds
-    return np.clip(X_adv, *box)
+    return np.clip(X_adv, *accepted_box(bounds))
 
 
 def unusable_gradients(G: np.ndarray, margins: np.ndarray) -> np.ndarray:
@@ -208,6 +215,9 @@ class Oracle:
             # The model's own check of each label, black box too: an unknown label has no
             # probability, and would count as fooled from the start.
             self._signs = np.array([model.sign_of(y) for y in self.labels])
+        #: A margin model that knows one class predicts it whatever the input (its margin's
+        #: sign says nothing): there is nothing to attack.
+        self.one_class = self._margin_model and len(getattr(model, "classes", ())) == 1
 
     def _frame(self, V: np.ndarray):
         if self._bare_arrays:
@@ -227,6 +237,15 @@ class Oracle:
         if self.white_box:
             return self._signs[rows] * np.asarray(self.model.decision_many(self._frame(V)))
         return self._log_odds(V, rows)
+
+    def fooled(self, V: np.ndarray) -> np.ndarray:
+        """Whether the model's prediction at each row of `V` (one per sample) is not its label."""
+        m = self.margins(V)
+        if self._margin_model:
+            # g = 0 predicts the negative class (its probabilities are 1/2 each): a margin of
+            # 0 fools a sample of the positive class only.
+            return (m < 0.0) | ((m == 0.0) & (self._signs > 0))
+        return m <= 0.0
 
     def _log_odds(self, V: np.ndarray, rows: np.ndarray) -> np.ndarray:
         p_true, p_rest = self._probabilities(V, [self.labels[r] for r in rows.tolist()])
@@ -337,7 +356,8 @@ class AttackResult:
     norms
         `||x' - x||` per sample, in the attack's norm.
     fooled
-        Whether the attacked point's margin is <= 0 (the model no longer predicts the label).
+        Whether the model no longer predicts the label at the attacked point: its margin is
+        below 0, or 0 for a sample of the positive class (`g = 0` predicts the negative one).
     no_gradient
         Samples the attack did not fool that met a zero, non-finite or vanishing gradient (or
         gradient estimate) on the way: their robust accuracy may be an artefact of the
@@ -506,7 +526,7 @@ class Attack(base.Base):
                 )
         oracle = Oracle(model, names, labels, scores_only=self.scores_only)
         start = time.perf_counter()
-        if len(X):
+        if len(X) and not oracle.one_class:
             with progress_.bar(total=total, desc=f"{name} ({len(X):,} samples)", unit="step",
                                progress=progress, leave=False, delay=BAR_DELAY) as bar:
                 X_adv, no_gradient = self._attack(oracle, X, bar)
@@ -518,12 +538,12 @@ class Attack(base.Base):
                 too_far = norms > self.epsilon
                 X_adv[too_far] = X[too_far]
                 norms[too_far] = 0.0
-            fooled = oracle.margins(X_adv) <= 0.0
+            fooled = oracle.fooled(X_adv)
             # A sample the attack fooled anyway needs no excuse.
             no_gradient = np.asarray(no_gradient, dtype=bool) & ~fooled
-        else:
-            X_adv, no_gradient = X.copy(), np.zeros(0, dtype=bool)
-            norms, fooled = np.zeros(0), np.zeros(0, dtype=bool)
+        else:  # no samples, or a model of one class: every sample comes back as it is
+            X_adv, no_gradient = X.copy(), np.zeros(len(X), dtype=bool)
+            norms, fooled = np.zeros(len(X)), np.zeros(len(X), dtype=bool)
         self.last_result = AttackResult(
             adversarial=X_adv,
             norms=norms,

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from river_advsvm import inputs
-from river_advsvm.attacks.base import Attack, adam_step, unusable_gradients
+from river_advsvm.attacks.base import Attack, accepted_box, adam_step, unusable_gradients
 
 __all__ = ["CarliniWagnerL2"]
 
@@ -26,7 +26,9 @@ class TanhBox:
     """
 
     def __init__(self, bounds):
-        self.bounds = bounds
+        # (Cut to the inputs the models accept: points past them, finite differences too,
+        # would be refused as if the user had given them.)
+        self.bounds = None if bounds is None else accepted_box(bounds)
 
     def to_variables(self, X: np.ndarray) -> np.ndarray:
         if self.bounds is None:
