@@ -55,9 +55,10 @@ class AdvKernelSVM(MarginClassifier):
       that class (on CIFAR-10 automobile vs truck at L-inf 0.1: 61% clean and 16% under
       PGD-10, against 69% and 36% learning the crossing); where they do not, it is the
       worst point found. The attacker stays in the threat ball (and in `bounds`, if given) and
-      moves only the sample's own inputs. A sample whose margin, lowered by the closed form's
-      bound below (sound for every attack), is still above 1 is not attacked: it cannot be
-      active.
+      moves only the sample's own inputs. With support vectors, a sample whose margin, lowered
+      by the closed form's bound below (sound for every attack on the exact kernel expansion),
+      is still above 1 is not attacked: it cannot be active. Random features attack every
+      sample (the bound is the exact kernel's, not the features').
     - 'closed_form': the paper's bound, `[1 - y g(x) + ε' ||f||]₊`, where `ε' = sqrt(2 - 2
       min κ(δ))` over the threat ball is the radius in kernel space that covers every
       input-space attack; its step adds `η y k(x, .)` and takes the exact proximal step of
@@ -401,9 +402,11 @@ class AdvKernelSVM(MarginClassifier):
         eta, eta_bias = self._step_sizes(t)
         radius = self._kernel_radius_for(names) if self.epsilon > 0 else 0.0
         if self.epsilon > 0 and self.adversary == "pgd":
-            # The attacker's point replaces the sample, unless the closed form's bound (sound
-            # for every attack) already shows the sample inactive.
-            if y * g - radius * store.norm < 1.0:
+            # The attacker's point replaces the sample, unless the closed form's bound already
+            # shows the sample inactive: sound for every attack on the exact kernel expansion
+            # of support vectors, not for random features (it is the exact kernel's bound, and
+            # PGD beats it on the deployed features), which attack every sample.
+            if not isinstance(store, SupportVectors) or y * g - radius * store.norm < 1.0:
                 v, g = self._attacked(v, y, g, names)
             radius = 0.0
         if q is not None:

@@ -657,27 +657,36 @@ def test_the_bias_stays_put_while_nearly_every_sample_is_active():
     assert natural._bias < -0.1
 
 
-@pytest.mark.xfail(strict=True, reason="known: for random features the closed form's bound, "
-                   "which decides that a sample need not be attacked, is the exact kernel's, "
-                   "not the deployed model's (see the hunt-attacks report)")
-def test_a_sample_not_attacked_while_learning_cannot_be_made_active_within_epsilon():
-    """`adversary='pgd'` skips a sample whose margin, lowered by the closed form's bound
-    `radius ||f||`, is above 1: 'it cannot be active'. That holds for support vectors; with
-    random features PGD within epsilon brings such samples below 1, some across the boundary."""
-    from river_advsvm import kernels
-
+@pytest.mark.parametrize("policy", ["merge", "compact_slot", "compact"])
+def test_a_sample_not_attacked_while_learning_cannot_be_made_active_within_epsilon(policy,
+                                                                                   monkeypatch):
+    """`adversary='pgd'` learns a sample as it is, unattacked, only where no point of its
+    threat ball can be active: before each step, PGD on the model as it stands must not bring
+    a sample the step then leaves unattacked below a margin of 1. (For random features the
+    closed form's bound is the exact kernel's, not the deployed model's: PGD beat it on 7 of
+    151 such samples, so those models attack every sample.)"""
     rng = np.random.default_rng(1)
     X = rng.random((400, 3))
-    model = AdvKernelSVM(epsilon=0.05, gamma=20.0, budget=64, budget_policy="compact_slot",
-                         seed=0)
+    gamma = 2.0 if policy == "merge" else 20.0  # (support vectors: a norm that lets some pass)
+    model = AdvKernelSVM(epsilon=0.05, gamma=gamma, budget=64, budget_policy=policy, seed=0)
     model.learn_many(X, X[:, 0] + X[:, 1] > 1.0)
-    T = rng.random((300, 3))
-    labels = model.decision_many(T) > 0
-    margins = np.where(labels, 1.0, -1.0) * model.decision_many(T)
-    radius = kernels.adversarial_radius("rbf", model._gamma, 0.05, "l2", 3)
-    skipped = margins - radius * model.rkhs_norm >= 1.0
-    assert skipped.any()
+    attacked = []
+    original = AdvKernelSVM._attacked
+
+    def spy(self, *args):
+        attacked.append(1)
+        return original(self, *args)
+
+    monkeypatch.setattr(AdvKernelSVM, "_attacked", spy)
     attack = PGD(epsilon=0.05, norm="l2", steps=50, step_size=0.01, bounds=None)
-    result = attack.run(model, T[skipped], list(labels[skipped]), progress=False)
-    attacked = np.where(labels[skipped], 1.0, -1.0) * model.decision_many(result.adversarial)
-    assert (attacked >= 1.0).all()
+    T = rng.random((150, 3))
+    skipped = 0
+    for x, label in zip(T, (T[:, 0] + T[:, 1] > 1.0).tolist()):
+        worst = attack.run(model, x[None], [label], progress=False).adversarial
+        margin = (1.0 if label else -1.0) * float(model.decision_many(worst)[0])
+        before = len(attacked)
+        model.learn_many(x[None], [label])
+        if len(attacked) == before:
+            skipped += 1
+            assert margin >= 1.0
+    assert skipped > 0 if policy == "merge" else skipped == 0
