@@ -73,6 +73,17 @@ def test_demo_on_digits_prints_the_table_and_writes_the_plot(capsys, tmp_path):
     assert float(adversarial["robust %"]) > float(rows["natural"]["robust %"])
     check_plot(tmp_path / cli.PLOT_NAME)
     assert f"{tmp_path / cli.PLOT_NAME}" in out
+    # docs/monitor.md shows this run: its table (all but the machine's speeds), its alerts, and
+    # the robust points the adversarial model keeps over the natural one.
+    page = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "monitor.md").read_text()
+    shown = page.split("```text\n", 1)[1].split("```", 1)[0]
+    measured = ("samples", "clean %", "robust %", "certified %", "attacked", "alerts")
+    assert {name: [row[k] for k in measured] for name, row in table(shown).items()} == \
+        {name: [row[k] for k in measured] for name, row in rows.items()}
+    alerts = [line for line in out.splitlines() if line.startswith("alert, ")]
+    assert [line for line in shown.splitlines() if line.startswith("alert, ")] == alerts
+    gain = float(adversarial["robust %"]) - float(rows["natural"]["robust %"])
+    assert f"keeps {gain:.0f} points more of the attacked samples" in words(page)
 
 
 def test_the_warm_up_is_not_attacked_and_its_end_raises_no_alert():
