@@ -104,8 +104,10 @@ def load_npz(path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarra
     X_train = _flat_samples(path, "train", X_train, y_train)
     if not len(X_train):
         raise ValueError(f"{path}: X_train holds no samples")
+    _check_labels(path, "train", y_train)
     if X_test is not None:
         X_test = _flat_samples(path, "test", X_test, y_test)
+        _check_labels(path, "test", y_test)
         if X_test.shape[1] != X_train.shape[1]:
             raise ValueError(f"{path}: X_test has {X_test.shape[1]} inputs per sample, "
                              f"X_train {X_train.shape[1]}")
@@ -118,6 +120,21 @@ def _flat_samples(path, part: str, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         raise ValueError(f"{path}: X_{part} has {len(X) if X.ndim else 0} samples but y_{part} "
                          f"{len(y) if y.ndim == 1 else y.shape} labels")
     return X.reshape(len(X), math.prod(X.shape[1:]))  # (reshape(0, -1) has no answer)
+
+
+def _check_labels(path, part: str, y: np.ndarray) -> None:
+    """Every value of `y` is a label the models take (as a Parquet file's are checked): a NaN
+    would otherwise be a label of its own, never equal to itself."""
+    from river_advsvm.inputs import InvalidInput
+    from river_advsvm.labels import as_label
+
+    for value in np.unique(y).tolist():  # (NaNs are one value here)
+        try:
+            as_label(value)
+        except InvalidInput as error:
+            row = next(i for i, label in enumerate(y.tolist())
+                       if label == value or (label != label and value != value))
+            raise ValueError(f"{path}: row {row} of y_{part}: {error}") from None
 
 
 def to_unit_box(X_train: np.ndarray, X_test: np.ndarray | None = None):

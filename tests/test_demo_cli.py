@@ -397,6 +397,31 @@ def test_an_npz_the_demo_cannot_stream_is_one_line(capsys, tmp_path, monkeypatch
     assert err.count("\n") == 1 and out == ""
 
 
+
+@pytest.mark.parametrize("part", ["train", "test"])
+@pytest.mark.parametrize("label, message", [
+    (np.nan, "label nan is not allowed: a number label must be finite"),
+    (np.inf, "label inf is not allowed: a number label must be finite"),
+])
+@pytest.mark.parametrize("pair", [[], ["--all"]])
+def test_an_npz_label_that_is_no_label_is_named_with_its_row(capsys, tmp_path, monkeypatch,
+                                                             part, label, message, pair):
+    """An .npz's labels are checked as a Parquet file's are. A NaN among 1.0 labels made the
+    two 'labels' 1.0 and nan, refused as 'no sample has label nan', and a NaN test label was
+    evaluated with --all as a class of its own."""
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(0)
+    y = np.resize([0.0, 1.0], 40)
+    bad = y.copy()
+    bad[3] = label
+    arrays = {"train": dict(X_train=rng.random((40, 4)), y_train=bad),
+              "test": dict(X_train=rng.random((40, 4)), y_train=y,
+                           X_test=rng.random((10, 4)), y_test=bad[:10])}[part]
+    np.savez("bad.npz", **arrays)
+    code, out, err = run(capsys, "--data", "bad.npz", *pair)
+    assert code == 2 and out == ""
+    assert err == f"advsvm demo: bad.npz: row 3 of y_{part}: {message}\n"
+
 def test_to_unit_box_maps_constant_inputs_into_the_box():
     """Min-max scaling divided by hi - lo = 0 for constant negative inputs: every value NaN."""
     X, X_test, how = demo.to_unit_box(np.full((5, 2), -3.0), np.array([[-3.0, 2.0]]))
