@@ -479,8 +479,17 @@ def _serve(argv: list[str]) -> int | None:
     return streams_cli.main(argv[:position] + rest)
 
 
+def _escape_what_the_output_cannot_encode() -> None:
+    """An output in a legacy encoding (a file on Windows: cp1252; PYTHONIOENCODING=ascii) shows
+    'ε' as '\\u03b5', as Python's stderr does, instead of failing the command at its first one."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    _escape_what_the_output_cannot_encode()
     code = _serve(argv)
     if code is not None:
         return code

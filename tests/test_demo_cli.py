@@ -336,6 +336,18 @@ def test_version_and_python_dash_m():
                            "--help)\n")
 
 
+@pytest.mark.parametrize("encoding", ["ascii", "cp1252"])
+def test_the_demo_prints_to_an_output_in_a_legacy_encoding(tmp_path, encoding):
+    """Redirected to a file on Windows (cp1252), or with PYTHONIOENCODING=ascii, the demo failed
+    on its first 'ε' after the whole run: 'codec can't encode character', no table."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), PYTHONIOENCODING=encoding)
+    done = subprocess.run([sys.executable, "-m", "river_advsvm", "demo", "--max-samples", "20",
+                           "--no-progress", "--out", str(tmp_path)], env=env,
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.decode(encoding)
+    assert "adversarial (L2 \\u03b5=1)" in out and "Plot of the rolling accuracies" in out
+
 @pytest.mark.parametrize("debug", [[], ["--debug"]])
 def test_unexpected_errors_are_one_line_unless_debug(capsys, monkeypatch, debug):
     def broken(args):
