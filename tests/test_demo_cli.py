@@ -465,3 +465,19 @@ def test_the_plot_draws_every_kind_of_alert(tmp_path):
     run = demo.ModelRun("m", {}, series, alerts)
     result = demo.DemoResult("t", 1.0, "l2", 1.0, 50, False, [run])
     check_plot(pathlib.Path(demo.plot(result, tmp_path / "p.png")))
+
+
+def test_the_robustness_report_example_runs_on_the_digits(tmp_path):
+    """docs/attacks.md sends readers to examples/robustness_report.py; nothing else runs it."""
+    script = pathlib.Path(__file__).resolve().parent.parent / "examples" / "robustness_report.py"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), MPLBACKEND="Agg")
+    done = subprocess.run([sys.executable, str(script), "digits", "--test-samples", "40",
+                           "--cw-samples", "2", "--zoo-samples", "2", "--zoo-search-steps", "1",
+                           "--no-progress"], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "digits 1 vs 7, natural" in done.stdout and "digits 1 vs 7, adversarial" in done.stdout
+    rows = [line.split()[0] for line in done.stdout.splitlines() if line[:1] == " " or
+            line.startswith("certified")]
+    for attack in ("FGSM", "PGD-10", "C&W-L2", "ZOO", "certified"):
+        assert rows.count(attack) >= 2 * 2, attack  # two radii, two models at least
