@@ -5,7 +5,9 @@ earlier one defined; nothing else is defined), in a fresh temporary working dire
 
 - ```python blocks are executed;
 - ```pycon blocks (`>>>` prompts with their output) are checked as doctests;
-- every other block (bash, json, text, ...) is shown, not run.
+- every other block (bash, json, text, ...) is shown, not run; a text block right after a
+  Python block, introduced by a line that ends with "printed:", is that block's output and
+  must equal what it printed.
 
 A block is skipped only with a reason written in the page's source, on the line before it:
 `<!-- docs-test: skip because ... -->`. The build of the site itself (`mkdocs build --strict`)
@@ -15,9 +17,11 @@ is checked in `test_docs_site.py`.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import doctest
 import inspect
+import io
 import pathlib
 import re
 import traceback
@@ -70,20 +74,36 @@ def run_page(page: pathlib.Path) -> int:
     """Run the page's Python blocks in order; return how many ran."""
     namespace = {"__name__": f"docs:{page.name}"}
     ran = 0
-    for block in blocks(page.read_text(encoding="utf-8")):
-        if block.language not in ("python", "py", "pycon") or block.skip:
-            continue
+    text = page.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    printed = None  # what the latest block printed, if it was a Python block that ran
+    for block in blocks(text):
         shown = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page
         where = f"{shown}, the block at line {block.line}"
+        if block.language == "text" and printed is not None and _introduces_output(lines, block):
+            assert block.code.strip() == printed.strip(), f"{where} is not what was printed"
+        if block.language not in ("python", "py", "pycon") or block.skip:
+            printed = None
+            continue
         if block.language == "pycon":
             _run_doctest(block, namespace, where)
+            printed = None
         else:
+            output = io.StringIO()
             try:
-                exec(compile(block.code, where, "exec"), namespace)  # noqa: S102 - the docs' code
+                with contextlib.redirect_stdout(output):
+                    exec(compile(block.code, where, "exec"), namespace)  # noqa: S102 - the docs' code
             except Exception:
                 pytest.fail(f"{where} failed:\n{traceback.format_exc()}", pytrace=False)
+            printed = output.getvalue()
         ran += 1
     return ran
+
+
+def _introduces_output(lines: list[str], block: Block) -> bool:
+    """Whether the line before the block (which starts at `block.line`) ends with 'printed:'."""
+    before = next((lines[k] for k in range(block.line - 2, -1, -1) if lines[k].strip()), "")
+    return before.rstrip().endswith("printed:")
 
 
 def _run_doctest(block: Block, namespace: dict, where: str) -> None:
@@ -144,6 +164,12 @@ def test_a_page_shares_one_namespace_and_fails_on_an_undefined_name(tmp_path):
     # Pages do not see each other's names.
     with pytest.raises(pytest.fail.Exception, match="NameError"):
         run_page(page("other.md", "```python\nprint(x)\n```\n"))
+
+    # A text block introduced as a Python block's output must be what it printed.
+    said = "```python\nprint(6 * 7)\n```\n\nIt printed:\n\n```text\n{}\n```\n"
+    assert run_page(page("printed.md", said.format(42))) == 1
+    with pytest.raises(AssertionError, match="is not what was printed"):
+        run_page(page("misprinted.md", said.format(41)))
 
 
 def test_every_page_is_collected_and_most_have_code():
