@@ -279,3 +279,25 @@ def test_the_kafka_page_lists_every_dead_letter_code():
     kafka = pytest.importorskip("river_advsvm.streams.kafka")
     text = (ROOT / "docs" / "kafka.md").read_text()
     assert [code for code in kafka.REASONS if f"`{code}`" not in text] == []
+
+
+def test_the_repository_map_names_every_module_and_folder():
+    """docs/api/index.md's map of the repository: every module of the package and of streams/,
+    and every top-level folder, has its line (adversary.py, the default adversary, had none)."""
+    text = (ROOT / "docs" / "api" / "index.md").read_text()
+    block = text.split("## Where things are in the repository", 1)[1].split("```text\n", 1)[1]
+    block = block.split("```", 1)[0]
+    named = set(re.findall(r"[\w*]+(?:\.py|/)", block))
+    wildcards = [re.compile(n.replace(".", r"\.").replace("*", r"\w*")) for n in named if "*" in n]
+    wanted = [f"{p.name}/" if p.is_dir() else p.name
+              for folder in ("river_advsvm", "streams") for p in sorted((ROOT / folder).iterdir())
+              if p.suffix == ".py" and not p.name.startswith("__")
+              or p.is_dir() and not p.name.startswith("__")]
+    # Top-level folders of source (git-ignored ones and a wheel's dist/ are not the repository's)
+    ignored = {line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines()
+               if line.strip().endswith("/") and "*" not in line}
+    wanted += [f"{p.name}/" for p in sorted(ROOT.iterdir()) if p.is_dir()
+               and not p.name.startswith(".") and p.suffix != ".egg-info" and p.name not in ignored
+               and any(f.suffix in (".py", ".md") for f in p.rglob("*"))]
+    missing = [n for n in wanted if n not in named and not any(w.fullmatch(n) for w in wildcards)]
+    assert missing == []
