@@ -215,6 +215,8 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
     # -- learning -------------------------------------------------------------------------------
 
     def learn_one(self, x: dict, y: base.typing.ClfTarget) -> None:
+        """Learn one sample: a dict of features and its label (one of two: a bool, an int, a
+        finite float or a str). `InvalidInput` if it cannot be learned; nothing changes then."""
         names, values = inputs.dict_values(x)
         self._run(_Rows([(names, values[None, :])]), [y], predict_only_ok=False, vote=False)
 

@@ -147,6 +147,8 @@ class MarginPredictions:
         return positive if margin > 0 else negative
 
     def predict_proba_many(self, X):
+        """`predict_proba_one` for each row of a DataFrame, or of an array whose columns are
+        features 0..d-1: a DataFrame with a column per class (X's index for a DataFrame)."""
         import pandas as pd
 
         margins = self.decision_many(X)
@@ -162,6 +164,8 @@ class MarginPredictions:
         )
 
     def predict_many(self, X):
+        """`predict_one` for each row of a DataFrame, or of an array whose columns are features
+        0..d-1: a Series of labels (X's index for a DataFrame)."""
         import pandas as pd
 
         margins = self.decision_many(X)
