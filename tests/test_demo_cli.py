@@ -217,7 +217,10 @@ def test_the_module_runs_as_the_advsvm_command():
      (["--data", "labels.npz", "--pair", "1", "1.0"], "two different labels, got 1 and 1.0"),
      (["--pair", "3", "3"], "two different labels, got 3 and 3"),
      (["--data", "three.npz"], "the data has 3 labels; choose two with --pair"),
-     (["--data", "one.npz"], "the data has 1 label; choose two with --pair"),
+     # One label: nothing to tell apart, with --all too (it was suggested, and ran a
+     # one-class "one-vs-rest" whose model only ever said "mine").
+     (["--data", "one.npz"], "the data has 1 label (0); a model needs two to tell apart"),
+     (["--data", "one.npz", "--all"], "the data has 1 label (0); a model needs two to tell apart"),
      (["--all", "--pair", "1", "7"], "exclude each other"),
      (["--out", "labels.npz"], "--out labels.npz is not a directory"),
      (["--max-samples", "0"], "argument --max-samples: 0 is not a whole number >= 1"),
