@@ -437,6 +437,35 @@ def test_an_npz_label_that_is_no_label_is_named_with_its_row(capsys, tmp_path, m
     assert code == 2 and out == ""
     assert err == f"advsvm demo: bad.npz: row 3 of y_{part}: {message}\n"
 
+@pytest.mark.parametrize("content, message", [
+    (lambda good: b"not an archive\n", "bad.npz is not an .npz archive"),
+    (lambda good: good[:200], "bad.npz is not a readable .npz archive"),
+    (lambda good: good[:-30], "bad.npz is not a readable .npz archive"),
+    (lambda good: None, "bad.npz: y_train holds Python objects"),  # labels as objects
+    (lambda good: "npy", "bad.npz holds one array, not an .npz archive"),
+])
+def test_a_file_that_is_no_npz_archive_is_one_line_naming_it(capsys, tmp_path, monkeypatch,
+                                                              content, message):
+    """A file that was not an archive was answered with numpy's advice to load it unsafely
+    ('If you trust the file you can load it unsafely using the allow_pickle= keyword'), a
+    truncated one with 'unexpected BadZipFile'."""
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(0)
+    np.savez("good.npz", X_train=rng.random((40, 4)), y_train=np.resize([1, 2], 40))
+    data = content((tmp_path / "good.npz").read_bytes())
+    if data is None:
+        np.savez("bad.npz", X_train=rng.random((4, 2)),
+                 y_train=np.array([1, "a", None, 2], dtype=object))
+    elif data == "npy":
+        np.save("bad.npy", rng.random((4, 2)))
+        (tmp_path / "bad.npy").rename(tmp_path / "bad.npz")
+    else:
+        (tmp_path / "bad.npz").write_bytes(data)
+    code, out, err = run(capsys, "--data", "bad.npz")
+    assert code == 2 and out == ""
+    assert err.startswith(f"advsvm demo: {message}") and err.count("\n") == 1, err
+    assert "allow_pickle" not in err and "unexpected" not in err
+
 def test_to_unit_box_maps_constant_inputs_into_the_box():
     """Min-max scaling divided by hi - lo = 0 for constant negative inputs: every value NaN."""
     X, X_test, how = demo.to_unit_box(np.full((5, 2), -3.0), np.array([[-3.0, 2.0]]))
