@@ -141,12 +141,12 @@ def _resolve_pair(texts, y) -> tuple:
 
     present = np.unique(y).tolist()
     shown = sorted(present, key=str)[:20]
+    _check_two_labels(present)
     if texts is None:
         if len(present) == 2:
             return tuple(present)
-        labels = "1 label" if len(present) == 1 else f"{len(present)} labels"
-        raise ValueError(f"the data has {labels}; choose two with --pair A B, or stream them "
-                         f"all with --all (labels present: {shown})")
+        raise ValueError(f"the data has {len(present)} labels; choose two with --pair A B, or "
+                         f"stream them all with --all (labels present: {shown})")
     pair = []
     for text in texts:
         matches = [label for label in present if _spells(text, label)]
@@ -158,6 +158,12 @@ def _resolve_pair(texts, y) -> tuple:
     if pair[0] == pair[1]:
         raise ValueError(f"--pair needs two different labels, got {texts[0]} and {texts[1]}")
     return tuple(pair)
+
+
+def _check_two_labels(present: list) -> None:
+    """A stream of one label has nothing to tell apart, one-vs-rest (`--all`) included."""
+    if len(present) < 2:
+        raise ValueError(f"the data has 1 label ({present[0]}); a model needs two to tell apart")
 
 
 def _demo_data(args: argparse.Namespace):
@@ -182,6 +188,7 @@ def _demo_data(args: argparse.Namespace):
         source, scaling = os.path.basename(os.path.normpath(path)), None
         texts = args.pair
     if args.all:
+        _check_two_labels(list(set(y.tolist())))
         what = "ten classes" if args.data is None else f"{len(set(y.tolist()))} classes"
         pair = f"{what}, one-vs-rest"
     else:
@@ -479,8 +486,17 @@ def _serve(argv: list[str]) -> int | None:
     return streams_cli.main(argv[:position] + rest)
 
 
+def _escape_what_the_output_cannot_encode() -> None:
+    """An output in a legacy encoding (a file on Windows: cp1252; PYTHONIOENCODING=ascii) shows
+    'ε' as '\\u03b5', as Python's stderr does, instead of failing the command at its first one."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    _escape_what_the_output_cannot_encode()
     code = _serve(argv)
     if code is not None:
         return code

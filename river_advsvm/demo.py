@@ -21,6 +21,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
+import zipfile
+import zlib
 
 import numpy as np
 
@@ -93,19 +95,40 @@ def select_labels(X: np.ndarray, y: np.ndarray, labels: typing.Sequence):
 def load_npz(path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """`X_train, y_train, X_test, y_test` of an `.npz` archive (test arrays optional), each
     image flattened to a row."""
-    with np.load(path, allow_pickle=False) as archive:
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except ValueError:  # neither an archive nor an array: numpy takes it for a pickle
+        raise ValueError(f"{path} is not an .npz archive") from None
+    except (zipfile.BadZipFile, EOFError) as error:
+        raise ValueError(f"{path} is not a readable .npz archive ({error})") from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise ValueError(f"{path} holds one array, not an .npz archive of X_train, y_train")
+    with archive:
         missing = {"X_train", "y_train"} - set(archive.files)
         if missing:
             raise ValueError(f"{path} lacks {sorted(missing)} (it has {archive.files})")
-        X_train, y_train = archive["X_train"], archive["y_train"]
-        has_test = {"X_test", "y_test"} <= set(archive.files)
-        X_test = archive["X_test"] if has_test else None
-        y_test = archive["y_test"] if has_test else None
+        names = ["X_train", "y_train"]
+        if {"X_test", "y_test"} <= set(archive.files):
+            names += ["X_test", "y_test"]
+        arrays = {}
+        for name in names:
+            try:
+                arrays[name] = archive[name]
+            except ValueError:  # an object array: pickled Python objects are never loaded
+                raise ValueError(f"{path}: {name} holds Python objects, which are never loaded "
+                                 "(store numbers or strings)") from None
+            except (zipfile.BadZipFile, zlib.error, EOFError) as error:
+                raise ValueError(f"{path} is not a readable .npz archive ({name}: {error})"
+                                 ) from None
+    X_train, y_train = arrays["X_train"], arrays["y_train"]
+    X_test, y_test = arrays.get("X_test"), arrays.get("y_test")
     X_train = _flat_samples(path, "train", X_train, y_train)
     if not len(X_train):
         raise ValueError(f"{path}: X_train holds no samples")
+    _check_labels(path, "train", y_train)
     if X_test is not None:
         X_test = _flat_samples(path, "test", X_test, y_test)
+        _check_labels(path, "test", y_test)
         if X_test.shape[1] != X_train.shape[1]:
             raise ValueError(f"{path}: X_test has {X_test.shape[1]} inputs per sample, "
                              f"X_train {X_train.shape[1]}")
@@ -118,6 +141,21 @@ def _flat_samples(path, part: str, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         raise ValueError(f"{path}: X_{part} has {len(X) if X.ndim else 0} samples but y_{part} "
                          f"{len(y) if y.ndim == 1 else y.shape} labels")
     return X.reshape(len(X), math.prod(X.shape[1:]))  # (reshape(0, -1) has no answer)
+
+
+def _check_labels(path, part: str, y: np.ndarray) -> None:
+    """Every value of `y` is a label the models take (as a Parquet file's are checked): a NaN
+    would otherwise be a label of its own, never equal to itself."""
+    from river_advsvm.inputs import InvalidInput
+    from river_advsvm.labels import as_label
+
+    for value in np.unique(y).tolist():  # (NaNs are one value here)
+        try:
+            as_label(value)
+        except InvalidInput as error:
+            row = next(i for i, label in enumerate(y.tolist())
+                       if label == value or (label != label and value != value))
+            raise ValueError(f"{path}: row {row} of y_{part}: {error}") from None
 
 
 def to_unit_box(X_train: np.ndarray, X_test: np.ndarray | None = None):

@@ -25,7 +25,7 @@ from river import base
 from river_advsvm import calibration, collapse, inputs
 from river_advsvm.kernels import NORMS
 from river_advsvm.labels import as_label, classes_after
-from river_advsvm.margin_predict import MarginPredictions
+from river_advsvm.margin_predict import MarginPredictions, batch_labels
 from river_advsvm.model_checkpoint import CheckpointMixin
 from river_advsvm.schedule import StepSchedule
 
@@ -215,6 +215,8 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
     # -- learning -------------------------------------------------------------------------------
 
     def learn_one(self, x: dict, y: base.typing.ClfTarget) -> None:
+        """Learn one sample: a dict of features and its label (one of two: a bool, an int, a
+        finite float or a str). `InvalidInput` if it cannot be learned; nothing changes then."""
         names, values = inputs.dict_values(x)
         self._run(_Rows([(names, values[None, :])]), [y], predict_only_ok=False, vote=False)
 
@@ -273,7 +275,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
     def _predicted_rows(cls, X, y) -> tuple[_Rows, list]:
         """A test-then-train batch's rows and labels. NaN is a missing input in a row that is
         only predicted (label None), as in `decision_one`, and an error in a row to learn."""
-        labels = list(y)
+        labels = batch_labels(y)
         predict_only = [label is None for label in labels]
         if isinstance(X, (list, tuple)) or getattr(X, "ndim", 0) == 2:
             if len(X) != len(labels):  # before the mask of rows is matched with them
@@ -286,7 +288,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
 
     @staticmethod
     def _labels_for(rows: _Rows, y) -> list:
-        labels = list(y)
+        labels = batch_labels(y)
         if len(labels) != len(rows):
             raise inputs.InvalidInput(f"{len(rows)} samples but {len(labels)} labels", "bad_shape")
         return labels

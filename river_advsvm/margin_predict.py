@@ -9,10 +9,25 @@ import numpy as np
 from river_advsvm import calibration, inputs
 from river_advsvm.kernels import NORMS
 
-__all__ = ["ROWS_PER_CHUNK", "MarginPredictions"]
+__all__ = ["ROWS_PER_CHUNK", "MarginPredictions", "batch_labels"]
 
 #: Rows evaluated at once by the batch inference methods: bounds their temporaries.
 ROWS_PER_CHUNK = 1024
+
+
+def batch_labels(y) -> list:
+    """The labels of a batch as a list, one per row: from a list, a tuple, a 1-d array or a
+    pandas Series. `InvalidInput` for what `list(y)` would misread: a DataFrame (its column
+    names), a str (its characters), a dict (its keys), a 2-d array, or a single label."""
+    ndim = getattr(y, "ndim", 1)
+    if not isinstance(y, (str, bytes, dict)) and ndim == 1:
+        try:
+            return list(y)
+        except TypeError:  # a single label
+            pass
+    shape = f" of shape {y.shape}" if ndim != 1 else ""
+    raise inputs.InvalidInput(f"y must hold one label per row (a list, a 1-d array or a "
+                              f"pandas Series), got a {type(y).__name__}{shape}", "bad_shape")
 
 
 class MarginPredictions:
@@ -132,6 +147,8 @@ class MarginPredictions:
         return positive if margin > 0 else negative
 
     def predict_proba_many(self, X):
+        """`predict_proba_one` for each row of a DataFrame, or of an array whose columns are
+        features 0..d-1: a DataFrame with a column per class (X's index for a DataFrame)."""
         import pandas as pd
 
         margins = self.decision_many(X)
@@ -147,6 +164,8 @@ class MarginPredictions:
         )
 
     def predict_many(self, X):
+        """`predict_one` for each row of a DataFrame, or of an array whose columns are features
+        0..d-1: a Series of labels (X's index for a DataFrame)."""
         import pandas as pd
 
         margins = self.decision_many(X)
@@ -189,4 +208,4 @@ class MarginPredictions:
         """`certified_radius_one` for each row of a DataFrame, or of an array whose columns are
         features 0..d-1."""
         names, values = inputs.frame_values(X, missing_ok=True)
-        return self._certified(names, values, list(y), norm, bounds)
+        return self._certified(names, values, batch_labels(y), norm, bounds)

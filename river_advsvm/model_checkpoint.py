@@ -196,7 +196,8 @@ class CheckpointMixin:
         """
         if not isinstance(meta, dict) or meta.get("class") != cls.__name__:
             found = meta.get("class") if isinstance(meta, dict) else None
-            raise checkpoint.CheckpointError(f"checkpoint holds a {found!r}, not a {cls.__name__}")
+            raise checkpoint.CheckpointError(f"checkpoint holds a {found!r}, not a {cls.__name__} "
+                                             "(river_advsvm.load reads any model of the package)")
         params = meta["params"]
         if not isinstance(params, dict):
             raise TypeError("params must be a mapping")
@@ -269,6 +270,8 @@ class CheckpointMixin:
             model = cls._unlearned(meta, sizing=True)
             return model._max_state_bytes() + (model._max_table_bytes() if _is_stored(meta)
                                                 else 0)
+        except checkpoint.CheckpointError:
+            raise  # another class's checkpoint: its parameters are not the matter
         except (KeyError, TypeError, ValueError) as error:
             raise checkpoint.CheckpointError(
                 f"invalid {cls.__name__} checkpoint parameters: {error}") from None

@@ -266,3 +266,40 @@ def test_min_max_scaler_pipelines_run_on_streams_whose_features_appear_late():
         scores.append(metric.get())
     assert scores[0] > 0.8  # non-linear data: the kernel model learns it, the linear one cannot
     assert scores[0] > scores[1] + 0.15
+
+
+def test_the_model_page_says_which_batch_methods_take_lists_of_dicts():
+    """docs/model.md names the `*_many` methods that take a list of feature dicts; each one it
+    names takes one, and every other refuses it with `bad_shape`."""
+    import pathlib
+    import re
+
+    from river_advsvm import InvalidInput
+
+    page = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "model.md").read_text()
+    bullet = " ".join(next(b for b in page.split("\n- ") if b.startswith("**Inputs**")).split())
+    named = set(re.findall(r"`(\w+_many)`", bullet.split("lists of feature dicts", 1)[1]))
+    rows, labels = stream(40)
+    model = AdvKernelSVM(gamma=1.0, seed=0)
+    model.learn_one(rows[0], True)
+    model.learn_one(rows[1], False)
+    calls = {
+        "learn_many": lambda X: model.learn_many(X, labels[:2]),
+        "decision_then_learn_many": lambda X: model.decision_then_learn_many(X, labels[:2]),
+        "predict_proba_then_learn_many":
+            lambda X: model.predict_proba_then_learn_many(X, labels[:2]),
+        "predict_many": model.predict_many,
+        "predict_proba_many": model.predict_proba_many,
+        "decision_many": model.decision_many,
+        "decision_gradient_many": model.decision_gradient_many,
+        "certified_radius_many": lambda X: model.certified_radius_many(X, labels[:2]),
+    }
+    assert {n for n in dir(model) if n.endswith("_many") and not n.startswith("_")} == set(calls)
+    taken = set()
+    for name, call in calls.items():
+        try:
+            call(rows[2:4])
+            taken.add(name)
+        except InvalidInput as error:
+            assert error.code == "bad_shape", name
+    assert named == taken

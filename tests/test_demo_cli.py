@@ -73,6 +73,17 @@ def test_demo_on_digits_prints_the_table_and_writes_the_plot(capsys, tmp_path):
     assert float(adversarial["robust %"]) > float(rows["natural"]["robust %"])
     check_plot(tmp_path / cli.PLOT_NAME)
     assert f"{tmp_path / cli.PLOT_NAME}" in out
+    # docs/monitor.md shows this run: its table (all but the machine's speeds), its alerts, and
+    # the robust points the adversarial model keeps over the natural one.
+    page = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "monitor.md").read_text()
+    shown = page.split("```text\n", 1)[1].split("```", 1)[0]
+    measured = ("samples", "clean %", "robust %", "certified %", "attacked", "alerts")
+    assert {name: [row[k] for k in measured] for name, row in table(shown).items()} == \
+        {name: [row[k] for k in measured] for name, row in rows.items()}
+    alerts = [line for line in out.splitlines() if line.startswith("alert, ")]
+    assert [line for line in shown.splitlines() if line.startswith("alert, ")] == alerts
+    gain = float(adversarial["robust %"]) - float(rows["natural"]["robust %"])
+    assert f"keeps {gain:.0f} points more of the attacked samples" in words(page)
 
 
 def test_the_warm_up_is_not_attacked_and_its_end_raises_no_alert():
@@ -206,7 +217,10 @@ def test_the_module_runs_as_the_advsvm_command():
      (["--data", "labels.npz", "--pair", "1", "1.0"], "two different labels, got 1 and 1.0"),
      (["--pair", "3", "3"], "two different labels, got 3 and 3"),
      (["--data", "three.npz"], "the data has 3 labels; choose two with --pair"),
-     (["--data", "one.npz"], "the data has 1 label; choose two with --pair"),
+     # One label: nothing to tell apart, with --all too (it was suggested, and ran a
+     # one-class "one-vs-rest" whose model only ever said "mine").
+     (["--data", "one.npz"], "the data has 1 label (0); a model needs two to tell apart"),
+     (["--data", "one.npz", "--all"], "the data has 1 label (0); a model needs two to tell apart"),
      (["--all", "--pair", "1", "7"], "exclude each other"),
      (["--out", "labels.npz"], "--out labels.npz is not a directory"),
      (["--max-samples", "0"], "argument --max-samples: 0 is not a whole number >= 1"),
@@ -325,6 +339,18 @@ def test_version_and_python_dash_m():
                            "--help)\n")
 
 
+@pytest.mark.parametrize("encoding", ["ascii", "cp1252"])
+def test_the_demo_prints_to_an_output_in_a_legacy_encoding(tmp_path, encoding):
+    """Redirected to a file on Windows (cp1252), or with PYTHONIOENCODING=ascii, the demo failed
+    on its first 'ε' after the whole run: 'codec can't encode character', no table."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), PYTHONIOENCODING=encoding)
+    done = subprocess.run([sys.executable, "-m", "river_advsvm", "demo", "--max-samples", "20",
+                           "--no-progress", "--out", str(tmp_path)], env=env,
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.decode(encoding)
+    assert "adversarial (L2 \\u03b5=1)" in out and "Plot of the rolling accuracies" in out
+
 @pytest.mark.parametrize("debug", [[], ["--debug"]])
 def test_unexpected_errors_are_one_line_unless_debug(capsys, monkeypatch, debug):
     def broken(args):
@@ -386,6 +412,60 @@ def test_an_npz_the_demo_cannot_stream_is_one_line(capsys, tmp_path, monkeypatch
     assert err.count("\n") == 1 and out == ""
 
 
+
+@pytest.mark.parametrize("part", ["train", "test"])
+@pytest.mark.parametrize("label, message", [
+    (np.nan, "label nan is not allowed: a number label must be finite"),
+    (np.inf, "label inf is not allowed: a number label must be finite"),
+])
+@pytest.mark.parametrize("pair", [[], ["--all"]])
+def test_an_npz_label_that_is_no_label_is_named_with_its_row(capsys, tmp_path, monkeypatch,
+                                                             part, label, message, pair):
+    """An .npz's labels are checked as a Parquet file's are. A NaN among 1.0 labels made the
+    two 'labels' 1.0 and nan, refused as 'no sample has label nan', and a NaN test label was
+    evaluated with --all as a class of its own."""
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(0)
+    y = np.resize([0.0, 1.0], 40)
+    bad = y.copy()
+    bad[3] = label
+    arrays = {"train": dict(X_train=rng.random((40, 4)), y_train=bad),
+              "test": dict(X_train=rng.random((40, 4)), y_train=y,
+                           X_test=rng.random((10, 4)), y_test=bad[:10])}[part]
+    np.savez("bad.npz", **arrays)
+    code, out, err = run(capsys, "--data", "bad.npz", *pair)
+    assert code == 2 and out == ""
+    assert err == f"advsvm demo: bad.npz: row 3 of y_{part}: {message}\n"
+
+@pytest.mark.parametrize("content, message", [
+    (lambda good: b"not an archive\n", "bad.npz is not an .npz archive"),
+    (lambda good: good[:200], "bad.npz is not a readable .npz archive"),
+    (lambda good: good[:-30], "bad.npz is not a readable .npz archive"),
+    (lambda good: None, "bad.npz: y_train holds Python objects"),  # labels as objects
+    (lambda good: "npy", "bad.npz holds one array, not an .npz archive"),
+])
+def test_a_file_that_is_no_npz_archive_is_one_line_naming_it(capsys, tmp_path, monkeypatch,
+                                                              content, message):
+    """A file that was not an archive was answered with numpy's advice to load it unsafely
+    ('If you trust the file you can load it unsafely using the allow_pickle= keyword'), a
+    truncated one with 'unexpected BadZipFile'."""
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(0)
+    np.savez("good.npz", X_train=rng.random((40, 4)), y_train=np.resize([1, 2], 40))
+    data = content((tmp_path / "good.npz").read_bytes())
+    if data is None:
+        np.savez("bad.npz", X_train=rng.random((4, 2)),
+                 y_train=np.array([1, "a", None, 2], dtype=object))
+    elif data == "npy":
+        np.save("bad.npy", rng.random((4, 2)))
+        (tmp_path / "bad.npy").rename(tmp_path / "bad.npz")
+    else:
+        (tmp_path / "bad.npz").write_bytes(data)
+    code, out, err = run(capsys, "--data", "bad.npz")
+    assert code == 2 and out == ""
+    assert err.startswith(f"advsvm demo: {message}") and err.count("\n") == 1, err
+    assert "allow_pickle" not in err and "unexpected" not in err
+
 def test_to_unit_box_maps_constant_inputs_into_the_box():
     """Min-max scaling divided by hi - lo = 0 for constant negative inputs: every value NaN."""
     X, X_test, how = demo.to_unit_box(np.full((5, 2), -3.0), np.array([[-3.0, 2.0]]))
@@ -417,3 +497,19 @@ def test_the_plot_draws_every_kind_of_alert(tmp_path):
     run = demo.ModelRun("m", {}, series, alerts)
     result = demo.DemoResult("t", 1.0, "l2", 1.0, 50, False, [run])
     check_plot(pathlib.Path(demo.plot(result, tmp_path / "p.png")))
+
+
+def test_the_robustness_report_example_runs_on_the_digits(tmp_path):
+    """docs/attacks.md sends readers to examples/robustness_report.py; nothing else runs it."""
+    script = pathlib.Path(__file__).resolve().parent.parent / "examples" / "robustness_report.py"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), MPLBACKEND="Agg")
+    done = subprocess.run([sys.executable, str(script), "digits", "--test-samples", "40",
+                           "--cw-samples", "2", "--zoo-samples", "2", "--zoo-search-steps", "1",
+                           "--no-progress"], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "digits 1 vs 7, natural" in done.stdout and "digits 1 vs 7, adversarial" in done.stdout
+    rows = [line.split()[0] for line in done.stdout.splitlines() if line[:1] == " " or
+            line.startswith("certified")]
+    for attack in ("FGSM", "PGD-10", "C&W-L2", "ZOO", "certified"):
+        assert rows.count(attack) >= 2 * 2, attack  # two radii, two models at least

@@ -5,7 +5,9 @@ earlier one defined; nothing else is defined), in a fresh temporary working dire
 
 - ```python blocks are executed;
 - ```pycon blocks (`>>>` prompts with their output) are checked as doctests;
-- every other block (bash, json, text, ...) is shown, not run.
+- every other block (bash, json, text, ...) is shown, not run; a text block right after a
+  Python block, introduced by a line that ends with "printed:", is that block's output and
+  must equal what it printed.
 
 A block is skipped only with a reason written in the page's source, on the line before it:
 `<!-- docs-test: skip because ... -->`. The build of the site itself (`mkdocs build --strict`)
@@ -15,9 +17,11 @@ is checked in `test_docs_site.py`.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import doctest
 import inspect
+import io
 import pathlib
 import re
 import traceback
@@ -70,20 +74,36 @@ def run_page(page: pathlib.Path) -> int:
     """Run the page's Python blocks in order; return how many ran."""
     namespace = {"__name__": f"docs:{page.name}"}
     ran = 0
-    for block in blocks(page.read_text(encoding="utf-8")):
-        if block.language not in ("python", "py", "pycon") or block.skip:
-            continue
+    text = page.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    printed = None  # what the latest block printed, if it was a Python block that ran
+    for block in blocks(text):
         shown = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page
         where = f"{shown}, the block at line {block.line}"
+        if block.language == "text" and printed is not None and _introduces_output(lines, block):
+            assert block.code.strip() == printed.strip(), f"{where} is not what was printed"
+        if block.language not in ("python", "py", "pycon") or block.skip:
+            printed = None
+            continue
         if block.language == "pycon":
             _run_doctest(block, namespace, where)
+            printed = None
         else:
+            output = io.StringIO()
             try:
-                exec(compile(block.code, where, "exec"), namespace)  # noqa: S102 - the docs' code
+                with contextlib.redirect_stdout(output):
+                    exec(compile(block.code, where, "exec"), namespace)  # noqa: S102 - the docs' code
             except Exception:
                 pytest.fail(f"{where} failed:\n{traceback.format_exc()}", pytrace=False)
+            printed = output.getvalue()
         ran += 1
     return ran
+
+
+def _introduces_output(lines: list[str], block: Block) -> bool:
+    """Whether the line before the block (which starts at `block.line`) ends with 'printed:'."""
+    before = next((lines[k] for k in range(block.line - 2, -1, -1) if lines[k].strip()), "")
+    return before.rstrip().endswith("printed:")
 
 
 def _run_doctest(block: Block, namespace: dict, where: str) -> None:
@@ -144,6 +164,12 @@ def test_a_page_shares_one_namespace_and_fails_on_an_undefined_name(tmp_path):
     # Pages do not see each other's names.
     with pytest.raises(pytest.fail.Exception, match="NameError"):
         run_page(page("other.md", "```python\nprint(x)\n```\n"))
+
+    # A text block introduced as a Python block's output must be what it printed.
+    said = "```python\nprint(6 * 7)\n```\n\nIt printed:\n\n```text\n{}\n```\n"
+    assert run_page(page("printed.md", said.format(42))) == 1
+    with pytest.raises(AssertionError, match="is not what was printed"):
+        run_page(page("misprinted.md", said.format(41)))
 
 
 def test_every_page_is_collected_and_most_have_code():
@@ -253,3 +279,41 @@ def test_the_kafka_page_lists_every_dead_letter_code():
     kafka = pytest.importorskip("river_advsvm.streams.kafka")
     text = (ROOT / "docs" / "kafka.md").read_text()
     assert [code for code in kafka.REASONS if f"`{code}`" not in text] == []
+
+
+def test_the_repository_map_names_every_module_and_folder():
+    """docs/api/index.md's map of the repository: every module of the package and of streams/,
+    and every top-level folder, has its line (adversary.py, the default adversary, had none)."""
+    text = (ROOT / "docs" / "api" / "index.md").read_text()
+    block = text.split("## Where things are in the repository", 1)[1].split("```text\n", 1)[1]
+    block = block.split("```", 1)[0]
+    named = set(re.findall(r"[\w*]+(?:\.py|/)", block))
+    wildcards = [re.compile(n.replace(".", r"\.").replace("*", r"\w*")) for n in named if "*" in n]
+    wanted = [f"{p.name}/" if p.is_dir() else p.name
+              for folder in ("river_advsvm", "streams") for p in sorted((ROOT / folder).iterdir())
+              if p.suffix == ".py" and not p.name.startswith("__")
+              or p.is_dir() and not p.name.startswith("__")]
+    # Top-level folders of source (git-ignored ones and a wheel's dist/ are not the repository's)
+    ignored = {line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines()
+               if line.strip().endswith("/") and "*" not in line}
+    wanted += [f"{p.name}/" for p in sorted(ROOT.iterdir()) if p.is_dir()
+               and not p.name.startswith(".") and p.suffix != ".egg-info" and p.name not in ignored
+               and any(f.suffix in (".py", ".md") for f in p.rglob("*"))]
+    missing = [n for n in wanted if n not in named and not any(w.fullmatch(n) for w in wildcards)]
+    assert missing == []
+
+
+def test_every_method_the_api_reference_lists_has_a_docstring_of_its_own():
+    """The reference shows each listed member's own docstring: learn_one, predict_many and
+    predict_proba_many showed nothing."""
+    import importlib
+
+    text = (ROOT / "docs" / "api" / "models.md").read_text()
+    for target, members in re.findall(r"::: ([\w.]+)\n    options:\n(?:.*\n)*?      members:\n"
+                                       r"((?:        - \w+\n)+)", text):
+        module, name = target.rsplit(".", 1)
+        cls = getattr(importlib.import_module(module), name)
+        for member in re.findall(r"- (\w+)", members):
+            owner = next(c for c in cls.__mro__ if member in vars(c))
+            assert owner.__module__.startswith("river_advsvm"), (member, owner)
+            assert vars(owner)[member].__doc__, member

@@ -117,6 +117,34 @@ def test_learn_many_refuses_a_batch_with_one_bad_row(make):
     assert fingerprint(model) == before
 
 
+BATCH_LABELS = {  # what is not one label per row, and what `list(y)` made of it
+    "a one-column DataFrame": pd.DataFrame({"label": [True]}),  # its column name, 'label'
+    "a str": "ab",  # its characters
+    "a bool": True,  # 'bool' object is not iterable (TypeError)
+    "a 2-d array": np.array([[True]]),
+    "a dict": {True: 1},  # its keys
+}
+
+
+@pytest.mark.parametrize("make", MODELS.values(), ids=MODELS.keys())
+@pytest.mark.parametrize("what", BATCH_LABELS)
+@pytest.mark.parametrize("method", ["learn_many", "decision_then_learn_many",
+                                    "predict_proba_then_learn_many", "certified_radius_many"])
+def test_batch_labels_must_be_a_sequence_of_labels(make, what, method):
+    """`y` of a batch is one label per row (a list, a 1-d array, a Series). A one-column
+    DataFrame was read as its column names: one row learned the label 'label'; a str was
+    read as its characters."""
+    model = make()
+    before = fingerprint(model)
+    y = BATCH_LABELS[what]
+    n = len(y) if isinstance(y, str) else 1
+    X = pd.DataFrame({"a": [0.1] * n, "b": [0.9] * n})
+    with pytest.raises(InvalidInput, match="one label per row") as error:
+        getattr(model, method)(X, y)
+    assert error.value.code == "bad_shape"
+    assert fingerprint(model) == before
+
+
 @pytest.mark.parametrize("make", MODELS.values(), ids=MODELS.keys())
 def test_nan_at_prediction_time_is_a_missing_feature(make):
     model = make()
