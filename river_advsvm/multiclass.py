@@ -28,6 +28,7 @@ from river import multiclass
 
 from river_advsvm import checkpoint, inputs, model_checkpoint
 from river_advsvm.labels import as_label
+from river_advsvm.margin_predict import batch_labels
 
 __all__ = ["OneVsRest"]
 
@@ -87,7 +88,7 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         for the binary models; `y` a sequence of labels. The same models, bit for bit, as a
         `learn_one` loop over the rows: a label's model starts at the label's first row."""
         X = _frame(X)
-        labels = list(y)
+        labels = batch_labels(y)
         if len(labels) != len(X):
             raise inputs.InvalidInput(f"{len(X)} samples but {len(labels)} labels")
         labels = [as_label(label) for label in labels]
@@ -112,10 +113,24 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         for model, rows, mine in batches:
             model.learn_many(rows, mine, **kwargs)
 
+    @classmethod
+    def _unit_test_params(cls):
+        # River's yields its LogisticRegression, which has no certified radius.
+        from river_advsvm import AdvKernelSVM, AdvLinearSVM
+
+        yield {"classifier": AdvLinearSVM()}
+        yield {"classifier": AdvKernelSVM(seed=0)}
+
     def predict_proba_many(self, X, **kwargs) -> pd.DataFrame:
         """Each label's probability, per row of a DataFrame or of an array whose columns are
-        features 0..d-1."""
-        return super().predict_proba_many(_frame(X), **kwargs)
+        features 0..d-1: `predict_proba_one`'s, row by row."""
+        proba = super().predict_proba_many(_frame(X), **kwargs)
+        # Where every label's probability rounds to 0, River's batch divides 0 by 0 (NaN) and
+        # its predict_proba_one gives each label the same share: as here.
+        none = proba.isna().all(axis=1).to_numpy() if len(proba.columns) else []
+        if np.any(none):
+            proba.loc[none, :] = 1.0 / len(proba.columns)
+        return proba
 
     def predict_many(self, X, **kwargs) -> pd.Series:
         """The most probable label, per row of a DataFrame or of an array whose columns are
@@ -211,7 +226,7 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         `bounds = (lo, hi)` restricts the attacker's points to that box, as for the binary
         models.
         """
-        labels = list(y)
+        labels = batch_labels(y)
         # NaN is a missing input here too, as for the binary models (and `certified_radius_one`).
         _, values = inputs.frame_values(X, missing_ok=True)
         if len(labels) != len(values):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from river_advsvm import AdvKernelSVM
@@ -357,3 +358,43 @@ def test_a_certified_label_wins_where_two_margins_are_all_but_zero():
         for m in (a, b):  # each binary model: the most probable label is its margin's sign
             p = m.predict_proba_one(x)
             assert max(p, key=p.get) == m.predict_one(x)
+
+
+def test_batch_probabilities_are_each_rows_own_where_every_label_rounds_to_zero():
+    """Where every label's probability rounds to 0 (unscaled salaries on Agrawal make margins
+    of thousands), River's batch divided 0 by 0 (NaN rows); each row gets what
+    predict_proba_one gives it."""
+    import itertools
+
+    from river.datasets import synth
+
+    from river_advsvm import AdvLinearSVM
+
+    model = OneVsRest(AdvLinearSVM())
+    data = list(itertools.islice(synth.Agrawal(seed=1), 400))
+    for x, y in data:
+        model.learn_one(x, y)
+    rows = [x for x, _ in data[:200]]
+    batch = model.predict_proba_many(pd.DataFrame(rows))
+    zero = [all(m.predict_proba_one(x)[True] == 0.0 for m in model.classifiers.values())
+            for x in rows]
+    assert any(zero)  # (the case itself)
+    assert not batch.isna().any().any()
+    for i, x in enumerate(rows):
+        assert batch.iloc[i].to_dict() == pytest.approx(model.predict_proba_one(x))
+
+
+@pytest.mark.parametrize("y", [pd.DataFrame({"target": ["cat"]}), "c", {"cat": 1}, "cat",
+                               np.array([["cat"]])])
+def test_batch_labels_are_one_per_row(y):
+    """A DataFrame's column name, a str's characters or a dict's keys are not labels."""
+    from river_advsvm import AdvLinearSVM
+    from river_advsvm.inputs import InvalidInput
+
+    model = OneVsRest(AdvLinearSVM())
+    X = pd.DataFrame({"a": [0.1]})
+    with pytest.raises(InvalidInput, match="one label per row"):
+        model.learn_many(X, y)
+    with pytest.raises(InvalidInput, match="one label per row"):
+        model.certified_radius_many(X, y)
+    assert not model.classifiers

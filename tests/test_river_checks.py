@@ -7,6 +7,7 @@ from river import datasets, evaluate, linear_model, metrics, multiclass, preproc
 from river.checks import check_estimator, yield_checks
 
 from river_advsvm import AdvKernelSVM, AdvLinearSVM
+from river_advsvm.multiclass import OneVsRest
 
 MODELS = [
     AdvKernelSVM(),
@@ -27,6 +28,13 @@ MODELS = [
 @pytest.mark.parametrize("model", MODELS, ids=repr)
 def test_check_estimator(model):
     check_estimator(model)
+
+
+@pytest.mark.parametrize("params", list(OneVsRest._unit_test_params()), ids=repr)
+def test_check_estimator_one_vs_rest(params):
+    """River's checks build the estimator from `_unit_test_params`: River's own yields a
+    LogisticRegression, which a one-vs-rest of certifiable models refuses."""
+    check_estimator(OneVsRest(**params))
 
 
 def test_no_check_is_skipped():
