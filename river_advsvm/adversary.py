@@ -56,6 +56,8 @@ import typing
 
 import numpy as np
 
+from river_advsvm.kernels import l2_lengths
+
 __all__ = ["ascent_step", "attacker_point", "step_length"]
 
 #: Gradient components below this share of the largest one count as 0 in an L-inf step.
@@ -96,7 +98,7 @@ def ascent_step(
         direction[np.abs(direction) <= tie] = 0.0
         np.sign(direction, out=direction)
     else:
-        length = float(np.linalg.norm(direction))
+        length = float(l2_lengths(direction[None])[0])
         if length > 0.0:
             direction /= length
     moved = x - (y * step) * direction
@@ -104,7 +106,7 @@ def ascent_step(
     if norm == "linf":
         np.clip(delta, -epsilon, epsilon, out=delta)
     else:
-        length = float(np.linalg.norm(delta))
+        length = float(l2_lengths(delta[None])[0])
         if length > epsilon:
             delta *= epsilon / length
     moved = x0 + delta

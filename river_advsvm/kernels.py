@@ -23,6 +23,7 @@ __all__ = [
     "adversarial_radius",
     "feature_seeds",
     "kernel_value",
+    "l2_lengths",
     "largest_distance",
     "min_kernel_value",
     "phases",
@@ -45,6 +46,20 @@ _MIX2 = np.uint64(0x94D049BB133111EB)
 _STREAM_UNIFORM_A = np.uint64(1)
 _STREAM_UNIFORM_B = np.uint64(2)
 _STREAM_PHASE = np.uint64(3)
+
+
+def l2_lengths(rows: np.ndarray) -> np.ndarray:
+    """`||row||_2` of each row of a 2-d array, finite for every finite row: a row past about
+    1e154 squares to inf (a radius of 1e200 made every attacker's step look infinitely long and
+    cut it to nothing), so such rows are measured scaled by their largest entry."""
+    lengths = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+    over = np.isinf(lengths)
+    if over.any():
+        over &= np.isfinite(rows).all(axis=1)
+        big = rows[over]
+        scale = np.abs(big).max(axis=1, keepdims=True)
+        lengths[over] = scale[:, 0] * np.sqrt(np.einsum("ij,ij->i", big / scale, big / scale))
+    return lengths
 
 
 def _splitmix64(z: np.ndarray) -> np.ndarray:

@@ -690,3 +690,19 @@ def test_a_sample_not_attacked_while_learning_cannot_be_made_active_within_epsil
             skipped += 1
             assert margin >= 1.0
     assert skipped > 0 if policy == "merge" else skipped == 0
+
+
+def test_an_l2_training_radius_past_the_box_is_the_box_however_large():
+    """Past about 1e154 the attacker's squared step overflowed and training learned the
+    natural model, silently; every radius beyond the box's diameter trains the same model."""
+    rng = np.random.default_rng(0)
+    X = rng.random((120, 3))
+    y = X[:, 0] + X[:, 1] > 1.0
+    decisions = {}
+    for epsilon in (0.0, 1e3, 1e200, 1e300):
+        model = AdvKernelSVM(epsilon=epsilon, norm="l2", bounds=(0.0, 1.0), gamma=2.0, seed=0)
+        model.learn_many(X, y)
+        decisions[epsilon] = model.decision_many(X)
+    assert not np.array_equal(decisions[1e3], decisions[0.0])
+    np.testing.assert_array_equal(decisions[1e200], decisions[1e3])
+    np.testing.assert_array_equal(decisions[1e300], decisions[1e3])

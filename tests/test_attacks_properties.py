@@ -287,3 +287,18 @@ def test_fooled_is_what_the_model_predicts_at_a_margin_of_zero(kind, norm):
     wrong = np.array(list(model.predict_many(result.adversarial))) != np.array(y)
     np.testing.assert_array_equal(result.fooled, wrong)
     assert result.fooled.tolist() == [False, True, False, False]
+
+
+@pytest.mark.parametrize("attack", [FGSM, PGD])
+def test_an_l2_radius_past_the_box_is_the_box_however_large(model, attack):
+    """Any L2 radius beyond the box's diameter lets the attacker reach the same points: at
+    1e200 and 1e300 the squared steps overflowed, every step looked infinitely long and was cut
+    to nothing (100% robust, silently)."""
+    rng = np.random.default_rng(3)
+    X = rng.random((60, D))
+    y = list(model.predict_many(X))
+    fooled = {eps: attack(epsilon=eps, norm="l2", bounds=(0.0, 1.0)).run(
+        model, X, y, progress=False).fooled for eps in (1e3, 1e200, 1e300)}
+    assert fooled[1e3].any()
+    np.testing.assert_array_equal(fooled[1e200], fooled[1e3])
+    np.testing.assert_array_equal(fooled[1e300], fooled[1e3])

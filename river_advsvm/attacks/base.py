@@ -29,7 +29,7 @@ from river import base
 
 from river_advsvm import inputs
 from river_advsvm import progress as progress_
-from river_advsvm.kernels import NORMS
+from river_advsvm.kernels import NORMS, l2_lengths
 
 __all__ = [
     "Attack",
@@ -72,7 +72,7 @@ def distances(X_adv: np.ndarray, X: np.ndarray, norm: str) -> np.ndarray:
     """`||x' - x||` per row, in `norm` ('l2' or 'linf')."""
     delta = X_adv - X
     if norm == "l2":
-        return np.sqrt(np.einsum("ij,ij->i", delta, delta))
+        return l2_lengths(delta)
     return np.abs(delta).max(axis=1, initial=0.0)
 
 
@@ -93,7 +93,7 @@ def project(
             X_adv = np.clip(X_adv, X - epsilon, X + epsilon)
         else:
             delta = X_adv - X
-            length = np.sqrt(np.einsum("ij,ij->i", delta, delta))
+            length = l2_lengths(delta)
             # Points inside the ball keep factor 1 (their epsilon / length may overflow to inf).
             with np.errstate(over="ignore"):
                 factor = np.minimum(1.0, epsilon / np.maximum(length, np.finfo(float).tiny))
