@@ -55,9 +55,9 @@ def replay_samples(source: str, target: str = "y", limit: int | None = None,
     elif source.endswith(".npz"):
         import numpy as np
 
-        with np.load(source, allow_pickle=False) as archive:
-            X, y = archive["X_train"], archive["y_train"]
-        X = X.reshape(len(X), -1)
+        from river_advsvm.demo import load_npz
+
+        X, y, _, _ = load_npz(source)  # (checked as the demo checks its --data)
         scale = 255.0 if X.dtype == np.uint8 else 1.0
         samples = ((row / scale, label) for row, label in zip(X, y.tolist()))
     else:

@@ -381,3 +381,18 @@ def test_a_replayed_list_column_is_sent_as_arrays_named_as_the_file_names_them(t
     parquet.write(wide, X, np.arange(5) % 2, layout="wide")
     assert [x for x, _ in local.replay_samples(str(wide))] == [
         x for x, _ in parquet.iter_rows(wide, target="y")]
+
+
+@pytest.mark.parametrize("content", [b"not an archive at all", b"PK\x03\x04truncated"])
+def test_a_replayed_file_that_is_no_npz_archive_is_refused_in_one_line(tmp_path, content):
+    """`serve --local-broker --replay junk.npz` printed numpy's advice to load the file with
+    `allow_pickle=True`: it is refused as `advsvm demo --data` refuses it, naming the file."""
+    from river_advsvm.streams import local
+
+    path = tmp_path / "junk.npz"
+    path.write_bytes(content)
+    with pytest.raises(ValueError) as caught:
+        local._checked_samples(str(path), "y", None, None)
+    message = str(caught.value)
+    assert "junk.npz" in message and "archive" in message
+    assert "pickle" not in message
