@@ -315,14 +315,25 @@ def _bounds_error(name, value) -> InvalidInput:
     return _too_large(name, value)
 
 
+def _is_pandas_na(value) -> bool:
+    """Whether `value` is pandas' missing marker `pd.NA` (without importing pandas)."""
+    kind = type(value)
+    return kind.__name__ == "NAType" and kind.__module__.startswith("pandas")
+
+
 def _numeric(names: typing.Sequence, raw: typing.Sequence) -> np.ndarray:
-    """`raw` as float64 if every entry is a number, else the error naming the first bad one."""
+    """`raw` as float64 if every entry is a number, else the error naming the first bad one.
+    pandas' `NA` (a nullable column's missing value) is NaN: missing at prediction time, an
+    error when learning, as NaN is."""
     # np.asarray rather than np.fromiter: it keeps strings and None visible in the dtype
     # instead of quietly parsing "1.5" as 1.5.
     try:
         values = np.asarray(raw)
     except (ValueError, TypeError, OverflowError):  # ragged sequences among the values
         values = None
+    if values is not None and values.dtype.kind == "O" and any(map(_is_pandas_na, raw)):
+        raw = [math.nan if _is_pandas_na(v) else v for v in raw]
+        return _numeric(names, raw)
     if values is None or values.ndim != 1 or values.dtype.kind not in "biuf":
         if values is not None and values.dtype.kind == "O" and all(map(_is_number, raw)):
             error = _first_bad_value(names, raw)  # huge ints are the only numbers left here
@@ -439,11 +450,10 @@ def frame_values(X, missing_ok=False) -> tuple[list, np.ndarray]:
             raise InvalidInput("feature names (columns) must be unique", "bad_name")
         values = X.to_numpy()
     if values.dtype.kind not in "biuf":
-        for j, name in enumerate(names):
-            column = values[:, j]
-            if column.dtype.kind not in "biuf":
-                _numeric([name] * len(column), list(column))
-        values = np.array(values.tolist(), dtype=np.float64).reshape(values.shape)
+        # Column by column, each value checked (and pandas' NA read as NaN).
+        values = np.array([_numeric([name] * len(values), list(values[:, j]))
+                           for j, name in enumerate(names)], dtype=np.float64
+                          ).T.reshape(values.shape)
     values = values.astype(np.float64, copy=False)
     missing = _check_bounds(names, values, missing_ok)
     if missing is not None:

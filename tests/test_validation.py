@@ -521,3 +521,28 @@ def test_split_row_matches_a_lookup_name_by_name_also_when_cached(known, rows):
         assert V[0].tolist() == expected_v.tolist()
         assert all_unknown == [n for n in x if n not in index.position]
         assert U[0].tolist() == [x[n] for n in all_unknown]
+
+
+def test_pandas_na_is_a_missing_value_as_nan_is():
+    """A nullable column's `pd.NA` is NaN: a missing input at prediction time (in a dict and in
+    a frame of pandas' nullable Float64), refused when learning, with the model unchanged. It
+    was refused as 'not a number' at prediction time too."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.random(200), "b": rng.random(200)})
+    model = AdvKernelSVM(seed=0)
+    model.learn_many(X, X["a"] > 0.5)
+    with_na = X.head(4).astype("Float64")
+    with_na.iloc[0, 0] = pd.NA
+    with_nan = X.head(4).copy()
+    with_nan.iloc[0, 0] = np.nan
+    pd.testing.assert_frame_equal(model.predict_proba_many(with_na),
+                                  model.predict_proba_many(with_nan))
+    assert (model.predict_proba_one({"a": pd.NA, "b": 0.3})
+            == model.predict_proba_one({"a": np.nan, "b": 0.3}))
+    before = fingerprint(model)
+    for learn in (lambda: model.learn_one({"a": pd.NA, "b": 0.3}, True),
+                  lambda: model.learn_many(with_na, [True] * 4)):
+        with pytest.raises(InvalidInput) as caught:
+            learn()
+        assert caught.value.code == "not_finite"
+    assert fingerprint(model) == before
