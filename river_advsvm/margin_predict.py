@@ -44,8 +44,18 @@ class MarginPredictions:
     def _unknown_hashes(self, u_names: list) -> list:
         return list(self._index.hash_names(u_names)) if u_names else []
 
+    def _check_unstarted_names(self, names: list, values: np.ndarray) -> None:
+        """Refuse, in the warm-up, a name the model could not hash (None, bytes, NaN), as the
+        started model refuses it: an input it does not know with a nonzero value anywhere."""
+        position = self._index.position
+        present = np.atleast_2d(values).any(axis=0).tolist()
+        unknown = [n for n, p in zip(names, present) if p and n not in position]
+        if unknown:
+            self._index.hash_names(unknown)
+
     def _decision_of_row(self, names: list, row: np.ndarray) -> float:
         if not self._started:
+            self._check_unstarted_names(names, row)
             return float(self._unstarted_margins(names, row[None, :])[0])
         v, u, u_names = self._split(names, row)
         return self._row_margin(v, u, u_names, self._unknown_hashes(u_names))
@@ -65,6 +75,8 @@ class MarginPredictions:
         # In chunks, so that a large batch never materialises a (rows x features) matrix whole,
         # nor, during a warm-up, a (rows x held rows) one for the vote.
         if not self._started:
+            self._check_unstarted_names(names, values)
+
             def block(rows):
                 return self._unstarted_margins(names, rows)
         else:

@@ -546,3 +546,25 @@ def test_pandas_na_is_a_missing_value_as_nan_is():
             learn()
         assert caught.value.code == "not_finite"
     assert fingerprint(model) == before
+
+
+@pytest.mark.parametrize("name", [None, b"x", math.nan, ("a", None)])
+def test_a_name_the_model_cannot_hold_is_refused_in_the_warm_up_as_after_it(name):
+    """`predict_one({None: 1.0})` gave a prediction during the warm-up (a vote over the held
+    rows) and `bad_name` once the model had started: refused in both, and a zero-valued input
+    of that name (absent, for the model) in neither."""
+    rng = np.random.default_rng(0)
+    warming = AdvKernelSVM(seed=0)
+    warming.learn_one({"a": 0.2}, True)
+    started = AdvKernelSVM(seed=0)
+    for _ in range(150):
+        a = float(rng.random())
+        started.learn_one({"a": a}, a > 0.5)
+    assert not warming._started and started._started
+    for model in (warming, started):
+        with pytest.raises(InvalidInput) as caught:
+            model.predict_one({"a": 0.3, name: 1.0})
+        assert caught.value.code == "bad_name"
+        with pytest.raises(InvalidInput):
+            model.predict_proba_many(pd.DataFrame([[0.3, 1.0]], columns=["a", name]))
+        model.predict_one({"a": 0.3, name: 0.0})
