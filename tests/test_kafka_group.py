@@ -103,7 +103,9 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
     X, y = kh.stream(total, d=D, seed=11)
     values = kh.messages(X, y, unlabelled_every=10)
     labelled = total - total // 10
-    phases = [values[:15_000], values[15_000:22_500], values[22_500:]]
+    # (Phase 3 in two parts: the second is produced once w0 has left, so its partitions keep
+    # work for the others however fast w0 learned the first.)
+    phases = [values[:15_000], values[15_000:22_500], values[22_500:26_000], values[26_000:]]
     rng = random.Random(20251129)
 
     directories = {w: tmp_path / w for w in ("w0", "w1", "w2", "w3")}
@@ -150,10 +152,13 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
                       processes["w3"], logs["w3"])
         kh.wait_until(lambda: len(assigned_lines(logs["w2"])) > restarted_from, 60,
                       "w2 to be assigned again", processes["w2"], logs["w2"])
-        # Phase 3: the rest, and w0 leaves (SIGTERM) while it is being learned.
+        # Phase 3: the rest; w0 leaves (SIGTERM) while it is being learned, before its last
+        # part is produced.
         sent += kh.produce(broker.bootstrap_servers, topic, phases[2],
                            partition=list(range(partitions)))
         assert kh.stop_service(processes.pop("w0")) == 0, kh.tail(logs["w0"])
+        sent += kh.produce(broker.bootstrap_servers, topic, phases[3],
+                           partition=list(range(partitions)))
 
         def finished():
             snapshots = group_state(broker, sync_topic)
