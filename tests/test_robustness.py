@@ -116,8 +116,9 @@ def test_any_river_classifier_gets_a_report_without_certificate(digits_1v7):
     X_train, X_test, y_train, y_test = digits_1v7
     model = compose.Pipeline(preprocessing.StandardScaler(), linear_model.LogisticRegression())
     for xi, yi in zip(X_train.tolist(), y_train.tolist()):
-        model.learn_one(dict(enumerate(xi)), yi)
-    report = robustness_report(model, X_test[:20], y_test[:20], [FGSM(epsilon=0.2)], [0.2])
+        model.learn_one(dict(enumerate(xi)), yi == 7)  # (a binary River model learns bools)
+    report = robustness_report(model, X_test[:20], (y_test[:20] == 7).tolist(),
+                               [FGSM(epsilon=0.2)], [0.2])
     assert list(report.attack) == ["clean", "FGSM"]  # no certificate for a black box
     assert report.accuracy.iloc[1] < report.accuracy.iloc[0]
 
@@ -154,3 +155,22 @@ def test_radii_that_are_not_radii_are_refused_before_any_attack_runs(epsilons, m
     with pytest.raises(ValueError, match=match):
         robustness_report(model, X, y, [CarliniWagnerL2(steps=2, search_steps=1)], epsilons,
                           progress=False)
+
+
+def test_a_label_a_black_box_never_names_is_refused():
+    """A River model whose probabilities name False and True, attacked with labels 1 and 7:
+    every sample counted as fooled before any attack (a report of nothing); refused as a
+    margin model refuses an unknown label."""
+    from river import linear_model
+
+    from river_advsvm import InvalidInput
+
+    model = linear_model.LogisticRegression()
+    for x, label in [({0: 0.1}, True), ({0: 0.9}, False)] * 20:
+        model.learn_one(x, label)
+    X = np.array([[0.2], [0.8]])
+    with pytest.raises(InvalidInput) as caught:
+        FGSM(epsilon=0.1, bounds=None).run(model, X, [1, 7], progress=False)
+    assert caught.value.code == "unknown_label" and "7" in str(caught.value)
+    result = FGSM(epsilon=0.1, bounds=None).run(model, X, [True, False], progress=False)
+    assert not result.fooled.all()

@@ -30,6 +30,7 @@ from river import base
 from river_advsvm import inputs
 from river_advsvm import progress as progress_
 from river_advsvm.kernels import NORMS, l2_lengths
+from river_advsvm.margin_predict import batch_labels
 
 __all__ = [
     "Attack",
@@ -264,6 +265,8 @@ class Oracle:
         p_true, p_rest = np.zeros(len(V)), np.zeros(len(V))
         for i, (v, label) in enumerate(zip(V.tolist(), labels)):
             proba = self.model.predict_proba_one(dict(zip(self.columns, v)))
+            if not i:
+                self._check_known(proba, labels)
             p_true[i] = proba.get(label, 0.0)
             p_rest[i] = sum(proba.values()) - p_true[i]
         return p_true, p_rest
@@ -272,12 +275,24 @@ class Oracle:
         P = self.model.predict_proba_many(self._frame(V))
         values = P.to_numpy(dtype=float)
         column = {c: k for k, c in enumerate(P.columns)}
+        self._check_known(column, labels)
         p_true = np.zeros(len(V))
         for label in set(labels):
             if label in column:
                 mask = np.fromiter((y == label for y in labels), bool, count=len(labels))
                 p_true[mask] = values[mask, column[label]]
         return p_true, values.sum(axis=1) - p_true
+
+    def _check_known(self, classes, labels: list) -> None:
+        """A black box's labels are among the classes its probabilities name: another would
+        count as fooled before any attack (a margin model refuses it, `unknown_label`)."""
+        if self._margin_model:
+            return
+        for label in dict.fromkeys(labels):
+            if label not in classes:
+                raise inputs.InvalidInput(
+                    f"label {label!r} is not one of the classes the model's probabilities "
+                    f"name ({list(classes)})", "unknown_label")
 
     def _batch_agrees(self, V: np.ndarray, labels: list) -> bool:
         """Whether `predict_proba_many` can stand in for `predict_proba_one` on this model.
@@ -472,7 +487,7 @@ class Attack(base.Base):
         `last_result` say which.
         """
         names, values = inputs.frame_values(X)
-        return self._run(model, names, values, list(y), progress)
+        return self._run(model, names, values, batch_labels(y), progress)
 
     def estimate_seconds(self, model, X, y) -> float:
         """About how long `run(model, X, y)` would take, at most, without running it.
@@ -482,7 +497,7 @@ class Attack(base.Base):
         search; ZOO's early stops only shorten it).
         """
         names, values = inputs.frame_values(X)
-        labels = list(y)
+        labels = batch_labels(y)
         if len(labels) != len(values):
             raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels")
         return self._estimate(model, names, np.asarray(values, dtype=np.float64), labels)
