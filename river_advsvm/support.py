@@ -341,15 +341,6 @@ class SupportVectors(KernelExpansion):
                 self._a[nearest] += a_new
                 self._q = q
                 return
-        if (self.budget is not None and self.size >= self.budget
-                and abs(a_new) < float(np.abs(self._a[: self.size]).min())):
-            # Over the budget with the smallest coefficient: the newcomer goes straight away.
-            self._q = q
-            self._maintain_newcomer(x, a_new, exponents, total)
-            self._stored_since_norm += 1
-            if self._stored_since_norm >= _RECOMPUTE_AFTER[self.kernel] * max(self.size, 64):
-                self.recompute_norm()
-            return
         self._append(x, a_new, norm)
         G = self._gram
         over = self.budget is not None and self.size > self.budget
@@ -454,34 +445,11 @@ class SupportVectors(KernelExpansion):
                 out[:] = self._stored_exponents(i)
 
         event = support_budget.plan(self.kernel, self.policy, self._a[:size], row)
-        self._apply(event, self._S[event.m, : self.n_inputs], G, size)
-        self._drop(event.m)
-        self._changed()
-
-    def _maintain_newcomer(self, x: np.ndarray, a_new: float, exponents: np.ndarray,
-                           total: float) -> None:
-        """Merge (or drop) the row `x` of coefficient `a_new`, smaller than every stored one,
-        without storing it; `exponents` and `total` are its margin's (see `plan_newcomer`)."""
-        size = self.size
-        G = self._started_gram()
-
-        def row(i, out):
-            out[:] = G[i, :size] if G is not None else self._stored_exponents(i)
-
-        event = support_budget.plan_newcomer(self.kernel, self.policy, self._a[:size], a_new,
-                                             exponents, total, row)
-        self._apply(event, x, G, size)
-        self._changed()
-
-    def _apply(self, event: support_budget.Maintenance, x_m: np.ndarray, G, size: int) -> None:
-        """Carry out `event` but for taking `m` out: its partner becomes `z` (from `x_m`, the
-        vector leaving), the norm and the degradation are counted. `G` is the kept matrix (or
-        None), whose first `size` rows and columns are in use."""
         self._q += event.squared_norm_change
         n = event.partner
         if n is not None:
             k, h = self.n_inputs, event.h
-            z = h * x_m.astype(np.float64) + (1.0 - h) * self._S[n, :k]
+            z = h * self._S[event.m, :k].astype(np.float64) + (1.0 - h) * self._S[n, :k]
             self._S[n, :k] = z
             self._norms[n] = _squared_norms(self._S[n, :k])
             self._a[n] = event.coefficient
@@ -494,6 +462,8 @@ class SupportVectors(KernelExpansion):
             self.n_removals += 1
         self.degradation = self._scale * self._scale * event.loss
         self.total_degradation += self.degradation
+        self._drop(event.m)
+        self._changed()
 
     # -- persistence ----------------------------------------------------------------------------
 

@@ -27,8 +27,8 @@ Where `z` goes:
   smallest for the nearest same-sign vector. No interior point of the segment (nor any other
   point) does better.
 
-`plan` decides (`plan_newcomer` when the vector arriving is the one to go); the store
-(`river_advsvm.support.SupportVectors`) applies the decision to its vectors.
+`plan` decides; the store (`river_advsvm.support.SupportVectors`) applies the decision to its
+vectors.
 
 """
 
@@ -41,8 +41,7 @@ import typing
 
 import numpy as np
 
-__all__ = ["EXHAUSTIVE_PARTNERS", "POLICIES", "Maintenance", "best_merge", "merge_points", "plan",
-           "plan_newcomer"]
+__all__ = ["EXHAUSTIVE_PARTNERS", "POLICIES", "Maintenance", "best_merge", "merge_points", "plan"]
 
 POLICIES = ("merge", "remove")
 
@@ -103,63 +102,18 @@ def plan(kernel: str, policy: str, a: np.ndarray, row) -> Maintenance:
     n, a_z = int(partners[best]), math.copysign(p, a_m)
     exponents_n, exponents_z = rows[1], rows[2]
     row(n, exponents_n)
-    _merged_exponents(kernel, h, exponents_m, exponents_n, float(D[best]), exponents_z)
+    if kernel == "rbf":
+        # Squared distances from a point of the segment, exactly.
+        np.multiply(exponents_m, h, out=exponents_z)
+        exponents_z += (1.0 - h) * exponents_n
+        exponents_z -= h * (1.0 - h) * float(D[best])
+        np.maximum(exponents_z, 0.0, out=exponents_z)
+    else:
+        exponents_z[:] = exponents_m if h == 1.0 else exponents_n
     kernels = np.negative(rows)
     value_m, value_n, value_z = (np.exp(kernels, out=kernels) @ a).tolist()
     change = 2.0 * (a_z * value_z - a_m * value_m - float(a[n]) * value_n) + loss
     return Maintenance(m, n, h, a_z, change, loss, exponents_z)
-
-
-def plan_newcomer(kernel: str, policy: str, a: np.ndarray, a_new: float,
-                  exponents_new: np.ndarray, value_new: float, row) -> Maintenance:
-    """`plan` for a vector arriving over the budget whose `|a_new|` is below every stored
-    `|a_j|`: it is the one to go, so it is merged (or dropped) without being stored.
-
-    `a` holds the stored coefficients, `exponents_new` the newcomer's `gamma * dist(x, x_j)`
-    to every stored `j` (its margin's row) and `value_new = sum_j a_j k(x, x_j)`; `row` is as
-    in `plan`. The event's `m` is `len(a)`, the slot the newcomer would have taken. The
-    newcomer's own terms (its kernel value 1 with itself, `exp(-D)` with the partner,
-    `exp(-(1 - h)^2 D)` with `z` for RBF) are added to the sums `plan` reads from its row, so
-    the change of `a^T K a` is the same sum as there. On a stream where nearly every sample
-    is active the newcomer's coefficient is nearly always the smallest, and storing it only
-    to take it out again costs a row of the vectors and of the exponent matrix.
-    """
-    m = len(a)
-    value_m = value_new + a_new
-    if a_new * a_new == 0.0:
-        return Maintenance(m, None, 1.0, 0.0, 0.0, 0.0)
-    same_sign = a > 0.0 if a_new > 0.0 else a < 0.0
-    partners = same_sign.nonzero()[0] if policy == "merge" else ()
-    if not len(partners):
-        return Maintenance(m, None, 1.0, 0.0, a_new * (a_new - 2.0 * value_m), a_new * a_new)
-    D = exponents_new[partners]
-    best, h, p, loss = best_merge(kernel, abs(a_new), np.abs(a[partners]), D)
-    n, a_z, distance = int(partners[best]), math.copysign(p, a_new), float(D[best])
-    rows = np.empty((2, m))  # the exponents of the partner and of z
-    exponents_n, exponents_z = rows
-    row(n, exponents_n)
-    _merged_exponents(kernel, h, exponents_new, exponents_n, distance, exponents_z)
-    kernels = np.negative(rows)
-    value_n, value_z = (np.exp(kernels, out=kernels) @ a).tolist()
-    value_n += a_new * math.exp(-distance)
-    to_newcomer = (1.0 - h) ** 2 * distance if kernel == "rbf" else 0.0 if h == 1.0 else distance
-    value_z += a_new * math.exp(-to_newcomer)
-    change = 2.0 * (a_z * value_z - a_new * value_m - float(a[n]) * value_n) + loss
-    return Maintenance(m, n, h, a_z, change, loss, exponents_z)
-
-
-def _merged_exponents(kernel: str, h: float, exponents_m: np.ndarray, exponents_n: np.ndarray,
-                      distance: float, out: np.ndarray) -> None:
-    """`gamma * dist(z, x_j)` for `z = h x_m + (1 - h) x_n`, from the rows of `m` and `n` and
-    their own exponent `distance`: for RBF squared distances from a point of the segment,
-    exactly; for Laplacian `z` is one of the two."""
-    if kernel == "rbf":
-        np.multiply(exponents_m, h, out=out)
-        out += (1.0 - h) * exponents_n
-        out -= h * (1.0 - h) * distance
-        np.maximum(out, 0.0, out=out)
-    else:
-        out[:] = exponents_m if h == 1.0 else exponents_n
 
 
 def best_merge(kernel: str, A: float, B: np.ndarray, D: np.ndarray):

@@ -262,61 +262,6 @@ def test_merge_picks_the_partner_and_point_a_dense_search_would(kernel, seed):
     assert store.norm == pytest.approx(exact_norm(store), rel=1e-10)
 
 
-@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
-@pytest.mark.parametrize("policy", ["merge", "remove"])
-@pytest.mark.parametrize("seed", range(4))
-def test_a_newcomer_is_planned_as_if_it_had_been_stored(kernel, policy, seed):
-    """`plan_newcomer` (the arriving vector has the smallest coefficient, so it never enters
-    the store) decides what `plan` decides over the store with the newcomer in its last slot:
-    the same partner, point and coefficient, the same change of a^T K a and the same row of
-    exponents for z, from exact rows."""
-    rng = np.random.default_rng(seed)
-    gamma, d, size = [0.3, 1.0, 4.0][seed % 3], 3, 12
-    S = rng.random((size + 1, d))
-    a = rng.choice([-1.0, 1.0], size + 1) * rng.uniform(0.5, 2.0, size + 1)
-    a[-1] = 0.1 * np.sign(a[0])  # the newcomer, smallest in magnitude
-    if kernel == "rbf":
-        E = gamma * ((S[:, None, :] - S[None]) ** 2).sum(axis=2)
-    else:
-        E = gamma * np.abs(S[:, None, :] - S[None]).sum(axis=2)
-
-    def row(i, out):
-        out[:] = E[i, : len(out)]
-
-    stored = support_budget.plan(kernel, policy, a, row)
-    value_new = float(np.exp(-E[-1, :size]) @ a[:size])
-    newcomer = support_budget.plan_newcomer(kernel, policy, a[:size], float(a[-1]),
-                                            E[-1, :size].copy(), value_new, row)
-    assert stored.m == newcomer.m == size
-    assert stored.partner == newcomer.partner
-    assert newcomer.h == pytest.approx(stored.h, abs=1e-12)
-    assert newcomer.coefficient == pytest.approx(stored.coefficient, rel=1e-12)
-    assert newcomer.loss == pytest.approx(stored.loss, rel=1e-9, abs=1e-12)
-    assert newcomer.squared_norm_change == pytest.approx(stored.squared_norm_change, rel=1e-9,
-                                                         abs=1e-12)
-    if stored.partner is not None:
-        np.testing.assert_allclose(newcomer.partner_exponents, stored.partner_exponents[:size],
-                                   rtol=1e-12, atol=1e-12)
-    # What a^T K a really becomes: the change is exact.
-    K = np.exp(-E)
-    kept = np.delete(np.arange(size + 1), size)
-    a_after = a[kept].copy()
-    if stored.partner is None:
-        after = a_after @ K[np.ix_(kept, kept)] @ a_after
-    else:
-        n, h = stored.partner, stored.h
-        z = h * S[-1] + (1.0 - h) * S[n]
-        T = S[kept].copy()
-        T[n] = z
-        a_after[n] = stored.coefficient
-        if kernel == "rbf":
-            K_after = np.exp(-gamma * ((T[:, None, :] - T[None]) ** 2).sum(axis=2))
-        else:
-            K_after = np.exp(-gamma * np.abs(T[:, None, :] - T[None]).sum(axis=2))
-        after = a_after @ K_after @ a_after
-    assert a @ K @ a + newcomer.squared_norm_change == pytest.approx(after, rel=1e-9)
-
-
 def test_merge_search_finds_the_best_h_for_every_partner():
     rng = np.random.default_rng(7)
     A = 0.7
