@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 
 
@@ -58,6 +59,11 @@ def _rate(text: str) -> float:
 
 def _fraction(text: str) -> float:
     return _number(text, lambda v: 0 <= v < 1, "in [0, 1)")
+
+
+def user_path(text: str) -> str:
+    """An argparse type: a path with `~` expanded (a shell leaves `--out=~/data` as it is)."""
+    return os.path.expanduser(text)
 
 
 def whole_numbers(low: int):
@@ -168,10 +174,13 @@ def _check_two_labels(present: list) -> None:
 
 def _demo_data(args: argparse.Namespace):
     """`(X, y, X_test, y_test, title)` for `advsvm demo`, inputs scaled into [0, 1]."""
-    import os
-
     from river_advsvm import demo
 
+    parquet = args.data is not None and (args.data.endswith((".parquet", ".pq"))
+                                         or os.path.isdir(args.data))
+    for flag, value in (("--target", args.target), ("--test-fraction", args.test_fraction)):
+        if value is not None and not parquet:
+            raise ValueError(f"{flag} applies to a Parquet file (--data FILE.parquet) only")
     if args.data is None:
         X, y = demo.load_digits_all(args.seed)
         X_test = y_test = None
@@ -181,8 +190,10 @@ def _demo_data(args: argparse.Namespace):
         path = args.data
         if path.endswith(".npz"):
             X, y, X_test, y_test = demo.load_npz(path)
-        elif path.endswith((".parquet", ".pq")) or os.path.isdir(path):
-            X, y, X_test, y_test = _read_parquet(path, args.target, args.test_fraction)
+        elif parquet:
+            X, y, X_test, y_test = _read_parquet(
+                path, "y" if args.target is None else args.target,
+                0.2 if args.test_fraction is None else args.test_fraction)
         else:
             raise ValueError(f"--data {path}: expected an .npz archive or a .parquet file")
         source, scaling = os.path.basename(os.path.normpath(path)), None
@@ -207,8 +218,6 @@ def _demo_data(args: argparse.Namespace):
 
 
 def _demo(args: argparse.Namespace) -> int:
-    import os
-
     from river_advsvm import demo
 
     if os.path.exists(args.out) and not os.path.isdir(args.out):
@@ -279,13 +288,13 @@ def _add_demo(subparsers) -> None:
                       help="every label, one-vs-rest (river_advsvm.multiclass.OneVsRest); "
                       "attacked black box through predict_proba, certified by the smallest "
                       "radius of the binary models")
-    data.add_argument("--data", metavar="PATH",
+    data.add_argument("--data", metavar="PATH", type=user_path,
                       help="an .npz with X_train, y_train (and X_test, y_test: held out) or a "
                       "Parquet file (needs the parquet extra); streamed in row order, inputs "
                       "scaled into [0, 1] (non-negative data / its maximum: pixels / 255)")
-    data.add_argument("--target", default="y", metavar="COLUMN",
+    data.add_argument("--target", metavar="COLUMN",
                       help="label column of a Parquet file (default: y)")
-    data.add_argument("--test-fraction", type=_fraction, default=0.2, metavar="F",
+    data.add_argument("--test-fraction", type=_fraction, metavar="F",
                       help="a Parquet file's last F of rows, 0 <= F < 1, are held out as the "
                       "test set (default: 0.2; 0: none)")
     data.add_argument("--max-samples", type=whole_numbers(1), metavar="N",
@@ -307,7 +316,7 @@ def _add_demo(subparsers) -> None:
                         "as a black-box PGD-10 costs ~0.5 s)")
     parser.add_argument("--seed", type=whole_numbers(0), default=0,
                         help="seed of the digits' shuffle, the models and the sampling")
-    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", type=user_path,
                         help=f"where the plot goes, created if missing (default: {DEFAULT_OUT} "
                         "in the current directory)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -410,7 +419,7 @@ def _add_data(subparsers) -> None:
     fetch.add_argument("names", nargs="+", metavar="NAME",
                        choices=["mnist", "fashion-mnist", "cifar10"],
                        help="mnist, fashion-mnist or cifar10")
-    fetch.add_argument("--out", metavar="DIR",
+    fetch.add_argument("--out", metavar="DIR", type=user_path,
                        help="where the .npz files go (default: $ADVSVM_DATA, or "
                        "~/.cache/river-advsvm)")
     fetch.add_argument("--force", action="store_true",
@@ -513,8 +522,6 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly. Python would flush stdout again at
         # exit and complain, so point it at /dev/null first.
-        import os
-
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141

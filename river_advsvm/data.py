@@ -119,8 +119,9 @@ _CIFAR_BATCHES = {"train": [f"cifar-10-batches-py/data_batch_{i}" for i in range
 
 
 def default_dir() -> pathlib.Path:
-    """`$ADVSVM_DATA`, or `~/.cache/river-advsvm`."""
-    return pathlib.Path(os.environ.get(ENV) or pathlib.Path.home() / ".cache" / "river-advsvm")
+    """`$ADVSVM_DATA` (with `~` expanded), or `~/.cache/river-advsvm`."""
+    return pathlib.Path(os.environ.get(ENV) or pathlib.Path.home() / ".cache" / "river-advsvm"
+                        ).expanduser()
 
 
 def fetch_command(filename: str, directory=None) -> str | None:
@@ -148,7 +149,9 @@ def fetch(name: str, directory=None, *, force: bool = False,
     if name not in DATASETS:
         raise ValueError(f"unknown data set {name!r}; choose from {sorted(DATASETS)}")
     log = log or (lambda message: print(message, file=sys.stderr))
-    directory = pathlib.Path(default_dir() if directory is None else directory)
+    directory = pathlib.Path(default_dir() if directory is None else directory).expanduser()
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"{directory} is not a directory")
     paths = [directory / file for file in FILES[name]]
     if not force and all(_is_complete(path) for path in paths):
         log(f"{name}: already in {directory}")

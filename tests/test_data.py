@@ -334,6 +334,23 @@ def test_the_command_writes_into_out_or_the_default_cache(tmp_path, mirrors, mon
     assert data.default_dir() == tmp_path / "home" / ".cache" / "river-advsvm"
 
 
+def test_a_tilde_in_the_directory_is_the_home_directory(tmp_path, mirrors, monkeypatch, capsys):
+    """`--out=~/data` and `ADVSVM_DATA=~/d` (which no shell expands) write under $HOME, not
+    into a directory named `~`; `--out` naming a file is refused in one line."""
+    serve(mirrors, "mnist", {k: idx_bytes(v) for k, v in mnist_like().items()})
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["data", "fetch", "mnist", "--out=~/data"]) == 0
+    assert (tmp_path / "home" / "data" / "mnist.npz").exists()
+    monkeypatch.setenv("ADVSVM_DATA", "~/cache")
+    assert data.default_dir() == tmp_path / "home" / "cache"
+    assert not (tmp_path / "~").exists()
+    capsys.readouterr()
+    (tmp_path / "file").write_text("")
+    assert cli.main(["data", "fetch", "mnist", "--out", str(tmp_path / "file")]) == 2
+    assert capsys.readouterr().err.strip().endswith("is not a directory")
+
+
 def test_the_command_fails_in_one_line(tmp_path, mirrors, capsys):
     assert cli.main(["data", "fetch", "mnist", "--out", str(tmp_path)]) == 2
     lines = capsys.readouterr().err.splitlines()

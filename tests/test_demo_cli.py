@@ -222,6 +222,9 @@ def test_the_module_runs_as_the_advsvm_command():
      (["--data", "one.npz"], "the data has 1 label (0); a model needs two to tell apart"),
      (["--data", "one.npz", "--all"], "the data has 1 label (0); a model needs two to tell apart"),
      (["--all", "--pair", "1", "7"], "exclude each other"),
+     # Options of a Parquet file, given for other data: refused rather than ignored.
+     (["--data", "labels.npz", "--target", "label"], "--target applies to a Parquet file"),
+     (["--test-fraction", "0.5"], "--test-fraction applies to a Parquet file"),
      (["--out", "labels.npz"], "--out labels.npz is not a directory"),
      (["--max-samples", "0"], "argument --max-samples: 0 is not a whole number >= 1"),
      (["--max-samples", "-5"], "argument --max-samples: -5 is not a whole number >= 1"),
