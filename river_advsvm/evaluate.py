@@ -275,7 +275,8 @@ def iter_progressive_robust_val(
     `dataset` the model predicts `x`, then learns `(x, y)`. Before it learns, sampled samples
     are also attacked and certified against the model as it is at that moment, by a
     `river_advsvm.monitor.RobustnessMonitor` (which does the per-sample work). A checkpoint is
-    yielded every `step` samples, and after the last sample.
+    yielded every `step` samples, and after the last sample (for an empty stream, one at step
+    0).
 
     Parameters
     ----------
@@ -298,9 +299,9 @@ def iter_progressive_robust_val(
     Yields
     ------
     dict
-        `step` (samples seen); `clean_accuracy` over all of them; `robust_accuracy` and
-        `certified_accuracy` over the attacked ones (`None` before the first, and certified
-        for models that cannot be certified); `n_attacked`; `seconds` since the start and
+        `step` (samples seen); `clean_accuracy` over all of them (`None` before the first);
+        `robust_accuracy` and `certified_accuracy` over the attacked ones (`None` before the
+        first, and certified for models that cannot be certified); `n_attacked`; `seconds` since the start and
         `attack_seconds` of them spent attacking and certifying; `alerts` raised since the
         previous checkpoint; `window`, the monitor's rolling accuracies (`snapshot()`).
         Accuracies are floats, not River metric objects, so that a list of checkpoints keeps
@@ -357,7 +358,7 @@ def iter_progressive_robust_val(
     def checkpoint() -> dict:
         report = {
             "step": n_seen,
-            "clean_accuracy": clean.get(),
+            "clean_accuracy": clean.get() if n_seen else None,
             "robust_accuracy": robust.get() if n_attacked else None,
             "certified_accuracy": certified.get() if n_certified else None,
             "n_attacked": n_attacked,
@@ -385,7 +386,7 @@ def iter_progressive_robust_val(
                     certified.update(True, seen.certified)
         if n_seen % step == 0:
             yield checkpoint()
-    if n_seen % step:
+    if n_seen % step or not n_seen:  # (an empty stream: one checkpoint, of nothing)
         yield checkpoint()
 
 

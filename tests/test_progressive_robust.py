@@ -130,3 +130,18 @@ def test_a_sample_the_monitor_refuses_is_refused_before_the_model_learns_it(samp
     assert steps == [10, 20]
     # Alone, the samples before the refused one are learned; in a run, none of the run's.
     assert model.n_learned == (25 if sample_rate == 1.0 else 20)
+
+
+def test_an_empty_stream_gives_one_checkpoint_of_nothing(capsys):
+    """`progressive_robust_val` returns its final checkpoint: for an empty stream it returned
+    None; now a checkpoint at step 0 whose accuracies are None (not 0%), printed as n/a."""
+    model = AdvKernelSVM(seed=0)
+    checkpoints = list(iter_progressive_robust_val([], model, PGD(epsilon=0.1, norm="l2")))
+    assert [c["step"] for c in checkpoints] == [0]
+    final = progressive_robust_val([], model, PGD(epsilon=0.1, norm="l2"), print_every=1,
+                                   progress=False)
+    assert final["step"] == final["n_attacked"] == 0
+    assert all(final[k] is None
+               for k in ("clean_accuracy", "robust_accuracy", "certified_accuracy"))
+    assert "clean n/a" in capsys.readouterr().out
+    assert model.n_learned == 0
