@@ -222,7 +222,8 @@ def certified_accuracy(model, X, y, epsilon: float, norm: str | None = None) -> 
     """Fraction of samples predicted correctly with a certified radius of at least `epsilon`.
 
     A lower bound on the accuracy under any attack of radius `epsilon` in `norm` (the model's
-    by default). With `epsilon = 0` it is the clean accuracy.
+    by default). With `epsilon = 0` it is the clean accuracy but for samples exactly on the
+    boundary (`g(x) = 0`, predicted negative): right, with no radius to certify.
 
     Examples
     --------
