@@ -108,15 +108,11 @@ def _read_parquet(path: str, target: str, test_fraction: float):
                          ) from None
     if not blocks:
         raise ValueError(f"{path} holds no rows")
-    from river_advsvm.inputs import InvalidInput
-    from river_advsvm.labels import as_label
+    from river_advsvm.demo import first_bad_label
 
-    for row, label in enumerate(labels):  # a null (NaN once in pandas), a list, a timestamp
-        try:
-            as_label(label)
-        except InvalidInput as error:
-            raise ValueError(f"{path}: row {row} of the label column {target!r}: {error}"
-                             ) from None
+    bad = first_bad_label(labels)  # a null (NaN once in pandas), a list, a timestamp
+    if bad is not None:
+        raise ValueError(f"{path}: row {bad[0]} of the label column {target!r}: {bad[1]}")
     X, y = np.vstack(blocks), np.array(labels)
     split = len(y) - int(round(len(y) * test_fraction))
     if split < 1:

@@ -144,18 +144,25 @@ def _flat_samples(path, part: str, X: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _check_labels(path, part: str, y: np.ndarray) -> None:
-    """Every value of `y` is a label the models take (as a Parquet file's are checked): a NaN
-    would otherwise be a label of its own, never equal to itself."""
+    """Every value of `y` is a label the models take: a NaN would otherwise be a label of its
+    own, never equal to itself."""
+    bad = first_bad_label(y.tolist())
+    if bad is not None:
+        raise ValueError(f"{path}: row {bad[0]} of y_{part}: {bad[1]}")
+
+
+def first_bad_label(labels: list):
+    """`(row, error)` of the first value that is no label the models take (a null, a NaN, a
+    list, a timestamp...), or None: how data files are checked before a demo streams them."""
     from river_advsvm.inputs import InvalidInput
     from river_advsvm.labels import as_label
 
-    for value in np.unique(y).tolist():  # (NaNs are one value here)
+    for row, label in enumerate(labels):
         try:
-            as_label(value)
+            as_label(label)
         except InvalidInput as error:
-            row = next(i for i, label in enumerate(y.tolist())
-                       if label == value or (label != label and value != value))
-            raise ValueError(f"{path}: row {row} of y_{part}: {error}") from None
+            return row, error
+    return None
 
 
 def to_unit_box(X_train: np.ndarray, X_test: np.ndarray | None = None):
