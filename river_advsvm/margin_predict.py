@@ -47,11 +47,10 @@ class MarginPredictions:
     def _check_unstarted_names(self, names: list, values: np.ndarray) -> None:
         """Refuse, in the warm-up, a name the model could not hash (None, bytes, NaN), as the
         started model refuses it: an input it does not know with a nonzero value anywhere."""
-        position = self._index.position
-        present = np.atleast_2d(values).any(axis=0).tolist()
-        unknown = [n for n, p in zip(names, present) if p and n not in position]
-        if unknown:
-            self._index.hash_names(unknown)
+        columns = self._index.lookup(names).unknown
+        present = np.atleast_2d(values)[:, columns].any(axis=0)
+        if present.any():
+            self._index.hash_names([names[j] for j in columns[present].tolist()])
 
     def _decision_of_row(self, names: list, row: np.ndarray) -> float:
         if not self._started:
