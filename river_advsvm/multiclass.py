@@ -127,9 +127,8 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         proba = super().predict_proba_many(_frame(X), **kwargs)
         # Where every label's probability rounds to 0, River's batch divides 0 by 0 (NaN) and
         # its predict_proba_one gives each label the same share: as here.
-        none = proba.isna().all(axis=1).to_numpy() if len(proba.columns) else []
-        if np.any(none):
-            proba.loc[none, :] = 1.0 / len(proba.columns)
+        if len(proba.columns):
+            proba.loc[proba.isna().all(axis=1), :] = 1.0 / len(proba.columns)
         return proba
 
     def predict_many(self, X, **kwargs) -> pd.Series:
