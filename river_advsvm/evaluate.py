@@ -301,9 +301,10 @@ def iter_progressive_robust_val(
     dict
         `step` (samples seen); `clean_accuracy` over all of them (`None` before the first);
         `robust_accuracy` and `certified_accuracy` over the attacked ones (`None` before the
-        first, and certified for models that cannot be certified); `n_attacked`; `seconds` since the start and
-        `attack_seconds` of them spent attacking and certifying; `alerts` raised since the
-        previous checkpoint; `window`, the monitor's rolling accuracies (`snapshot()`).
+        first, and certified for models that cannot be certified); `n_attacked`; `seconds`
+        since the start and `attack_seconds` of them spent attacking and certifying; `alerts`
+        raised since the previous checkpoint; `window`, the monitor's rolling accuracies
+        (`snapshot()`).
         Accuracies are floats, not River metric objects, so that a list of checkpoints keeps
         the value each one had.
 
