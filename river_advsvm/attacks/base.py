@@ -598,5 +598,5 @@ def steepest_direction(G: np.ndarray, norm: str) -> np.ndarray:
     """Per row, the unit vector `v` in `norm` that maximises `G . v` (0 where `G` is 0)."""
     if norm == "linf":
         return np.sign(G)
-    length = np.sqrt(np.einsum("ij,ij->i", G, G))
+    length = l2_lengths(G)  # (as the training's ascent step measures its direction)
     return G / np.where(length > 0, length, 1.0)[:, None]
