@@ -47,6 +47,13 @@ class MarginPredictions:
     def _check_unstarted_names(self, names: list, values: np.ndarray) -> None:
         """Refuse, in the warm-up, a name the model could not hash (None, bytes, NaN), as the
         started model refuses it: an input it does not know with a nonzero value anywhere."""
+        # The names of the latest held row are hashed already (a stream repeating its keys,
+        # as in progressive validation): hashing them again at every vote made the warm-up
+        # cost a hash per input per prediction.
+        if self._held:
+            self._held_inputs()
+            if names == self._held_cache[2]:
+                return
         columns = self._index.lookup(names).unknown
         present = np.atleast_2d(values)[:, columns].any(axis=0)
         if present.any():

@@ -90,3 +90,22 @@ def test_predicting_before_learning_changes_nothing(params):
         # kernel values.
         copy = AdvKernelSVM.from_checkpoint(*predictor.to_checkpoint())
         assert predictor.decision_one(x) == copy.decision_one(x), i
+
+
+def test_the_warm_up_vote_does_not_hash_the_held_names_again(monkeypatch):
+    """Progressive validation in the warm-up of gamma='scale': a prediction with the keys of
+    the rows already held hashes no name (a hash per input per prediction made the warm-up
+    cost grow with the inputs); a new bad name is still refused."""
+    model = AdvKernelSVM(seed=0)  # gamma='scale': the first rows are held
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        model.learn_one({f"x{j}": float(v) for j, v in enumerate(rng.random(50))}, True)
+    calls = []
+    real = inputs.key_hash
+    monkeypatch.setattr(inputs, "key_hash", lambda key: calls.append(key) or real(key))
+    for _ in range(5):
+        model.predict_one({f"x{j}": float(v) for j, v in enumerate(rng.random(50))})
+    assert calls == []
+    with pytest.raises(inputs.InvalidInput) as error:
+        model.predict_one({"x0": 1.0, b"raw": 1.0})
+    assert error.value.code == "bad_name"
