@@ -441,6 +441,63 @@ def test_non_finite_coefficients_are_refused(saved):
         AdvKernelSVM.load(saved)
 
 
+def _store_edit(policy, edit):
+    """A checkpoint of a model of random features under `policy`, its store's state edited."""
+    model = AdvKernelSVM(epsilon=0.1, budget=8, budget_policy=policy, gamma=1.0, seed=3)
+    for x, y in stream(60, seed=0):
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    edit(meta["state"]["model"]["store"], arrays)
+    return meta, arrays
+
+
+def _fewer(store, arrays, n=3):
+    store["size"] = n
+    arrays["ids"], arrays["coef"] = arrays["ids"][:n], arrays["coef"][:n]
+
+
+@pytest.mark.parametrize(
+    "policy, edit, message",
+    [
+        # Loaded, a pool of 0 features divided by 0 at the next active step.
+        ("compact", lambda s, a: _fewer(s, a, 0), "0 saved features are not the ones"),
+        ("compact_slot", _fewer, "3 saved features are not the ones"),
+        ("truncate", _fewer, "3 saved features are not the ones"),
+        ("grow", _fewer, "3 saved features are not the ones"),
+        ("compact", lambda s, a: a["ids"].__setitem__(0, 5), "not the ones"),
+        ("truncate", lambda s, a: a.update(ids=a["ids"][::-1].copy()), "not the ones"),
+        ("grow", lambda s, a: a["ids"].__setitem__(slice(None), 0), "not the ones"),
+        ("compact", lambda s, a: a.update(ids=a["ids"].astype(np.uint64)), "must be int64"),
+        ("compact", lambda s, a: a.update(coef=a["coef"] > 0), "must be int64 and float64"),
+        ("compact", lambda s, a: s.update(size=8.0), "must be ints"),
+        ("compact", lambda s, a: s.update(n_added="8"), "must be ints"),
+        # Loaded, these predicted infinities, or a norm the coefficients do not have.
+        ("compact", lambda s, a: a["coef"].__setitem__(0, 1e308), "norm does not match"),
+        ("compact", lambda s, a: s.update(norm=s["norm"] * 2), "norm does not match"),
+        ("compact_slot", lambda s, a: s.update(norm=s["norm"] * 2), "norm sketch"),
+        ("grow", lambda s, a: a["sketch"].__setitem__(0, 1e300), "norm sketch"),
+        ("truncate", lambda s, a: a.update(sketch=a["sketch"].astype(np.float32)), "norm sketch"),
+    ],
+)
+def test_a_feature_store_that_learning_never_makes_is_refused(policy, edit, message):
+    meta, arrays = _store_edit(policy, edit)
+    with pytest.raises(CheckpointError, match=message):
+        AdvKernelSVM.from_checkpoint(meta, arrays)
+
+
+@pytest.mark.parametrize("policy", ["compact", "compact_slot", "truncate", "grow"])
+def test_a_feature_store_before_and_past_its_budget_round_trips(policy):
+    for n in (1, 5, 60):  # fewer additions than the budget of 8, then more
+        model = AdvKernelSVM(epsilon=0.1, budget=8, budget_policy=policy, gamma=1.0, seed=3)
+        for x, y in stream(n, seed=0):
+            model.learn_one(x, y)
+        loaded = AdvKernelSVM.from_checkpoint(*model.to_checkpoint())
+        for x, y in stream(20, seed=1):
+            assert loaded.decision_one(x) == model.decision_one(x)
+            loaded.learn_one(x, y)
+            model.learn_one(x, y)
+
+
 def test_a_crash_while_saving_leaves_the_old_checkpoint(saved, monkeypatch):
     before = saved.read_bytes()
     model = AdvKernelSVM.load(saved)
