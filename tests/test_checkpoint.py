@@ -867,3 +867,18 @@ def test_peak_memory_refusing_a_1_mb_hostile_file(bombs, bomb, call, outcome):
     peak, result = peak_rss_mb(call, path)
     assert result == outcome
     assert peak < PEAK_RSS_MB, f"{bomb}: {peak:.0f} MB"
+
+
+@pytest.mark.parametrize("coefficient", [1e155, 1e300])
+def test_support_vector_coefficients_too_large_to_check_are_refused_in_words(coefficient):
+    # Their sum's square, the tolerance of the norm's check, overflowed: the error was
+    # "(34, 'Numerical result out of range')".
+    model = FACTORIES["merge"]()
+    for x, y in stream(60, seed=0):
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    arrays["alpha"][0] = coefficient
+    message = (r"invalid AdvKernelSVM checkpoint: the saved coefficients are too large: their "
+               r"magnitudes add up to 1e\+(155|300), over 1e\+150$")
+    with pytest.raises(CheckpointError, match=message):
+        AdvKernelSVM.from_checkpoint(meta, arrays)
