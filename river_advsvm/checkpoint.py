@@ -198,7 +198,8 @@ def read(path: str | os.PathLike, *, max_array_bytes: ArrayBudget = MAX_ARRAY_BY
 
     `max_array_bytes` bounds the bytes of all its arrays together: a number, or a function of
     the (already validated) metadata returning one, which may itself raise `CheckpointError`.
-    A missing file raises `FileNotFoundError`.
+    A missing file raises `FileNotFoundError`; an I/O error `OSError` and a lack of memory
+    `MemoryError`, as faults of the machine rather than of the file.
     """
     with _open(path) as f:
         return _read(f, os.fspath(path), max_array_bytes)
@@ -277,7 +278,9 @@ def _read(f: typing.BinaryIO, where: str, max_array_bytes: ArrayBudget | None):
     except CheckpointError as error:
         raise CheckpointError(f"{where}: {_one_line(error)}") from None
     except MemoryError:
-        raise CheckpointError(f"{where}: not enough memory to read it") from None
+        # The machine's fault, not the file's (its arrays are within their bound): a restart
+        # with memory to spare reads it.
+        raise MemoryError(f"{where}: not enough memory to read it") from None
     except OSError as error:  # the disk, not the bytes: an I/O error is not a corrupt file
         raise type(error)(error.errno, f"{error.strerror or error} while reading it",
                           where) from None

@@ -462,3 +462,19 @@ def test_n_held_counts_the_warm_up():
         model.learn_one({"a": float(i)}, i % 2 == 0)
         seen.append((model.n_learned, model.n_held))
     assert seen == [(0, 1), (0, 2), (3, 0), (4, 0), (5, 0)]
+
+
+def test_running_out_of_memory_reading_the_checkpoint_is_a_fault_of_the_machine(
+        tmp_path, monkeypatch, capsys):
+    # It was a CheckpointError, exit status 2 ("fix the files", not restarted) for a file that
+    # is fine: the table says a lack of memory is 5, restarted.
+    state.save(tmp_path, _learned_state(AdvKernelSVM(seed=0)))
+
+    def no_memory(*args):
+        raise MemoryError()
+
+    monkeypatch.setattr(checkpoint, "_read_array", no_memory)
+    with pytest.raises(MemoryError, match="checkpoint.ckpt: not enough memory to read it$"):
+        state.load(tmp_path)
+    assert cli.main(["serve", *_serve(tmp_path)]) == lifecycle.ENVIRONMENT_FAULT
+    assert capsys.readouterr().err == "advsvm serve: out of memory\n"
