@@ -233,6 +233,12 @@ class CheckpointMixin:
         if len(self._held) >= room:
             raise ValueError(f"{len(self._held)} held-back rows, but this model holds "
                              + (f"at most {room - 1}" if room else "none (it has no warm-up)"))
+        # Each held row is learned as one of the classes once the warm-up ends (`sign_of`):
+        # any other label would be learned as the negative class (and refused at the next save).
+        stray = [y for _, _, y in self._held if y not in self._labels]
+        if stray:
+            raise ValueError(f"a held row's label {stray[0]!r:.40} is not one of the model's "
+                             f"classes {self._labels!r:.80}")
         held = {n for row_names, _, _ in self._held for n in row_names}
         inputs.check_storable_names(list(held))  # inputs once the warm-up ends
         if len(held.union(names)) > self.max_features:

@@ -882,3 +882,25 @@ def test_support_vector_coefficients_too_large_to_check_are_refused_in_words(coe
                r"magnitudes add up to 1e\+(155|300), over 1e\+150$")
     with pytest.raises(CheckpointError, match=message):
         AdvKernelSVM.from_checkpoint(meta, arrays)
+
+
+@pytest.mark.parametrize("labels, held_label, shown", [
+    (["a", "b"], "c", "'c'"),
+    (["a"], "b", "'b'"),
+    ([], "a", "'a'"),
+])
+def test_a_held_row_of_a_label_the_model_does_not_know_is_refused(tmp_path, labels, held_label,
+                                                                   shown):
+    # A checkpoint that names its inputs in its metadata (as before they were stored in
+    # arrays): it loaded, and its held row was learned as the negative class once the warm-up
+    # ended; the next save then failed.
+    model = AdvKernelSVM(budget=8, warm_up=50, seed=1)
+    for x, y in stream(10, seed=0):
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    meta["state"]["labels"], meta["state"]["held"][0][2] = labels, held_label
+    path = tmp_path / "m.ckpt"
+    checkpoint.write(path, meta, arrays)
+    message = f"a held row's label {shown} is not one of the model's classes {labels!r}"
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        AdvKernelSVM.load(path)
