@@ -89,6 +89,9 @@ _MAX_NPY_HEADER = 4096
 _CHUNK = 2**20
 #: Errors of the machine rather than of the file, raised as the `OSError` they are.
 _SYSTEM_ERRNOS = frozenset([errno.EIO, errno.ENOMEM, errno.EMFILE, errno.ENFILE, errno.ESTALE])
+#: What a seek to an absurd offset a hostile zip names (a zip64 member at 2**62) raises on a
+#: regular file: the file's fault, not the machine's.
+_SEEK_ERRNOS = frozenset([errno.EINVAL, errno.EOVERFLOW])
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
@@ -281,7 +284,11 @@ def _read(f: typing.BinaryIO, where: str, max_array_bytes: ArrayBudget | None):
         # The machine's fault, not the file's (its arrays are within their bound): a restart
         # with memory to spare reads it.
         raise MemoryError(f"{where}: not enough memory to read it") from None
-    except OSError as error:  # the disk, not the bytes: an I/O error is not a corrupt file
+    except OSError as error:
+        if error.errno in _SEEK_ERRNOS:  # an offset in the file past any file's end: the bytes
+            raise CheckpointError(f"{where}: not a valid checkpoint (it points to offsets "
+                                  "past the end of any file)") from None
+        # The disk, not the bytes: an I/O error is not a corrupt file.
         raise type(error)(error.errno, f"{error.strerror or error} while reading it",
                           where) from None
     except Exception as error:  # noqa: BLE001 - hostile bytes reach zipfile, zlib, json, numpy

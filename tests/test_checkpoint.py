@@ -904,3 +904,34 @@ def test_a_held_row_of_a_label_the_model_does_not_know_is_refused(tmp_path, labe
     message = f"a held row's label {shown} is not one of the model's classes {labels!r}"
     with pytest.raises(CheckpointError, match=re.escape(message)):
         AdvKernelSVM.load(path)
+
+
+def _zip64_member_at(offset: int) -> bytes:
+    """A sealed zip of one stored `meta.json` whose central directory puts its local header
+    at `offset` (a zip64 extra field): the archive structure a reader seeks by."""
+    import struct
+    import zlib
+
+    name, data = b"meta.json", b'{"format": "river-advsvm-checkpoint", "version": 2}'
+    crc = zlib.crc32(data)
+    local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0x21, crc, len(data),
+                        len(data), len(name), 0) + name + data
+    extra = struct.pack("<2HQ", 1, 8, offset)
+    central = struct.pack("<4s6H3L5HLL", b"PK\x01\x02", 45, 45, 0, 0, 0, 0x21, crc, len(data),
+                          len(data), len(name), len(extra), 0, 0, 0, 0, 0xFFFFFFFF) + name + extra
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 1, 1, len(central), len(local),
+                      SEAL_SIZE)
+    return reseal(local + central + end + b"\0" * SEAL_SIZE)
+
+
+@pytest.mark.parametrize("offset", [2**40, 2**62, 2**63 - 1])
+def test_a_member_at_an_offset_past_any_files_end_is_a_checkpoint_error(tmp_path, offset):
+    # Seeking there fails with EINVAL on most file systems: it was re-raised as an OSError
+    # ("Invalid argument while reading it"), as if the disk had failed.
+    path = tmp_path / "m.ckpt"
+    path.write_bytes(_zip64_member_at(offset))
+    for read in (checkpoint.read, checkpoint.read_meta, AdvKernelSVM.load):
+        with pytest.raises(CheckpointError, match=f"^{re.escape(str(path))}: not a valid "):
+            read(path)
+    with pytest.raises(CheckpointError, match="^checkpoint of [0-9]+ bytes: not a valid "):
+        checkpoint.loads(path.read_bytes())
