@@ -150,8 +150,14 @@ class CheckpointMixin:
             if len(labels) > 2 or len(set(labels)) != len(labels):
                 raise ValueError(f"bad labels {labels!r}")
             model._labels = labels
+            numbers = [state["bias"], *state["temperature"]]
+            if not (inputs.is_whole(state["n_learned"]) and len(numbers) == 3
+                    and all(inputs.is_number(v) for v in numbers)):
+                # (float() and int() would take "1", true or 2.5 as a bias or a count)
+                raise ValueError("n_learned must be an int, and the bias and temperature "
+                                 "numbers")
             model._bias = float(state["bias"])
-            model._n_learned = int(state["n_learned"])
+            model._n_learned = state["n_learned"]
             model._started = state["started"]
             if type(model._started) is not bool:
                 raise ValueError(f"started must be true or false, got {model._started!r:.40}")

@@ -935,3 +935,20 @@ def test_a_member_at_an_offset_past_any_files_end_is_a_checkpoint_error(tmp_path
             read(path)
     with pytest.raises(CheckpointError, match="^checkpoint of [0-9]+ bytes: not a valid "):
         checkpoint.loads(path.read_bytes())
+
+
+@pytest.mark.parametrize("field, value", [
+    ("n_learned", 150.5), ("n_learned", True), ("n_learned", "150"),
+    ("bias", "0.5"), ("bias", False), ("temperature", ["1.0", 0.0]),
+    ("temperature", [1.0, 0.0, 0.0]),
+])
+def test_counts_and_numbers_of_another_type_are_refused(field, value):
+    # int() and float() took them: 150.5 samples became 150, "0.5" a bias of 0.5.
+    model = FACTORIES["linear"]()
+    for x, y in stream(30, seed=0):
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    meta["state"][field] = value
+    message = "n_learned must be an int, and the bias and temperature numbers"
+    with pytest.raises(CheckpointError, match=message):
+        AdvLinearSVM.from_checkpoint(meta, arrays)
