@@ -598,6 +598,15 @@ class AdvKernelSVM(MarginClassifier):
             raise ValueError(f"kernel_radius {self.kernel_radius!r} is out of range")
         if gamma is not None and not 0 < gamma <= kernels.MAX_GAMMA:
             raise ValueError(f"gamma {gamma!r} is out of range")
+        # A number given as gamma is the bandwidth the store uses, and a seed given the seed
+        # of its features: state of others is a model that does not learn as its parameters say
+        # (random features keep no bandwidth of their own to tell).
+        if inputs.is_number(self.gamma) and gamma != float(self.gamma):
+            raise ValueError(f"the saved bandwidth {gamma!r} is not the gamma parameter "
+                             f"{self.gamma!r}")
+        if self.seed is not None and self._seed != self.seed:
+            raise ValueError(f"the saved seed {self._seed!r} is not the seed parameter "
+                             f"{self.seed!r}")
         # Saved before a Laplacian model's factors were gamma_j / gamma: its vectors were
         # stored with the square roots, and it goes on with them.
         power = scalars.get("scale_power", 0.5)

@@ -952,3 +952,24 @@ def test_counts_and_numbers_of_another_type_are_refused(field, value):
     message = "n_learned must be an int, and the bias and temperature numbers"
     with pytest.raises(CheckpointError, match=message):
         AdvLinearSVM.from_checkpoint(meta, arrays)
+
+
+@pytest.mark.parametrize("name, field, value, message", [
+    ("compact", "gamma", 5.0, "the saved bandwidth 5.0 is not the gamma parameter 0.5"),
+    ("compact_slot", "gamma", 5.0, "the saved bandwidth 5.0 is not the gamma parameter 0.5"),
+    ("merge", "gamma", 5.0, "the saved bandwidth 5.0 is not the gamma parameter 2.0"),
+    ("compact", "seed", 4, "the saved seed 4 is not the seed parameter 3"),
+    ("truncate", "seed", 6, "the saved seed 6 is not the seed parameter 5"),
+])
+def test_a_bandwidth_or_seed_other_than_the_parameters_is_refused(name, field, value, message):
+    # Random features keep no bandwidth or seed of their own: such a model loaded, and learned
+    # with other features than its parameters say (a group then refused to average it).
+    model = FACTORIES[name]()
+    if isinstance(model.gamma, str):
+        model = model.clone({"gamma": 0.5})
+    for x, y in stream(30, seed=0):
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    meta["state"]["model"][field] = value
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        AdvKernelSVM.from_checkpoint(meta, arrays)
