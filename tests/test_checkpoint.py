@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import river_advsvm
-from river_advsvm import AdvKernelSVM, AdvLinearSVM, CheckpointError, checkpoint
+from river_advsvm import AdvKernelSVM, AdvLinearSVM, CheckpointError, checkpoint, model_checkpoint
 
 FACTORIES = {
     "compact": lambda: AdvKernelSVM(epsilon=0.1, budget=64, budget_policy="compact", seed=3),
@@ -973,3 +973,58 @@ def test_a_bandwidth_or_seed_other_than_the_parameters_is_refused(name, field, v
     meta["state"]["model"][field] = value
     with pytest.raises(CheckpointError, match=re.escape(message)):
         AdvKernelSVM.from_checkpoint(meta, arrays)
+
+
+#: Every kind of model a checkpoint holds: each budget policy, both kernels and dtypes, attacks
+#: of both norms and none, both adversaries, a numeric gamma, a dict and 'scale' (a warm-up of
+#: 8: a checkpoint may fall inside it), both schedules, reprocessing, and the linear model.
+_REPLAYED = st.one_of(
+    st.builds(
+        lambda policy, kernel, dtype, epsilon, norm, gamma, adversary, schedule, reprocess:
+        AdvKernelSVM(epsilon=epsilon, norm=norm, kernel=kernel, dtype=dtype, gamma=gamma,
+                     budget=6, budget_policy=policy, adversary=adversary, schedule=schedule,
+                     warm_up=8, seed=1,
+                     reprocess=reprocess if policy in ("merge", "remove") else 0),
+        st.sampled_from(["merge", "remove", "compact", "compact_slot", "truncate", "grow"]),
+        st.sampled_from(["rbf", "laplacian"]), st.sampled_from(["float32", "float64"]),
+        st.sampled_from([0.0, 0.1]), st.sampled_from(["l2", "linf"]),
+        st.sampled_from([0.7, "scale", {"a": 1.0, "b": 2.0}]),
+        st.sampled_from(["pgd", "closed_form"]), st.sampled_from(["constant", "diminishing"]),
+        st.sampled_from([0, 2])),
+    st.builds(lambda epsilon, norm: AdvLinearSVM(epsilon=epsilon, norm=norm),
+              st.sampled_from([0.0, 0.1]), st.sampled_from(["l2", "linf"])),
+)
+_VALUE = st.one_of(st.floats(-3, 3, width=32), st.sampled_from([0.0, 1e6, -1e-9, 12345.678]))
+_ROW = st.tuples(st.fixed_dictionaries({}, optional={"a": _VALUE, "b": _VALUE, "c": _VALUE,
+                                                     7: _VALUE}), st.booleans())
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_REPLAYED, st.lists(_ROW, min_size=1, max_size=40), st.integers(0, 40),
+       st.sampled_from(["file form", "metadata form", "pickle"]))
+def test_restoring_anywhere_and_going_on_is_bit_identical_to_never_stopping(model, rows, cut,
+                                                                            form):
+    uninterrupted, saved = model, model.clone()
+    for x, y in rows[:cut]:
+        uninterrupted.learn_one(x, y)
+        saved.learn_one(x, y)
+    if form == "file form":  # (what save writes, read under the bound load sets)
+        restored = type(saved).from_checkpoint(*model_checkpoint.loads(
+            model_checkpoint.dumps(*saved.to_checkpoint()),
+            max_array_bytes=type(saved).checkpoint_array_bytes))
+    elif form == "metadata form":
+        restored = type(saved).from_checkpoint(*saved.to_checkpoint())
+    else:
+        restored = pickle.loads(pickle.dumps(saved))
+    del saved
+    probes = [{"a": 0.3, "b": -1.0}, {"c": 2.0, 7: 0.5}, {}, {"a": 1.5, "z": 0.2}]
+    for x, y in rows[cut:]:
+        for probe in probes:
+            assert restored.decision_one(probe) == uninterrupted.decision_one(probe)
+        uninterrupted.learn_one(x, y)
+        restored.learn_one(x, y)
+    for probe in probes:
+        assert restored.decision_one(probe) == uninterrupted.decision_one(probe)
+        assert restored.predict_proba_one(probe) == uninterrupted.predict_proba_one(probe)
+    assert model_checkpoint.dumps(*restored.to_checkpoint()) == \
+        model_checkpoint.dumps(*uninterrupted.to_checkpoint())
