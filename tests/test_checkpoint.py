@@ -1028,3 +1028,19 @@ def test_restoring_anywhere_and_going_on_is_bit_identical_to_never_stopping(mode
         assert restored.predict_proba_one(probe) == uninterrupted.predict_proba_one(probe)
     assert model_checkpoint.dumps(*restored.to_checkpoint()) == \
         model_checkpoint.dumps(*uninterrupted.to_checkpoint())
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+@pytest.mark.parametrize("first, second", [(1e200, -1e200), (9e153, 9e153), (1e300, 0.0)])
+def test_support_vectors_too_large_for_their_kernel_values_are_refused(kernel, first, second):
+    # Their squared norms overflowed: the model loaded, and its next margin was NaN (an RBF
+    # exponent inf - inf), a FloatingPointError at the next sample.
+    model = AdvKernelSVM(epsilon=0.1, budget=16, gamma=1.0, seed=3, kernel=kernel,
+                         dtype="float64")
+    for x, y in stream(60, seed=0):
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    arrays["vectors"][0, 0], arrays["vectors"][1, 0] = first, second
+    message = "the saved support vectors are too large for their kernel values to be computed"
+    with pytest.raises(CheckpointError, match=message):
+        AdvKernelSVM.from_checkpoint(meta, arrays)
