@@ -138,6 +138,9 @@ def _tampered(tmp_path, change) -> str:
     (lambda m: m["extra"]["offsets"]["in"].update({"x": 1}), "partition"),
     (lambda m: m["extra"]["counters"].update({"learned": 2**63}), "counter learned"),
     (lambda m: m["extra"].update({"width": 10**7}), "width"),
+    # Within the service's bound, past the model's: every array message was a dead letter.
+    (lambda m: m["extra"].update({"width": 20_000}),
+     r"width 20000 is more inputs than its model learns \(max_features=10000\)"),
     (lambda m: m["extra"].update({"labels": [1, 1]}), "labels"),
     (lambda m: m["state"].update({"bias": 1e308}), "bias"),
     (lambda m: m["state"].update({"bias": -1e16}), "bias"),
