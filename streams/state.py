@@ -408,6 +408,13 @@ def from_checkpoint(meta: dict, arrays: dict, where: str, limits: Limits | None 
         raise CheckpointError(f"invalid service metadata in {where}: width {fields['width']} "
                               f"is more inputs than its model learns (max_features="
                               f"{model.max_features})")
+    labels = fields["labels"]
+    if labels is not None and not all(y in labels for y in model.classes):
+        # A model under pinned labels learns those alone: one of other classes would refuse
+        # every message the pinned labels let through, and they every one it knows.
+        raise CheckpointError(f"invalid service metadata in {where}: its model's classes "
+                              f"{list(model.classes)!r:.80} are not among its pinned labels "
+                              f"{labels!r:.80}")
     return ServiceState(model=model, **fields)
 
 

@@ -141,6 +141,10 @@ def _tampered(tmp_path, change) -> str:
     # Within the service's bound, past the model's: every array message was a dead letter.
     (lambda m: m["extra"].update({"width": 20_000}),
      r"width 20000 is more inputs than its model learns \(max_features=10000\)"),
+    # Pinned labels the model's classes are not among: every labelled message was refused.
+    (lambda m: m["extra"].update({"labels": ["cat", "dog"]}),
+     r"its model's classes \[False, True\] are not among its pinned labels \['cat', 'dog'\]"),
+    (lambda m: m["extra"].update({"labels": [True, "dog"]}), r"classes \[False, True\] are not"),
     (lambda m: m["extra"].update({"labels": [1, 1]}), "labels"),
     (lambda m: m["state"].update({"bias": 1e308}), "bias"),
     (lambda m: m["state"].update({"bias": -1e16}), "bias"),
