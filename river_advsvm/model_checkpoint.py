@@ -46,12 +46,17 @@ import numpy as np
 from river_advsvm import checkpoint, inputs, name_table
 from river_advsvm.labels import as_label
 
-__all__ = ["GAMMA_IN_ARRAYS", "MAX_ABS_BIAS", "CheckpointMixin", "dumps", "input_count", "loads",
+__all__ = ["GAMMA_IN_ARRAYS", "MAX_ABS_BIAS", "MAX_ABS_MARGIN", "CheckpointMixin", "dumps", "input_count", "loads",
            "pack", "unpack"]
 
 #: The largest bias a checkpoint may hold: a bias beyond any input's magnitude is not one
 #: learning reaches, and far below it margins and their gradients stay finite.
 MAX_ABS_BIAS = inputs.MAX_ABS_VALUE
+#: The largest margin a restored model's weights may give an input within
+#: `inputs.MAX_ABS_VALUE`: learning adds at most `MAX_STEP` times an input to a weight per
+#: sample, never near it; past ~1e154 the calibration's squared gradient overflows, and the
+#: model can no longer be saved.
+MAX_ABS_MARGIN = 1e100
 # More held-back rows than any warm-up holds.
 _MAX_HELD_ROWS = 1_000_000
 #: A stored checkpoint's `gamma` parameter when it is a dict: its bandwidths are in arrays.
@@ -176,6 +181,10 @@ class CheckpointMixin:
             if "group_clock" in state:
                 model._schedule.join_group(*state["group_clock"], n_learned=model._n_learned)
             model._restore_model_state(state["model"], arrays)
+            reach = model._margin_reach()
+            if not reach <= MAX_ABS_MARGIN:
+                raise ValueError(f"its weights give margins up to {reach:.3g}, past the "
+                                 f"{MAX_ABS_MARGIN:g} a model may reach")
             numbers_ok = [model._bias, model._calibration.scale, model._calibration.grad_squares]
             if not all(math.isfinite(v) for v in numbers_ok) or model._n_learned < 0:
                 raise ValueError("non-finite or negative state")
@@ -253,6 +262,11 @@ class CheckpointMixin:
 
     def _max_state_bytes(self) -> int:
         """The most bytes of arrays a checkpoint of a model with these parameters can hold."""
+        raise NotImplementedError
+
+    def _margin_reach(self) -> float:
+        """A bound on `|f(x)|` over the inputs learning takes (`MAX_ABS_MARGIN` bounds it in
+        a checkpoint)."""
         raise NotImplementedError
 
     def _named_value_bounds(self) -> tuple[int, int]:

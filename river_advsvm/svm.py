@@ -531,6 +531,12 @@ class AdvKernelSVM(MarginClassifier):
     def _max_state_bytes(self):
         return self._store_type().max_state_bytes(self.budget, self.max_features, self.dtype)
 
+    def _margin_reach(self):
+        # A kernel value is at most 1, a random feature sqrt(2) cos(.): at most sqrt(2) each.
+        if self._store is None:
+            return 0.0
+        return math.sqrt(2.0) * float(np.abs(self._store.coefficients).sum())
+
     def _named_value_bounds(self):
         # A gamma dict names its inputs, maybe others than the model's. 'scale' fits a
         # bandwidth, and maybe a centre, per input of the warm-up (at most max_features), some

@@ -1044,3 +1044,41 @@ def test_support_vectors_too_large_for_their_kernel_values_are_refused(kernel, f
     message = "the saved support vectors are too large for their kernel values to be computed"
     with pytest.raises(CheckpointError, match=message):
         AdvKernelSVM.from_checkpoint(meta, arrays)
+
+
+def _scaled_weights(name: str, factor: float):
+    """A checkpoint of a `FACTORIES` model whose weights are `factor` times larger, its norm
+    along with them (so that only their size is wrong)."""
+    model = FACTORIES[name]()
+    for x, y in stream(150, seed=0):  # (past a warm-up of 100)
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    store = meta["state"]["model"].get("store", {})
+    if name == "linear":
+        arrays["weights"] *= factor
+    elif name == "merge":
+        store["scale"] *= 1e60  # (at most 1e64: the rest in the coefficients)
+        arrays["alpha"] *= factor / 1e60
+        store["squared_norm"] *= (factor / 1e60) ** 2
+    else:
+        arrays["coef"] *= factor
+        store["norm"] *= factor
+    return meta, arrays
+
+
+@pytest.mark.parametrize("name, factor", [("linear", 1e290), ("merge", 1e200),
+                                          ("compact", 1e120)])
+def test_weights_past_any_margin_learning_reaches_are_refused(name, factor):
+    # Loaded, the model's margins were past 1e154: the calibration's squared gradient became
+    # infinite at the next sample, and the model could no longer be saved.
+    meta, arrays = _scaled_weights(name, factor)
+    with pytest.raises(CheckpointError, match=r"its weights give margins up to [0-9.e+]+, past "
+                                              r"the 1e\+100 a model may reach"):
+        type(FACTORIES[name]()).from_checkpoint(meta, arrays)
+    meta, arrays = _scaled_weights(name, 1e6)  # large, but within reach: it learns and saves
+    model = type(FACTORIES[name]()).from_checkpoint(meta, arrays)
+    for x, y in stream(30, seed=1):
+        model.learn_one(x, y)
+    type(model).from_checkpoint(*model_checkpoint.loads(model_checkpoint.dumps(
+        *model.to_checkpoint())))
+
