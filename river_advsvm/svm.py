@@ -594,7 +594,14 @@ class AdvKernelSVM(MarginClassifier):
             by_name = bandwidth.check_gamma(_from_pairs(fitted))
         centres = _centres_from_checkpoint(scalars.get("input_centres"),
                                            by_name if isinstance(self.gamma, str) else None)
-        gamma = None if scalars["gamma"] is None else float(scalars["gamma"])
+        gamma = scalars["gamma"]
+        if gamma is not None and not inputs.is_number(gamma):
+            raise ValueError(f"the saved bandwidth {gamma!r:.40} is not a number")
+        gamma = None if gamma is None else float(gamma)
+        if self._held and gamma is not None:
+            # Rows are held back only until 'scale' fits the bandwidth, then learned at once:
+            # a model with both would never learn them, and could not be saved and read back.
+            raise ValueError("the model holds warm-up rows back and already has its bandwidth")
         self.kernel_radius = float(scalars.get("kernel_radius", 0.0))
         # Saved before the bias step was damped: full steps until nearly every sample is active.
         self._active_share = float(scalars.get("active_share", 0.0))

@@ -1082,3 +1082,18 @@ def test_weights_past_any_margin_learning_reaches_are_refused(name, factor):
     type(model).from_checkpoint(*model_checkpoint.loads(model_checkpoint.dumps(
         *model.to_checkpoint())))
 
+
+@pytest.mark.parametrize("gamma, message", [
+    (3.0, "the model holds warm-up rows back and already has its bandwidth"),
+    (True, "the saved bandwidth True is not a number"),
+])
+def test_held_rows_with_a_bandwidth_are_refused(gamma, message):
+    # Loaded, the model never learned its held rows (rows are held only until 'scale' fits
+    # the bandwidth), and its next checkpoint could not be read back.
+    model = AdvKernelSVM(budget=8, warm_up=50, seed=1)
+    for x, y in stream(10, seed=0):
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    meta["state"]["model"]["gamma"] = gamma
+    with pytest.raises(CheckpointError, match=message):
+        AdvKernelSVM.from_checkpoint(meta, arrays)
