@@ -5,7 +5,8 @@ header parser and copied into preallocated numeric arrays, and the metadata is p
 Writes are atomic (temporary file, fsync, rename), so a crash leaves either the old
 checkpoint or the new one, never half of one.
 
-Reading treats the file as hostile. Every failure to read is a `CheckpointError`, and the
+Reading treats the file as hostile. Every fault of the file is a `CheckpointError` (one of the
+machine, an I/O error or a lack of memory, is the `OSError` or `MemoryError` it is), and the
 memory a file can make the reader use is bounded before anything is allocated:
 
 - the file ends with a SHA-256 seal of everything before it (in the zip comment), checked
