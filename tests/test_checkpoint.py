@@ -1097,3 +1097,16 @@ def test_held_rows_with_a_bandwidth_are_refused(gamma, message):
     meta["state"]["model"]["gamma"] = gamma
     with pytest.raises(CheckpointError, match=message):
         AdvKernelSVM.from_checkpoint(meta, arrays)
+
+
+@pytest.mark.parametrize("name", [{"s": "u"}, [["s", "u"]], ["s"], [["s"], "u"], "u", 3])
+def test_an_input_name_that_is_not_a_tag_and_a_value_is_refused_as_one(name):
+    # Python's unpacking error was the message: "not enough values to unpack (expected 2,
+    # got 1)", or "unhashable type: 'list'".
+    model = FACTORIES["linear"]()
+    for x, y in stream(10, seed=0):
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    meta["state"]["names"][0] = name
+    with pytest.raises(CheckpointError, match="bad feature name .*: not a \\[tag, value\\] pair"):
+        AdvLinearSVM.from_checkpoint(meta, arrays)
