@@ -283,11 +283,6 @@ class FeatureStore:
         features = checkpoint.MAX_ARRAY_BYTES // 16 if cls.unbounded else budget
         return 16 * features + 8 * NORM_PROBES + 4096
 
-    def _expected_ids(self, n_added: int) -> np.ndarray:
-        """The ids of the features in slots 0, 1, ... after `n_added` additions: a fixed pool
-        of `budget` (see `Truncate` and `Grow` for theirs)."""
-        return np.arange(self.budget)
-
     def start(self) -> None:
         """Allocate the initial pool (before any input column is known)."""
         self._reserve(0, self._initial_capacity())

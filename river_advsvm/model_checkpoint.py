@@ -46,8 +46,8 @@ import numpy as np
 from river_advsvm import checkpoint, inputs, name_table
 from river_advsvm.labels import as_label
 
-__all__ = ["GAMMA_IN_ARRAYS", "MAX_ABS_BIAS", "MAX_ABS_MARGIN", "CheckpointMixin", "dumps", "input_count", "loads",
-           "pack", "unpack"]
+__all__ = ["GAMMA_IN_ARRAYS", "MAX_ABS_BIAS", "MAX_ABS_MARGIN", "CheckpointMixin", "dumps",
+           "input_count", "loads", "pack", "unpack"]
 
 #: The largest bias a checkpoint may hold: a bias beyond any input's magnitude is not one
 #: learning reaches, and far below it margins and their gradients stay finite.
