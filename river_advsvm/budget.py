@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from river_advsvm import checkpoint, kernels
+from river_advsvm import checkpoint, inputs, kernels
 
 __all__ = [
     "DTYPES",
@@ -303,36 +303,71 @@ class FeatureStore:
 
     def restore(self, scalars: dict, arrays: dict, hashes: np.ndarray) -> None:
         """Rebuild from `state()` over input columns with these `hashes`; `ValueError` if invalid."""
-        size, n_added = int(scalars["size"]), int(scalars["n_added"])
-        norm = float(scalars["norm"])
-        ids = np.asarray(arrays["ids"])
-        coef = np.asarray(arrays["coef"])
-        if ids.dtype.kind not in "iu" or ids.shape != (size,) or coef.shape != (size,):
-            raise ValueError("feature ids and coefficients do not match the stored size")
+        size, n_added, norm = scalars["size"], scalars["n_added"], scalars["norm"]
+        if not (inputs.is_whole(size) and inputs.is_whole(n_added) and inputs.is_number(norm)):
+            raise ValueError("the saved feature counts must be ints and the norm a number")
         if not 0 <= n_added <= MAX_ADDED:  # (feature ids are int64, and n_added the next one)
             raise ValueError(f"n_added {n_added} is out of range")
-        if not 0 <= size <= max(self._initial_capacity(), n_added) or (ids < 0).any():
-            raise ValueError("stored features exceed the budget or have negative ids")
+        ids, coef = arrays["ids"], arrays["coef"]
+        if ids.dtype != np.int64 or coef.dtype != np.float64 or ids.shape != (size,) \
+                or coef.shape != (size,):
+            raise ValueError(f"feature ids and coefficients must be int64 and float64 of shape "
+                             f"({size},), got {ids.dtype}{ids.shape} and {coef.dtype}{coef.shape}")
         if not np.isfinite(coef).all() or not (math.isfinite(norm) and norm >= 0):
             raise ValueError("non-finite coefficients or norm")
+        # Which features a store holds follows from its policy and n_added alone: a store
+        # holding others, or fewer, would learn another model (a pool of 0 divides by 0).
+        if size != self._expected_size(n_added) \
+                or not np.array_equal(ids, self._expected_ids(n_added)):
+            raise ValueError(f"{size} saved features are not the ones this budget policy holds "
+                             f"after adding {n_added}")
+        # A pool's norm is exact: one the coefficients do not have would be a model's that
+        # never learned them (and coefficients whose norm overflows predict infinities).
+        if not self.sketches_norm and not _near(norm, _pool_norm(coef)):
+            raise ValueError("the saved norm does not match the saved coefficients")
+        sketch = None
+        if self.sketches_norm:
+            sketch, sketch_norm = arrays["sketch"], scalars["sketch_norm"]
+            if sketch.dtype != np.float64 or sketch.shape != (NORM_PROBES,) \
+                    or not np.isfinite(sketch).all():
+                raise ValueError(f"the norm sketch must be {NORM_PROBES} finite float64 numbers")
+            # The model's norm is the sketch's, which is the sketch's coefficients' own.
+            if not (inputs.is_number(sketch_norm) and sketch_norm == norm
+                    and _near(norm, _pool_norm(sketch))):
+                raise ValueError("the saved norm does not match the saved norm sketch")
         self.start()
         self._reserve(len(hashes), size)
         self.size = 0  # features are generated once, below, over all input columns
         self.add_inputs(np.asarray(hashes, dtype=np.uint64))
         self.size = size
-        self._set_features(np.arange(size), ids.astype(np.int64))
+        self._set_features(np.arange(size), ids)
         self.coef[:size] = coef
-        self.norm = norm
+        self.norm = float(norm)
         self.n_added = n_added
-        if self._sketch is not None:
-            sketch = np.asarray(arrays["sketch"], dtype=np.float64)
-            sketch_norm = float(scalars["sketch_norm"])
-            if sketch.shape != (NORM_PROBES,) or not np.isfinite(sketch).all():
-                raise ValueError("invalid norm sketch")
-            if not (math.isfinite(sketch_norm) and sketch_norm >= 0):
-                raise ValueError("invalid norm sketch")
+        if sketch is not None:
             self._sketch.coefficients[:] = sketch
-            self._sketch.norm = sketch_norm
+            self._sketch.norm = float(norm)
+
+    def _expected_size(self, n_added: int) -> int:
+        """How many features the store holds after `n_added` additions: its whole pool."""
+        return self.budget
+
+    def _expected_ids(self, n_added: int) -> np.ndarray:
+        """The ids of the features in slots 0, 1, ... after `n_added` additions: the pool's
+        are 0 .. budget - 1 (see `Truncate` and `Grow` for theirs)."""
+        return np.arange(self.budget)
+
+
+def _pool_norm(coef: np.ndarray) -> float:
+    """`sqrt(B sum a_j^2)`, as `Compact.add` computes it: the exact norm of a pool of features."""
+    return math.sqrt(len(coef)) * float(np.sqrt(coef @ coef))
+
+
+def _near(saved: float, exact: float) -> bool:
+    """Whether a saved norm is `exact`'s up to the rounding of the scalings applied since it
+    was last computed: relative, but for norms so small that their squares underflow (a model
+    shrunk for long), and never when `exact` overflowed."""
+    return math.isfinite(exact) and abs(saved - exact) <= 1e-6 * exact + 1e-140
 
 
 class Compact(FeatureStore):
@@ -391,6 +426,12 @@ class Grow(FeatureStore):
         self._reserve(self.n_inputs, self.size + 1)
         return self.size
 
+    def _expected_size(self, n_added: int) -> int:
+        return n_added
+
+    def _expected_ids(self, n_added: int) -> np.ndarray:
+        return np.arange(n_added)  # (called once the saved ids' shape says there are n_added)
+
     def add(self, c, v):
         slot = self._slot_for_new_feature()
         self._set_features(np.array([slot]), np.array([self.n_added]))
@@ -418,6 +459,16 @@ class Truncate(Grow):
 
     def _slot_for_new_feature(self) -> int:
         return self.n_added % self.budget
+
+    def _expected_size(self, n_added: int) -> int:
+        return min(n_added, self.budget)
+
+    def _expected_ids(self, n_added: int) -> np.ndarray:
+        # Feature i is in slot i mod B: the newest B of them.
+        newest = np.arange(max(n_added - self.budget, 0), n_added)
+        ids = np.empty(len(newest), dtype=np.int64)
+        ids[newest % self.budget] = newest
+        return ids
 
 
 POLICIES: dict[str, type[FeatureStore]] = {

@@ -5,7 +5,8 @@ header parser and copied into preallocated numeric arrays, and the metadata is p
 Writes are atomic (temporary file, fsync, rename), so a crash leaves either the old
 checkpoint or the new one, never half of one.
 
-Reading treats the file as hostile. Every failure to read is a `CheckpointError`, and the
+Reading treats the file as hostile. Every fault of the file is a `CheckpointError` (one of the
+machine, an I/O error or a lack of memory, is the `OSError` or `MemoryError` it is), and the
 memory a file can make the reader use is bounded before anything is allocated:
 
 - the file ends with a SHA-256 seal of everything before it (in the zip comment), checked
@@ -89,6 +90,9 @@ _MAX_NPY_HEADER = 4096
 _CHUNK = 2**20
 #: Errors of the machine rather than of the file, raised as the `OSError` they are.
 _SYSTEM_ERRNOS = frozenset([errno.EIO, errno.ENOMEM, errno.EMFILE, errno.ENFILE, errno.ESTALE])
+#: What a seek to an absurd offset a hostile zip names (a zip64 member at 2**62) raises on a
+#: regular file: the file's fault, not the machine's.
+_SEEK_ERRNOS = frozenset([errno.EINVAL, errno.EOVERFLOW])
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
@@ -198,7 +202,8 @@ def read(path: str | os.PathLike, *, max_array_bytes: ArrayBudget = MAX_ARRAY_BY
 
     `max_array_bytes` bounds the bytes of all its arrays together: a number, or a function of
     the (already validated) metadata returning one, which may itself raise `CheckpointError`.
-    A missing file raises `FileNotFoundError`.
+    A missing file raises `FileNotFoundError`; an I/O error `OSError` and a lack of memory
+    `MemoryError`, as faults of the machine rather than of the file.
     """
     with _open(path) as f:
         return _read(f, os.fspath(path), max_array_bytes)
@@ -277,8 +282,14 @@ def _read(f: typing.BinaryIO, where: str, max_array_bytes: ArrayBudget | None):
     except CheckpointError as error:
         raise CheckpointError(f"{where}: {_one_line(error)}") from None
     except MemoryError:
-        raise CheckpointError(f"{where}: not enough memory to read it") from None
-    except OSError as error:  # the disk, not the bytes: an I/O error is not a corrupt file
+        # The machine's fault, not the file's (its arrays are within their bound): a restart
+        # with memory to spare reads it.
+        raise MemoryError(f"{where}: not enough memory to read it") from None
+    except OSError as error:
+        if error.errno in _SEEK_ERRNOS:  # an offset in the file past any file's end: the bytes
+            raise CheckpointError(f"{where}: not a valid checkpoint (it points to offsets "
+                                  "past the end of any file)") from None
+        # The disk, not the bytes: an I/O error is not a corrupt file.
         raise type(error)(error.errno, f"{error.strerror or error} while reading it",
                           where) from None
     except Exception as error:  # noqa: BLE001 - hostile bytes reach zipfile, zlib, json, numpy

@@ -262,6 +262,9 @@ def key_hash(key) -> int:
 
 def decode_name(encoded):
     """The feature name that `encode_name` encoded; `ValueError` for anything else."""
+    if not (isinstance(encoded, list) and len(encoded) == 2 and type(encoded[0]) is str):
+        # (a checkpoint's: Python's own unpacking errors would say nothing of a name)
+        raise ValueError(f"bad feature name {encoded!r:.80}: not a [tag, value] pair")
     tag, value = encoded
     if tag == "t" and isinstance(value, list):
         return tuple(decode_name(v) for v in value)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from river_advsvm import certify
+from river_advsvm import certify, inputs
 from river_advsvm.margin import MarginClassifier
 from river_advsvm.margin_predict import ROWS_PER_CHUNK
 
@@ -141,6 +141,9 @@ class AdvLinearSVM(MarginClassifier):
 
     def _max_state_bytes(self):
         return 8 * self.max_features
+
+    def _margin_reach(self):
+        return float(np.abs(self._weights).sum()) * inputs.MAX_ABS_VALUE
 
     def _negate(self):
         self._weights *= -1.0

@@ -46,12 +46,17 @@ import numpy as np
 from river_advsvm import checkpoint, inputs, name_table
 from river_advsvm.labels import as_label
 
-__all__ = ["GAMMA_IN_ARRAYS", "MAX_ABS_BIAS", "CheckpointMixin", "dumps", "input_count", "loads",
-           "pack", "unpack"]
+__all__ = ["GAMMA_IN_ARRAYS", "MAX_ABS_BIAS", "MAX_ABS_MARGIN", "CheckpointMixin", "dumps",
+           "input_count", "loads", "pack", "unpack"]
 
 #: The largest bias a checkpoint may hold: a bias beyond any input's magnitude is not one
 #: learning reaches, and far below it margins and their gradients stay finite.
 MAX_ABS_BIAS = inputs.MAX_ABS_VALUE
+#: The largest margin a restored model's weights may give an input within
+#: `inputs.MAX_ABS_VALUE`: learning adds at most `MAX_STEP` times an input to a weight per
+#: sample, never near it; past ~1e154 the calibration's squared gradient overflows, and the
+#: model can no longer be saved.
+MAX_ABS_MARGIN = 1e100
 # More held-back rows than any warm-up holds.
 _MAX_HELD_ROWS = 1_000_000
 #: A stored checkpoint's `gamma` parameter when it is a dict: its bandwidths are in arrays.
@@ -150,8 +155,14 @@ class CheckpointMixin:
             if len(labels) > 2 or len(set(labels)) != len(labels):
                 raise ValueError(f"bad labels {labels!r}")
             model._labels = labels
+            numbers = [state["bias"], *state["temperature"]]
+            if not (inputs.is_whole(state["n_learned"]) and len(numbers) == 3
+                    and all(inputs.is_number(v) for v in numbers)):
+                # (float() and int() would take "1", true or 2.5 as a bias or a count)
+                raise ValueError("n_learned must be an int, and the bias and temperature "
+                                 "numbers")
             model._bias = float(state["bias"])
-            model._n_learned = int(state["n_learned"])
+            model._n_learned = state["n_learned"]
             model._started = state["started"]
             if type(model._started) is not bool:
                 raise ValueError(f"started must be true or false, got {model._started!r:.40}")
@@ -170,6 +181,10 @@ class CheckpointMixin:
             if "group_clock" in state:
                 model._schedule.join_group(*state["group_clock"], n_learned=model._n_learned)
             model._restore_model_state(state["model"], arrays)
+            reach = model._margin_reach()
+            if not reach <= MAX_ABS_MARGIN:
+                raise ValueError(f"its weights give margins up to {reach:.3g}, past the "
+                                 f"{MAX_ABS_MARGIN:g} a model may reach")
             numbers_ok = [model._bias, model._calibration.scale, model._calibration.grad_squares]
             if not all(math.isfinite(v) for v in numbers_ok) or model._n_learned < 0:
                 raise ValueError("non-finite or negative state")
@@ -233,6 +248,12 @@ class CheckpointMixin:
         if len(self._held) >= room:
             raise ValueError(f"{len(self._held)} held-back rows, but this model holds "
                              + (f"at most {room - 1}" if room else "none (it has no warm-up)"))
+        # Each held row is learned as one of the classes once the warm-up ends (`sign_of`):
+        # any other label would be learned as the negative class (and refused at the next save).
+        stray = [y for _, _, y in self._held if y not in self._labels]
+        if stray:
+            raise ValueError(f"a held row's label {stray[0]!r:.40} is not one of the model's "
+                             f"classes {self._labels!r:.80}")
         held = {n for row_names, _, _ in self._held for n in row_names}
         inputs.check_storable_names(list(held))  # inputs once the warm-up ends
         if len(held.union(names)) > self.max_features:
@@ -241,6 +262,11 @@ class CheckpointMixin:
 
     def _max_state_bytes(self) -> int:
         """The most bytes of arrays a checkpoint of a model with these parameters can hold."""
+        raise NotImplementedError
+
+    def _margin_reach(self) -> float:
+        """A bound on `|f(x)|` over the inputs learning takes (`MAX_ABS_MARGIN` bounds it in
+        a checkpoint)."""
         raise NotImplementedError
 
     def _named_value_bounds(self) -> tuple[int, int]:

@@ -194,6 +194,13 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         if any(model._get_params() != params for model in per_label):
             raise checkpoint.CheckpointError("invalid OneVsRest checkpoint: a label's model has "
                                              "other parameters than the model it clones")
+        # A label's model learns whether a sample is of its label: True or False, nothing else
+        # (another class would stop its learning at the next sample).
+        for label, binary_model in zip(labels, per_label):
+            if not all(type(y) is bool for y in binary_model.classes):
+                raise checkpoint.CheckpointError(
+                    f"invalid OneVsRest checkpoint: the model of label {label!r:.40} has the "
+                    f"classes {list(binary_model.classes)!r:.60}, not True and False")
         model = cls(template)
         model.classifiers = dict(zip(labels, per_label))
         y_name = meta.get("y_name")

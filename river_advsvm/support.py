@@ -67,6 +67,13 @@ _RECOMPUTE_AFTER = {"rbf": 4, "laplacian": 32}
 _REPROCESS_FLOOR = 0.0
 # Restoring a store re-checks its norm against a^T K a up to this many vectors.
 _CHECKED_NORM_SIZE = 4096
+# The most a restored store's coefficients may add up to (in units of its scale, itself at
+# most 1e64): far past any model's, and small enough that the square checking the norm against
+# them is finite.
+_MAX_SAVED_WEIGHT = 1e150
+# The largest squared norm of a restored support vector: two of them, and twice their dot
+# product, add up to at most a float's range in a kernel exponent.
+_MAX_SAVED_SQUARED_NORM = np.finfo(np.float64).max / 4
 # A restored exponent matrix may differ from the one recomputed from the vectors by this much,
 # relative to 1 + gamma (||x_i||^2 + ||x_j||^2): the rounding of merged vectors to the storage
 # precision.
@@ -514,11 +521,20 @@ class SupportVectors(KernelExpansion):
             _check_gram(saved_gram, size, self.dtype)
             gram = self._new_gram()
         norms = _squared_norms(vectors)
+        if not (norms <= _MAX_SAVED_SQUARED_NORM).all():
+            # Past ~1e154 a vector's squared norm overflows, and the kernel values it takes part
+            # in are NaN (an exponent inf - inf): no input the model takes is stored that large.
+            raise ValueError("the saved support vectors are too large for their kernel values "
+                             "to be computed")
         # The running norm summed kernel values computed row by row, a check sums them in
         # blocks: they differ by rounding, which on inputs far from 0 (exponents taken from
         # squared norms far larger than the distances) can put the running a^T K a below 0.
         rounding = exponent_rounding(self.kernel, self.gamma, vectors, norms)
-        tolerance = (1e-6 + rounding) * float(np.abs(alpha).sum()) ** 2
+        weight = float(np.abs(alpha).sum())
+        if not weight <= _MAX_SAVED_WEIGHT:  # (its square bounds the norm's check, below)
+            raise ValueError(f"the saved coefficients are too large: their magnitudes add up to "
+                             f"{weight:.3g}, over {_MAX_SAVED_WEIGHT:g}")
+        tolerance = (1e-6 + rounding) * weight ** 2
         if scalars["squared_norm"] < -tolerance:
             raise ValueError("saved squared norm is negative")
         if size <= _CHECKED_NORM_SIZE or gram is not None:  # (a kept matrix has fewer rows)

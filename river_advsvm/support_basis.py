@@ -128,7 +128,13 @@ class SharedBasis:
         self._rows = {row.tobytes(): j for j, row in enumerate(self.vectors)}
         if len(self._rows) != len(self.vectors):
             raise ValueError("the vectors of a basis must be distinct")
-        self.gram = kernel_matrix(kernel, self.gamma, self.vectors, self.vectors)
+        with np.errstate(over="ignore", invalid="ignore"):
+            self.gram = kernel_matrix(kernel, self.gamma, self.vectors, self.vectors)
+        if not np.isfinite(self.gram).all():
+            # Squared norms past a float's range (vectors of 1e160, beyond any model's inputs)
+            # make kernel values NaN, and every projection onto the basis NaN with them.
+            raise ValueError("the basis' vectors are too large for their kernel values to be "
+                             "computed")
         self.ridge, self._inverse = _regularised_inverse(self.gram)
 
     @property

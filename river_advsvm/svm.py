@@ -531,6 +531,12 @@ class AdvKernelSVM(MarginClassifier):
     def _max_state_bytes(self):
         return self._store_type().max_state_bytes(self.budget, self.max_features, self.dtype)
 
+    def _margin_reach(self):
+        # A kernel value is at most 1, a random feature sqrt(2) cos(.): at most sqrt(2) each.
+        if self._store is None:
+            return 0.0
+        return math.sqrt(2.0) * float(np.abs(self._store.coefficients).sum())
+
     def _named_value_bounds(self):
         # A gamma dict names its inputs, maybe others than the model's. 'scale' fits a
         # bandwidth, and maybe a centre, per input of the warm-up (at most max_features), some
@@ -588,7 +594,14 @@ class AdvKernelSVM(MarginClassifier):
             by_name = bandwidth.check_gamma(_from_pairs(fitted))
         centres = _centres_from_checkpoint(scalars.get("input_centres"),
                                            by_name if isinstance(self.gamma, str) else None)
-        gamma = None if scalars["gamma"] is None else float(scalars["gamma"])
+        gamma = scalars["gamma"]
+        if gamma is not None and not inputs.is_number(gamma):
+            raise ValueError(f"the saved bandwidth {gamma!r:.40} is not a number")
+        gamma = None if gamma is None else float(gamma)
+        if self._held and gamma is not None:
+            # Rows are held back only until 'scale' fits the bandwidth, then learned at once:
+            # a model with both would never learn them, and could not be saved and read back.
+            raise ValueError("the model holds warm-up rows back and already has its bandwidth")
         self.kernel_radius = float(scalars.get("kernel_radius", 0.0))
         # Saved before the bias step was damped: full steps until nearly every sample is active.
         self._active_share = float(scalars.get("active_share", 0.0))
@@ -598,6 +611,15 @@ class AdvKernelSVM(MarginClassifier):
             raise ValueError(f"kernel_radius {self.kernel_radius!r} is out of range")
         if gamma is not None and not 0 < gamma <= kernels.MAX_GAMMA:
             raise ValueError(f"gamma {gamma!r} is out of range")
+        # A number given as gamma is the bandwidth the store uses, and a seed given the seed
+        # of its features: state of others is a model that does not learn as its parameters say
+        # (random features keep no bandwidth of their own to tell).
+        if inputs.is_number(self.gamma) and gamma != float(self.gamma):
+            raise ValueError(f"the saved bandwidth {gamma!r} is not the gamma parameter "
+                             f"{self.gamma!r}")
+        if self.seed is not None and self._seed != self.seed:
+            raise ValueError(f"the saved seed {self._seed!r} is not the seed parameter "
+                             f"{self.seed!r}")
         # Saved before a Laplacian model's factors were gamma_j / gamma: its vectors were
         # stored with the square roots, and it goes on with them.
         power = scalars.get("scale_power", 0.5)

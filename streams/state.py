@@ -401,7 +401,21 @@ def from_checkpoint(meta: dict, arrays: dict, where: str, limits: Limits | None 
     cls = _MODELS.get(meta.get("class"))
     if cls is None:
         raise CheckpointError(f"unknown model class {meta.get('class')!r} in {where!r}")
-    return ServiceState(model=cls.from_checkpoint(meta, arrays), **fields)
+    model = cls.from_checkpoint(meta, arrays)
+    if fields["width"] is not None and fields["width"] > model.max_features:
+        # Arrays of that width hold more inputs than the model learns: every array message
+        # would be a dead letter (the service refuses `--features` past `--max-features` too).
+        raise CheckpointError(f"invalid service metadata in {where}: width {fields['width']} "
+                              f"is more inputs than its model learns (max_features="
+                              f"{model.max_features})")
+    labels = fields["labels"]
+    if labels is not None and not all(y in labels for y in model.classes):
+        # A model under pinned labels learns those alone: one of other classes would refuse
+        # every message the pinned labels let through, and they every one it knows.
+        raise CheckpointError(f"invalid service metadata in {where}: its model's classes "
+                              f"{list(model.classes)!r:.80} are not among its pinned labels "
+                              f"{labels!r:.80}")
+    return ServiceState(model=model, **fields)
 
 
 def load(directory: str | os.PathLike, limits: Limits | None = None) -> ServiceState | None:

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import river_advsvm
-from river_advsvm import AdvKernelSVM, AdvLinearSVM, CheckpointError, checkpoint
+from river_advsvm import AdvKernelSVM, AdvLinearSVM, CheckpointError, checkpoint, model_checkpoint
 
 FACTORIES = {
     "compact": lambda: AdvKernelSVM(epsilon=0.1, budget=64, budget_policy="compact", seed=3),
@@ -441,6 +441,63 @@ def test_non_finite_coefficients_are_refused(saved):
         AdvKernelSVM.load(saved)
 
 
+def _store_edit(policy, edit):
+    """A checkpoint of a model of random features under `policy`, its store's state edited."""
+    model = AdvKernelSVM(epsilon=0.1, budget=8, budget_policy=policy, gamma=1.0, seed=3)
+    for x, y in stream(60, seed=0):
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    edit(meta["state"]["model"]["store"], arrays)
+    return meta, arrays
+
+
+def _fewer(store, arrays, n=3):
+    store["size"] = n
+    arrays["ids"], arrays["coef"] = arrays["ids"][:n], arrays["coef"][:n]
+
+
+@pytest.mark.parametrize(
+    "policy, edit, message",
+    [
+        # Loaded, a pool of 0 features divided by 0 at the next active step.
+        ("compact", lambda s, a: _fewer(s, a, 0), "0 saved features are not the ones"),
+        ("compact_slot", _fewer, "3 saved features are not the ones"),
+        ("truncate", _fewer, "3 saved features are not the ones"),
+        ("grow", _fewer, "3 saved features are not the ones"),
+        ("compact", lambda s, a: a["ids"].__setitem__(0, 5), "not the ones"),
+        ("truncate", lambda s, a: a.update(ids=a["ids"][::-1].copy()), "not the ones"),
+        ("grow", lambda s, a: a["ids"].__setitem__(slice(None), 0), "not the ones"),
+        ("compact", lambda s, a: a.update(ids=a["ids"].astype(np.uint64)), "must be int64"),
+        ("compact", lambda s, a: a.update(coef=a["coef"] > 0), "must be int64 and float64"),
+        ("compact", lambda s, a: s.update(size=8.0), "must be ints"),
+        ("compact", lambda s, a: s.update(n_added="8"), "must be ints"),
+        # Loaded, these predicted infinities, or a norm the coefficients do not have.
+        ("compact", lambda s, a: a["coef"].__setitem__(0, 1e308), "norm does not match"),
+        ("compact", lambda s, a: s.update(norm=s["norm"] * 2), "norm does not match"),
+        ("compact_slot", lambda s, a: s.update(norm=s["norm"] * 2), "norm sketch"),
+        ("grow", lambda s, a: a["sketch"].__setitem__(0, 1e300), "norm sketch"),
+        ("truncate", lambda s, a: a.update(sketch=a["sketch"].astype(np.float32)), "norm sketch"),
+    ],
+)
+def test_a_feature_store_that_learning_never_makes_is_refused(policy, edit, message):
+    meta, arrays = _store_edit(policy, edit)
+    with pytest.raises(CheckpointError, match=message):
+        AdvKernelSVM.from_checkpoint(meta, arrays)
+
+
+@pytest.mark.parametrize("policy", ["compact", "compact_slot", "truncate", "grow"])
+def test_a_feature_store_before_and_past_its_budget_round_trips(policy):
+    for n in (1, 5, 60):  # fewer additions than the budget of 8, then more
+        model = AdvKernelSVM(epsilon=0.1, budget=8, budget_policy=policy, gamma=1.0, seed=3)
+        for x, y in stream(n, seed=0):
+            model.learn_one(x, y)
+        loaded = AdvKernelSVM.from_checkpoint(*model.to_checkpoint())
+        for x, y in stream(20, seed=1):
+            assert loaded.decision_one(x) == model.decision_one(x)
+            loaded.learn_one(x, y)
+            model.learn_one(x, y)
+
+
 def test_a_crash_while_saving_leaves_the_old_checkpoint(saved, monkeypatch):
     before = saved.read_bytes()
     model = AdvKernelSVM.load(saved)
@@ -810,3 +867,246 @@ def test_peak_memory_refusing_a_1_mb_hostile_file(bombs, bomb, call, outcome):
     peak, result = peak_rss_mb(call, path)
     assert result == outcome
     assert peak < PEAK_RSS_MB, f"{bomb}: {peak:.0f} MB"
+
+
+@pytest.mark.parametrize("coefficient", [1e155, 1e300])
+def test_support_vector_coefficients_too_large_to_check_are_refused_in_words(coefficient):
+    # Their sum's square, the tolerance of the norm's check, overflowed: the error was
+    # "(34, 'Numerical result out of range')".
+    model = FACTORIES["merge"]()
+    for x, y in stream(60, seed=0):
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    arrays["alpha"][0] = coefficient
+    message = (r"invalid AdvKernelSVM checkpoint: the saved coefficients are too large: their "
+               r"magnitudes add up to 1e\+(155|300), over 1e\+150$")
+    with pytest.raises(CheckpointError, match=message):
+        AdvKernelSVM.from_checkpoint(meta, arrays)
+
+
+@pytest.mark.parametrize("labels, held_label, shown", [
+    (["a", "b"], "c", "'c'"),
+    (["a"], "b", "'b'"),
+    ([], "a", "'a'"),
+])
+def test_a_held_row_of_a_label_the_model_does_not_know_is_refused(tmp_path, labels, held_label,
+                                                                   shown):
+    # A checkpoint that names its inputs in its metadata (as before they were stored in
+    # arrays): it loaded, and its held row was learned as the negative class once the warm-up
+    # ended; the next save then failed.
+    model = AdvKernelSVM(budget=8, warm_up=50, seed=1)
+    for x, y in stream(10, seed=0):
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    meta["state"]["labels"], meta["state"]["held"][0][2] = labels, held_label
+    path = tmp_path / "m.ckpt"
+    checkpoint.write(path, meta, arrays)
+    message = f"a held row's label {shown} is not one of the model's classes {labels!r}"
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        AdvKernelSVM.load(path)
+
+
+def _zip64_member_at(offset: int) -> bytes:
+    """A sealed zip of one stored `meta.json` whose central directory puts its local header
+    at `offset` (a zip64 extra field): the archive structure a reader seeks by."""
+    import struct
+    import zlib
+
+    name, data = b"meta.json", b'{"format": "river-advsvm-checkpoint", "version": 2}'
+    crc = zlib.crc32(data)
+    local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0x21, crc, len(data),
+                        len(data), len(name), 0) + name + data
+    extra = struct.pack("<2HQ", 1, 8, offset)
+    central = struct.pack("<4s6H3L5HLL", b"PK\x01\x02", 45, 45, 0, 0, 0, 0x21, crc, len(data),
+                          len(data), len(name), len(extra), 0, 0, 0, 0, 0xFFFFFFFF) + name + extra
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 1, 1, len(central), len(local),
+                      SEAL_SIZE)
+    return reseal(local + central + end + b"\0" * SEAL_SIZE)
+
+
+@pytest.mark.parametrize("offset", [2**40, 2**62, 2**63 - 1])
+def test_a_member_at_an_offset_past_any_files_end_is_a_checkpoint_error(tmp_path, offset):
+    # Seeking there fails with EINVAL on most file systems: it was re-raised as an OSError
+    # ("Invalid argument while reading it"), as if the disk had failed.
+    path = tmp_path / "m.ckpt"
+    path.write_bytes(_zip64_member_at(offset))
+    for read in (checkpoint.read, checkpoint.read_meta, AdvKernelSVM.load):
+        with pytest.raises(CheckpointError, match=f"^{re.escape(str(path))}: not a valid "):
+            read(path)
+    with pytest.raises(CheckpointError, match="^checkpoint of [0-9]+ bytes: not a valid "):
+        checkpoint.loads(path.read_bytes())
+
+
+@pytest.mark.parametrize("field, value", [
+    ("n_learned", 150.5), ("n_learned", True), ("n_learned", "150"),
+    ("bias", "0.5"), ("bias", False), ("temperature", ["1.0", 0.0]),
+    ("temperature", [1.0, 0.0, 0.0]),
+])
+def test_counts_and_numbers_of_another_type_are_refused(field, value):
+    # int() and float() took them: 150.5 samples became 150, "0.5" a bias of 0.5.
+    model = FACTORIES["linear"]()
+    for x, y in stream(30, seed=0):
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    meta["state"][field] = value
+    message = "n_learned must be an int, and the bias and temperature numbers"
+    with pytest.raises(CheckpointError, match=message):
+        AdvLinearSVM.from_checkpoint(meta, arrays)
+
+
+@pytest.mark.parametrize("name, field, value, message", [
+    ("compact", "gamma", 5.0, "the saved bandwidth 5.0 is not the gamma parameter 0.5"),
+    ("compact_slot", "gamma", 5.0, "the saved bandwidth 5.0 is not the gamma parameter 0.5"),
+    ("merge", "gamma", 5.0, "the saved bandwidth 5.0 is not the gamma parameter 2.0"),
+    ("compact", "seed", 4, "the saved seed 4 is not the seed parameter 3"),
+    ("truncate", "seed", 6, "the saved seed 6 is not the seed parameter 5"),
+])
+def test_a_bandwidth_or_seed_other_than_the_parameters_is_refused(name, field, value, message):
+    # Random features keep no bandwidth or seed of their own: such a model loaded, and learned
+    # with other features than its parameters say (a group then refused to average it).
+    model = FACTORIES[name]()
+    if isinstance(model.gamma, str):
+        model = model.clone({"gamma": 0.5})
+    for x, y in stream(30, seed=0):
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    meta["state"]["model"][field] = value
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        AdvKernelSVM.from_checkpoint(meta, arrays)
+
+
+#: Every kind of model a checkpoint holds: each budget policy, both kernels and dtypes, attacks
+#: of both norms and none, both adversaries, a numeric gamma, a dict and 'scale' (a warm-up of
+#: 8: a checkpoint may fall inside it), both schedules, reprocessing, and the linear model.
+_REPLAYED = st.one_of(
+    st.builds(
+        lambda policy, kernel, dtype, epsilon, norm, gamma, adversary, schedule, reprocess:
+        AdvKernelSVM(epsilon=epsilon, norm=norm, kernel=kernel, dtype=dtype, gamma=gamma,
+                     budget=6, budget_policy=policy, adversary=adversary, schedule=schedule,
+                     warm_up=8, seed=1,
+                     reprocess=reprocess if policy in ("merge", "remove") else 0),
+        st.sampled_from(["merge", "remove", "compact", "compact_slot", "truncate", "grow"]),
+        st.sampled_from(["rbf", "laplacian"]), st.sampled_from(["float32", "float64"]),
+        st.sampled_from([0.0, 0.1]), st.sampled_from(["l2", "linf"]),
+        st.sampled_from([0.7, "scale", {"a": 1.0, "b": 2.0}]),
+        st.sampled_from(["pgd", "closed_form"]), st.sampled_from(["constant", "diminishing"]),
+        st.sampled_from([0, 2])),
+    st.builds(lambda epsilon, norm: AdvLinearSVM(epsilon=epsilon, norm=norm),
+              st.sampled_from([0.0, 0.1]), st.sampled_from(["l2", "linf"])),
+)
+_VALUE = st.one_of(st.floats(-3, 3, width=32), st.sampled_from([0.0, 1e6, -1e-9, 12345.678]))
+_ROW = st.tuples(st.fixed_dictionaries({}, optional={"a": _VALUE, "b": _VALUE, "c": _VALUE,
+                                                     7: _VALUE}), st.booleans())
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_REPLAYED, st.lists(_ROW, min_size=1, max_size=40), st.integers(0, 40),
+       st.sampled_from(["file form", "metadata form", "pickle"]))
+def test_restoring_anywhere_and_going_on_is_bit_identical_to_never_stopping(model, rows, cut,
+                                                                            form):
+    uninterrupted, saved = model, model.clone()
+    for x, y in rows[:cut]:
+        uninterrupted.learn_one(x, y)
+        saved.learn_one(x, y)
+    if form == "file form":  # (what save writes, read under the bound load sets)
+        restored = type(saved).from_checkpoint(*model_checkpoint.loads(
+            model_checkpoint.dumps(*saved.to_checkpoint()),
+            max_array_bytes=type(saved).checkpoint_array_bytes))
+    elif form == "metadata form":
+        restored = type(saved).from_checkpoint(*saved.to_checkpoint())
+    else:
+        restored = pickle.loads(pickle.dumps(saved))
+    del saved
+    probes = [{"a": 0.3, "b": -1.0}, {"c": 2.0, 7: 0.5}, {}, {"a": 1.5, "z": 0.2}]
+    for x, y in rows[cut:]:
+        for probe in probes:
+            assert restored.decision_one(probe) == uninterrupted.decision_one(probe)
+        uninterrupted.learn_one(x, y)
+        restored.learn_one(x, y)
+    for probe in probes:
+        assert restored.decision_one(probe) == uninterrupted.decision_one(probe)
+        assert restored.predict_proba_one(probe) == uninterrupted.predict_proba_one(probe)
+    assert model_checkpoint.dumps(*restored.to_checkpoint()) == \
+        model_checkpoint.dumps(*uninterrupted.to_checkpoint())
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+@pytest.mark.parametrize("first, second", [(1e200, -1e200), (9e153, 9e153), (1e300, 0.0)])
+def test_support_vectors_too_large_for_their_kernel_values_are_refused(kernel, first, second):
+    # Their squared norms overflowed: the model loaded, and its next margin was NaN (an RBF
+    # exponent inf - inf), a FloatingPointError at the next sample.
+    model = AdvKernelSVM(epsilon=0.1, budget=16, gamma=1.0, seed=3, kernel=kernel,
+                         dtype="float64")
+    for x, y in stream(60, seed=0):
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    arrays["vectors"][0, 0], arrays["vectors"][1, 0] = first, second
+    message = "the saved support vectors are too large for their kernel values to be computed"
+    with pytest.raises(CheckpointError, match=message):
+        AdvKernelSVM.from_checkpoint(meta, arrays)
+
+
+def _scaled_weights(name: str, factor: float):
+    """A checkpoint of a `FACTORIES` model whose weights are `factor` times larger, its norm
+    along with them (so that only their size is wrong)."""
+    model = FACTORIES[name]()
+    for x, y in stream(150, seed=0):  # (past a warm-up of 100)
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    store = meta["state"]["model"].get("store", {})
+    if name == "linear":
+        arrays["weights"] *= factor
+    elif name == "merge":
+        store["scale"] *= 1e60  # (at most 1e64: the rest in the coefficients)
+        arrays["alpha"] *= factor / 1e60
+        store["squared_norm"] *= (factor / 1e60) ** 2
+    else:
+        arrays["coef"] *= factor
+        store["norm"] *= factor
+    return meta, arrays
+
+
+@pytest.mark.parametrize("name, factor", [("linear", 1e290), ("merge", 1e200),
+                                          ("compact", 1e120)])
+def test_weights_past_any_margin_learning_reaches_are_refused(name, factor):
+    # Loaded, the model's margins were past 1e154: the calibration's squared gradient became
+    # infinite at the next sample, and the model could no longer be saved.
+    meta, arrays = _scaled_weights(name, factor)
+    with pytest.raises(CheckpointError, match=r"its weights give margins up to [0-9.e+]+, past "
+                                              r"the 1e\+100 a model may reach"):
+        type(FACTORIES[name]()).from_checkpoint(meta, arrays)
+    meta, arrays = _scaled_weights(name, 1e6)  # large, but within reach: it learns and saves
+    model = type(FACTORIES[name]()).from_checkpoint(meta, arrays)
+    for x, y in stream(30, seed=1):
+        model.learn_one(x, y)
+    type(model).from_checkpoint(*model_checkpoint.loads(model_checkpoint.dumps(
+        *model.to_checkpoint())))
+
+
+@pytest.mark.parametrize("gamma, message", [
+    (3.0, "the model holds warm-up rows back and already has its bandwidth"),
+    (True, "the saved bandwidth True is not a number"),
+])
+def test_held_rows_with_a_bandwidth_are_refused(gamma, message):
+    # Loaded, the model never learned its held rows (rows are held only until 'scale' fits
+    # the bandwidth), and its next checkpoint could not be read back.
+    model = AdvKernelSVM(budget=8, warm_up=50, seed=1)
+    for x, y in stream(10, seed=0):
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    meta["state"]["model"]["gamma"] = gamma
+    with pytest.raises(CheckpointError, match=message):
+        AdvKernelSVM.from_checkpoint(meta, arrays)
+
+
+@pytest.mark.parametrize("name", [{"s": "u"}, [["s", "u"]], ["s"], [["s"], "u"], "u", 3])
+def test_an_input_name_that_is_not_a_tag_and_a_value_is_refused_as_one(name):
+    # Python's unpacking error was the message: "not enough values to unpack (expected 2,
+    # got 1)", or "unhashable type: 'list'".
+    model = FACTORIES["linear"]()
+    for x, y in stream(10, seed=0):
+        model.learn_one(x, y)
+    meta, arrays = model.to_checkpoint()
+    meta["state"]["names"][0] = name
+    with pytest.raises(CheckpointError, match="bad feature name .*: not a \\[tag, value\\] pair"):
+        AdvLinearSVM.from_checkpoint(meta, arrays)

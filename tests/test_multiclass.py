@@ -303,7 +303,30 @@ def _hostile_checkpoints():
         ("a model of other parameters", meta,
          {"models": swapped, "model_bytes": swapped_lengths}, "other parameters"),
         ("more bytes than its parameters allow", *_oversized(), "over the"),
+        # Loaded, it stopped learning at the next sample ("label True would be a third class").
+        ("a label's model of other classes", meta, _relabelled(arrays, ["no", "yes"]),
+         r"the model of label 'mid' has the classes \['no', 'yes'\], not True and False"),
+        ("a label's model of classes 0 and 1", meta, _relabelled(arrays, [0, 1]),
+         r"the model of label 'mid' has the classes \[0, 1\], not True and False"),
     ]
+
+
+def _relabelled(arrays, labels):
+    """The arrays of a OneVsRest checkpoint whose first label's model has these classes."""
+    from river_advsvm import checkpoint, model_checkpoint
+
+    data, lengths = arrays["models"].tobytes(), arrays["model_bytes"].tolist()
+    ends = np.cumsum(lengths).tolist()
+    nested = [data[start:end] for start, end in zip([0, *ends[:-1]], ends)]
+    meta, binary = model_checkpoint.loads(nested[1])
+    meta = {key: value for key, value in meta.items() if key not in ("format", "version",
+                                                                       "arrays")}
+    old, state = meta["state"]["labels"], meta["state"]
+    state["held"] = [[names, values, labels[old.index(y)]] for names, values, y in state["held"]]
+    state["labels"] = labels
+    nested[1] = checkpoint.dumps(*model_checkpoint.pack(meta, binary))
+    return {"models": np.frombuffer(b"".join(nested), dtype=np.uint8),
+            "model_bytes": np.array([len(part) for part in nested], dtype=np.int64)}
 
 
 def _oversized():

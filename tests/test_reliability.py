@@ -138,6 +138,13 @@ def _tampered(tmp_path, change) -> str:
     (lambda m: m["extra"]["offsets"]["in"].update({"x": 1}), "partition"),
     (lambda m: m["extra"]["counters"].update({"learned": 2**63}), "counter learned"),
     (lambda m: m["extra"].update({"width": 10**7}), "width"),
+    # Within the service's bound, past the model's: every array message was a dead letter.
+    (lambda m: m["extra"].update({"width": 20_000}),
+     r"width 20000 is more inputs than its model learns \(max_features=10000\)"),
+    # Pinned labels the model's classes are not among: every labelled message was refused.
+    (lambda m: m["extra"].update({"labels": ["cat", "dog"]}),
+     r"its model's classes \[False, True\] are not among its pinned labels \['cat', 'dog'\]"),
+    (lambda m: m["extra"].update({"labels": [True, "dog"]}), r"classes \[False, True\] are not"),
     (lambda m: m["extra"].update({"labels": [1, 1]}), "labels"),
     (lambda m: m["state"].update({"bias": 1e308}), "bias"),
     (lambda m: m["state"].update({"bias": -1e16}), "bias"),
@@ -462,3 +469,19 @@ def test_n_held_counts_the_warm_up():
         model.learn_one({"a": float(i)}, i % 2 == 0)
         seen.append((model.n_learned, model.n_held))
     assert seen == [(0, 1), (0, 2), (3, 0), (4, 0), (5, 0)]
+
+
+def test_running_out_of_memory_reading_the_checkpoint_is_a_fault_of_the_machine(
+        tmp_path, monkeypatch, capsys):
+    # It was a CheckpointError, exit status 2 ("fix the files", not restarted) for a file that
+    # is fine: the table says a lack of memory is 5, restarted.
+    state.save(tmp_path, _learned_state(AdvKernelSVM(seed=0)))
+
+    def no_memory(*args):
+        raise MemoryError()
+
+    monkeypatch.setattr(checkpoint, "_read_array", no_memory)
+    with pytest.raises(MemoryError, match="checkpoint.ckpt: not enough memory to read it$"):
+        state.load(tmp_path)
+    assert cli.main(["serve", *_serve(tmp_path)]) == lifecycle.ENVIRONMENT_FAULT
+    assert capsys.readouterr().err == "advsvm serve: out of memory\n"

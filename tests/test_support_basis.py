@@ -88,6 +88,23 @@ def test_a_basis_refuses_bad_vectors_with_a_reason():
         basis.project(np.ones((1, 3)), np.array([np.inf]), None)
 
 
+@pytest.mark.parametrize("magnitude", [1e155, 1e300])
+def test_a_basis_record_whose_kernel_values_overflow_is_refused(magnitude):
+    # Finite vectors whose squared norms overflow: the RBF kernel matrix was NaN, the basis
+    # accepted, and every projection onto it NaN (a group then folded nothing, on and on).
+    from river_advsvm.streams import group_basis
+
+    vectors = np.array([[0.0, 1.0], [magnitude, 0.0], [0.5, -magnitude]])
+    names = [inputs.encode_name("a"), inputs.encode_name("b")]
+    key, value = group_basis.basis_record(3, "w", "rbf", 0.5, vectors, names)
+    message = ("^basis record 'basis/3/w': the basis' vectors are too large for their kernel "
+               "values to be computed$")
+    with pytest.raises(checkpoint.CheckpointError, match=message):
+        group_basis.parse_basis(key, value)
+    scaled = group_basis.basis_record(3, "w", "rbf", 0.5, vectors / magnitude, names)
+    assert group_basis.parse_basis(*scaled)[2].size == 3  # the same vectors, within range
+
+
 def test_a_nearly_singular_basis_gives_finite_coefficients_and_their_exact_loss():
     Z = np.array([[0.0, 0.0], [1e-7, 0.0], [1.0, 1.0]])  # K has an eigenvalue of ~1e-14
     basis = SharedBasis("rbf", 1.0, Z)
