@@ -68,6 +68,15 @@ def l2_lengths(rows: np.ndarray) -> np.ndarray:
     return lengths
 
 
+def l2_length(vector: np.ndarray) -> float:
+    """`||vector||_2` as `sqrt(v . v)`, or as `l2_lengths` measures it where that square is
+    past float64's range or below its normal numbers."""
+    length = math.sqrt(float(vector @ vector))
+    if _SHORTEST_PLAIN_LENGTH <= length < math.inf or not vector.any():
+        return length
+    return float(l2_lengths(vector[None])[0])
+
+
 def _splitmix64(z: np.ndarray) -> np.ndarray:
     """SplitMix64's finaliser: a bijective, well-mixed hash of 64-bit integers (wraps mod 2^64)."""
     z = z + _GOLDEN

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from river_advsvm import certify
-from river_advsvm.kernels import l2_lengths
+from river_advsvm.kernels import l2_length
 from river_advsvm.margin import MarginClassifier
 from river_advsvm.margin_predict import ROWS_PER_CHUNK
 
@@ -89,7 +89,7 @@ class AdvLinearSVM(MarginClassifier):
         return dict(zip(self._index.names, self._weights.tolist()))
 
     def _dual_norm(self, w: np.ndarray) -> float:
-        return float(l2_lengths(w[None])[0]) if self.norm == "l2" else float(np.abs(w).sum())
+        return l2_length(w) if self.norm == "l2" else float(np.abs(w).sum())
 
     # -- hooks ----------------------------------------------------------------------------------
 

@@ -139,5 +139,6 @@ def test_l2_lengths_of_rows_whose_squares_under_or_overflow():
     """A row below about 1e-154 squared to 0 (or to a few digits): its length was 0."""
     rows = np.array([[3e-200, 4e-200], [3e-160, -4e-160], [3e200, 4e200], [3.0, 4.0], [0.0, 0.0],
                      [5e-324, 0.0]])
-    np.testing.assert_allclose(kernels.l2_lengths(rows), [5e-200, 5e-160, 5e200, 5.0, 0.0, 5e-324],
-                               rtol=1e-15)
+    lengths = [5e-200, 5e-160, 5e200, 5.0, 0.0, 5e-324]
+    np.testing.assert_allclose(kernels.l2_lengths(rows), lengths, rtol=1e-15)
+    np.testing.assert_allclose([kernels.l2_length(row) for row in rows], lengths, rtol=1e-15)
