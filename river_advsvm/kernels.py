@@ -61,6 +61,7 @@ def l2_lengths(rows: np.ndarray) -> np.ndarray:
     odd = np.isinf(lengths) | (lengths < _SHORTEST_PLAIN_LENGTH)
     if odd.any():
         odd &= np.isfinite(rows).all(axis=1) & (rows != 0).any(axis=1)
+    if odd.any():
         scaled = rows[odd]
         scale = np.abs(scaled).max(axis=1, keepdims=True)
         scaled = scaled / scale

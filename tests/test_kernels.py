@@ -142,3 +142,5 @@ def test_l2_lengths_of_rows_whose_squares_under_or_overflow():
     lengths = [5e-200, 5e-160, 5e200, 5.0, 0.0, 5e-324]
     np.testing.assert_allclose(kernels.l2_lengths(rows), lengths, rtol=1e-15)
     np.testing.assert_allclose([kernels.l2_length(row) for row in rows], lengths, rtol=1e-15)
+    # (rows of no entries, as the attacker's step of a sample with no inputs has)
+    assert kernels.l2_lengths(np.zeros((2, 0))).tolist() == [0.0, 0.0]
