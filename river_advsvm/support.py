@@ -67,6 +67,8 @@ _RECOMPUTE_AFTER = {"rbf": 4, "laplacian": 32}
 _REPROCESS_FLOOR = 0.0
 # Restoring a store re-checks its norm against a^T K a up to this many vectors.
 _CHECKED_NORM_SIZE = 4096
+# ... within its relative tolerance, or this much (the smallest normal float64).
+_SUBNORMAL_SLACK = float(np.finfo(np.float64).tiny)
 # A restored exponent matrix may differ from the one recomputed from the vectors by this much,
 # relative to 1 + gamma (||x_i||^2 + ||x_j||^2): the rounding of merged vectors to the storage
 # precision.
@@ -518,7 +520,9 @@ class SupportVectors(KernelExpansion):
         # blocks: they differ by rounding, which on inputs far from 0 (exponents taken from
         # squared norms far larger than the distances) can put the running a^T K a below 0.
         rounding = exponent_rounding(self.kernel, self.gamma, vectors, norms)
-        tolerance = (1e-6 + rounding) * float(np.abs(alpha).sum()) ** 2
+        # Below float64's normal range (coefficients under about 1e-154) the norm's updates
+        # round to the subnormal spacing, and the relative tolerance squares to 0.
+        tolerance = (1e-6 + rounding) * float(np.abs(alpha).sum()) ** 2 + _SUBNORMAL_SLACK
         if scalars["squared_norm"] < -tolerance:
             raise ValueError("saved squared norm is negative")
         if size <= _CHECKED_NORM_SIZE or gram is not None:  # (a kept matrix has fewer rows)
