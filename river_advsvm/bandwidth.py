@@ -267,7 +267,8 @@ class HeldRows:
                 # one input in micro-units no longer throws the whole fit away.
                 c = SCALE_FACTOR / (d * variance)
                 widest = float(inverse.min())
-                if c * (widest * widest) > 0 and c / (median * median) <= kernels.MAX_GAMMA:
+                # (Divided twice: a median range below 1e-154 squares to 0.)
+                if c * (widest * widest) > 0 and c / median / median <= kernels.MAX_GAMMA:
                     with np.errstate(over="ignore"):  # (inf: capped just below)
                         inverse *= inverse
                         inverse *= c

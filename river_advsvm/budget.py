@@ -389,7 +389,7 @@ class Compact(FeatureStore):
     def add(self, c, v):
         coef = self.coef[: self.size]
         coef += (_SQRT2 * c / self.size) * self._cos
-        self.norm = math.sqrt(self.size) * float(np.sqrt(coef @ coef))
+        self.norm = math.sqrt(self.size) * kernels.l2_length(coef)
         self.n_added += 1
 
 

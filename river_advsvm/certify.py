@@ -40,7 +40,7 @@ import weakref
 import numpy as np
 
 from river_advsvm import inputs
-from river_advsvm.kernels import NORMS
+from river_advsvm.kernels import NORMS, l2_length
 from river_advsvm.support_certificate import support_radii
 
 __all__ = ["certified_accuracy", "kernel_radii", "linear_radii", "support_radii"]
@@ -182,7 +182,7 @@ def kernel_radii(
     dual = spectrum["l2"] if norm == "l2" else spectrum["l1"]
     e0, e1 = _rounding(store, V, U, W_extra, scales, unknown_scales, dual)
     margins = margins - 2.0 * e0  # the computed margin here and there, both within E0
-    lipschitz = float(np.sqrt(coefficients @ coefficients)) * spectrum["sigma"]
+    lipschitz = l2_length(coefficients) * spectrum["sigma"]
     if norm == "linf":
         lipschitz *= math.sqrt(n_inputs)
     lipschitz += e1
@@ -205,7 +205,7 @@ def linear_radii(weights: np.ndarray, margins: np.ndarray, norm: str,
     """
     _check_norm(norm)
     margins = np.asarray(margins, dtype=float)
-    dual = float(np.sqrt(weights @ weights)) if norm == "l2" else float(np.abs(weights).sum())
+    dual = l2_length(weights) if norm == "l2" else float(np.abs(weights).sum())
     growth = 1.0
     if magnitudes is not None:
         terms = len(weights) + 2  # the products, the bias, and the input's own rounding

@@ -38,6 +38,9 @@ NORMS = ("l2", "linf")
 MAX_GAMMA = 1e10
 #: Bound on the standard Cauchy samples behind the Laplacian kernel's features.
 CAUCHY_CAP = 1e6
+# `l2_lengths` measures float64 rows shorter than this scaled: their squares would be subnormal
+# or 0.
+_SHORTEST_PLAIN_LENGTH = 1e-150
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -49,17 +52,30 @@ _STREAM_PHASE = np.uint64(3)
 
 
 def l2_lengths(rows: np.ndarray) -> np.ndarray:
-    """`||row||_2` of each row of a 2-d array, finite for every finite row: a row past about
-    1e154 squares to inf (a radius of 1e200 made every attacker's step look infinitely long and
-    cut it to nothing), so such rows are measured scaled by their largest entry."""
+    """`||row||_2` of each row of a 2-d array, finite for every finite row and nonzero for every
+    nonzero one: a row past about 1e154 squares to inf (a radius of 1e200 made every attacker's
+    step look infinitely long and cut it to nothing), one below about 1e-154 to 0 or to a few
+    digits (the gradient of a model learned with a step of 1e-200 had no length: certified
+    radii were infinite), so such rows are measured scaled by their largest entry."""
     lengths = np.sqrt(np.einsum("ij,ij->i", rows, rows))
-    over = np.isinf(lengths)
-    if over.any():
-        over &= np.isfinite(rows).all(axis=1)
-        big = rows[over]
-        scale = np.abs(big).max(axis=1, keepdims=True)
-        lengths[over] = scale[:, 0] * np.sqrt(np.einsum("ij,ij->i", big / scale, big / scale))
+    odd = np.isinf(lengths) | (lengths < _SHORTEST_PLAIN_LENGTH)
+    if odd.any():
+        odd &= np.isfinite(rows).all(axis=1) & (rows != 0).any(axis=1)
+    if odd.any():
+        scaled = rows[odd]
+        scale = np.abs(scaled).max(axis=1, keepdims=True)
+        scaled = scaled / scale
+        lengths[odd] = scale[:, 0] * np.sqrt(np.einsum("ij,ij->i", scaled, scaled))
     return lengths
+
+
+def l2_length(vector: np.ndarray) -> float:
+    """`||vector||_2` as `sqrt(v . v)`, or as `l2_lengths` measures it where that square is
+    past float64's range or below its normal numbers."""
+    length = math.sqrt(float(vector @ vector))
+    if _SHORTEST_PLAIN_LENGTH <= length < math.inf or not vector.any():
+        return length
+    return float(l2_lengths(vector[None])[0])
 
 
 def _splitmix64(z: np.ndarray) -> np.ndarray:

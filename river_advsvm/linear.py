@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from river_advsvm import certify, inputs
+from river_advsvm.kernels import l2_length
 from river_advsvm.margin import MarginClassifier
 from river_advsvm.margin_predict import ROWS_PER_CHUNK
 
@@ -88,7 +89,7 @@ class AdvLinearSVM(MarginClassifier):
         return dict(zip(self._index.names, self._weights.tolist()))
 
     def _dual_norm(self, w: np.ndarray) -> float:
-        return float(np.sqrt(w @ w)) if self.norm == "l2" else float(np.abs(w).sum())
+        return l2_length(w) if self.norm == "l2" else float(np.abs(w).sum())
 
     # -- hooks ----------------------------------------------------------------------------------
 
@@ -122,7 +123,7 @@ class AdvLinearSVM(MarginClassifier):
     def _shrink_dual_norm(self, w: np.ndarray, threshold: float) -> None:
         """In place, the proximal operator of `threshold ||w||_*`."""
         if self.norm == "l2":
-            length = float(np.sqrt(w @ w))
+            length = self._dual_norm(w)
             w *= max(0.0, 1.0 - threshold / length) if length > 0 else 0.0
         else:
             np.copysign(np.maximum(np.abs(w) - threshold, 0.0), w, out=w)

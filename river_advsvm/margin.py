@@ -62,6 +62,18 @@ class _Rows:
     def __len__(self) -> int:
         return sum(len(values) for _, values in self.runs)
 
+    def split(self, at: int) -> tuple[_Rows, _Rows]:
+        """The first `at` rows and the others."""
+        head, tail, i = [], [], 0
+        for names, values in self.runs:
+            cut = min(max(at - i, 0), len(values))
+            if cut:
+                head.append((names, values[:cut]))
+            if cut < len(values):
+                tail.append((names, values[cut:]))
+            i += len(values)
+        return _Rows(head), _Rows(tail)
+
 
 class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassifier):
     """Base class of `AdvKernelSVM` and `AdvLinearSVM`: a binary classifier with a margin `g(x)`.
@@ -348,16 +360,47 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         """The hashes of the inputs these rows bring (which validates their names); refuses the
         lot if learning them would make more than `max_features` inputs."""
         held = self._held_inputs() if self._held else {}
+        to_hold = self._rows_to_hold()
+        labelled = [i for i, y in enumerate(labels) if y is not None] if to_hold else []
+        if len(labelled) > to_hold:
+            # The warm-up ends within the batch: then only the inputs nonzero in a held row
+            # take a column, and the rows after it count from there, as in a learn_one loop.
+            end = labelled[to_hold - 1] + 1
+            warm_up, after = rows.split(end)
+            hashes = self._count_new_inputs(warm_up, labels[:end], held, to_hold)
+            started = {n: hashes[n] for n in self._inputs_of_held_rows(warm_up, labels[:end])}
+            return {**hashes, **self._count_new_inputs(after, labels[end:], started, 0)}
+        return self._count_new_inputs(rows, labels, held, to_hold)
+
+    def _inputs_of_held_rows(self, rows: _Rows, labels: list) -> list:
+        """The inputs the index does not know that are nonzero in a held row or in one of
+        `rows` with a label (all of them held): those that take a column when the warm-up ends."""
+        position = self._index.position
+        runs = [(names, row[None, :]) for names, row, _ in self._held]
+        i = 0
+        for names, values in rows.runs:
+            is_held = np.array([y is not None for y in labels[i : i + len(values)]], dtype=bool)
+            runs.append((names, values[is_held]))
+            i += len(values)
+        found: dict = {}  # (an ordered set)
+        for names, values in runs:
+            nonzero = np.count_nonzero(values, axis=0).tolist()
+            found.update(dict.fromkeys(n for n, k in zip(names, nonzero)
+                                       if k and n not in position))
+        return list(found)
+
+    def _count_new_inputs(self, rows: _Rows, labels: list, held: dict, to_hold: int) -> dict:
+        """`_check_new_inputs` with the inputs of the held rows (`held`, by name with their
+        hashes) and the rows still to hold before the warm-up ends (`to_hold`) given."""
         learned: dict = {}  # inputs of learned rows beyond the held ones
         predicted: dict = {}
         # A held row keeps all its inputs, zero-valued ones too (the warm-up fits on them):
         # they count as the held ones do, so that a checkpoint can hold the rows.
-        to_hold = self._rows_to_hold()
         holding: dict = {}
         i = 0
         for names, values in rows.runs:
             labelled = sum(y is not None for y in labels[i : i + len(values)]) if to_hold else 0
-            if held and names == self._held_cache[2]:
+            if to_hold and held and names == self._held_cache[2]:
                 # The keys of the latest held row: every input is held already.
                 to_hold -= min(to_hold, labelled)
                 i += len(values)

@@ -99,7 +99,6 @@ class OneVsRest(multiclass.OneVsRestClassifier):
     def _learn_batch(self, X: pd.DataFrame, y: pd.Series, **kwargs) -> None:
         # River's one-vs-rest gives a new label's model the whole batch, the rows before the
         # label's first one too, which a `learn_one` loop never shows it.
-        self._y_name = y.name
         first: dict = {}
         for i, label in enumerate(y.tolist()):
             first.setdefault(label, 0 if label in self.classifiers else i)
@@ -110,6 +109,7 @@ class OneVsRest(multiclass.OneVsRestClassifier):
                    for label, model in self.classifiers.items()]
         for model, rows, mine in batches:  # each model checks its rows before any learns (above)
             model._check_learn_many(rows, mine)
+        self._y_name = y.name  # (saved with the model: not for a refused batch)
         for model, rows, mine in batches:
             model.learn_many(rows, mine, **kwargs)
 

@@ -67,6 +67,8 @@ _RECOMPUTE_AFTER = {"rbf": 4, "laplacian": 32}
 _REPROCESS_FLOOR = 0.0
 # Restoring a store re-checks its norm against a^T K a up to this many vectors.
 _CHECKED_NORM_SIZE = 4096
+# ... within its relative tolerance, or this much (the smallest normal float64).
+_SUBNORMAL_SLACK = float(np.finfo(np.float64).tiny)
 # The most a restored store's coefficients may add up to (in units of its scale, itself at
 # most 1e64): far past any model's, and small enough that the square checking the norm against
 # them is finite.
@@ -534,7 +536,9 @@ class SupportVectors(KernelExpansion):
         if not weight <= _MAX_SAVED_WEIGHT:  # (its square bounds the norm's check, below)
             raise ValueError(f"the saved coefficients are too large: their magnitudes add up to "
                              f"{weight:.3g}, over {_MAX_SAVED_WEIGHT:g}")
-        tolerance = (1e-6 + rounding) * weight ** 2
+        # Below float64's normal range (coefficients under about 1e-154) the norm's updates
+        # round to the subnormal spacing, and the relative tolerance squares to 0.
+        tolerance = (1e-6 + rounding) * weight ** 2 + _SUBNORMAL_SLACK
         if scalars["squared_norm"] < -tolerance:
             raise ValueError("saved squared norm is negative")
         if size <= _CHECKED_NORM_SIZE or gram is not None:  # (a kept matrix has fewer rows)

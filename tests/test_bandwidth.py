@@ -130,3 +130,17 @@ def test_the_vote_is_the_kernel_vote_of_the_held_rows(kernel):
     expected = np.exp(-distances) @ signs / len(signs)
     # (The held rows are float32 in the vote.)
     assert model.decision_one(z) == pytest.approx(expected, rel=1e-5, abs=1e-7)
+
+
+def test_inputs_whose_median_range_squares_to_0_fall_back_to_one_over_d():
+    # A median range of 1e-256 squares to 0 in float64: the check that the fit is not absurd
+    # divided by it (ZeroDivisionError, and every later sample raised it again).
+    tiny = 1e-256
+    model = AdvKernelSVM(gamma="scale", warm_up=3, seed=1, budget=4)
+    with pytest.warns(UserWarning, match="vary by too little"):
+        for x, y in [({"a": 0.0}, True), ({"a": tiny, "b": 0.0}, False),
+                     ({"b": tiny, "c": -1.0}, True)]:
+            model.learn_one(x, y)
+    assert model.fitted_gamma == 1 / 3
+    model.learn_one({"a": 1.0}, False)
+    assert model.n_learned == 4 and np.isfinite(model.decision_one({"a": tiny, "c": 1.0}))

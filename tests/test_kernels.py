@@ -133,3 +133,14 @@ def test_key_hash_is_stable_and_type_aware():
         with pytest.raises(InvalidInput) as error:
             inputs.key_hash(bad)
         assert error.value.code == "bad_name"
+
+
+def test_l2_lengths_of_rows_whose_squares_under_or_overflow():
+    """A row below about 1e-154 squared to 0 (or to a few digits): its length was 0."""
+    rows = np.array([[3e-200, 4e-200], [3e-160, -4e-160], [3e200, 4e200], [3.0, 4.0], [0.0, 0.0],
+                     [5e-324, 0.0]])
+    lengths = [5e-200, 5e-160, 5e200, 5.0, 0.0, 5e-324]
+    np.testing.assert_allclose(kernels.l2_lengths(rows), lengths, rtol=1e-15)
+    np.testing.assert_allclose([kernels.l2_length(row) for row in rows], lengths, rtol=1e-15)
+    # (rows of no entries, as the attacker's step of a sample with no inputs has)
+    assert kernels.l2_lengths(np.zeros((2, 0))).tolist() == [0.0, 0.0]

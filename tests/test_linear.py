@@ -55,3 +55,30 @@ def test_one_step_by_hand(norm):
     model.learn_one(dict(enumerate(x)), True)
     np.testing.assert_allclose([model.weights[i] for i in range(3)], expected, rtol=1e-12)
     assert model._bias == pytest.approx(b + eta_b * yy)
+
+
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_a_tiny_step_learns_the_same_model_scaled(norm):
+    """With no regularization nor bias step, a step of `2^-700` learns `2^-690` times the
+    weights a step of `2^-10` learns, and the same radii. The L2 length of such weights squared
+    to 0: the adversarial step took that for an empty model and zeroed the weights at every
+    active sample, and the radii of epsilon=0 were infinite."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = X[:, 0] - X[:, 1] > 0
+    models = {}
+    for step in (2.0**-10, 2.0**-700):
+        for epsilon in (0.0, 0.1):
+            model = AdvLinearSVM(epsilon=epsilon, norm=norm, step_size=step, bias_step_size=0.0,
+                                 regularization=0.0)
+            model.learn_many(X[:150], y[:150])
+            models[step, epsilon] = model
+    for epsilon in (0.0, 0.1):
+        big, tiny = models[2.0**-10, epsilon], models[2.0**-700, epsilon]
+        w = np.array(list(big.weights.values()))
+        assert np.abs(w).max() > 0.05
+        assert np.array_equal(np.array(list(tiny.weights.values())) * 2.0**690, w)
+        radii = big.certified_radius_many(X[150:], y[150:])
+        assert np.isfinite(radii).all() and (radii > 0).sum() > 25
+        np.testing.assert_allclose(tiny.certified_radius_many(X[150:], y[150:]), radii,
+                                   rtol=1e-12)

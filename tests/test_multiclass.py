@@ -160,6 +160,23 @@ def test_a_refused_batch_of_new_labels_leaves_no_class_behind():
     assert list(model.classifiers) == ["low", "right", "up"]
 
 
+def test_a_refused_batch_leaves_the_name_of_the_labels_as_it_was():
+    """`learn_many` took the name of the labels' Series (saved with the model) before the
+    binary models checked the rows: a refused batch changed the checkpoint."""
+    import pandas as pd
+
+    from river_advsvm import InvalidInput
+
+    model = _three_labels()
+    model.learn_many(pd.DataFrame({"a": [0.2], "b": [0.1]}), pd.Series(["low"], name="kind"))
+    before = _ovr_bytes(model)
+    X = pd.DataFrame({"a": [0.5, float("inf")], "b": [0.5, 0.5]})
+    with pytest.raises(InvalidInput):
+        model.learn_many(X, pd.Series(["low", "up"], name="other"))
+    assert _ovr_bytes(model) == before
+    assert model.predict_many(X.iloc[:1]).name == "kind"
+
+
 @pytest.mark.parametrize("batch", [False, True])
 def test_a_sample_one_labels_model_refuses_changes_no_other_model(batch):
     """The model of 'y' is still in its warm-up: it counts the zero-valued inputs of its held

@@ -172,6 +172,26 @@ def test_the_radius_is_exact_for_one_support_vector(norm, bounds, dtype):
         assert r >= exact * (1 - 2e-6) - tolerance
 
 
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_radius_does_not_depend_on_the_scale_of_the_coefficients(kernel, dtype):
+    """`g` and `2^-700 g` change sign at the same points, so they have one radius. Products of
+    two coefficients below 1e-154 (the norm's `a^T K a`, the gradient's squared length) were 0:
+    the radii of a model learned with a step of 1e-200 were millions, and PGD beat them."""
+    rng = np.random.default_rng(3)
+    vectors, coefficients = rng.normal(size=(6, 3)), rng.normal(size=6)
+    X = rng.normal(size=(40, 3))
+    radii = {}
+    for unit in (1.0, 2.0**-700):  # (a power of 2: the two models round alike)
+        store = build(kernel, 0.7, vectors, unit * coefficients, dtype)
+        g = store.values(X) - 0.1 * unit
+        for norm in ("l2", "linf"):
+            radii[unit, norm] = support_radii(store, np.abs(g), X, norm, bias=-0.1 * unit)
+    for norm in ("l2", "linf"):
+        assert (radii[1.0, norm] > 0).sum() > 20
+        np.testing.assert_allclose(radii[2.0**-700, norm], radii[1.0, norm], rtol=1e-12)
+
+
 def test_rounding_in_float32_is_never_certified_away():
     """With cancelling coefficients, float32 gets the sign of tiny margins wrong: such points
     must get no radius, and every certified point has the exact model's sign."""

@@ -97,6 +97,25 @@ def test_checkpoint_round_trip_continues_bit_for_bit(kind, tmp_path):
     assert [model.decision_one(x) for x in rows[:20]] == [loaded.decision_one(x) for x in rows[:20]]
 
 
+@pytest.mark.parametrize("budget", [8, None])
+def test_a_model_of_subnormal_squared_norm_restores_from_its_checkpoint(budget, tmp_path):
+    """With a step of 1e-162 the squared norm `a^T K a` is a subnormal float64 (about 1e-320),
+    the running one and its recomputation differ in its last digits, and the tolerance of the
+    check squared the coefficients to 0: the model's own checkpoint was refused."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    y = X[:, 0] + X[:, 1] ** 2 > 0.5
+    model = AdvKernelSVM(gamma=1.0, step_size=1e-162, bias_step_size=0.0, regularization=0.0,
+                         budget=budget, seed=1)
+    model.learn_many(X[:100], y[:100])
+    assert 0.0 < model._store._q < 1e-300
+    model.save(tmp_path / "model.ckpt")
+    loaded = AdvKernelSVM.load(tmp_path / "model.ckpt")
+    model.learn_many(X[100:], y[100:])
+    loaded.learn_many(X[100:], y[100:])
+    assert_same_state(model, loaded)
+
+
 @pytest.mark.parametrize("kind", ["merge", "remove-laplacian-adversarial"])
 def test_river_estimator_checks(kind):
     check_estimator(MODELS[kind]())

@@ -332,3 +332,24 @@ def test_group_workers_revisit_consecutive_shares_of_the_vectors(small_data, rep
     features = AdvKernelSVM(gamma=0.5, budget=16, budget_policy="compact", seed=4)
     features.learn_one({0: 1.0}, True)
     features.group_revisits(7)  # random features keep no vectors to revisit: nothing changes
+
+
+def test_a_tiny_step_learns_the_same_compact_pool_scaled():
+    """With no regularization nor bias step, a step of `2^-700` learns `2^-690` times the
+    model a step of `2^-10` learns (float64). The pool's norm squared its coefficients, to 0
+    below 1e-154: the closed form's term vanished and the model learned another `f`."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(150, 3))
+    y = X[:, 0] > 0
+    models = {}
+    for step in (2.0**-10, 2.0**-700):
+        model = AdvKernelSVM(gamma=1.0, step_size=step, bias_step_size=0.0, regularization=0.0,
+                             budget=32, budget_policy="compact", dtype="float64", seed=1,
+                             epsilon=0.1, adversary="closed_form")
+        model.learn_many(X, y)
+        models[step] = model
+    big, tiny = models[2.0**-10], models[2.0**-700]
+    assert big.rkhs_norm > 1e-3
+    assert tiny.rkhs_norm * 2.0**690 == pytest.approx(big.rkhs_norm, rel=1e-12)
+    np.testing.assert_allclose(tiny.decision_many(X) * 2.0**690, big.decision_many(X),
+                               rtol=1e-9, atol=1e-12)

@@ -315,6 +315,33 @@ def test_the_warm_up_counts_every_input_it_holds_against_max_features(batch):
     assert fingerprint(restored) == fingerprint(model)
 
 
+@pytest.mark.parametrize("extra, accepted", [(1.0, True), (2.0, False)])
+def test_a_batch_that_ends_the_warm_up_counts_inputs_as_a_learn_one_loop_does(extra, accepted):
+    """Held rows count every input against max_features, but when the warm-up ends only their
+    nonzero ones take a column: a later row may bring others. `learn_many` counted the held
+    rows' zero-valued inputs for the rows after the warm-up too, and refused a batch that a
+    `learn_one` loop learns (the loop refuses the same row, and learn_many the batch, when it
+    brings one input too many)."""
+    rows = [{"a": 1.0, "b": 0.0, "c": 0.0}, {"a": 2.0, "b": 0.0, "c": 0.0}, {"a": 0.5},
+            {"a": 1.0, "d": 1.0, "e": 1.0}, {"a": 1.0, "f": extra - 1.0}]
+    labels = [True, False, True, False, True]
+    make = lambda: AdvKernelSVM(max_features=3, warm_up=3, seed=0, budget=4)  # noqa: E731
+    looped, batched = make(), make()
+    for row, y in zip(rows[:4], labels[:4]):
+        looped.learn_one(row, y)
+    before = fingerprint(batched)
+    if accepted:
+        looped.learn_one(rows[4], labels[4])
+        batched.learn_many(rows, labels)
+        assert looped.n_inputs == 3 and fingerprint(batched) == fingerprint(looped)
+    else:
+        for learn, model, x, y in [(AdvKernelSVM.learn_one, looped, rows[4], labels[4]),
+                                   (AdvKernelSVM.learn_many, batched, rows, labels)]:
+            with pytest.raises(InvalidInput, match="4 inputs, more than max_features=3"):
+                learn(model, x, y)
+        assert fingerprint(batched) == before
+
+
 @pytest.mark.parametrize("policy", ["merge", "compact"])
 def test_many_fresh_names_in_one_sample_cost_memory_only_within_the_bound(policy):
     model = AdvKernelSVM(budget=32, max_features=1000, budget_policy=policy, gamma=1.0, seed=0)

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from river_advsvm.kernels import l2_lengths
 from river_advsvm.support_certificate.points import (
     ETA, U, Chunk, gamma_n, l1_distances, pairwise_sums, relative_distance_error,
 )
@@ -170,7 +171,7 @@ class TaylorBound:
         G = self.gradient[idx] * signs[:, None]
         reach2, _ = ball.reach(idx, r)
         if ball.norm == "l2":
-            first = r * np.sqrt(np.square(G * ball.q).sum(axis=1))
+            first = r * l2_lengths(G * ball.q)
         elif ball.bounds is None:
             first = r * (np.abs(G) @ ball.q)
         else:

@@ -74,6 +74,10 @@ def norm_upper_bound(store) -> float:
     size, n = store.size, store.n_inputs
     S = store._S[:size, :n].astype(np.float64)
     a = store._a[:size]
+    # In units of a power of 2 near the largest |a_i| (an exact division): the products of
+    # two coefficients below 1e-154 are 0 in float64, and so was the bound (radii unsound).
+    unit = math.ldexp(1.0, math.frexp(float(np.abs(a).max(initial=0.0)))[1] - 1)
+    a = a / unit
     squared = np.einsum("ij,ij->i", S, S)
     total = 0.0
     step = max(1, _BLOCK // max(1, size))
@@ -92,7 +96,7 @@ def norm_upper_bound(store) -> float:
     else:
         kernel_error = 1.01 * gamma_n(n + 2, U) * weight * weight
     rounding = kernel_error + (5 * U + 2.02 * gamma_n(size + 2, U)) * weight * weight
-    return abs(store._scale) * math.sqrt(max(total + rounding, 0.0)) * (1 + 4 * U)
+    return abs(store._scale) * unit * math.sqrt(max(total + rounding, 0.0)) * (1 + 4 * U)
 
 
 # -- the threat set -------------------------------------------------------------------------------
