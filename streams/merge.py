@@ -235,6 +235,10 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
     state["names"] = names
 
     active = [(m, a, w) for m, a, w in members if w > 0 and m["state"]["started"]]
+    # Shares of the largest weight first: the sum of weights near float64's largest would
+    # overflow to inf, and every share with it to 0.
+    top = max((w for _, _, w in active), default=0.0)
+    active = [(m, a, w / top) for m, a, w in active]
     total = sum(w for _, _, w in active)
     support_vectors = _support_vectors(base_meta)
     if total <= 0:

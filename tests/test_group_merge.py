@@ -577,3 +577,36 @@ def test_parse_snapshot_takes_any_bytes(cuts, noise, reseal, key):
     except checkpoint.CheckpointError:
         return
     assert snapshot.worker == key.decode("utf-8", "replace") == "w"
+
+
+# -- weights near float64's range, and the group clock of an average --------------------------
+
+
+@pytest.mark.parametrize("representation", ["compact", "merge", "basis"])
+@pytest.mark.parametrize("weights, shares", [
+    ((1e308, 1e308), (0.5, 0.5)),  # the sum overflowed to inf: every share was 0
+    ((1.5e308, 0.5e308), (0.75, 0.25)),
+    ((5e-324, 1.5e-323), (0.25, 0.75)),  # subnormal weights: their ratio is exact
+])
+def test_weights_whose_sum_overflows_average_as_their_ratio(representation, weights, shares):
+    params = REPRESENTATIONS.get(representation, SV_PARAMS)
+    a, b = trained(40, 1, names="abc", **params), trained(40, 2, names="abc", **params)
+    if representation == "basis":
+        meta, arrays = a.to_checkpoint()
+        basis = SharedBasis("rbf", 0.2, arrays["vectors"], meta["state"]["names"])
+        members = [(m, {"alpha": merge.project(m, x, basis)[0]}, w)
+                   for (m, x), w in zip([a.to_checkpoint(), b.to_checkpoint()], weights)]
+        expected = merge.to_model(*merge.average(
+            [(m, x, s) for (m, x, _), s in zip(members, shares)], 80, basis=basis))
+        merged = merge.to_model(*merge.average(members, 80, basis=basis))
+    else:
+        expected = None
+        merged = merge.to_model(*merge.average(
+            [(*a.to_checkpoint(), weights[0]), (*b.to_checkpoint(), weights[1])], 80))
+    temperature = [shares[0] * ta + shares[1] * tb for ta, tb in zip(
+        a.to_checkpoint()[0]["state"]["temperature"], b.to_checkpoint()[0]["state"]["temperature"])]
+    assert merged.to_checkpoint()[0]["state"]["temperature"] == pytest.approx(temperature)
+    for x in queries("abc", n=5):
+        want = (expected.decision_one(x) if expected is not None
+                else shares[0] * a.decision_one(x) + shares[1] * b.decision_one(x))
+        assert merged.decision_one(x) == pytest.approx(want, rel=1e-12, abs=1e-12)
