@@ -200,6 +200,8 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
     appended), and has `n_learned` samples. Weights are non-negative; members of weight 0 only
     contribute their input names and labels. If every weight is 0, the base is returned as is
     (with `n_learned`). Raises `IncompatibleModels` if a member cannot be averaged with the base.
+    The base's group clock (`AdvKernelSVM.group_steps`), if any, restarts at `n_learned` at its
+    rate (unless `n_learned` is the base's own count).
 
     Support vectors: the budget maintenance of the average continues the base's counters
     (`n_merges`, `n_removals`, `total_degradation` of the store grow by the average's own).
@@ -215,6 +217,11 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
     meta = copy.deepcopy(base_meta)
     arrays = {name: np.array(a, copy=True) for name, a in base_arrays.items()}
     state = meta["state"]
+    if "group_clock" in state and int(n_learned) != state["n_learned"]:
+        # The base's group clock maps its own count to the group's from the count of its last
+        # fold; the average's count is `n_learned`: the clock restarts there, at the same rate
+        # (kept, a start past `n_learned` would make a model that cannot be loaded).
+        state["group_clock"] = [int(n_learned), state["group_clock"][1]]
     state["n_learned"] = int(n_learned)
 
     target = _target_classes([list(m["state"]["labels"]) for m, _, _ in members])

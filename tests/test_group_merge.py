@@ -610,3 +610,30 @@ def test_weights_whose_sum_overflows_average_as_their_ratio(representation, weig
         want = (expected.decision_one(x) if expected is not None
                 else shares[0] * a.decision_one(x) + shares[1] * b.decision_one(x))
         assert merged.decision_one(x) == pytest.approx(want, rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.parametrize("representation", REPRESENTATIONS)
+def test_the_group_clock_of_an_average_restarts_at_its_count(representation):
+    """The base's clock `(start, rate)` maps its own count to the group's from `start`; the
+    average counts `n_learned`. Kept as is, a start past `n_learned` made a model that could
+    not be loaded (a new worker's `group_model` over snapshots whose total is below the base's
+    last fold), and a start below it stepped as if the group had learned `rate` times each
+    sample since the base's fold."""
+    params = dict(REPRESENTATIONS[representation], schedule="diminishing", regularization=0.01)
+    a, b = trained(30, 1, **params), trained(30, 2, **params)
+    a.group_steps(3.0)
+    for n_learned in (10, 30, 1000):
+        merged = merge.to_model(*merge.average([(*a.to_checkpoint(), 1.0),
+                                                (*b.to_checkpoint(), 1.0)], n_learned))
+        start = 30 if n_learned == 30 else n_learned  # the base's own count: the same clock
+        assert merged.to_checkpoint()[0]["state"]["group_clock"] == [start, 3.0]
+        assert merged.n_learned == n_learned and merged.group_rate == 3.0
+        # From its count on, each sample stands for 3 of the group's.
+        alone = AdvKernelSVM(**params)
+        assert merged._step_sizes(n_learned + 2) == pytest.approx(
+            tuple(3 * s for s in alone._step_sizes(n_learned + 6)))
+    # The group's model a new worker starts from (the base's clock is 30, the total 25).
+    snaps = [snapshot("a", 0, a, {"t": {0: 30}}, learned=20),
+             snapshot("b", 1, b, {"t": {1: 30}}, learned=5)]
+    model = group.group_model(snaps)
+    assert model.n_learned == 25 and model.to_checkpoint()[0]["state"]["group_clock"] == [25, 3.0]
