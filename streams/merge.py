@@ -23,8 +23,9 @@ which is parallel SGD's model averaging. How `f` is formed depends on the repres
   basis=basis)`): B numbers per model, no maintenance, and the result is a support-vector model
   whose vectors are the basis, with its exact norm.
 
-The calibration temperature is averaged with the same weights; the input names are the union
-(the base's first, in its order; over a basis, the basis' first). Everything works on the checkpoint form of the models
+The calibration temperature and the share of recent samples inside the margin
+(`active_share`, which damps the bias' steps) are averaged with the same weights; the input
+names are the union (the base's first, in its order; over a basis, the basis' first). Everything works on the checkpoint form of the models
 (`to_checkpoint` / `from_checkpoint`, metadata and arrays), which is also what workers publish.
 
 What can be averaged (`incompatibility` says why not; `options_incompatibility`, why no group
@@ -280,6 +281,11 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
         _average_support_vectors(meta, arrays, active, weights, names)
     else:
         _average_features(meta, arrays, active, weights)
+    # The share of recent samples inside the margin (it damps the bias' steps): averaged as
+    # the rest, not the first member's (the average would depend on the members' order).
+    meta["state"]["model"]["active_share"] = min(1.0, sum(
+        share * float(m["state"]["model"].get("active_share", 0.0))
+        for (m, _, _), share in zip(active, shares)))
     return meta, arrays
 
 
