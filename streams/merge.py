@@ -25,8 +25,9 @@ which is parallel SGD's model averaging. How `f` is formed depends on the repres
 
 The calibration temperature and the share of recent samples inside the margin
 (`active_share`, which damps the bias' steps) are averaged with the same weights; the input
-names are the union (the base's first, in its order; over a basis, the basis' first). Everything works on the checkpoint form of the models
-(`to_checkpoint` / `from_checkpoint`, metadata and arrays), which is also what workers publish.
+names are the union (the base's first, in its order; over a basis, the basis' first).
+Everything works on the checkpoint form of the models (`to_checkpoint` / `from_checkpoint`,
+metadata and arrays), which is also what workers publish.
 
 What can be averaged (`incompatibility` says why not; `options_incompatibility`, why no group
 can average a model whatever its peers): two `AdvKernelSVM` whose parameters are all equal
