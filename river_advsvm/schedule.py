@@ -108,7 +108,6 @@ class StepSchedule:
         `0.5 / regularization`. `rate = 1` is learning alone."""
         if type(start) is not int or not 0 <= start <= n_learned:
             raise ValueError(f"the group clock starts at a sample learned, not {start!r}")
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) \
-                or not 1.0 <= rate <= MAX_GROUP_RATE:
+        if not (inputs.is_number(rate) and 1.0 <= rate <= MAX_GROUP_RATE):  # NaN fails too
             raise ValueError(f"rate must be a number in [1, {MAX_GROUP_RATE:g}], got {rate!r}")
         self.group_clock = (start, float(rate))

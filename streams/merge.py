@@ -23,9 +23,11 @@ which is parallel SGD's model averaging. How `f` is formed depends on the repres
   basis=basis)`): B numbers per model, no maintenance, and the result is a support-vector model
   whose vectors are the basis, with its exact norm.
 
-The calibration temperature is averaged with the same weights; the input names are the union
-(the base's first, in its order; over a basis, the basis' first). Everything works on the checkpoint form of the models
-(`to_checkpoint` / `from_checkpoint`, metadata and arrays), which is also what workers publish.
+The calibration temperature and the share of recent samples inside the margin
+(`active_share`, which damps the bias' steps) are averaged with the same weights; the input
+names are the union (the base's first, in its order; over a basis, the basis' first).
+Everything works on the checkpoint form of the models (`to_checkpoint` / `from_checkpoint`,
+metadata and arrays), which is also what workers publish.
 
 What can be averaged (`incompatibility` says why not; `options_incompatibility`, why no group
 can average a model whatever its peers): two `AdvKernelSVM` whose parameters are all equal
@@ -200,6 +202,8 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
     appended), and has `n_learned` samples. Weights are non-negative; members of weight 0 only
     contribute their input names and labels. If every weight is 0, the base is returned as is
     (with `n_learned`). Raises `IncompatibleModels` if a member cannot be averaged with the base.
+    The base's group clock (`AdvKernelSVM.group_steps`), if any, restarts at `n_learned` at its
+    rate (unless `n_learned` is the base's own count).
 
     Support vectors: the budget maintenance of the average continues the base's counters
     (`n_merges`, `n_removals`, `total_degradation` of the store grow by the average's own).
@@ -215,6 +219,11 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
     meta = copy.deepcopy(base_meta)
     arrays = {name: np.array(a, copy=True) for name, a in base_arrays.items()}
     state = meta["state"]
+    if "group_clock" in state and int(n_learned) != state["n_learned"]:
+        # The base's group clock maps its own count to the group's from the count of its last
+        # fold; the average's count is `n_learned`: the clock restarts there, at the same rate
+        # (kept, a start past `n_learned` would make a model that cannot be loaded).
+        state["group_clock"] = [int(n_learned), state["group_clock"][1]]
     state["n_learned"] = int(n_learned)
 
     target = _target_classes([list(m["state"]["labels"]) for m, _, _ in members])
@@ -235,6 +244,10 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
     state["names"] = names
 
     active = [(m, a, w) for m, a, w in members if w > 0 and m["state"]["started"]]
+    # Shares of the largest weight first: the sum of weights near float64's largest would
+    # overflow to inf, and every share with it to 0.
+    top = max((w for _, _, w in active), default=0.0)
+    active = [(m, a, w / top) for m, a, w in active]
     total = sum(w for _, _, w in active)
     support_vectors = _support_vectors(base_meta)
     if total <= 0:
@@ -269,6 +282,11 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
         _average_support_vectors(meta, arrays, active, weights, names)
     else:
         _average_features(meta, arrays, active, weights)
+    # The share of recent samples inside the margin (it damps the bias' steps): averaged as
+    # the rest, not the first member's (the average would depend on the members' order).
+    meta["state"]["model"]["active_share"] = min(1.0, sum(
+        share * float(m["state"]["model"].get("active_share", 0.0))
+        for (m, _, _), share in zip(active, shares)))
     return meta, arrays
 
 

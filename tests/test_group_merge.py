@@ -577,3 +577,99 @@ def test_parse_snapshot_takes_any_bytes(cuts, noise, reseal, key):
     except checkpoint.CheckpointError:
         return
     assert snapshot.worker == key.decode("utf-8", "replace") == "w"
+
+
+# -- weights near float64's range, and the group clock of an average --------------------------
+
+
+@pytest.mark.parametrize("representation", ["compact", "merge", "basis"])
+@pytest.mark.parametrize("weights, shares", [
+    ((1e308, 1e308), (0.5, 0.5)),  # the sum overflowed to inf: every share was 0
+    ((1.5e308, 0.5e308), (0.75, 0.25)),
+    ((5e-324, 1.5e-323), (0.25, 0.75)),  # subnormal weights: their ratio is exact
+])
+def test_weights_whose_sum_overflows_average_as_their_ratio(representation, weights, shares):
+    params = REPRESENTATIONS.get(representation, SV_PARAMS)
+    a, b = trained(40, 1, names="abc", **params), trained(40, 2, names="abc", **params)
+    if representation == "basis":
+        meta, arrays = a.to_checkpoint()
+        basis = SharedBasis("rbf", 0.2, arrays["vectors"], meta["state"]["names"])
+        members = [(m, {"alpha": merge.project(m, x, basis)[0]}, w)
+                   for (m, x), w in zip([a.to_checkpoint(), b.to_checkpoint()], weights)]
+        expected = merge.to_model(*merge.average(
+            [(m, x, s) for (m, x, _), s in zip(members, shares)], 80, basis=basis))
+        merged = merge.to_model(*merge.average(members, 80, basis=basis))
+    else:
+        expected = None
+        merged = merge.to_model(*merge.average(
+            [(*a.to_checkpoint(), weights[0]), (*b.to_checkpoint(), weights[1])], 80))
+    temperature = [shares[0] * ta + shares[1] * tb for ta, tb in zip(
+        a.to_checkpoint()[0]["state"]["temperature"], b.to_checkpoint()[0]["state"]["temperature"])]
+    assert merged.to_checkpoint()[0]["state"]["temperature"] == pytest.approx(temperature)
+    for x in queries("abc", n=5):
+        want = (expected.decision_one(x) if expected is not None
+                else shares[0] * a.decision_one(x) + shares[1] * b.decision_one(x))
+        assert merged.decision_one(x) == pytest.approx(want, rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.parametrize("representation", REPRESENTATIONS)
+def test_the_group_clock_of_an_average_restarts_at_its_count(representation):
+    """The base's clock `(start, rate)` maps its own count to the group's from `start`; the
+    average counts `n_learned`. Kept as is, a start past `n_learned` made a model that could
+    not be loaded (a new worker's `group_model` over snapshots whose total is below the base's
+    last fold), and a start below it stepped as if the group had learned `rate` times each
+    sample since the base's fold."""
+    params = dict(REPRESENTATIONS[representation], schedule="diminishing", regularization=0.01)
+    a, b = trained(30, 1, **params), trained(30, 2, **params)
+    a.group_steps(3.0)
+    for n_learned in (10, 30, 1000):
+        merged = merge.to_model(*merge.average([(*a.to_checkpoint(), 1.0),
+                                                (*b.to_checkpoint(), 1.0)], n_learned))
+        start = 30 if n_learned == 30 else n_learned  # the base's own count: the same clock
+        assert merged.to_checkpoint()[0]["state"]["group_clock"] == [start, 3.0]
+        assert merged.n_learned == n_learned and merged.group_rate == 3.0
+        # From its count on, each sample stands for 3 of the group's.
+        alone = AdvKernelSVM(**params)
+        assert merged._step_sizes(n_learned + 2) == pytest.approx(
+            tuple(3 * s for s in alone._step_sizes(n_learned + 6)))
+    # The group's model a new worker starts from (the base's clock is 30, the total 25).
+    snaps = [snapshot("a", 0, a, {"t": {0: 30}}, learned=20),
+             snapshot("b", 1, b, {"t": {1: 30}}, learned=5)]
+    model = group.group_model(snaps)
+    assert model.n_learned == 25 and model.to_checkpoint()[0]["state"]["group_clock"] == [25, 3.0]
+
+
+@pytest.mark.parametrize("representation", ["compact", "merge", "basis"])
+def test_the_share_of_active_samples_is_averaged_so_the_order_of_the_members_does_not_matter(
+        representation):
+    """`active_share` (recent samples inside the margin; it damps the bias' steps) was the
+    first member's: averaging the same models in another order gave models that learned on
+    differently (here 0.06 apart in f after 30 samples). It is averaged with the same shares."""
+    params = REPRESENTATIONS.get(representation, SV_PARAMS)
+    a, b = trained(40, 1, names="abc", **params), trained(5, 2, names="abc", **params)
+    shares = {id(a): 0.25, id(b): 0.75}
+    basis = None
+    if representation == "basis":
+        meta, arrays = a.to_checkpoint()
+        basis = SharedBasis("rbf", 0.2, arrays["vectors"], meta["state"]["names"])
+
+    def member(model):
+        meta, arrays = model.to_checkpoint()
+        if basis is not None:
+            arrays = {"alpha": merge.project(meta, arrays, basis)[0]}
+        return meta, arrays, 4.0 * shares[id(model)]
+
+    expected = sum(s * m.to_checkpoint()[0]["state"]["model"]["active_share"]
+                   for m, s in ((a, 0.25), (b, 0.75)))
+    assert a._active_share != b._active_share
+    decisions = []
+    for order in ((a, b), (b, a)):
+        meta, arrays = merge.average([member(m) for m in order], 45, basis=basis)
+        assert meta["state"]["model"]["active_share"] == pytest.approx(expected, rel=1e-12)
+        model = merge.to_model(meta, arrays)
+        if basis is not None:
+            model._store.revisit_from(0)  # (over a basis the base's revisit cursor is kept)
+        for i in range(30):
+            model.learn_one({"a": 0.1 * (i % 5), "b": -0.3, "c": 0.2 * (i % 3)}, i % 2)
+        decisions.append(model.decision_one({"a": 0.3, "b": 0.1, "c": -0.2}))
+    assert decisions[0] == pytest.approx(decisions[1], rel=1e-9, abs=1e-12)

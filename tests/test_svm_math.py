@@ -300,9 +300,15 @@ def test_a_group_worker_steps_rate_times_the_schedule_at_the_groups_count(small_
         assert same.decision_one(x) == alone.decision_one(x)
         assert reloaded.decision_one(x) == worker.decision_one(x)
     assert moved >= 5 and worker.group_rate == 3.0 and alone.group_rate == 1.0
-    for rate in (0.5, float("nan"), True, 2e6):
+    for rate in (0.5, float("nan"), True, 2e6, np.float64(0.5), np.bool_(True), "2"):
         with pytest.raises(ValueError, match="rate"):
             worker.group_steps(rate)
+    # A number of workers counted by numpy (it said "rate must be a number in [1, 1e+06], got
+    # np.int64(3)"); the clock holds a float either way, as a checkpoint does.
+    for rate in (np.int64(3), np.float32(2.5)):
+        worker.group_steps(rate)
+        assert type(worker._schedule.group_clock[1]) is float
+        assert worker.group_rate == float(rate)
 
 
 @pytest.mark.parametrize("reprocess", [1, 2])
