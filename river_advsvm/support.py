@@ -63,6 +63,12 @@ _SCALE_RANGE = (1e-64, 1e64)
 # ||f||^2 is recomputed from the vectors after this many stored vectors per vector held (RBF:
 # one product S S^T; the Laplacian kernel's pairwise L1 distances cost more).
 _RECOMPUTE_AFTER = {"rbf": 4, "laplacian": 32}
+# ... and at once, in a store of up to `_SMALL_STORE` vectors (where that costs about a few
+# kernel rows), after an update whose terms cancel to less than `_CANCELLED` of their size. (In
+# a larger store the tolerance of a restore, relative to the coefficients' total magnitude,
+# is far wider than a few updates' rounding.)
+_CANCELLED = 0.5
+_SMALL_STORE = 16
 # `reprocess` steps on a stored vector whose margin is at least this (and below 1).
 _REPROCESS_FLOOR = 0.0
 # Restoring a store re-checks its norm against a^T K a up to this many vectors.
@@ -334,6 +340,7 @@ class SupportVectors(KernelExpansion):
             return
         a_new = c / self._scale
         q = self._q + 2.0 * a_new * total + a_new * a_new
+        terms = abs(self._q) + abs(2.0 * a_new * total) + a_new * a_new
         norm = float(_squared_norms(x)) if norm is None else norm
         if self.rounding is None and self.kernel == "rbf":
             # A squared distance is a difference of squared norms and a dot product, each
@@ -346,9 +353,15 @@ class SupportVectors(KernelExpansion):
             # Equal vectors have equal squared norms, to the bit (the same sum of the same
             # numbers): the norms rule most vectors out without comparing them.
             if self._norms[nearest] == norm and np.array_equal(self._S[nearest, :n], x):
-                # The same input again: its coefficient grows, nothing new is stored.
-                self._a[nearest] += a_new
-                self._q = q
+                # The same input again: its coefficient grows, nothing new is stored. Its
+                # kernel value with itself is 1, where the row's, from rounded distances, can
+                # be 1 - 1e-7 (float32): on a stream repeating one input whose coefficient
+                # nearly cancels, that rounding was the whole change of the norm, and the
+                # running norm drifted from a^T K a (its checkpoint was then refused).
+                a_n = float(self._a[nearest])
+                q += 2.0 * a_new * a_n * -math.expm1(-float(exponents[nearest]))
+                self._a[nearest] = a_n + a_new
+                self._norm_updated(q, terms)
                 return
         self._append(x, a_new, norm)
         G = self._gram
@@ -361,11 +374,10 @@ class SupportVectors(KernelExpansion):
                 G[:slot, slot] = exponents
         self._changed()
         self._q = q
-        if over:
+        if over:  # (its change of the norm counts as one more term)
             self._maintain(exponents, column_pending=G is not None)
-        self._stored_since_norm += 1
-        if self._stored_since_norm >= _RECOMPUTE_AFTER[self.kernel] * max(self.size, 64):
-            self.recompute_norm()
+            terms += abs(self._q - q)
+        self._norm_updated(self._q, terms)
 
     def revisit_from(self, index: int) -> None:
         """Point `reprocess`'s cursor at stored vector `index`, modulo their number."""
@@ -403,15 +415,26 @@ class SupportVectors(KernelExpansion):
         if not _REPROCESS_FLOOR <= y_j * (self._scale * total + bias) - slack < 1.0:
             return 0.0
         a_new = step * y_j / self._scale
-        self._q += 2.0 * a_new * total + a_new * a_new
         self._a[j] += a_new
         # The row `value` remembered has a stale sum over a: `add` after this is refused.
         self._edits += 1
         self._pending = None
-        self._stored_since_norm += 1  # rounding of the norm's updates, as for a stored vector
-        if self._stored_since_norm >= _RECOMPUTE_AFTER[self.kernel] * max(self.size, 64):
-            self.recompute_norm()
+        self._norm_updated(self._q + 2.0 * a_new * total + a_new * a_new,
+                           abs(self._q) + abs(2.0 * a_new * total) + a_new * a_new)
         return y_j
+
+    def _norm_updated(self, q: float, terms: float) -> None:
+        """Take `q` as the running `a^T K a` after an update whose terms added up to `terms` in
+        magnitude. Each update rounds by a little of its terms, so the norm is recomputed
+        from the vectors every so many updates, and in a small store at once when the terms
+        cancel (`q` below `_CANCELLED` of them): then their rounding is much of what is left,
+        as when a stream repeating one input flips its coefficient's sign, and the running
+        norm would drift from `a^T K a` past what a restore accepts."""
+        self._q = q
+        self._stored_since_norm += 1
+        due = self._stored_since_norm >= _RECOMPUTE_AFTER[self.kernel] * max(self.size, 64)
+        if due or (abs(q) < _CANCELLED * terms and self.size <= _SMALL_STORE):
+            self.recompute_norm()
 
     def recompute_norm(self) -> None:
         """Set `||f||^2` to `s^2 a^T K a` computed from the vectors (rounding cannot drift)."""

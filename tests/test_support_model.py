@@ -116,6 +116,24 @@ def test_a_model_of_subnormal_squared_norm_restores_from_its_checkpoint(budget, 
     assert_same_state(model, loaded)
 
 
+@pytest.mark.parametrize("step_size, reprocess, budget", [(0.5, 0, 5), (8.0, 2, 5), (0.5, 0, 1),
+                                                         (0.5, 1, 12)])
+def test_a_stream_repeating_inputs_restores_from_every_checkpoint(step_size, reprocess, budget):
+    """One input again and again (a stuck sensor) with labels of both signs, float32: the
+    input's kernel value with itself, taken from rounded distances, was 1 - 1e-7, and each
+    label flip cancelled its coefficient down to that rounding; the running norm drifted from
+    a^T K a until the model's own checkpoint was refused ('the saved norm does not match')."""
+    rng = np.random.default_rng(3)
+    pool = [{0: 1.1, 1: -0.4}, {0: 0.2, 1: 0.9}, {0: -0.7, 1: 0.3}][: 1 + budget // 5]
+    model = AdvKernelSVM(gamma=0.3, budget=budget, step_size=step_size, reprocess=reprocess,
+                         dtype="float32", seed=0)
+    for i in range(1200):
+        model.learn_one(pool[i % len(pool)], bool(rng.random() < 0.3))
+        if i % 50 == 49:
+            restored = AdvKernelSVM.from_checkpoint(*model.to_checkpoint())
+            assert_same_state(model, restored)
+
+
 @pytest.mark.parametrize("kind", ["merge", "remove-laplacian-adversarial"])
 def test_river_estimator_checks(kind):
     check_estimator(MODELS[kind]())
