@@ -86,6 +86,13 @@ class _Layout:
             raise KeyError(f"target column {target!r} is not in {schema.names}")
         if features is None:
             features = [name for name in schema.names if name != target]
+        # (pyarrow says a column that appears twice "does not exist in schema".)
+        twice = [name for name, count in collections.Counter(schema.names).items()
+                 if count > 1 and (name == target or name in features)]
+        if twice:
+            raise ParquetError(f"{where}: the column name {twice[0]!r} appears "
+                               f"{schema.names.count(twice[0])} times; a column read must have "
+                               "a name of its own (rename the others, or choose the features)")
         missing = [name for name in features if name not in schema.names]
         if missing:
             raise KeyError(f"feature columns {missing} are not in {schema.names}")

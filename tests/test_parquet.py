@@ -373,3 +373,27 @@ def test_a_directory_with_a_bad_file_is_refused_before_the_first_batch(tmp_path)
         batches = parquet.iter_batches(folder, target="y")
         with pytest.raises(parquet.ParquetError, match=r"2\.parquet: "):
             next(batches)  # not one batch of 1.parquet first
+
+
+@pytest.mark.parametrize("names, features, twice", [
+    (["a", "a", "y"], None, "a"),  # two feature columns named alike
+    (["a", "y", "y"], None, "y"),  # two label columns
+    (["a", "b", "b", "y"], ["a", "b"], "b"),
+])
+def test_a_column_name_that_appears_twice_is_refused_naming_it(tmp_path, names, features,
+                                                                twice):
+    """pyarrow reports a duplicated column as one that "does not exist in schema" (a KeyError,
+    which the demo turned into "name the label column with --target")."""
+    path = tmp_path / "twice.parquet"
+    arrays = [pa.array([0.5, 0.25]) if name != "y" else pa.array([0, 1]) for name in names]
+    pq.write_table(pa.Table.from_arrays(arrays, names=names), path)
+    with pytest.raises(parquet.ParquetError, match=rf"twice\.parquet: the column name '{twice}' "
+                                                   r"appears 2 times"):
+        next(parquet.iter_rows(path, target="y", features=features))
+
+
+def test_duplicated_columns_that_are_not_read_do_not_matter(tmp_path):
+    path = tmp_path / "twice.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array([0.5]), pa.array([1.5]), pa.array([2.5]),
+                                         pa.array([1])], names=["a", "b", "b", "y"]), path)
+    assert list(parquet.iter_rows(path, target="y", features=["a"])) == [({"a": 0.5}, 1)]
