@@ -148,6 +148,10 @@ class _Layout:
             else:
                 block = _to_float(column)[:, None]
             blocks.append(block)
+        width = sum(block.shape[1] for block in blocks)
+        if 8 * width > MAX_ROW_BYTES:  # variable lists: their width is known only now
+            raise ParquetError(f"its rows hold {width} values, over the {MAX_ROW_BYTES // 8} "
+                               "a row may hold")  # (the caller names the file)
         self._fix_names()
         X = blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=1)
         if not X.shape[1]:  # empty lists: rows without a feature (the Kafka service's empty_x)
@@ -200,7 +204,8 @@ def _to_float(array: pa.Array) -> np.ndarray:
 
 
 #: The most bytes one row may declare, as the float64 values it becomes (over the columns read):
-#: a million values, the most inputs a model takes.
+#: a million values, the most inputs a model takes. Rows of variable-length lists, whose width the
+#: schema does not say, are held to it as their first batch is read.
 MAX_ROW_BYTES = 8 * MAX_FEATURES_LIMIT
 #: The most bytes of values a variable-length list column may declare in one row group, as
 #: float64. One row of such a column may hold all of them, so this is what reading one row of

@@ -397,3 +397,23 @@ def test_duplicated_columns_that_are_not_read_do_not_matter(tmp_path):
     pq.write_table(pa.Table.from_arrays([pa.array([0.5]), pa.array([1.5]), pa.array([2.5]),
                                          pa.array([1])], names=["a", "b", "b", "y"]), path)
     assert list(parquet.iter_rows(path, target="y", features=["a"])) == [({"a": 0.5}, 1)]
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_a_variable_list_row_wider_than_any_model_is_refused_like_a_fixed_size_one(tmp_path,
+                                                                                   extra):
+    """A fixed-size list of a million and one values is refused from the schema; a variable
+    list of as many (under max_list_bytes) was read, a row no model takes. With `extra`, a
+    scalar column adds the value over the limit."""
+    path = tmp_path / "wide-lists.parquet"
+    width = parquet.MAX_ROW_BYTES // 8 + 1 - extra
+    column = pa.ListArray.from_arrays(pa.array(np.array([0, width], np.int32)),
+                                      pa.array(np.zeros(width, np.uint8)))
+    table = {"x": column, "y": [0]}
+    if extra:
+        table["z"] = [1.0]
+    pq.write_table(pa.table(table), path)
+    with pytest.raises(parquet.ParquetError) as error:
+        next(parquet.iter_batches(path, target="y"))
+    assert str(error.value) == (f"{path}: its rows hold {parquet.MAX_ROW_BYTES // 8 + 1} values, "
+                                f"over the {parquet.MAX_ROW_BYTES // 8} a row may hold")
