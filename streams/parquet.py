@@ -99,7 +99,7 @@ class _Layout:
         if target is not None and target in features:
             raise ValueError(f"{target!r} is both the target and a feature")
         if not features:
-            raise ValueError("no feature columns")
+            raise ParquetError(f"{where}: no feature columns (it holds {schema.names})")
         for name in features:
             arrow_type = schema.field(name).type
             value_type = arrow_type.value_type if _is_list(arrow_type) else arrow_type

@@ -417,3 +417,14 @@ def test_a_variable_list_row_wider_than_any_model_is_refused_like_a_fixed_size_o
         next(parquet.iter_batches(path, target="y"))
     assert str(error.value) == (f"{path}: its rows hold {parquet.MAX_ROW_BYTES // 8 + 1} values, "
                                 f"over the {parquet.MAX_ROW_BYTES // 8} a row may hold")
+
+
+@pytest.mark.parametrize("features", [None, []])
+def test_a_file_of_the_label_column_alone_is_refused_naming_it(tmp_path, features):
+    """It was a bare ValueError("no feature columns"): `advsvm demo --data` and `advsvm serve
+    --replay` said neither which file nor what it holds."""
+    path = tmp_path / "labels-only.parquet"
+    pq.write_table(pa.table({"y": [0, 1]}), path)
+    with pytest.raises(parquet.ParquetError) as error:
+        next(parquet.iter_rows(path, target="y", features=features))
+    assert str(error.value) == f"{path}: no feature columns (it holds ['y'])"
