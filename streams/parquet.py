@@ -69,6 +69,8 @@ def _is_list(arrow_type: pa.DataType) -> bool:
 
 
 def _is_numeric(arrow_type: pa.DataType) -> bool:
+    if pa.types.is_dictionary(arrow_type):  # numbers stored once each: numbers still
+        arrow_type = arrow_type.value_type
     return (
         pa.types.is_integer(arrow_type)
         or pa.types.is_floating(arrow_type)

@@ -428,3 +428,23 @@ def test_a_file_of_the_label_column_alone_is_refused_naming_it(tmp_path, feature
     with pytest.raises(parquet.ParquetError) as error:
         next(parquet.iter_rows(path, target="y", features=features))
     assert str(error.value) == f"{path}: no feature columns (it holds ['y'])"
+
+
+def test_dictionary_encoded_numbers_are_numbers(tmp_path):
+    """A dataset of dictionary-encoded numbers (pandas categoricals, `dictionary_encode()`) was
+    refused: 'feature column 'a' has type dictionary<values=double, ...>; numbers or lists of
+    numbers are expected'. Nulls among them are still refused with their row."""
+    table = pa.table({"a": pa.array([0.5, 0.25, 0.5]).dictionary_encode(),
+                      "b": pa.ListArray.from_arrays(  # lists of dictionary-encoded numbers
+                          pa.array([0, 2, 4, 6], pa.int32()),
+                          pa.array([1, 2, 3, 4, 1, 2], pa.int8()).dictionary_encode()),
+                      "y": [0, 1, 0]})
+    assert list(parquet.iter_rows(ds.dataset(table), target="y")) == [
+        ({"a": 0.5, "b_0": 1.0, "b_1": 2.0}, 0), ({"a": 0.25, "b_0": 3.0, "b_1": 4.0}, 1),
+        ({"a": 0.5, "b_0": 1.0, "b_1": 2.0}, 0)]
+    nulls = pa.table({"a": pa.array([1, None]).dictionary_encode(), "y": [0, 1]})
+    with pytest.raises(InvalidInput, match=r"row 1 of the batch"):
+        list(parquet.iter_rows(ds.dataset(nulls), target="y"))
+    words = pa.table({"a": pa.array(["u", "v"]).dictionary_encode(), "y": [0, 1]})
+    with pytest.raises(InvalidInput, match="numbers or lists of numbers are expected"):
+        list(parquet.iter_rows(ds.dataset(words), target="y"))
