@@ -240,6 +240,18 @@ def _files(source: Source) -> tuple[list, typing.Any]:
         dataset = ds.dataset(path, format="parquet")
     except (pa.ArrowException, OSError) as error:
         raise ParquetError(f"{path}: {_one_line(error)}") from None
+    # pyarrow follows links: a link to a file of the directory (or to a directory above it, a
+    # loop it follows as deep as paths go) would have the same rows learned again.
+    seen: dict = {}
+    for file in dataset.files:
+        try:
+            stat = os.stat(file)
+        except OSError as error:
+            raise ParquetError(f"{file}: {_one_line(error)}") from None
+        first = seen.setdefault((stat.st_dev, stat.st_ino), file)
+        if first != file:
+            raise ParquetError(f"{path}: {file} is {first} again (through a link): its rows "
+                               "would be read twice (remove the link)")
     return list(dataset.files), dataset.filesystem
 
 

@@ -448,3 +448,20 @@ def test_dictionary_encoded_numbers_are_numbers(tmp_path):
     words = pa.table({"a": pa.array(["u", "v"]).dictionary_encode(), "y": [0, 1]})
     with pytest.raises(InvalidInput, match="numbers or lists of numbers are expected"):
         list(parquet.iter_rows(ds.dataset(words), target="y"))
+
+
+@pytest.mark.parametrize("link", ["b.parquet", "sub/up"])
+def test_a_directory_reaching_one_file_twice_through_a_link_is_refused(tmp_path, link):
+    """pyarrow lists a link to a file of the directory as a file of its own, and follows a link
+    to a directory above as deep as paths go: the same rows were learned twice, or 40 times."""
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    parquet.write(folder / "a.parquet", np.ones((3, 2)), np.array([0, 1, 0]))
+    if link == "b.parquet":
+        (folder / "b.parquet").symlink_to("a.parquet")
+    else:
+        (folder / "sub").mkdir()
+        (folder / "sub" / "up").symlink_to("..")
+    with pytest.raises(parquet.ParquetError, match=r"a\.parquet again \(through a link\): its "
+                                                   r"rows would be read twice"):
+        next(parquet.iter_rows(folder, target="y"))
