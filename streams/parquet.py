@@ -281,20 +281,40 @@ def _check_declared(path: str, metadata: pq.FileMetaData, layout: _Layout, schem
                 if is_list and not pa.types.is_fixed_size_list(schema.field(name).type)}
     if layout.target is not None and not _is_numeric(schema.field(layout.target).type):
         variable.add(layout.target)  # a string label may be as long as its row group
+    # The column each leaf belongs to, by position: a path in the schema joins its names with
+    # dots, and a column may have dots in its name ("x.y" would be column "x").
+    owners = [field.name for field in schema for _ in range(_leaves(field.type))]
+    if metadata.num_row_groups and len(owners) != metadata.row_group(0).num_columns:
+        raise ParquetError(f"{path}: its schema has {len(owners)} leaf columns, its row groups "
+                           f"{metadata.row_group(0).num_columns}")
     for g in range(metadata.num_row_groups):
         group = metadata.row_group(g)
         for c in range(group.num_columns):
             column = group.column(c)
-            if column.path_in_schema.split(".")[0] not in variable:
+            owner = owners[c] if c < len(owners) else None
+            if owner not in variable:
                 continue
-            declared = 8 * max(column.num_values, 0) if column.path_in_schema.split(".")[0] \
-                in layout.features else max(column.total_uncompressed_size, 0)
+            declared = 8 * max(column.num_values, 0) if owner in layout.features \
+                else max(column.total_uncompressed_size, 0)
             if declared > max_list_bytes:
                 raise ParquetError(
                     f"{path}: row group {g} declares {declared} bytes of column "
                     f"{column.path_in_schema!r}, over the {max_list_bytes} allowed for a column "
                     "whose rows have no fixed size (max_list_bytes; or write the file with "
                     "smaller row groups, or as a fixed-size list)")
+
+
+def _leaves(arrow_type: pa.DataType) -> int:
+    """How many Parquet leaf columns a column of `arrow_type` is stored as."""
+    if _is_list(arrow_type) or pa.types.is_dictionary(arrow_type):
+        return _leaves(arrow_type.value_type)
+    if pa.types.is_map(arrow_type):
+        return _leaves(arrow_type.key_type) + _leaves(arrow_type.item_type)
+    if pa.types.is_struct(arrow_type):
+        return sum(_leaves(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+    if isinstance(arrow_type, pa.ExtensionType):
+        return _leaves(arrow_type.storage_type)
+    return 1
 
 
 def _plan(source: Source, target, features, max_list_bytes: int):

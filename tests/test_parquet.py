@@ -465,3 +465,18 @@ def test_a_directory_reaching_one_file_twice_through_a_link_is_refused(tmp_path,
     with pytest.raises(parquet.ParquetError, match=r"a\.parquet again \(through a link\): its "
                                                    r"rows would be read twice"):
         next(parquet.iter_rows(folder, target="y"))
+
+
+@pytest.mark.parametrize("name", ["x.y", "a.b.c"])
+def test_a_dotted_column_name_does_not_escape_the_declared_size_check(tmp_path, name):
+    """The check took a leaf's column from its path in the schema, cut at the first dot: a list
+    column named "x.y" was taken for a column "x" and never checked, so a row group declaring
+    any size was read (here a struct column before it shifts the leaves too)."""
+    path = tmp_path / "dotted.parquet"
+    offsets = np.array([0, 3000, 3001, 3002], np.int32)
+    column = pa.ListArray.from_arrays(pa.array(offsets), pa.array(np.zeros(3002)))
+    pq.write_table(pa.table({"s": pa.array([{"u": 1, "v": [1.0]}] * 3), name: column,
+                             "y": np.zeros(3, np.int8)}), path)
+    with pytest.raises(parquet.ParquetError, match=rf"dotted\.parquet: row group 0 declares 24016 "
+                                                   rf"bytes of column '{name}\.list\.element'"):
+        next(parquet.iter_batches(path, target="y", features=[name], max_list_bytes=24015))
