@@ -115,7 +115,8 @@ def load_npz(path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarra
             _check_declared(path, archive, name)  # before numpy allocates what it declares
             try:
                 arrays[name] = archive[name]
-            except (ValueError, zipfile.BadZipFile, zlib.error, EOFError) as error:
+            except (ValueError, zipfile.BadZipFile, zlib.error, EOFError,
+                    NotImplementedError) as error:
                 # (Object arrays are refused from their header: pickles are never loaded.)
                 raise ValueError(f"{path} is not a readable .npz archive ({name}: {error})"
                                  ) from None
@@ -153,7 +154,8 @@ def _check_declared(path, archive, name: str) -> None:
             header = f.tell()
     except (ValueError, TypeError, SyntaxError):
         raise ValueError(f"{path}: {name} is not an array (.npy) numpy can read") from None
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError) as error:
+        # (NotImplementedError: a compression method zipfile lacks, deflate64 or a damaged one)
         raise ValueError(f"{path} is not a readable .npz archive ({name}: {error})") from None
     if dtype.hasobject:
         raise ValueError(f"{path}: {name} holds Python objects, which are never loaded "

@@ -440,8 +440,24 @@ def test_an_npz_label_that_is_no_label_is_named_with_its_row(capsys, tmp_path, m
     assert code == 2 and out == ""
     assert err == f"advsvm demo: bad.npz: row 3 of y_{part}: {message}\n"
 
+def _compression_method(good: bytes, method: int) -> bytes:
+    """`good` (a zip) with every member's compression method set to `method`."""
+    data = bytearray(good)
+    for signature, offset in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):
+        at = data.find(signature)
+        while at >= 0:
+            data[at + offset:at + offset + 2] = method.to_bytes(2, "little")
+            at = data.find(signature, at + 1)
+    return bytes(data)
+
+
 @pytest.mark.parametrize("content, message", [
     (lambda good: b"not an archive\n", "bad.npz is not an .npz archive"),
+    # Deflate64 (Windows' zip of large files) or a damaged method: "unexpected
+    # NotImplementedError" (and exit status 1, an unexpected error, from `serve --replay`).
+    (lambda good: _compression_method(good, 9), "bad.npz is not a readable .npz archive "
+                                               "(X_train: That compression method is not "
+                                               "supported)"),
     (lambda good: good[:200], "bad.npz is not a readable .npz archive"),
     (lambda good: good[:-30], "bad.npz is not a readable .npz archive"),
     (lambda good: None, "bad.npz: y_train holds Python objects"),  # labels as objects
