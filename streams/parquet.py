@@ -228,6 +228,14 @@ def _files(source: Source) -> tuple[list, typing.Any]:
     """The files of a source and the filesystem to open them with (None: the local one); no
     files for a dataset that is not made of files."""
     if isinstance(source, ds.FileSystemDataset):
+        # Its files are streamed whole, through the reader's own checks; a filter set with
+        # `Dataset.filter` (kept in its scan options) would be ignored, and the rows it
+        # excludes learned.
+        condition = (getattr(source, "_scan_options", None) or {}).get("filter")
+        if condition is not None:
+            raise ParquetError(f"the dataset has a filter ({condition}), which is not applied "
+                               "when its files are streamed: filter the rows this yields, or "
+                               "write the rows to learn to files of their own")
         return list(source.files), source.filesystem
     if isinstance(source, ds.Dataset):
         return [], None

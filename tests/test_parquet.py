@@ -480,3 +480,18 @@ def test_a_dotted_column_name_does_not_escape_the_declared_size_check(tmp_path, 
     with pytest.raises(parquet.ParquetError, match=rf"dotted\.parquet: row group 0 declares 24016 "
                                                    rf"bytes of column '{name}\.list\.element'"):
         next(parquet.iter_batches(path, target="y", features=[name], max_list_bytes=24015))
+
+
+def test_a_filtered_dataset_of_files_is_refused_not_read_whole(tmp_path):
+    """`Dataset.filter` on a dataset of files: its files were streamed whole and the rows the
+    filter excludes were learned, silently. (A dataset in memory applies its filter.)"""
+    path = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"a": [1.0, 2.0, 3.0, 4.0], "y": [0, 1, 0, 1]}), path)
+    filtered = ds.dataset(path).filter(ds.field("y") == 1)
+    assert filtered.count_rows() == 2
+    with pytest.raises(parquet.ParquetError, match=r"the dataset has a filter \(\(y == 1\)\), "
+                                                   r"which is not applied"):
+        next(parquet.iter_rows(filtered, target="y"))
+    assert len(list(parquet.iter_rows(ds.dataset(path), target="y"))) == 4
+    memory = ds.dataset(pa.table({"a": [1.0, 2.0], "y": [0, 1]})).filter(ds.field("y") == 1)
+    assert list(parquet.iter_rows(memory, target="y")) == [({"a": 2.0}, 1)]
