@@ -495,3 +495,78 @@ def test_a_filtered_dataset_of_files_is_refused_not_read_whole(tmp_path):
     assert len(list(parquet.iter_rows(ds.dataset(path), target="y"))) == 4
     memory = ds.dataset(pa.table({"a": [1.0, 2.0], "y": [0, 1]})).filter(ds.field("y") == 1)
     assert list(parquet.iter_rows(memory, target="y")) == [({"a": 2.0}, 1)]
+
+
+# -- arbitrary tables: every column type Arrow writes, plain, dictionary-encoded or in lists ----
+
+_TYPES = [pa.int8(), pa.uint64(), pa.int64(), pa.float16(), pa.float32(), pa.float64(),
+          pa.bool_(), pa.decimal128(12, 3), pa.string(), pa.binary(), pa.null(),
+          pa.timestamp("s"), pa.date32(), pa.struct([("u", pa.float64())])]
+
+
+def _values(arrow_type, n, draw):
+    """`n` values of `arrow_type` (None: a null), NaN, infinities and extremes included."""
+    if pa.types.is_null(arrow_type):
+        return [None] * n
+    if pa.types.is_integer(arrow_type):
+        info = np.iinfo(arrow_type.to_pandas_dtype())
+        values = st.integers(int(info.min), int(info.max))
+    elif pa.types.is_floating(arrow_type):
+        values = st.floats(width=min(arrow_type.bit_width, 64))
+    else:
+        values = {"bool": st.booleans(), "decimal128(12, 3)": st.decimals(
+                      -10**8, 10**8, places=3, allow_nan=False),
+                  "string": st.text(max_size=3), "binary": st.binary(max_size=3),
+                  "timestamp[s]": st.datetimes(), "date32[day]": st.dates(),
+                  "struct<u: double>": st.fixed_dictionaries({"u": st.floats()})}[str(arrow_type)]
+    return draw(st.lists(st.none() | values, min_size=n, max_size=n))
+
+
+def _array(arrow_type, values):
+    if pa.types.is_floating(arrow_type) and arrow_type.bit_width == 16:
+        return pa.array(np.array([np.nan if v is None else v for v in values], np.float16))
+    return pa.array(values, type=arrow_type)
+
+
+@st.composite
+def _columns(draw, n):
+    arrow_type = draw(st.sampled_from(_TYPES))
+    form = draw(st.sampled_from(["plain", "dictionary", "list", "fixed", "large"]))
+    if form == "plain" or not n:
+        return _array(arrow_type, _values(arrow_type, n, draw))
+    if form == "dictionary":
+        array = _array(arrow_type, _values(arrow_type, n, draw))
+        return array if pa.types.is_null(arrow_type) or pa.types.is_struct(arrow_type) \
+            else array.dictionary_encode()
+    width = draw(st.integers(1, 3))
+    flat = _array(arrow_type, _values(arrow_type, n * width, draw))
+    if form == "fixed":
+        return pa.FixedSizeListArray.from_arrays(flat, width)
+    lengths = draw(st.lists(st.integers(0, width), min_size=n, max_size=n))  # ragged too
+    offsets = np.minimum(np.concatenate([[0], np.cumsum(lengths)]), n * width)
+    kind, dtype = (pa.ListArray, np.int32) if form == "list" else (pa.LargeListArray, np.int64)
+    return kind.from_arrays(pa.array(offsets.astype(dtype)), flat)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_any_table_is_read_or_refused_with_a_documented_error(tmp_path_factory, data):
+    """Columns of any type and form, nulls, NaN and infinities among them, duplicate and
+    dotted names, zero rows: every outcome is rows of finite numbers or `ParquetError`,
+    `InvalidInput` or `KeyError` (a missing label column) in one line naming the file."""
+    n = data.draw(st.integers(0, 5))
+    k = data.draw(st.integers(1, 3))
+    names = data.draw(st.lists(st.sampled_from(["a", "b.c", "y", "é"]), min_size=k, max_size=k))
+    table = pa.Table.from_arrays([data.draw(_columns(n)) for _ in range(k)], names=names)
+    path = tmp_path_factory.mktemp("any") / "any.parquet"
+    pq.write_table(table, path, row_group_size=data.draw(st.integers(1, 6)))
+    batch_size = data.draw(st.integers(1, 4))
+    try:
+        for X, _ in parquet.iter_batches(path, target="y", batch_size=batch_size):
+            assert np.isfinite(X.to_numpy()).all()
+        rows = list(parquet.iter_rows(path, target="y", batch_size=batch_size))
+        assert all(np.isfinite(list(x.values())).all() for x, _ in rows)
+    except (parquet.ParquetError, InvalidInput) as error:
+        assert "any.parquet" in str(error) and "\n" not in str(error)
+    except KeyError as error:
+        assert "y" not in names and "target column 'y'" in str(error)
