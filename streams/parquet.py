@@ -485,6 +485,14 @@ def _feature_table(X: np.ndarray, y, layout: str, feature_name: str, target_name
     return pa.Table.from_arrays(arrays, names=names)
 
 
+def _check_row_group_size(row_group_size) -> None:
+    # (A negative size wrote no file, and from_npz still counted its rows as written; from_river
+    # held every row in memory until the end.)
+    if isinstance(row_group_size, bool) or not isinstance(row_group_size, (int, np.integer)) \
+            or row_group_size < 1:
+        raise ValueError(f"row_group_size must be a whole number >= 1, got {row_group_size!r}")
+
+
 def write(
     path: str | os.PathLike,
     X: np.ndarray,
@@ -507,6 +515,7 @@ def write(
         Rows per row group: what a reader must decode at once.
 
     """
+    _check_row_group_size(row_group_size)
     X = np.asarray(X)
     if y is not None and len(y) != len(X):
         raise ValueError(f"{len(X)} samples but {len(y)} labels")
@@ -539,6 +548,7 @@ def from_npz(
 
     Returns the number of rows written. Pixels keep their dtype (uint8 stays uint8).
     """
+    _check_row_group_size(row_group_size)  # before the archive is read
     with np.load(npz_path, allow_pickle=False) as archive:
         X = archive[x_key]
         y = archive[y_key] if y_key is not None else None
@@ -561,6 +571,7 @@ def from_river(
     another feature raises `ValueError`, a missing one is written as null. Returns the number
     of rows written.
     """
+    _check_row_group_size(row_group_size)
     writer = None
     names: list | None = None
     known: set = set()

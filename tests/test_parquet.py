@@ -570,3 +570,21 @@ def test_any_table_is_read_or_refused_with_a_documented_error(tmp_path_factory, 
         assert "any.parquet" in str(error) and "\n" not in str(error)
     except KeyError as error:
         assert "y" not in names and "target column 'y'" in str(error)
+
+
+@pytest.mark.parametrize("size", [0, -1, 2.5, True])
+def test_a_row_group_size_that_is_no_whole_number_is_refused_before_writing(tmp_path, size):
+    """-1 wrote no file while `from_npz` returned the number of rows "written", and made
+    `from_river` hold every row in memory; 0 and 2.5 failed in Python's words."""
+    np.savez(tmp_path / "d.npz", X_train=np.ones((4, 2)), y_train=np.arange(4) % 2)
+    calls = [lambda: parquet.write(tmp_path / "w.parquet", np.ones((4, 2)), np.arange(4) % 2,
+                                   row_group_size=size),
+             lambda: parquet.from_npz(tmp_path / "d.npz", tmp_path / "n.parquet",
+                                      row_group_size=size),
+             lambda: parquet.from_river([({"a": 1.0}, 0)] * 4, tmp_path / "r.parquet",
+                                        row_group_size=size)]
+    for call in calls:
+        with pytest.raises(ValueError, match=rf"row_group_size must be a whole number >= 1, "
+                                             rf"got {size!r}"):
+            call()
+    assert sorted(os.listdir(tmp_path)) == ["d.npz"]
