@@ -142,7 +142,7 @@ _NOT_INPUTS = {"c": "complex numbers", "M": "dates or times", "m": "durations",
 
 def _check_declared(path, archive, name: str) -> None:
     """Refuse an array of the archive whose header declares more bytes than its member holds
-    (numpy would allocate them all before reading: a few bytes declaring terabytes were an
+    (numpy would allocate them all before reading: a few bytes declaring terabytes would be an
     out-of-memory error), Python objects, or inputs that are not real numbers."""
     member = name + ".npy" if name + ".npy" in archive.zip.namelist() else name
     try:

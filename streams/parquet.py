@@ -486,8 +486,8 @@ def _feature_table(X: np.ndarray, y, layout: str, feature_name: str, target_name
 
 
 def _check_row_group_size(row_group_size) -> None:
-    # (A negative size wrote no file, and from_npz still counted its rows as written; from_river
-    # held every row in memory until the end.)
+    # (With a negative size `write` would write no file, and `from_river` would hold every row
+    # in memory until the end.)
     if isinstance(row_group_size, bool) or not isinstance(row_group_size, (int, np.integer)) \
             or row_group_size < 1:
         raise ValueError(f"row_group_size must be a whole number >= 1, got {row_group_size!r}")
