@@ -320,7 +320,7 @@ def _leaves(arrow_type: pa.DataType) -> int:
         return _leaves(arrow_type.key_type) + _leaves(arrow_type.item_type)
     if pa.types.is_struct(arrow_type):
         return sum(_leaves(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
-    if isinstance(arrow_type, pa.ExtensionType):
+    if isinstance(arrow_type, pa.BaseExtensionType):  # (canonical ones too: tensors, uuid)
         return _leaves(arrow_type.storage_type)
     return 1
 

@@ -588,3 +588,14 @@ def test_a_row_group_size_that_is_no_whole_number_is_refused_before_writing(tmp_
                                              rf"got {size!r}"):
             call()
     assert sorted(os.listdir(tmp_path)) == ["d.npz"]
+
+
+def test_an_extension_column_of_several_leaves_beside_the_features_is_counted_right(tmp_path):
+    """A column of a canonical extension type stored as a struct (two Parquet leaves) is not a
+    feature here; counting it as one leaf shifted every later column in the size check."""
+    storage = pa.array([{"p": 1.0, "q": 2.0}] * 3)
+    shapes = pa.ExtensionArray.from_storage(pa.opaque(storage.type, "shape", "vendor"), storage)
+    path = tmp_path / "extension.parquet"
+    pq.write_table(pa.table({"g": shapes, "a": [0.5, 0.25, 0.125], "y": [0, 1, 0]}), path)
+    assert list(parquet.iter_rows(path, target="y", features=["a"])) == [
+        ({"a": 0.5}, 0), ({"a": 0.25}, 1), ({"a": 0.125}, 0)]
