@@ -95,7 +95,8 @@ class _Layout:
             raise ParquetError(f"{where}: the column name {twice[0]!r} appears "
                                f"{schema.names.count(twice[0])} times; a column read must have "
                                "a name of its own (rename the others, or choose the features)")
-        missing = [name for name in features if name not in schema.names]
+        present = set(schema.names)  # (`schema.names` is a new list at each call)
+        missing = [name for name in features if name not in present]
         if missing:
             raise KeyError(f"feature columns {missing} are not in {schema.names}")
         if target is not None and target in features:
@@ -302,7 +303,7 @@ def _check_declared(path: str, metadata: pq.FileMetaData, layout: _Layout, schem
             owner = owners[c] if c < len(owners) else None
             if owner not in variable:
                 continue
-            declared = 8 * max(column.num_values, 0) if owner in layout.features \
+            declared = 8 * max(column.num_values, 0) if owner != layout.target \
                 else max(column.total_uncompressed_size, 0)
             if declared > max_list_bytes:
                 raise ParquetError(

@@ -599,3 +599,32 @@ def test_an_extension_column_of_several_leaves_beside_the_features_is_counted_ri
     pq.write_table(pa.table({"g": shapes, "a": [0.5, 0.25, 0.125], "y": [0, 1, 0]}), path)
     assert list(parquet.iter_rows(path, target="y", features=["a"])) == [
         ({"a": 0.5}, 0), ({"a": 0.25}, 1), ({"a": 0.125}, 0)]
+
+
+class _CountingSchema:
+    """A schema that counts how often its list of names is built (once per access)."""
+
+    def __init__(self, schema):
+        self._schema, self.names_built = schema, 0
+
+    @property
+    def names(self):
+        self.names_built += 1
+        return self._schema.names
+
+    def field(self, name):
+        return self._schema.field(name)
+
+
+@pytest.mark.parametrize("features", [None, "all"])
+def test_planning_a_wide_table_takes_time_linear_in_its_columns(features):
+    """Each feature's presence was checked against `schema.names`, a new list of every name at
+    each access: quadratic, 13 s for 8,000 columns and hours for the million a row may hold.
+    The list is now built a fixed number of times, whatever the width."""
+    width = 3000
+    schema = pa.schema([(f"c{i}", pa.float64()) for i in range(width)] + [("y", pa.int8())])
+    counting = _CountingSchema(schema)
+    chosen = [f"c{i}" for i in range(width)] if features == "all" else None
+    layout = parquet._Layout(counting, "y", chosen)
+    assert len(layout.features) == width
+    assert counting.names_built <= 4
