@@ -116,7 +116,7 @@ def load_npz(path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarra
             try:
                 arrays[name] = archive[name]
             except (ValueError, zipfile.BadZipFile, zlib.error, EOFError,
-                    NotImplementedError) as error:
+                    NotImplementedError, RuntimeError) as error:
                 # (Object arrays are refused from their header: pickles are never loaded.)
                 raise ValueError(f"{path} is not a readable .npz archive ({name}: {error})"
                                  ) from None
@@ -154,8 +154,10 @@ def _check_declared(path, archive, name: str) -> None:
             header = f.tell()
     except (ValueError, TypeError, SyntaxError):
         raise ValueError(f"{path}: {name} is not an array (.npy) numpy can read") from None
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError) as error:
-        # (NotImplementedError: a compression method zipfile lacks, deflate64 or a damaged one)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError,
+            RuntimeError) as error:
+        # (NotImplementedError: a compression method zipfile lacks, deflate64 or a damaged one;
+        # RuntimeError: an encrypted member, which needs a password)
         raise ValueError(f"{path} is not a readable .npz archive ({name}: {error})") from None
     if dtype.hasobject:
         raise ValueError(f"{path}: {name} holds Python objects, which are never loaded "

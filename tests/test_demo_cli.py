@@ -451,6 +451,17 @@ def _compression_method(good: bytes, method: int) -> bytes:
     return bytes(data)
 
 
+def _encrypted(good: bytes) -> bytes:
+    """`good` (a zip) with every member marked as encrypted (flag bit 0)."""
+    data = bytearray(good)
+    for signature, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        at = data.find(signature)
+        while at >= 0:
+            data[at + offset] |= 1
+            at = data.find(signature, at + 1)
+    return bytes(data)
+
+
 @pytest.mark.parametrize("content, message", [
     (lambda good: b"not an archive\n", "bad.npz is not an .npz archive"),
     # Deflate64 (Windows' zip of large files) or a damaged method: "unexpected
@@ -458,6 +469,9 @@ def _compression_method(good: bytes, method: int) -> bytes:
     (lambda good: _compression_method(good, 9), "bad.npz is not a readable .npz archive "
                                                "(X_train: That compression method is not "
                                                "supported)"),
+    # An encrypted member: "unexpected RuntimeError" (exit status 1 from `serve --replay`).
+    (_encrypted, "bad.npz is not a readable .npz archive (X_train: File 'X_train.npy' is "
+                 "encrypted, password required for extraction)"),
     (lambda good: good[:200], "bad.npz is not a readable .npz archive"),
     (lambda good: good[:-30], "bad.npz is not a readable .npz archive"),
     (lambda good: None, "bad.npz: y_train holds Python objects"),  # labels as objects
