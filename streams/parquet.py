@@ -336,6 +336,7 @@ def _plan(source: Source, target, features, max_list_bytes: int):
         name = "the dataset" if isinstance(source, ds.Dataset) else os.fspath(source)
         raise ParquetError(f"{name} holds no Parquet file")
     layout = None
+    label_kind = None
     for path in files:
         try:
             with _open(path, filesystem) as reader:
@@ -359,8 +360,31 @@ def _plan(source: Source, target, features, max_list_bytes: int):
                 if None not in (first, width) and first != width:
                     raise ParquetError(f"{path}: its list column {name!r} holds {width} values "
                                        f"a row, {first} in {files[0]}")
+        if target is not None:
+            kind = _label_kind(schema.field(target).type)
+            if label_kind is None:
+                label_kind = kind
+            elif kind not in (label_kind, None):
+                raise ParquetError(f"{path}: its label column {target!r} holds {kind}, "
+                                   f"{label_kind} in {files[0]}: a label written both ways "
+                                   "would be two classes (1 and '1')")
         _check_declared(path, metadata, mine, schema, max_list_bytes)
     return layout, files, filesystem
+
+
+def _label_kind(arrow_type: pa.DataType) -> str | None:
+    """What a label column holds, as far as equal labels go: 1, 1.0 and True are one label in
+    Python, 1 and "1" are two. None for a column of nulls only (rows without a label), which
+    goes with any other."""
+    if pa.types.is_null(arrow_type):
+        return None
+    if pa.types.is_dictionary(arrow_type):
+        arrow_type = arrow_type.value_type
+    if _is_numeric(arrow_type):
+        return "numbers"
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return "strings"
+    return str(arrow_type)
 
 
 def _batches(source, target, features, batch_size, max_list_bytes=MAX_LIST_BYTES):

@@ -628,3 +628,23 @@ def test_planning_a_wide_table_takes_time_linear_in_its_columns(features):
     layout = parquet._Layout(counting, "y", chosen)
     assert len(layout.features) == width
     assert counting.names_built <= 4
+
+
+def test_a_directory_whose_files_write_the_labels_differently_is_refused_up_front(tmp_path):
+    """A file of labels 0 and 1 beside one of "0" and "1": four classes, and a binary model
+    refused the third one only after learning the first file. Ints, floats and booleans are
+    one kind (1 == 1.0 == True is one label)."""
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    pq.write_table(pa.table({"a": [0.5, 0.25], "y": pa.array([0, 1], pa.int8())}),
+                   folder / "1.parquet")
+    pq.write_table(pa.table({"a": [0.5, 0.25], "y": [0.0, 1.0]}), folder / "2.parquet")
+    # Rows without labels (a column of nulls only) go with any labels.
+    pq.write_table(pa.table({"a": [0.5], "y": pa.array([None], pa.null())}),
+                   folder / "2b.parquet")
+    assert [y for _, y in parquet.iter_rows(folder, target="y")] == [0, 1, 0, 1, None]
+    pq.write_table(pa.table({"a": [0.5, 0.25], "y": ["0", "1"]}), folder / "3.parquet")
+    with pytest.raises(parquet.ParquetError, match=r"3\.parquet: its label column 'y' holds "
+                                                   r"strings, numbers in .*1\.parquet"):
+        next(parquet.iter_rows(folder, target="y"))
+    assert len(list(parquet.iter_rows(folder, features=["a"]))) == 7  # no target: no labels
