@@ -120,6 +120,8 @@ class _Layout:
             if pa.types.is_fixed_size_list(schema.field(name).type) else None
             for name in features]
         self.names: list | None = None
+        # Values a row holds by the schema (a variable list counts 1: its width is the data's).
+        self.row_values = sum(width or 1 for width in self.widths)
 
     def columns(self) -> list[str]:
         return self.features + ([self.target] if self.target is not None else [])
@@ -218,6 +220,11 @@ MAX_LIST_BYTES = 2**28
 #: Bytes the reader buffers from the file per column: pages are read through it, never a whole
 #: column chunk.
 _READ_BUFFER = 2**20
+#: `iter_rows` reads at most this many bytes of rows (as float64) at a time, whatever
+#: `batch_size`, and turns at most `_ROWS_PYTHON_VALUES` values at a time into Python floats
+#: (about 32 bytes each in a list and a dict).
+_ROWS_READ_BYTES = 2**25
+_ROWS_PYTHON_VALUES = 2**16
 
 
 class ParquetError(ValueError):
@@ -387,10 +394,15 @@ def _label_kind(arrow_type: pa.DataType) -> str | None:
     return str(arrow_type)
 
 
-def _batches(source, target, features, batch_size, max_list_bytes=MAX_LIST_BYTES):
+def _batches(source, target, features, batch_size, max_list_bytes=MAX_LIST_BYTES,
+             max_read_bytes=None):
+    """`(names, X, labels)` per batch of at most `batch_size` rows; with `max_read_bytes`, of
+    at most as many rows as fit in it (as float64, by the row size the schema declares)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     layout, files, filesystem = _plan(source, target, features, max_list_bytes)
+    if max_read_bytes is not None:
+        batch_size = min(batch_size, max(1, max_read_bytes // (8 * layout.row_values)))
     if isinstance(source, ds.Dataset) and not isinstance(source, ds.FileSystemDataset):
         yield from _file_batches("dataset", source.to_batches(
             columns=layout.columns(), batch_size=batch_size), layout)
@@ -481,12 +493,18 @@ def iter_rows(
 ) -> typing.Iterator[tuple[dict, typing.Any]]:
     """Yield `(x, y)` pairs for `learn_one`, reading `batch_size` rows at a time.
 
-    Same parameters as `iter_batches`; `y` is None when no target is given.
+    Same parameters as `iter_batches`; `y` is None when no target is given. Rows are read as
+    many at a time as fit in `_ROWS_READ_BYTES` too, and become Python numbers a few at a
+    time: wide rows (an image of 100,000 pixels) cost a few rows' memory, not a batch's.
     """
-    for names, X, labels in _batches(source, target, features, batch_size, max_list_bytes):
+    for names, X, labels in _batches(source, target, features, batch_size, max_list_bytes,
+                                     max_read_bytes=_ROWS_READ_BYTES):
         labels = labels if labels is not None else [None] * len(X)
-        for values, label in zip(X.tolist(), labels):
-            yield dict(zip(names, values)), label
+        step = max(1, _ROWS_PYTHON_VALUES // max(X.shape[1], 1))
+        for start in range(0, len(X), step):
+            for values, label in zip(X[start:start + step].tolist(),
+                                     labels[start:start + step]):
+                yield dict(zip(names, values)), label
 
 
 # -- writing ----------------------------------------------------------------------------------

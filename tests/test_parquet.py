@@ -648,3 +648,38 @@ def test_a_directory_whose_files_write_the_labels_differently_is_refused_up_fron
                                                    r"strings, numbers in .*1\.parquet"):
         next(parquet.iter_rows(folder, target="y"))
     assert len(list(parquet.iter_rows(folder, features=["a"]))) == 7  # no target: no labels
+
+
+_MEASURE_ROWS = textwrap.dedent("""
+    import json, sys, tracemalloc
+    import pyarrow as pa
+    from river_advsvm.streams import parquet
+    parquet._ROWS_READ_BYTES = 2**20  # (small, for a small test: 1 MB of rows per read)
+    parquet._ROWS_PYTHON_VALUES = 2**14
+    pool = pa.default_memory_pool()
+    tracemalloc.start()
+    rows = 0
+    for x, y in parquet.iter_rows(sys.argv[1], target="y"):
+        rows += 1
+    print(json.dumps({"rows": rows, "arrow_max": pool.max_memory(),
+                      "python_peak": tracemalloc.get_traced_memory()[1]}))
+""")
+
+
+def test_iter_rows_of_wide_rows_holds_a_few_rows_not_a_batch(tmp_path):
+    """Rows of 10,000 values: `iter_rows` read `batch_size` (1,024) of them at once and made
+    every value of the batch a Python float before yielding the first row (for 1,024 rows of
+    100,000 values, a 5 KB file, the process grew by 5.7 GB). It now reads as many rows as fit
+    in `_ROWS_READ_BYTES` (1 MB here) and converts a few at a time."""
+    width, n = 10_000, 256
+    path = tmp_path / "wide-rows.parquet"
+    column = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(width * n, np.uint8)), width)
+    pq.write_table(pa.table({"x": column, "y": np.zeros(n, np.int8)}), path, row_group_size=64)
+    result = subprocess.run([sys.executable, "-c", _MEASURE_ROWS, str(path)],
+                            capture_output=True, text=True, check=True, cwd=REPO,
+                            env=dict(os.environ, PYTHONPATH=REPO))
+    numbers = json.loads(result.stdout)
+    assert numbers["rows"] == n
+    batch_bytes = 8 * width * n  # 20 MB: the float64 batch read at once
+    assert numbers["arrow_max"] <= batch_bytes / 4
+    assert numbers["python_peak"] <= batch_bytes / 4  # (its Python floats: 80 MB)
