@@ -179,7 +179,9 @@ def _is_complete(path: pathlib.Path) -> bool:
     a damaged zip, or another kind of file (written over, or copied in half), which a fetch
     then writes again."""
     try:
-        archive = np.load(path)
+        # (mmap_mode: a single .npy array is mapped, not read: one declaring terabytes over a
+        # few bytes is refused by the mapping instead of allocated.)
+        archive = np.load(path, mmap_mode="r")
     except (OSError, ValueError, EOFError, zipfile.BadZipFile):
         return False
     if not isinstance(archive, np.lib.npyio.NpzFile):  # a single .npy array

@@ -77,7 +77,11 @@ def _checked_samples(source: str, target: str, limit, pair):
     try:
         samples = iter(replay_samples(source, target, limit, pair))
         first = next(samples, None)
-    except (KeyError, OSError, ValueError) as error:
+    except KeyError as error:  # a column the file lacks (str() of a KeyError is its repr)
+        message = error.args[0] if len(error.args) == 1 else error
+        raise ValueError(f"--replay {source}: cannot read it ({message}; name the label column "
+                         "with --replay-target)") from None
+    except (OSError, ValueError) as error:
         raise ValueError(f"--replay {source}: cannot read it ({error})") from None
     if first is None:
         raise ValueError(f"--replay {source}: no samples to replay")

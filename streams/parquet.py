@@ -69,6 +69,8 @@ def _is_list(arrow_type: pa.DataType) -> bool:
 
 
 def _is_numeric(arrow_type: pa.DataType) -> bool:
+    if pa.types.is_dictionary(arrow_type):  # numbers stored once each: numbers still
+        arrow_type = arrow_type.value_type
     return (
         pa.types.is_integer(arrow_type)
         or pa.types.is_floating(arrow_type)
@@ -86,13 +88,21 @@ class _Layout:
             raise KeyError(f"target column {target!r} is not in {schema.names}")
         if features is None:
             features = [name for name in schema.names if name != target]
-        missing = [name for name in features if name not in schema.names]
+        # (pyarrow says a column that appears twice "does not exist in schema".)
+        twice = [name for name, count in collections.Counter(schema.names).items()
+                 if count > 1 and (name == target or name in features)]
+        if twice:
+            raise ParquetError(f"{where}: the column name {twice[0]!r} appears "
+                               f"{schema.names.count(twice[0])} times; a column read must have "
+                               "a name of its own (rename the others, or choose the features)")
+        present = set(schema.names)  # (`schema.names` is a new list at each call)
+        missing = [name for name in features if name not in present]
         if missing:
             raise KeyError(f"feature columns {missing} are not in {schema.names}")
         if target is not None and target in features:
             raise ValueError(f"{target!r} is both the target and a feature")
         if not features:
-            raise ValueError("no feature columns")
+            raise ParquetError(f"{where}: no feature columns (it holds {schema.names})")
         for name in features:
             arrow_type = schema.field(name).type
             value_type = arrow_type.value_type if _is_list(arrow_type) else arrow_type
@@ -110,6 +120,8 @@ class _Layout:
             if pa.types.is_fixed_size_list(schema.field(name).type) else None
             for name in features]
         self.names: list | None = None
+        # Values a row holds by the schema (a variable list counts 1: its width is the data's).
+        self.row_values = sum(width or 1 for width in self.widths)
 
     def columns(self) -> list[str]:
         return self.features + ([self.target] if self.target is not None else [])
@@ -141,6 +153,10 @@ class _Layout:
             else:
                 block = _to_float(column)[:, None]
             blocks.append(block)
+        width = sum(block.shape[1] for block in blocks)
+        if 8 * width > MAX_ROW_BYTES:  # variable lists: their width is known only now
+            raise ParquetError(f"its rows hold {width} values, over the {MAX_ROW_BYTES // 8} "
+                               "a row may hold")  # (the caller names the file)
         self._fix_names()
         X = blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=1)
         if not X.shape[1]:  # empty lists: rows without a feature (the Kafka service's empty_x)
@@ -193,7 +209,8 @@ def _to_float(array: pa.Array) -> np.ndarray:
 
 
 #: The most bytes one row may declare, as the float64 values it becomes (over the columns read):
-#: a million values, the most inputs a model takes.
+#: a million values, the most inputs a model takes. Rows of variable-length lists, whose width the
+#: schema does not say, are held to it as their first batch is read.
 MAX_ROW_BYTES = 8 * MAX_FEATURES_LIMIT
 #: The most bytes of values a variable-length list column may declare in one row group, as
 #: float64. One row of such a column may hold all of them, so this is what reading one row of
@@ -203,6 +220,11 @@ MAX_LIST_BYTES = 2**28
 #: Bytes the reader buffers from the file per column: pages are read through it, never a whole
 #: column chunk.
 _READ_BUFFER = 2**20
+#: `iter_rows` reads at most this many bytes of rows (as float64) at a time, whatever
+#: `batch_size`, and turns at most `_ROWS_PYTHON_VALUES` values at a time into Python floats
+#: (about 32 bytes each in a list and a dict).
+_ROWS_READ_BYTES = 2**25
+_ROWS_PYTHON_VALUES = 2**16
 
 
 class ParquetError(ValueError):
@@ -214,6 +236,14 @@ def _files(source: Source) -> tuple[list, typing.Any]:
     """The files of a source and the filesystem to open them with (None: the local one); no
     files for a dataset that is not made of files."""
     if isinstance(source, ds.FileSystemDataset):
+        # Its files are streamed whole, through the reader's own checks; a filter set with
+        # `Dataset.filter` (kept in its scan options) would be ignored, and the rows it
+        # excludes learned.
+        condition = (getattr(source, "_scan_options", None) or {}).get("filter")
+        if condition is not None:
+            raise ParquetError(f"the dataset has a filter ({condition}), which is not applied "
+                               "when its files are streamed: filter the rows this yields, or "
+                               "write the rows to learn to files of their own")
         return list(source.files), source.filesystem
     if isinstance(source, ds.Dataset):
         return [], None
@@ -226,6 +256,18 @@ def _files(source: Source) -> tuple[list, typing.Any]:
         dataset = ds.dataset(path, format="parquet")
     except (pa.ArrowException, OSError) as error:
         raise ParquetError(f"{path}: {_one_line(error)}") from None
+    # pyarrow follows links: a link to a file of the directory (or to a directory above it, a
+    # loop it follows as deep as paths go) would have the same rows learned again.
+    seen: dict = {}
+    for file in dataset.files:
+        try:
+            stat = os.stat(file)
+        except OSError as error:
+            raise ParquetError(f"{file}: {_one_line(error)}") from None
+        first = seen.setdefault((stat.st_dev, stat.st_ino), file)
+        if first != file:
+            raise ParquetError(f"{path}: {file} is {first} again (through a link): its rows "
+                               "would be read twice (remove the link)")
     return list(dataset.files), dataset.filesystem
 
 
@@ -255,20 +297,40 @@ def _check_declared(path: str, metadata: pq.FileMetaData, layout: _Layout, schem
                 if is_list and not pa.types.is_fixed_size_list(schema.field(name).type)}
     if layout.target is not None and not _is_numeric(schema.field(layout.target).type):
         variable.add(layout.target)  # a string label may be as long as its row group
+    # The column each leaf belongs to, by position: a path in the schema joins its names with
+    # dots, and a column may have dots in its name ("x.y" would be column "x").
+    owners = [field.name for field in schema for _ in range(_leaves(field.type))]
+    if metadata.num_row_groups and len(owners) != metadata.row_group(0).num_columns:
+        raise ParquetError(f"{path}: its schema has {len(owners)} leaf columns, its row groups "
+                           f"{metadata.row_group(0).num_columns}")
     for g in range(metadata.num_row_groups):
         group = metadata.row_group(g)
         for c in range(group.num_columns):
             column = group.column(c)
-            if column.path_in_schema.split(".")[0] not in variable:
+            owner = owners[c] if c < len(owners) else None
+            if owner not in variable:
                 continue
-            declared = 8 * max(column.num_values, 0) if column.path_in_schema.split(".")[0] \
-                in layout.features else max(column.total_uncompressed_size, 0)
+            declared = 8 * max(column.num_values, 0) if owner != layout.target \
+                else max(column.total_uncompressed_size, 0)
             if declared > max_list_bytes:
                 raise ParquetError(
                     f"{path}: row group {g} declares {declared} bytes of column "
                     f"{column.path_in_schema!r}, over the {max_list_bytes} allowed for a column "
                     "whose rows have no fixed size (max_list_bytes; or write the file with "
                     "smaller row groups, or as a fixed-size list)")
+
+
+def _leaves(arrow_type: pa.DataType) -> int:
+    """How many Parquet leaf columns a column of `arrow_type` is stored as."""
+    if _is_list(arrow_type) or pa.types.is_dictionary(arrow_type):
+        return _leaves(arrow_type.value_type)
+    if pa.types.is_map(arrow_type):
+        return _leaves(arrow_type.key_type) + _leaves(arrow_type.item_type)
+    if pa.types.is_struct(arrow_type):
+        return sum(_leaves(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+    if isinstance(arrow_type, pa.BaseExtensionType):  # (canonical ones too: tensors, uuid)
+        return _leaves(arrow_type.storage_type)
+    return 1
 
 
 def _plan(source: Source, target, features, max_list_bytes: int):
@@ -281,6 +343,7 @@ def _plan(source: Source, target, features, max_list_bytes: int):
         name = "the dataset" if isinstance(source, ds.Dataset) else os.fspath(source)
         raise ParquetError(f"{name} holds no Parquet file")
     layout = None
+    label_kind = None
     for path in files:
         try:
             with _open(path, filesystem) as reader:
@@ -304,14 +367,42 @@ def _plan(source: Source, target, features, max_list_bytes: int):
                 if None not in (first, width) and first != width:
                     raise ParquetError(f"{path}: its list column {name!r} holds {width} values "
                                        f"a row, {first} in {files[0]}")
+        if target is not None:
+            kind = _label_kind(schema.field(target).type)
+            if label_kind is None:
+                label_kind = kind
+            elif kind not in (label_kind, None):
+                raise ParquetError(f"{path}: its label column {target!r} holds {kind}, "
+                                   f"{label_kind} in {files[0]}: a label written both ways "
+                                   "would be two classes (1 and '1')")
         _check_declared(path, metadata, mine, schema, max_list_bytes)
     return layout, files, filesystem
 
 
-def _batches(source, target, features, batch_size, max_list_bytes=MAX_LIST_BYTES):
+def _label_kind(arrow_type: pa.DataType) -> str | None:
+    """What a label column holds, as far as equal labels go: 1, 1.0 and True are one label in
+    Python, 1 and "1" are two. None for a column of nulls only (rows without a label), which
+    goes with any other."""
+    if pa.types.is_null(arrow_type):
+        return None
+    if pa.types.is_dictionary(arrow_type):
+        arrow_type = arrow_type.value_type
+    if _is_numeric(arrow_type):
+        return "numbers"
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return "strings"
+    return str(arrow_type)
+
+
+def _batches(source, target, features, batch_size, max_list_bytes=MAX_LIST_BYTES,
+             max_read_bytes=None):
+    """`(names, X, labels)` per batch of at most `batch_size` rows; with `max_read_bytes`, of
+    at most as many rows as fit in it (as float64, by the row size the schema declares)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     layout, files, filesystem = _plan(source, target, features, max_list_bytes)
+    if max_read_bytes is not None:
+        batch_size = min(batch_size, max(1, max_read_bytes // (8 * layout.row_values)))
     if isinstance(source, ds.Dataset) and not isinstance(source, ds.FileSystemDataset):
         yield from _file_batches("dataset", source.to_batches(
             columns=layout.columns(), batch_size=batch_size), layout)
@@ -402,12 +493,18 @@ def iter_rows(
 ) -> typing.Iterator[tuple[dict, typing.Any]]:
     """Yield `(x, y)` pairs for `learn_one`, reading `batch_size` rows at a time.
 
-    Same parameters as `iter_batches`; `y` is None when no target is given.
+    Same parameters as `iter_batches`; `y` is None when no target is given. Rows are read as
+    many at a time as fit in `_ROWS_READ_BYTES` too, and become Python numbers a few at a
+    time: wide rows (an image of 100,000 pixels) cost a few rows' memory, not a batch's.
     """
-    for names, X, labels in _batches(source, target, features, batch_size, max_list_bytes):
+    for names, X, labels in _batches(source, target, features, batch_size, max_list_bytes,
+                                     max_read_bytes=_ROWS_READ_BYTES):
         labels = labels if labels is not None else [None] * len(X)
-        for values, label in zip(X.tolist(), labels):
-            yield dict(zip(names, values)), label
+        step = max(1, _ROWS_PYTHON_VALUES // max(X.shape[1], 1))
+        for start in range(0, len(X), step):
+            for values, label in zip(X[start:start + step].tolist(),
+                                     labels[start:start + step]):
+                yield dict(zip(names, values)), label
 
 
 # -- writing ----------------------------------------------------------------------------------
@@ -429,6 +526,14 @@ def _feature_table(X: np.ndarray, y, layout: str, feature_name: str, target_name
         arrays.append(pa.array(np.asarray(y)))
         names.append(target_name)
     return pa.Table.from_arrays(arrays, names=names)
+
+
+def _check_row_group_size(row_group_size) -> None:
+    # (With a negative size `write` would write no file, and `from_river` would hold every row
+    # in memory until the end.)
+    if isinstance(row_group_size, bool) or not isinstance(row_group_size, (int, np.integer)) \
+            or row_group_size < 1:
+        raise ValueError(f"row_group_size must be a whole number >= 1, got {row_group_size!r}")
 
 
 def write(
@@ -453,6 +558,7 @@ def write(
         Rows per row group: what a reader must decode at once.
 
     """
+    _check_row_group_size(row_group_size)
     X = np.asarray(X)
     if y is not None and len(y) != len(X):
         raise ValueError(f"{len(X)} samples but {len(y)} labels")
@@ -485,6 +591,7 @@ def from_npz(
 
     Returns the number of rows written. Pixels keep their dtype (uint8 stays uint8).
     """
+    _check_row_group_size(row_group_size)  # before the archive is read
     with np.load(npz_path, allow_pickle=False) as archive:
         X = archive[x_key]
         y = archive[y_key] if y_key is not None else None
@@ -507,6 +614,7 @@ def from_river(
     another feature raises `ValueError`, a missing one is written as null. Returns the number
     of rows written.
     """
+    _check_row_group_size(row_group_size)
     writer = None
     names: list | None = None
     known: set = set()

@@ -116,7 +116,7 @@ def test_the_benchmarks_load_what_fetch_wrote(tmp_path, mirrors):
                                                                         [1, 7]).sum()
 
 
-@pytest.mark.parametrize("damage", ["truncated", "empty", "an npy array"])
+@pytest.mark.parametrize("damage", ["truncated", "empty", "an npy array", "an npy bomb"])
 def test_a_damaged_npz_in_the_directory_is_fetched_again(tmp_path, mirrors, capsys, damage):
     arrays = mnist_like()
     serve(mirrors, "mnist", {k: idx_bytes(v) for k, v in arrays.items()})
@@ -127,9 +127,14 @@ def test_a_damaged_npz_in_the_directory_is_fetched_again(tmp_path, mirrors, caps
         path.write_bytes(whole[: len(whole) // 2])
     elif damage == "empty":  # EOFError
         path.write_bytes(b"")
-    else:  # np.load returns the array, which is no context manager (TypeError)
+    elif damage == "an npy array":  # np.load returns the array, no context manager (TypeError)
         with open(path, "wb") as f:
             np.save(f, np.zeros(3))
+    else:  # an array declaring 8 TB over 64 bytes: np.load allocated them (MemoryError)
+        with open(path, "wb") as f:
+            np.lib.format.write_array_header_1_0(
+                f, {"descr": "<f8", "fortran_order": False, "shape": (10**12,)})
+            f.write(bytes(64))
     capsys.readouterr()
     assert cli.main(["data", "fetch", "mnist", "--out", str(tmp_path)]) == 0
     assert capsys.readouterr().out.splitlines() == [str(path)]

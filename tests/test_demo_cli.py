@@ -440,8 +440,38 @@ def test_an_npz_label_that_is_no_label_is_named_with_its_row(capsys, tmp_path, m
     assert code == 2 and out == ""
     assert err == f"advsvm demo: bad.npz: row 3 of y_{part}: {message}\n"
 
+def _compression_method(good: bytes, method: int) -> bytes:
+    """`good` (a zip) with every member's compression method set to `method`."""
+    data = bytearray(good)
+    for signature, offset in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):
+        at = data.find(signature)
+        while at >= 0:
+            data[at + offset:at + offset + 2] = method.to_bytes(2, "little")
+            at = data.find(signature, at + 1)
+    return bytes(data)
+
+
+def _encrypted(good: bytes) -> bytes:
+    """`good` (a zip) with every member marked as encrypted (flag bit 0)."""
+    data = bytearray(good)
+    for signature, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        at = data.find(signature)
+        while at >= 0:
+            data[at + offset] |= 1
+            at = data.find(signature, at + 1)
+    return bytes(data)
+
+
 @pytest.mark.parametrize("content, message", [
     (lambda good: b"not an archive\n", "bad.npz is not an .npz archive"),
+    # Deflate64 (Windows' zip of large files) or a damaged method: "unexpected
+    # NotImplementedError" (and exit status 1, an unexpected error, from `serve --replay`).
+    (lambda good: _compression_method(good, 9), "bad.npz is not a readable .npz archive "
+                                               "(X_train: That compression method is not "
+                                               "supported)"),
+    # An encrypted member: "unexpected RuntimeError" (exit status 1 from `serve --replay`).
+    (_encrypted, "bad.npz is not a readable .npz archive (X_train: File 'X_train.npy' is "
+                 "encrypted, password required for extraction)"),
     (lambda good: good[:200], "bad.npz is not a readable .npz archive"),
     (lambda good: good[:-30], "bad.npz is not a readable .npz archive"),
     (lambda good: None, "bad.npz: y_train holds Python objects"),  # labels as objects
@@ -516,3 +546,63 @@ def test_the_robustness_report_example_runs_on_the_digits(tmp_path):
             line.startswith("certified")]
     for attack in ("FGSM", "PGD-10", "C&W-L2", "ZOO", "certified"):
         assert rows.count(attack) >= 2 * 2, attack  # two radii, two models at least
+
+
+def _npz_declaring(path, shape, y=np.resize([1, 2], 40), data=b"\0" * 64):
+    """An .npz whose X_train header declares `shape` (float64) over `data`: a few bytes that
+    numpy would allocate in full before finding them short."""
+    import zipfile
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": shape})
+    labels = io.BytesIO()
+    np.save(labels, y)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("X_train.npy", header.getvalue() + data)
+        archive.writestr("y_train.npy", labels.getvalue())
+
+
+@pytest.mark.parametrize("X, message", [
+    # Each ran the demo on numbers numpy made of them, or failed in numpy's words.
+    (np.full((40, 2), 1 + 2j), "bad.npz: X_train holds complex numbers (complex128); inputs "
+                               "must be numbers"),
+    (np.full((40, 2), "2020-01-01", "datetime64[D]"), "bad.npz: X_train holds dates or times"),
+    (np.arange(80, dtype="timedelta64[s]").reshape(40, 2), "bad.npz: X_train holds durations"),
+    (np.full((40, 2), "a"), "bad.npz: X_train holds strings (<U1)"),
+    (np.full((40, 2), b"a"), "bad.npz: X_train holds bytes (|S1)"),
+    (np.zeros(40, [("a", "f8"), ("b", "f8")]), "bad.npz: X_train holds records or raw bytes"),
+    # 8 TB declared: "unexpected MemoryError" (and exit 5 from `serve --replay`).
+    ((10**12, 1), "bad.npz: X_train declares 8,000,000,000,000 bytes of values (shape "
+                  "(1000000000000, 1), float64) but its member holds 64"),
+    # 8 GB declared: numpy allocated them, found the data short, and the demo said the
+    # array held Python objects.
+    ((40, 2**25), "bad.npz: X_train declares 10,737,418,240 bytes of values"),
+])
+def test_an_npz_of_inputs_that_are_no_numbers_or_that_lie_about_their_size(
+        capsys, tmp_path, monkeypatch, X, message):
+    monkeypatch.chdir(tmp_path)
+    if isinstance(X, tuple):
+        _npz_declaring("bad.npz", X)
+    else:
+        np.savez("bad.npz", X_train=X, y_train=np.resize([1, 2], 40))
+    code, out, err = run(capsys, "--data", "bad.npz", "--all")
+    assert code == 2 and out == ""
+    assert err.startswith(f"advsvm demo: {message}") and err.count("\n") == 1, err
+    assert "unexpected" not in err and "Python objects" not in err
+
+
+def test_serve_replay_of_an_npz_declaring_terabytes_is_a_usage_error(capsys, tmp_path):
+    """`advsvm serve --local-broker --replay` reads the file before starting any broker; the
+    MemoryError of a file declaring 8 TB was exit status 5 (a fault of the machine: restart),
+    and a supervisor restarted it forever."""
+    pytest.importorskip("kafka")
+    from river_advsvm.streams import cli as streams_cli
+
+    path = tmp_path / "bomb.npz"
+    _npz_declaring(path, (10**12, 1))
+    code = streams_cli.main(["--local-broker", "--replay", str(path),
+                             "--checkpoint-dir", str(tmp_path / "ck")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "declares 8,000,000,000,000 bytes" in err

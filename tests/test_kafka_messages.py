@@ -396,3 +396,19 @@ def test_a_replayed_file_that_is_no_npz_archive_is_refused_in_one_line(tmp_path,
     message = str(caught.value)
     assert "junk.npz" in message and "archive" in message
     assert "pickle" not in message
+
+
+def test_a_replayed_parquet_file_without_its_label_column_says_how_to_name_it(tmp_path):
+    """The KeyError came out as its repr, in quotes ("target column 'y' is not in ['a']"), and
+    without the option that names the label column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from river_advsvm.streams import local
+
+    path = tmp_path / "unlabelled.parquet"
+    pq.write_table(pa.table({"a": [0.5, 0.25]}), path)
+    with pytest.raises(ValueError) as caught:
+        local._checked_samples(str(path), "y", None, None)
+    assert str(caught.value) == (f"--replay {path}: cannot read it (target column 'y' is not in "
+                                 "['a']; name the label column with --replay-target)")

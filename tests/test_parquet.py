@@ -373,3 +373,313 @@ def test_a_directory_with_a_bad_file_is_refused_before_the_first_batch(tmp_path)
         batches = parquet.iter_batches(folder, target="y")
         with pytest.raises(parquet.ParquetError, match=r"2\.parquet: "):
             next(batches)  # not one batch of 1.parquet first
+
+
+@pytest.mark.parametrize("names, features, twice", [
+    (["a", "a", "y"], None, "a"),  # two feature columns named alike
+    (["a", "y", "y"], None, "y"),  # two label columns
+    (["a", "b", "b", "y"], ["a", "b"], "b"),
+])
+def test_a_column_name_that_appears_twice_is_refused_naming_it(tmp_path, names, features,
+                                                                twice):
+    """pyarrow reports a duplicated column as one that "does not exist in schema" (a KeyError,
+    which the demo turned into "name the label column with --target")."""
+    path = tmp_path / "twice.parquet"
+    arrays = [pa.array([0.5, 0.25]) if name != "y" else pa.array([0, 1]) for name in names]
+    pq.write_table(pa.Table.from_arrays(arrays, names=names), path)
+    with pytest.raises(parquet.ParquetError, match=rf"twice\.parquet: the column name '{twice}' "
+                                                   r"appears 2 times"):
+        next(parquet.iter_rows(path, target="y", features=features))
+
+
+def test_duplicated_columns_that_are_not_read_do_not_matter(tmp_path):
+    path = tmp_path / "twice.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array([0.5]), pa.array([1.5]), pa.array([2.5]),
+                                         pa.array([1])], names=["a", "b", "b", "y"]), path)
+    assert list(parquet.iter_rows(path, target="y", features=["a"])) == [({"a": 0.5}, 1)]
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_a_variable_list_row_wider_than_any_model_is_refused_like_a_fixed_size_one(tmp_path,
+                                                                                   extra):
+    """A fixed-size list of a million and one values is refused from the schema; a variable
+    list of as many (under max_list_bytes) was read, a row no model takes. With `extra`, a
+    scalar column adds the value over the limit."""
+    path = tmp_path / "wide-lists.parquet"
+    width = parquet.MAX_ROW_BYTES // 8 + 1 - extra
+    column = pa.ListArray.from_arrays(pa.array(np.array([0, width], np.int32)),
+                                      pa.array(np.zeros(width, np.uint8)))
+    table = {"x": column, "y": [0]}
+    if extra:
+        table["z"] = [1.0]
+    pq.write_table(pa.table(table), path)
+    with pytest.raises(parquet.ParquetError) as error:
+        next(parquet.iter_batches(path, target="y"))
+    assert str(error.value) == (f"{path}: its rows hold {parquet.MAX_ROW_BYTES // 8 + 1} values, "
+                                f"over the {parquet.MAX_ROW_BYTES // 8} a row may hold")
+
+
+@pytest.mark.parametrize("features", [None, []])
+def test_a_file_of_the_label_column_alone_is_refused_naming_it(tmp_path, features):
+    """It was a bare ValueError("no feature columns"): `advsvm demo --data` and `advsvm serve
+    --replay` said neither which file nor what it holds."""
+    path = tmp_path / "labels-only.parquet"
+    pq.write_table(pa.table({"y": [0, 1]}), path)
+    with pytest.raises(parquet.ParquetError) as error:
+        next(parquet.iter_rows(path, target="y", features=features))
+    assert str(error.value) == f"{path}: no feature columns (it holds ['y'])"
+
+
+def test_dictionary_encoded_numbers_are_numbers(tmp_path):
+    """A dataset of dictionary-encoded numbers (pandas categoricals, `dictionary_encode()`) was
+    refused: 'feature column 'a' has type dictionary<values=double, ...>; numbers or lists of
+    numbers are expected'. Nulls among them are still refused with their row."""
+    table = pa.table({"a": pa.array([0.5, 0.25, 0.5]).dictionary_encode(),
+                      "b": pa.ListArray.from_arrays(  # lists of dictionary-encoded numbers
+                          pa.array([0, 2, 4, 6], pa.int32()),
+                          pa.array([1, 2, 3, 4, 1, 2], pa.int8()).dictionary_encode()),
+                      "y": [0, 1, 0]})
+    assert list(parquet.iter_rows(ds.dataset(table), target="y")) == [
+        ({"a": 0.5, "b_0": 1.0, "b_1": 2.0}, 0), ({"a": 0.25, "b_0": 3.0, "b_1": 4.0}, 1),
+        ({"a": 0.5, "b_0": 1.0, "b_1": 2.0}, 0)]
+    nulls = pa.table({"a": pa.array([1, None]).dictionary_encode(), "y": [0, 1]})
+    with pytest.raises(InvalidInput, match=r"row 1 of the batch"):
+        list(parquet.iter_rows(ds.dataset(nulls), target="y"))
+    words = pa.table({"a": pa.array(["u", "v"]).dictionary_encode(), "y": [0, 1]})
+    with pytest.raises(InvalidInput, match="numbers or lists of numbers are expected"):
+        list(parquet.iter_rows(ds.dataset(words), target="y"))
+
+
+@pytest.mark.parametrize("link", ["b.parquet", "sub/up"])
+def test_a_directory_reaching_one_file_twice_through_a_link_is_refused(tmp_path, link):
+    """pyarrow lists a link to a file of the directory as a file of its own, and follows a link
+    to a directory above as deep as paths go: the same rows were learned twice, or 40 times."""
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    parquet.write(folder / "a.parquet", np.ones((3, 2)), np.array([0, 1, 0]))
+    if link == "b.parquet":
+        (folder / "b.parquet").symlink_to("a.parquet")
+    else:
+        (folder / "sub").mkdir()
+        (folder / "sub" / "up").symlink_to("..")
+    with pytest.raises(parquet.ParquetError, match=r"a\.parquet again \(through a link\): its "
+                                                   r"rows would be read twice"):
+        next(parquet.iter_rows(folder, target="y"))
+
+
+@pytest.mark.parametrize("name", ["x.y", "a.b.c"])
+def test_a_dotted_column_name_does_not_escape_the_declared_size_check(tmp_path, name):
+    """The check took a leaf's column from its path in the schema, cut at the first dot: a list
+    column named "x.y" was taken for a column "x" and never checked, so a row group declaring
+    any size was read (here a struct column before it shifts the leaves too)."""
+    path = tmp_path / "dotted.parquet"
+    offsets = np.array([0, 3000, 3001, 3002], np.int32)
+    column = pa.ListArray.from_arrays(pa.array(offsets), pa.array(np.zeros(3002)))
+    pq.write_table(pa.table({"s": pa.array([{"u": 1, "v": [1.0]}] * 3), name: column,
+                             "y": np.zeros(3, np.int8)}), path)
+    with pytest.raises(parquet.ParquetError, match=rf"dotted\.parquet: row group 0 declares 24016 "
+                                                   rf"bytes of column '{name}\.list\.element'"):
+        next(parquet.iter_batches(path, target="y", features=[name], max_list_bytes=24015))
+
+
+def test_a_filtered_dataset_of_files_is_refused_not_read_whole(tmp_path):
+    """`Dataset.filter` on a dataset of files: its files were streamed whole and the rows the
+    filter excludes were learned, silently. (A dataset in memory applies its filter.)"""
+    path = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"a": [1.0, 2.0, 3.0, 4.0], "y": [0, 1, 0, 1]}), path)
+    filtered = ds.dataset(path).filter(ds.field("y") == 1)
+    assert filtered.count_rows() == 2
+    with pytest.raises(parquet.ParquetError, match=r"the dataset has a filter \(\(y == 1\)\), "
+                                                   r"which is not applied"):
+        next(parquet.iter_rows(filtered, target="y"))
+    assert len(list(parquet.iter_rows(ds.dataset(path), target="y"))) == 4
+    memory = ds.dataset(pa.table({"a": [1.0, 2.0], "y": [0, 1]})).filter(ds.field("y") == 1)
+    assert list(parquet.iter_rows(memory, target="y")) == [({"a": 2.0}, 1)]
+
+
+# -- arbitrary tables: every column type Arrow writes, plain, dictionary-encoded or in lists ----
+
+_TYPES = [pa.int8(), pa.uint64(), pa.int64(), pa.float16(), pa.float32(), pa.float64(),
+          pa.bool_(), pa.decimal128(12, 3), pa.string(), pa.binary(), pa.null(),
+          pa.timestamp("s"), pa.date32(), pa.struct([("u", pa.float64())])]
+
+
+def _values(arrow_type, n, draw):
+    """`n` values of `arrow_type` (None: a null), NaN, infinities and extremes included."""
+    if pa.types.is_null(arrow_type):
+        return [None] * n
+    if pa.types.is_integer(arrow_type):
+        info = np.iinfo(arrow_type.to_pandas_dtype())
+        values = st.integers(int(info.min), int(info.max))
+    elif pa.types.is_floating(arrow_type):
+        values = st.floats(width=min(arrow_type.bit_width, 64))
+    else:
+        values = {"bool": st.booleans(), "decimal128(12, 3)": st.decimals(
+                      -10**8, 10**8, places=3, allow_nan=False),
+                  "string": st.text(max_size=3), "binary": st.binary(max_size=3),
+                  "timestamp[s]": st.datetimes(), "date32[day]": st.dates(),
+                  "struct<u: double>": st.fixed_dictionaries({"u": st.floats()})}[str(arrow_type)]
+    return draw(st.lists(st.none() | values, min_size=n, max_size=n))
+
+
+def _array(arrow_type, values):
+    if pa.types.is_floating(arrow_type) and arrow_type.bit_width == 16:
+        return pa.array(np.array([np.nan if v is None else v for v in values], np.float16))
+    return pa.array(values, type=arrow_type)
+
+
+@st.composite
+def _columns(draw, n):
+    arrow_type = draw(st.sampled_from(_TYPES))
+    form = draw(st.sampled_from(["plain", "dictionary", "list", "fixed", "large"]))
+    if form == "plain" or not n:
+        return _array(arrow_type, _values(arrow_type, n, draw))
+    if form == "dictionary":
+        array = _array(arrow_type, _values(arrow_type, n, draw))
+        return array if pa.types.is_null(arrow_type) or pa.types.is_struct(arrow_type) \
+            else array.dictionary_encode()
+    width = draw(st.integers(1, 3))
+    flat = _array(arrow_type, _values(arrow_type, n * width, draw))
+    if form == "fixed":
+        return pa.FixedSizeListArray.from_arrays(flat, width)
+    lengths = draw(st.lists(st.integers(0, width), min_size=n, max_size=n))  # ragged too
+    offsets = np.minimum(np.concatenate([[0], np.cumsum(lengths)]), n * width)
+    kind, dtype = (pa.ListArray, np.int32) if form == "list" else (pa.LargeListArray, np.int64)
+    return kind.from_arrays(pa.array(offsets.astype(dtype)), flat)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_any_table_is_read_or_refused_with_a_documented_error(tmp_path_factory, data):
+    """Columns of any type and form, nulls, NaN and infinities among them, duplicate and
+    dotted names, zero rows: every outcome is rows of finite numbers or `ParquetError`,
+    `InvalidInput` or `KeyError` (a missing label column) in one line naming the file."""
+    n = data.draw(st.integers(0, 5))
+    k = data.draw(st.integers(1, 3))
+    names = data.draw(st.lists(st.sampled_from(["a", "b.c", "y", "é"]), min_size=k, max_size=k))
+    table = pa.Table.from_arrays([data.draw(_columns(n)) for _ in range(k)], names=names)
+    path = tmp_path_factory.mktemp("any") / "any.parquet"
+    pq.write_table(table, path, row_group_size=data.draw(st.integers(1, 6)))
+    batch_size = data.draw(st.integers(1, 4))
+    try:
+        for X, _ in parquet.iter_batches(path, target="y", batch_size=batch_size):
+            assert np.isfinite(X.to_numpy()).all()
+        rows = list(parquet.iter_rows(path, target="y", batch_size=batch_size))
+        assert all(np.isfinite(list(x.values())).all() for x, _ in rows)
+    except (parquet.ParquetError, InvalidInput) as error:
+        assert "any.parquet" in str(error) and "\n" not in str(error)
+    except KeyError as error:
+        assert "y" not in names and "target column 'y'" in str(error)
+
+
+@pytest.mark.parametrize("size", [0, -1, 2.5, True])
+def test_a_row_group_size_that_is_no_whole_number_is_refused_before_writing(tmp_path, size):
+    """-1 wrote no file while `from_npz` returned the number of rows "written", and made
+    `from_river` hold every row in memory; 0 and 2.5 failed in Python's words."""
+    np.savez(tmp_path / "d.npz", X_train=np.ones((4, 2)), y_train=np.arange(4) % 2)
+    calls = [lambda: parquet.write(tmp_path / "w.parquet", np.ones((4, 2)), np.arange(4) % 2,
+                                   row_group_size=size),
+             lambda: parquet.from_npz(tmp_path / "d.npz", tmp_path / "n.parquet",
+                                      row_group_size=size),
+             lambda: parquet.from_river([({"a": 1.0}, 0)] * 4, tmp_path / "r.parquet",
+                                        row_group_size=size)]
+    for call in calls:
+        with pytest.raises(ValueError, match=rf"row_group_size must be a whole number >= 1, "
+                                             rf"got {size!r}"):
+            call()
+    assert sorted(os.listdir(tmp_path)) == ["d.npz"]
+
+
+def test_an_extension_column_of_several_leaves_beside_the_features_is_counted_right(tmp_path):
+    """A column of a canonical extension type stored as a struct (two Parquet leaves) is not a
+    feature here; counting it as one leaf shifted every later column in the size check."""
+    storage = pa.array([{"p": 1.0, "q": 2.0}] * 3)
+    shapes = pa.ExtensionArray.from_storage(pa.opaque(storage.type, "shape", "vendor"), storage)
+    path = tmp_path / "extension.parquet"
+    pq.write_table(pa.table({"g": shapes, "a": [0.5, 0.25, 0.125], "y": [0, 1, 0]}), path)
+    assert list(parquet.iter_rows(path, target="y", features=["a"])) == [
+        ({"a": 0.5}, 0), ({"a": 0.25}, 1), ({"a": 0.125}, 0)]
+
+
+class _CountingSchema:
+    """A schema that counts how often its list of names is built (once per access)."""
+
+    def __init__(self, schema):
+        self._schema, self.names_built = schema, 0
+
+    @property
+    def names(self):
+        self.names_built += 1
+        return self._schema.names
+
+    def field(self, name):
+        return self._schema.field(name)
+
+
+@pytest.mark.parametrize("features", [None, "all"])
+def test_planning_a_wide_table_takes_time_linear_in_its_columns(features):
+    """Each feature's presence was checked against `schema.names`, a new list of every name at
+    each access: quadratic, 13 s for 8,000 columns and hours for the million a row may hold.
+    The list is now built a fixed number of times, whatever the width."""
+    width = 3000
+    schema = pa.schema([(f"c{i}", pa.float64()) for i in range(width)] + [("y", pa.int8())])
+    counting = _CountingSchema(schema)
+    chosen = [f"c{i}" for i in range(width)] if features == "all" else None
+    layout = parquet._Layout(counting, "y", chosen)
+    assert len(layout.features) == width
+    assert counting.names_built <= 4
+
+
+def test_a_directory_whose_files_write_the_labels_differently_is_refused_up_front(tmp_path):
+    """A file of labels 0 and 1 beside one of "0" and "1": four classes, and a binary model
+    refused the third one only after learning the first file. Ints, floats and booleans are
+    one kind (1 == 1.0 == True is one label)."""
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    pq.write_table(pa.table({"a": [0.5, 0.25], "y": pa.array([0, 1], pa.int8())}),
+                   folder / "1.parquet")
+    pq.write_table(pa.table({"a": [0.5, 0.25], "y": [0.0, 1.0]}), folder / "2.parquet")
+    # Rows without labels (a column of nulls only) go with any labels.
+    pq.write_table(pa.table({"a": [0.5], "y": pa.array([None], pa.null())}),
+                   folder / "2b.parquet")
+    assert [y for _, y in parquet.iter_rows(folder, target="y")] == [0, 1, 0, 1, None]
+    pq.write_table(pa.table({"a": [0.5, 0.25], "y": ["0", "1"]}), folder / "3.parquet")
+    with pytest.raises(parquet.ParquetError, match=r"3\.parquet: its label column 'y' holds "
+                                                   r"strings, numbers in .*1\.parquet"):
+        next(parquet.iter_rows(folder, target="y"))
+    assert len(list(parquet.iter_rows(folder, features=["a"]))) == 7  # no target: no labels
+
+
+_MEASURE_ROWS = textwrap.dedent("""
+    import json, sys, tracemalloc
+    import pyarrow as pa
+    from river_advsvm.streams import parquet
+    parquet._ROWS_READ_BYTES = 2**20  # (small, for a small test: 1 MB of rows per read)
+    parquet._ROWS_PYTHON_VALUES = 2**14
+    pool = pa.default_memory_pool()
+    tracemalloc.start()
+    rows = 0
+    for x, y in parquet.iter_rows(sys.argv[1], target="y"):
+        rows += 1
+    print(json.dumps({"rows": rows, "arrow_max": pool.max_memory(),
+                      "python_peak": tracemalloc.get_traced_memory()[1]}))
+""")
+
+
+def test_iter_rows_of_wide_rows_holds_a_few_rows_not_a_batch(tmp_path):
+    """Rows of 10,000 values: `iter_rows` read `batch_size` (1,024) of them at once and made
+    every value of the batch a Python float before yielding the first row (for 1,024 rows of
+    100,000 values, a 5 KB file, the process grew by 5.7 GB). It now reads as many rows as fit
+    in `_ROWS_READ_BYTES` (1 MB here) and converts a few at a time."""
+    width, n = 10_000, 256
+    path = tmp_path / "wide-rows.parquet"
+    column = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(width * n, np.uint8)), width)
+    pq.write_table(pa.table({"x": column, "y": np.zeros(n, np.int8)}), path, row_group_size=64)
+    result = subprocess.run([sys.executable, "-c", _MEASURE_ROWS, str(path)],
+                            capture_output=True, text=True, check=True, cwd=REPO,
+                            env=dict(os.environ, PYTHONPATH=REPO))
+    numbers = json.loads(result.stdout)
+    assert numbers["rows"] == n
+    batch_bytes = 8 * width * n  # 20 MB: the float64 batch read at once
+    assert numbers["arrow_max"] <= batch_bytes / 4
+    assert numbers["python_peak"] <= batch_bytes / 4  # (its Python floats: 80 MB)
