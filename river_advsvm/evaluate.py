@@ -412,6 +412,10 @@ def _test_then_train(model, monitor, chunk: list) -> typing.Iterator[tuple]:
             i += 1
             continue
         end = attacked.index(True, i) if True in attacked[i:] else len(chunk)
+        end = min(end, i + _steady_collapse(model))
+        if end == i:  # learning this sample may change `collapsed`: alone, as in a hand loop
+            attacked[i] = True
+            continue
         rows = chunk[i:end]
         # What the monitor will refuse, refused before the model learns the run: as for a
         # sample learned alone, which the monitor sees first.
@@ -422,6 +426,21 @@ def _test_then_train(model, monitor, chunk: list) -> typing.Iterator[tuple]:
         for (x, y), margin in zip(rows, margins.tolist()):
             yield x, y, positive if margin > 0 else negative
         i = end
+
+
+def _steady_collapse(model) -> int:
+    """How many samples `model` can learn before its `collapsed` may change (the last of
+    them not included): the monitor reads it before each sample, and a run learned at once
+    must not show it a collapse that comes with a later sample of the run (its alert at the
+    run's first sample, up to a whole run early). A model's collapse watch judges whole
+    blocks of learned samples, once it has learned its first `window` (see
+    `river_advsvm.collapse`)."""
+    watch = getattr(model, "_collapse", None)
+    if watch is None or not hasattr(model, "collapsed"):
+        return 1 << 62
+    before_watching = max(watch.window - model.n_learned, 0)
+    seen = 0 if before_watching else watch._seen
+    return before_watching + watch.block - seen - 1
 
 
 def progressive_robust_val(

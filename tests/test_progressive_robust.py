@@ -145,3 +145,49 @@ def test_an_empty_stream_gives_one_checkpoint_of_nothing(capsys):
                for k in ("clean_accuracy", "robust_accuracy", "certified_accuracy"))
     assert "clean n/a" in capsys.readouterr().out
     assert model.n_learned == 0
+
+
+def _collapsing_model():
+    """A linear model whose collapse watch judges blocks of 4 (not 128): on a stream whose
+    inputs barely vary, its decisions are one class and it reports a collapse within 20
+    samples."""
+    from river_advsvm import AdvLinearSVM
+    from river_advsvm.collapse import CollapseWatch
+
+    model = AdvLinearSVM()
+    model._collapse = CollapseWatch(block=4, blocks=2, min_share=0.25)
+    return model
+
+
+@pytest.mark.parametrize("step", [7, 50, 1000])
+@pytest.mark.filterwarnings("ignore::river_advsvm.collapse.CollapseWarning")
+def test_a_collapse_alert_comes_at_the_step_a_hand_loop_raises_it(step):
+    """Samples the monitor does not attack are learned in runs; the monitor read the model's
+    `collapsed` after the whole run, and a collapse that came with the 17th sample was
+    reported at step 2. Runs end where the model's collapse may change now."""
+    from river import drift
+
+    from river_advsvm.attacks import FGSM
+
+    rng = np.random.default_rng(0)
+    data = [({"a": 0.5, "b": 0.5 + 0.01 * (i % 3)}, bool(rng.random() < 0.5))
+            for i in range(300)]
+
+    def watching(model):
+        return RobustnessMonitor(model, attack=FGSM(epsilon=0.01), sample_rate=1000,
+                                 detector=drift.NoDrift(), gap_threshold=None)
+
+    model = _collapsing_model()
+    monitor = watching(model)
+    by_hand = []
+    for x, y in data:
+        by_hand += monitor.update(x, y)
+        model.learn_one(x, y)
+    assert by_hand and by_hand[0].kind == "collapsed" and by_hand[0].step > 8
+
+    other = _collapsing_model()
+    checkpoints = list(iter_progressive_robust_val(data, other, monitor=watching(other),
+                                                   step=step))
+    assert [a for c in checkpoints for a in c["alerts"]] == by_hand
+    assert other.n_learned == model.n_learned == len(data)
+    assert checkpoints[-1]["clean_accuracy"] == monitor.snapshot()["clean_accuracy"]
