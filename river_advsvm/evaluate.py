@@ -29,6 +29,9 @@ from river_advsvm.kernels import NORMS
 
 __all__ = ["iter_progressive_robust_val", "progressive_robust_val", "robustness_report"]
 
+#: Samples of a stream read ahead of the model by progressive validation.
+CHUNK = 1024
+
 REPORT_COLUMNS = [
     "attack",
     "norm",
@@ -373,7 +376,10 @@ def iter_progressive_robust_val(
 
     n_seen = 0
     stream = iter(dataset)
-    while chunk := list(itertools.islice(stream, step - n_seen % step)):
+    # At most CHUNK samples read ahead of the model, whatever `step`: a checkpoint's samples
+    # read whole held all of a stream checkpointed rarely (`progressive_robust_val` without
+    # `print_every`: every 2**62 samples) in memory, and never started on an endless one.
+    while chunk := list(itertools.islice(stream, min(step - n_seen % step, CHUNK))):
         for x, y, y_pred in _test_then_train(model, monitor, chunk):
             alerts.extend(monitor.update(x, y, y_pred=y_pred))
             n_seen += 1

@@ -191,3 +191,29 @@ def test_a_collapse_alert_comes_at_the_step_a_hand_loop_raises_it(step):
     assert [a for c in checkpoints for a in c["alerts"]] == by_hand
     assert other.n_learned == model.n_learned == len(data)
     assert checkpoints[-1]["clean_accuracy"] == monitor.snapshot()["clean_accuracy"]
+
+
+@pytest.mark.parametrize("print_every", [0, 5000])
+def test_the_stream_is_read_as_it_is_learned_not_all_at_once(print_every):
+    """Without `print_every`, `progressive_robust_val` asked for checkpoints every 2**62
+    samples, and each checkpoint's samples were read into a list before the first was
+    learned: the whole stream held in memory (an endless one never started), and the
+    progress bar at 100% before any work. The stream is now read a bounded chunk ahead of
+    the model."""
+    from river_advsvm import AdvLinearSVM
+    from river_advsvm.evaluate import CHUNK
+
+    model = AdvLinearSVM()
+    rng = np.random.default_rng(0)
+    ahead = []
+
+    def samples(n):
+        for i in range(n):
+            ahead.append(i - model.n_learned)
+            x = {"a": float(rng.random()), "b": float(rng.random())}
+            yield x, x["a"] > x["b"]
+
+    final = progressive_robust_val(samples(3 * CHUNK + 10), model, PGD(epsilon=0.05),
+                                   sample_rate=1000, print_every=print_every, progress=False)
+    assert final["step"] == model.n_learned == 3 * CHUNK + 10
+    assert max(ahead) <= CHUNK
