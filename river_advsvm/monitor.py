@@ -204,6 +204,10 @@ class RobustnessMonitor:
             raise ValueError(f"min_sampled must be a positive int, got {min_sampled!r}")
         if not (inputs.is_whole(max_alerts) and max_alerts >= 1):
             raise ValueError(f"max_alerts must be a positive int, got {max_alerts!r}")
+        if on_alert is not None and not callable(on_alert):
+            # (else the first alert raised it from `update`, the sample counted by then)
+            raise TypeError(f"on_alert must be a function of an Alert, or None, got "
+                            f"{on_alert!r:.60}")
 
         self.model = model
         self.attack = attack

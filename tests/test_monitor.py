@@ -466,3 +466,11 @@ def test_a_prediction_that_is_no_label_counts_as_wrong_and_the_state_still_resto
     restored = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=1, window_size=5)
     restored.restore(saved)
     assert restored.snapshot() == monitor.snapshot()
+
+
+@pytest.mark.parametrize("on_alert", ["print", 3, [print]])
+def test_an_on_alert_that_cannot_be_called_is_refused_when_the_monitor_is_made(on_alert):
+    """It was taken, and the first alert raised `TypeError: 'str' object is not callable`
+    from `update`, after the monitor had counted the sample and kept the alert."""
+    with pytest.raises(TypeError, match="on_alert"):
+        RobustnessMonitor(AdvLinearSVM(), on_alert=on_alert)
