@@ -350,8 +350,9 @@ def iter_progressive_robust_val(
         raise ValueError("pass either a monitor or an attack and a sample_rate, not both")
     elif monitor.model is not model:
         raise ValueError("the monitor watches another model")
-    if not (isinstance(step, int) and step >= 1):
-        raise ValueError(f"step must be a positive int, got {step!r}")
+    step = inputs.plain_number(step)  # (a count taken from an array: np.int64(100))
+    if not (inputs.is_whole(step) and step >= 1):
+        raise ValueError(f"step must be a positive int, got {inputs.describe(step)}")
 
     clean, robust, certified = metrics.Accuracy(), metrics.Accuracy(), metrics.Accuracy()
     n_attacked = n_certified = 0
@@ -486,6 +487,10 @@ def progressive_robust_val(
     (361, 90, '63.33%')
 
     """
+    print_every = inputs.plain_number(print_every)
+    if not (inputs.is_whole(print_every) and print_every >= 0):
+        raise ValueError(f"print_every must be an int >= 0 (0: print nothing), got "
+                         f"{inputs.describe(print_every)}")
     last = None
     step = print_every if print_every > 0 else 1 << 62
     with progress_.bar(total=_length(dataset), desc="progressive validation", unit="sample",

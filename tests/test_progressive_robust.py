@@ -217,3 +217,30 @@ def test_the_stream_is_read_as_it_is_learned_not_all_at_once(print_every):
                                    sample_rate=1000, print_every=print_every, progress=False)
     assert final["step"] == model.n_learned == 3 * CHUNK + 10
     assert max(ahead) <= CHUNK
+
+
+@pytest.mark.parametrize("step", [0, -3, 2.5, True, "10", None])
+def test_a_step_that_is_no_count_is_refused_by_name(step):
+    model = AdvKernelSVM(seed=0)
+    with pytest.raises(ValueError, match="step"):
+        next(iter_progressive_robust_val([({"a": 0.5}, True)], model, step=step))
+    assert model.n_learned == 0
+
+
+def test_a_numpy_step_is_the_count_it_holds():
+    """`np.int64(2)` was refused as "step must be a positive int, got 2"."""
+    data = [({"a": 0.1 * i}, i % 2 == 0) for i in range(5)]
+    steps = [c["step"] for c in iter_progressive_robust_val(
+        data, AdvKernelSVM(seed=0), PGD(epsilon=0.05), step=np.int64(2))]
+    assert steps == [2, 4, 5] and all(type(s) is int for s in steps)
+
+
+@pytest.mark.parametrize("print_every", [-1, 2.5, True, "10", None])
+def test_a_print_every_that_is_no_count_is_refused_by_name(print_every):
+    """"10" raised "'>' not supported between 'str' and 'int'", 2.5 "step must be a positive
+    int", and True printed a line per sample."""
+    model = AdvKernelSVM(seed=0)
+    with pytest.raises(ValueError, match="print_every"):
+        progressive_robust_val([({"a": 0.5}, True)], model, print_every=print_every,
+                               progress=False)
+    assert model.n_learned == 0
