@@ -13,6 +13,7 @@ lower bound (no attack can go below it). Reporting both shows how tight the eval
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 import time
@@ -306,7 +307,8 @@ def iter_progressive_robust_val(
         `robust_accuracy` and `certified_accuracy` over the attacked ones (`None` before the
         first, and certified for models that cannot be certified); `n_attacked`; `seconds`
         since the start and `attack_seconds` of them spent attacking and certifying; `alerts`
-        raised since the previous checkpoint; `window`, the monitor's rolling accuracies
+        raised since the previous checkpoint (the latest `max_alerts` of the monitor's, if
+        there were more); `window`, the monitor's rolling accuracies
         (`snapshot()`).
         Accuracies are floats, not River metric objects, so that a list of checkpoints keeps
         the value each one had.
@@ -356,7 +358,9 @@ def iter_progressive_robust_val(
 
     clean, robust, certified = metrics.Accuracy(), metrics.Accuracy(), metrics.Accuracy()
     n_attacked = n_certified = 0
-    alerts: list = []
+    # The latest alerts since the previous checkpoint, as many as the monitor keeps: a list
+    # of them all grew with the stream between rare checkpoints.
+    alerts: collections.deque = collections.deque(maxlen=getattr(monitor, "max_alerts", None))
     start = time.perf_counter()
     attack_seconds_before = monitor.attack_seconds
 

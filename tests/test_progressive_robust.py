@@ -244,3 +244,27 @@ def test_a_print_every_that_is_no_count_is_refused_by_name(print_every):
         progressive_robust_val([({"a": 0.5}, True)], model, print_every=print_every,
                                progress=False)
     assert model.n_learned == 0
+
+
+def test_the_alerts_a_checkpoint_holds_are_bounded_like_the_monitors():
+    """A checkpoint held every alert raised since the previous one: with `step` large (as
+    `progressive_robust_val` without `print_every` has it) the list grew with the stream.
+    It keeps the latest `max_alerts` now, as the monitor does."""
+    from river import drift
+
+    from river_advsvm import AdvLinearSVM
+    from river_advsvm.attacks import FGSM
+
+    rng = np.random.default_rng(0)
+    data = []
+    for i in range(6000):
+        x = {"a": float(rng.random()), "b": float(rng.random())}
+        data.append((x, (x["a"] > x["b"]) != bool((i // 300) % 2)))
+    model = AdvLinearSVM()
+    received = []
+    monitor = RobustnessMonitor(model, attack=FGSM(epsilon=0.01), sample_rate=1000,
+                                detector=drift.ADWIN(), gap_threshold=None, max_alerts=3,
+                                on_alert=received.append)
+    (final,) = iter_progressive_robust_val(data, model, monitor=monitor, step=10_000)
+    assert len(received) > 3
+    assert final["alerts"] == received[-3:] == monitor.alerts
