@@ -414,8 +414,13 @@ class RobustnessMonitor:
     def _params(self) -> dict:
         rate = self.sample_rate
         # The attack too: robust flags measured by another attack must not fill these windows.
-        attack = {k: list(v) if isinstance(v, tuple) else v
-                  for k, v in self.attack._get_params().items()}
+        # Numpy numbers (bounds taken from an array) as the plain ones they hold: JSON.
+        def plain(value):
+            if isinstance(value, (tuple, list)):
+                return [plain(v) for v in value]
+            return inputs.plain_number(value)
+
+        attack = {k: plain(v) for k, v in self.attack._get_params().items()}
         return {"window_size": self.window_size, "robust_window_size": self.robust_window_size,
                 "sample_rate": [type(rate).__name__, rate], "max_alerts": self.max_alerts,
                 "detector": type(self.detector).__name__,

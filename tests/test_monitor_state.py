@@ -256,3 +256,28 @@ def test_states_of_real_runs_are_still_taken():
                                       window_size=50, min_sampled=5, max_alerts=3)
             again.restore(saved)
             assert again.state() == saved
+
+
+def test_an_attack_of_numpy_bounds_gives_a_json_state():
+    """Bounds taken from an array (`(X.min(), X.max())`, numpy float32) went into the state's
+    parameters as numpy numbers: `json.dumps(monitor.state())` raised TypeError, and a
+    service could not write its checkpoint. They are the plain numbers they hold now."""
+    import numpy as np
+
+    def made(model):
+        bounds = (np.float32(0.0), np.float32(1.0))
+        return RobustnessMonitor(model, attack=PGD(epsilon=0.05, bounds=bounds),
+                                 sample_rate=2, window_size=20)
+
+    model = AdvLinearSVM()
+    monitor = made(model)
+    for x, y in _stream(4, 60):
+        monitor.update(x, y)
+        model.learn_one(x, y)
+    saved = json.loads(json.dumps(monitor.state(), allow_nan=False))
+    again = made(model)
+    again.restore(saved)
+    assert again.state() == monitor.state()
+    plain = RobustnessMonitor(model, attack=PGD(epsilon=0.05, bounds=(0.0, 1.0)),
+                              sample_rate=2, window_size=20)
+    plain.restore(saved)  # the same box
