@@ -10,6 +10,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from river import drift, linear_model
 from river.datasets import synth
 
@@ -474,3 +476,57 @@ def test_an_on_alert_that_cannot_be_called_is_refused_when_the_monitor_is_made(o
     from `update`, after the monitor had counted the sample and kept the alert."""
     with pytest.raises(TypeError, match="on_alert"):
         RobustnessMonitor(AdvLinearSVM(), on_alert=on_alert)
+
+
+# -- the counters, recounted by hand ------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore::river_advsvm.attacks.NoGradientWarning")
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 60), rate=st.one_of(st.integers(1, 4), st.sampled_from([0.3, 1.0])),
+       window=st.integers(1, 12), seed=st.integers(0, 2**32), give_pred=st.booleans(),
+       margins=st.booleans(), sampling_seed=st.sampled_from([0, 7]))
+def test_the_counters_are_what_happened(n, rate, window, seed, give_pred, margins,
+                                        sampling_seed):
+    """Sampled, attacked, certified and the rolling accuracies, recounted by hand with a
+    deterministic attack (FGSM) and the same draws, for a margin model (white box, certified)
+    and a River model (black box, not certified)."""
+    rng = random.Random(seed)
+    model = AdvLinearSVM() if margins else linear_model.LogisticRegression()
+    attack = FGSM(epsilon=0.1)
+    monitor = RobustnessMonitor(model, attack=attack, sample_rate=rate, window_size=window,
+                                seed=sampling_seed, detector=drift.NoDrift())
+    draws = random.Random(sampling_seed)
+    robust_size = max(1, math.ceil(window * (1 / rate if isinstance(rate, int) else rate)))
+    clean, sampled_clean, robust, certified = [], [], [], []
+    for i in range(1, n + 1):
+        x = {"a": rng.random(), "b": rng.random()}
+        y = x["a"] + 0.3 * rng.random() > x["b"]
+        y_pred = model.predict_one(x)
+        right = y_pred == y
+        drawn = i % rate == 0 if isinstance(rate, int) else draws.random() < rate
+        classes = getattr(model, "classes", None)
+        if drawn and (classes is None or (len(classes) == 2 and y in classes)):
+            sampled_clean.append(right)
+            robust.append(right and model.predict_one(attack.perturb_one(model, x, y)) == y)
+            if margins:
+                radius = model.certified_radius_one(x, y, norm="linf") if right else 0.0
+                certified.append(radius > 0 and radius >= 0.1)
+        clean.append(right)
+        monitor.update(x, y, y_pred=y_pred if give_pred else None)
+        model.learn_one(x, y)
+
+    def mean(values):
+        return sum(values) / len(values) if values else None
+
+    assert monitor.n_seen == n and monitor.n_sampled == len(robust)
+    got = monitor.snapshot()
+    gap = mean(sampled_clean[-robust_size:])
+    expected = {
+        "step": n, "n_sampled": len(robust[-robust_size:]),
+        "clean_accuracy": mean(clean[-window:]),
+        "robust_accuracy": mean(robust[-robust_size:]),
+        "certified_accuracy": mean(certified[-robust_size:]),
+        "gap": None if gap is None else gap - mean(robust[-robust_size:]),
+    }
+    assert got == pytest.approx(expected, abs=1e-12)

@@ -6,6 +6,8 @@ import io
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from river import stream
 from river.datasets import synth
 
@@ -268,3 +270,68 @@ def test_the_alerts_a_checkpoint_holds_are_bounded_like_the_monitors():
     (final,) = iter_progressive_robust_val(data, model, monitor=monitor, step=10_000)
     assert len(received) > 3
     assert final["alerts"] == received[-3:] == monitor.alerts
+
+
+def _model_of(kind: str):
+    from river import preprocessing
+
+    from river_advsvm import AdvLinearSVM
+    from river_advsvm.multiclass import OneVsRest
+
+    return {"linear": lambda: AdvLinearSVM(),
+            "kernel": lambda: AdvKernelSVM(seed=0, warm_up=3, budget=20),
+            "pipeline": lambda: preprocessing.StandardScaler() | AdvKernelSVM(seed=0, warm_up=3),
+            "one-vs-rest": lambda: OneVsRest(AdvLinearSVM())}[kind]()
+
+
+def _by_hand(data, model, attack, every: int, step: int) -> list:
+    """The checkpoints of test-then-train written out: predict, attack and certify the sampled
+    samples the model knows the label of, learn; a checkpoint every `step` and at the end."""
+    out = []
+    right = robust = certified = attacked = n_certified = 0
+    can_certify = hasattr(model, "certified_radius_one")
+    for i, (x, y) in enumerate(data, 1):
+        correct = model.predict_one(x) == y
+        right += correct
+        classes = getattr(model, "classes", None)
+        if i % every == 0 and (classes is None or (len(classes) == 2 and y in classes)):
+            attacked += 1
+            if correct:
+                robust += model.predict_one(attack.perturb_one(model, x, y)) == y
+                if can_certify:
+                    radius = model.certified_radius_one(x, y, norm=attack.norm)
+                    certified += radius > 0 and radius >= attack.epsilon
+            n_certified += can_certify
+        model.learn_one(x, y)
+        if i % step == 0 or i == len(data):
+            out.append((i, right / i, robust / attacked if attacked else None,
+                        certified / n_certified if n_certified else None, attacked))
+    return out or [(0, None, None, None, 0)]
+
+
+@pytest.mark.filterwarnings("ignore::river_advsvm.attacks.NoGradientWarning")
+@settings(max_examples=30, deadline=None)
+@given(kind=st.sampled_from(["linear", "kernel", "pipeline", "one-vs-rest"]),
+       n=st.integers(0, 50), every=st.integers(1, 5), step=st.integers(1, 20),
+       seed=st.integers(0, 2**32), n_labels=st.sampled_from([1, 2, 3]))
+def test_checkpoints_are_what_a_hand_loop_computes(kind, n, every, step, seed, n_labels):
+    """Binary models (learned in runs between attacks), a River pipeline, one-vs-rest, streams
+    of one label, empty streams: each checkpoint is what test-then-train by hand gives."""
+    from river_advsvm.attacks import FGSM
+
+    rng = np.random.default_rng(seed)
+    data = []
+    for _ in range(n):
+        a, b = rng.random(2).tolist()
+        if kind == "one-vs-rest":
+            y = int((a + b) * n_labels / 2) % n_labels
+        else:
+            y = bool(a > b) if n_labels > 1 else "only"
+        data.append(({"a": a, "b": b}, y))
+    attack = FGSM(epsilon=0.05)
+    expected = _by_hand(data, _model_of(kind), attack, every, step)
+    got = [(c["step"], c["clean_accuracy"], c["robust_accuracy"], c["certified_accuracy"],
+            c["n_attacked"])
+           for c in iter_progressive_robust_val(data, _model_of(kind), attack, step=step,
+                                                sample_rate=every)]
+    assert got == expected
