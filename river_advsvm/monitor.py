@@ -100,7 +100,8 @@ class RobustnessMonitor:
         rises above this; `None` turns gap alerts off.
     gap_hysteresis
         After a gap alert, the next one needs the gap to fall below
-        `gap_threshold - gap_hysteresis` first, so that a gap near the threshold does not flap.
+        `gap_threshold - gap_hysteresis` first, so that a gap near the threshold does not flap;
+        below `gap_threshold` (a gap is never negative).
     min_sampled
         Sampled samples the robust window needs before a gap alert is possible.
     on_alert
@@ -200,6 +201,12 @@ class RobustnessMonitor:
             raise ValueError(f"gap_threshold must be in [0, 1) or None, got {gap_threshold!r}")
         if not (inputs.is_number(gap_hysteresis) and gap_hysteresis >= 0.0):
             raise ValueError(f"gap_hysteresis must be a number >= 0, got {gap_hysteresis!r}")
+        if gap_threshold is not None and gap_hysteresis >= gap_threshold:
+            # A gap is never below 0 (a sample right under attack is right without it).
+            raise ValueError(
+                f"gap_hysteresis ({gap_hysteresis:g}) must be below gap_threshold "
+                f"({gap_threshold:g}): a gap alert comes again only once the gap has fallen "
+                f"below gap_threshold - gap_hysteresis, and a gap is never below 0")
         if not (inputs.is_whole(min_sampled) and min_sampled >= 1):
             raise ValueError(f"min_sampled must be a positive int, got {min_sampled!r}")
         if not (inputs.is_whole(max_alerts) and max_alerts >= 1):

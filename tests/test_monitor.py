@@ -530,3 +530,34 @@ def test_the_counters_are_what_happened(n, rate, window, seed, give_pred, margin
         "gap": None if gap is None else gap - mean(robust[-robust_size:]),
     }
     assert got == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("threshold, hysteresis", [(0.05, None), (0.1, None), (0.3, 0.3),
+                                                   (0.0, 0.0)])
+def test_a_hysteresis_that_would_never_let_a_gap_alert_come_again_is_refused(threshold,
+                                                                            hysteresis):
+    """A gap alert re-arms once the gap falls below `gap_threshold - gap_hysteresis`, and a
+    gap is never below 0 (a sample right under attack is right): `gap_threshold=0.05` with the
+    default hysteresis 0.1 raised one gap alert in the monitor's life, however often the gap
+    fell to 0 and rose again. Refused now, naming both."""
+    kwargs = {} if hysteresis is None else {"gap_hysteresis": hysteresis}
+    with pytest.raises(ValueError, match="gap_hysteresis.*gap_threshold"):
+        RobustnessMonitor(AdvLinearSVM(), gap_threshold=threshold, **kwargs)
+    RobustnessMonitor(AdvLinearSVM(), gap_threshold=None, **kwargs)  # no gap alerts: no matter
+    RobustnessMonitor(AdvLinearSVM(), gap_threshold=threshold + 0.2, **kwargs)
+
+
+def test_gap_alerts_come_again_after_the_gap_closed():
+    """The other side: with a threshold above the hysteresis, a gap that closes and opens
+    again raises a second alert."""
+    model = AdvLinearSVM()
+    for _ in range(200):
+        model.learn_one({"a": 0.2, "b": 0.3}, False)
+        model.learn_one({"a": 0.8, "b": 0.6}, True)
+    near, far = ({"a": 0.55, "b": 0.45}, True), ({"a": 0.95, "b": 0.95}, True)
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.3), sample_rate=1, window_size=10,
+                                gap_threshold=0.15, gap_hysteresis=0.1, min_sampled=10)
+    kinds = []
+    for sample in [near] * 10 + [far] * 10 + [near] * 10:
+        kinds += [a.kind for a in monitor.update(*sample)]
+    assert kinds == ["robust_gap", "robust_gap"]
