@@ -335,3 +335,25 @@ def test_checkpoints_are_what_a_hand_loop_computes(kind, n, every, step, seed, n
            for c in iter_progressive_robust_val(data, _model_of(kind), attack, step=step,
                                                 sample_rate=every)]
     assert got == expected
+
+
+@pytest.mark.parametrize("sample_rate", [1, 7, 1000])
+@pytest.mark.parametrize("where", [0, 5, 13, 29])
+def test_a_none_label_is_refused_before_the_model_learns_it(sample_rate, where):
+    """A stream with a missing label: refused in words, alone or in a run, and the model has
+    learned exactly the samples the monitor counted (none of the refused one's run)."""
+    from river_advsvm import AdvLinearSVM
+
+    rng = np.random.default_rng(where)
+    data = [({"a": float(rng.random()), "b": float(rng.random())}, bool(i % 2))
+            for i in range(30)]
+    data[where] = (data[where][0], None)
+    model = AdvLinearSVM()
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.05, steps=2),
+                                sample_rate=sample_rate)
+    steps = []
+    with pytest.raises(InvalidInput, match="label None"):
+        for checkpoint in iter_progressive_robust_val(data, model, monitor=monitor, step=10):
+            steps.append(checkpoint["step"])
+    assert steps == list(range(10, where + 1, 10))
+    assert model.n_learned == monitor.n_seen <= where
