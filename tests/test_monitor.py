@@ -561,3 +561,11 @@ def test_gap_alerts_come_again_after_the_gap_closed():
     for sample in [near] * 10 + [far] * 10 + [near] * 10:
         kinds += [a.kind for a in monitor.update(*sample)]
     assert kinds == ["robust_gap", "robust_gap"]
+
+
+@pytest.mark.parametrize("detector", [drift.ADWIN, drift.binary.DDM])
+def test_a_detector_class_instead_of_a_detector_is_refused_in_words(detector):
+    """`detector=drift.ADWIN` (no parentheses) passed the check and raised "Base.clone()
+    missing 1 required positional argument: 'self'"."""
+    with pytest.raises(TypeError, match=rf"detector .*{detector.__name__}\(\)"):
+        RobustnessMonitor(AdvLinearSVM(), detector=detector)
