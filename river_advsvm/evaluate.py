@@ -413,10 +413,17 @@ def _test_then_train(model, monitor, chunk: list) -> typing.Iterator[tuple]:
     batched = hasattr(model, "decision_then_learn_many") and all(
         hasattr(monitor, method) for method in ("upcoming", "check"))
     attacked = monitor.upcoming(len(chunk)) if batched else [True] * len(chunk)
+    # What the model will refuse to learn (an input that is NaN, a third class), refused
+    # before the monitor counts the sample: the model learns exactly the samples counted.
+    check_learn = getattr(model, "_check_learn_one", None)
     i = 0
     while i < len(chunk):
         if attacked[i] or len(getattr(model, "classes", ())) != 2:
             x, y = chunk[i]
+            if check_learn is not None:
+                if hasattr(monitor, "check"):
+                    monitor.check(x, y)  # (its own words first, as for the samples of a run)
+                check_learn(x, y)
             y_pred = model.predict_one(x)
             yield x, y, y_pred  # the monitor attacks here, before the model learns x
             model.learn_one(x, y)

@@ -357,3 +357,28 @@ def test_a_none_label_is_refused_before_the_model_learns_it(sample_rate, where):
             steps.append(checkpoint["step"])
     assert steps == list(range(10, where + 1, 10))
     assert model.n_learned == monitor.n_seen <= where
+
+
+@pytest.mark.parametrize("sample_rate", [1, 1000])
+@pytest.mark.parametrize("bad", ["nan input", "third class"])
+def test_a_sample_the_model_refuses_to_learn_is_not_counted(sample_rate, bad):
+    """The monitor takes NaN as a missing input and any label; the model refuses to learn
+    either. A sample handed over alone (attacked, or before the model knows two classes) was
+    counted by the monitor, then refused by `learn_one`: the monitor had counted a sample the
+    model never learned. It is refused before the monitor counts it now, as in a run."""
+    from river_advsvm import AdvLinearSVM
+
+    rng = np.random.default_rng(1)
+    data = [({"a": float(rng.random()), "b": float(rng.random())}, bool(i % 2))
+            for i in range(30)]
+    for where in (3, 17):
+        stream_ = list(data)
+        x, y = stream_[where]
+        stream_[where] = ({**x, "a": float("nan")}, y) if bad == "nan input" else (x, "third")
+        model = AdvLinearSVM()
+        monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.05, steps=2),
+                                    sample_rate=sample_rate)
+        with pytest.raises(InvalidInput):
+            for _ in iter_progressive_robust_val(stream_, model, monitor=monitor, step=10):
+                pass
+        assert model.n_learned == monitor.n_seen <= where
