@@ -382,3 +382,40 @@ def test_a_sample_the_model_refuses_to_learn_is_not_counted(sample_rate, bad):
             for _ in iter_progressive_robust_val(stream_, model, monitor=monitor, step=10):
                 pass
         assert model.n_learned == monitor.n_seen <= where
+
+
+@pytest.mark.parametrize("warm_up", [10, 19, 41])
+@pytest.mark.filterwarnings("ignore::river_advsvm.collapse.CollapseWarning")
+@pytest.mark.filterwarnings("ignore:gamma='scale'")
+def test_a_collapse_judged_as_the_warm_up_ends_comes_at_its_step(warm_up):
+    """A kernel model holds its warm-up samples back and learns them all with the sample that
+    ends it, which is when its collapse watch judges them: a run that crossed the end of the
+    warm-up showed the monitor a collapse up to 7 samples early (step 35 for 42)."""
+    from river import drift
+
+    from river_advsvm.attacks import FGSM
+    from river_advsvm.collapse import CollapseWatch
+
+    def collapsing():
+        model = AdvKernelSVM(seed=0, warm_up=warm_up)
+        model._collapse = CollapseWatch(block=4, blocks=2, min_share=0.25)
+        return model
+
+    def watching(model):
+        return RobustnessMonitor(model, attack=FGSM(epsilon=0.01), sample_rate=1000,
+                                 detector=drift.NoDrift(), gap_threshold=None)
+
+    rng = np.random.default_rng(0)
+    data = [({"a": 0.5, "b": 0.5}, bool(rng.random() < 0.5)) for _ in range(120)]
+    model = collapsing()
+    monitor = watching(model)
+    by_hand = []
+    for x, y in data:
+        by_hand += monitor.update(x, y)
+        model.learn_one(x, y)
+    assert by_hand and by_hand[0].kind == "collapsed"
+    for step in (7, 1000):
+        other = collapsing()
+        checkpoints = iter_progressive_robust_val(data, other, monitor=watching(other),
+                                                  step=step)
+        assert [a for c in checkpoints for a in c["alerts"]] == by_hand
