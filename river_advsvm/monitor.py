@@ -185,8 +185,9 @@ class RobustnessMonitor:
             raise ValueError("the monitor's attack needs a finite epsilon: robust at what radius?")
         check_detector(detector)
         # Numpy numbers (a rate computed from an array, say) as the Python numbers they equal.
-        sample_rate, gap_threshold, gap_hysteresis = map(
-            inputs.plain_number, (sample_rate, gap_threshold, gap_hysteresis))
+        (sample_rate, gap_threshold, gap_hysteresis, window_size, min_sampled,
+         max_alerts) = map(inputs.plain_number, (sample_rate, gap_threshold, gap_hysteresis,
+                                                 window_size, min_sampled, max_alerts))
         if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, float)):
             raise TypeError(f"sample_rate must be a float in (0, 1] or an int >= 1, "
                             f"got {sample_rate!r}")

@@ -569,3 +569,14 @@ def test_a_detector_class_instead_of_a_detector_is_refused_in_words(detector):
     missing 1 required positional argument: 'self'"."""
     with pytest.raises(TypeError, match=rf"detector .*{detector.__name__}\(\)"):
         RobustnessMonitor(AdvLinearSVM(), detector=detector)
+
+
+def test_numpy_counts_are_the_counts_they_hold():
+    """`window_size=np.int64(500)` was refused as "window_size must be a positive int, got
+    np.int64(500)"; the rate and the thresholds were already taken as the numbers they hold."""
+    given_ = RobustnessMonitor(AdvLinearSVM(), window_size=np.int64(500),
+                               min_sampled=np.int32(20), max_alerts=np.uint8(7))
+    plain = RobustnessMonitor(AdvLinearSVM(), window_size=500, min_sampled=20, max_alerts=7)
+    assert given_.state() == plain.state()
+    assert type(given_.window_size) is int and given_.min_sampled == 20
+    assert json.dumps(given_.state())
