@@ -248,6 +248,7 @@ def test_a_print_every_that_is_no_count_is_refused_by_name(print_every):
     assert model.n_learned == 0
 
 
+@pytest.mark.filterwarnings("ignore::river_advsvm.collapse.CollapseWarning")
 def test_the_alerts_a_checkpoint_holds_are_bounded_like_the_monitors():
     """A checkpoint held every alert raised since the previous one: with `step` large (as
     `progressive_robust_val` without `print_every` has it) the list grew with the stream.
