@@ -124,6 +124,9 @@ class Worsening:
 
 
 def check_detector(detector) -> None:
+    if isinstance(detector, type):  # `drift.ADWIN`: a class has the methods, unbound
+        raise TypeError(f"detector must be a River drift detector, got the class "
+                        f"{detector.__name__}: pass one, {detector.__name__}()")
     if not (hasattr(detector, "update") and hasattr(detector, "drift_detected")
             and hasattr(detector, "clone")):
         raise TypeError(

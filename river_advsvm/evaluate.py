@@ -13,6 +13,7 @@ lower bound (no attack can go below it). Reporting both shows how tight the eval
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 import time
@@ -28,6 +29,9 @@ from river_advsvm.attacks.base import NOTE_SECONDS, Attack, NoGradientWarning, h
 from river_advsvm.kernels import NORMS
 
 __all__ = ["iter_progressive_robust_val", "progressive_robust_val", "robustness_report"]
+
+#: Samples of a stream read ahead of the model by progressive validation.
+CHUNK = 1024
 
 REPORT_COLUMNS = [
     "attack",
@@ -303,7 +307,8 @@ def iter_progressive_robust_val(
         `robust_accuracy` and `certified_accuracy` over the attacked ones (`None` before the
         first, and certified for models that cannot be certified); `n_attacked`; `seconds`
         since the start and `attack_seconds` of them spent attacking and certifying; `alerts`
-        raised since the previous checkpoint; `window`, the monitor's rolling accuracies
+        raised since the previous checkpoint (the latest `max_alerts` of the monitor's, if
+        there were more); `window`, the monitor's rolling accuracies
         (`snapshot()`).
         Accuracies are floats, not River metric objects, so that a list of checkpoints keeps
         the value each one had.
@@ -347,12 +352,15 @@ def iter_progressive_robust_val(
         raise ValueError("pass either a monitor or an attack and a sample_rate, not both")
     elif monitor.model is not model:
         raise ValueError("the monitor watches another model")
-    if not (isinstance(step, int) and step >= 1):
-        raise ValueError(f"step must be a positive int, got {step!r}")
+    step = inputs.plain_number(step)  # (a count taken from an array: np.int64(100))
+    if not (inputs.is_whole(step) and step >= 1):
+        raise ValueError(f"step must be a positive int, got {inputs.describe(step)}")
 
     clean, robust, certified = metrics.Accuracy(), metrics.Accuracy(), metrics.Accuracy()
     n_attacked = n_certified = 0
-    alerts: list = []
+    # The latest alerts since the previous checkpoint, as many as the monitor keeps: a list
+    # of them all grew with the stream between rare checkpoints.
+    alerts: collections.deque = collections.deque(maxlen=getattr(monitor, "max_alerts", None))
     start = time.perf_counter()
     attack_seconds_before = monitor.attack_seconds
 
@@ -373,7 +381,10 @@ def iter_progressive_robust_val(
 
     n_seen = 0
     stream = iter(dataset)
-    while chunk := list(itertools.islice(stream, step - n_seen % step)):
+    # At most CHUNK samples read ahead of the model, whatever `step`: a checkpoint's samples
+    # read whole held all of a stream checkpointed rarely (`progressive_robust_val` without
+    # `print_every`: every 2**62 samples) in memory, and never started on an endless one.
+    while chunk := list(itertools.islice(stream, min(step - n_seen % step, CHUNK))):
         for x, y, y_pred in _test_then_train(model, monitor, chunk):
             alerts.extend(monitor.update(x, y, y_pred=y_pred))
             n_seen += 1
@@ -402,16 +413,27 @@ def _test_then_train(model, monitor, chunk: list) -> typing.Iterator[tuple]:
     batched = hasattr(model, "decision_then_learn_many") and all(
         hasattr(monitor, method) for method in ("upcoming", "check"))
     attacked = monitor.upcoming(len(chunk)) if batched else [True] * len(chunk)
+    # What the model will refuse to learn (an input that is NaN, a third class), refused
+    # before the monitor counts the sample: the model learns exactly the samples counted.
+    check_learn = getattr(model, "_check_learn_one", None)
     i = 0
     while i < len(chunk):
         if attacked[i] or len(getattr(model, "classes", ())) != 2:
             x, y = chunk[i]
+            if check_learn is not None:
+                if hasattr(monitor, "check"):
+                    monitor.check(x, y)  # (its own words first, as for the samples of a run)
+                check_learn(x, y)
             y_pred = model.predict_one(x)
             yield x, y, y_pred  # the monitor attacks here, before the model learns x
             model.learn_one(x, y)
             i += 1
             continue
         end = attacked.index(True, i) if True in attacked[i:] else len(chunk)
+        end = min(end, i + _steady_collapse(model))
+        if end == i:  # learning this sample may change `collapsed`: alone, as in a hand loop
+            attacked[i] = True
+            continue
         rows = chunk[i:end]
         # What the monitor will refuse, refused before the model learns the run: as for a
         # sample learned alone, which the monitor sees first.
@@ -422,6 +444,25 @@ def _test_then_train(model, monitor, chunk: list) -> typing.Iterator[tuple]:
         for (x, y), margin in zip(rows, margins.tolist()):
             yield x, y, positive if margin > 0 else negative
         i = end
+
+
+def _steady_collapse(model) -> int:
+    """How many samples `model` can learn before its `collapsed` may change (the last of
+    them not included): the monitor reads it before each sample, and a run learned at once
+    must not show it a collapse that comes with a later sample of the run (its alert at the
+    run's first sample, up to a whole run early). A model's collapse watch judges whole
+    blocks of learned samples, once it has learned its first `window` (see
+    `river_advsvm.collapse`); a kernel model in its warm-up holds its samples back and learns
+    them all with the one that ends it."""
+    watch = getattr(model, "_collapse", None)
+    if watch is None or not hasattr(model, "collapsed"):
+        return 1 << 62
+    holding = model._rows_to_hold() if hasattr(model, "_rows_to_hold") else 0
+    if holding:
+        return holding - 1
+    before_watching = max(watch.window - model.n_learned, 0)
+    seen = 0 if before_watching else watch._seen
+    return before_watching + watch.block - seen - 1
 
 
 def progressive_robust_val(
@@ -461,6 +502,10 @@ def progressive_robust_val(
     (361, 90, '63.33%')
 
     """
+    print_every = inputs.plain_number(print_every)
+    if not (inputs.is_whole(print_every) and print_every >= 0):
+        raise ValueError(f"print_every must be an int >= 0 (0: print nothing), got "
+                         f"{inputs.describe(print_every)}")
     last = None
     step = print_every if print_every > 0 else 1 << 62
     with progress_.bar(total=_length(dataset), desc="progressive validation", unit="sample",

@@ -100,7 +100,8 @@ class RobustnessMonitor:
         rises above this; `None` turns gap alerts off.
     gap_hysteresis
         After a gap alert, the next one needs the gap to fall below
-        `gap_threshold - gap_hysteresis` first, so that a gap near the threshold does not flap.
+        `gap_threshold - gap_hysteresis` first, so that a gap near the threshold does not flap;
+        below `gap_threshold` (a gap is never negative).
     min_sampled
         Sampled samples the robust window needs before a gap alert is possible.
     on_alert
@@ -184,8 +185,9 @@ class RobustnessMonitor:
             raise ValueError("the monitor's attack needs a finite epsilon: robust at what radius?")
         check_detector(detector)
         # Numpy numbers (a rate computed from an array, say) as the Python numbers they equal.
-        sample_rate, gap_threshold, gap_hysteresis = map(
-            inputs.plain_number, (sample_rate, gap_threshold, gap_hysteresis))
+        (sample_rate, gap_threshold, gap_hysteresis, window_size, min_sampled,
+         max_alerts) = map(inputs.plain_number, (sample_rate, gap_threshold, gap_hysteresis,
+                                                 window_size, min_sampled, max_alerts))
         if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, float)):
             raise TypeError(f"sample_rate must be a float in (0, 1] or an int >= 1, "
                             f"got {sample_rate!r}")
@@ -200,10 +202,20 @@ class RobustnessMonitor:
             raise ValueError(f"gap_threshold must be in [0, 1) or None, got {gap_threshold!r}")
         if not (inputs.is_number(gap_hysteresis) and gap_hysteresis >= 0.0):
             raise ValueError(f"gap_hysteresis must be a number >= 0, got {gap_hysteresis!r}")
+        if gap_threshold is not None and gap_hysteresis >= gap_threshold:
+            # A gap is never below 0 (a sample right under attack is right without it).
+            raise ValueError(
+                f"gap_hysteresis ({gap_hysteresis:g}) must be below gap_threshold "
+                f"({gap_threshold:g}): a gap alert comes again only once the gap has fallen "
+                f"below gap_threshold - gap_hysteresis, and a gap is never below 0")
         if not (inputs.is_whole(min_sampled) and min_sampled >= 1):
             raise ValueError(f"min_sampled must be a positive int, got {min_sampled!r}")
         if not (inputs.is_whole(max_alerts) and max_alerts >= 1):
             raise ValueError(f"max_alerts must be a positive int, got {max_alerts!r}")
+        if on_alert is not None and not callable(on_alert):
+            # (else the first alert raised it from `update`, the sample counted by then)
+            raise TypeError(f"on_alert must be a function of an Alert, or None, got "
+                            f"{on_alert!r:.60}")
 
         self.model = model
         self.attack = attack
@@ -410,8 +422,13 @@ class RobustnessMonitor:
     def _params(self) -> dict:
         rate = self.sample_rate
         # The attack too: robust flags measured by another attack must not fill these windows.
-        attack = {k: list(v) if isinstance(v, tuple) else v
-                  for k, v in self.attack._get_params().items()}
+        # Numpy numbers (bounds taken from an array) as the plain ones they hold: JSON.
+        def plain(value):
+            if isinstance(value, (tuple, list)):
+                return [plain(v) for v in value]
+            return inputs.plain_number(value)
+
+        attack = {k: plain(v) for k, v in self.attack._get_params().items()}
         return {"window_size": self.window_size, "robust_window_size": self.robust_window_size,
                 "sample_rate": [type(rate).__name__, rate], "max_alerts": self.max_alerts,
                 "detector": type(self.detector).__name__,

@@ -10,7 +10,10 @@ import random
 
 from river import metrics, utils
 
-from river_advsvm.alerts import MAX_HISTORY, RECENT_SAMPLES, Alert, Observation, Worsening
+from river_advsvm.alerts import (
+    ALERT_KINDS, MAX_HISTORY, RECENT_SAMPLES, Alert, Observation, Worsening,
+)
+from river_advsvm.labels import as_label
 
 __all__ = ["restored", "state_of"]
 
@@ -64,8 +67,26 @@ def restored(monitor, state: dict) -> dict:
     for pair in clean:
         if not (isinstance(pair, list) and len(pair) == 2 and all(map(_is_label, pair))):
             raise ValueError("a clean-window entry is not a (label, prediction) pair")
+        if pair[0] is None:
+            raise ValueError("a clean-window label is None")
+        for value in pair:
+            _check_label(value)
     flags = {name: [_boolean(v) for v in _window(state[name], monitor.robust_window_size)]
              for name in ("sampled_clean", "robust", "certified")}
+    n_seen = _integer(state["n_seen"], 0, 2**63)
+    n_sampled = _integer(state["n_sampled"], 0, n_seen)
+    # The windows are the latest samples of what the counters counted: a clean window fuller
+    # than the samples seen, or a robust window beside a clean twin of another length (their
+    # difference is the gap), says what no monitor saw.
+    if len(clean) != min(n_seen, monitor.window_size):
+        raise ValueError(f"a clean window of {len(clean)} samples after {n_seen} seen")
+    if not (len(flags["sampled_clean"]) == len(flags["robust"])
+            == min(n_sampled, monitor.robust_window_size) >= len(flags["certified"])):
+        raise ValueError(f"windows of {len(flags['sampled_clean'])}, {len(flags['robust'])} "
+                         f"and {len(flags['certified'])} attacked samples after {n_sampled}")
+    if any(robust and not right
+           for right, robust in zip(flags["sampled_clean"], flags["robust"])):
+        raise ValueError("an attacked sample is right under attack and wrong without it")
     rolling = {}
     for name, entries in [("_clean", clean), *((f"_{k}", [(True, v) for v in flags[k]])
                                                for k in flags)]:
@@ -75,16 +96,24 @@ def restored(monitor, state: dict) -> dict:
             window.update(y, y_pred)
         rolling[name] = window
     alerts = collections.deque(
-        (_alert_of(a) for a in _window(state["alerts"], monitor.max_alerts)),
+        (_alert_of(a, n_seen, monitor.robust_window_size)
+         for a in _window(state["alerts"], monitor.max_alerts)),
         maxlen=monitor.max_alerts)
     last = state["last"]
+    if last is not None and (n_seen == 0 or _integer(last["step"], 0, 2**63) != n_seen):
+        raise ValueError(f"the last observation is not of step {n_seen}")
+    if last is not None and (_number_or_none(last["radius"]) or 0.0) < 0.0:
+        raise ValueError("a certified radius is negative")
+    seconds = float(_number_or_none(state["attack_seconds"]) or 0.0)
+    if seconds < 0.0:
+        raise ValueError(f"attack_seconds {seconds} is negative")
     return {
         **rolling,
         "_rng": rng,
-        "n_seen": _integer(state["n_seen"], 0, 2**63),
-        "n_sampled": _integer(state["n_sampled"], 0, 2**63),
-        "n_no_gradient": _integer(state["n_no_gradient"], 0, 2**63),
-        "attack_seconds": float(_number_or_none(state["attack_seconds"]) or 0.0),
+        "n_seen": n_seen,
+        "n_sampled": n_sampled,
+        "n_no_gradient": _integer(state["n_no_gradient"], 0, n_sampled),
+        "attack_seconds": seconds,
         "_gap_raised": _boolean(state["gap_raised"]),
         "_collapse_raised": _boolean(state.get("collapse_raised", False)),
         "_clean_drift": _worsening_of(state["clean_drift"], monitor.detector),
@@ -127,6 +156,8 @@ def _labelled(pairs: list, labels: list) -> list:
     """The `(label, prediction)` pairs `_positions` wrote, checked."""
     if not all(_is_label(v) for v in labels):
         raise ValueError("a clean-window label is not a label")
+    for label in labels:
+        _check_label(label)
     out = []
     for pair in pairs:
         if not (isinstance(pair, list) and len(pair) == 2
@@ -160,6 +191,12 @@ def _worsening_of(state: dict, detector) -> Worsening:
     watch._recent.extend(_integer(v, 0, 1) for v in _window(state["recent"], RECENT_SAMPLES))
     watch._segment_samples = _integer(state["segment_samples"], 0, 2**63)
     watch._segment_errors = _integer(state["segment_errors"], 0, watch._segment_samples)
+    # The latest errors are part of the segment's: a detection compares the two.
+    n_recent = min(len(watch._recent), watch._segment_samples)
+    recent_errors = sum(list(watch._recent)[len(watch._recent) - n_recent:])
+    if not (recent_errors <= watch._segment_errors
+            <= recent_errors + watch._segment_samples - n_recent):
+        raise ValueError("a detector's recent errors are not among its segment's")
     rate = _number_or_none(state["previous_rate"])
     if rate is not None and not 0.0 <= rate <= 1.0:
         raise ValueError(f"previous_rate {rate} is not a rate")
@@ -167,15 +204,17 @@ def _worsening_of(state: dict, detector) -> Worsening:
     return watch
 
 
-def _alert_of(fields: dict) -> Alert:
+def _alert_of(fields: dict, n_seen: int, robust_window_size: int) -> Alert:
     alert = Alert(**fields)
-    if not (isinstance(alert.kind, str) and isinstance(alert.detector, str)):
-        raise ValueError("an alert's kind and detector are text")
-    _integer(alert.step, 0, 2**63)
-    _integer(alert.n_sampled, 0, 2**63)
-    for value in (alert.clean_accuracy, alert.robust_accuracy, alert.certified_accuracy,
-                  alert.gap):
-        _number_or_none(value)
+    if alert.kind not in ALERT_KINDS or not isinstance(alert.detector, str):
+        raise ValueError(f"an alert's kind is one of {ALERT_KINDS} and its detector text")
+    _integer(alert.step, 1, n_seen)
+    _integer(alert.n_sampled, 0, robust_window_size)
+    for value in (alert.clean_accuracy, alert.robust_accuracy, alert.certified_accuracy):
+        if not 0.0 <= (_number_or_none(value) or 0.0) <= 1.0:
+            raise ValueError(f"an alert's accuracy {value} is not in [0, 1]")
+    if not -1.0 <= (_number_or_none(alert.gap) or 0.0) <= 1.0:
+        raise ValueError(f"an alert's gap {alert.gap} is not in [-1, 1]")
     return alert
 
 
@@ -207,6 +246,13 @@ def _number_or_none(value):
     if type(value) not in (int, float) or not math.isfinite(value):
         raise ValueError(f"expected a finite number, got {value!r:.40}")
     return value
+
+
+def _check_label(value) -> None:
+    """`ValueError` unless `value` is a label as `update` takes it (an int of at most 64 bits, a
+    text of at most `MAX_LABEL_LENGTH` characters...) or None (a prediction that was none)."""
+    if value is not None and as_label(value) != value:
+        raise ValueError(f"a clean-window label {value!r:.40} is not a label")
 
 
 def _is_label(value) -> bool:

@@ -10,6 +10,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from river import drift, linear_model
 from river.datasets import synth
 
@@ -466,3 +468,115 @@ def test_a_prediction_that_is_no_label_counts_as_wrong_and_the_state_still_resto
     restored = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=1, window_size=5)
     restored.restore(saved)
     assert restored.snapshot() == monitor.snapshot()
+
+
+@pytest.mark.parametrize("on_alert", ["print", 3, [print]])
+def test_an_on_alert_that_cannot_be_called_is_refused_when_the_monitor_is_made(on_alert):
+    """It was taken, and the first alert raised `TypeError: 'str' object is not callable`
+    from `update`, after the monitor had counted the sample and kept the alert."""
+    with pytest.raises(TypeError, match="on_alert"):
+        RobustnessMonitor(AdvLinearSVM(), on_alert=on_alert)
+
+
+# -- the counters, recounted by hand ------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore::river_advsvm.attacks.NoGradientWarning")
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 60), rate=st.one_of(st.integers(1, 4), st.sampled_from([0.3, 1.0])),
+       window=st.integers(1, 12), seed=st.integers(0, 2**32), give_pred=st.booleans(),
+       margins=st.booleans(), sampling_seed=st.sampled_from([0, 7]))
+def test_the_counters_are_what_happened(n, rate, window, seed, give_pred, margins,
+                                        sampling_seed):
+    """Sampled, attacked, certified and the rolling accuracies, recounted by hand with a
+    deterministic attack (FGSM) and the same draws, for a margin model (white box, certified)
+    and a River model (black box, not certified)."""
+    rng = random.Random(seed)
+    model = AdvLinearSVM() if margins else linear_model.LogisticRegression()
+    attack = FGSM(epsilon=0.1)
+    monitor = RobustnessMonitor(model, attack=attack, sample_rate=rate, window_size=window,
+                                seed=sampling_seed, detector=drift.NoDrift())
+    draws = random.Random(sampling_seed)
+    robust_size = max(1, math.ceil(window * (1 / rate if isinstance(rate, int) else rate)))
+    clean, sampled_clean, robust, certified = [], [], [], []
+    for i in range(1, n + 1):
+        x = {"a": rng.random(), "b": rng.random()}
+        y = x["a"] + 0.3 * rng.random() > x["b"]
+        y_pred = model.predict_one(x)
+        right = y_pred == y
+        drawn = i % rate == 0 if isinstance(rate, int) else draws.random() < rate
+        classes = getattr(model, "classes", None)
+        if drawn and (classes is None or (len(classes) == 2 and y in classes)):
+            sampled_clean.append(right)
+            robust.append(right and model.predict_one(attack.perturb_one(model, x, y)) == y)
+            if margins:
+                radius = model.certified_radius_one(x, y, norm="linf") if right else 0.0
+                certified.append(radius > 0 and radius >= 0.1)
+        clean.append(right)
+        monitor.update(x, y, y_pred=y_pred if give_pred else None)
+        model.learn_one(x, y)
+
+    def mean(values):
+        return sum(values) / len(values) if values else None
+
+    assert monitor.n_seen == n and monitor.n_sampled == len(robust)
+    got = monitor.snapshot()
+    gap = mean(sampled_clean[-robust_size:])
+    expected = {
+        "step": n, "n_sampled": len(robust[-robust_size:]),
+        "clean_accuracy": mean(clean[-window:]),
+        "robust_accuracy": mean(robust[-robust_size:]),
+        "certified_accuracy": mean(certified[-robust_size:]),
+        "gap": None if gap is None else gap - mean(robust[-robust_size:]),
+    }
+    assert got == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("threshold, hysteresis", [(0.05, None), (0.1, None), (0.3, 0.3),
+                                                   (0.0, 0.0)])
+def test_a_hysteresis_that_would_never_let_a_gap_alert_come_again_is_refused(threshold,
+                                                                            hysteresis):
+    """A gap alert re-arms once the gap falls below `gap_threshold - gap_hysteresis`, and a
+    gap is never below 0 (a sample right under attack is right): `gap_threshold=0.05` with the
+    default hysteresis 0.1 raised one gap alert in the monitor's life, however often the gap
+    fell to 0 and rose again. Refused now, naming both."""
+    kwargs = {} if hysteresis is None else {"gap_hysteresis": hysteresis}
+    with pytest.raises(ValueError, match="gap_hysteresis.*gap_threshold"):
+        RobustnessMonitor(AdvLinearSVM(), gap_threshold=threshold, **kwargs)
+    RobustnessMonitor(AdvLinearSVM(), gap_threshold=None, **kwargs)  # no gap alerts: no matter
+    RobustnessMonitor(AdvLinearSVM(), gap_threshold=threshold + 0.2, **kwargs)
+
+
+def test_gap_alerts_come_again_after_the_gap_closed():
+    """The other side: with a threshold above the hysteresis, a gap that closes and opens
+    again raises a second alert."""
+    model = AdvLinearSVM()
+    for _ in range(200):
+        model.learn_one({"a": 0.2, "b": 0.3}, False)
+        model.learn_one({"a": 0.8, "b": 0.6}, True)
+    near, far = ({"a": 0.55, "b": 0.45}, True), ({"a": 0.95, "b": 0.95}, True)
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.3), sample_rate=1, window_size=10,
+                                gap_threshold=0.15, gap_hysteresis=0.1, min_sampled=10)
+    kinds = []
+    for sample in [near] * 10 + [far] * 10 + [near] * 10:
+        kinds += [a.kind for a in monitor.update(*sample)]
+    assert kinds == ["robust_gap", "robust_gap"]
+
+
+@pytest.mark.parametrize("detector", [drift.ADWIN, drift.binary.DDM])
+def test_a_detector_class_instead_of_a_detector_is_refused_in_words(detector):
+    """`detector=drift.ADWIN` (no parentheses) passed the check and raised "Base.clone()
+    missing 1 required positional argument: 'self'"."""
+    with pytest.raises(TypeError, match=rf"detector .*{detector.__name__}\(\)"):
+        RobustnessMonitor(AdvLinearSVM(), detector=detector)
+
+
+def test_numpy_counts_are_the_counts_they_hold():
+    """`window_size=np.int64(500)` was refused as "window_size must be a positive int, got
+    np.int64(500)"; the rate and the thresholds were already taken as the numbers they hold."""
+    given_ = RobustnessMonitor(AdvLinearSVM(), window_size=np.int64(500),
+                               min_sampled=np.int32(20), max_alerts=np.uint8(7))
+    plain = RobustnessMonitor(AdvLinearSVM(), window_size=500, min_sampled=20, max_alerts=7)
+    assert given_.state() == plain.state()
+    assert type(given_.window_size) is int and given_.min_sampled == 20
+    assert json.dumps(given_.state())

@@ -179,3 +179,105 @@ def test_a_degenerate_sampling_generator_or_a_text_pair_is_refused():
             monitor.restore(broken)
         assert json.dumps(monitor.state()) == before
     monitor.restore({**good, "rng": [3, [2**31] + [0] * 623 + [624], None]})  # not degenerate
+
+
+def _inconsistent(good: dict) -> dict:
+    """States no monitor can save, each named by what is wrong in it."""
+    last = good["last"]
+    drift = good["clean_drift"]
+    n_robust = len(good["robust"])
+    return {
+        "a label longer than a label may be": {
+            **good, "clean_labels": good["clean_labels"] + ["x" * 100_000]},
+        "an int label of more than 64 bits": {
+            **good, "clean_labels": [2**70] + good["clean_labels"][1:]},
+        "a label None": {**good, "clean_labels": [None] + good["clean_labels"][1:]},
+        "robust window shorter than its clean twin": {**good, "robust": good["robust"][:3]},
+        "sampled windows longer than the samples attacked": {**good, "n_sampled": 1},
+        "a clean window fuller than the samples seen": {**good, "n_seen": 0, "last": None},
+        "robust right where the clean prediction was wrong": {
+            **good, "sampled_clean": [False] * n_robust, "robust": [True] * n_robust},
+        "more samples without gradient than attacked": {
+            **good, "n_no_gradient": good["n_sampled"] + 1},
+        "negative seconds": {**good, "attack_seconds": -5.0},
+        "an alert of no kind": {**good, "alerts": [
+            {"kind": "nonsense", "step": 10, "clean_accuracy": 0.5, "robust_accuracy": 0.5,
+             "certified_accuracy": None, "gap": 0.0, "n_sampled": 5, "detector": "ADWIN"}]},
+        "an alert's accuracy of 200%": {**good, "alerts": [
+            {"kind": "robust_gap", "step": 10, "clean_accuracy": 2.0, "robust_accuracy": 0.5,
+             "certified_accuracy": None, "gap": 1.5, "n_sampled": 5, "detector": "ADWIN"}]},
+        "an alert after the last sample": {**good, "alerts": [
+            {"kind": "robust_gap", "step": good["n_seen"] + 1, "clean_accuracy": 0.9,
+             "robust_accuracy": 0.5, "certified_accuracy": None, "gap": 0.4, "n_sampled": 5,
+             "detector": "gap > 0.2"}]},
+        "the last observation of another step": {**good, "last": {**last, "step": 10**9}},
+        "a negative certified radius": {**good, "last": {**last, "radius": -3.0}},
+        "recent errors the segment does not hold": {**good, "clean_drift": {
+            **drift, "recent": [1] * 64, "segment_errors": 0,
+            "segment_samples": max(drift["segment_samples"], 64)}},
+    }
+
+
+def test_a_state_no_monitor_can_save_is_refused_and_changes_nothing():
+    """A state is input: one whose parts disagree (a robust window of 3 flags beside a
+    clean twin of 20 gave a gap of 0.65 out of nothing; robust flags right where the clean
+    prediction was wrong, a gap of -1.0; a clean window of 100 samples at step 0; a label of
+    100,000 characters, which `update` refuses) was taken. Refused now, naming the part."""
+    _, monitor = _watched()
+    good = json.loads(json.dumps(monitor.state()))
+    assert good["last"] is not None and good["n_sampled"] > len(good["robust"]) > 3
+    before = json.dumps(monitor.state())
+    for name, state in _inconsistent(good).items():
+        with pytest.raises(ValueError, match="not a state of this monitor"):
+            monitor.restore(state)
+            pytest.fail(f"taken: {name}")
+        assert json.dumps(monitor.state()) == before, name
+    monitor.restore(good)
+    assert json.dumps(monitor.state()) == before
+
+
+def test_states_of_real_runs_are_still_taken():
+    """The checks hold for what monitors save: fresh, after one sample, with alerts, with a
+    model that cannot certify, with labels of every kind."""
+    from river import linear_model
+
+    from river_advsvm.attacks import FGSM
+
+    for model, labels in [(AdvLinearSVM(), [False, True]), (AdvLinearSVM(), ["no", "yes"]),
+                          (linear_model.LogisticRegression(), [0, 1])]:
+        for n in (0, 1, 2, 700):
+            monitor = RobustnessMonitor(model, attack=FGSM(epsilon=0.05), sample_rate=2,
+                                        window_size=50, min_sampled=5, max_alerts=3)
+            for x, y in _stream(3, n, flip=n // 2):
+                monitor.update(x, labels[y])
+                model.learn_one(x, labels[y])
+            saved = json.loads(json.dumps(monitor.state()))
+            again = RobustnessMonitor(model, attack=FGSM(epsilon=0.05), sample_rate=2,
+                                      window_size=50, min_sampled=5, max_alerts=3)
+            again.restore(saved)
+            assert again.state() == saved
+
+
+def test_an_attack_of_numpy_bounds_gives_a_json_state():
+    """Bounds taken from an array (`(X.min(), X.max())`, numpy float32) went into the state's
+    parameters as numpy numbers: `json.dumps(monitor.state())` raised TypeError, and a
+    service could not write its checkpoint. They are the plain numbers they hold now."""
+    import numpy as np
+
+    def made(model):
+        bounds = (np.float32(0.0), np.float32(1.0))
+        return RobustnessMonitor(model, attack=PGD(epsilon=0.05, bounds=bounds),
+                                 sample_rate=2, window_size=20)
+
+    model = AdvLinearSVM()
+    monitor = made(model)
+    for x, y in _stream(4, 60):
+        monitor.update(x, y)
+        model.learn_one(x, y)
+    saved = json.loads(json.dumps(monitor.state(), allow_nan=False))
+    again = made(model)
+    again.restore(saved)
+    assert again.state() == monitor.state()
+    plain = RobustnessMonitor(model, attack=PGD(epsilon=0.05, bounds=(0.0, 1.0)),
+                              sample_rate=2, window_size=20)
+    plain.restore(saved)  # the same box
