@@ -94,7 +94,8 @@ class RobustnessMonitor:
         Default `river.drift.ADWIN()`.
     window_size
         Samples in the rolling clean accuracy. The robust and certified windows hold the
-        sampled samples of about as many stream samples: `ceil(window_size * rate)`.
+        sampled samples of about as many stream samples, `ceil(window_size * rate)`, and at
+        least `min_sampled` (at a low rate they span more of the stream).
     gap_threshold
         A `robust_gap` alert is raised when clean minus robust accuracy over the robust window
         rises above this; `None` turns gap alerts off.
@@ -230,7 +231,9 @@ class RobustnessMonitor:
         self.seed = seed
 
         rate = 1.0 / sample_rate if isinstance(sample_rate, int) else sample_rate
-        self.robust_window_size = max(1, math.ceil(window_size * rate))
+        # At least `min_sampled`: below, the window could never hold enough samples for a
+        # gap alert (a rate of 0.02 over 1,000 samples samples 20, against 30).
+        self.robust_window_size = max(min_sampled, math.ceil(window_size * rate))
         self._rng = random.Random(seed)
         self._clean = utils.Rolling(metrics.Accuracy, window_size=window_size)
         # The sampled samples, clean and attacked: their difference is the gap, on the same points.

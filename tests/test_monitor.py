@@ -497,7 +497,8 @@ def test_the_counters_are_what_happened(n, rate, window, seed, give_pred, margin
     monitor = RobustnessMonitor(model, attack=attack, sample_rate=rate, window_size=window,
                                 seed=sampling_seed, detector=drift.NoDrift())
     draws = random.Random(sampling_seed)
-    robust_size = max(1, math.ceil(window * (1 / rate if isinstance(rate, int) else rate)))
+    robust_size = max(monitor.min_sampled,
+                      math.ceil(window * (1 / rate if isinstance(rate, int) else rate)))
     clean, sampled_clean, robust, certified = [], [], [], []
     for i in range(1, n + 1):
         x = {"a": rng.random(), "b": rng.random()}
@@ -580,3 +581,19 @@ def test_numpy_counts_are_the_counts_they_hold():
     assert given_.state() == plain.state()
     assert type(given_.window_size) is int and given_.min_sampled == 20
     assert json.dumps(given_.state())
+
+
+def test_a_gap_alert_can_come_at_a_rate_whose_window_is_below_min_sampled():
+    """At a rate of 0.02 a window of 1,000 samples held 20 sampled samples, fewer than the 30
+    a gap alert needs: no gap alert could ever come. The window holds at least `min_sampled`."""
+    model = AdvLinearSVM()
+    for _ in range(200):
+        model.learn_one({"a": 0.2, "b": 0.3}, False)
+        model.learn_one({"a": 0.8, "b": 0.6}, True)
+    near = ({"a": 0.55, "b": 0.45}, True)  # right, and fooled at epsilon 0.3
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.3), sample_rate=50,
+                                window_size=1000, min_sampled=30)
+    assert monitor.robust_window_size == 30
+    steps = [monitor.n_seen for _ in range(50 * 30)
+             if any(a.kind == "robust_gap" for a in monitor.update(*near))]
+    assert steps == [50 * 30]
