@@ -267,3 +267,43 @@ def test_outputs_are_strict_json_even_for_non_finite_numbers():
                   outputs.alert_json(Alert(math.inf, object()), outcome, record)]:
         parsed = json.loads(value, parse_constant=lambda c: pytest.fail(f"{c} in {value}"))
         assert None in parsed.values()
+
+
+@pytest.mark.parametrize("where", ["batch", "one", "monitor"])
+def test_out_of_memory_stops_the_learner_and_is_no_dead_letter(where):
+    """A MemoryError is a fault of the machine (exit status 5, the last checkpoint intact),
+    not of the message: dead-lettering it would drop a valid message from learning (and could
+    checkpoint a model left half-updated)."""
+
+    class Starved:
+        def __init__(self):
+            self.model = AdvLinearSVM()
+            self.classes = self.model.classes
+
+        def predict_proba_one(self, x):
+            return self.model.predict_proba_one(x)
+
+        def learn_one(self, x, y):
+            if where == "one":
+                raise MemoryError()
+            self.model.learn_one(x, y)
+            self.classes = self.model.classes
+
+        def predict_proba_then_learn_many(self, X, y):
+            if where in ("batch", "one"):
+                raise MemoryError()
+            out = self.model.predict_proba_then_learn_many(X, y)
+            self.classes = self.model.classes
+            return out
+
+    class Monitor:
+        model = None
+
+        def update(self, x, y, y_pred=None):
+            raise MemoryError()
+
+    learner = Learner(state.ServiceState(model=Starved()), max_message_bytes=1000,
+                      monitor=Monitor() if where == "monitor" else None)
+    with pytest.raises(MemoryError):
+        learner.process_many([b'{"x": [1], "y": true}', b'{"x": [2], "y": false}'])
+    assert learner.state.counters["dead_letters"] == 0
