@@ -145,6 +145,22 @@ class SecuritySettings:
                 raise SecurityError(f"SASL {self.sasl_mechanism} needs the password of "
                                     f"{self.sasl_username!r}: set {PASSWORD_ENV} or give "
                                     "--sasl-password-file")
+            # The client encodes both as UTF-8 in its connection thread, where a failure is
+            # only a connection that never completes (the service waited for a broker).
+            for field in ("sasl_username", "sasl_password"):
+                value = getattr(self, field)
+                shown = f" {value!r}" if field == "sasl_username" else ""
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise SecurityError(f"the SASL {field[5:].replace('name', ' name')}{shown} "
+                                        f"({self._name(field)}) is not UTF-8 text (a non-UTF-8 "
+                                        "byte of the command line, the environment or a file?)"
+                                        ) from None
+                if self.sasl_mechanism == "PLAIN" and "\0" in value:
+                    raise SecurityError(f"the SASL {field[5:].replace('name', ' name')}{shown} "
+                                        f"({self._name(field)}) holds a NUL character, which "
+                                        "PLAIN uses to separate the user name from the password")
         lookups = (None, "use_all_dns_ips", "resolve_canonical_bootstrap_servers_only")
         if self.client_dns_lookup not in lookups:
             raise SecurityError(f"{self._name('client_dns_lookup')} must be use_all_dns_ips or "
