@@ -23,7 +23,10 @@ from river_advsvm.streams import state as state_io
 from river_advsvm.streams.clients import MAX_SESSION_TIMEOUT_MS, MIN_HEARTBEAT_MS, Clients
 from river_advsvm.streams.security import SecuritySettings
 
-__all__ = ["ServiceConfig"]
+__all__ = ["MAX_BLAS_THREADS", "ServiceConfig"]
+
+#: The most BLAS threads `blas_threads` (`--blas-threads`) asks for: beyond any machine's cores.
+MAX_BLAS_THREADS = 4096
 
 
 @dataclasses.dataclass
@@ -155,6 +158,10 @@ class ServiceConfig:
                              f"idle for 9 minutes), got {self.session_timeout_ms}")
         if self.blas_threads is not None and self.blas_threads < 0:
             raise ValueError(f"blas_threads must be >= 0, got {self.blas_threads}")
+        if self.blas_threads is not None and self.blas_threads > MAX_BLAS_THREADS:
+            # (BLAS takes a C int: a larger number failed in ctypes at start-up, exit status 1.)
+            raise ValueError(f"blas_threads must be at most {MAX_BLAS_THREADS}, got "
+                             f"{self.blas_threads}")
         # What the checkpoint holds is checked as it will be when read back.
         if self.width is not None and not 1 <= self.width <= margin.MAX_FEATURES_LIMIT:
             raise ValueError(f"width (--features) must be in [1, {margin.MAX_FEATURES_LIMIT}], "

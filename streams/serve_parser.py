@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_arguments(service)
     service.add_argument("--blas-threads", type=int, default=1, metavar="N",
                          help="BLAS threads in the service (default 1: per-message products "
-                         "gain nothing from more; 0 leaves BLAS as it is)")
+                         "gain nothing from more; 0 leaves BLAS as it is; at most 4096)")
     group = parser.add_argument_group(
         "scale-out (several workers, one model)",
         "Start N services with the same --group and --sync-every: Kafka splits the partitions "

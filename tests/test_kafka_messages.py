@@ -215,6 +215,10 @@ def test_service_config_validates():
     (dict(session_timeout_ms=535_000), "session_timeout_ms must be at most 534999"),
     (dict(session_timeout_ms=3_000_000_000), "session_timeout_ms must be at most 534999"),
     (dict(blas_threads=-1), "blas_threads"),
+    # BLAS takes a C int: "unexpected ArgumentError" from ctypes at start-up, exit status 1
+    # (a supervisor restarts that for ever).
+    (dict(blas_threads=10**30), "blas_threads must be at most 4096"),
+    (dict(blas_threads=2**31), "blas_threads must be at most 4096"),
     # Topic names the broker refuses: an output was resent for ever (InvalidTopicError).
     (dict(predictions_topic="events/predictions"), "predictions_topic 'events/predictions' "
                                                    "is not a Kafka topic name"),
