@@ -148,6 +148,11 @@ class ServiceConfig:
             raise ValueError(f"exit_when_idle must be >= 0, got {self.exit_when_idle}")
         if self.max_poll_records < 1:
             raise ValueError(f"max_poll_records must be >= 1, got {self.max_poll_records}")
+        # At most a Java int, as Kafka's max.poll.records: past sys.maxsize the client failed at
+        # the first poll, after joining the group.
+        if self.max_poll_records > 2**31 - 1:
+            raise ValueError(f"max_poll_records must be at most {2**31 - 1}, got "
+                             f"{self.max_poll_records}")
         if self.session_timeout_ms <= MIN_HEARTBEAT_MS:
             raise ValueError(f"session_timeout_ms must be > {MIN_HEARTBEAT_MS} (the shortest "
                              f"heartbeat interval), got {self.session_timeout_ms}")

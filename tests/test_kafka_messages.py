@@ -211,6 +211,9 @@ def test_service_config_validates():
     # The consumer could not leave its group at the stop (OverflowError: int(inf) ms).
     (dict(shutdown_timeout=math.inf), "shutdown_timeout must be a finite number"),
     (dict(max_poll_records=0), "max_poll_records"),
+    # Past sys.maxsize the consumer failed at the first poll, after joining the group, in
+    # itertools' words ("Stop argument for islice() must be None or an integer").
+    (dict(max_poll_records=10**30), "max_poll_records must be at most 2147483647"),
     (dict(session_timeout_ms=100), "session_timeout_ms must be > 100"),
     (dict(session_timeout_ms=535_000), "session_timeout_ms must be at most 534999"),
     (dict(session_timeout_ms=3_000_000_000), "session_timeout_ms must be at most 534999"),
