@@ -226,6 +226,17 @@ class SecuritySettings:
             _readable(self.ssl_certfile, self._name("ssl_certfile"))
             if self.ssl_keyfile:
                 _readable(self.ssl_keyfile, self._name("ssl_keyfile"))
+            # What the ssl module refuses of a password in its own words, naming neither the
+            # setting nor the key.
+            what = f"the password of the client key ({self._name('ssl_key_password')})"
+            try:
+                size = len((self.ssl_key_password or "").encode("utf-8"))
+            except UnicodeEncodeError:
+                raise SecurityError(f"{what} is not UTF-8 text (a non-UTF-8 byte of the "
+                                    "environment or of a file?)") from None
+            if size > 1024:
+                raise SecurityError(f"{what} is longer than 1024 bytes, more than Python's ssl "
+                                    "module takes")
             try:
                 context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile,
                                         password=self.ssl_key_password or "")

@@ -388,3 +388,16 @@ def test_a_nul_in_plain_credentials_is_refused_up_front():
             parse(["--security-protocol", "SASL_SSL", "--sasl-mechanism", "PLAIN",
                    "--sasl-username", user], {security.PASSWORD_ENV: password})
         assert "sec\x00ret" not in str(error.value)
+
+
+@pytest.mark.parametrize("password, problem", [
+    ("pa\udcffss", "not UTF-8 text"),  # a non-UTF-8 byte of the environment
+    ("p" * 1025, "longer than 1024 bytes"),  # what Python's ssl module takes
+])
+def test_a_key_password_ssl_cannot_take_is_one_line_naming_its_variable(pki, password, problem):
+    # Before: the ssl module's own words ("'utf-8' codec can't encode character '\udcff'...",
+    # "password cannot be longer than 1024 bytes"), naming neither the variable nor the key.
+    with pytest.raises(SecurityError, match=f"{security.KEY_PASSWORD_ENV}.*{problem}") as error:
+        parse(["--security-protocol", "SSL", "--ssl-certfile", pki.client_cert,
+               "--ssl-keyfile", pki.client_key_encrypted], {security.KEY_PASSWORD_ENV: password})
+    assert "\n" not in str(error.value) and password not in str(error.value)
