@@ -222,6 +222,9 @@ class Service:
         for path in state_io.remove_temporaries(config.checkpoint_dir):
             log.info("removed %s, left by an interrupted checkpoint write", path)
         loaded = state_io.load(config.checkpoint_dir, session.limits)  # fail fast, before Kafka
+        # Found at the first checkpoint, it stopped the service after it had learned and
+        # published what it then learned again at every restart.
+        state_io.check_writable(config.checkpoint_dir)
         if loaded is not None:
             session.state = loaded
             log.info("restored the checkpoint in %s (%d learned); it wins over model options",

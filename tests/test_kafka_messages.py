@@ -424,3 +424,46 @@ def test_a_replayed_parquet_file_without_its_label_column_says_how_to_name_it(tm
         local._checked_samples(str(path), "y", None, None)
     assert str(caught.value) == (f"--replay {path}: cannot read it (target column 'y' is not in "
                                  "['a']; name the label column with --replay-target)")
+
+
+def _unwritable_directory(tmp_path) -> str:
+    """A directory no checkpoint can be written in, whoever runs the tests (root ignores the
+    permission bits)."""
+    if os.geteuid() != 0:
+        tmp_path.chmod(0o500)
+        return str(tmp_path)
+    if os.path.isdir("/sys") and _refuses_files("/sys"):  # sysfs: no regular files
+        return "/sys"
+    pytest.skip("no directory refuses root's files here")
+
+
+def _refuses_files(directory: str) -> bool:
+    import tempfile
+
+    try:
+        fd, path = tempfile.mkstemp(dir=directory)
+    except OSError:
+        return True
+    os.close(fd)
+    os.unlink(path)
+    return False
+
+
+def test_a_checkpoint_directory_that_cannot_be_written_is_refused_before_kafka(tmp_path):
+    """It was found at the first checkpoint, after the service had joined its group, learned
+    and published predictions for messages it then learned again at every restart."""
+    from river_advsvm.streams import lifecycle
+    from river_advsvm.streams.service import Service
+
+    directory = _unwritable_directory(tmp_path)
+    try:
+        config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="t", group="g",
+                               checkpoint_dir=directory, connect_timeout=0.1)
+        with pytest.raises(OSError) as error:
+            Service(config, model_factory=AdvLinearSVM).run()
+        assert error.value.filename == directory  # the command line shows "DIR: strerror"
+        assert error.value.strerror.endswith("(a checkpoint cannot be written in this directory)")
+        assert lifecycle.exit_status(error.value) == lifecycle.USAGE_ERROR
+        assert not [name for name in os.listdir(directory) if name.startswith(".tmp-")]
+    finally:
+        tmp_path.chmod(0o700)
