@@ -467,3 +467,17 @@ def test_a_checkpoint_directory_that_cannot_be_written_is_refused_before_kafka(t
         assert not [name for name in os.listdir(directory) if name.startswith(".tmp-")]
     finally:
         tmp_path.chmod(0o700)
+
+
+@pytest.mark.parametrize("topic", ["a\udcff", "in put", "a" * 250])
+def test_inspect_refuses_a_sync_topic_that_is_no_topic_name_before_connecting(topic, capsys):
+    """One with a non-UTF-8 byte (a lone surrogate) hung the client for over a minute against
+    a live broker; the others were "there is no topic" after connecting."""
+    from river_advsvm.streams import cli as streams_cli
+
+    status = streams_cli.inspect_main(["--bootstrap-servers", "127.0.0.1:1", "--sync-topic",
+                                       topic])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1
+    assert err[0].startswith(f"advsvm inspect: --sync-topic {topic!r:.60} is not a Kafka topic "
+                             "name"), err
