@@ -12,6 +12,9 @@ import pytest
 
 pytest.importorskip("kafka")
 
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
 from river_advsvm import AdvKernelSVM, AdvLinearSVM, CheckpointError, cli  # noqa: E402
 from river_advsvm.streams import kafka as kafka_io  # noqa: E402
 from river_advsvm.streams import state  # noqa: E402
@@ -481,3 +484,26 @@ def test_inspect_refuses_a_sync_topic_that_is_no_topic_name_before_connecting(to
     assert status == 2 and len(err) == 1
     assert err[0].startswith(f"advsvm inspect: --sync-topic {topic!r:.60} is not a Kafka topic "
                              "name"), err
+
+
+@settings(max_examples=300, deadline=None)
+@given(field=st.sampled_from(["checkpoint_every", "max_message_bytes", "max_poll_records",
+                              "session_timeout_ms", "blas_threads", "width", "sync_every",
+                              "basis_refresh_every"]),
+       value=st.one_of(st.integers(-2**70, 2**70), st.integers(-10, 10**7)))
+def test_a_whole_number_setting_is_refused_in_words_or_taken_within_what_its_user_takes(field,
+                                                                                       value):
+    """What the config takes reaches C ints and the Kafka client (`--blas-threads` went to
+    ctypes, `--max-poll-records` to islice); what it refuses is a ValueError naming it."""
+    import sys
+
+    from river_advsvm.streams import config as config_io
+
+    base = dict(bootstrap_servers="127.0.0.1:1", topic="t", group="g", checkpoint_dir="d")
+    try:
+        taken = ServiceConfig(**base, **{field: value})
+    except ValueError as error:
+        assert field.split("_")[0] in str(error), error
+        return
+    assert 0 <= (taken.blas_threads or 0) <= config_io.MAX_BLAS_THREADS
+    assert 1 <= taken.max_poll_records <= 2**31 - 1 < sys.maxsize
