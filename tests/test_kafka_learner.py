@@ -307,3 +307,37 @@ def test_out_of_memory_stops_the_learner_and_is_no_dead_letter(where):
     with pytest.raises(MemoryError):
         learner.process_many([b'{"x": [1], "y": true}', b'{"x": [2], "y": false}'])
     assert learner.state.counters["dead_letters"] == 0
+
+
+def test_failed_outputs_are_logged_once_per_round_not_once_each(caplog):
+    """A broker refusing every output (a missing ACL, say) logged one warning per pending
+    output at every resend: thousands of lines every few seconds, for as long as it lasts."""
+    from kafka.errors import TopicAuthorizationFailedError
+
+    from river_advsvm.streams.sink import OutputSink
+
+    class Failed:
+        is_done = True
+        exception = TopicAuthorizationFailedError("not allowed")
+
+    class Refusing:
+        def send(self, topic, value=None, key=None):
+            return Failed()
+
+        def flush(self, timeout=None):
+            pass
+
+        def close(self, timeout=None):
+            pass
+
+    sink = OutputSink(Refusing)
+    for i in range(500):
+        sink.send("predictions", b"{}")
+    with caplog.at_level("WARNING", logger="river_advsvm.streams.sink"):
+        for _ in range(3):  # three rounds of resending
+            assert sink.flush(timeout=0) is False
+    assert sink.pending == 500  # nothing is dropped: they wait for the broker
+    lines = [r for r in caplog.records if r.name == "river_advsvm.streams.sink"]
+    assert 1 <= len(lines) <= 3, len(lines)
+    assert "500 outputs to predictions failed" in lines[0].getMessage()
+    assert "TopicAuthorizationFailedError" in lines[0].getMessage()
