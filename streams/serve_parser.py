@@ -35,7 +35,8 @@ signals and exit statuses:
     5    a fault of the machine (disk full, I/O error, out of memory): the last checkpoint
          is intact; restart once it is gone
     130  stopped by SIGINT, after the same drain as SIGTERM
-  A message never stops the service: whatever goes wrong with one is its dead letter.
+  A message never stops the service: whatever goes wrong with one is its dead letter (out of
+  memory is status 5).
 """
 
 

@@ -41,7 +41,8 @@ with:
   intact (`river_advsvm.streams.lifecycle.exit_status`);
 - 130: stopped by SIGINT (after the drain, as for SIGTERM).
 
-A message never stops the service: whatever goes wrong with one becomes its dead letter.
+A message never stops the service: whatever goes wrong with one becomes its dead letter (out of
+memory is a fault of the machine, status 5, not the message's).
 
 Several workers, one model (`sync_every`): the service is then one worker of its consumer
 group, and its checkpoint is published to the group's snapshot topic, from which partitions
