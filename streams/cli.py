@@ -209,7 +209,12 @@ def inspect_group(args: argparse.Namespace) -> int:
         print("advsvm inspect: a group needs both --bootstrap-servers and --sync-topic",
               file=sys.stderr)
         return 2
-    from river_advsvm.streams import group
+    from river_advsvm.streams import config, group, state
+
+    if not config._is_topic_name(args.sync_topic):  # one the client cannot encode hung it
+        print(f"advsvm inspect: --sync-topic {args.sync_topic!r:.60} is not a Kafka topic name: "
+              f"1 to {state.MAX_NAME} of A-Z a-z 0-9 . _ -", file=sys.stderr)
+        return 2
     try:
         settings = (security.from_args(args) if hasattr(args, "security_protocol")
                     else security.SecuritySettings())

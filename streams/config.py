@@ -23,7 +23,10 @@ from river_advsvm.streams import state as state_io
 from river_advsvm.streams.clients import MAX_SESSION_TIMEOUT_MS, MIN_HEARTBEAT_MS, Clients
 from river_advsvm.streams.security import SecuritySettings
 
-__all__ = ["ServiceConfig"]
+__all__ = ["MAX_BLAS_THREADS", "ServiceConfig"]
+
+#: The most BLAS threads `blas_threads` (`--blas-threads`) asks for: beyond any machine's cores.
+MAX_BLAS_THREADS = 4096
 
 
 @dataclasses.dataclass
@@ -145,6 +148,11 @@ class ServiceConfig:
             raise ValueError(f"exit_when_idle must be >= 0, got {self.exit_when_idle}")
         if self.max_poll_records < 1:
             raise ValueError(f"max_poll_records must be >= 1, got {self.max_poll_records}")
+        # At most a Java int, as Kafka's max.poll.records: past sys.maxsize the client failed at
+        # the first poll, after joining the group.
+        if self.max_poll_records > 2**31 - 1:
+            raise ValueError(f"max_poll_records must be at most {2**31 - 1}, got "
+                             f"{self.max_poll_records}")
         if self.session_timeout_ms <= MIN_HEARTBEAT_MS:
             raise ValueError(f"session_timeout_ms must be > {MIN_HEARTBEAT_MS} (the shortest "
                              f"heartbeat interval), got {self.session_timeout_ms}")
@@ -155,6 +163,10 @@ class ServiceConfig:
                              f"idle for 9 minutes), got {self.session_timeout_ms}")
         if self.blas_threads is not None and self.blas_threads < 0:
             raise ValueError(f"blas_threads must be >= 0, got {self.blas_threads}")
+        if self.blas_threads is not None and self.blas_threads > MAX_BLAS_THREADS:
+            # (BLAS takes a C int: a larger number failed in ctypes at start-up, exit status 1.)
+            raise ValueError(f"blas_threads must be at most {MAX_BLAS_THREADS}, got "
+                             f"{self.blas_threads}")
         # What the checkpoint holds is checked as it will be when read back.
         if self.width is not None and not 1 <= self.width <= margin.MAX_FEATURES_LIMIT:
             raise ValueError(f"width (--features) must be in [1, {margin.MAX_FEATURES_LIMIT}], "
@@ -164,6 +176,16 @@ class ServiceConfig:
                 self.labels = state_io.check_labels([as_label(y) for y in self.labels])
             except ValueError as error:
                 raise ValueError(f"labels {list(self.labels)!r}: {error}") from None
+            for y in self.labels:  # a message is UTF-8 JSON: it cannot carry a lone surrogate
+                if type(y) is str and not _is_text(y):
+                    raise ValueError(f"labels {list(self.labels)!r}: label {y!r} is not a label "
+                                     "the service takes: not valid UTF-8 text (a non-UTF-8 byte "
+                                     "of the command line?)")
+        # The client encodes the group as UTF-8: a group it cannot encode never found its
+        # coordinator (the service waited, silent, for ever).
+        if not (isinstance(self.group, str) and self.group and _is_text(self.group)):
+            raise ValueError(f"group {self.group!r} is not a consumer group name: non-empty "
+                             "UTF-8 text (a non-UTF-8 byte of the command line?)")
         outputs = [self.predictions_topic, self.alerts_topic, self.dead_letter_topic]
         # A name the broker refuses would be retried for ever as an output (a non-retriable
         # InvalidTopicError at every flush); an empty output topic is no output.
@@ -194,6 +216,16 @@ class ServiceConfig:
     def grouped(self) -> bool:
         """True when this service is one worker of a group that syncs its model."""
         return self.sync_every is not None
+
+
+def _is_text(text: str) -> bool:
+    """Whether `text` encodes as UTF-8 (no lone surrogate: a non-UTF-8 byte of argv or of the
+    environment becomes one)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 _TOPIC_NAME = re.compile(rf"[A-Za-z0-9._-]{{1,{state_io.MAX_NAME}}}\Z")

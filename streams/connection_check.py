@@ -75,8 +75,10 @@ def parse_bootstrap(bootstrap_servers: str) -> list[tuple[str, int]]:
         item = item.strip()
         item = item[item.rfind("://") + 3:] if "://" in item else item
         host, sep, port = item.rpartition(":")
-        host = host.strip("[]")
-        if (not sep or not host or not (port.isascii() and port.isdigit())
+        bracketed = host.startswith("[") and host.endswith("]")
+        host = host[1:-1] if bracketed else host
+        if (not sep or not host or "[" in host or "]" in host  # ("[::1:9092": a typo)
+                or not (port.isascii() and port.isdigit())
                 or not 0 < int(port) < 65536):
             raise ValueError(f"bootstrap address {item!r} is not HOST:PORT")
         addresses.append((host, int(port)))

@@ -42,11 +42,16 @@ _ACTIONS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP}
 def _plan(text: str) -> dict[str, tuple[str, int]]:
     plan = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
-        point, action, *count = item.split(":")
-        if point not in POINTS or action not in _ACTIONS or len(count) > 1:
-            raise ValueError(f"ADVSVM_FAULTS: {item!r} is not POINT:kill|stop[:N] with a point "
-                             f"of {', '.join(POINTS)}")
-        plan[point] = (action, int(count[0]) if count else 1)
+        parts = item.split(":")
+        if len(parts) == 2:  # POINT:ACTION: the first time
+            parts.append("1")
+        point, action, count = parts if len(parts) == 3 else (None, None, "")
+        # (A count of 0 never fires: a crash test would believe a fault armed that never came.)
+        if (point not in POINTS or action not in _ACTIONS or not count.isdecimal()
+                or int(count) < 1):
+            raise ValueError(f"ADVSVM_FAULTS: {item!r} is not POINT:kill|stop[:N] (N >= 1) with "
+                             f"a point of {', '.join(POINTS)}")
+        plan[point] = (action, int(count))
     return plan
 
 

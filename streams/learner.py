@@ -15,6 +15,9 @@ the messages in order would, with one batched model call per run of messages:
   will attack, so that the attack sees the model just before that message is learned.
 - if the model refuses a run, it is unchanged: the run is then replayed one message at a time
   to find the refused ones.
+- a `MemoryError` is a fault of the machine, not of a message: it is raised, not dead-lettered
+  (the service stops with exit status 5, its last checkpoint intact, and learns the messages
+  again after the restart).
 
 Which batch a message arrives in never changes a result: a replay after a crash (other poll
 boundaries) gives the model bit for bit.
@@ -301,13 +304,17 @@ class Learner:
 
     def _internal_error(self, error: Exception) -> kafka_io.InvalidMessage:
         """An unexpected error on one message: logged (the traceback once per place it was
-        raised), and the message's dead-letter reason."""
+        raised), and the message's dead-letter reason. A `MemoryError` is raised again."""
         self._log_once(error, "unexpected error on a message (a dead letter, code "
                               "internal_error)")
         return kafka_io.InvalidMessage("internal_error", _one_line(error))
 
     def _log_once(self, error: Exception, what: str) -> None:
-        """The traceback the first time an error comes from a place, one line after that."""
+        """The traceback the first time an error comes from a place, one line after that; a
+        `MemoryError` is raised again (out of memory, the model may be half-updated: the
+        service must stop and restart from its last checkpoint, not carry on)."""
+        if isinstance(error, MemoryError):
+            raise error
         frames = traceback.extract_tb(error.__traceback__)
         where = (what.split(" on ")[0], type(error).__name__,
                  *((frames[-1].filename, frames[-1].lineno) if frames else ()))
@@ -338,6 +345,8 @@ class _MonitorPlan:
         if upcoming is not None:
             try:
                 self._flags = list(upcoming(count))
+            except MemoryError:
+                raise
             except Exception:  # noqa: BLE001 - a monitor bug must not stop learning
                 log.warning("the monitor could not say which messages it attacks", exc_info=True)
 

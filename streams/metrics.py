@@ -545,6 +545,9 @@ class MetricsServer:
         except OSError as error:
             raise ValueError(f"cannot serve metrics on {self.host}:{self.port}: "
                              f"{error.strerror or error}") from None
+        except (TypeError, ValueError) as error:  # a NUL, or not UTF-8: "encoding of hostname"
+            raise ValueError(f"cannot serve metrics on {self.host!r}: not a host name or "
+                             f"address ({error})") from None
         self.port = self._server.server_port
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.25,),
                                         name="metrics", daemon=True)

@@ -145,6 +145,22 @@ class SecuritySettings:
                 raise SecurityError(f"SASL {self.sasl_mechanism} needs the password of "
                                     f"{self.sasl_username!r}: set {PASSWORD_ENV} or give "
                                     "--sasl-password-file")
+            # The client encodes both as UTF-8 in its connection thread, where a failure is
+            # only a connection that never completes (the service waited for a broker).
+            for field in ("sasl_username", "sasl_password"):
+                value = getattr(self, field)
+                shown = f" {value!r}" if field == "sasl_username" else ""
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise SecurityError(f"the SASL {field[5:].replace('name', ' name')}{shown} "
+                                        f"({self._name(field)}) is not UTF-8 text (a non-UTF-8 "
+                                        "byte of the command line, the environment or a file?)"
+                                        ) from None
+                if self.sasl_mechanism == "PLAIN" and "\0" in value:
+                    raise SecurityError(f"the SASL {field[5:].replace('name', ' name')}{shown} "
+                                        f"({self._name(field)}) holds a NUL character, which "
+                                        "PLAIN uses to separate the user name from the password")
         lookups = (None, "use_all_dns_ips", "resolve_canonical_bootstrap_servers_only")
         if self.client_dns_lookup not in lookups:
             raise SecurityError(f"{self._name('client_dns_lookup')} must be use_all_dns_ips or "
@@ -210,6 +226,17 @@ class SecuritySettings:
             _readable(self.ssl_certfile, self._name("ssl_certfile"))
             if self.ssl_keyfile:
                 _readable(self.ssl_keyfile, self._name("ssl_keyfile"))
+            # What the ssl module refuses of a password in its own words, naming neither the
+            # setting nor the key.
+            what = f"the password of the client key ({self._name('ssl_key_password')})"
+            try:
+                size = len((self.ssl_key_password or "").encode("utf-8"))
+            except UnicodeEncodeError:
+                raise SecurityError(f"{what} is not UTF-8 text (a non-UTF-8 byte of the "
+                                    "environment or of a file?)") from None
+            if size > 1024:
+                raise SecurityError(f"{what} is longer than 1024 bytes, more than Python's ssl "
+                                    "module takes")
             try:
                 context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile,
                                         password=self.ssl_key_password or "")

@@ -35,7 +35,8 @@ signals and exit statuses:
     5    a fault of the machine (disk full, I/O error, out of memory): the last checkpoint
          is intact; restart once it is gone
     130  stopped by SIGINT, after the same drain as SIGTERM
-  A message never stops the service: whatever goes wrong with one is its dead letter.
+  A message never stops the service: whatever goes wrong with one is its dead letter (out of
+  memory is status 5).
 """
 
 
@@ -120,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_arguments(service)
     service.add_argument("--blas-threads", type=int, default=1, metavar="N",
                          help="BLAS threads in the service (default 1: per-message products "
-                         "gain nothing from more; 0 leaves BLAS as it is)")
+                         "gain nothing from more; 0 leaves BLAS as it is; at most 4096)")
     group = parser.add_argument_group(
         "scale-out (several workers, one model)",
         "Start N services with the same --group and --sync-every: Kafka splits the partitions "

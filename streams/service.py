@@ -41,7 +41,8 @@ with:
   intact (`river_advsvm.streams.lifecycle.exit_status`);
 - 130: stopped by SIGINT (after the drain, as for SIGTERM).
 
-A message never stops the service: whatever goes wrong with one becomes its dead letter.
+A message never stops the service: whatever goes wrong with one becomes its dead letter (out of
+memory is a fault of the machine, status 5, not the message's).
 
 Several workers, one model (`sync_every`): the service is then one worker of its consumer
 group, and its checkpoint is published to the group's snapshot topic, from which partitions
@@ -222,6 +223,9 @@ class Service:
         for path in state_io.remove_temporaries(config.checkpoint_dir):
             log.info("removed %s, left by an interrupted checkpoint write", path)
         loaded = state_io.load(config.checkpoint_dir, session.limits)  # fail fast, before Kafka
+        # Found at the first checkpoint, it stopped the service after it had learned and
+        # published what it then learned again at every restart.
+        state_io.check_writable(config.checkpoint_dir)
         if loaded is not None:
             session.state = loaded
             log.info("restored the checkpoint in %s (%d learned); it wins over model options",

@@ -95,6 +95,7 @@ class OutputSink:
                 pass
             still = []
             fatal = False
+            failed: dict = {}  # topic -> [outputs failed this round, the first error]
             for entry in self._pending:
                 future = entry[3]
                 if future is not None and future.is_done and future.exception is None:
@@ -105,10 +106,15 @@ class OutputSink:
                     if isinstance(error, MessageSizeTooLargeError):
                         log.error("dropping an output too large for the broker: %r", error)
                         continue
-                    log.warning("output to %s failed (%r); resending", entry[0], error)
+                    failed.setdefault(entry[0], [0, error])[0] += 1
                     fatal = fatal or not getattr(error, "retriable", False)
                     entry[3] = None
                 still.append(entry)
+            # One line per topic and round, not one per output: a broker refusing them all
+            # would otherwise log every pending output at every resend.
+            for topic, (count, error) in failed.items():
+                log.warning("%d output%s to %s failed (%r); resending", count,
+                            "s" if count > 1 else "", topic, error)
             self._pending = still
             if not self._pending:
                 break

@@ -67,8 +67,9 @@ from river_advsvm.streams import faults
 from river_advsvm.streams.kafka import MAX_TEXT_CHARS
 
 __all__ = ["CHECKPOINT_FILE", "MAX_COUNT", "MAX_NAME", "Limits", "ServiceState",
-           "check_labels", "check_model", "checkpoint_path", "describe", "from_checkpoint",
-           "load", "overridden", "parse_extra", "save", "save_bytes", "to_bytes"]
+           "check_labels", "check_model", "check_writable", "checkpoint_path", "describe",
+           "from_checkpoint", "load", "overridden", "parse_extra", "save", "save_bytes",
+           "to_bytes"]
 
 CHECKPOINT_FILE = "checkpoint.ckpt"
 KIND = "advsvm-serve"
@@ -242,6 +243,21 @@ def remove_temporaries(directory: str | os.PathLike) -> list[str]:
         os.unlink(path)
         removed.append(path)
     return removed
+
+
+def check_writable(directory: str | os.PathLike) -> None:
+    """`OSError` (its errno kept: a full disk is a fault of the machine, a permission a usage
+    error) unless a checkpoint can be written in `directory`: a file is made there under a
+    temporary checkpoint's name (`remove_temporaries` deletes it after a crash), then removed."""
+    import tempfile
+
+    try:
+        fd, path = tempfile.mkstemp(prefix=".tmp-", suffix=".ckpt", dir=os.fspath(directory))
+    except OSError as error:
+        raise OSError(error.errno, f"{error.strerror or error} (a checkpoint cannot be written "
+                                   "in this directory)", os.fspath(directory)) from None
+    os.close(fd)
+    os.unlink(path)
 
 
 def to_bytes(state: ServiceState) -> bytes:

@@ -300,6 +300,15 @@ def test_parse_bootstrap():
             parse_bootstrap(bad)
 
 
+@pytest.mark.parametrize("bad", ["[::1:9092", "::1]:9092", "[[::1]]:9092", "[a]b:9092",
+                                 "a[b]:9092"])
+def test_parse_bootstrap_refuses_unbalanced_brackets(bad):
+    # "[::1:9092" was taken as host ":" (or "::1"): a typo that read as an unreachable broker,
+    # exit status 3 (restarted for ever), instead of a usage error.
+    with pytest.raises(ValueError, match="is not HOST:PORT"):
+        parse_bootstrap(bad)
+
+
 @settings(max_examples=500, deadline=None)
 @given(st.text(st.characters(codec="utf-8"), max_size=40))
 def test_parse_bootstrap_takes_any_text(text):

@@ -267,3 +267,77 @@ def test_outputs_are_strict_json_even_for_non_finite_numbers():
                   outputs.alert_json(Alert(math.inf, object()), outcome, record)]:
         parsed = json.loads(value, parse_constant=lambda c: pytest.fail(f"{c} in {value}"))
         assert None in parsed.values()
+
+
+@pytest.mark.parametrize("where", ["batch", "one", "monitor"])
+def test_out_of_memory_stops_the_learner_and_is_no_dead_letter(where):
+    """A MemoryError is a fault of the machine (exit status 5, the last checkpoint intact),
+    not of the message: dead-lettering it would drop a valid message from learning (and could
+    checkpoint a model left half-updated)."""
+
+    class Starved:
+        def __init__(self):
+            self.model = AdvLinearSVM()
+            self.classes = self.model.classes
+
+        def predict_proba_one(self, x):
+            return self.model.predict_proba_one(x)
+
+        def learn_one(self, x, y):
+            if where == "one":
+                raise MemoryError()
+            self.model.learn_one(x, y)
+            self.classes = self.model.classes
+
+        def predict_proba_then_learn_many(self, X, y):
+            if where in ("batch", "one"):
+                raise MemoryError()
+            out = self.model.predict_proba_then_learn_many(X, y)
+            self.classes = self.model.classes
+            return out
+
+    class Monitor:
+        model = None
+
+        def update(self, x, y, y_pred=None):
+            raise MemoryError()
+
+    learner = Learner(state.ServiceState(model=Starved()), max_message_bytes=1000,
+                      monitor=Monitor() if where == "monitor" else None)
+    with pytest.raises(MemoryError):
+        learner.process_many([b'{"x": [1], "y": true}', b'{"x": [2], "y": false}'])
+    assert learner.state.counters["dead_letters"] == 0
+
+
+def test_failed_outputs_are_logged_once_per_round_not_once_each(caplog):
+    """A broker refusing every output (a missing ACL, say) logged one warning per pending
+    output at every resend: thousands of lines every few seconds, for as long as it lasts."""
+    from kafka.errors import TopicAuthorizationFailedError
+
+    from river_advsvm.streams.sink import OutputSink
+
+    class Failed:
+        is_done = True
+        exception = TopicAuthorizationFailedError("not allowed")
+
+    class Refusing:
+        def send(self, topic, value=None, key=None):
+            return Failed()
+
+        def flush(self, timeout=None):
+            pass
+
+        def close(self, timeout=None):
+            pass
+
+    sink = OutputSink(Refusing)
+    for i in range(500):
+        sink.send("predictions", b"{}")
+    with caplog.at_level("WARNING", logger="river_advsvm.streams.sink"):
+        for _ in range(3):  # three rounds of resending
+            assert sink.flush(timeout=0) is False
+    assert sink.pending == 500  # nothing is dropped: they wait for the broker
+    lines = [r for r in caplog.records if r.name == "river_advsvm.streams.sink"]
+    assert 1 <= len(lines) <= 3, len(lines)
+    assert "500 outputs to predictions failed" in lines[0].getMessage()
+    assert "TopicAuthorizationFailedError" in lines[0].getMessage()

@@ -12,6 +12,9 @@ import pytest
 
 pytest.importorskip("kafka")
 
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
 from river_advsvm import AdvKernelSVM, AdvLinearSVM, CheckpointError, cli  # noqa: E402
 from river_advsvm.streams import kafka as kafka_io  # noqa: E402
 from river_advsvm.streams import state  # noqa: E402
@@ -211,10 +214,17 @@ def test_service_config_validates():
     # The consumer could not leave its group at the stop (OverflowError: int(inf) ms).
     (dict(shutdown_timeout=math.inf), "shutdown_timeout must be a finite number"),
     (dict(max_poll_records=0), "max_poll_records"),
+    # Past sys.maxsize the consumer failed at the first poll, after joining the group, in
+    # itertools' words ("Stop argument for islice() must be None or an integer").
+    (dict(max_poll_records=10**30), "max_poll_records must be at most 2147483647"),
     (dict(session_timeout_ms=100), "session_timeout_ms must be > 100"),
     (dict(session_timeout_ms=535_000), "session_timeout_ms must be at most 534999"),
     (dict(session_timeout_ms=3_000_000_000), "session_timeout_ms must be at most 534999"),
     (dict(blas_threads=-1), "blas_threads"),
+    # BLAS takes a C int: "unexpected ArgumentError" from ctypes at start-up, exit status 1
+    # (a supervisor restarts that for ever).
+    (dict(blas_threads=10**30), "blas_threads must be at most 4096"),
+    (dict(blas_threads=2**31), "blas_threads must be at most 4096"),
     # Topic names the broker refuses: an output was resent for ever (InvalidTopicError).
     (dict(predictions_topic="events/predictions"), "predictions_topic 'events/predictions' "
                                                    "is not a Kafka topic name"),
@@ -223,6 +233,11 @@ def test_service_config_validates():
     (dict(alerts_topic=".."), "alerts_topic '..'"),
     (dict(sync_every=10, sync_topic="snap\n"), "sync_topic 'snap\\n'"),
     (dict(topic="in put"), "topic 'in put'"),
+    # A group the client cannot encode (a non-UTF-8 byte of argv, surrogate-escaped): the
+    # consumer never found its coordinator and the service waited, silent, for ever.
+    (dict(group="g\udcff"), "group 'g\\udcff' is not"), (dict(group=""), "group '' is not"),
+    # A pinned label no message can carry (JSON text is UTF-8): that class is never learned.
+    (dict(labels=["\udcff", "b"]), "label '\\udcff' is not a label the service takes"),
 ])
 def test_service_config_refuses_what_the_service_cannot_run_or_read_back(bad, message):
     base = dict(bootstrap_servers="127.0.0.1:1", topic="t", group="g", checkpoint_dir="d")
@@ -412,3 +427,83 @@ def test_a_replayed_parquet_file_without_its_label_column_says_how_to_name_it(tm
         local._checked_samples(str(path), "y", None, None)
     assert str(caught.value) == (f"--replay {path}: cannot read it (target column 'y' is not in "
                                  "['a']; name the label column with --replay-target)")
+
+
+def _unwritable_directory(tmp_path) -> str:
+    """A directory no checkpoint can be written in, whoever runs the tests (root ignores the
+    permission bits)."""
+    if os.geteuid() != 0:
+        tmp_path.chmod(0o500)
+        return str(tmp_path)
+    if os.path.isdir("/sys") and _refuses_files("/sys"):  # sysfs: no regular files
+        return "/sys"
+    pytest.skip("no directory refuses root's files here")
+
+
+def _refuses_files(directory: str) -> bool:
+    import tempfile
+
+    try:
+        fd, path = tempfile.mkstemp(dir=directory)
+    except OSError:
+        return True
+    os.close(fd)
+    os.unlink(path)
+    return False
+
+
+def test_a_checkpoint_directory_that_cannot_be_written_is_refused_before_kafka(tmp_path):
+    """It was found at the first checkpoint, after the service had joined its group, learned
+    and published predictions for messages it then learned again at every restart."""
+    from river_advsvm.streams import lifecycle
+    from river_advsvm.streams.service import Service
+
+    directory = _unwritable_directory(tmp_path)
+    try:
+        config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="t", group="g",
+                               checkpoint_dir=directory, connect_timeout=0.1)
+        with pytest.raises(OSError) as error:
+            Service(config, model_factory=AdvLinearSVM).run()
+        assert error.value.filename == directory  # the command line shows "DIR: strerror"
+        assert error.value.strerror.endswith("(a checkpoint cannot be written in this directory)")
+        assert lifecycle.exit_status(error.value) == lifecycle.USAGE_ERROR
+        assert not [name for name in os.listdir(directory) if name.startswith(".tmp-")]
+    finally:
+        tmp_path.chmod(0o700)
+
+
+@pytest.mark.parametrize("topic", ["a\udcff", "in put", "a" * 250])
+def test_inspect_refuses_a_sync_topic_that_is_no_topic_name_before_connecting(topic, capsys):
+    """One with a non-UTF-8 byte (a lone surrogate) hung the client for over a minute against
+    a live broker; the others were "there is no topic" after connecting."""
+    from river_advsvm.streams import cli as streams_cli
+
+    status = streams_cli.inspect_main(["--bootstrap-servers", "127.0.0.1:1", "--sync-topic",
+                                       topic])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1
+    assert err[0].startswith(f"advsvm inspect: --sync-topic {topic!r:.60} is not a Kafka topic "
+                             "name"), err
+
+
+@settings(max_examples=300, deadline=None)
+@given(field=st.sampled_from(["checkpoint_every", "max_message_bytes", "max_poll_records",
+                              "session_timeout_ms", "blas_threads", "width", "sync_every",
+                              "basis_refresh_every"]),
+       value=st.one_of(st.integers(-2**70, 2**70), st.integers(-10, 10**7)))
+def test_a_whole_number_setting_is_refused_in_words_or_taken_within_what_its_user_takes(field,
+                                                                                       value):
+    """What the config takes reaches C ints and the Kafka client (`--blas-threads` went to
+    ctypes, `--max-poll-records` to islice); what it refuses is a ValueError naming it."""
+    import sys
+
+    from river_advsvm.streams import config as config_io
+
+    base = dict(bootstrap_servers="127.0.0.1:1", topic="t", group="g", checkpoint_dir="d")
+    try:
+        taken = ServiceConfig(**base, **{field: value})
+    except ValueError as error:
+        assert field.split("_")[0] in str(error), error
+        return
+    assert 0 <= (taken.blas_threads or 0) <= config_io.MAX_BLAS_THREADS
+    assert 1 <= taken.max_poll_records <= 2**31 - 1 < sys.maxsize

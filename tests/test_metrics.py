@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import urllib.error
 import urllib.request
 import uuid
@@ -202,6 +203,15 @@ def test_flags_off_by_default_loopback_by_default_and_a_busy_port_is_one_line(se
         metrics.from_args(args, Source())
     with pytest.raises(SystemExit):
         parser.parse_args(["--metrics-port", "70000"])
+
+
+@pytest.mark.parametrize("host", ["\udcff", "local\x00host"])
+def test_a_metrics_host_that_is_no_host_name_is_named_in_one_line(host):
+    # A non-UTF-8 byte of --metrics-host (a lone surrogate) or a NUL was the socket module's
+    # TypeError, "encoding of hostname failed", naming neither the flag nor the value.
+    with pytest.raises(ValueError, match=re.escape(f"cannot serve metrics on {host!r}: not a "
+                                                   "host name or address")):
+        MetricsServer(Source(), host=host).start()
 
 
 @pytest.mark.parametrize("timeout", [0.0, -1.0, float("nan")])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 
 import pytest
 
@@ -360,3 +361,43 @@ def test_the_deployment_page_example_file_reads_as_it_says():
                       "ssl_check_hostname": True, "sasl_mechanism": "SCRAM-SHA-512",
                       "sasl_username": "advsvm", "sasl_password": "change me",
                       "client_dns_lookup": "use_all_dns_ips"}
+
+
+@pytest.mark.parametrize("mechanism", security.MECHANISMS)
+@pytest.mark.parametrize("user, password, named", [
+    ("al\udcffice", "secret", "--sasl-username"),  # a non-UTF-8 byte of argv or the environment
+    ("alice", "se\udcffcret", security.PASSWORD_ENV),
+])
+def test_sasl_credentials_the_client_cannot_encode_are_refused_up_front(mechanism, user,
+                                                                         password, named):
+    """kafka-python encodes them as UTF-8 when it authenticates, after the start-up check (which
+    stops at the SASL handshake) has passed: a lone surrogate (what Python makes of a non-UTF-8
+    byte) was accepted here and failed only there, inside the client, instead of being a usage
+    error (exit status 2) before any connection."""
+    with pytest.raises(SecurityError, match=f"{re.escape(named)}.*not UTF-8 text") as error:
+        parse(["--security-protocol", "SASL_SSL", "--sasl-mechanism", mechanism,
+               "--sasl-username", user], {security.PASSWORD_ENV: password})
+    assert "\n" not in str(error.value) and "se\udcffcret" not in str(error.value)
+
+
+def test_a_nul_in_plain_credentials_is_refused_up_front():
+    """PLAIN sends user and password separated by NUL bytes (RFC 4616): one inside them would
+    authenticate as someone else, or fail as a wrong password."""
+    for user, password in [("ali\x00ce", "secret"), ("alice", "sec\x00ret")]:
+        with pytest.raises(SecurityError, match="NUL") as error:
+            parse(["--security-protocol", "SASL_SSL", "--sasl-mechanism", "PLAIN",
+                   "--sasl-username", user], {security.PASSWORD_ENV: password})
+        assert "sec\x00ret" not in str(error.value)
+
+
+@pytest.mark.parametrize("password, problem", [
+    ("pa\udcffss", "not UTF-8 text"),  # a non-UTF-8 byte of the environment
+    ("p" * 1025, "longer than 1024 bytes"),  # what Python's ssl module takes
+])
+def test_a_key_password_ssl_cannot_take_is_one_line_naming_its_variable(pki, password, problem):
+    # Before: the ssl module's own words ("'utf-8' codec can't encode character '\udcff'...",
+    # "password cannot be longer than 1024 bytes"), naming neither the variable nor the key.
+    with pytest.raises(SecurityError, match=f"{security.KEY_PASSWORD_ENV}.*{problem}") as error:
+        parse(["--security-protocol", "SSL", "--ssl-certfile", pki.client_cert,
+               "--ssl-keyfile", pki.client_key_encrypted], {security.KEY_PASSWORD_ENV: password})
+    assert "\n" not in str(error.value) and password not in str(error.value)
