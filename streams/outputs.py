@@ -27,7 +27,7 @@ import msgspec
 
 from river_advsvm.streams import kafka as kafka_io
 
-__all__ = ["Outputs", "alert_json", "prediction_json"]
+__all__ = ["DEAD_LETTER_BYTES", "Outputs", "alert_json", "prediction_json"]
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class Outputs:
         # Dead letters keep the original value and key whole up to this size each (base64 makes
         # them 4/3 larger); beyond it they are cut, so a huge message or key cannot block its
         # own dead letter. A prediction's key is cut there too.
-        self.dead_letter_cap = dead_letter_cap(config.max_message_bytes)
+        self.dead_letter_cap = DEAD_LETTER_BYTES
 
     def publish(self, outcome, record, n_learned: int) -> None:
         sink, config = self.sink, self.config
@@ -121,6 +121,9 @@ class Outputs:
                 log.warning("alert: %r", alert)
 
 
-def dead_letter_cap(max_message_bytes: int) -> int:
-    """Bytes of the original message a dead letter keeps whole."""
-    return max(2 * 2**20, max_message_bytes)
+#: Bytes of the original value, and of its key, a dead letter keeps whole: both in base64 (4/3
+#: larger), the key again as the letter's own and the envelope's fields stay under the 1 MB
+#: (`message.max.bytes`, 1,048,588) a Kafka broker takes by default, so that the letter of a
+#: message up to `--max-message-bytes` is published, not refused by the broker. The original
+#: stays in the input topic, at the letter's offset.
+DEAD_LETTER_BYTES = 256 * 2**10

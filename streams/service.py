@@ -83,7 +83,7 @@ from river_advsvm.streams import state as state_io
 from river_advsvm.streams.config import ServiceConfig
 from river_advsvm.streams.lifecycle import BrokerUnreachable, SettingsRefused
 from river_advsvm.streams.learner import Learner, Outcome
-from river_advsvm.streams.outputs import Outputs, dead_letter_cap
+from river_advsvm.streams.outputs import DEAD_LETTER_BYTES, Outputs
 from river_advsvm.streams.session import Session
 from river_advsvm.streams.sink import OutputSink
 from river_advsvm.streams.standalone import Standalone
@@ -233,11 +233,10 @@ class Service:
             for note in state_io.overridden(loaded, config.labels, config.width):
                 log.warning("%s", note)
         signals = lifecycle.Signals(self.stop)
-        cap = dead_letter_cap(config.max_message_bytes)
-        # Room for the largest dead letter: its value and key in base64 (4/3 of `cap` each), the
-        # key again as its own, and the envelope's few fields.
+        # Room for the largest dead letter: its value and key in base64 (4/3 of the cap each),
+        # the key again as its own, and the envelope's few fields.
         session.sink = OutputSink(lambda: session.clients.producer(
-            max_request_size=max(4 * 2**20, 4 * cap + 2**16)))
+            max_request_size=max(4 * 2**20, 4 * DEAD_LETTER_BYTES + 2**16)))
         self._outputs = Outputs(config, session.sink, lambda: session.state.counters)
         outputs = [config.predictions_topic, config.alerts_topic, config.dead_letter_topic]
         try:

@@ -23,6 +23,7 @@ from river_advsvm import AdvKernelSVM
 from river_advsvm.streams import clients
 from river_advsvm.streams import cli as streams_cli
 from river_advsvm.streams import kafka as kafka_io
+from river_advsvm.streams import outputs
 from river_advsvm.streams import state
 from river_advsvm.streams.broker import free_port
 from river_advsvm.streams.learner import Learner
@@ -184,11 +185,11 @@ def test_a_hostile_stream_never_stops_the_service(broker, tmp_path, seed):
 
 
 def test_a_huge_key_is_cut_in_its_dead_letter(broker, tmp_path):
-    """An invalid message under a key larger than the dead letters' cap (2 MiB): its dead
+    """An invalid message under a key larger than the dead letters' cap (256 KiB): its dead
     letter is published, with the key cut in the envelope and as the letter's own key, as a
     value is cut; a small key stays whole."""
     topic = _topics(broker, "huge-key", outputs=("dead",))
-    cap = 2 * 2**20
+    cap = outputs.DEAD_LETTER_BYTES
     huge = bytes(range(256)) * (3 * 2**20 // 256)
     kh.produce(broker.bootstrap_servers, topic, [b"not json", b"[1, 2"], partition=0,
                keys=[huge, b"small"])
@@ -216,7 +217,7 @@ def test_a_valid_message_under_a_huge_key_gets_its_prediction(broker, tmp_path):
     from kafka import KafkaProducer
 
     topic = _topics(broker, "huge-key-valid", outputs=("predictions",))
-    cap = 2 * 2**20
+    cap = outputs.DEAD_LETTER_BYTES
     huge = bytes(range(256)) * (9_000_000 // 256)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all",
                              max_request_size=16 * 2**20)

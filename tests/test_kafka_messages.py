@@ -507,3 +507,29 @@ def test_a_whole_number_setting_is_refused_in_words_or_taken_within_what_its_use
         return
     assert 0 <= (taken.blas_threads or 0) <= config_io.MAX_BLAS_THREADS
     assert 1 <= taken.max_poll_records <= 2**31 - 1 < sys.maxsize
+
+
+@pytest.mark.parametrize("max_message_bytes", [2**20, 8 * 2**20])
+def test_the_dead_letter_of_any_message_fits_a_brokers_default_record_size(max_message_bytes):
+    """A dead letter kept up to 2 MiB (or --max-message-bytes) of the message and of its key,
+    in base64: past about 780 KB it was larger than the 1,048,588 bytes a Kafka broker takes
+    by default (`message.max.bytes`), the broker refused it and the message was lost."""
+    import types
+
+    from river_advsvm.streams.outputs import Outputs
+
+    sent = []
+    sink = types.SimpleNamespace(send=lambda topic, value, key=None: sent.append((value, key)))
+    config = types.SimpleNamespace(dead_letter_topic="dead", predictions_topic=None,
+                                   alerts_topic=None, max_message_bytes=max_message_bytes)
+    record = dataclasses.make_dataclass("R", ["topic", "partition", "offset", "timestamp",
+                                              "value", "key"])(
+        "t", 0, 7, 1700, b"\xff" * max_message_bytes, b"k" * max_message_bytes)
+    outcome = types.SimpleNamespace(error=kafka_io.InvalidMessage("too_large", "too large"),
+                                    alerts=[])
+    Outputs(config, sink, dict).publish(outcome, record, 0)
+    [(value, key)] = sent
+    assert len(value) + len(key) + 100 <= 1_048_588
+    letter = json.loads(value)
+    assert letter["truncated"] and letter["key_truncated"]
+    assert letter["value_bytes"] == letter["key_bytes"] == max_message_bytes
