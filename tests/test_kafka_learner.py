@@ -220,28 +220,40 @@ def test_messages_outside_the_monitors_box_are_learned_counted_and_logged_sparse
         "monitor_skipped_total"] == 50
 
 
+class _Delegating:
+    """A linear model behind the calls the learner makes, for a test to break some of them."""
+
+    def __init__(self):
+        self.model = AdvLinearSVM()
+        self.classes = self.model.classes
+
+    def predict_proba_one(self, x):
+        return self.model.predict_proba_one(x)
+
+    def learn_one(self, x, y):
+        self.model.learn_one(x, y)
+        self.classes = self.model.classes
+
+    def predict_proba_then_learn_many(self, X, y):
+        out = self.model.predict_proba_then_learn_many(X, y)
+        self.classes = self.model.classes
+        return out
+
+
 def test_an_unexpected_error_is_a_dead_letter_logged_once(caplog):
-    class Fragile:
+    class Fragile(_Delegating):
         """A model with a bug on one input: a batch holding it fails as a whole, then each
         message is tried on its own."""
-
-        def __init__(self):
-            self.model = AdvLinearSVM()
-            self.classes = self.model.classes
-
-        def predict_proba_one(self, x):
-            return self.model.predict_proba_one(x)
 
         def learn_one(self, x, y):
             if x.get(0) == 13.0:
                 raise ZeroDivisionError("a bug")
-            self.model.learn_one(x, y)
-            self.classes = self.model.classes
+            super().learn_one(x, y)
 
         def predict_proba_then_learn_many(self, X, y):
             if any(np.asarray(X)[:, 0] == 13.0):
                 raise ZeroDivisionError("a bug")
-            return self.model.predict_proba_then_learn_many(X, y)
+            return super().predict_proba_then_learn_many(X, y)
 
     learner = Learner(state.ServiceState(model=Fragile()), max_message_bytes=1000)
     good = [b'{"x": [1], "y": true}', b'{"x": [2], "y": false}']
@@ -275,26 +287,16 @@ def test_out_of_memory_stops_the_learner_and_is_no_dead_letter(where):
     not of the message: dead-lettering it would drop a valid message from learning (and could
     checkpoint a model left half-updated)."""
 
-    class Starved:
-        def __init__(self):
-            self.model = AdvLinearSVM()
-            self.classes = self.model.classes
-
-        def predict_proba_one(self, x):
-            return self.model.predict_proba_one(x)
-
+    class Starved(_Delegating):
         def learn_one(self, x, y):
             if where == "one":
                 raise MemoryError()
-            self.model.learn_one(x, y)
-            self.classes = self.model.classes
+            super().learn_one(x, y)
 
         def predict_proba_then_learn_many(self, X, y):
             if where in ("batch", "one"):
                 raise MemoryError()
-            out = self.model.predict_proba_then_learn_many(X, y)
-            self.classes = self.model.classes
-            return out
+            return super().predict_proba_then_learn_many(X, y)
 
     class Monitor:
         model = None

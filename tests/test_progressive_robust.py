@@ -161,34 +161,43 @@ def _collapsing_model():
     return model
 
 
+def _watching(model):
+    """A monitor that only reports a collapse: it attacks one sample in 1,000 and has no drift
+    or gap alerts."""
+    from river import drift
+
+    from river_advsvm.attacks import FGSM
+
+    return RobustnessMonitor(model, attack=FGSM(epsilon=0.01), sample_rate=1000,
+                             detector=drift.NoDrift(), gap_threshold=None)
+
+
+def _alerts_by_hand(model, data):
+    """The alerts of a test-then-train loop over `data` watched by `_watching`, and its
+    monitor."""
+    monitor = _watching(model)
+    alerts = []
+    for x, y in data:
+        alerts += monitor.update(x, y)
+        model.learn_one(x, y)
+    return alerts, monitor
+
+
 @pytest.mark.parametrize("step", [7, 50, 1000])
 @pytest.mark.filterwarnings("ignore::river_advsvm.collapse.CollapseWarning")
 def test_a_collapse_alert_comes_at_the_step_a_hand_loop_raises_it(step):
     """Samples the monitor does not attack are learned in runs; the monitor read the model's
     `collapsed` after the whole run, and a collapse that came with the 17th sample was
     reported at step 2. Runs end where the model's collapse may change now."""
-    from river import drift
-
-    from river_advsvm.attacks import FGSM
-
     rng = np.random.default_rng(0)
     data = [({"a": 0.5, "b": 0.5 + 0.01 * (i % 3)}, bool(rng.random() < 0.5))
             for i in range(300)]
-
-    def watching(model):
-        return RobustnessMonitor(model, attack=FGSM(epsilon=0.01), sample_rate=1000,
-                                 detector=drift.NoDrift(), gap_threshold=None)
-
     model = _collapsing_model()
-    monitor = watching(model)
-    by_hand = []
-    for x, y in data:
-        by_hand += monitor.update(x, y)
-        model.learn_one(x, y)
+    by_hand, monitor = _alerts_by_hand(model, data)
     assert by_hand and by_hand[0].kind == "collapsed" and by_hand[0].step > 8
 
     other = _collapsing_model()
-    checkpoints = list(iter_progressive_robust_val(data, other, monitor=watching(other),
+    checkpoints = list(iter_progressive_robust_val(data, other, monitor=_watching(other),
                                                    step=step))
     assert [a for c in checkpoints for a in c["alerts"]] == by_hand
     assert other.n_learned == model.n_learned == len(data)
@@ -392,9 +401,6 @@ def test_a_collapse_judged_as_the_warm_up_ends_comes_at_its_step(warm_up):
     """A kernel model holds its warm-up samples back and learns them all with the sample that
     ends it, which is when its collapse watch judges them: a run that crossed the end of the
     warm-up showed the monitor a collapse up to 7 samples early (step 35 for 42)."""
-    from river import drift
-
-    from river_advsvm.attacks import FGSM
     from river_advsvm.collapse import CollapseWatch
 
     def collapsing():
@@ -402,21 +408,12 @@ def test_a_collapse_judged_as_the_warm_up_ends_comes_at_its_step(warm_up):
         model._collapse = CollapseWatch(block=4, blocks=2, min_share=0.25)
         return model
 
-    def watching(model):
-        return RobustnessMonitor(model, attack=FGSM(epsilon=0.01), sample_rate=1000,
-                                 detector=drift.NoDrift(), gap_threshold=None)
-
     rng = np.random.default_rng(0)
     data = [({"a": 0.5, "b": 0.5}, bool(rng.random() < 0.5)) for _ in range(120)]
-    model = collapsing()
-    monitor = watching(model)
-    by_hand = []
-    for x, y in data:
-        by_hand += monitor.update(x, y)
-        model.learn_one(x, y)
+    by_hand, _ = _alerts_by_hand(collapsing(), data)
     assert by_hand and by_hand[0].kind == "collapsed"
     for step in (7, 1000):
         other = collapsing()
-        checkpoints = iter_progressive_robust_val(data, other, monitor=watching(other),
+        checkpoints = iter_progressive_robust_val(data, other, monitor=_watching(other),
                                                   step=step)
         assert [a for c in checkpoints for a in c["alerts"]] == by_hand
