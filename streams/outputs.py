@@ -31,6 +31,12 @@ __all__ = ["DEAD_LETTER_BYTES", "Outputs", "alert_json", "prediction_json"]
 
 log = logging.getLogger(__name__)
 
+#: Bytes of the original value, and of its key, a dead letter keeps whole (a prediction's key
+#: is cut there too): both in base64 (4/3 larger), the key again as the letter's own and the
+#: envelope's fields stay under the 1 MB (`message.max.bytes`, 1,048,588) a Kafka broker takes
+#: by default, so that the letter of any message is published, not refused by the broker. The
+#: original stays in the input topic, at the letter's offset.
+DEAD_LETTER_BYTES = 256 * 2**10
 
 
 def _plain(value):
@@ -90,10 +96,6 @@ class Outputs:
         self.config = config
         self.sink = sink
         self.counters = counters
-        # Dead letters keep the original value and key whole up to this size each (base64 makes
-        # them 4/3 larger); beyond it they are cut, so a huge message or key cannot block its
-        # own dead letter. A prediction's key is cut there too.
-        self.dead_letter_cap = DEAD_LETTER_BYTES
 
     def publish(self, outcome, record, n_learned: int) -> None:
         sink, config = self.sink, self.config
@@ -101,15 +103,15 @@ class Outputs:
             log.debug("dead letter at %s[%d]@%d: %s", record.topic, record.partition,
                       record.offset, outcome.error)
             if config.dead_letter_topic:
-                envelope = kafka_io.dead_letter(record, outcome.error, self.dead_letter_cap)
+                envelope = kafka_io.dead_letter(record, outcome.error, DEAD_LETTER_BYTES)
                 sink.send(config.dead_letter_topic, envelope,
-                          key=kafka_io.dead_letter_key(record, self.dead_letter_cap))
+                          key=kafka_io.dead_letter_key(record, DEAD_LETTER_BYTES))
             return
         if config.predictions_topic:
             # Under the message's key, cut as a dead letter's: a key larger than the producer
             # takes would drop the prediction.
             sink.send(config.predictions_topic, prediction_json(outcome, record, n_learned),
-                      key=kafka_io.dead_letter_key(record, self.dead_letter_cap))
+                      key=kafka_io.dead_letter_key(record, DEAD_LETTER_BYTES))
         for alert in outcome.alerts:
             counters = self.counters()
             counters["alerts"] += 1
@@ -119,11 +121,3 @@ class Outputs:
                 sink.send(config.alerts_topic, alert_json(alert, outcome, record))
             else:
                 log.warning("alert: %r", alert)
-
-
-#: Bytes of the original value, and of its key, a dead letter keeps whole: both in base64 (4/3
-#: larger), the key again as the letter's own and the envelope's fields stay under the 1 MB
-#: (`message.max.bytes`, 1,048,588) a Kafka broker takes by default, so that the letter of a
-#: message up to `--max-message-bytes` is published, not refused by the broker. The original
-#: stays in the input topic, at the letter's offset.
-DEAD_LETTER_BYTES = 256 * 2**10
