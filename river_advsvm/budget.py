@@ -359,8 +359,8 @@ class FeatureStore:
 
 
 def _pool_norm(coef: np.ndarray) -> float:
-    """`sqrt(B sum a_j^2)`, as `Compact.add` computes it: the exact norm of a pool of features."""
-    return math.sqrt(len(coef)) * float(np.sqrt(coef @ coef))
+    """`sqrt(B sum a_j^2)`: the exact norm of a pool of features (`Compact.add` keeps it)."""
+    return math.sqrt(len(coef)) * kernels.l2_length(coef)
 
 
 def _near(saved: float, exact: float) -> bool:
@@ -389,7 +389,7 @@ class Compact(FeatureStore):
     def add(self, c, v):
         coef = self.coef[: self.size]
         coef += (_SQRT2 * c / self.size) * self._cos
-        self.norm = math.sqrt(self.size) * kernels.l2_length(coef)
+        self.norm = _pool_norm(coef)
         self.n_added += 1
 
 
