@@ -96,6 +96,13 @@ class PrecisionWarning(UserWarning):
     squared distances: the kernel values are noise (see `SupportVectors.rounding`)."""
 
 
+def _norm_after_step(q: float, a_new: float, total: float) -> tuple[float, float]:
+    """`a^T K a` after `a_new` is added for a vector `x` with `total = sum_i a_i k(x, x_i)`,
+    and the magnitude of the terms added up (see `SupportVectors._norm_updated`)."""
+    cross = 2.0 * a_new * total
+    return q + cross + a_new * a_new, abs(q) + abs(cross) + a_new * a_new
+
+
 class SupportVectors(KernelExpansion):
     """The support vectors, their coefficients and the exact norm of `AdvKernelSVM`'s `f`.
 
@@ -339,8 +346,7 @@ class SupportVectors(KernelExpansion):
         if c == 0.0:
             return
         a_new = c / self._scale
-        q = self._q + 2.0 * a_new * total + a_new * a_new
-        terms = abs(self._q) + abs(2.0 * a_new * total) + a_new * a_new
+        q, terms = _norm_after_step(self._q, a_new, total)
         norm = float(_squared_norms(x)) if norm is None else norm
         if self.rounding is None and self.kernel == "rbf":
             # A squared distance is a difference of squared norms and a dot product, each
@@ -419,8 +425,7 @@ class SupportVectors(KernelExpansion):
         # The row `value` remembered has a stale sum over a: `add` after this is refused.
         self._edits += 1
         self._pending = None
-        self._norm_updated(self._q + 2.0 * a_new * total + a_new * a_new,
-                           abs(self._q) + abs(2.0 * a_new * total) + a_new * a_new)
+        self._norm_updated(*_norm_after_step(self._q, a_new, total))
         return y_j
 
     def _norm_updated(self, q: float, terms: float) -> None:
