@@ -531,8 +531,8 @@ def _feature_table(X: np.ndarray, y, layout: str, feature_name: str, target_name
 def _check_row_group_size(row_group_size) -> None:
     # (With a negative size `write` would write no file, and `from_river` would hold every row
     # in memory until the end.)
-    if isinstance(row_group_size, bool) or not isinstance(row_group_size, (int, np.integer)) \
-            or row_group_size < 1:
+    whole = inputs.plain_number(row_group_size)  # (a numpy int is the count it holds)
+    if not (inputs.is_whole(whole) and whole >= 1):
         raise ValueError(f"row_group_size must be a whole number >= 1, got {row_group_size!r}")
 
 
