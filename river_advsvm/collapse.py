@@ -119,7 +119,10 @@ class CollapseWatch:
         self._right += (margin > 0) == positive
         self._right_positive += positive and margin > 0
         self._sum += f
-        self._squares += f * f
+        # (A nonzero f whose square underflows still counts: `_looks_constant` reads a sum of
+        # squares of 0 as f = 0 at every sample.)
+        square = f * f
+        self._squares += square if square or not f else math.ulp(0.0)
         self._seen += 1
         if self._seen == self.block:
             if 0 < self._positive < self.block:  # (a block of one label is not judged)
