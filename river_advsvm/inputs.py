@@ -207,10 +207,10 @@ def check_name_texts(names: list) -> None:
     either would make the saved model, and any JSON naming the input, unreadable elsewhere."""
     texts = [n if type(n) is str else "".join(_name_texts(n)) for n in names]
     joined = "".join(texts)  # (one search and one encoding for all of them)
-    if "\0" not in joined and _is_utf8(joined):
+    if "\0" not in joined and is_utf8(joined):
         return
     for name, text in zip(names, texts):
-        if "\0" in text or not _is_utf8(text):
+        if "\0" in text or not is_utf8(text):
             raise InvalidInput(f"feature name {describe(name)} holds a NUL or a lone "
                                "surrogate: names must be valid UTF-8 text", "bad_name")
 
@@ -224,7 +224,9 @@ def _name_texts(name) -> typing.Iterator[str]:
             yield from _name_texts(part)
 
 
-def _is_utf8(text: str) -> bool:
+def is_utf8(text: str) -> bool:
+    """Whether `text` encodes as UTF-8 (no lone surrogate: a non-UTF-8 byte of argv or of the
+    environment becomes one)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -17,7 +17,7 @@ import dataclasses
 import math
 import re
 
-from river_advsvm import margin
+from river_advsvm import inputs, margin
 from river_advsvm.labels import as_label
 from river_advsvm.streams import state as state_io
 from river_advsvm.streams.clients import MAX_SESSION_TIMEOUT_MS, MIN_HEARTBEAT_MS, Clients
@@ -177,13 +177,13 @@ class ServiceConfig:
             except ValueError as error:
                 raise ValueError(f"labels {list(self.labels)!r}: {error}") from None
             for y in self.labels:  # a message is UTF-8 JSON: it cannot carry a lone surrogate
-                if type(y) is str and not _is_text(y):
+                if type(y) is str and not inputs.is_utf8(y):
                     raise ValueError(f"labels {list(self.labels)!r}: label {y!r} is not a label "
                                      "the service takes: not valid UTF-8 text (a non-UTF-8 byte "
                                      "of the command line?)")
         # The client encodes the group as UTF-8: a group it cannot encode never found its
         # coordinator (the service waited, silent, for ever).
-        if not (isinstance(self.group, str) and self.group and _is_text(self.group)):
+        if not (isinstance(self.group, str) and self.group and inputs.is_utf8(self.group)):
             raise ValueError(f"group {self.group!r} is not a consumer group name: non-empty "
                              "UTF-8 text (a non-UTF-8 byte of the command line?)")
         outputs = [self.predictions_topic, self.alerts_topic, self.dead_letter_topic]
@@ -216,16 +216,6 @@ class ServiceConfig:
     def grouped(self) -> bool:
         """True when this service is one worker of a group that syncs its model."""
         return self.sync_every is not None
-
-
-def _is_text(text: str) -> bool:
-    """Whether `text` encodes as UTF-8 (no lone surrogate: a non-UTF-8 byte of argv or of the
-    environment becomes one)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 _TOPIC_NAME = re.compile(rf"[A-Za-z0-9._-]{{1,{state_io.MAX_NAME}}}\Z")

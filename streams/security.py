@@ -51,6 +51,8 @@ import os
 import re
 import ssl
 
+from river_advsvm import inputs
+
 __all__ = ["CLIENT_KEYS", "MECHANISMS", "PASSWORD_ENV", "PROTOCOLS", "SecurityError",
            "SecuritySettings", "add_arguments", "from_args", "read_properties",
            "settings_from_properties"]
@@ -150,17 +152,13 @@ class SecuritySettings:
             for field in ("sasl_username", "sasl_password"):
                 value = getattr(self, field)
                 shown = f" {value!r}" if field == "sasl_username" else ""
-                try:
-                    value.encode("utf-8")
-                except UnicodeEncodeError:
-                    raise SecurityError(f"the SASL {field[5:].replace('name', ' name')}{shown} "
-                                        f"({self._name(field)}) is not UTF-8 text (a non-UTF-8 "
-                                        "byte of the command line, the environment or a file?)"
-                                        ) from None
+                what = f"the SASL {field[5:].replace('name', ' name')}{shown} ({self._name(field)})"
+                if not inputs.is_utf8(value):
+                    raise SecurityError(f"{what} is not UTF-8 text (a non-UTF-8 byte of the "
+                                        "command line, the environment or a file?)")
                 if self.sasl_mechanism == "PLAIN" and "\0" in value:
-                    raise SecurityError(f"the SASL {field[5:].replace('name', ' name')}{shown} "
-                                        f"({self._name(field)}) holds a NUL character, which "
-                                        "PLAIN uses to separate the user name from the password")
+                    raise SecurityError(f"{what} holds a NUL character, which PLAIN uses to "
+                                        "separate the user name from the password")
         lookups = (None, "use_all_dns_ips", "resolve_canonical_bootstrap_servers_only")
         if self.client_dns_lookup not in lookups:
             raise SecurityError(f"{self._name('client_dns_lookup')} must be use_all_dns_ips or "
@@ -229,12 +227,11 @@ class SecuritySettings:
             # What the ssl module refuses of a password in its own words, naming neither the
             # setting nor the key.
             what = f"the password of the client key ({self._name('ssl_key_password')})"
-            try:
-                size = len((self.ssl_key_password or "").encode("utf-8"))
-            except UnicodeEncodeError:
+            password = self.ssl_key_password or ""
+            if not inputs.is_utf8(password):
                 raise SecurityError(f"{what} is not UTF-8 text (a non-UTF-8 byte of the "
-                                    "environment or of a file?)") from None
-            if size > 1024:
+                                    "environment or of a file?)")
+            if len(password.encode("utf-8")) > 1024:
                 raise SecurityError(f"{what} is longer than 1024 bytes, more than Python's ssl "
                                     "module takes")
             try:
