@@ -96,7 +96,10 @@ def test_read_properties_reads_back_what_java_writes(properties):
 
 PASSWORDS = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF,
                                   blacklist_categories=("Cs",)), min_size=1, max_size=16)
-NAMES = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=12)
+# (argparse drops an option's value of "--", even as --sasl-username=--: such a name can only
+# come from a properties file, which this strategy's flags could not match.)
+NAMES = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1,
+                max_size=12).filter(lambda name: name != "--")
 
 
 def _jaas_quote(value: str) -> str:
