@@ -21,11 +21,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
-import zipfile
-import zlib
 
 import numpy as np
 
+from river_advsvm import npz
 from river_advsvm import progress as progress_
 from river_advsvm.attacks import PGD
 from river_advsvm.monitor import RobustnessMonitor
@@ -95,31 +94,8 @@ def select_labels(X: np.ndarray, y: np.ndarray, labels: typing.Sequence):
 def load_npz(path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """`X_train, y_train, X_test, y_test` of an `.npz` archive (test arrays optional), each
     image flattened to a row."""
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except ValueError:  # neither an archive nor an array: numpy takes it for a pickle
-        raise ValueError(f"{path} is not an .npz archive") from None
-    except (zipfile.BadZipFile, EOFError) as error:
-        raise ValueError(f"{path} is not a readable .npz archive ({error})") from None
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise ValueError(f"{path} holds one array, not an .npz archive of X_train, y_train")
-    with archive:
-        missing = {"X_train", "y_train"} - set(archive.files)
-        if missing:
-            raise ValueError(f"{path} lacks {sorted(missing)} (it has {archive.files})")
-        names = ["X_train", "y_train"]
-        if {"X_test", "y_test"} <= set(archive.files):
-            names += ["X_test", "y_test"]
-        arrays = {}
-        for name in names:
-            _check_declared(path, archive, name)  # before numpy allocates what it declares
-            try:
-                arrays[name] = archive[name]
-            except (ValueError, zipfile.BadZipFile, zlib.error, EOFError,
-                    NotImplementedError, RuntimeError) as error:
-                # (Object arrays are refused from their header: pickles are never loaded.)
-                raise ValueError(f"{path} is not a readable .npz archive ({name}: {error})"
-                                 ) from None
+    arrays = npz.read_arrays(path, ["X_train", "y_train"], optional=["X_test", "y_test"],
+                             inputs=["X_train", "X_test"])
     X_train, y_train = arrays["X_train"], arrays["y_train"]
     X_test, y_test = arrays.get("X_test"), arrays.get("y_test")
     X_train = _flat_samples(path, "train", X_train, y_train)
@@ -133,44 +109,6 @@ def load_npz(path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarra
             raise ValueError(f"{path}: X_test has {X_test.shape[1]} inputs per sample, "
                              f"X_train {X_train.shape[1]}")
     return X_train, y_train, X_test, y_test
-
-
-#: What an input array of each other kind of numpy dtype holds, for the error that refuses it.
-_NOT_INPUTS = {"c": "complex numbers", "M": "dates or times", "m": "durations",
-               "U": "strings", "S": "bytes", "V": "records or raw bytes"}
-
-
-def _check_declared(path, archive, name: str) -> None:
-    """Refuse an array of the archive whose header declares more bytes than its member holds
-    (numpy would allocate them all before reading: a few bytes declaring terabytes would be an
-    out-of-memory error), Python objects, or inputs that are not real numbers."""
-    member = name + ".npy" if name + ".npy" in archive.zip.namelist() else name
-    try:
-        with archive.zip.open(member) as f:
-            version = np.lib.format.read_magic(f)
-            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                           else np.lib.format.read_array_header_2_0)
-            shape, _, dtype = read_header(f, max_header_size=10_000)
-            header = f.tell()
-    except (ValueError, TypeError, SyntaxError):
-        raise ValueError(f"{path}: {name} is not an array (.npy) numpy can read") from None
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError,
-            RuntimeError) as error:
-        # (NotImplementedError: a compression method zipfile lacks, deflate64 or a damaged one;
-        # RuntimeError: an encrypted member, which needs a password)
-        raise ValueError(f"{path} is not a readable .npz archive ({name}: {error})") from None
-    if dtype.hasobject:
-        raise ValueError(f"{path}: {name} holds Python objects, which are never loaded "
-                         "(store numbers or strings)")
-    declared = math.prod(shape) * dtype.itemsize
-    held = archive.zip.getinfo(member).file_size - header
-    if declared > held:
-        raise ValueError(f"{path}: {name} declares {declared:,} bytes of values (shape "
-                         f"{tuple(shape)}, {dtype}) but its member holds {max(held, 0):,}")
-    if name.startswith("X_") and dtype.kind not in "biuf":
-        what = _NOT_INPUTS.get(dtype.kind, str(dtype))
-        raise ValueError(f"{path}: {name} holds {what} ({dtype}); inputs must be numbers "
-                         "(bool, integers or floats)")
 
 
 def _flat_samples(path, part: str, X: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -41,6 +41,7 @@ Examples
 from __future__ import annotations
 
 import collections
+import math
 import os
 import typing
 
@@ -51,7 +52,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from river_advsvm import inputs
+from river_advsvm import inputs, npz
 from river_advsvm.margin import MAX_FEATURES_LIMIT
 
 __all__ = ["MAX_LIST_BYTES", "MAX_ROW_BYTES", "ParquetError", "from_npz", "from_river",
@@ -592,10 +593,15 @@ def from_npz(
     Returns the number of rows written. Pixels keep their dtype (uint8 stays uint8).
     """
     _check_row_group_size(row_group_size)  # before the archive is read
-    with np.load(npz_path, allow_pickle=False) as archive:
-        X = archive[x_key]
-        y = archive[y_key] if y_key is not None else None
-    X = X.reshape(len(X), -1)
+    arrays = npz.read_arrays(npz_path, [x_key] + ([y_key] if y_key is not None else []),
+                             inputs=[x_key])
+    X, y = arrays[x_key], arrays.get(y_key)
+    if X.ndim == 0:
+        raise ValueError(f"{npz_path}: {x_key} is a single value, not rows of samples")
+    if y is not None and (y.ndim != 1 or len(y) != len(X)):
+        raise ValueError(f"{npz_path}: {x_key} has {len(X)} samples but {y_key} has shape "
+                         f"{y.shape}")
+    X = X.reshape(len(X), math.prod(X.shape[1:]))
     write(path, X, y, layout=layout, row_group_size=row_group_size)
     return len(X)
 

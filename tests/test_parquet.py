@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -683,3 +684,31 @@ def test_iter_rows_of_wide_rows_holds_a_few_rows_not_a_batch(tmp_path):
     batch_bytes = 8 * width * n  # 20 MB: the float64 batch read at once
     assert numbers["arrow_max"] <= batch_bytes / 4
     assert numbers["python_peak"] <= batch_bytes / 4  # (its Python floats: 80 MB)
+
+
+@pytest.mark.parametrize("make, message", [
+    # numpy allocated what the header declared (a MemoryError for a few bytes), loaded object
+    # arrays as "Object arrays cannot be loaded", and took a text file for a pickle.
+    ("declares", "X_train declares 8,000,000,000,000 bytes of values"),
+    ("objects", "X_train holds Python objects, which are never loaded"),
+    ("text", "is not an .npz archive"),
+    ("strings", "X_train holds strings (<U1); inputs must be numbers"),
+    ("labels", "X_train has 40 samples but y_train has shape (40, 2)"),
+])
+def test_from_npz_reads_the_archive_without_trusting_it(tmp_path, make, message):
+    from tests.test_demo_cli import _npz_declaring
+
+    source = tmp_path / "bad.npz"
+    if make == "declares":
+        _npz_declaring(source, (10**12, 1))
+    elif make == "objects":
+        np.savez(source, X_train=np.array([[1.0], [None]], dtype=object), y_train=[1, 2])
+    elif make == "text":
+        source.write_text("x,y\n1,2\n")
+    elif make == "strings":
+        np.savez(source, X_train=np.full((40, 2), "a"), y_train=np.arange(40))
+    else:
+        np.savez(source, X_train=np.zeros((40, 3)), y_train=np.zeros((40, 2)))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parquet.from_npz(source, tmp_path / "out.parquet")
+    assert not (tmp_path / "out.parquet").exists()
