@@ -109,6 +109,13 @@ class CollapseWatch:
         """How many of the latest samples a collapse is judged on."""
         return self.block * self.blocks
 
+    def samples_before_verdict(self, n_learned: int) -> int:
+        """How many samples a model that has learned `n_learned` learns before the watch's
+        next verdict, which may change `collapsed` (that sample included): the watch sees a
+        model's samples once it has learned its first `window`, and judges whole blocks."""
+        before_watching = max(self.window - n_learned, 0)
+        return before_watching + self.block - (0 if before_watching else self._seen)
+
     def update(self, label: float, margin: float, bias: float) -> None:
         """Record one learned sample: the sign of its label, its decision `margin` and the
         bias in that decision."""

@@ -450,19 +450,10 @@ def _steady_collapse(model) -> int:
     """How many samples `model` can learn before its `collapsed` may change (the last of
     them not included): the monitor reads it before each sample, and a run learned at once
     must not show it a collapse that comes with a later sample of the run (its alert at the
-    run's first sample, up to a whole run early). A model's collapse watch judges whole
-    blocks of learned samples, once it has learned its first `window` (see
-    `river_advsvm.collapse`); a kernel model in its warm-up holds its samples back and learns
-    them all with the one that ends it."""
-    watch = getattr(model, "_collapse", None)
-    if watch is None or not hasattr(model, "collapsed"):
+    run's first sample, up to a whole run early)."""
+    if not hasattr(model, "samples_before_collapse_check"):
         return 1 << 62
-    holding = model._rows_to_hold() if hasattr(model, "_rows_to_hold") else 0
-    if holding:
-        return holding - 1
-    before_watching = max(watch.window - model.n_learned, 0)
-    seen = 0 if before_watching else watch._seen
-    return before_watching + watch.block - seen - 1
+    return model.samples_before_collapse_check() - 1
 
 
 def progressive_robust_val(

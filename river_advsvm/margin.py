@@ -550,6 +550,16 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         robustness monitor raises an alert."""
         return self._collapse.collapsed
 
+    def samples_before_collapse_check(self) -> int:
+        """How many more labelled samples this model takes before `collapsed` may change (that
+        sample included): a run of fewer can be learned at once (`learn_many`) without
+        hiding a change of `collapsed` in its middle. During a warm-up, the rows left to hold
+        (all held rows are learned with the one that ends it)."""
+        holding = self._rows_to_hold()
+        if holding:
+            return holding
+        return self._collapse.samples_before_verdict(self._n_learned)
+
     @property
     def n_held(self) -> int:
         """Labelled samples taken but not learned yet: held back for a warm-up (`gamma='scale'`

@@ -706,3 +706,28 @@ def test_an_l2_training_radius_past_the_box_is_the_box_however_large():
     assert not np.array_equal(decisions[1e3], decisions[0.0])
     np.testing.assert_array_equal(decisions[1e200], decisions[1e3])
     np.testing.assert_array_equal(decisions[1e300], decisions[1e3])
+
+
+@pytest.mark.parametrize("gamma", ["scale", 0.5])
+def test_samples_before_collapse_check_counts_to_the_watchs_next_verdict(gamma):
+    """What progressive validation relies on to learn runs at once: no verdict (nothing that
+    may change `collapsed`) before that many samples, and one at the last of them once the
+    watch is judging (both labels in every block here)."""
+    rng = np.random.default_rng(0)
+    model = AdvKernelSVM(gamma=gamma, seed=0)
+    verdicts = []
+    judge = model._collapse._looks_constant
+    model._collapse._looks_constant = lambda: verdicts.append(model.n_learned) or judge()
+    learned = 0
+    while learned < 900:
+        n = model.samples_before_collapse_check()
+        warming_up = model.fitted_gamma is None
+        before = len(verdicts)
+        for k in range(n):
+            model.learn_one(dict(enumerate(rng.normal(size=4) + k % 2)), k % 2 == 0)
+            if k < n - 1:
+                assert len(verdicts) == before
+        learned += n
+        if not warming_up:
+            assert len(verdicts) == before + 1
+    assert len(verdicts) >= 4
