@@ -9,10 +9,19 @@ import numpy as np
 from river_advsvm import calibration, inputs
 from river_advsvm.kernels import NORMS
 
-__all__ = ["ROWS_PER_CHUNK", "MarginPredictions", "batch_labels"]
+__all__ = ["ROWS_PER_CHUNK", "MarginPredictions", "batch_labels", "in_hash_order"]
 
 #: Rows evaluated at once by the batch inference methods: bounds their temporaries.
 ROWS_PER_CHUNK = 1024
+
+
+def in_hash_order(u: np.ndarray, u_names: list, u_hashes: list) -> tuple[np.ndarray, list, list]:
+    """One row's unknown inputs in the order of their hashes, as the model stores new inputs:
+    sums over them, and so the margin, do not depend on the order of the sample's keys."""
+    if len(u_names) < 2:
+        return u, u_names, u_hashes
+    order = np.argsort(np.asarray(u_hashes, dtype=np.uint64), kind="stable").tolist()
+    return u[order], [u_names[j] for j in order], [u_hashes[j] for j in order]
 
 
 def batch_labels(y) -> list:
@@ -64,7 +73,7 @@ class MarginPredictions:
             self._check_unstarted_names(names, row)
             return float(self._unstarted_margins(names, row[None, :])[0])
         v, u, u_names = self._split(names, row)
-        return self._row_margin(v, u, u_names, self._unknown_hashes(u_names))
+        return self._row_margin(v, *in_hash_order(u, u_names, self._unknown_hashes(u_names)))
 
     def _dense(self, names: list, values: np.ndarray, keep_zero: bool = False):
         """`(V, U, unknown names, their hashes)`; unknown inputs that are 0 in every row are
