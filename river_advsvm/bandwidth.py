@@ -301,15 +301,16 @@ class HeldRows:
             Z[:, self._rank[columns.known_columns]] = values[:, columns.known]
         Z -= self._stats[_SHIFT, : X.shape[1]]  # as the held rows are
         # Inputs the held rows never had add the same distance to every held row (at the
-        # median bandwidth; with no input held yet, `_fit`'s fallback 1/1).
+        # median bandwidth; with no input held yet, `_fit`'s fallback 1/1), summed in the
+        # order of their values: not of the keys.
         spread = ((self._median_vote_gamma() if len(gammas) else 1.0) if len(columns.unknown)
                   else 0.0)
+        extra = np.sort(np.abs(values[:, columns.unknown]), axis=1)
         if kernel == "rbf":
             # ||z - x_i||^2 weighted: sum g z^2 + sum g x_i^2 - 2 sum g z x_i.
             weighted = Z * gammas
             distances = np.einsum("ij,ij->i", weighted, Z)[:, None]
             if spread:
-                extra = values[:, columns.unknown]
                 distances += ((extra * extra).sum(axis=1) * spread)[:, None]
             products = weighted.astype(np.float32) @ X.T
             products *= -2.0
@@ -317,7 +318,7 @@ class HeldRows:
             distances += squares
             np.maximum(distances, 0.0, out=distances)
         else:
-            extra = np.abs(values[:, columns.unknown]).sum(axis=1) * spread
+            extra = extra.sum(axis=1) * spread
             distances = np.stack([np.abs(X - z) @ gammas for z in Z]) + extra[:, None]
         np.negative(distances, out=distances)
         return np.exp(distances, out=distances) @ signs / len(signs)

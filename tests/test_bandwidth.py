@@ -144,3 +144,18 @@ def test_inputs_whose_median_range_squares_to_0_fall_back_to_one_over_d():
     assert model.fitted_gamma == 1 / 3
     model.learn_one({"a": 1.0}, False)
     assert model.n_learned == 4 and np.isfinite(model.decision_one({"a": tiny, "c": 1.0}))
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_the_vote_over_inputs_the_held_rows_lack_does_not_depend_on_the_order_of_the_keys(kernel):
+    # The distance such inputs add was summed in the order of the sample's keys.
+    rng = np.random.default_rng(6)
+    model = AdvKernelSVM(kernel=kernel, warm_up=50, seed=0)
+    for i in range(10):
+        model.learn_one({"a": float(rng.random()), "b": float(rng.random())}, i % 2 == 0)
+    for _ in range(50):
+        x = {f"new{j}": float(v) for j, v in enumerate(rng.normal(size=5))}
+        x["a"] = float(rng.random())
+        keys = list(x)
+        rng.shuffle(keys)
+        assert model.decision_one({k: x[k] for k in keys}) == model.decision_one(x)
