@@ -54,17 +54,20 @@ class MarginPredictions:
         return list(self._index.hash_names(u_names)) if u_names else []
 
     def _check_unstarted_names(self, names: list, values: np.ndarray) -> None:
-        """Refuse, in the warm-up, a name the model could not hash (None, bytes, NaN), as the
-        started model refuses it: an input it does not know with a nonzero value anywhere."""
+        """Refuse, in the warm-up, a name the model could not hash (None, bytes, NaN), and a
+        sample with more than `max_features` inputs it does not know, as the started model
+        refuses them: inputs it does not know with a nonzero value."""
         # The names of the latest held row are hashed already (a stream repeating its keys,
         # as in progressive validation): hashing them again at every vote made the warm-up
-        # cost a hash per input per prediction.
+        # cost a hash per input per prediction. (They are at most max_features: held.)
         if self._held:
             self._held_inputs()
             if names == self._held_cache[2]:
                 return
         columns = self._index.lookup(names).unknown
-        present = np.atleast_2d(values)[:, columns].any(axis=0)
+        nonzero = np.atleast_2d(values)[:, columns] != 0
+        self._check_unknown(int(nonzero.sum(axis=1).max(initial=0)))
+        present = nonzero.any(axis=0)
         if present.any():
             self._index.hash_names([names[j] for j in columns[present].tolist()])
 
@@ -79,8 +82,10 @@ class MarginPredictions:
         """`(V, U, unknown names, their hashes)`; unknown inputs that are 0 in every row are
         dropped (they cost nothing) unless `keep_zero` (an attacker may move them)."""
         V, unknown, U = self._index.dense(names, values)
-        keep = (U != 0).any(axis=0) | keep_zero
-        self._check_unknown(int(keep.sum()))
+        nonzero = U != 0
+        keep = nonzero.any(axis=0) | keep_zero
+        # The bound is on each sample's (kept) unknown inputs: a batch's rows may bring others.
+        self._check_unknown(len(unknown) if keep_zero else int(nonzero.sum(axis=1).max(initial=0)))
         if not keep.all():
             unknown = [n for n, k in zip(unknown, keep.tolist()) if k]
             U = U[:, keep]
