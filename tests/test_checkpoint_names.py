@@ -9,6 +9,7 @@ exactly, every malformed table is a `CheckpointError`, older checkpoints read as
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import subprocess
@@ -438,6 +439,30 @@ def test_the_fast_paths_for_str_and_int_names_write_what_json_writes(name):
     assert inputs.encode_name(name) == encoded
     assert name_table.entry(encoded) == json.dumps(encoded, separators=(",", ":"),
                                                    ensure_ascii=False)
+
+
+class Colour(str, enum.Enum):  # a str Enum, whose str() is 'Colour.RED', not 'red'
+    RED = "red"
+    BLUE = "blue"
+
+
+@pytest.mark.parametrize("make", FACTORIES.values(), ids=FACTORIES.keys())
+def test_str_enum_names_are_the_strings_they_are(make, tmp_path):
+    """A name that is a str (a `(str, Enum)` member, equal to its value as a dict key) is the
+    text it holds: it was encoded by its str(), 'Colour.RED', so the loaded model knew no
+    input 'red' and predicted as if it had learned nothing."""
+    rows = [({Colour.RED: float(i % 2) - 0.5, Colour.BLUE: 0.3 * (i % 3)}, i % 2 == 1)
+            for i in range(30)]
+    plain = [({k.value: v for k, v in x.items()}, y) for x, y in rows]
+    model, as_text = make(), make()
+    for (x, y), (p, _) in zip(rows, plain):
+        model.learn_one(x, y)
+        as_text.learn_one(p, y)
+    assert stored_bytes(model) == stored_bytes(as_text)
+    loaded = round_trip(model, tmp_path)
+    for x in ({Colour.RED: 0.5}, {"red": 0.5, "blue": 0.1}):
+        assert loaded.decision_one(x) == model.decision_one(x)
+    assert_learn_on_alike(loaded, model, rows)
 
 
 @settings(max_examples=300, deadline=None)

@@ -3,6 +3,7 @@ finite; NaN at prediction time is a missing feature."""
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import warnings
@@ -20,6 +21,7 @@ from river_advsvm import (AdvKernelSVM, AdvLinearSVM, InvalidInput, checkpoint, 
 from river_advsvm.attacks import PGD, ZOO, CarliniWagnerL2
 from river_advsvm.inputs import MAX_ABS_VALUE
 from river_advsvm.monitor import RobustnessMonitor
+from river_advsvm.multiclass import OneVsRest
 
 
 def fingerprint(model) -> str:
@@ -71,6 +73,27 @@ BAD_SAMPLES = [
     ({"a": 0.5, "b": 0.1}, -2**63 - 1, "bad_label", "must fit in 64 bits"),
     ({"a": 0.5, "b": 0.1}, 10**500, "bad_label", "must fit in 64 bits"),
 ]
+
+
+class Mail(str, enum.Enum):  # a str Enum, whose str() is 'Mail.SPAM', not 'spam'
+    SPAM = "spam"
+    HAM = "ham"
+    EGGS = "eggs"
+
+
+@pytest.mark.parametrize("make", [AdvLinearSVM, lambda: AdvKernelSVM(warm_up=5, seed=0),
+                                  lambda: OneVsRest(AdvLinearSVM())])
+def test_str_enum_labels_are_the_strings_they_are(make):
+    """A label that is a str (a `(str, Enum)` member) is the text it holds: str() of such a
+    member is its qualified name, which the model took as the label, and predicted
+    'Mail.SPAM' for Mail.SPAM (equal to 'spam'): accuracy 0."""
+    model = make()
+    labels = list(Mail) if isinstance(model, OneVsRest) else [Mail.SPAM, Mail.HAM]
+    for i in range(60):
+        model.learn_one({i % len(labels): 1.0}, labels[i % len(labels)])
+    for i, label in enumerate(labels):
+        predicted = model.predict_one({i: 1.0})
+        assert predicted == label and type(predicted) is str
 
 
 @pytest.mark.parametrize("labels", [("n" * 1000, "p" * 1000), (-(2**63), 2**63 - 1)])
