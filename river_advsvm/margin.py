@@ -466,10 +466,13 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
     def _test_then_learn(self, names: list, row: np.ndarray, y, hashes: dict) -> float:
         """The margin of one row, then (if `y` is a label) its step; returns the margin."""
         v, u, u_names = self._split(names, row)
-        missing = [n for n in u_names if n not in hashes]
+        missing = [n for n in u_names if type(n) is str and n not in hashes]
         if missing:  # names held back in an earlier call, validated then
             hashes.update(zip(missing, self._index.hash_names(missing).tolist()))
-        u, u_names, u_hashes = in_hash_order(u, u_names, [hashes[n] for n in u_names])
+        # Each name with its own hash: 1, 1.0 and True are one key to `hashes` (hashed as the
+        # first of them seen), three names to a checkpoint, which hashes each again.
+        u_hashes = [hashes[n] if type(n) is str else inputs.key_hash(n) for n in u_names]
+        u, u_names, u_hashes = in_hash_order(u, u_names, u_hashes)
         if self._started:
             g = self._row_margin(v, u, u_names, u_hashes)
         else:

@@ -465,6 +465,25 @@ def test_str_enum_names_are_the_strings_they_are(make, tmp_path):
     assert_learn_on_alike(loaded, model, rows)
 
 
+@pytest.mark.parametrize("first, then", [(True, 1), (1.0, 1), ((True, "a"), (1, "a"))])
+@pytest.mark.parametrize("policy", ["compact", "truncate", "merge"])
+def test_a_name_first_held_as_an_equal_name_of_another_type_keeps_its_own_hash(first, then,
+                                                                                policy):
+    """1, 1.0 and True are one key to a dict, three names (and three hashes) to a checkpoint.
+    An input held in the warm-up as True at 0 and learned as 1 took its column under the name
+    1 with the hash of True: the loaded model, which hashes its names again, drew other
+    random features for it and decided otherwise."""
+    model = AdvKernelSVM(gamma="scale", warm_up=4, budget=8, budget_policy=policy, seed=1)
+    rows = [({}, True), ({"a": 0.2, first: 0.0}, False), ({"a": 0.7, then: 0.5}, True),
+            ({"a": -0.3}, False), ({then: 1.5, "a": 0.1}, True)]
+    for x, y in rows:
+        model.learn_one(x, y)
+    loaded = AdvKernelSVM.from_checkpoint(*model.to_checkpoint())
+    for x in ({then: 0.5}, {first: 0.5, "a": 0.3}):
+        assert loaded.decision_one(x) == model.decision_one(x)
+    assert_learn_on_alike(loaded, model, rows)
+
+
 @settings(max_examples=300, deadline=None)
 @given(text=st.binary(max_size=80), lengths=st.lists(st.integers(0, 70), max_size=6))
 def test_any_bytes_as_a_table_are_read_or_refused_with_value_error(text, lengths):
