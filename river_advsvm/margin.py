@@ -411,13 +411,11 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
                                              and n not in self._index.position))
             columns = self._index.lookup(names)
             unknown = columns.unknown
-            kept = any(y is not None for y in labels[i : i + len(values)])
-            if len(unknown) and kept and columns is not self._names_checked:
-                # Every name a row to learn carries may be kept (zero-valued ones too: the
-                # inputs an attacker may move), so every new one must be one a checkpoint can
-                # hold; a row only predicted is not kept (its nonzero new names are hashed,
-                # as decision_one hashes them). The index hands back the same lookup while the
-                # names repeat and it learns no input: names checked once are not checked again.
+            if len(unknown) and columns is not self._names_checked:
+                # Every name a row carries may be kept (zero-valued ones too: the inputs an
+                # attacker may move), so every new one must be one a checkpoint can hold.
+                # The index hands back the same lookup while the names repeat and it learns
+                # no input: names checked once are not checked again.
                 inputs.check_storable_names([names[j] for j in unknown.tolist()])
                 self._names_checked = columns
             # Inputs the model does not know are usually 0 (a pixel never lit in training).

@@ -303,31 +303,6 @@ def test_max_features_bounds_the_unknown_inputs_of_each_row_of_a_batch(make):
 @pytest.mark.parametrize("make", [lambda: AdvLinearSVM(),
                                   lambda: AdvKernelSVM(gamma=0.5, seed=0),
                                   lambda: AdvKernelSVM(warm_up=4, seed=0)])
-def test_a_row_only_predicted_takes_the_names_decision_one_takes(make):
-    """A row only predicted is never kept: a name a checkpoint could not hold (a NUL, a lone
-    surrogate), or one with no encoding at 0 (not looked at), does not stop its prediction,
-    as in `decision_one`; it was refused ('bad_name'). A row to learn is still refused."""
-    model = make()
-    for i in range(6):
-        model.learn_one({"a": float(i % 2) - 0.5, "b": 0.1 * i}, i % 2 == 1)
-    rows = [{"a": 0.5, "x\0": 1.0}, {"a": -0.5, "\udcff": 2.0}, {"a": 0.2, None: 0.0},
-            {"b": 0.3, b"raw": 0.0}]
-    want = [model.decision_one(x) for x in rows]
-    before = fingerprint(model)
-    assert model.decision_then_learn_many(rows, [None] * len(rows)).tolist() == want
-    assert fingerprint(model) == before
-    for x in rows:
-        with pytest.raises(InvalidInput) as error:
-            model.decision_then_learn_many([x], [True])
-        assert error.value.code == "bad_name"
-    with pytest.raises(InvalidInput, match="None"):
-        model.decision_then_learn_many([{"a": 0.2, None: 1.0}], [None])
-    assert fingerprint(model) == before
-
-
-@pytest.mark.parametrize("make", [lambda: AdvLinearSVM(),
-                                  lambda: AdvKernelSVM(gamma=0.5, seed=0),
-                                  lambda: AdvKernelSVM(warm_up=4, seed=0)])
 @pytest.mark.parametrize("as_frame", [False, True])
 def test_nan_in_a_row_only_predicted_is_a_missing_input_as_in_decision_one(make, as_frame):
     """In a test-then-train batch, a row with label None is only predicted: its NaN is a
