@@ -33,7 +33,10 @@ OTHER_UNITS = 10.0
 #: year, a temperature in kelvin) is measured about that mean, and centred on it (`centres`).
 FAR_FROM_ZERO = 2.0
 #: The rows of `HeldRows._stats`: the running statistics kept per input.
-_LOW, _HIGH, _SHIFT, _SUMS, _SQUARES, _NONZERO = range(6)
+_LOW, _HIGH, _SHIFT, _SUMS, _SQUARES, _NONZERO, _UNIT = range(7)
+#: An input whose values lie within this of its shift sums its squares in its own units
+#: (`_unit`): squared in float64, differences below 1e-154 lose their digits or vanish.
+_TINY = 2.0**-400
 
 
 class HeldRows:
@@ -41,9 +44,10 @@ class HeldRows:
     time with spare room, with what `gamma='scale'` fits on them kept up to date.
 
     Per input `j`: its lowest and highest value over the rows (absent counts as 0), how many
-    rows have it nonzero, and the sums of `x_ij - c_j` and of its square, shifted by `c_j`,
-    the input's value in the row where it first appeared (so that an input far from 0 with a
-    small range keeps its digits).
+    rows have it nonzero, and the sums of `x_ij - c_j` and of `((x_ij - c_j) / u_j)^2`, shifted
+    by `c_j`, the input's value in the row where it first appeared (so that an input far from
+    0 with a small range keeps its digits), the squares in units `u_j`, 1 but for an input
+    whose values all lie within `_TINY` of `c_j` (so that their squares do not underflow).
     These are the rows of one matrix, its columns in the order of the name hashes.
 
     The matrix, and the matrix of its squares, hold the rows less the shifts `c_j` (the vote's
@@ -60,9 +64,11 @@ class HeldRows:
         self._X = np.zeros((16, 16), dtype=np.float32)
         self._X2 = np.zeros((16, 16), dtype=np.float32)  # the squares
         self.size = 0
-        # Per input: lowest, highest, shift c_j, sum_i (x_ij - c_j), sum_i (x_ij - c_j)^2, rows
-        # with x_ij != 0; rows of one matrix, so that the fit reorders them in one call.
-        self._stats = np.zeros((6, 16))
+        # Per input: lowest, highest, shift c_j, sum_i (x_ij - c_j), sum_i ((x_ij - c_j) / u_j)^2,
+        # rows with x_ij != 0, the unit u_j; rows of one matrix, so that the fit reorders them
+        # in one call.
+        self._stats = np.zeros((7, 16))
+        self._units = False  # whether an input has a unit other than 1
         # other_units -> (rows, bandwidths, why): see gammas
         self._fitted: dict = {}
         # The vote's bandwidths over every held input (in the hashes' order), as float32 too,
@@ -112,7 +118,9 @@ class HeldRows:
             stats = self._stats[:, self._rank[start:]]
             stats[_SHIFT] = first
             stats[_SUMS] = -self.size * first
-            stats[_SQUARES] = self.size * first * first
+            stats[_UNIT] = _unit(np.abs(first) if self.size else np.zeros(len(first)))
+            self._units |= bool((stats[_UNIT] != 1.0).any())
+            stats[_SQUARES] = self.size * np.square(first / stats[_UNIT])
             stats[_LOW] = first if not self.size else 0.0
             stats[_HIGH] = first if not self.size else 0.0
             self._stats[:, self._rank[start:]] = stats
@@ -134,12 +142,22 @@ class HeldRows:
                                                  np.zeros(len(self._vote_squares))])
         x = np.zeros(d)  # the row over every input, in the hashes' order
         x[self._places(columns)] = row
-        low, high, shift, sums, squares, nonzero = self._stats[:, :d]
+        low, high, shift, sums, squares, nonzero, unit = self._stats[:, :d]
         np.minimum(low, x, out=low)
         np.maximum(high, x, out=high)
         shifted = x - shift
         sums += shifted
-        squares += shifted * shifted
+        if self._units or ((np.abs(shifted) < _TINY) & (shifted != 0)).any():
+            # Units that follow each input's reach; a unit only grows once set (a squared sum
+            # is 0 until then), and the sums in the old one shrink to the new.
+            self._units = True
+            units = _unit(np.maximum(high - shift, shift - low))
+            ratio = np.divide(unit, units, out=np.ones(d), where=squares != 0.0)
+            squares *= ratio * ratio
+            unit[:] = units
+            squares += np.square(shifted / units)
+        else:
+            squares += shifted * shifted
         nonzero += x != 0
         self._X[self.size, :d] = shifted
         self._X2[self.size, :d] = shifted * shifted
@@ -219,7 +237,7 @@ class HeldRows:
     def _fit(self, other_units: bool) -> tuple[np.ndarray | float, str | None, np.ndarray]:
         d = len(self.index)
         # (Sums over inputs in the hashes' order do not depend on the order of the keys.)
-        low, high, shift, sums, squares, nonzero = self._stats[:, :d]
+        low, high, shift, sums, squares, nonzero, unit = self._stats[:, :d]
         spread = high - low
         median = _median(spread[spread > 0])
         d = max(d, 1)
@@ -257,7 +275,8 @@ class HeldRows:
             # sum_ij (x_ij / s_j - mean)^2, from the shifted sums: sum_j of squares_j / s_j^2
             # + 2 (c_j / s_j - mean) sums_j / s_j + n (c_j / s_j - mean)^2.
             centre = offset - mean
-            total = float((squares * inverse) @ inverse
+            scaled = unit * inverse  # 1 / s_j in the units of the squares
+            total = float((squares * scaled) @ scaled
                           + 2.0 * (centre @ sums) + n * (centre @ centre))
             variance = max(total / (n * d), 0.0)
             if variance > 0:
@@ -301,15 +320,16 @@ class HeldRows:
             Z[:, self._rank[columns.known_columns]] = values[:, columns.known]
         Z -= self._stats[_SHIFT, : X.shape[1]]  # as the held rows are
         # Inputs the held rows never had add the same distance to every held row (at the
-        # median bandwidth; with no input held yet, `_fit`'s fallback 1/1).
+        # median bandwidth; with no input held yet, `_fit`'s fallback 1/1), summed in the
+        # order of their values: not of the keys.
         spread = ((self._median_vote_gamma() if len(gammas) else 1.0) if len(columns.unknown)
                   else 0.0)
+        extra = np.sort(np.abs(values[:, columns.unknown]), axis=1)
         if kernel == "rbf":
             # ||z - x_i||^2 weighted: sum g z^2 + sum g x_i^2 - 2 sum g z x_i.
             weighted = Z * gammas
             distances = np.einsum("ij,ij->i", weighted, Z)[:, None]
             if spread:
-                extra = values[:, columns.unknown]
                 distances += ((extra * extra).sum(axis=1) * spread)[:, None]
             products = weighted.astype(np.float32) @ X.T
             products *= -2.0
@@ -317,7 +337,7 @@ class HeldRows:
             distances += squares
             np.maximum(distances, 0.0, out=distances)
         else:
-            extra = np.abs(values[:, columns.unknown]).sum(axis=1) * spread
+            extra = extra.sum(axis=1) * spread
             distances = np.stack([np.abs(X - z) @ gammas for z in Z]) + extra[:, None]
         np.negative(distances, out=distances)
         return np.exp(distances, out=distances) @ signs / len(signs)
@@ -356,6 +376,13 @@ class WarmUpRows:
             signs.clear()
         signs.extend(1.0 if y == positive else -1.0 for _, _, y in held[len(signs) :])
         return rows.vote(names, values, np.array(signs), kernel)
+
+
+def _unit(reach: np.ndarray) -> np.ndarray:
+    """The units of the squares of inputs whose values lie within `reach` of their shifts: 1,
+    but for a reach below `_TINY` (and not 0), the power of two at or below it."""
+    exponent = np.frexp(reach)[1]
+    return np.where((reach > 0.0) & (reach < _TINY), np.ldexp(0.5, exponent), 1.0)
 
 
 def _median(values: np.ndarray) -> float:

@@ -161,7 +161,9 @@ def _encode(name, depth: int):
                                "must be finite", "bad_name")
         return ["f", value + 0.0]  # -0.0 == 0.0 as a dict key: one encoding for both
     if isinstance(name, str):
-        return ["s", str(name)]
+        # The text itself: str() of a str subclass may be other text (a `(str, Enum)`
+        # member's is its qualified name), while as a dict key it is its text.
+        return ["s", str.__str__(name)]
     if isinstance(name, tuple) and depth < MAX_NAME_DEPTH:
         return ["t", [_encode(n, depth + 1) for n in name]]
     raise InvalidInput(

@@ -49,7 +49,7 @@ def as_label(y):
         if len(y) > MAX_LABEL_LENGTH:
             raise inputs.InvalidInput(f"label {inputs.describe(y)} is longer than "
                                       f"{MAX_LABEL_LENGTH} characters", "bad_label")
-        return str(y)
+        return str.__str__(y)  # the text itself (see `inputs.encode_name`)
     if isinstance(y, numbers.Integral):
         y = int(y)
         if y not in INT64:

@@ -25,7 +25,7 @@ from river import base
 from river_advsvm import calibration, collapse, inputs
 from river_advsvm.kernels import NORMS
 from river_advsvm.labels import as_label, classes_after
-from river_advsvm.margin_predict import MarginPredictions, batch_labels
+from river_advsvm.margin_predict import MarginPredictions, batch_labels, in_hash_order
 from river_advsvm.model_checkpoint import CheckpointMixin
 from river_advsvm.schedule import StepSchedule
 
@@ -466,16 +466,13 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
     def _test_then_learn(self, names: list, row: np.ndarray, y, hashes: dict) -> float:
         """The margin of one row, then (if `y` is a label) its step; returns the margin."""
         v, u, u_names = self._split(names, row)
-        missing = [n for n in u_names if n not in hashes]
+        missing = [n for n in u_names if type(n) is str and n not in hashes]
         if missing:  # names held back in an earlier call, validated then
             hashes.update(zip(missing, self._index.hash_names(missing).tolist()))
-        u_hashes = [hashes[n] for n in u_names]
-        if len(u_names) > 1:
-            # In the order of their hashes, as `_learn_row` stores them: sums over the new
-            # inputs, and so the margin, do not depend on the order of the sample's keys.
-            order = np.argsort(np.asarray(u_hashes, dtype=np.uint64), kind="stable")
-            u, u_names, u_hashes = (u[order], [u_names[j] for j in order.tolist()],
-                                    [u_hashes[j] for j in order.tolist()])
+        # Each name with its own hash: 1, 1.0 and True are one key to `hashes` (hashed as the
+        # first of them seen), three names to a checkpoint, which hashes each again.
+        u_hashes = [hashes[n] if type(n) is str else inputs.key_hash(n) for n in u_names]
+        u, u_names, u_hashes = in_hash_order(u, u_names, u_hashes)
         if self._started:
             g = self._row_margin(v, u, u_names, u_hashes)
         else:

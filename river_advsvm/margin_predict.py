@@ -9,10 +9,19 @@ import numpy as np
 from river_advsvm import calibration, inputs
 from river_advsvm.kernels import NORMS
 
-__all__ = ["ROWS_PER_CHUNK", "MarginPredictions", "batch_labels"]
+__all__ = ["ROWS_PER_CHUNK", "MarginPredictions", "batch_labels", "in_hash_order"]
 
 #: Rows evaluated at once by the batch inference methods: bounds their temporaries.
 ROWS_PER_CHUNK = 1024
+
+
+def in_hash_order(u: np.ndarray, u_names: list, u_hashes: list) -> tuple[np.ndarray, list, list]:
+    """One row's unknown inputs in the order of their hashes, as the model stores new inputs:
+    sums over them, and so the margin, do not depend on the order of the sample's keys."""
+    if len(u_names) < 2:
+        return u, u_names, u_hashes
+    order = np.argsort(np.asarray(u_hashes, dtype=np.uint64), kind="stable").tolist()
+    return u[order], [u_names[j] for j in order], [u_hashes[j] for j in order]
 
 
 def batch_labels(y) -> list:
@@ -45,17 +54,20 @@ class MarginPredictions:
         return list(self._index.hash_names(u_names)) if u_names else []
 
     def _check_unstarted_names(self, names: list, values: np.ndarray) -> None:
-        """Refuse, in the warm-up, a name the model could not hash (None, bytes, NaN), as the
-        started model refuses it: an input it does not know with a nonzero value anywhere."""
+        """Refuse, in the warm-up, a name the model could not hash (None, bytes, NaN), and a
+        sample with more than `max_features` inputs it does not know, as the started model
+        refuses them: inputs it does not know with a nonzero value."""
         # The names of the latest held row are hashed already (a stream repeating its keys,
         # as in progressive validation): hashing them again at every vote made the warm-up
-        # cost a hash per input per prediction.
+        # cost a hash per input per prediction. (They are at most max_features: held.)
         if self._held:
             self._held_inputs()
             if names == self._held_cache[2]:
                 return
         columns = self._index.lookup(names).unknown
-        present = np.atleast_2d(values)[:, columns].any(axis=0)
+        nonzero = np.atleast_2d(values)[:, columns] != 0
+        self._check_unknown(int(nonzero.sum(axis=1).max(initial=0)))
+        present = nonzero.any(axis=0)
         if present.any():
             self._index.hash_names([names[j] for j in columns[present].tolist()])
 
@@ -64,14 +76,16 @@ class MarginPredictions:
             self._check_unstarted_names(names, row)
             return float(self._unstarted_margins(names, row[None, :])[0])
         v, u, u_names = self._split(names, row)
-        return self._row_margin(v, u, u_names, self._unknown_hashes(u_names))
+        return self._row_margin(v, *in_hash_order(u, u_names, self._unknown_hashes(u_names)))
 
     def _dense(self, names: list, values: np.ndarray, keep_zero: bool = False):
         """`(V, U, unknown names, their hashes)`; unknown inputs that are 0 in every row are
         dropped (they cost nothing) unless `keep_zero` (an attacker may move them)."""
         V, unknown, U = self._index.dense(names, values)
-        keep = (U != 0).any(axis=0) | keep_zero
-        self._check_unknown(int(keep.sum()))
+        nonzero = U != 0
+        keep = nonzero.any(axis=0) | keep_zero
+        # The bound is on each sample's (kept) unknown inputs: a batch's rows may bring others.
+        self._check_unknown(len(unknown) if keep_zero else int(nonzero.sum(axis=1).max(initial=0)))
         if not keep.all():
             unknown = [n for n, k in zip(unknown, keep.tolist()) if k]
             U = U[:, keep]

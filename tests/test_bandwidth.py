@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from test_validation import fingerprint
 
-from river_advsvm import AdvKernelSVM, bandwidth
+from river_advsvm import AdvKernelSVM, bandwidth, kernels
 
 
 def dense_fit(X: np.ndarray, other_units: bool = True) -> np.ndarray:
@@ -144,3 +144,43 @@ def test_inputs_whose_median_range_squares_to_0_fall_back_to_one_over_d():
     assert model.fitted_gamma == 1 / 3
     model.learn_one({"a": 1.0}, False)
     assert model.n_learned == 4 and np.isfinite(model.decision_one({"a": tiny, "c": 1.0}))
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_the_vote_over_inputs_the_held_rows_lack_does_not_depend_on_the_order_of_the_keys(kernel):
+    # The distance such inputs add was summed in the order of the sample's keys.
+    rng = np.random.default_rng(6)
+    model = AdvKernelSVM(kernel=kernel, warm_up=50, seed=0)
+    for i in range(10):
+        model.learn_one({"a": float(rng.random()), "b": float(rng.random())}, i % 2 == 0)
+    for _ in range(50):
+        x = {f"new{j}": float(v) for j, v in enumerate(rng.normal(size=5))}
+        x["a"] = float(rng.random())
+        keys = list(x)
+        rng.shuffle(keys)
+        assert model.decision_one({k: x[k] for k in keys}) == model.decision_one(x)
+
+
+@pytest.mark.parametrize("tiny", [1e-100, 1e-160, 1e-200, 1e-300])
+def test_an_input_of_tiny_values_is_measured_in_its_own_units(tiny):
+    # The sums of squares of an input below 1e-154 underflowed to 0 (or lost their digits):
+    # it added nothing to the variance, and the other inputs' bandwidths came out up to 3
+    # times too large.
+    rng = np.random.default_rng(7)
+    n, d = 40, 5
+    X = rng.random((n, d)) * [1.0, 3.0, 0.5, 2.0, tiny]
+    X[:, 3] += 0.5  # mostly nonzero, as the tiny input is: it keeps its own units
+    X[rng.random((n, d)) < 0.1] = 0.0
+    X[: n // 2, 2] = 0.0  # one arrives late
+    rows = bandwidth.HeldRows()
+    hashes = {j: int(h) for j, h in enumerate(rng.integers(0, 2**63, d))}
+    for x in X:
+        present = np.flatnonzero(x != 0)
+        rows.append(present.tolist(), x[present], hashes)
+    columns = [rows.names.index(j) for j in range(d)]
+    for other_units in (True, False):
+        fitted, why = rows.gammas(other_units)
+        assert why is None
+        with np.errstate(over="ignore", divide="ignore"):  # (its own 1 / s_j^2: inf, capped)
+            expected = np.minimum(dense_fit(X, other_units), kernels.MAX_GAMMA)
+        np.testing.assert_allclose(fitted[columns], expected, rtol=1e-9)

@@ -139,6 +139,26 @@ def test_batched_test_then_train_is_the_loop_of_predict_then_learn(make, labelin
         assert {k: v for k, v in got.items() if v or k in want} == want
 
 
+@pytest.mark.parametrize("make", MODELS.values(), ids=MODELS.keys())
+def test_inputs_the_model_does_not_know_weigh_in_whatever_the_order_of_the_keys(make):
+    """`decision_one` of a row with several inputs the model never learned gives the margin
+    `decision_then_learn_many` gives it, bit for bit, and one that does not depend on the
+    order of the row's keys (it summed over them in the order they came)."""
+    rows, labels = stream(100, seed=3)
+    model = make()
+    model.learn_many(rows, labels)
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        x = {f"new{j}": float(v) for j, v in enumerate(rng.normal(size=6))}
+        x["f0"] = float(rng.random())
+        keys = list(x)
+        rng.shuffle(keys)
+        shuffled = {k: x[k] for k in keys}
+        margin = model.decision_one(x)
+        assert model.decision_one(shuffled) == margin
+        assert model.decision_then_learn_many([shuffled], [None]).tolist() == [margin]
+
+
 def test_unlabelled_rows_are_not_learned():
     rows, labels = stream(100)
     model = AdvLinearSVM()

@@ -9,6 +9,7 @@ exactly, every malformed table is a `CheckpointError`, older checkpoints read as
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import subprocess
@@ -438,6 +439,49 @@ def test_the_fast_paths_for_str_and_int_names_write_what_json_writes(name):
     assert inputs.encode_name(name) == encoded
     assert name_table.entry(encoded) == json.dumps(encoded, separators=(",", ":"),
                                                    ensure_ascii=False)
+
+
+class Colour(str, enum.Enum):  # a str Enum, whose str() is 'Colour.RED', not 'red'
+    RED = "red"
+    BLUE = "blue"
+
+
+@pytest.mark.parametrize("make", FACTORIES.values(), ids=FACTORIES.keys())
+def test_str_enum_names_are_the_strings_they_are(make, tmp_path):
+    """A name that is a str (a `(str, Enum)` member, equal to its value as a dict key) is the
+    text it holds: it was encoded by its str(), 'Colour.RED', so the loaded model knew no
+    input 'red' and predicted as if it had learned nothing."""
+    rows = [({Colour.RED: float(i % 2) - 0.5, Colour.BLUE: 0.3 * (i % 3)}, i % 2 == 1)
+            for i in range(30)]
+    plain = [({k.value: v for k, v in x.items()}, y) for x, y in rows]
+    model, as_text = make(), make()
+    for (x, y), (p, _) in zip(rows, plain):
+        model.learn_one(x, y)
+        as_text.learn_one(p, y)
+    assert stored_bytes(model) == stored_bytes(as_text)
+    loaded = round_trip(model, tmp_path)
+    for x in ({Colour.RED: 0.5}, {"red": 0.5, "blue": 0.1}):
+        assert loaded.decision_one(x) == model.decision_one(x)
+    assert_learn_on_alike(loaded, model, rows)
+
+
+@pytest.mark.parametrize("first, then", [(True, 1), (1.0, 1), ((True, "a"), (1, "a"))])
+@pytest.mark.parametrize("policy", ["compact", "truncate", "merge"])
+def test_a_name_first_held_as_an_equal_name_of_another_type_keeps_its_own_hash(first, then,
+                                                                                policy):
+    """1, 1.0 and True are one key to a dict, three names (and three hashes) to a checkpoint.
+    An input held in the warm-up as True at 0 and learned as 1 took its column under the name
+    1 with the hash of True: the loaded model, which hashes its names again, drew other
+    random features for it and decided otherwise."""
+    model = AdvKernelSVM(gamma="scale", warm_up=4, budget=8, budget_policy=policy, seed=1)
+    rows = [({}, True), ({"a": 0.2, first: 0.0}, False), ({"a": 0.7, then: 0.5}, True),
+            ({"a": -0.3}, False), ({then: 1.5, "a": 0.1}, True)]
+    for x, y in rows:
+        model.learn_one(x, y)
+    loaded = AdvKernelSVM.from_checkpoint(*model.to_checkpoint())
+    for x in ({then: 0.5}, {first: 0.5, "a": 0.3}):
+        assert loaded.decision_one(x) == model.decision_one(x)
+    assert_learn_on_alike(loaded, model, rows)
 
 
 @settings(max_examples=300, deadline=None)

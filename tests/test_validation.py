@@ -3,6 +3,7 @@ finite; NaN at prediction time is a missing feature."""
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import warnings
@@ -20,6 +21,7 @@ from river_advsvm import (AdvKernelSVM, AdvLinearSVM, InvalidInput, checkpoint, 
 from river_advsvm.attacks import PGD, ZOO, CarliniWagnerL2
 from river_advsvm.inputs import MAX_ABS_VALUE
 from river_advsvm.monitor import RobustnessMonitor
+from river_advsvm.multiclass import OneVsRest
 
 
 def fingerprint(model) -> str:
@@ -71,6 +73,27 @@ BAD_SAMPLES = [
     ({"a": 0.5, "b": 0.1}, -2**63 - 1, "bad_label", "must fit in 64 bits"),
     ({"a": 0.5, "b": 0.1}, 10**500, "bad_label", "must fit in 64 bits"),
 ]
+
+
+class Mail(str, enum.Enum):  # a str Enum, whose str() is 'Mail.SPAM', not 'spam'
+    SPAM = "spam"
+    HAM = "ham"
+    EGGS = "eggs"
+
+
+@pytest.mark.parametrize("make", [AdvLinearSVM, lambda: AdvKernelSVM(warm_up=5, seed=0),
+                                  lambda: OneVsRest(AdvLinearSVM())])
+def test_str_enum_labels_are_the_strings_they_are(make):
+    """A label that is a str (a `(str, Enum)` member) is the text it holds: str() of such a
+    member is its qualified name, which the model took as the label, and predicted
+    'Mail.SPAM' for Mail.SPAM (equal to 'spam'): accuracy 0."""
+    model = make()
+    labels = list(Mail) if isinstance(model, OneVsRest) else [Mail.SPAM, Mail.HAM]
+    for i in range(60):
+        model.learn_one({i % len(labels): 1.0}, labels[i % len(labels)])
+    for i, label in enumerate(labels):
+        predicted = model.predict_one({i: 1.0})
+        assert predicted == label and type(predicted) is str
 
 
 @pytest.mark.parametrize("labels", [("n" * 1000, "p" * 1000), (-(2**63), 2**63 - 1)])
@@ -245,6 +268,36 @@ def test_a_batch_with_a_predicted_row_over_max_features_changes_nothing(make):
         with pytest.raises(InvalidInput, match="4 inputs the model does not know"):
             call(rows, [True, None])
         assert fingerprint(model) == before
+
+
+@pytest.mark.parametrize("make", [lambda: AdvLinearSVM(max_features=3),
+                                  lambda: AdvKernelSVM(gamma=1.0, max_features=3, seed=0),
+                                  lambda: AdvKernelSVM(gamma=1.0, max_features=3, seed=0,
+                                                       budget_policy="compact"),
+                                  lambda: AdvKernelSVM(max_features=3, warm_up=5, seed=0)])
+def test_max_features_bounds_the_unknown_inputs_of_each_row_of_a_batch(make):
+    """A batch's rows may each bring other inputs the model does not know: the bound is on
+    each sample, as `decision_one` applies it, not on all of a batch's (a frame of two rows of
+    two unknown inputs each was refused, 'the sample has 4 inputs'). A sample over the bound
+    is refused before the model starts as after, as `decision_then_learn_many` refuses it."""
+    model = make()
+    over = {f"x{i}": 1.0 for i in range(4)}
+    for call in (model.decision_one, model.predict_one, model.predict_proba_one):
+        with pytest.raises(InvalidInput, match="4 inputs the model does not know"):
+            call(over)
+    model.learn_one({"a": 1.0}, True)
+    model.learn_one({"a": -1.0}, False)
+    with pytest.raises(InvalidInput, match="4 inputs the model does not know"):
+        model.decision_one(over)
+    frame = pd.DataFrame({"w": [1.0, 0.0], "x": [1.0, 0.0], "y": [0.0, 1.0], "z": [0.0, 1.0],
+                          "a": [0.5, -0.5]})
+    rows = frame.to_dict("records")
+    one_by_one = [model.decision_one(x) for x in rows]
+    np.testing.assert_allclose(model.decision_many(frame), one_by_one, rtol=1e-6)
+    assert model.predict_many(frame).tolist() == [model.predict_one(x) for x in rows]
+    assert len(model.predict_proba_many(frame)) == 2
+    with pytest.raises(InvalidInput, match="4 inputs the model does not know"):
+        model.decision_many(pd.DataFrame([over]))
 
 
 @pytest.mark.parametrize("make", [lambda: AdvLinearSVM(),
