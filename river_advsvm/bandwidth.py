@@ -37,6 +37,7 @@ _LOW, _HIGH, _SHIFT, _SUMS, _SQUARES, _NONZERO, _UNIT = range(7)
 #: An input whose values lie within this of its shift sums its squares in its own units
 #: (`_unit`): squared in float64, differences below 1e-154 lose their digits or vanish.
 _TINY = 2.0**-400
+_NORMAL = float(np.finfo(np.float64).tiny)  # the smallest normal float64, 2.2e-308
 
 
 class HeldRows:
@@ -238,7 +239,9 @@ class HeldRows:
         d = len(self.index)
         # (Sums over inputs in the hashes' order do not depend on the order of the keys.)
         low, high, shift, sums, squares, nonzero, unit = self._stats[:, :d]
+        # A range among float64's subnormals has no reciprocal: such an input is constant.
         spread = high - low
+        spread[spread < _NORMAL] = 0.0
         median = _median(spread[spread > 0])
         d = max(d, 1)
         if median > 0:

@@ -3,6 +3,8 @@ any order of a sample's keys, and the vote predicts from them."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from test_validation import fingerprint
@@ -184,3 +186,23 @@ def test_an_input_of_tiny_values_is_measured_in_its_own_units(tiny):
         with np.errstate(over="ignore", divide="ignore"):  # (its own 1 / s_j^2: inf, capped)
             expected = np.minimum(dense_fit(X, other_units), kernels.MAX_GAMMA)
         np.testing.assert_allclose(fitted[columns], expected, rtol=1e-9)
+
+
+def test_an_input_that_varies_by_less_than_the_smallest_normal_float_counts_as_constant():
+    # A range in float64's subnormals (below 2.2e-308) has no reciprocal: numpy warned of an
+    # overflow and of invalid values, and the fit fell back to 1/d for every input ('vary by
+    # too little (median range 1.08)', which they did not).
+    rng = np.random.default_rng(8)
+    X = rng.random((12, 3)) * [1.0, 2.0, 0.0]
+    fits = []
+    for tiny in (0.0, 5e-324, 3e-310):
+        X[:, 2] = tiny * np.arange(12)
+        model = AdvKernelSVM(warm_up=12, seed=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for i, x in enumerate(X):
+                model.learn_one({"a": x[0], "b": x[1], "c": x[2]}, i % 2 == 0)
+        fits.append(model.fitted_gamma)
+    assert isinstance(fits[0], dict)
+    assert fits[1] == pytest.approx(fits[0], rel=1e-12) and fits[2] == pytest.approx(fits[0],
+                                                                                     rel=1e-12)

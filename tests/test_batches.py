@@ -10,6 +10,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from river import datasets, evaluate, metrics, preprocessing
 from test_validation import fingerprint
 
@@ -323,3 +325,95 @@ def test_the_model_page_says_which_batch_methods_take_lists_of_dicts():
         except InvalidInput as error:
             assert error.code == "bad_shape", name
     assert named == taken
+
+
+
+def kernel_expansion(samples, gamma_of, kernel, regularization, step, bias_step):
+    """`g` of the natural kernel SVM (epsilon 0, no budget, no reprocessing) learned on
+    `samples` one at a time, as `AdvKernelSVM` documents its step, by brute force over dicts
+    (absent inputs are 0): every sample kept, every kernel value, the bias step damped as the
+    share of the last ~64 samples that were active nears 1."""
+    stored, bias, share = [], 0.0, 1.0
+
+    def f(x):
+        total = 0.0
+        for a, z in stored:
+            gaps = [(gamma_of(k), x.get(k, 0.0) - z.get(k, 0.0)) for k in set(x) | set(z)]
+            if kernel == "rbf":
+                total += a * math.exp(-sum(g * gap * gap for g, gap in gaps))
+            else:
+                total += a * math.exp(-sum(g * abs(gap) for g, gap in gaps))
+        return total
+
+    for x, y in samples:
+        sign = 1.0 if y else -1.0
+        active = 1.0 - sign * (f(x) + bias) > 0.0
+        share += (active - share) / 64
+        stored = [(a * (1.0 - step * regularization), z) for a, z in stored]
+        if active:
+            stored.append((step * sign, dict(x)))
+            bias += bias_step * sign * min(1.0, (1.0 - share) / 0.1)
+    return lambda x: f(x) + bias
+
+
+SPARSE_ROWS = st.dictionaries(st.integers(0, 3), st.sampled_from([0.0, 0.5, -1.0, 2.0, 1e-3]),
+                              max_size=4)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(schedule=st.lists(st.tuples(st.sampled_from(["one", "dicts", "frame", "array", "test"]),
+                                   st.lists(st.tuples(SPARSE_ROWS, st.booleans()), min_size=1,
+                                            max_size=5)), min_size=1, max_size=6),
+       gamma=st.sampled_from([0.7, {0: 0.3, 1: 2.0, 2: 0.5}, "scale"]),
+       kernel=st.sampled_from(["rbf", "laplacian"]), seed=st.integers(0, 2**16),
+       probes=st.lists(st.dictionaries(st.integers(0, 6), st.sampled_from([0.0, 0.5, -2.0]),
+                                       max_size=6), min_size=1, max_size=3))
+def test_any_schedule_of_sparse_batches_is_the_loop_and_the_kernel_expansion(
+        schedule, gamma, kernel, seed, probes):
+    """Sparse rows whose keys come and go, learned in any mix of learn_one, learn_many of dicts,
+    of frames (each batch its own columns, in any order) and of arrays, and test-then-train
+    batches: the model a learn_one loop of the same rows makes, bit for bit (its margins too),
+    and the exact kernel expansion of those rows (inputs never learned included, at the median
+    bandwidth)."""
+    rng = np.random.default_rng(seed)
+    params = dict(gamma=gamma, kernel=kernel, budget=None, seed=0, dtype="float64",
+                  reprocess=0, warm_up=3, regularization=0.01, step_size=0.5,
+                  bias_step_size=0.05)
+    model, loop = AdvKernelSVM(**params), AdvKernelSVM(**params)
+    samples = []
+    for kind, batch in schedule:
+        rows, labels = [x for x, _ in batch], [y for _, y in batch]
+        if kind in ("frame", "array"):  # the rows as the batch holds them, zeros included
+            columns = (rng.permutation(sorted(set().union(*rows))).tolist() if kind == "frame"
+                       else list(range(4)))
+            values = [[x.get(c, 0.0) for c in columns] for x in rows]
+            rows = [dict(zip(columns, v)) for v in values]
+            model.learn_many(pd.DataFrame(values, columns=columns) if kind == "frame"
+                             else np.array(values).reshape(len(rows), 4), labels)
+        elif kind == "one":
+            for x, y in batch:
+                model.learn_one(x, y)
+        elif kind == "dicts":
+            model.learn_many(rows, labels)
+        else:
+            labels = [None if rng.random() < 0.3 else y for y in labels]
+            margins = model.decision_then_learn_many(rows, labels).tolist()
+        for i, (x, y) in enumerate(zip(rows, labels)):
+            if kind == "test":
+                assert margins[i] == loop.decision_one(x)
+            if y is not None:
+                loop.learn_one(dict(reversed(list(x.items()))), y)  # the keys in another order
+                samples.append((x, y))
+    for x in probes:
+        assert model.decision_one(x) == loop.decision_one(x)
+    fitted = model.fitted_gamma
+    if fitted is None or len({y for _, y in samples}) < 2:
+        return
+    if isinstance(fitted, dict):
+        median = float(np.median(list(fitted.values())))
+        expansion = kernel_expansion(samples, lambda k: fitted.get(k, median), kernel, 0.01,
+                                     0.5, 0.05)
+    else:
+        expansion = kernel_expansion(samples, lambda k: fitted, kernel, 0.01, 0.5, 0.05)
+    for x in probes:
+        assert model.decision_one(x) == pytest.approx(expansion(x), rel=1e-9, abs=1e-9)

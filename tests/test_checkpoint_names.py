@@ -565,3 +565,34 @@ def test_serve_learns_and_checkpoints_inputs_with_long_names(tmp_path):
     loaded = state.load(tmp_path / "ckpt")
     assert loaded.counters["learned"] == 54 and loaded.model.n_held == 54
     assert state.describe(tmp_path / "ckpt")["model"]["n_inputs"] == 0  # all held, so far
+
+
+MIXED_NAMES = st.sampled_from(["a", "b", 0, 1, True, 1.0, -0.0, ("t", 1), ("t", True), "é" * 3])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(samples=st.lists(st.tuples(st.dictionaries(MIXED_NAMES, st.sampled_from(
+           [0.0, 0.5, -1.0, 2.0, 1e-3]), max_size=5), st.booleans(), st.booleans()),
+           min_size=1, max_size=20),
+       labels=st.sampled_from([(False, True), (7, 1), ("b", "a")]),
+       make=st.sampled_from([
+           lambda: AdvKernelSVM(warm_up=4, budget=3, seed=1, epsilon=0.3),
+           lambda: AdvKernelSVM(warm_up=3, budget=8, budget_policy="compact", seed=1,
+                                norm="linf", epsilon=0.2),
+           lambda: AdvKernelSVM(warm_up=4, budget=8, budget_policy="truncate", seed=1,
+                                kernel="laplacian"),
+           lambda: AdvLinearSVM(epsilon=0.1)]))
+def test_a_model_read_back_at_any_point_of_a_stream_of_mixed_names_goes_on_alike(
+        samples, labels, make):
+    """Whatever the names (1, 1.0 and True are one key to a dict and three names to a
+    checkpoint; tuples of them, -0.0), saved and read back at any point, in its warm-up or
+    after, a model decides and learns as the one never saved."""
+    model, again = make(), make()
+    for x, label, save in samples:
+        y = labels[label]
+        model.learn_one(x, y)
+        again.learn_one(x, y)
+        if save:
+            again = type(again).from_checkpoint(*model_checkpoint.loads(stored_bytes(again)))
+        for probe in (x, {1: 0.5, "a": -0.2}, {True: 1.0, ("t", 1): 0.3}):
+            assert again.decision_one(probe) == model.decision_one(probe)
