@@ -606,6 +606,23 @@ def from_npz(
     return len(X)
 
 
+def _column_names(names: list, target_name: str) -> dict:
+    """Each feature name's column: its text (a `str` subclass such as a `(str, Enum)` member
+    is the text it holds, not its `str()`); two names of one text cannot both be columns."""
+    columns: dict = {}
+    named: dict = {}  # column -> the feature name it holds
+    for name in names:
+        column = str.__str__(name) if isinstance(name, str) else str(name)
+        if column == target_name:
+            raise ValueError(f"a feature is named like the target {target_name!r}")
+        if column in named:
+            raise ValueError(f"features {named[column]!r} and {name!r} would both be the "
+                             f"column {column!r}")
+        named[column] = name
+        columns[name] = column
+    return columns
+
+
 def from_river(
     dataset: typing.Iterable[tuple[dict, typing.Any]],
     path: str | os.PathLike,
@@ -616,13 +633,13 @@ def from_river(
 ) -> int:
     """Write a River dataset (an iterable of `(x, y)`) as a wide table, one column per feature.
 
-    The columns are the features of the first sample (names as strings); a later sample with
-    another feature raises `ValueError`, a missing one is written as null. Returns the number
-    of rows written.
+    The columns are the features of the first sample, each named by its text (`ValueError` if
+    two features have one text, such as 1 and '1'); a later sample with another feature raises
+    `ValueError`, a missing one is written as null. Returns the number of rows written.
     """
     _check_row_group_size(row_group_size)
     writer = None
-    names: list | None = None
+    names: dict | None = None
     known: set = set()
     rows: list = []
     labels: list = []
@@ -630,7 +647,7 @@ def from_river(
 
     def flush():
         nonlocal writer
-        columns = {str(name): [row.get(name) for row in rows] for name in names}
+        columns = {column: [row.get(name) for row in rows] for name, column in names.items()}
         columns[target_name] = labels
         table = pa.table(columns)
         if writer is None:
@@ -642,10 +659,8 @@ def from_river(
     try:
         for x, y in dataset:
             if names is None:
-                names = list(x)
+                names = _column_names(list(x), target_name)
                 known = set(names)
-                if target_name in map(str, names):
-                    raise ValueError(f"a feature is named like the target {target_name!r}")
             unknown = [name for name in x if name not in known]
             if unknown:
                 raise ValueError(f"sample {count} has features {unknown} the first one lacks")

@@ -712,3 +712,22 @@ def test_from_npz_reads_the_archive_without_trusting_it(tmp_path, make, message)
     with pytest.raises(ValueError, match=re.escape(message)):
         parquet.from_npz(source, tmp_path / "out.parquet")
     assert not (tmp_path / "out.parquet").exists()
+
+
+def test_from_river_names_each_column_by_the_text_of_its_feature(tmp_path):
+    """A `(str, Enum)` member's column was its str(), 'Colour.RED', and a feature 1 beside a
+    feature '1' wrote one column, the second feature's values silently replacing the first's."""
+    import enum
+
+    class Colour(str, enum.Enum):
+        RED = "red"
+
+    path = tmp_path / "e.parquet"
+    assert parquet.from_river([({Colour.RED: 0.5, "blue": 1.0}, 1)] * 3, path) == 3
+    assert pq.read_schema(path).names == ["red", "blue", "y"]
+    with pytest.raises(ValueError, match=re.escape("features 1 and '1' would both be the "
+                                                   "column '1'")):
+        parquet.from_river([({1: 0.5, "1": 0.7}, 1)], tmp_path / "c.parquet")
+    with pytest.raises(ValueError, match="a feature is named like the target 'y'"):
+        parquet.from_river([({"y": 0.5}, 1)], tmp_path / "t.parquet")
+    assert not (tmp_path / "c.parquet").exists() and not (tmp_path / "t.parquet").exists()
