@@ -21,8 +21,8 @@ import numpy as np
 
 from river_advsvm import inputs, kernels
 
-__all__ = ["FAR_FROM_ZERO", "OTHER_UNITS", "SCALE_FACTOR", "HeldRows", "WarmUpRows",
-           "check_gamma"]
+__all__ = ["FAR_FROM_ZERO", "OTHER_UNITS", "RANGE_POWERS", "SCALE_FACTOR", "HeldRows",
+           "WarmUpRows", "check_gamma"]
 
 #: `gamma='scale'` is this many times scikit-learn's `1 / (d Var X)` (see `AdvKernelSVM`).
 SCALE_FACTOR = 2.0
@@ -32,6 +32,10 @@ OTHER_UNITS = 10.0
 #: `gamma='scale'`: an input whose warm-up mean is more than this many of its ranges from 0 (a
 #: year, a temperature in kelvin) is measured about that mean, and centred on it (`centres`).
 FAR_FROM_ZERO = 2.0
+#: `gamma='scale'` gives input `j` of range `s_j` the bandwidth `c / s_j^p`: the RBF kernel's
+#: exponent holds squared differences, the Laplacian's their absolute values, so that either
+#: is then the same kernel of the inputs in units of their ranges, `c sum_j (Δ_j / s_j)^p`.
+RANGE_POWERS = {"rbf": 2, "laplacian": 1}
 #: The rows of `HeldRows._stats`: the running statistics kept per input.
 _LOW, _HIGH, _SHIFT, _SUMS, _SQUARES, _NONZERO = range(6)
 
@@ -203,20 +207,23 @@ class HeldRows:
         grown[:, : self._stats.shape[1]] = self._stats
         self._stats = grown
 
-    def gammas(self, other_units: bool = True) -> tuple[np.ndarray | float, str | None]:
+    def gammas(self, other_units: bool = True, kernel: str = "rbf"
+               ) -> tuple[np.ndarray | float, str | None]:
         """`gamma='scale'` on the rows held: one bandwidth per input (in the order of the name
         hashes, as the matrix's columns), or 1/d and why not. Without `other_units`, every
         range is floored at the median. Cached until a row is added."""
-        fitted = self._fitted_with_centres(other_units)
+        fitted = self._fitted_with_centres(other_units, kernel)
         return fitted[0], fitted[1]
 
-    def _fitted_with_centres(self, other_units: bool) -> tuple:
-        fitted = self._fitted.get(other_units)
+    def _fitted_with_centres(self, other_units: bool, kernel: str = "rbf") -> tuple:
+        fitted = self._fitted.get((other_units, kernel))
         if fitted is None or fitted[0] != self.size:
-            fitted = self._fitted[other_units] = (self.size, *self._fit(other_units))
+            fitted = self._fitted[other_units, kernel] = (
+                self.size, *self._fit(other_units, RANGE_POWERS[kernel]))
         return fitted[1:]
 
-    def _fit(self, other_units: bool) -> tuple[np.ndarray | float, str | None, np.ndarray]:
+    def _fit(self, other_units: bool, power: int = 2
+             ) -> tuple[np.ndarray | float, str | None, np.ndarray]:
         d = len(self.index)
         # (Sums over inputs in the hashes' order do not depend on the order of the keys.)
         low, high, shift, sums, squares, nonzero = self._stats[:, :d]
@@ -261,26 +268,30 @@ class HeldRows:
                           + 2.0 * (centre @ sums) + n * (centre @ centre))
             variance = max(total / (n * d), 0.0)
             if variance > 0:
-                # gamma_j = c / s_j^2: the smallest comes from the widest s_j, the median's from
-                # the median range, so an absurd fit is refused before any is formed. An input
-                # in its own units narrower still takes at most the largest bandwidth accepted:
-                # one input in micro-units no longer throws the whole fit away.
+                # gamma_j = c / s_j^power (RANGE_POWERS): the smallest comes from the widest
+                # s_j, the median's from the median range, so an absurd fit is refused before
+                # any is formed. An input in its own units narrower still takes at most the
+                # largest bandwidth accepted: one input in micro-units no longer throws the
+                # whole fit away.
                 c = SCALE_FACTOR / (d * variance)
                 widest = float(inverse.min())
                 # (Divided twice: a median range below 1e-154 squares to 0.)
-                if c * (widest * widest) > 0 and c / median / median <= kernels.MAX_GAMMA:
+                if (c * widest ** power > 0
+                        and c / median / median ** (power - 1) <= kernels.MAX_GAMMA):
                     with np.errstate(over="ignore"):  # (inf: capped just below)
-                        inverse *= inverse
+                        if power == 2:
+                            inverse *= inverse
                         inverse *= c
                     np.minimum(inverse, kernels.MAX_GAMMA, out=inverse)
                     return inverse, None, centres
         why = "do not vary" if median == 0 else f"vary by too little (median range {median:.3g})"
         return 1.0 / d, why, np.zeros(0)
 
-    def fitted(self) -> tuple[dict | float, str | None, dict | None]:
-        """`gammas` as a dict of one bandwidth per input name, in the order of their hashes,
-        and the centres of the inputs far from 0 by name (None if there are none)."""
-        fitted, why, centres = self._fitted_with_centres(True)
+    def fitted(self, kernel: str = "rbf") -> tuple[dict | float, str | None, dict | None]:
+        """`gammas` for `kernel` as a dict of one bandwidth per input name, in the order of
+        their hashes, and the centres of the inputs far from 0 by name (None if there are
+        none)."""
+        fitted, why, centres = self._fitted_with_centres(True, kernel)
         if why:
             return fitted, why, None
         far = {n: c for n, c in zip(self.names, centres.tolist()) if c != 0.0}

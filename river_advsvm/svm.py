@@ -92,7 +92,9 @@ class AdvKernelSVM(MarginClassifier):
         of its range over the warm-up (floored at the median range, so that an input that
         barely varies is not blown up, except for a mostly nonzero input whose range is below
         a tenth of the median: another unit, an age beside amounts of money), and twice
-        scikit-learn's 'scale', `2 / (d Var X)` over all `d` inputs, is taken in those units.
+        scikit-learn's 'scale', `2 / (d Var X)` over all `d` inputs, is taken in those units
+        (an input of range `s` gets `c / s^2`, or `c / s` for 'laplacian', whose exponent is
+        linear in the differences).
         Raw inputs of different units (a salary and an age) are thus put on one footing, as a
         scaler in front would. The factor 2 was measured: one online pass learns better with a
         kernel narrower than an offline SVM's (on River's 8 binary benchmark streams the mean
@@ -328,7 +330,8 @@ class AdvKernelSVM(MarginClassifier):
 
     def _fit_gamma(self) -> None:
         """`gamma='scale'`: the bandwidths, from the held-back warm-up rows."""
-        fitted, why, centres = self._warm_rows.rows(self._held, self._held_inputs).fitted()
+        fitted, why, centres = self._warm_rows.rows(self._held, self._held_inputs).fitted(
+            self.kernel)
         if why:
             warnings.warn(f"gamma='scale': the {len(self._held)} warm-up samples {why}; "
                           f"falling back to gamma = 1/d = {fitted:.6g} for every input",

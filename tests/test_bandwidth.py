@@ -144,3 +144,26 @@ def test_inputs_whose_median_range_squares_to_0_fall_back_to_one_over_d():
     assert model.fitted_gamma == 1 / 3
     model.learn_one({"a": 1.0}, False)
     assert model.n_learned == 4 and np.isfinite(model.decision_one({"a": tiny, "c": 1.0}))
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_gamma_scale_fits_the_same_kernel_in_any_unit(kernel):
+    # The same samples in millimetres instead of metres: 'scale' measures each input in units of
+    # its range, so the fitted kernel, and every margin, is the same. (The Laplacian's
+    # exponent is linear in the differences: its bandwidths go as 1 / range, the RBF's as
+    # 1 / range^2.)
+    rng = np.random.default_rng(0)
+    X = rng.random((300, 6)) * [1.0, 0.5, 2.0, 1.0, 0.3, 1.0]
+    y = X[:, 0] + np.sin(4 * X[:, 1]) - X[:, 2] * X[:, 3] > 0.3
+    Z = rng.random((40, 6))
+    margins = []
+    for unit in (1.0, 1000.0):
+        model = AdvKernelSVM(kernel=kernel, dtype="float64", budget=None, seed=0)
+        model.learn_many(X * unit, y)
+        margins.append(model.decision_many(Z * unit))
+        power = 2 if kernel == "rbf" else 1  # (the exponent of the differences)
+        fitted = {n: g * unit**power for n, g in model.fitted_gamma.items()}
+        if unit == 1.0:
+            reference = fitted
+    np.testing.assert_allclose(list(fitted.values()), list(reference.values()), rtol=1e-9)
+    np.testing.assert_allclose(margins[1], margins[0], rtol=1e-6, atol=1e-9)
