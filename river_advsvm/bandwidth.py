@@ -59,7 +59,8 @@ class HeldRows:
     default too).
     """
 
-    def __init__(self):
+    def __init__(self, kernel: str = "rbf"):
+        self.kernel = kernel  # (what the bandwidths are for: see RANGE_POWERS)
         self.index = inputs.FeatureIndex()  # the inputs, with their columns and name hashes
         self._X = np.zeros((16, 16), dtype=np.float32)
         self._X2 = np.zeros((16, 16), dtype=np.float32)  # the squares
@@ -207,23 +208,20 @@ class HeldRows:
         grown[:, : self._stats.shape[1]] = self._stats
         self._stats = grown
 
-    def gammas(self, other_units: bool = True, kernel: str = "rbf"
-               ) -> tuple[np.ndarray | float, str | None]:
+    def gammas(self, other_units: bool = True) -> tuple[np.ndarray | float, str | None]:
         """`gamma='scale'` on the rows held: one bandwidth per input (in the order of the name
         hashes, as the matrix's columns), or 1/d and why not. Without `other_units`, every
         range is floored at the median. Cached until a row is added."""
-        fitted = self._fitted_with_centres(other_units, kernel)
+        fitted = self._fitted_with_centres(other_units)
         return fitted[0], fitted[1]
 
-    def _fitted_with_centres(self, other_units: bool, kernel: str = "rbf") -> tuple:
-        fitted = self._fitted.get((other_units, kernel))
+    def _fitted_with_centres(self, other_units: bool) -> tuple:
+        fitted = self._fitted.get(other_units)
         if fitted is None or fitted[0] != self.size:
-            fitted = self._fitted[other_units, kernel] = (
-                self.size, *self._fit(other_units, RANGE_POWERS[kernel]))
+            fitted = self._fitted[other_units] = (self.size, *self._fit(other_units))
         return fitted[1:]
 
-    def _fit(self, other_units: bool, power: int = 2
-             ) -> tuple[np.ndarray | float, str | None, np.ndarray]:
+    def _fit(self, other_units: bool) -> tuple[np.ndarray | float, str | None, np.ndarray]:
         d = len(self.index)
         # (Sums over inputs in the hashes' order do not depend on the order of the keys.)
         low, high, shift, sums, squares, nonzero = self._stats[:, :d]
@@ -274,6 +272,7 @@ class HeldRows:
                 # largest bandwidth accepted: one input in micro-units no longer throws the
                 # whole fit away.
                 c = SCALE_FACTOR / (d * variance)
+                power = RANGE_POWERS[self.kernel]
                 widest = float(inverse.min())
                 # (Divided twice: a median range below 1e-154 squares to 0.)
                 if (c * widest ** power > 0
@@ -287,11 +286,10 @@ class HeldRows:
         why = "do not vary" if median == 0 else f"vary by too little (median range {median:.3g})"
         return 1.0 / d, why, np.zeros(0)
 
-    def fitted(self, kernel: str = "rbf") -> tuple[dict | float, str | None, dict | None]:
-        """`gammas` for `kernel` as a dict of one bandwidth per input name, in the order of
-        their hashes, and the centres of the inputs far from 0 by name (None if there are
-        none)."""
-        fitted, why, centres = self._fitted_with_centres(True, kernel)
+    def fitted(self) -> tuple[dict | float, str | None, dict | None]:
+        """`gammas` as a dict of one bandwidth per input name, in the order of their hashes,
+        and the centres of the inputs far from 0 by name (None if there are none)."""
+        fitted, why, centres = self._fitted_with_centres(True)
         if why:
             return fitted, why, None
         far = {n: c for n, c in zip(self.names, centres.tolist()) if c != 0.0}
@@ -340,7 +338,8 @@ class WarmUpRows:
     length, and the signs of their labels for the kernel vote that predicts meanwhile. A list
     shorter than the rows placed (it was learned) starts them again."""
 
-    def __init__(self):
+    def __init__(self, kernel: str = "rbf"):
+        self.kernel = kernel
         self._rows: HeldRows | None = None
         self._signs: list[float] = []
 
@@ -348,7 +347,7 @@ class WarmUpRows:
         """The held rows, brought up to date; `held_inputs()` gives the hashes of their inputs
         that the model does not know (`MarginClassifier._held_inputs`)."""
         if self._rows is None or self._rows.size > len(held):
-            self._rows, self._signs = HeldRows(), []
+            self._rows, self._signs = HeldRows(self.kernel), []
         rows = self._rows
         if rows.size < len(held):
             hashes = held_inputs()

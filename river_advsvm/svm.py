@@ -301,7 +301,7 @@ class AdvKernelSVM(MarginClassifier):
         self._active_share = 1.0
         self._rounding_warned = False
         # The held rows with what gamma='scale' fits on them, and their signs.
-        self._warm_rows = bandwidth.WarmUpRows()
+        self._warm_rows = bandwidth.WarmUpRows(kernel)
 
     @property
     def _gamma(self) -> float | None:
@@ -330,8 +330,7 @@ class AdvKernelSVM(MarginClassifier):
 
     def _fit_gamma(self) -> None:
         """`gamma='scale'`: the bandwidths, from the held-back warm-up rows."""
-        fitted, why, centres = self._warm_rows.rows(self._held, self._held_inputs).fitted(
-            self.kernel)
+        fitted, why, centres = self._warm_rows.rows(self._held, self._held_inputs).fitted()
         if why:
             warnings.warn(f"gamma='scale': the {len(self._held)} warm-up samples {why}; "
                           f"falling back to gamma = 1/d = {fitted:.6g} for every input",
@@ -343,7 +342,7 @@ class AdvKernelSVM(MarginClassifier):
             fitted if isinstance(fitted, dict) else None,
             reference_gamma(fitted, self.max_features, power), self.max_features,
             power, centres)
-        self._warm_rows = bandwidth.WarmUpRows()
+        self._warm_rows = bandwidth.WarmUpRows(self.kernel)
 
     def _unstarted_margins(self, names, values):
         """During the warm-up, a kernel vote of the rows held so far (`sum_i y_i k(x, x_i)`,
