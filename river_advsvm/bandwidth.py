@@ -274,11 +274,13 @@ class HeldRows:
                 c = SCALE_FACTOR / (d * variance)
                 power = RANGE_POWERS[self.kernel]
                 widest = float(inverse.min())
-                # (Divided twice: a median range below 1e-154 squares to 0.)
-                if (c * widest ** power > 0
-                        and c / median / median ** (power - 1) <= kernels.MAX_GAMMA):
+                # (Divided twice: a median range below 1e-154 squares to 0. Multiplied, not
+                # raised to a power: a float's ** raises OverflowError where * gives inf.)
+                squared = power == 2
+                if (c * (widest * widest if squared else widest) > 0
+                        and c / median / (median if squared else 1.0) <= kernels.MAX_GAMMA):
                     with np.errstate(over="ignore"):  # (inf: capped just below)
-                        if power == 2:
+                        if squared:
                             inverse *= inverse
                         inverse *= c
                     np.minimum(inverse, kernels.MAX_GAMMA, out=inverse)
