@@ -21,8 +21,8 @@ import numpy as np
 
 from river_advsvm import inputs, kernels
 
-__all__ = ["FAR_FROM_ZERO", "OTHER_UNITS", "SCALE_FACTOR", "HeldRows", "WarmUpRows",
-           "check_gamma"]
+__all__ = ["FAR_FROM_ZERO", "OTHER_UNITS", "RANGE_POWERS", "SCALE_FACTOR", "HeldRows",
+           "WarmUpRows", "check_gamma"]
 
 #: `gamma='scale'` is this many times scikit-learn's `1 / (d Var X)` (see `AdvKernelSVM`).
 SCALE_FACTOR = 2.0
@@ -32,6 +32,10 @@ OTHER_UNITS = 10.0
 #: `gamma='scale'`: an input whose warm-up mean is more than this many of its ranges from 0 (a
 #: year, a temperature in kelvin) is measured about that mean, and centred on it (`centres`).
 FAR_FROM_ZERO = 2.0
+#: `gamma='scale'` gives input `j` of range `s_j` the bandwidth `c / s_j^p`: the RBF kernel's
+#: exponent holds squared differences, the Laplacian's their absolute values, so that either
+#: is then the same kernel of the inputs in units of their ranges, `c sum_j (Δ_j / s_j)^p`.
+RANGE_POWERS = {"rbf": 2, "laplacian": 1}
 #: The rows of `HeldRows._stats`: the running statistics kept per input.
 _LOW, _HIGH, _SHIFT, _SUMS, _SQUARES, _NONZERO, _UNIT = range(7)
 #: An input whose values lie within this of its shift sums its squares in its own units
@@ -60,7 +64,8 @@ class HeldRows:
     default too).
     """
 
-    def __init__(self):
+    def __init__(self, kernel: str = "rbf"):
+        self.kernel = kernel  # (what the bandwidths are for: see RANGE_POWERS)
         self.index = inputs.FeatureIndex()  # the inputs, with their columns and name hashes
         self._X = np.zeros((16, 16), dtype=np.float32)
         self._X2 = np.zeros((16, 16), dtype=np.float32)  # the squares
@@ -283,16 +288,22 @@ class HeldRows:
                           + 2.0 * (centre @ sums) + n * (centre @ centre))
             variance = max(total / (n * d), 0.0)
             if variance > 0:
-                # gamma_j = c / s_j^2: the smallest comes from the widest s_j, the median's from
-                # the median range, so an absurd fit is refused before any is formed. An input
-                # in its own units narrower still takes at most the largest bandwidth accepted:
-                # one input in micro-units no longer throws the whole fit away.
+                # gamma_j = c / s_j^power (RANGE_POWERS): the smallest comes from the widest
+                # s_j, the median's from the median range, so an absurd fit is refused before
+                # any is formed. An input in its own units narrower still takes at most the
+                # largest bandwidth accepted: one input in micro-units no longer throws the
+                # whole fit away.
                 c = SCALE_FACTOR / (d * variance)
+                power = RANGE_POWERS[self.kernel]
                 widest = float(inverse.min())
-                # (Divided twice: a median range below 1e-154 squares to 0.)
-                if c * (widest * widest) > 0 and c / median / median <= kernels.MAX_GAMMA:
+                # (Divided twice: a median range below 1e-154 squares to 0. Multiplied, not
+                # raised to a power: a float's ** raises OverflowError where * gives inf.)
+                squared = power == 2
+                if (c * (widest * widest if squared else widest) > 0
+                        and c / median / (median if squared else 1.0) <= kernels.MAX_GAMMA):
                     with np.errstate(over="ignore"):  # (inf: capped just below)
-                        inverse *= inverse
+                        if squared:
+                            inverse *= inverse
                         inverse *= c
                     np.minimum(inverse, kernels.MAX_GAMMA, out=inverse)
                     return inverse, None, centres
@@ -352,7 +363,8 @@ class WarmUpRows:
     length, and the signs of their labels for the kernel vote that predicts meanwhile. A list
     shorter than the rows placed (it was learned) starts them again."""
 
-    def __init__(self):
+    def __init__(self, kernel: str = "rbf"):
+        self.kernel = kernel
         self._rows: HeldRows | None = None
         self._signs: list[float] = []
 
@@ -360,7 +372,7 @@ class WarmUpRows:
         """The held rows, brought up to date; `held_inputs()` gives the hashes of their inputs
         that the model does not know (`MarginClassifier._held_inputs`)."""
         if self._rows is None or self._rows.size > len(held):
-            self._rows, self._signs = HeldRows(), []
+            self._rows, self._signs = HeldRows(self.kernel), []
         rows = self._rows
         if rows.size < len(held):
             hashes = held_inputs()

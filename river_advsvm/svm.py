@@ -92,7 +92,9 @@ class AdvKernelSVM(MarginClassifier):
         of its range over the warm-up (floored at the median range, so that an input that
         barely varies is not blown up, except for a mostly nonzero input whose range is below
         a tenth of the median: another unit, an age beside amounts of money), and twice
-        scikit-learn's 'scale', `2 / (d Var X)` over all `d` inputs, is taken in those units.
+        scikit-learn's 'scale', `2 / (d Var X)` over all `d` inputs, is taken in those units
+        (an input of range `s` gets `c / s^2`, or `c / s` for 'laplacian', whose exponent is
+        linear in the differences).
         Raw inputs of different units (a salary and an age) are thus put on one footing, as a
         scaler in front would. The factor 2 was measured: one online pass learns better with a
         kernel narrower than an offline SVM's (on River's 8 binary benchmark streams the mean
@@ -299,7 +301,7 @@ class AdvKernelSVM(MarginClassifier):
         self._active_share = 1.0
         self._rounding_warned = False
         # The held rows with what gamma='scale' fits on them, and their signs.
-        self._warm_rows = bandwidth.WarmUpRows()
+        self._warm_rows = bandwidth.WarmUpRows(kernel)
 
     @property
     def _gamma(self) -> float | None:
@@ -340,7 +342,7 @@ class AdvKernelSVM(MarginClassifier):
             fitted if isinstance(fitted, dict) else None,
             reference_gamma(fitted, self.max_features, power), self.max_features,
             power, centres)
-        self._warm_rows = bandwidth.WarmUpRows()
+        self._warm_rows = bandwidth.WarmUpRows(self.kernel)
 
     def _unstarted_margins(self, names, values):
         """During the warm-up, a kernel vote of the rows held so far (`sum_i y_i k(x, x_i)`,

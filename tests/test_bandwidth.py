@@ -12,10 +12,11 @@ from test_validation import fingerprint
 from river_advsvm import AdvKernelSVM, bandwidth, kernels
 
 
-def dense_fit(X: np.ndarray, other_units: bool = True) -> np.ndarray:
+def dense_fit(X: np.ndarray, other_units: bool = True, kernel: str = "rbf") -> np.ndarray:
     """gamma='scale' on a dense matrix, as the docs define it (absent inputs are 0): an input
     whose mean is more than `FAR_FROM_ZERO` of its ranges from 0 is measured about its mean
-    (the vote, `other_units=False`, measures every input about its mean)."""
+    (the vote, `other_units=False`, measures every input about its mean); an input of range
+    `s` gets `c / s^2`, or `c / s` for the Laplacian."""
     spread = X.max(axis=0) - X.min(axis=0)
     median = float(np.median(spread[spread > 0]))
     dense = 2 * np.count_nonzero(X, axis=0) >= len(X)
@@ -24,11 +25,13 @@ def dense_fit(X: np.ndarray, other_units: bool = True) -> np.ndarray:
     means = X.mean(axis=0)
     far = np.abs(means) > bandwidth.FAR_FROM_ZERO * spread if other_units else True
     centred = X - np.where(far, means, 0.0)
-    return bandwidth.SCALE_FACTOR / (X.shape[1] * float((centred / spread).var()) * spread**2)
+    power = 2 if kernel == "rbf" else 1
+    return bandwidth.SCALE_FACTOR / (X.shape[1] * float((centred / spread).var()) * spread**power)
 
 
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
 @pytest.mark.parametrize("seed", range(4))
-def test_the_running_statistics_fit_what_the_dense_matrix_does(seed):
+def test_the_running_statistics_fit_what_the_dense_matrix_does(seed, kernel):
     rng = np.random.default_rng(seed)
     n, d = 60, 12
     # Inputs far from 0 with small ranges (the shifted sums keep their digits), inputs that
@@ -39,7 +42,7 @@ def test_the_running_statistics_fit_what_the_dense_matrix_does(seed):
     # Three inputs always present: two far from 0 (measured about their means), one about
     # 1.3 of its ranges from it (about 0).
     X[:, :3] = rng.random((n, 3)) * [0.5, 3.0, 1.0] + [-4e5, 7e3, 0.8]
-    rows = bandwidth.HeldRows()
+    rows = bandwidth.HeldRows(kernel)
     hashes = {j: int(h) for j, h in enumerate(rng.integers(0, 2**63, d))}
     for x in X:
         present = np.flatnonzero(x != 0)
@@ -49,17 +52,18 @@ def test_the_running_statistics_fit_what_the_dense_matrix_does(seed):
     for other_units in (True, False):
         fitted, why = rows.gammas(other_units)
         assert why is None
-        np.testing.assert_allclose(fitted[columns], dense_fit(X, other_units), rtol=1e-9)
+        np.testing.assert_allclose(fitted[columns], dense_fit(X, other_units, kernel),
+                                   rtol=1e-9)
 
 
-def vote_gammas(X: np.ndarray) -> np.ndarray:
+def vote_gammas(X: np.ndarray, kernel: str = "rbf") -> np.ndarray:
     """The vote's bandwidths over the dense rows `X`, as the module defines them: fitted on the
     rows held when they last reached a power of two (every range floored at the median), and
     the median of those for an input first held since."""
     fitted_on = X[: 1 << (len(X).bit_length() - 1)]
     held = np.flatnonzero((fitted_on != 0).any(axis=0))
     gammas = np.empty(X.shape[1])
-    gammas[held] = dense_fit(fitted_on[:, held], other_units=False)
+    gammas[held] = dense_fit(fitted_on[:, held], other_units=False, kernel=kernel)
     gammas[np.setdiff1d(np.arange(X.shape[1]), held)] = np.median(gammas[held])
     return gammas
 
@@ -122,7 +126,7 @@ def test_the_vote_is_the_kernel_vote_of_the_held_rows(kernel):
         model.learn_one(dict(zip(names, x.tolist())), bool(x[0] > 0.5))
     assert model.n_held == 30 and model.n_learned == 0
     z = {**dict(zip(names, rng.random(5).tolist())), "new": 0.3}
-    gammas = vote_gammas(X)
+    gammas = vote_gammas(X, kernel)
     q = np.array([z[n] for n in names])
     if kernel == "rbf":
         distances = ((X - q) ** 2) @ gammas + 0.3**2 * np.median(gammas)
@@ -206,3 +210,29 @@ def test_an_input_that_varies_by_less_than_the_smallest_normal_float_counts_as_c
     assert isinstance(fits[0], dict)
     assert fits[1] == pytest.approx(fits[0], rel=1e-12) and fits[2] == pytest.approx(fits[0],
                                                                                      rel=1e-12)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_gamma_scale_fits_the_same_kernel_in_any_unit(kernel):
+    # The same samples in millimetres instead of metres: 'scale' measures each input in units of
+    # its range, so the fitted kernel, and every margin, is the same. (The Laplacian's
+    # exponent is linear in the differences: its bandwidths go as 1 / range, the RBF's as
+    # 1 / range^2.)
+    rng = np.random.default_rng(0)
+    X = rng.random((300, 6)) * [1.0, 0.5, 2.0, 1.0, 0.3, 1.0]
+    y = X[:, 0] + np.sin(4 * X[:, 1]) - X[:, 2] * X[:, 3] > 0.3
+    Z = rng.random((40, 6))
+    margins, votes = [], []
+    for unit in (1.0, 1000.0):
+        model = AdvKernelSVM(kernel=kernel, dtype="float64", budget=None, seed=0)
+        model.learn_many(X[:70] * unit, y[:70])  # held: the warm-up's vote predicts
+        votes.append(model.decision_many(Z * unit))
+        model.learn_many(X[70:] * unit, y[70:])
+        margins.append(model.decision_many(Z * unit))
+        power = 2 if kernel == "rbf" else 1  # (the exponent of the differences)
+        fitted = {n: g * unit**power for n, g in model.fitted_gamma.items()}
+        if unit == 1.0:
+            reference = fitted
+    np.testing.assert_allclose(list(fitted.values()), list(reference.values()), rtol=1e-9)
+    np.testing.assert_allclose(margins[1], margins[0], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(votes[1], votes[0], rtol=1e-4, atol=1e-9)  # (float32 rows)

@@ -414,8 +414,9 @@ def test_many_fresh_names_in_one_sample_cost_memory_only_within_the_bound(policy
     assert stored.shape[1 if policy == "merge" else 0] <= 1024  # max_features, padded
 
 
-def test_tiny_first_samples_fall_back_to_a_sane_gamma_with_a_warning():
-    model = AdvKernelSVM(warm_up=5, seed=0)
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_tiny_first_samples_fall_back_to_a_sane_gamma_with_a_warning(kernel):
+    model = AdvKernelSVM(kernel=kernel, warm_up=5, seed=0)
     with pytest.warns(UserWarning, match="falling back to gamma = 1/d"):
         for i in range(5):
             model.learn_one({"a": 1e-160 * (i % 2)}, bool(i % 2))
