@@ -241,6 +241,10 @@ def is_utf8(text: str) -> bool:
 _HASHES: dict = {}
 _CACHED_TYPES = (str, int)
 _MAX_CACHED_HASHES = 1 << 16
+# ...and in characters (of their encodings, at least those of their text): names unknown to a
+# model are hashed too, and 65,536 of 1000 characters each would hold over 250 MB.
+_MAX_CACHED_CHARS = 1 << 22
+_cached_chars = 0
 
 
 def key_hash(key) -> int:
@@ -258,9 +262,13 @@ def key_hash(key) -> int:
     digest = hashlib.blake2b(canonical.encode(), digest_size=8).digest()
     value = int.from_bytes(digest, "little")
     if exact:
-        if len(_HASHES) >= _MAX_CACHED_HASHES:
+        global _cached_chars
+        if len(_HASHES) >= _MAX_CACHED_HASHES \
+                or _cached_chars + len(canonical) > _MAX_CACHED_CHARS:
             _HASHES.clear()
+            _cached_chars = 0
         _HASHES[key] = value
+        _cached_chars += len(canonical)
     return value
 
 

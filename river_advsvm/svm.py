@@ -134,9 +134,10 @@ class AdvKernelSVM(MarginClassifier):
     max_features
         The most inputs (feature names) the model will learn: a sample that would add more is
         refused with `InvalidInput`. Memory is at most about `max_features x budget` stored
-        numbers, whatever arrives.
+        numbers, whatever arrives (and, during a warm-up, `warm_up x max_features`).
     warm_up
-        Number of labelled samples `gamma='scale'` fits the bandwidths on.
+        Number of labelled samples `gamma='scale'` fits the bandwidths on; they are held back
+        until then.
     seed
         Seed of the random features. Models with the same seed and gamma (and 'compact') share
         their features, so their coefficients can be averaged.

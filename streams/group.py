@@ -210,7 +210,10 @@ class GroupSync:
         self.refresh_every = refresh_every
         self._folds_on_basis = 0  # this worker's folds over the current basis
         self._epoch_folded = 0  # the epoch they count for
-        self._refused: set = set()
+        # The snapshot last refused of each peer, and the basis epoch last refused: each is
+        # logged once, and a peer refused at every sync keeps one entry, not one per snapshot.
+        self._refused: dict[str, int] = {}
+        self._refused_basis: int | None = None
         self._last_sent = None
 
     # -- set-up ---------------------------------------------------------------------------------
@@ -407,8 +410,8 @@ class GroupSync:
         return len(fresh)
 
     def _refuse(self, peer: Snapshot, reason: str) -> None:
-        if (peer.worker, peer.seq) not in self._refused:
-            self._refused.add((peer.worker, peer.seq))
+        if self._refused.get(peer.worker) != peer.seq:
+            self._refused[peer.worker] = peer.seq
             log.error("not averaging the snapshot %d of %s: %s", peer.seq, peer.worker, reason)
 
     # -- the shared basis (--group-model basis, `river_advsvm.streams.group_basis`) --------------
@@ -433,8 +436,8 @@ class GroupSync:
         if current is None:
             return None
         if not _fits(meta, current):
-            if ("basis", choice.epoch) not in self._refused:
-                self._refused.add(("basis", choice.epoch))
+            if self._refused_basis != choice.epoch:
+                self._refused_basis = choice.epoch
                 log.error("the group's basis %d (%s at gamma %r, %s, %d vectors) does not fit "
                           "this model: folding by the union", choice.epoch, current.kernel,
                           current.gamma, current.vectors.dtype, current.size)

@@ -87,11 +87,13 @@ class Limits:
     none was given: what a file says is data, and never lifts them. A checkpoint whose model
     was made with a larger budget, more inputs, or no bound at all is refused before any of
     its arrays is read. `budget` None allows any budget (the operator chose an unbounded
-    model).
+    model). So is one whose model is still in a longer warm-up than the operator's model
+    (`gamma='scale'`): it would hold back that many rows of up to `max_features` inputs each.
     """
 
     budget: int | None = river_advsvm.AdvKernelSVM().budget
     max_features: int = river_advsvm.AdvKernelSVM().max_features
+    warm_up: int = river_advsvm.AdvKernelSVM().warm_up
 
     #: The flag that raises each limit, named in the error.
     FLAGS: typing.ClassVar[dict] = {"budget": "--budget", "max_features": "--max-features"}
@@ -103,7 +105,8 @@ class Limits:
         budget = getattr(model, "budget", cls.budget)
         if getattr(model, "budget_policy", None) == "grow":  # random features without bound
             budget = None
-        return cls(budget=budget, max_features=model.max_features)
+        return cls(budget=budget, max_features=model.max_features,
+                   warm_up=getattr(model, "warm_up", cls.warm_up))
 
     def check(self, meta: dict, where: str) -> None:
         """`CheckpointError` (one line naming the limit and its flag) if the model in the
@@ -133,6 +136,15 @@ class Limits:
                 what = "no bound on its budget" if value is None else f"{name}={value}"
                 return (f"its model has {what}, over this service's limit {name}={limit}; to "
                         f"load it, raise {self.FLAGS[name]}")
+        state = meta.get("state")
+        # A model whose gamma='scale' is not fitted yet holds back up to `warm_up` rows (a
+        # finished warm-up holds none): rows of up to max_features inputs, laid out densely.
+        in_warm_up = getattr(model, "gamma", None) == "scale" and isinstance(state, dict) \
+            and isinstance(state.get("model"), dict) and state["model"].get("gamma") is None
+        if in_warm_up and model.warm_up > self.warm_up:
+            return (f"its model is in a warm-up of warm_up={model.warm_up} samples, over this "
+                    f"service's warm_up={self.warm_up}; to serve it, let it finish its warm-up "
+                    f"first")
         return None
 
     def array_bytes(self):

@@ -50,3 +50,23 @@ def test_grow_is_unbounded_by_design():
         if i in (2_999, 5_999):
             sizes.append(model.n_features)
     assert sizes[1] > sizes[0] > 1024
+
+
+def test_unknown_names_cost_no_memory():
+    # Names the model does not know are hashed to predict (random features depend on them), and
+    # the hashes of names are cached: the cache holds few such names, however long, not 65,536
+    # of 1000 characters (4 bytes each beyond the BMP: 260 MB).
+    import tracemalloc
+
+    model = AdvKernelSVM(gamma=1.0, seed=0)
+    model.learn_one({"a": 0.1}, True)
+    model.learn_one({"a": 0.9}, False)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(5_000):
+            model.predict_one({f"{i:06d}" + "\U0001F600" * 985: 0.5, "a": 0.3})
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 5 * 2**20

@@ -426,6 +426,46 @@ def test_fold_weighs_each_peer_by_the_samples_not_yet_averaged_in(tmp_path, repr
     assert state.model.n_learned == 650
 
 
+def test_a_peer_refused_at_every_sync_is_logged_once_a_snapshot_and_remembered_once(
+        tmp_path, caplog):
+    # A peer that cannot be averaged (other options) publishes a new snapshot at every sync,
+    # for as long as the group runs: each is logged once, and the worker keeps no entry per one.
+    peer = trained(50, 2, **{**SV_PARAMS, "gamma": 0.7})
+    peer_snap = snapshot("p", 0, peer, {"t": {1: 50}}, learned=50)
+    sync = group.GroupSync("127.0.0.1:1", "snaps", "me", str(tmp_path), sink=None,
+                           group_model="union")
+    sync.reader = FakeReader({"p": peer_snap})
+    state = state_io.ServiceState(model=trained(50, 1, **SV_PARAMS),
+                                  group=group.new_bookkeeping("me"))
+    for seq in range(1, 1001):
+        peer_snap.group["seq"] = seq
+        for _ in range(2):  # (two syncs of this worker per snapshot of the peer)
+            with caplog.at_level("ERROR", logger="river_advsvm.streams.group"):
+                assert sync.fold(state) == 0
+    refused = [r for r in caplog.records if "not averaging the snapshot" in r.getMessage()]
+    assert [int(r.getMessage().split()[4]) for r in refused] == list(range(1, 1001))
+    assert len(sync._refused) == 1
+
+
+def test_a_basis_that_does_not_fit_is_logged_once_an_epoch_and_remembered_once(
+        tmp_path, caplog):
+    # Every epoch of a group's basis of another bandwidth than this worker's model: logged
+    # once each, and the worker keeps no entry per epoch.
+    model = trained(50, 1, **SV_PARAMS)
+    meta, arrays = model.to_checkpoint()
+    sync = group.GroupSync("127.0.0.1:1", "snaps", "me", str(tmp_path), sink=None,
+                           refresh_every=10**9)
+    basis = SharedBasis("rbf", 0.7, np.eye(64) * 3.0)  # (more vectors than the model)
+    for epoch in range(1, 301):
+        sync.choice.basis, sync.choice.epoch = basis, epoch
+        for _ in range(2):
+            with caplog.at_level("ERROR", logger="river_advsvm.streams.group"):
+                assert sync._basis(meta, arrays, [], 0.0) is None
+    refused = [r for r in caplog.records if "does not fit this model" in r.getMessage()]
+    assert [int(r.getMessage().split()[3]) for r in refused] == list(range(1, 301))
+    assert len(sync._refused) == 0  # (nothing kept per epoch)
+
+
 @pytest.mark.parametrize("representation", [*REPRESENTATIONS, "gamma-dict-of-int-names"])
 def test_a_new_worker_starts_from_the_group_and_adopts_its_options(tmp_path, representation):
     # (A gamma dict naming inputs 0..3 is held in the snapshot as [name, bandwidth] pairs.)

@@ -76,6 +76,27 @@ def test_a_checkpoint_beyond_the_operators_limits_is_refused_in_one_line(
     assert err.count("\n") == 1 and limit in err and f"raise {flag}" in err, err
 
 
+def test_a_checkpoint_in_a_longer_warm_up_than_the_services_is_refused_in_one_line(
+        tmp_path, capsys):
+    # A warm-up lays its rows out densely over every input they have: 2,499 rows of 4 new
+    # inputs each are a file of 0.3 MB, over which the service's first prediction ran for more
+    # than 5 minutes of CPU. The service's own warm-up holds 100 rows.
+    state.save(tmp_path, _learned_state(AdvKernelSVM(seed=0, warm_up=10_000), n=50))
+    assert cli.main(["serve", *_serve(tmp_path)]) == lifecycle.USAGE_ERROR
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "warm_up=10000" in err and "warm_up=100;" in err, err
+    with pytest.raises(CheckpointError, match="in a warm-up of warm_up=10000 samples"):
+        state.load(tmp_path, state.Limits.of(AdvKernelSVM()))
+    # Once its warm-up is over it holds no row back: it loads, keeping its own warm_up.
+    state.save(tmp_path, _learned_state(AdvKernelSVM(seed=0, warm_up=200), n=250))
+    assert state.load(tmp_path, state.Limits()).model.warm_up == 200
+    # A numeric gamma has no warm-up; and one as long as the service's loads mid-way.
+    state.save(tmp_path, _learned_state(AdvKernelSVM(seed=0, warm_up=10_000, gamma=0.5)))
+    assert state.load(tmp_path, state.Limits()).model.n_learned == 30
+    state.save(tmp_path, _learned_state(AdvKernelSVM(seed=0), n=50))
+    assert len(state.load(tmp_path, state.Limits()).model._held) == 50
+
+
 def test_the_limits_of_a_linear_service_are_its_max_features_and_the_default_budget(tmp_path):
     state.save(tmp_path, _learned_state(AdvKernelSVM(seed=0, budget=4096)))
     limits = state.Limits.of(AdvLinearSVM())
