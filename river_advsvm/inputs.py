@@ -255,6 +255,7 @@ def key_hash(key) -> int:
     under which numpy scalars hash like the Python values they equal. Raises `InvalidInput`
     for a name that has no encoding.
     """
+    global _cached_chars
     exact = type(key) in _CACHED_TYPES  # not bool or float: 1, 1.0 and True hash apart
     if exact and (known := _HASHES.get(key)) is not None:
         return known
@@ -262,9 +263,8 @@ def key_hash(key) -> int:
     digest = hashlib.blake2b(canonical.encode(), digest_size=8).digest()
     value = int.from_bytes(digest, "little")
     if exact:
-        global _cached_chars
-        if len(_HASHES) >= _MAX_CACHED_HASHES \
-                or _cached_chars + len(canonical) > _MAX_CACHED_CHARS:
+        full = _cached_chars + len(canonical) > _MAX_CACHED_CHARS
+        if full or len(_HASHES) >= _MAX_CACHED_HASHES:
             _HASHES.clear()
             _cached_chars = 0
         _HASHES[key] = value
