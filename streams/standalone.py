@@ -9,8 +9,9 @@ partition the checkpoint does not know, and never override it.
 
 If a topic comes back with a new topic id (a broker restarted without its data), the
 checkpointed offsets belong to a log that is gone: that topic restarts at its beginning, a
-`topic_resets` is counted, and a checkpoint is written at once (its `samples_learned` tells an
-upstream that replays its data where to resume).
+`topic_resets` is counted, and a checkpoint is written at once (its `consumed` counter tells an
+upstream that replays a one-partition topic where to resume; the warning names each
+partition's offset).
 
 """
 

@@ -239,13 +239,18 @@ def test_broker_restart_mid_stream_loses_nothing(own_broker, tmp_path):
     """The broker is killed mid-stream and restarted empty (memory storage loses every
     message, group and offset). "No loss" against such a broker means: nothing the service
     had learned is forgotten or learned twice, and the upstream replays the stream from the
-    point the service's checkpoint reports after it noticed the new topic. The result is
-    bitwise the uninterrupted run over the whole stream."""
+    point the service's checkpoint reports after it noticed the new topic: its `consumed`
+    records, unlabelled and invalid ones included (`samples_learned` counts fewer). The result
+    is bitwise the uninterrupted run over the whole stream."""
     bootstrap = own_broker.bootstrap_servers
     total, first = 8_000, 5_000
     topic = _topics(own_broker, "restart", outputs=())
     X, y = kh.stream(total, seed=5)
-    values = kh.messages(X, y)
+    values = kh.messages(X, y, unlabelled_every=10)
+    invalid = range(7, total, 50)  # none of them one of the unlabelled (i % 10 == 9)
+    for i in invalid:
+        values[i] = b'{"x": [1, 2,'  # not JSON: a dead letter
+    labelled = total - total // 10 - len(invalid)
     kh.produce(bootstrap, topic, values[:first], partition=0)
 
     directory, log = tmp_path / "ckpt", tmp_path / "service.log"
@@ -256,7 +261,7 @@ def test_broker_restart_mid_stream_loses_nothing(own_broker, tmp_path):
     kh.wait_until(lambda: kh.learned(directory) >= 1500, 60, "progress", process, log)
     own_broker.kill()  # mid-stream: the service has not read everything yet
     outage_started = time.monotonic()
-    before = kh.learned(directory)
+    before = kh.checkpoint_info(directory)["counters"]["consumed"]
     time.sleep(1.0)  # the outage itself; the service must ride it out
     assert process.poll() is None, kh.tail(log)
     own_broker.start()
@@ -265,18 +270,22 @@ def test_broker_restart_mid_stream_loses_nothing(own_broker, tmp_path):
     info = kh.wait_until(
         lambda: (i := kh.checkpoint_info(directory)) and i["counters"]["topic_resets"] and i,
         60, "the service to notice the recreated topic", process, log)
-    resume = info["samples_learned"]
-    print(f"\nbroker restart: {before} learned at the kill, resync at {resume}, "
+    resume = info["counters"]["consumed"]
+    print(f"\nbroker restart: {before} consumed at the kill, resync at {resume}, "
           f"{time.monotonic() - outage_started:.1f}s from kill to resync")
     assert before <= resume < first + 1
+    assert info["samples_learned"] < resume  # not where the stream resumes
     assert info["offsets"].get(topic) in (None, {})  # the old log's offsets are gone
     # The upstream replays from where the service stands.
     kh.produce(bootstrap, topic, values[resume:], partition=0)
-    kh.wait_until(lambda: kh.learned(directory) >= total, 120, "the end", process, log)
+    kh.wait_until(lambda: kh.checkpoint_info(directory)["counters"]["consumed"] >= total, 120,
+                  "the end", process, log)
     assert kh.stop_service(process) == 0, kh.tail(log)
 
     info = kh.checkpoint_info(directory)
-    assert info["samples_learned"] == total
+    assert info["counters"]["consumed"] == total
+    assert info["samples_learned"] == labelled
+    assert info["counters"]["dead_letters"] == len(invalid)
     assert info["counters"]["topic_resets"] == 1
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
 
