@@ -290,6 +290,46 @@ def test_broker_restart_mid_stream_loses_nothing(own_broker, tmp_path):
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
 
 
+def test_a_topic_deleted_and_created_again_is_learned_once(broker, tmp_path):
+    """The input topic is deleted and created again under the running service: its new id is
+    seen within seconds (the consumer's metadata is refreshed every few seconds, not every 5
+    minutes), and the new log is learned from its beginning. Before the new id is seen, the
+    new log's messages past the old offsets are taken for the old log's sequel, and learned a
+    second time once it is."""
+    from kafka import KafkaAdminClient
+
+    bootstrap = broker.bootstrap_servers
+    topic = _topics(broker, "recreated", outputs=())
+    X, y = kh.stream(2000, seed=9)
+    values = kh.messages(X, y)
+    kh.produce(bootstrap, topic, values[:600], partition=0)
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(bootstrap, topic, "recreated-group", directory,
+                               "--checkpoint-every", "100", "--checkpoint-interval", "0.5")
+    process = kh.start_service(command, log)
+    kh.wait_until(lambda: kh.learned(directory) >= 600, 60, "the first log", process, log)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_topics([topic])
+    finally:
+        admin.close()
+    clients.create_topics(bootstrap, {topic: 1})  # unless the service's metadata request did
+    # Fewer messages than the old offset: nothing of the new log is read before its id is seen.
+    kh.produce(bootstrap, topic, values[600:900], partition=0)
+    kh.wait_until(lambda: kh.checkpoint_info(directory)["counters"]["topic_resets"], 60,
+                  "the service to see the new topic", process, log)
+    kh.produce(bootstrap, topic, values[900:], partition=0)
+    kh.wait_until(lambda: kh.checkpoint_info(directory)["counters"]["consumed"] >= 2000, 60,
+                  "the new log", process, log)
+    assert kh.stop_service(process) == 0, kh.tail(log)
+
+    info = kh.checkpoint_info(directory)
+    assert info["counters"]["consumed"] == info["samples_learned"] == 2000
+    assert info["counters"]["topic_resets"] == 1
+    assert info["offsets"] == {topic: {"0": 1400}}
+    kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
+
+
 def test_broker_outage_without_data_loss_resumes(own_broker, tmp_path):
     """The broker freezes (SIGSTOP: a network cut, data kept) while the service is
     learning and publishing; afterwards everything is learned once and every output is out."""
