@@ -283,9 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return _serve(args)
-    except KeyboardInterrupt:
-        print("advsvm serve: interrupted twice: stopped without a final checkpoint (the last "
-              "one stays valid)", file=sys.stderr)
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before the service handles them
+        print("advsvm serve: interrupted: stopped at once, without a final checkpoint (the "
+              "last one stays valid)", file=sys.stderr)
         return 130
     except Exception as error:  # noqa: BLE001 - every error is one line
         if args.debug:

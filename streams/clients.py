@@ -34,12 +34,18 @@ import dataclasses
 
 from river_advsvm.streams.security import CLIENT_KEYS, SecuritySettings
 
-__all__ = ["BOOTSTRAP_TIMEOUT_MS", "FIXED_SETTINGS", "MAX_SESSION_TIMEOUT_MS", "MIN_HEARTBEAT_MS",
-           "Clients", "create_topics", "topic_id", "topic_known"]
+__all__ = ["BOOTSTRAP_TIMEOUT_MS", "FIXED_SETTINGS", "MAX_SESSION_TIMEOUT_MS",
+           "METADATA_MAX_AGE_MS", "MIN_HEARTBEAT_MS", "Clients", "create_topics", "topic_id",
+           "topic_known"]
 
 #: Clients give up bootstrapping after this long and the service retries with backoff, so that a
 #: SIGTERM during an outage is answered within seconds.
 BOOTSTRAP_TIMEOUT_MS = 5000
+#: The service's consumer refreshes its cluster metadata this often (Kafka's default: 5 minutes).
+#: A topic deleted and created again is known by its new id there: until then its offsets are
+#: taken for the old log's, and what is learned past them is learned again once the id is seen.
+#: Partitions added to the input topic are found there too.
+METADATA_MAX_AGE_MS = 5000
 #: The shortest heartbeat interval of the service's consumer: its session timeout must be longer.
 MIN_HEARTBEAT_MS = 100
 #: The consumer's requests may take this much longer than its session timeout.
@@ -119,6 +125,7 @@ class Clients:
                                          min(3000, session_timeout_ms // 5)),
             "max_poll_records": max_poll_records,
             "request_timeout_ms": max(30000, session_timeout_ms + _REQUEST_MARGIN_MS),
+            "metadata_max_age_ms": METADATA_MAX_AGE_MS,
             **self._common(client_id, bootstrap_timeout_ms),
             "group_id": group,
             "enable_auto_commit": False,

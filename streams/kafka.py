@@ -52,8 +52,9 @@ import msgspec
 
 from river_advsvm.labels import INT64
 
-__all__ = ["DECODE_REASONS", "MAX_TEXT_CHARS", "MODEL_REASONS", "REASONS", "InvalidMessage",
-           "Sample", "check_against", "dead_letter", "dead_letter_key", "decode", "encode"]
+__all__ = ["DECODE_REASONS", "MAX_REASON_CHARS", "MAX_TEXT_CHARS", "MODEL_REASONS", "REASONS",
+           "InvalidMessage", "Sample", "check_against", "dead_letter", "dead_letter_key", "decode",
+           "encode"]
 
 #: Why `decode` and `check_against` refuse a message, by dead-letter code.
 DECODE_REASONS = {
@@ -96,6 +97,9 @@ REASONS = {**MODEL_REASONS, **DECODE_REASONS,
 #: The longest string `id` or `y` (characters): both are echoed in every output of the message,
 #: so they are bounded like every other field (a feature name by `inputs.MAX_NAME_LENGTH`).
 MAX_TEXT_CHARS = 1000
+#: A dead letter's `reason` is cut to this many characters: a refusal may quote what it refuses
+#: (a repeated key, a feature name), which can be as long as the message.
+MAX_REASON_CHARS = 1000
 
 _MISSING = object()
 #: Longest integer literal the strict decoder converts (a float holds ~309 digits at most).
@@ -333,11 +337,15 @@ def dead_letter(record, error: InvalidMessage, max_bytes: int = 2**20) -> bytes:
     `value_b64` and `key_b64` hold the original bytes in base64 (null when absent). A value
     longer than `max_bytes` is cut there and `truncated` is true, a key likewise with
     `key_truncated`, so that a huge message or key cannot make its own dead letter too large
-    to publish; `value_bytes` and `key_bytes` are the full lengths.
+    to publish; `value_bytes` and `key_bytes` are the full lengths. The `reason` is cut to
+    `MAX_REASON_CHARS` characters.
     """
     value, key = record.value, record.key
+    reason = str(error)
+    if len(reason) > MAX_REASON_CHARS:
+        reason = reason[:MAX_REASON_CHARS - 3] + "..."
     envelope = {
-        "reason": str(error),
+        "reason": reason,
         "code": error.code,
         "topic": record.topic,
         "partition": record.partition,

@@ -171,11 +171,15 @@ def run_local(config_overrides: dict, model_factory, source: str = "phishing",
             finally:
                 if observer is not None:
                     observer.stop()
-            summary = state_io.describe(checkpoint_dir)
-            print(json.dumps({k: summary[k] for k in (
-                "samples_learned", "test_then_train_accuracy", "offsets", "counters", "path")},
-                indent=2))
-            print(f"inspect it again with: advsvm inspect {checkpoint_dir}")
+            if os.path.exists(state_io.checkpoint_path(checkpoint_dir)):
+                summary = state_io.describe(checkpoint_dir)
+                print(json.dumps({k: summary[k] for k in (
+                    "samples_learned", "test_then_train_accuracy", "offsets", "counters",
+                    "path")}, indent=2))
+                print(f"inspect it again with: advsvm inspect {checkpoint_dir}")
+            else:  # stopped (Ctrl-C, SIGTERM) before its first checkpoint
+                print(f"no checkpoint in {checkpoint_dir}: the service stopped before it "
+                      "wrote one")
         _show_outputs(broker.bootstrap_servers, config, show, out)
     return status
 

