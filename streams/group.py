@@ -387,6 +387,8 @@ class GroupSync:
             members += [(*peer.whole(), float(new)) for peer, new in fresh]
         try:
             model = merge.to_model(*merge.average(members, in_model, basis=basis))
+        except MemoryError:  # the machine's fault, not the peers': exit 5, restarted
+            raise
         except Exception as error:  # noqa: BLE001 - e.g. three labels over three snapshots
             log.error("not averaging %s: %s", [p.worker for p, _ in fresh], error)
             return 0

@@ -92,6 +92,8 @@ class SnapshotReader:
         try:
             snapshot = parse_snapshot(record.key, record.value, record.offset, self.limits,
                                       None if self.basis is None else self.basis.held)
+        except MemoryError:  # the machine's fault, not the record's: exit 5, restarted
+            raise
         except Exception as error:  # noqa: BLE001 - whatever a record holds, the group goes on
             self.invalid += 1
             log.error("ignoring record %d of %s, not a readable snapshot (%d so far): %s",

@@ -713,3 +713,38 @@ def test_the_share_of_active_samples_is_averaged_so_the_order_of_the_members_doe
             model.learn_one({"a": 0.1 * (i % 5), "b": -0.3, "c": 0.2 * (i % 3)}, i % 2)
         decisions.append(model.decision_one({"a": 0.3, "b": 0.1, "c": -0.2}))
     assert decisions[0] == pytest.approx(decisions[1], rel=1e-9, abs=1e-12)
+
+
+def test_out_of_memory_while_folding_or_reading_a_peer_is_the_machines_fault(
+        tmp_path, monkeypatch):
+    # A MemoryError while averaging the peers, or while parsing a peer's snapshot (which a
+    # peer cannot make larger than this worker's limits), was logged as "not averaging" / "not
+    # a readable snapshot" and the worker went on without the peer: it now stops the service
+    # as any MemoryError does (exit status 5, restarted).
+    from river_advsvm.streams import snapshot_topic
+
+    peer = trained(50, 2, **SV_PARAMS)
+    sync = group.GroupSync("127.0.0.1:1", "snaps", "me", str(tmp_path), sink=None,
+                           group_model="union")
+    sync.reader = FakeReader({"p": snapshot("p", 0, peer, {"t": {1: 50}}, learned=50)})
+    state = state_io.ServiceState(model=trained(50, 1, **SV_PARAMS),
+                                  group=group.new_bookkeeping("me"))
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError()
+
+    monkeypatch.setattr(merge, "average", out_of_memory)
+    with pytest.raises(MemoryError):
+        sync.fold(state)
+
+    monkeypatch.setattr(snapshot_topic, "parse_snapshot", out_of_memory)
+    reader = object.__new__(snapshot_topic.SnapshotReader)
+    reader.topic, reader.basis, reader.limits, reader.invalid = "snaps", None, None, 0
+    reader._fenced_since = {}
+
+    class Record:
+        key, value, offset = b"p", b"{}", 7
+
+    with pytest.raises(MemoryError):
+        reader._take(Record())
+    assert reader.invalid == 0
