@@ -98,25 +98,17 @@ def load_npz(path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarra
                              inputs=["X_train", "X_test"])
     X_train, y_train = arrays["X_train"], arrays["y_train"]
     X_test, y_test = arrays.get("X_test"), arrays.get("y_test")
-    X_train = _flat_samples(path, "train", X_train, y_train)
+    X_train = npz.flat_samples(path, X_train, y_train, "X_train", "y_train")
     if not len(X_train):
         raise ValueError(f"{path}: X_train holds no samples")
     _check_labels(path, "train", y_train)
     if X_test is not None:
-        X_test = _flat_samples(path, "test", X_test, y_test)
+        X_test = npz.flat_samples(path, X_test, y_test, "X_test", "y_test")
         _check_labels(path, "test", y_test)
         if X_test.shape[1] != X_train.shape[1]:
             raise ValueError(f"{path}: X_test has {X_test.shape[1]} inputs per sample, "
                              f"X_train {X_train.shape[1]}")
     return X_train, y_train, X_test, y_test
-
-
-def _flat_samples(path, part: str, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """`X` with each sample flattened to a row, once it is known to hold one per label."""
-    if X.ndim == 0 or y.ndim != 1 or len(X) != len(y):
-        raise ValueError(f"{path}: X_{part} has {len(X) if X.ndim else 0} samples but y_{part} "
-                         f"{len(y) if y.ndim == 1 else y.shape} labels")
-    return X.reshape(len(X), math.prod(X.shape[1:]))  # (reshape(0, -1) has no answer)
 
 
 def _check_labels(path, part: str, y: np.ndarray) -> None:

@@ -17,7 +17,7 @@ import zlib
 
 import numpy as np
 
-__all__ = ["read_arrays"]
+__all__ = ["flat_samples", "read_arrays"]
 
 #: What an input array of each other kind of numpy dtype holds, for the error that refuses it.
 _NOT_INPUTS = {"c": "complex numbers", "M": "dates or times", "m": "durations",
@@ -88,3 +88,15 @@ def _check_declared(path, archive, name: str, numbers: bool) -> None:
         what = _NOT_INPUTS.get(dtype.kind, str(dtype))
         raise ValueError(f"{path}: {name} holds {what} ({dtype}); inputs must be numbers "
                          "(bool, integers or floats)")
+
+
+def flat_samples(path, X: np.ndarray, y: np.ndarray | None, x_name: str,
+                 y_name: str) -> np.ndarray:
+    """`X` (the array `x_name` of the archive at `path`) with each sample flattened to a row,
+    once it is known to hold one per label of `y` (`y_name`; None: no labels)."""
+    if y is None and X.ndim == 0:
+        raise ValueError(f"{path}: {x_name} is a single value, not rows of samples")
+    if y is not None and (X.ndim == 0 or y.ndim != 1 or len(X) != len(y)):
+        raise ValueError(f"{path}: {x_name} has {len(X) if X.ndim else 0} samples but "
+                         f"{y_name} {len(y) if y.ndim == 1 else y.shape} labels")
+    return X.reshape(len(X), math.prod(X.shape[1:]))  # (reshape(0, -1) has no answer)

@@ -41,7 +41,6 @@ Examples
 from __future__ import annotations
 
 import collections
-import math
 import os
 import typing
 
@@ -596,12 +595,7 @@ def from_npz(
     arrays = npz.read_arrays(npz_path, [x_key] + ([y_key] if y_key is not None else []),
                              inputs=[x_key])
     X, y = arrays[x_key], arrays.get(y_key)
-    if X.ndim == 0:
-        raise ValueError(f"{npz_path}: {x_key} is a single value, not rows of samples")
-    if y is not None and (y.ndim != 1 or len(y) != len(X)):
-        raise ValueError(f"{npz_path}: {x_key} has {len(X)} samples but {y_key} has shape "
-                         f"{y.shape}")
-    X = X.reshape(len(X), math.prod(X.shape[1:]))
+    X = npz.flat_samples(npz_path, X, y, x_key, y_key)
     write(path, X, y, layout=layout, row_group_size=row_group_size)
     return len(X)
 

@@ -693,7 +693,7 @@ def test_iter_rows_of_wide_rows_holds_a_few_rows_not_a_batch(tmp_path):
     ("objects", "X_train holds Python objects, which are never loaded"),
     ("text", "is not an .npz archive"),
     ("strings", "X_train holds strings (<U1); inputs must be numbers"),
-    ("labels", "X_train has 40 samples but y_train has shape (40, 2)"),
+    ("labels", "X_train has 40 samples but y_train (40, 2) labels"),
 ])
 def test_from_npz_reads_the_archive_without_trusting_it(tmp_path, make, message):
     from tests.test_demo_cli import _npz_declaring
