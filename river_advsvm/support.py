@@ -208,6 +208,9 @@ class SupportVectors(KernelExpansion):
         # The latest row `value` computed: (vectors' version and size, extra), the row, its
         # exponents and kernel values.
         self._last_row = None
+        #: The average of `f` over its recent steps, when the model keeps one (see
+        #: `river_advsvm.support_average`): told of every change of the vectors.
+        self.averaged = None
 
     @property
     def norm(self) -> float:
@@ -306,6 +309,8 @@ class SupportVectors(KernelExpansion):
             self.size = 0
             self._scale, self._q = 1.0, 0.0
             self._changed()
+            if self.averaged is not None:
+                self.averaged.emptied()
             return
         self._scale *= factor
         if not _SCALE_RANGE[0] <= abs(self._scale) <= _SCALE_RANGE[1]:
@@ -370,6 +375,8 @@ class SupportVectors(KernelExpansion):
                 self._norm_updated(q, terms)
                 return
         self._append(x, a_new, norm)
+        if self.averaged is not None:
+            self.averaged.appended(self, self.size - 1)
         G = self._gram
         over = self.budget is not None and self.size > self.budget
         if G is not None:  # the new vector's row is the one its margin computed
@@ -384,6 +391,11 @@ class SupportVectors(KernelExpansion):
             self._maintain(exponents, column_pending=G is not None)
             terms += abs(self._q - q)
         self._norm_updated(self._q, terms)
+
+    def add_inputs(self, new) -> None:
+        super().add_inputs(new)
+        if self.averaged is not None:
+            self.averaged.add_inputs(new)
 
     def revisit_from(self, index: int) -> None:
         """Point `reprocess`'s cursor at stored vector `index`, modulo their number."""
@@ -501,6 +513,8 @@ class SupportVectors(KernelExpansion):
         self.total_degradation += self.degradation
         self._drop(event.m)
         self._changed()
+        if self.averaged is not None:
+            self.averaged.maintained(self, event.m, n, last, event.partner_exponents)
 
     # -- persistence ----------------------------------------------------------------------------
 
@@ -595,6 +609,7 @@ class SupportVectors(KernelExpansion):
         self.degradation = float(scalars["degradation"])
         self.total_degradation = float(scalars["total_degradation"])
         self._cursor = scalars.get("cursor", 0)  # (not in checkpoints from before reprocess)
+        self.averaged = None  # (not saved: the model starts it again from this f)
         self._changed()
 
     # -- scale-out ------------------------------------------------------------------------------

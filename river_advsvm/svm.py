@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import typing
@@ -14,6 +15,7 @@ from river_advsvm import budget as rf
 from river_advsvm.input_scales import InputScales, max_factor, reference_gamma
 from river_advsvm.margin import MarginClassifier
 from river_advsvm.support import PrecisionWarning, SupportVectors
+from river_advsvm.support_average import AveragedVectors, capacity_for
 
 __all__ = ["AdvKernelSVM"]
 
@@ -164,6 +166,15 @@ class AdvKernelSVM(MarginClassifier):
         stream orders) against 98.86% with 0 and 99.55% for scikit-learn's `SVC(C=1)` with
         the same kernel. The stored vectors' loss then weighs more than the other samples',
         so many passes no longer converge to the objective above: 0 is plain SGD.
+    averaging
+        Support vectors only: the horizon, in learned samples, of an average of `f` over its
+        recent steps that the model keeps beside `f` (iterate `t` weighed in proportion to
+        `t` at first, then, from `2 averaging` samples on, an exponential average of that
+        horizon), returned as a model of its own by `averaged()`. Learning is unchanged. With a constant step, the last iterate moves by up to `step_size` near
+        each new sample; the average keeps what the steps agree on. It holds the vectors of
+        `f` and, up to half the budget again, vectors `f` gave up in merges; each learned
+        sample costs one more pass over its coefficients, no kernel. It is not saved in
+        checkpoints: a loaded model starts it again from its `f`. None keeps no average.
 
     Attributes
     ----------
@@ -234,6 +245,7 @@ class AdvKernelSVM(MarginClassifier):
         adversary_steps: int = 1,
         bounds: tuple[float, float] | None = None,
         reprocess: int = 1,
+        averaging: int | None = None,
     ):
         if isinstance(gamma, dict):  # (see MarginClassifier: parameters are saved as JSON)
             gamma = {n: inputs.plain_number(g) for n, g in gamma.items()}
@@ -258,6 +270,7 @@ class AdvKernelSVM(MarginClassifier):
         self.adversary_steps = adversary_steps
         self.bounds = bounds
         self.reprocess = reprocess
+        self.averaging = averaging
         if kernel not in kernels.KERNELS:
             raise ValueError(f"kernel must be one of {kernels.KERNELS}, got {kernel!r}")
         by_name = bandwidth.check_gamma(gamma)
@@ -284,6 +297,13 @@ class AdvKernelSVM(MarginClassifier):
             raise ValueError(f"adversary_steps must be an int in [1, 100], got {adversary_steps!r}")
         if not (inputs.is_whole(reprocess) and 0 <= reprocess <= 100):
             raise ValueError(f"reprocess must be an int in [0, 100], got {reprocess!r}")
+        if averaging is not None:
+            if not (inputs.is_whole(averaging) and 1 <= averaging <= 1_000_000):
+                raise ValueError(f"averaging must be an int in [1, 1000000] or None, "
+                                 f"got {averaging!r}")
+            if not unbounded_ok:
+                raise ValueError("averaging needs support vectors (budget_policy 'merge' or "
+                                 f"'remove'), got budget_policy={budget_policy!r}")
         self.bounds = inputs.check_box(bounds)
         # An unseeded model draws its seed now; the seed is state, saved with the model.
         self._seed = seed if seed is not None else random.getrandbits(63)
@@ -433,6 +453,10 @@ class AdvKernelSVM(MarginClassifier):
             if radius > 0.0 and store.norm > 0.0:
                 store.scale(max(0.0, 1.0 - eta * radius / store.norm))
         self._reprocess_stored(eta, radius)
+        if self.averaging is not None:
+            if store.averaged is None:  # (a new, loaded or group-averaged store)
+                store.averaged = AveragedVectors(store, self.averaging)
+            store.averaged.update(store, self._bias)
 
     def _warn_rounding(self, store) -> None:
         """Once per model: inputs so far from 0 that float rounding swamps their distances."""
@@ -672,6 +696,31 @@ class AdvKernelSVM(MarginClassifier):
         """`||f||_H` as the adversarial term uses it (see `river_advsvm.budget` for the random
         features; exact for support vectors)."""
         return 0.0 if self._store is None else self._store.norm
+
+    def averaged(self) -> AdvKernelSVM:
+        """A copy of this model whose `f` and bias are the average this model keeps (see
+        `averaging`): it predicts, is attacked and is certified as any model. Its `budget` is
+        the average's capacity (`budget` and half as many again) and it keeps no average of
+        its own, so it learns on, if asked, as a model of that budget. Without `averaging`, or
+        before a step was averaged, a plain copy (with `averaging=None`)."""
+        model = copy.deepcopy(self)
+        model.averaging = None
+        store = model._store
+        average = getattr(store, "averaged", None)
+        if average is None:
+            return model
+        store.averaged = None
+        model.budget = capacity_for(self.budget)
+        size, n_inputs = average.size, average.n_inputs
+        copied = SupportVectors(self.kernel, self._gamma, model.budget, self.budget_policy,
+                                self.dtype, self.max_features)
+        copied.start()
+        copied._load(average._S[:size, :n_inputs], average._a[:size], n_inputs,
+                     average._norms[:size])
+        copied.recompute_norm()
+        model._store = copied
+        model._bias = average.bias
+        return model
 
 
 def _as_pairs(by_name: dict) -> list:

@@ -20,6 +20,7 @@ MODELS = [
     AdvKernelSVM(epsilon=0.1, budget=32, budget_policy="truncate", schedule="diminishing"),
     AdvKernelSVM(budget=32, budget_policy="compact_slot"),
     AdvKernelSVM(budget_policy="grow"),
+    AdvKernelSVM(budget=16, averaging=50),
     AdvLinearSVM(),
     AdvLinearSVM(epsilon=0.05, norm="linf", schedule="diminishing"),
 ]
