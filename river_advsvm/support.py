@@ -397,6 +397,11 @@ class SupportVectors(KernelExpansion):
         if self.averaged is not None:
             self.averaged.add_inputs(new)
 
+    def negate(self) -> None:
+        super().negate()
+        if self.averaged is not None:
+            self.averaged.negate()
+
     def revisit_from(self, index: int) -> None:
         """Point `reprocess`'s cursor at stored vector `index`, modulo their number."""
         self._cursor = index % self.size if self.size else 0

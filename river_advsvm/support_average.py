@@ -18,7 +18,8 @@ maintenance events), so little is lost. Each learned sample costs one pass over 
 coefficients (O(capacity)), and a copied row per new vector of `f_t`; no kernel is computed.
 
 The store of `f_t` (`river_advsvm.support.SupportVectors`) reports its events: `appended`,
-`maintained` and `emptied`; the model calls `update` once per learned sample.
+`maintained`, `emptied`, `negate` and `add_inputs`; the model calls `update` once per learned
+sample.
 
 """
 
@@ -103,6 +104,12 @@ class AveragedVectors(KernelExpansion):
         """The store's `f` became 0: every row is an orphan, with no heir to go to."""
         self._mapped[: self.size] = False
         self._row_of = self._row_of[:0]
+
+    def negate(self) -> None:
+        """`fbar <- -fbar` with `f` (the model's labels swapped sides): its coefficients and
+        bias, in the units `update` adds to (the scale stays 1)."""
+        self._a[: self.size] *= -1.0
+        self.bias = -self.bias
 
     # -- averaging ------------------------------------------------------------------------------
 

@@ -25,7 +25,10 @@ def iterate_average(model, X, y, probe, horizon):
     proportion to t, then exponential), by brute force."""
     mean = None
     for t, (row, label) in enumerate(zip(X, y), start=1):
+        positive = model.classes[-1] if model.classes else None
         model.learn_many(row[None, :], [label])
+        if mean is not None and model.classes[-1] != positive:
+            mean = -mean  # the second label sorts above the first: the margin's sign flips
         decisions = model.decision_many(probe)
         rho = max(2.0 / (t + 1), 1.0 / horizon)
         mean = decisions if mean is None else (1.0 - rho) * mean + rho * decisions
@@ -34,10 +37,13 @@ def iterate_average(model, X, y, probe, horizon):
 
 @settings(max_examples=25, deadline=None)
 @given(horizon=st.integers(1, 60), seed=st.integers(0, 2**16), reprocess=st.integers(0, 2),
-       epsilon=st.sampled_from([0.0, 0.05]))
+       epsilon=st.sampled_from([0.0, 0.05]), first_smaller=st.booleans())
 def test_without_a_budget_the_average_is_the_mean_of_the_iterates(horizon, seed, reprocess,
-                                                                  epsilon):
+                                                                  epsilon, first_smaller):
     X, y = stream(120, 3, seed)
+    # Labels 1 and 7: when the first is 1, the model's sign flips as 7 arrives (and the
+    # average's with it).
+    y = np.where(y == y[0], 1 if first_smaller else 7, 7 if first_smaller else 1)
     model = AdvKernelSVM(gamma=2.0, budget=None, averaging=horizon, reprocess=reprocess,
                          epsilon=epsilon, seed=0)
     expected = iterate_average(model, X[:100], y[:100], X[100:], horizon)
