@@ -139,6 +139,13 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         """`g(x)` of one row: `v` over the known inputs, `u` over inputs it does not know."""
         raise NotImplementedError
 
+    def _row_decision(self, v: np.ndarray, u: np.ndarray, u_names: list, u_hashes,
+                      margin: float | None = None) -> float:
+        """The margin the model predicts one row with; `margin`, if given, is the row's
+        `_row_margin`, just computed. It is that margin unless the model predicts with
+        another function than the one it learns (an average of its iterates)."""
+        return self._row_margin(v, u, u_names, u_hashes) if margin is None else margin
+
     def _step(self, v: np.ndarray, y: float, g: float, t: int, names: list) -> None:
         """Learn one row `v` (over every input, new ones added) of sign `y`, margin `g`, at
         step `t`; called right after `_row_margin` on the same row. `names` are the sample's
@@ -334,7 +341,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
                     else:
                         self._held_inputs(hashes)  # (its names are hashed already)
                 else:
-                    margins[i] = self._test_then_learn(names, row, y, hashes)
+                    margins[i] = self._test_then_learn(names, row, y, hashes, vote)
                     if flipped:  # negating every term negates the sum exactly: the same bits
                         margins[i] = -margins[i]
                 i += 1
@@ -354,7 +361,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
             self._started = True
         held, self._held = self._held, []
         for names, row, y in held:
-            self._test_then_learn(names, row, y, hashes)
+            self._test_then_learn(names, row, y, hashes, decide=False)
 
     def _check_new_inputs(self, rows: _Rows, labels: list) -> dict:
         """The hashes of the inputs these rows bring (which validates their names); refuses the
@@ -463,8 +470,11 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         self._held_cache = (len(self._held), found, last)
         return found
 
-    def _test_then_learn(self, names: list, row: np.ndarray, y, hashes: dict) -> float:
-        """The margin of one row, then (if `y` is a label) its step; returns the margin."""
+    def _test_then_learn(self, names: list, row: np.ndarray, y, hashes: dict,
+                         decide: bool = True) -> float:
+        """The margin of one row, then (if `y` is a label) its step; returns the margin the
+        model predicts the row with (if `decide`; else the one it learns with: learning alone
+        does not read it)."""
         v, u, u_names = self._split(names, row)
         missing = [n for n in u_names if type(n) is str and n not in hashes]
         if missing:  # names held back in an earlier call, validated then
@@ -475,11 +485,12 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         u, u_names, u_hashes = in_hash_order(u, u_names, u_hashes)
         if self._started:
             g = self._row_margin(v, u, u_names, u_hashes)
+            shown = self._row_decision(v, u, u_names, u_hashes, g) if decide else g
         else:
-            g = float(self._unstarted_margins(names, row[None, :])[0])
+            g = shown = float(self._unstarted_margins(names, row[None, :])[0])
         if y is not None:
             self._learn_row(names, v, u, u_names, u_hashes, g, y)
-        return g
+        return shown
 
     def _learn_row(self, names, v, u, u_names, u_hashes, g: float, y) -> None:
         if not self._started:

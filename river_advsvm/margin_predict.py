@@ -44,7 +44,7 @@ class MarginPredictions:
     `predict_*`, `predict_proba_*` and `certified_radius_*`.
 
     A mixin of `MarginClassifier`, which holds the state it reads (the input index, the
-    labels, the calibration) and the model's hooks: `_row_margin` for one row,
+    labels, the calibration) and the model's hooks: `_row_decision` for one row,
     `_decision_block` and `_gradient_block` for many, `_certified_radii`.
     """
 
@@ -76,7 +76,7 @@ class MarginPredictions:
             self._check_unstarted_names(names, row)
             return float(self._unstarted_margins(names, row[None, :])[0])
         v, u, u_names = self._split(names, row)
-        return self._row_margin(v, *in_hash_order(u, u_names, self._unknown_hashes(u_names)))
+        return self._row_decision(v, *in_hash_order(u, u_names, self._unknown_hashes(u_names)))
 
     def _dense(self, names: list, values: np.ndarray, keep_zero: bool = False):
         """`(V, U, unknown names, their hashes)`; unknown inputs that are 0 in every row are

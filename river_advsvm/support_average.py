@@ -123,6 +123,63 @@ class AveragedVectors(KernelExpansion):
         a[self._row_of[:size]] += (rho * store._scale) * store._a[:size]
         self.bias += rho * (bias - self.bias)
 
+    # -- persistence ----------------------------------------------------------------------------
+
+    def state(self, store) -> tuple[dict, dict]:
+        """JSON scalars and numpy arrays from which `restore` rebuilds this average (beside the
+        store's own state)."""
+        size = self.size
+        scalars = {"horizon": self.horizon, "count": self.count, "bias": self.bias, "size": size}
+        arrays = {"average_vectors": self._S[:size, : self.n_inputs].copy(),
+                  "average_coefficients": self._a[:size].copy(),
+                  "average_rows": self._row_of[: store.size].astype(np.int64),
+                  "average_heirs": self._heir[:size].astype(np.int64),
+                  "average_heir_kernels": self._heir_kernel[:size].copy()}
+        return scalars, arrays
+
+    @classmethod
+    def restore(cls, store, scalars: dict, arrays: dict) -> AveragedVectors:
+        """The average `state` saved, over the restored `store`; `ValueError` if it is not one
+        this store can have (checked before anything is built)."""
+        if not isinstance(scalars, dict):
+            raise ValueError("the average's state must be a dict")
+        horizon, count, bias = (scalars.get(k) for k in ("horizon", "count", "bias"))
+        if not (type(horizon) is int and 1 <= horizon and type(count) is int and count >= 0
+                and type(bias) is float and math.isfinite(bias)):
+            raise ValueError("the average's horizon, count or bias is not valid")
+        capacity = capacity_for(store.budget)
+        try:
+            vectors, a, rows, heirs, kernels = (arrays[k] for k in (
+                "average_vectors", "average_coefficients", "average_rows", "average_heirs",
+                "average_heir_kernels"))
+        except KeyError as missing:
+            raise ValueError(f"the average's state lacks {missing}") from None
+        size = len(a)
+        if not (vectors.dtype == np.dtype(store.dtype) and vectors.shape == (size, store.n_inputs)
+                and a.shape == heirs.shape == kernels.shape == (size,)
+                and rows.shape == (store.size,) and a.dtype == kernels.dtype == np.float64
+                and rows.dtype == heirs.dtype == np.int64
+                and (capacity is None or size <= capacity)):
+            raise ValueError("the average's arrays do not fit the store")
+        if not (np.isfinite(vectors).all() and np.isfinite(a).all()
+                and ((kernels >= 0.0) & (kernels <= 1.0)).all()):
+            raise ValueError("the average's values are not finite, or its kernels not in [0, 1]")
+        if not (((rows >= 0) & (rows < size)).all() and len(np.unique(rows)) == len(rows)
+                and ((heirs >= -1) & (heirs < size) & (heirs != np.arange(size))).all()):
+            raise ValueError("the average's rows or heirs are out of range")
+        mapped = np.zeros(size, dtype=bool)
+        mapped[rows] = True
+        if (heirs[mapped] != -1).any() or not np.array_equal(vectors[rows], store.vectors):
+            raise ValueError("the average's rows are not the store's vectors")
+        average = cls(store, horizon)
+        average.count, average.bias = count, bias
+        average._load(vectors, a, store.n_inputs)
+        average._row_of = rows.astype(np.intp)
+        average._mapped = mapped
+        average._heir = heirs.astype(np.intp)
+        average._heir_kernel = kernels.copy()
+        return average
+
     # -- rows -----------------------------------------------------------------------------------
 
     def _append_row(self, store, slot: int) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 import random
 import typing
@@ -167,14 +166,17 @@ class AdvKernelSVM(MarginClassifier):
         the same kernel. The stored vectors' loss then weighs more than the other samples',
         so many passes no longer converge to the objective above: 0 is plain SGD.
     averaging
-        Support vectors only: the horizon, in learned samples, of an average of `f` over its
-        recent steps that the model keeps beside `f` (iterate `t` weighed in proportion to
-        `t` at first, then, from `2 averaging` samples on, an exponential average of that
-        horizon), returned as a model of its own by `averaged()`. Learning is unchanged. With a constant step, the last iterate moves by up to `step_size` near
-        each new sample; the average keeps what the steps agree on. It holds the vectors of
-        `f` and, up to half the budget again, vectors `f` gave up in merges; each learned
-        sample costs one more pass over its coefficients, no kernel. It is not saved in
-        checkpoints: a loaded model starts it again from its `f`. None keeps no average.
+        Support vectors only: the model predicts with an average of its iterates `f_t` and
+        `b_t` over its recent steps (iterate `t` weighed in proportion to `t` at first, then,
+        from `2 averaging` samples on, an exponential average of horizon `averaging`), and
+        learns with the last iterate as without it. Decisions, probabilities, gradients,
+        attacks and certificates are the average's. With a constant step, the last iterate
+        moves by up to `step_size` near each new sample; the average keeps what the steps
+        agree on. It holds the vectors of
+        `f` and, up to half the budget again, vectors `f` gave up in merges (memory and
+        prediction cost up to 1.5 times); each learned sample costs one more pass over its
+        coefficients, and test-then-train one more kernel row. None: the last iterate
+        predicts.
 
     Attributes
     ----------
@@ -522,13 +524,29 @@ class AdvKernelSVM(MarginClassifier):
         movable[columns.known_columns] = True
         return movable
 
+    def _predicting(self) -> tuple:
+        """What predicts: `f` and `b`, or with `averaging` their average (once a step was
+        averaged)."""
+        average = getattr(self._store, "averaged", None)
+        return (self._store, self._bias) if average is None else (average, average.bias)
+
+    def _row_decision(self, v, u, u_names, u_hashes, margin=None):
+        expansion, bias = self._predicting()
+        if expansion is self._store:
+            return super()._row_decision(v, u, u_names, u_hashes, margin)
+        scaled, u = self._input_scales.scaled(v, u, u_names)
+        U = None if u is None or not len(u) else np.asarray(u, dtype=np.float64)[None, :]
+        return float(expansion.values(scaled[None, :], U)[0]) + bias
+
     def _decision_block(self, V, U, u_names, u_hashes):
         V, U = self._input_scales.scaled(V, U, u_names)
-        return self._store.values(V, U, u_hashes) + self._bias
+        expansion, bias = self._predicting()
+        return expansion.values(V, U, u_hashes) + bias
 
     def _gradient_block(self, V, U, u_names, u_hashes):
         input_scales = self._input_scales
-        GV, GU = self._store.gradients(*input_scales.scaled(V, U, u_names), u_hashes)
+        expansion, _ = self._predicting()
+        GV, GU = expansion.gradients(*input_scales.scaled(V, U, u_names), u_hashes)
         return input_scales.chained(GV, GU, u_names)
 
     def _certified_radii(self, names, values, margins, norm, bounds):
@@ -548,21 +566,26 @@ class AdvKernelSVM(MarginClassifier):
                                       input_scales.centres_of(u_names)])
             bounds = (bounds[0] - centres, bounds[1] - centres)
         if isinstance(self._store, SupportVectors):
-            return certify.support_radii(self._store, margins, np.hstack([Vs, Us]), norm,
-                                         bias=self._bias, scale=np.concatenate([q, q_u]),
+            expansion, bias = self._predicting()
+            return certify.support_radii(expansion, margins, np.hstack([Vs, Us]), norm,
+                                         bias=bias, scale=np.concatenate([q, q_u]),
                                          bounds=bounds)
         # Every input may move, the ones the sample lacks (0) too: the store's and its own.
         return certify.kernel_radii(self._store, margins, norm, Vs, Us, u_hashes, q, q_u,
                                     n_inputs=V.shape[1] + len(u_names))
 
     def _max_state_bytes(self):
-        return self._store_type().max_state_bytes(self.budget, self.max_features, self.dtype)
+        most = self._store_type().max_state_bytes(self.budget, self.max_features, self.dtype)
+        if self.averaging is not None:  # the average's vectors, weights, rows and heirs
+            most += SupportVectors.max_state_bytes(capacity_for(self.budget), self.max_features,
+                                                   self.dtype)
+        return most
 
     def _margin_reach(self):
         # A kernel value is at most 1, a random feature sqrt(2) cos(.): at most sqrt(2) each.
         if self._store is None:
             return 0.0
-        return math.sqrt(2.0) * float(np.abs(self._store.coefficients).sum())
+        return math.sqrt(2.0) * float(np.abs(self._predicting()[0].coefficients).sum())
 
     def _named_value_bounds(self):
         # A gamma dict names its inputs, maybe others than the model's. 'scale' fits a
@@ -609,6 +632,10 @@ class AdvKernelSVM(MarginClassifier):
         if self._store is not None:
             store_scalars, arrays = self._store.state()
             scalars["store"] = store_scalars
+            average = getattr(self._store, "averaged", None)
+            if average is not None:
+                scalars["average"], average_arrays = average.state(self._store)
+                arrays = {**arrays, **average_arrays}
         return scalars, arrays
 
     def _restore_model_state(self, scalars, arrays):
@@ -671,6 +698,13 @@ class AdvKernelSVM(MarginClassifier):
             self._start()
             self._input_scales.rebuild(self._index.names)
             self._store.restore(scalars["store"], arrays, self._index.hashes)
+            if "average" in scalars:
+                saved = scalars["average"]
+                if self.averaging is None or not isinstance(saved, dict) \
+                        or saved.get("horizon") != self.averaging:
+                    raise ValueError("the saved average is not one of averaging="
+                                     f"{self.averaging!r}")
+                self._store.averaged = AveragedVectors.restore(self._store, saved, arrays)
 
     # -- introspection --------------------------------------------------------------------------
 
@@ -696,31 +730,6 @@ class AdvKernelSVM(MarginClassifier):
         """`||f||_H` as the adversarial term uses it (see `river_advsvm.budget` for the random
         features; exact for support vectors)."""
         return 0.0 if self._store is None else self._store.norm
-
-    def averaged(self) -> AdvKernelSVM:
-        """A copy of this model whose `f` and bias are the average this model keeps (see
-        `averaging`): it predicts, is attacked and is certified as any model. Its `budget` is
-        the average's capacity (`budget` and half as many again) and it keeps no average of
-        its own, so it learns on, if asked, as a model of that budget. Without `averaging`, or
-        before a step was averaged, a plain copy (with `averaging=None`)."""
-        model = copy.deepcopy(self)
-        model.averaging = None
-        store = model._store
-        average = getattr(store, "averaged", None)
-        if average is None:
-            return model
-        store.averaged = None
-        model.budget = capacity_for(self.budget)
-        size, n_inputs = average.size, average.n_inputs
-        copied = SupportVectors(self.kernel, self._gamma, model.budget, self.budget_policy,
-                                self.dtype, self.max_features)
-        copied.start()
-        copied._load(average._S[:size, :n_inputs], average._a[:size], n_inputs,
-                     average._norms[:size])
-        copied.recompute_norm()
-        model._store = copied
-        model._bias = average.bias
-        return model
 
 
 def _as_pairs(by_name: dict) -> list:

@@ -1,9 +1,8 @@
-"""The average of f over its recent steps (`averaging`, `averaged()`): against the average of
-the iterates computed by brute force, and its bookkeeping through merges and removals."""
+"""A model that predicts with the average of its iterates (`averaging`): against the average of
+the iterates computed by brute force from a twin that learns the same way, its bookkeeping
+through merges and removals, test-then-train, and checkpoints."""
 
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 import pytest
@@ -20,16 +19,17 @@ def stream(n: int, d: int, seed: int):
     return X, X[:, 0] + 0.3 * rng.standard_normal(n) > 0.5
 
 
-def iterate_average(model, X, y, probe, horizon):
-    """Learn row by row; the weighted mean of each iterate's decisions on `probe` (weights in
-    proportion to t, then exponential), by brute force."""
+def iterate_average(model, twin, X, y, probe, horizon):
+    """Both models learn row by row; the weighted mean of the twin's decisions on `probe` after
+    each row (weights in proportion to t, then exponential), by brute force."""
     mean = None
     for t, (row, label) in enumerate(zip(X, y), start=1):
-        positive = model.classes[-1] if model.classes else None
+        positive = twin.classes[-1] if twin.classes else None
         model.learn_many(row[None, :], [label])
-        if mean is not None and model.classes[-1] != positive:
+        twin.learn_many(row[None, :], [label])
+        if mean is not None and twin.classes[-1] != positive:
             mean = -mean  # the second label sorts above the first: the margin's sign flips
-        decisions = model.decision_many(probe)
+        decisions = twin.decision_many(probe)
         rho = max(2.0 / (t + 1), 1.0 / horizon)
         mean = decisions if mean is None else (1.0 - rho) * mean + rho * decisions
     return mean
@@ -38,31 +38,35 @@ def iterate_average(model, X, y, probe, horizon):
 @settings(max_examples=25, deadline=None)
 @given(horizon=st.integers(1, 60), seed=st.integers(0, 2**16), reprocess=st.integers(0, 2),
        epsilon=st.sampled_from([0.0, 0.05]), first_smaller=st.booleans())
-def test_without_a_budget_the_average_is_the_mean_of_the_iterates(horizon, seed, reprocess,
-                                                                  epsilon, first_smaller):
+def test_without_a_budget_the_model_predicts_with_the_mean_of_its_iterates(
+        horizon, seed, reprocess, epsilon, first_smaller):
     X, y = stream(120, 3, seed)
     # Labels 1 and 7: when the first is 1, the model's sign flips as 7 arrives (and the
     # average's with it).
     y = np.where(y == y[0], 1 if first_smaller else 7, 7 if first_smaller else 1)
-    model = AdvKernelSVM(gamma=2.0, budget=None, averaging=horizon, reprocess=reprocess,
-                         epsilon=epsilon, seed=0)
-    expected = iterate_average(model, X[:100], y[:100], X[100:], horizon)
-    averaged = model.averaged()
+    params = dict(gamma=2.0, budget=None, reprocess=reprocess, epsilon=epsilon, seed=0)
+    model, twin = AdvKernelSVM(averaging=horizon, **params), AdvKernelSVM(**params)
+    expected = iterate_average(model, twin, X[:100], y[:100], X[100:], horizon)
     # (rounding of the many terms of a decision near 0 is relative to the largest)
-    np.testing.assert_allclose(averaged.decision_many(X[100:]), expected, rtol=1e-9,
+    np.testing.assert_allclose(model.decision_many(X[100:]), expected, rtol=1e-9,
                                atol=1e-9 * np.abs(expected).max())
-    assert averaged.averaging is None and model.averaging == horizon
+    # It learns as the twin does, bit for bit.
+    assert model.rkhs_norm == twin.rkhs_norm
 
 
 @pytest.mark.parametrize("policy", ["merge", "remove"])
-def test_a_horizon_of_one_is_the_model_itself_through_merges(policy):
+def test_a_horizon_of_one_predicts_as_the_last_iterate_through_merges(policy):
     X, y = stream(400, 4, 1)
-    model = AdvKernelSVM(gamma=3.0, budget=12, budget_policy=policy, averaging=1, seed=0)
+    params = dict(gamma=3.0, budget=12, budget_policy=policy, seed=0)
+    model, twin = AdvKernelSVM(averaging=1, **params), AdvKernelSVM(**params)
     model.learn_many(X[:300], y[:300])
+    twin.learn_many(X[:300], y[:300])
     assert sum(model.budget_maintenance[k] for k in ("merges", "removals")) > 100
-    averaged = model.averaged()
-    np.testing.assert_allclose(averaged.decision_many(X[300:]), model.decision_many(X[300:]),
+    np.testing.assert_allclose(model.decision_many(X[300:]), twin.decision_many(X[300:]),
                                rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(model.decision_gradient_many(X[300:310]),
+                               twin.decision_gradient_many(X[300:310]),
+                               rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("policy", ["merge", "remove"])
@@ -88,15 +92,17 @@ def test_the_average_holds_the_models_vectors_and_stays_within_its_capacity(poli
 
 
 def test_the_average_steadies_the_last_iterate_on_a_noisy_stream():
-    """A long horizon against the last iterate of a constant step: the averaged model's
-    decisions move less from one block of the stream to the next."""
+    """A long horizon against the last iterate of a constant step: the decisions move less
+    from one block of the stream to the next."""
     X, y = stream(3000, 2, 3)
     model = AdvKernelSVM(gamma=2.0, budget=64, averaging=500, seed=0)
+    twin = AdvKernelSVM(gamma=2.0, budget=64, seed=0)
     probe = X[:200]
     moves, averaged_moves, before = [], [], None
     for i in range(1000, 3000, 250):
         model.learn_many(X[i:i + 250], y[i:i + 250])
-        now = (model.decision_many(probe), model.averaged().decision_many(probe))
+        twin.learn_many(X[i:i + 250], y[i:i + 250])
+        now = (twin.decision_many(probe), model.decision_many(probe))
         if before is not None:
             moves.append(np.abs(now[0] - before[0]).mean())
             averaged_moves.append(np.abs(now[1] - before[1]).mean())
@@ -104,45 +110,73 @@ def test_the_average_steadies_the_last_iterate_on_a_noisy_stream():
     assert np.mean(averaged_moves) < 0.5 * np.mean(moves)
 
 
-def test_learn_many_and_a_learn_one_loop_give_the_same_average():
+def test_batches_and_test_then_train_give_the_bits_of_a_one_by_one_loop():
     X, y = stream(300, 3, 4)
-    batched = AdvKernelSVM(gamma=3.0, budget=10, averaging=25, seed=0)
-    batched.learn_many(X, y)
-    one = AdvKernelSVM(gamma=3.0, budget=10, averaging=25, seed=0)
+    params = dict(gamma=3.0, budget=10, averaging=25, seed=0)
+    batched = AdvKernelSVM(**params)
+    margins = batched.decision_then_learn_many(X, y)
+    one = AdvKernelSVM(**params)
+    expected = []
     for row, label in zip(X, y):
-        one.learn_one(dict(enumerate(row)), label)
+        x = dict(enumerate(row))
+        expected.append(one.decision_one(x))
+        one.learn_one(x, label)
+    np.testing.assert_array_equal(margins, expected)
     probe = X[:50]
-    np.testing.assert_array_equal(one.averaged().decision_many(probe),
-                                  batched.averaged().decision_many(probe))
+    np.testing.assert_array_equal(one.decision_many(probe), batched.decision_many(probe))
 
 
-def test_a_loaded_model_starts_its_average_again_from_its_f(tmp_path):
-    X, y = stream(300, 3, 5)
+def test_a_loaded_model_predicts_and_learns_on_as_the_saved_one(tmp_path):
+    X, y = stream(400, 3, 5)
     model = AdvKernelSVM(gamma=3.0, budget=10, averaging=100, seed=0)
     model.learn_many(X[:200], y[:200])
     path = tmp_path / "model.ckpt"
     model.save(path)
     loaded = AdvKernelSVM.load(path)
-    assert loaded.averaging == 100
-    probe = X[250:]
-    np.testing.assert_array_equal(loaded.averaged().decision_many(probe),
-                                  model.decision_many(probe))
-    loaded.learn_many(X[200:201], y[200:201])
-    np.testing.assert_allclose(loaded.averaged().decision_many(probe),
-                               loaded.decision_many(probe), rtol=1e-12, atol=1e-12)
+    probe = X[350:]
+    np.testing.assert_array_equal(loaded.decision_many(probe), model.decision_many(probe))
+    loaded.learn_many(X[200:350], y[200:350])
+    model.learn_many(X[200:350], y[200:350])
+    np.testing.assert_array_equal(loaded.decision_many(probe), model.decision_many(probe))
 
 
-def test_averaged_before_learning_and_without_averaging_is_a_plain_copy():
-    X, y = stream(150, 3, 6)
-    for model in (AdvKernelSVM(averaging=10), AdvKernelSVM(gamma=1.0)):
-        assert model.averaged().n_learned == 0
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model.learn_many(X, y)
-        if model.averaging is None:
-            copy = model.averaged()
-            np.testing.assert_array_equal(copy.decision_many(X), model.decision_many(X))
-            assert copy.budget == model.budget
+def test_a_saved_average_that_is_not_the_stores_is_refused(tmp_path):
+    from river_advsvm.support_average import AveragedVectors
+
+    X, y = stream(200, 3, 6)
+    model = AdvKernelSVM(gamma=3.0, budget=10, averaging=100, seed=0)
+    model.learn_many(X, y)
+    scalars, arrays = model._model_state()
+    for key, bad in [("average_rows", lambda a: a[::-1].copy()),
+                     ("average_rows", lambda a: a + 100),
+                     ("average_heirs", lambda a: np.arange(len(a), dtype=np.int64)),
+                     ("average_heir_kernels", lambda a: a + 2.0),
+                     ("average_coefficients", lambda a: a * np.nan),
+                     ("average_vectors", lambda a: a[:, :-1].copy())]:
+        with pytest.raises(ValueError, match="average"):
+            AveragedVectors.restore(model._store, scalars["average"],
+                                    {**arrays, key: bad(arrays[key])})
+    other = AdvKernelSVM(gamma=3.0, budget=10, averaging=50, seed=0)
+    other.learn_many(X[:20], y[:20])
+    with pytest.raises(ValueError, match="averaging=50"):
+        other._restore_model_state(scalars, arrays)
+
+
+def test_certified_radii_are_the_averages(tmp_path):
+    """The certificate is of the function that predicts: no PGD attack inside it flips a
+    decision."""
+    from river_advsvm.attacks import PGD
+
+    X, y = stream(600, 3, 7)
+    model = AdvKernelSVM(gamma=3.0, budget=20, averaging=200, seed=0)
+    model.learn_many(X[:500], y[:500])
+    radii = model.certified_radius_many(X[500:540], y[500:540], norm="l2")
+    assert (radii > 0).sum() > 20
+    for radius in sorted(set(np.round(radii[radii > 0], 6)))[:5]:
+        inside = np.round(radii, 6) >= radius
+        result = PGD(epsilon=0.99 * radius, norm="l2", steps=20).run(
+            model, X[500:540][inside], y[500:540][inside])
+        assert not result.fooled.any()
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "10", True, 10**7])
