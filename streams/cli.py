@@ -44,6 +44,8 @@ def _model_factory(args: argparse.Namespace):
         kernel["adversary_steps"] = args.adversary_steps
     if args.reprocess is not None:
         kernel["reprocess"] = args.reprocess
+    if args.averaging is not None:
+        kernel["averaging"] = args.averaging
     if args.input_bounds is not None:
         kernel["bounds"] = tuple(args.input_bounds)
     AdvKernelSVM(**common, **kernel)  # invalid options fail now, not at the first message
@@ -58,7 +60,7 @@ _WORKER_OPTIONS = [
     "gamma", "regularization", "step_size", "bias_step_size", "schedule", "budget",
     "budget_policy", "max_features", "seed", "monitor_sample_rate", "monitor_epsilon",
     "monitor_norm", "monitor_bounds", "log_format", "adversary", "adversary_steps",
-    "input_bounds", "reprocess", "group_model", "basis_refresh_every",
+    "input_bounds", "reprocess", "averaging", "group_model", "basis_refresh_every",
 ]
 
 

@@ -199,7 +199,8 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
     basis (inputs: the basis' names, then the members' others), with its exact norm.
 
     The result keeps the base's parameters, extra metadata and input order (other inputs are
-    appended), and has `n_learned` samples. Weights are non-negative; members of weight 0 only
+    appended), and has `n_learned` samples; the average of its iterates that a model with
+    `averaging` keeps starts again from it. Weights are non-negative; members of weight 0 only
     contribute their input names and labels. If every weight is 0, the base is returned as is
     (with `n_learned`). Raises `IncompatibleModels` if a member cannot be averaged with the base.
     The base's group clock (`AdvKernelSVM.group_steps`), if any, restarts at `n_learned` at its
@@ -217,7 +218,12 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
         if not (weight >= 0 and math.isfinite(weight)):
             raise ValueError(f"weights must be finite and >= 0, got {weight!r}")
     meta = copy.deepcopy(base_meta)
-    arrays = {name: np.array(a, copy=True) for name, a in base_arrays.items()}
+    # A model that predicts with the average of its iterates (`averaging`) starts that
+    # average again from the group's average: the base's is of its own iterates.
+    arrays = {name: np.array(a, copy=True) for name, a in base_arrays.items()
+              if not name.startswith("average_")}
+    if isinstance(meta["state"].get("model"), dict):
+        meta["state"]["model"].pop("average", None)
     state = meta["state"]
     if "group_clock" in state and int(n_learned) != state["n_learned"]:
         # The base's group clock maps its own count to the group's from the count of its last
@@ -326,7 +332,7 @@ def _average_support_vectors(meta: dict, arrays: dict, active: list, weights: li
         scalars["degradation"] = before["degradation"]
     arrays.pop("gram", None)  # the base's kernel exponents: the average keeps its own, if any
     arrays.update(merged_arrays)
-    model = dict(first)
+    model = {k: v for k, v in first.items() if k != "average"}  # (see `average`)
     model["store"] = scalars
     meta["state"]["model"] = model
 
@@ -405,7 +411,7 @@ def _average_over_basis(meta: dict, arrays: dict, active: list, weights: list[fl
     arrays.pop("gram", None)  # the base's kernel exponents are not the basis'
     arrays["vectors"], arrays["alpha"] = vectors, alpha
     store["n_inputs"] = vectors.shape[1]
-    model = dict(first)
+    model = {k: v for k, v in first.items() if k != "average"}  # (see `average`)
     model["store"] = store
     meta["state"]["model"] = model
 

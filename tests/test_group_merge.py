@@ -748,3 +748,24 @@ def test_out_of_memory_while_folding_or_reading_a_peer_is_the_machines_fault(
     with pytest.raises(MemoryError):
         reader._take(Record())
     assert reader.invalid == 0
+
+
+def test_models_that_predict_with_their_average_start_it_again_from_the_groups():
+    """The members' averages are of their own iterates: the group's model drops them, and
+    predicts with its own `f` until it learns again."""
+    a = trained(300, 1, budget=16, averaging=50, gamma=1.0, budget_policy="merge")
+    b = trained(300, 2, budget=16, averaging=50, gamma=1.0, budget_policy="merge")
+    assert "average" in a.to_checkpoint()[0]["state"]["model"]
+    merged = merge.to_model(*merge.average([(*a.to_checkpoint(), 1.0),
+                                            (*b.to_checkpoint(), 1.0)], 600))
+    assert merged._store.averaged is None
+    plain = merge.to_model(*merge.average([(*trained(300, 1, budget=16, gamma=1.0,
+                                                      budget_policy="merge").to_checkpoint(),
+                                             1.0),
+                                            (*trained(300, 2, budget=16, gamma=1.0,
+                                                      budget_policy="merge").to_checkpoint(),
+                                             1.0)], 600))
+    X = np.random.default_rng(3).random((20, 4))
+    np.testing.assert_array_equal(merged.decision_many(X), plain.decision_many(X))
+    merged.learn_many(X, X[:, 0] > 0.5)
+    assert merged._store.averaged is not None

@@ -333,13 +333,15 @@ def test_serve_model_flags_reach_the_model():
     parser = streams_cli.build_parser()
     args = parser.parse_args([*kh.MODEL_ARGS, "--epsilon", "0.1", "--norm", "linf",
                               "--adversary-steps", "2", "--input-bounds", "0", "1",
-                              "--reprocess", "0"])
+                              "--reprocess", "0", "--averaging", "500"])
     model = streams_cli._model_factory(args)()
-    assert (model.adversary_steps, model.bounds, model.reprocess) == (2, (0.0, 1.0), 0)
+    assert (model.adversary_steps, model.bounds, model.reprocess, model.averaging) == (
+        2, (0.0, 1.0), 0, 500)
     default = streams_cli._model_factory(parser.parse_args(kh.MODEL_ARGS))()
-    assert default.reprocess == AdvKernelSVM().reprocess
-    with pytest.raises(ValueError, match="reprocess"):
-        streams_cli._model_factory(parser.parse_args([*kh.MODEL_ARGS, "--reprocess", "-1"]))
+    assert (default.reprocess, default.averaging) == (AdvKernelSVM().reprocess, None)
+    for flag, bad in [("--reprocess", "-1"), ("--averaging", "0")]:
+        with pytest.raises(ValueError, match=flag[2:]):
+            streams_cli._model_factory(parser.parse_args([*kh.MODEL_ARGS, flag, bad]))
 
 
 @pytest.mark.parametrize("labels", [['"1"', '"0"'], ["cat", "7"], ["true", "false"],
