@@ -63,8 +63,9 @@ class AveragedVectors(KernelExpansion):
         self.bias = 0.0
         self.start()
         self.add_inputs(store.n_inputs)
-        # Per vector of the store: its row here. Per row: whether a vector of the store is it,
-        # the row that replaced it in a merge (-1: none) and their kernel value.
+        # Per vector of the store: its row here (entries past the store's size are stale). Per
+        # row: whether a vector of the store is it, the row that replaced it in a merge (-1:
+        # none) and their kernel value.
         self._row_of = np.zeros(0, dtype=np.intp)
         self._mapped = np.zeros(0, dtype=bool)
         self._heir = np.zeros(0, dtype=np.intp)
@@ -97,13 +98,11 @@ class AveragedVectors(KernelExpansion):
             row_of[partner] = row_z
         if m != last:
             row_of[m] = row_of[last]
-        self._row_of = row_of[:last]
         self._evict()
 
     def emptied(self) -> None:
         """The store's `f` became 0: every row is an orphan, with no heir to go to."""
         self._mapped[: self.size] = False
-        self._row_of = self._row_of[:0]
 
     def negate(self) -> None:
         """`fbar <- -fbar` with `f` (the model's labels swapped sides): its coefficients and
