@@ -13,6 +13,7 @@ from river_advsvm import adversary, bandwidth, certify, inputs, kernels
 from river_advsvm import budget as rf
 from river_advsvm.input_scales import InputScales, max_factor, reference_gamma
 from river_advsvm.margin import MarginClassifier
+from river_advsvm.model_checkpoint import MAX_ABS_BIAS
 from river_advsvm.support import PrecisionWarning, SupportVectors
 from river_advsvm.support_average import AveragedVectors, capacity_for
 
@@ -585,7 +586,9 @@ class AdvKernelSVM(MarginClassifier):
         # A kernel value is at most 1, a random feature sqrt(2) cos(.): at most sqrt(2) each.
         if self._store is None:
             return 0.0
-        return math.sqrt(2.0) * float(np.abs(self._predicting()[0].coefficients).sum())
+        # (with `averaging`, the average's too: one learns, the other predicts)
+        reaches = [np.abs(e.coefficients).sum() for e in (self._store, self._predicting()[0])]
+        return math.sqrt(2.0) * float(max(reaches))
 
     def _named_value_bounds(self):
         # A gamma dict names its inputs, maybe others than the model's. 'scale' fits a
@@ -704,7 +707,11 @@ class AdvKernelSVM(MarginClassifier):
                         or saved.get("horizon") != self.averaging:
                     raise ValueError("the saved average is not one of averaging="
                                      f"{self.averaging!r}")
-                self._store.averaged = AveragedVectors.restore(self._store, saved, arrays)
+                average = AveragedVectors.restore(self._store, saved, arrays)
+                if not abs(average.bias) <= MAX_ABS_BIAS:
+                    raise ValueError(f"the average's bias {average.bias:g} is out of range "
+                                     f"(|bias| <= {MAX_ABS_BIAS:g})")
+                self._store.averaged = average
 
     # -- introspection --------------------------------------------------------------------------
 

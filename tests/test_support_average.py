@@ -188,3 +188,21 @@ def test_bad_averaging_is_refused(bad):
 def test_averaging_needs_support_vectors():
     with pytest.raises(ValueError, match="support vectors"):
         AdvKernelSVM(budget_policy="compact", averaging=100)
+
+
+@pytest.mark.parametrize("change", ["coefficients", "bias"])
+def test_an_average_past_the_checkpoint_limits_is_refused(change):
+    """The average decides too: its weights and bias are held to the limits of the model's."""
+    from river_advsvm.checkpoint import CheckpointError
+
+    X, y = stream(200, 3, 8)
+    model = AdvKernelSVM(gamma=3.0, budget=10, averaging=100, seed=0)
+    model.learn_many(X, y)
+    meta, arrays = model.to_checkpoint()
+    AdvKernelSVM.from_checkpoint(meta, arrays)  # as saved: loads
+    if change == "coefficients":
+        arrays = {**arrays, "average_coefficients": arrays["average_coefficients"] * 1e200}
+    else:
+        meta["state"]["model"]["average"]["bias"] = 1e300
+    with pytest.raises(CheckpointError, match="margins up to|bias"):
+        AdvKernelSVM.from_checkpoint(meta, arrays)
