@@ -83,17 +83,20 @@ MAX_COUNT = 2**63 - 1
 class Limits:
     """The most a model loaded from a checkpoint or a peer's snapshot may hold.
 
-    They are the operator's (`--budget`, `--max-features`), or the library's defaults where
-    none was given: what a file says is data, and never lifts them. A checkpoint whose model
+    They are the operator's (`--budget`, `--max-features`, `--averaging`), or the library's
+    defaults where none was given: what a file says is data, and never lifts them. A checkpoint whose model
     was made with a larger budget, more inputs, or no bound at all is refused before any of
     its arrays is read. `budget` None allows any budget (the operator chose an unbounded
     model). So is one whose model is still in a longer warm-up than the operator's model
     (`gamma='scale'`): it would hold back that many rows of up to `max_features` inputs each.
+    So is one that keeps an average of its iterates (`averaging`) when the operator's model
+    does not: up to half the budget again in vectors of its own.
     """
 
     budget: int | None = river_advsvm.AdvKernelSVM().budget
     max_features: int = river_advsvm.AdvKernelSVM().max_features
     warm_up: int = river_advsvm.AdvKernelSVM().warm_up
+    averaging: bool = river_advsvm.AdvKernelSVM().averaging is not None
 
     #: The flag that raises each limit, named in the error.
     FLAGS: typing.ClassVar[dict] = {"budget": "--budget", "max_features": "--max-features"}
@@ -106,7 +109,8 @@ class Limits:
         if getattr(model, "budget_policy", None) == "grow":  # random features without bound
             budget = None
         return cls(budget=budget, max_features=model.max_features,
-                   warm_up=getattr(model, "warm_up", cls.warm_up))
+                   warm_up=getattr(model, "warm_up", cls.warm_up),
+                   averaging=getattr(model, "averaging", None) is not None)
 
     def check(self, meta: dict, where: str) -> None:
         """`CheckpointError` (one line naming the limit and its flag) if the model in the
@@ -136,6 +140,10 @@ class Limits:
                 what = "no bound on its budget" if value is None else f"{name}={value}"
                 return (f"its model has {what}, over this service's limit {name}={limit}; to "
                         f"load it, raise {self.FLAGS[name]}")
+        averaging = getattr(model, "averaging", None)
+        if averaging is not None and not self.averaging:
+            return (f"its model keeps an average of its iterates (averaging={averaging}), which "
+                    f"this service's does not; to load it, pass --averaging")
         state = meta.get("state")
         # A model whose gamma='scale' is not fitted yet holds back up to `warm_up` rows (a
         # finished warm-up holds none): rows of up to max_features inputs, laid out densely.
