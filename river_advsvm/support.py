@@ -614,7 +614,7 @@ class SupportVectors(KernelExpansion):
         self.degradation = float(scalars["degradation"])
         self.total_degradation = float(scalars["total_degradation"])
         self._cursor = scalars.get("cursor", 0)  # (not in checkpoints from before reprocess)
-        self.averaged = None  # (not saved: the model starts it again from this f)
+        self.averaged = None  # (its own state: the model restores it, if it keeps one)
         self._changed()
 
     # -- scale-out ------------------------------------------------------------------------------

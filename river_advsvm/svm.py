@@ -173,11 +173,10 @@ class AdvKernelSVM(MarginClassifier):
         learns with the last iterate as without it. Decisions, probabilities, gradients,
         attacks and certificates are the average's. With a constant step, the last iterate
         moves by up to `step_size` near each new sample; the average keeps what the steps
-        agree on. It holds the vectors of
-        `f` and, up to half the budget again, vectors `f` gave up in merges (memory and
-        prediction cost up to 1.5 times); each learned sample costs one more pass over its
-        coefficients, and test-then-train one more kernel row. None: the last iterate
-        predicts.
+        agree on. It holds the vectors of `f` and, up to half the budget again, vectors `f`
+        gave up in merges (memory and prediction cost up to 1.5 times); each learned sample
+        costs one more pass over its coefficients, and test-then-train one more kernel row.
+        None: the last iterate predicts.
 
     Attributes
     ----------
