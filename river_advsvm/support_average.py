@@ -29,7 +29,9 @@ import math
 
 import numpy as np
 
+from river_advsvm.support import _MAX_SAVED_SQUARED_NORM
 from river_advsvm.support_predict import KernelExpansion
+from river_advsvm.support_store import _squared_norms
 
 __all__ = ["AveragedVectors", "capacity_for"]
 
@@ -163,6 +165,12 @@ class AveragedVectors(KernelExpansion):
         if not (np.isfinite(vectors).all() and np.isfinite(a).all()
                 and ((kernels >= 0.0) & (kernels <= 1.0)).all()):
             raise ValueError("the average's values are not finite, or its kernels not in [0, 1]")
+        norms = _squared_norms(vectors)
+        if not (norms <= _MAX_SAVED_SQUARED_NORM).all():
+            # As for the store's vectors: past this, the kernel values an orphan takes part in
+            # are NaN (an exponent inf - inf), or 1 far from it.
+            raise ValueError("the average's vectors are too large for their kernel values to be "
+                             "computed")
         if not (((rows >= 0) & (rows < size)).all() and len(np.unique(rows)) == len(rows)
                 and ((heirs >= -1) & (heirs < size) & (heirs != np.arange(size))).all()):
             raise ValueError("the average's rows or heirs are out of range")
@@ -172,7 +180,7 @@ class AveragedVectors(KernelExpansion):
             raise ValueError("the average's rows are not the store's vectors")
         average = cls(store, horizon)
         average.count, average.bias = count, bias
-        average._load(vectors, a, store.n_inputs)
+        average._load(vectors, a, store.n_inputs, norms)
         average._row_of = rows.astype(np.intp)
         average._mapped = mapped
         average._heir = heirs.astype(np.intp)

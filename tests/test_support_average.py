@@ -206,3 +206,20 @@ def test_an_average_past_the_checkpoint_limits_is_refused(change):
         meta["state"]["model"]["average"]["bias"] = 1e300
     with pytest.raises(CheckpointError, match="margins up to|bias"):
         AdvKernelSVM.from_checkpoint(meta, arrays)
+
+
+def test_a_saved_orphan_too_large_for_its_kernel_values_is_refused():
+    """An orphan's vector is held to the store's bound: at 1e300 its squared norm overflows,
+    and it took part in every decision with a kernel value of 1 (or NaN)."""
+    from river_advsvm.checkpoint import CheckpointError
+
+    X, y = stream(200, 3, 6)
+    model = AdvKernelSVM(gamma=3.0, budget=10, averaging=100, seed=0, dtype="float64")
+    model.learn_many(X, y)
+    average = model._store.averaged
+    orphan = int((~average._mapped[: average.size]).nonzero()[0][0])
+    meta, arrays = model.to_checkpoint()
+    vectors = arrays["average_vectors"].copy()
+    vectors[orphan] = 1e300
+    with pytest.raises(CheckpointError, match="average's vectors are too large"):
+        AdvKernelSVM.from_checkpoint(meta, {**arrays, "average_vectors": vectors})
