@@ -174,6 +174,13 @@ class AveragedVectors(KernelExpansion):
         if not (((rows >= 0) & (rows < size)).all() and len(np.unique(rows)) == len(rows)
                 and ((heirs >= -1) & (heirs < size) & (heirs != np.arange(size))).all()):
             raise ValueError("the average's rows or heirs are out of range")
+        # Each chain of heirs ends (an eviction passes a row's heir to its children): after
+        # 2^k >= size steps, by pointer doubling, every row is past its chain's end.
+        ahead = heirs
+        for _ in range(size.bit_length()):
+            ahead = np.where(ahead >= 0, ahead[ahead], -1)
+        if (ahead >= 0).any():
+            raise ValueError("the average's heirs go round in a cycle")
         mapped = np.zeros(size, dtype=bool)
         mapped[rows] = True
         if (heirs[mapped] != -1).any() or not np.array_equal(vectors[rows], store.vectors):

@@ -147,9 +147,20 @@ def test_a_saved_average_that_is_not_the_stores_is_refused(tmp_path):
     model = AdvKernelSVM(gamma=3.0, budget=10, averaging=100, seed=0)
     model.learn_many(X, y)
     scalars, arrays = model._model_state()
+    average = model._store.averaged
+    first, second = (~average._mapped[: average.size]).nonzero()[0][:2]
+
+    def two_orphans_each_others_heir(heirs):
+        # (an eviction passes a row's heir to its children: one became its own heir, and the
+        # model's next checkpoint was refused)
+        heirs = heirs.copy()
+        heirs[first], heirs[second] = second, first
+        return heirs
+
     for key, bad in [("average_rows", lambda a: a[::-1].copy()),
                      ("average_rows", lambda a: a + 100),
                      ("average_heirs", lambda a: np.arange(len(a), dtype=np.int64)),
+                     ("average_heirs", two_orphans_each_others_heir),
                      ("average_heir_kernels", lambda a: a + 2.0),
                      ("average_coefficients", lambda a: a * np.nan),
                      ("average_vectors", lambda a: a[:, :-1].copy())]:
