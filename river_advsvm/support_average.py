@@ -123,6 +123,11 @@ class AveragedVectors(KernelExpansion):
         size = store.size
         a[self._row_of[:size]] += (rho * store._scale) * store._a[:size]
         self.bias += rho * (bias - self.bias)
+        if self.budget is None and self.size > size:
+            # Without a budget no orphan leaves for room, and the closed form's shrink may
+            # empty f at every sample (one orphan more each time, for ever): an orphan leaves
+            # once its weight is below the rounding of the sum of them all.
+            self._evict(below=np.finfo(np.float64).eps * float(np.abs(a).sum()))
 
     # -- persistence ----------------------------------------------------------------------------
 
@@ -216,13 +221,19 @@ class AveragedVectors(KernelExpansion):
             self._heir = np.concatenate([self._heir, np.full(extra, -1, dtype=np.intp)])
             self._heir_kernel = np.concatenate([self._heir_kernel, np.ones(extra)])
 
-    def _evict(self) -> None:
+    def _evict(self, below: float | None = None) -> None:
         """Past the capacity, the orphan with the smallest averaged coefficient leaves; its
-        coefficient goes to its heir, projected."""
-        while self.budget is not None and self.size > self.budget:
+        coefficient goes to its heir, projected. Without a capacity, orphans whose averaged
+        coefficient is at most `below` leave."""
+        while (below is not None and self.size) or (
+                self.budget is not None and self.size > self.budget):
             size = self.size
             orphans = (~self._mapped[:size]).nonzero()[0]
+            if not len(orphans):
+                return
             j = int(orphans[np.abs(self._a[orphans]).argmin()])
+            if below is not None and not abs(self._a[j]) <= below:
+                return
             heir = int(self._heir[j])
             if heir >= 0:
                 self._a[heir] += self._a[j] * self._heir_kernel[j]

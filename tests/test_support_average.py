@@ -234,3 +234,15 @@ def test_a_saved_orphan_too_large_for_its_kernel_values_is_refused():
     vectors[orphan] = 1e300
     with pytest.raises(CheckpointError, match="average's vectors are too large"):
         AdvKernelSVM.from_checkpoint(meta, {**arrays, "average_vectors": vectors})
+
+
+def test_without_a_budget_orphans_that_weigh_nothing_leave():
+    """The closed form's shrink empties f at every sample here: each sample's vector was an
+    orphan at once, of weight 0, and none ever left (3000 rows after 3000 samples, f holding
+    none). One leaves once its weight is below the rounding of the sum."""
+    X, y = stream(600, 3, 9)
+    params = dict(gamma=3.0, budget=None, epsilon=1.0, adversary="closed_form", seed=0)
+    model = AdvKernelSVM(averaging=20, **params)
+    model.learn_many(X, y)
+    assert model._store.size == 0
+    assert model._store.averaged.size == 0
