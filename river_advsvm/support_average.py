@@ -29,7 +29,9 @@ import math
 
 import numpy as np
 
+from river_advsvm.support import _MAX_SAVED_SQUARED_NORM
 from river_advsvm.support_predict import KernelExpansion
+from river_advsvm.support_store import _squared_norms
 
 __all__ = ["AveragedVectors", "capacity_for"]
 
@@ -121,6 +123,11 @@ class AveragedVectors(KernelExpansion):
         size = store.size
         a[self._row_of[:size]] += (rho * store._scale) * store._a[:size]
         self.bias += rho * (bias - self.bias)
+        if self.budget is None and self.size > size:
+            # Without a budget no orphan leaves for room, and the closed form's shrink may
+            # empty f at every sample (one orphan more each time, for ever): an orphan leaves
+            # once its weight is below the rounding of the sum of them all.
+            self._evict(below=np.finfo(np.float64).eps * float(np.abs(a).sum()))
 
     # -- persistence ----------------------------------------------------------------------------
 
@@ -163,16 +170,29 @@ class AveragedVectors(KernelExpansion):
         if not (np.isfinite(vectors).all() and np.isfinite(a).all()
                 and ((kernels >= 0.0) & (kernels <= 1.0)).all()):
             raise ValueError("the average's values are not finite, or its kernels not in [0, 1]")
+        norms = _squared_norms(vectors)
+        if not (norms <= _MAX_SAVED_SQUARED_NORM).all():
+            # As for the store's vectors: past this, the kernel values an orphan takes part in
+            # are NaN (an exponent inf - inf), or 1 far from it.
+            raise ValueError("the average's vectors are too large for their kernel values to be "
+                             "computed")
         if not (((rows >= 0) & (rows < size)).all() and len(np.unique(rows)) == len(rows)
                 and ((heirs >= -1) & (heirs < size) & (heirs != np.arange(size))).all()):
             raise ValueError("the average's rows or heirs are out of range")
+        # Each chain of heirs ends (an eviction passes a row's heir to its children): after
+        # 2^k >= size steps, by pointer doubling, every row is past its chain's end.
+        ahead = heirs
+        for _ in range(size.bit_length()):
+            ahead = np.where(ahead >= 0, ahead[ahead], -1)
+        if (ahead >= 0).any():
+            raise ValueError("the average's heirs go round in a cycle")
         mapped = np.zeros(size, dtype=bool)
         mapped[rows] = True
         if (heirs[mapped] != -1).any() or not np.array_equal(vectors[rows], store.vectors):
             raise ValueError("the average's rows are not the store's vectors")
         average = cls(store, horizon)
         average.count, average.bias = count, bias
-        average._load(vectors, a, store.n_inputs)
+        average._load(vectors, a, store.n_inputs, norms)
         average._row_of = rows.astype(np.intp)
         average._mapped = mapped
         average._heir = heirs.astype(np.intp)
@@ -201,13 +221,19 @@ class AveragedVectors(KernelExpansion):
             self._heir = np.concatenate([self._heir, np.full(extra, -1, dtype=np.intp)])
             self._heir_kernel = np.concatenate([self._heir_kernel, np.ones(extra)])
 
-    def _evict(self) -> None:
+    def _evict(self, below: float | None = None) -> None:
         """Past the capacity, the orphan with the smallest averaged coefficient leaves; its
-        coefficient goes to its heir, projected."""
-        while self.budget is not None and self.size > self.budget:
+        coefficient goes to its heir, projected. Without a capacity, orphans whose averaged
+        coefficient is at most `below` leave."""
+        while (below is not None and self.size) or (
+                self.budget is not None and self.size > self.budget):
             size = self.size
             orphans = (~self._mapped[:size]).nonzero()[0]
+            if not len(orphans):
+                return
             j = int(orphans[np.abs(self._a[orphans]).argmin()])
+            if below is not None and not abs(self._a[j]) <= below:
+                return
             heir = int(self._heir[j])
             if heir >= 0:
                 self._a[heir] += self._a[j] * self._heir_kernel[j]

@@ -147,9 +147,20 @@ def test_a_saved_average_that_is_not_the_stores_is_refused(tmp_path):
     model = AdvKernelSVM(gamma=3.0, budget=10, averaging=100, seed=0)
     model.learn_many(X, y)
     scalars, arrays = model._model_state()
+    average = model._store.averaged
+    first, second = (~average._mapped[: average.size]).nonzero()[0][:2]
+
+    def two_orphans_each_others_heir(heirs):
+        # (an eviction passes a row's heir to its children: one became its own heir, and the
+        # model's next checkpoint was refused)
+        heirs = heirs.copy()
+        heirs[first], heirs[second] = second, first
+        return heirs
+
     for key, bad in [("average_rows", lambda a: a[::-1].copy()),
                      ("average_rows", lambda a: a + 100),
                      ("average_heirs", lambda a: np.arange(len(a), dtype=np.int64)),
+                     ("average_heirs", two_orphans_each_others_heir),
                      ("average_heir_kernels", lambda a: a + 2.0),
                      ("average_coefficients", lambda a: a * np.nan),
                      ("average_vectors", lambda a: a[:, :-1].copy())]:
@@ -206,3 +217,32 @@ def test_an_average_past_the_checkpoint_limits_is_refused(change):
         meta["state"]["model"]["average"]["bias"] = 1e300
     with pytest.raises(CheckpointError, match="margins up to|bias"):
         AdvKernelSVM.from_checkpoint(meta, arrays)
+
+
+def test_a_saved_orphan_too_large_for_its_kernel_values_is_refused():
+    """An orphan's vector is held to the store's bound: at 1e300 its squared norm overflows,
+    and it took part in every decision with a kernel value of 1 (or NaN)."""
+    from river_advsvm.checkpoint import CheckpointError
+
+    X, y = stream(200, 3, 6)
+    model = AdvKernelSVM(gamma=3.0, budget=10, averaging=100, seed=0, dtype="float64")
+    model.learn_many(X, y)
+    average = model._store.averaged
+    orphan = int((~average._mapped[: average.size]).nonzero()[0][0])
+    meta, arrays = model.to_checkpoint()
+    vectors = arrays["average_vectors"].copy()
+    vectors[orphan] = 1e300
+    with pytest.raises(CheckpointError, match="average's vectors are too large"):
+        AdvKernelSVM.from_checkpoint(meta, {**arrays, "average_vectors": vectors})
+
+
+def test_without_a_budget_orphans_that_weigh_nothing_leave():
+    """The closed form's shrink empties f at every sample here: each sample's vector was an
+    orphan at once, of weight 0, and none ever left (3000 rows after 3000 samples, f holding
+    none). One leaves once its weight is below the rounding of the sum."""
+    X, y = stream(600, 3, 9)
+    params = dict(gamma=3.0, budget=None, epsilon=1.0, adversary="closed_form", seed=0)
+    model = AdvKernelSVM(averaging=20, **params)
+    model.learn_many(X, y)
+    assert model._store.size == 0
+    assert model._store.averaged.size == 0
