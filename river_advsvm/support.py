@@ -267,6 +267,10 @@ class SupportVectors(KernelExpansion):
         self._pending = (self._edits, self.n_inputs, exponents, total, v, extra if alone else None)
         return self._scale * total
 
+    def latest_kernels(self) -> np.ndarray:
+        """The kernel values of the row of the latest `value`, one per stored vector."""
+        return self._last_row[3]
+
     def gradient(self, v: np.ndarray) -> np.ndarray:
         """`df/dx` at the row of the latest `value`, from the kernel values it computed: one
         more product with the stored vectors. `v` is that row over every input column (new
@@ -306,11 +310,11 @@ class SupportVectors(KernelExpansion):
         if not math.isfinite(factor):
             raise ValueError(f"scale factor must be finite, got {factor!r}")
         if factor == 0.0:
+            if self.averaged is not None:
+                self.averaged.emptying()
             self.size = 0
             self._scale, self._q = 1.0, 0.0
             self._changed()
-            if self.averaged is not None:
-                self.averaged.emptied()
             return
         self._scale *= factor
         if not _SCALE_RANGE[0] <= abs(self._scale) <= _SCALE_RANGE[1]:
@@ -376,7 +380,7 @@ class SupportVectors(KernelExpansion):
                 return
         self._append(x, a_new, norm)
         if self.averaged is not None:
-            self.averaged.appended(self, self.size - 1)
+            self.averaged.appended(self.size - 1)
         G = self._gram
         over = self.budget is not None and self.size > self.budget
         if G is not None:  # the new vector's row is the one its margin computed
@@ -499,6 +503,8 @@ class SupportVectors(KernelExpansion):
                 out[:] = self._stored_exponents(i)
 
         event = support_budget.plan(self.kernel, self.policy, self._a[:size], row)
+        if self.averaged is not None:  # (before the vectors given up are overwritten)
+            self.averaged.maintaining(event.m, event.partner, last, event.partner_exponents)
         self._q += event.squared_norm_change
         n = event.partner
         if n is not None:
@@ -518,8 +524,6 @@ class SupportVectors(KernelExpansion):
         self.total_degradation += self.degradation
         self._drop(event.m)
         self._changed()
-        if self.averaged is not None:
-            self.averaged.maintained(self, event.m, n, last, event.partner_exponents)
 
     # -- persistence ----------------------------------------------------------------------------
 

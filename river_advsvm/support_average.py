@@ -7,19 +7,28 @@ first the polynomial-decay average of Shamir and Zhang (iterate `t` weighs in pr
 `t`, so the early, poor iterates fade as the stream goes on), from `t = 2 horizon` an
 exponential average of that horizon (a stream that drifts is followed).
 
-`f_t` changes its vectors as it learns (a new vector, a merge, a removal), so the average keeps
-vectors of its own: every vector of `f_t` (the same rows), and the vectors `f_t` gave up
-("orphans"), whose averaged coefficients decay as `f_t` no longer feeds them. Each orphan
-remembers the vector that replaced it in a merge (its "heir", `z`) and their kernel value.
-Past `capacity` vectors, the orphan with the smallest averaged coefficient leaves and its
-coefficient goes to its heir, projected: `a_o k(x_o, .) ~ a_o k(x_o, z) k(z, .)`, the best
-multiple of `k(z, .)`. By then it has decayed (an orphan lives for about `capacity - budget`
-maintenance events), so little is lost. Each learned sample costs one pass over the averaged
-coefficients (O(capacity)), and a copied row per new vector of `f_t`; no kernel is computed.
+`f_t` changes its vectors as it learns (a new vector, a merge, a removal). The average shares
+the vectors `f_t` holds, with averaged coefficients of its own, and keeps the vectors `f_t`
+gave up ("orphans"), whose averaged coefficients decay as `f_t` no longer feeds them:
+
+    fbar = sum_i c_i k(x_i, .) + sum_o a_o k(x_o, .)
+
+over the store's vectors `x_i` and the orphans `x_o`. Each orphan remembers the vector that
+replaced it in a merge (its "heir", `z`, a vector of the store or by then an orphan itself) and
+their kernel value. Past `orphan_capacity` orphans, the one with the smallest averaged
+coefficient leaves and its coefficient goes to its heir, projected: `a_o k(x_o, .) ~ a_o
+k(x_o, z) k(z, .)`, the best multiple of `k(z, .)`. By then it has decayed (an orphan lives
+for about `orphan_capacity / 2` maintenance events), so little is lost.
+
+Sharing the vectors makes the average's decision at a row the store's own kernel row (which
+`SupportVectors.value` computes, and learning reuses) times `c`, plus one row over the
+orphans: predicting then learning a sample costs the store's row and the orphans' (at most
+half the budget), and a learned sample one pass over the averaged coefficients; no kernel is
+computed otherwise.
 
 The store of `f_t` (`river_advsvm.support.SupportVectors`) reports its events: `appended`,
-`maintained`, `emptied`, `negate` and `add_inputs`; the model calls `update` once per learned
-sample.
+`maintaining` (before a merge or removal), `emptying`, `negate` and `add_inputs`; the model
+calls `update` once per learned sample.
 
 """
 
@@ -33,114 +42,193 @@ from river_advsvm.support import _MAX_SAVED_SQUARED_NORM
 from river_advsvm.support_predict import KernelExpansion
 from river_advsvm.support_store import _squared_norms
 
-__all__ = ["AveragedVectors", "capacity_for"]
+__all__ = ["AveragedVectors", "orphan_capacity"]
 
 
-def capacity_for(budget: int | None) -> int | None:
-    """How many vectors the average of a store with this budget keeps: half as many again
-    (and at least one more, for the vector over the budget before a merge)."""
-    return None if budget is None else budget + max(1, budget // 2)
+def orphan_capacity(budget: int | None) -> int | None:
+    """How many vectors given up by a store with this budget its average keeps: half the
+    budget (at least 1); no bound without a budget."""
+    return None if budget is None else max(1, budget // 2)
 
 
-class AveragedVectors(KernelExpansion):
-    """`fbar = sum_i abar_i k(x_i, .)` over the vectors of a `SupportVectors` store and its
-    orphans (see the module).
+def _store_heir(slot: int) -> int:
+    """The heir code of the store's vector `slot` (codes >= 0 are orphans, -1 is none)."""
+    return -2 - slot
+
+
+class AveragedVectors:
+    """`fbar`, the average of a `SupportVectors` store's `f` over its recent steps (see the
+    module): averaged coefficients of the store's vectors, and orphans.
 
     Parameters
     ----------
     store
-        The `SupportVectors` whose `f` is averaged; its vectors are taken as they are now, with
-        averaged coefficients equal to theirs.
+        The `SupportVectors` whose `f` is averaged, from now on (its vectors start with
+        averaged coefficients 0: the first `update` sets them to `f`'s).
     horizon
-        Samples over which the average runs as a mean, and then the horizon of the exponential
-        average.
+        The horizon of the exponential average, in learned samples.
 
     """
 
     def __init__(self, store, horizon: int):
-        super().__init__(store.kernel, store.gamma, capacity_for(store.budget), store.dtype,
-                         store.max_inputs)
+        self.store = store
         self.horizon = horizon
         self.count = 0  # samples averaged
         self.bias = 0.0
-        self.start()
-        self.add_inputs(store.n_inputs)
-        # Per vector of the store: its row here (entries past the store's size are stale). Per
-        # row: whether a vector of the store is it, the row that replaced it in a merge (-1:
-        # none) and their kernel value.
-        self._row_of = np.zeros(0, dtype=np.intp)
-        self._mapped = np.zeros(0, dtype=bool)
+        # Averaged coefficients of the store's vectors (entries past its size are stale).
+        self._shared = np.zeros(max(store.size, 1))
+        capacity = orphan_capacity(store.budget)
+        # (room for the two vectors a merge gives up before one leaves)
+        self.orphans = KernelExpansion(store.kernel, store.gamma,
+                                       None if capacity is None else capacity + 1,
+                                       store.dtype, store.max_inputs)
+        self.orphans.start()
+        self.orphans.add_inputs(store.n_inputs)
+        self.capacity = capacity
+        # Per orphan: its heir (a code: >= 0 an orphan, `_store_heir(slot)` a vector of the
+        # store, -1 none) and their kernel value.
         self._heir = np.zeros(0, dtype=np.intp)
         self._heir_kernel = np.zeros(0)
-        for i in range(store.size):
-            self._append_row(store, i)
+
+    @property
+    def coefficients(self) -> np.ndarray:
+        """The averaged coefficients of the store's vectors, then of the orphans."""
+        size = self.store.size
+        return np.concatenate([self._shared[:size], self.orphans._a[: self.orphans.size]])
 
     # -- the store's events ---------------------------------------------------------------------
 
-    def appended(self, store, slot: int) -> None:
-        """The store's vector `slot` is new: a row of its own, at 0."""
-        self._append_row(store, slot)
-        self._evict()
+    def appended(self, slot: int) -> None:
+        """The store's vector `slot` is new: its averaged coefficient starts at 0."""
+        if slot >= len(self._shared):
+            self._shared = np.concatenate([self._shared, np.zeros(max(slot + 1,
+                                                                      len(self._shared)))])
+        self._shared[slot] = 0.0
 
-    def maintained(self, store, m: int, partner: int | None, last: int,
-                   partner_exponents: np.ndarray | None) -> None:
-        """The store merged its vector `m` into `partner` (then at `z`) or removed it, and then
-        moved its vector `last` to slot `m`. `partner_exponents` are `z`'s kernel exponents to
-        the vectors before the move."""
-        row_of = self._row_of
-        row_m = int(row_of[m])
-        self._mapped[row_m] = False
+    def maintaining(self, m: int, partner: int | None, last: int,
+                    partner_exponents: np.ndarray | None) -> None:
+        """The store is about to merge its vector `m` into `partner` (at `z`) or remove it,
+        and then to move its vector `last` to slot `m`. `partner_exponents` are `z`'s kernel
+        exponents to the vectors as they are now."""
+        store, shared = self.store, self._shared
+        before = self.orphans.size
+        row_m = self._orphan(store._S[m, : store.n_inputs], store._norms[m], shared[m])
+        gone = {_store_heir(m): row_m}
         if partner is not None:
-            row_n = int(row_of[partner])
-            self._mapped[row_n] = False
-            row_z = self._append_row(store, m if partner == last else partner)
+            row_n = self._orphan(store._S[partner, : store.n_inputs], store._norms[partner],
+                                 shared[partner])
+            gone[_store_heir(partner)] = row_n
+            z = m if partner == last else partner
             for row, j in ((row_m, m), (row_n, partner)):
-                self._heir[row] = row_z
+                self._heir[row] = _store_heir(z)
                 self._heir_kernel[row] = math.exp(-float(partner_exponents[j]))
-            row_of[partner] = row_z
+        # The orphans before these two: those whose heir leaves the store follow it, and those
+        # whose heir is the store's last vector follow it to slot m.
+        heirs = self._heir[:before]
+        older = heirs.copy()
+        for code, row in gone.items():
+            heirs[older == code] = row
+        if last not in (m, partner):
+            heirs[older == _store_heir(last)] = _store_heir(m)
         if m != last:
-            row_of[m] = row_of[last]
+            shared[m] = shared[last]
+        if partner is not None:
+            shared[m if partner == last else partner] = 0.0
         self._evict()
 
-    def emptied(self) -> None:
-        """The store's `f` became 0: every row is an orphan, with no heir to go to."""
-        self._mapped[: self.size] = False
+    def emptying(self) -> None:
+        """The store's `f` is about to become 0: its vectors become orphans, with no heir."""
+        store = self.store
+        before = self.orphans.size
+        for i in range(store.size):  # (vector i becomes orphan `before + i`)
+            self._orphan(store._S[i, : store.n_inputs], store._norms[i], self._shared[i])
+        heirs = self._heir[:before]
+        in_store = heirs < -1
+        heirs[in_store] = before + (-2 - heirs[in_store])
+        self._evict()
 
     def negate(self) -> None:
-        """`fbar <- -fbar` with `f` (the model's labels swapped sides): its coefficients and
-        bias, in the units `update` adds to (the scale stays 1)."""
-        self._a[: self.size] *= -1.0
+        """`fbar <- -fbar` with `f` (the model's labels swapped sides)."""
+        self._shared[: self.store.size] *= -1.0
+        self.orphans._a[: self.orphans.size] *= -1.0
         self.bias = -self.bias
+
+    def add_inputs(self, new) -> None:
+        self.orphans.add_inputs(new)
 
     # -- averaging ------------------------------------------------------------------------------
 
-    def update(self, store, bias: float) -> None:
+    def update(self, bias: float) -> None:
         """One learned sample: `fbar <- (1 - rho) fbar + rho f` and the same for the bias."""
+        store = self.store
         self.count += 1
         rho = max(2.0 / (self.count + 1), 1.0 / self.horizon)
-        a = self._a[: self.size]
-        a *= 1.0 - rho
         size = store.size
-        a[self._row_of[:size]] += (rho * store._scale) * store._a[:size]
+        shared = self._shared[:size]
+        shared *= 1.0 - rho
+        shared += (rho * store._scale) * store._a[:size]
+        orphans = self.orphans._a[: self.orphans.size]
+        orphans *= 1.0 - rho
         self.bias += rho * (bias - self.bias)
-        if self.budget is None and self.size > size:
+        if self.capacity is None and len(orphans):
             # Without a budget no orphan leaves for room, and the closed form's shrink may
-            # empty f at every sample (one orphan more each time, for ever): an orphan leaves
+            # empty f at every sample (more orphans each time, for ever): an orphan leaves
             # once its weight is below the rounding of the sum of them all.
-            self._evict(below=np.finfo(np.float64).eps * float(np.abs(a).sum()))
+            total = float(np.abs(shared).sum() + np.abs(orphans).sum())
+            self._evict(below=np.finfo(np.float64).eps * total)
+
+    # -- f at rows ------------------------------------------------------------------------------
+
+    def value_at_latest_row(self, v: np.ndarray, u: np.ndarray | None) -> float:
+        """`fbar` at the row of the store's latest `value` (`v`, `u` as given to it): its kernel
+        row times the averaged coefficients, plus the orphans' row."""
+        kernels = self.store.latest_kernels()
+        total = float(kernels @ self._shared[: len(kernels)])
+        if self.orphans.size:
+            U = None if u is None or not len(u) else np.asarray(u, dtype=np.float64)[None, :]
+            total += float(self.orphans.values(v[None, :], U)[0])
+        return total
+
+    def values(self, V: np.ndarray, U: np.ndarray | None = None, extra_hashes=None) -> np.ndarray:
+        """`fbar` at each row (see `KernelExpansion.values`)."""
+        out = self.store.values(V, U, weights=self._shared[: self.store.size])
+        if self.orphans.size:
+            out += self.orphans.values(V, U)
+        return out
+
+    def gradients(self, V: np.ndarray, U: np.ndarray | None = None, extra_hashes=None):
+        """`dfbar/dv` and `dfbar/du` at each row (see `KernelExpansion.gradients`)."""
+        G, GU = self.store.gradients(V, U, weights=self._shared[: self.store.size])
+        if self.orphans.size:
+            G_o, GU_o = self.orphans.gradients(V, U)
+            G += G_o
+            GU += GU_o
+        return G, GU
+
+    def expansion(self) -> KernelExpansion:
+        """`fbar` as one kernel expansion (a copy of the vectors: for certificates)."""
+        store, orphans = self.store, self.orphans
+        n, size = store.n_inputs, store.size
+        whole = KernelExpansion(store.kernel, store.gamma, None, store.dtype, store.max_inputs)
+        whole.start()
+        whole._load(np.concatenate([store._S[:size, :n], orphans._S[: orphans.size, :n]]),
+                    self.coefficients, n,
+                    np.concatenate([store._norms[:size], orphans._norms[: orphans.size]]))
+        return whole
 
     # -- persistence ----------------------------------------------------------------------------
 
-    def state(self, store) -> tuple[dict, dict]:
+    def state(self) -> tuple[dict, dict]:
         """JSON scalars and numpy arrays from which `restore` rebuilds this average (beside the
         store's own state)."""
-        size = self.size
-        scalars = {"horizon": self.horizon, "count": self.count, "bias": self.bias, "size": size}
-        arrays = {"average_vectors": self._S[:size, : self.n_inputs].copy(),
-                  "average_coefficients": self._a[:size].copy(),
-                  "average_rows": self._row_of[: store.size].astype(np.int64),
-                  "average_heirs": self._heir[:size].astype(np.int64),
-                  "average_heir_kernels": self._heir_kernel[:size].copy()}
+        orphans = self.orphans
+        n = orphans.size
+        scalars = {"horizon": self.horizon, "count": self.count, "bias": self.bias}
+        arrays = {"average_coefficients": self._shared[: self.store.size].copy(),
+                  "average_orphans": orphans._S[:n, : orphans.n_inputs].copy(),
+                  "average_orphan_coefficients": orphans._a[:n].copy(),
+                  "average_heirs": self._heir[:n].astype(np.int64),
+                  "average_heir_kernels": self._heir_kernel[:n].copy()}
         return scalars, arrays
 
     @classmethod
@@ -153,21 +241,21 @@ class AveragedVectors(KernelExpansion):
         if not (type(horizon) is int and 1 <= horizon and type(count) is int and count >= 0
                 and type(bias) is float and math.isfinite(bias)):
             raise ValueError("the average's horizon, count or bias is not valid")
-        capacity = capacity_for(store.budget)
         try:
-            vectors, a, rows, heirs, kernels = (arrays[k] for k in (
-                "average_vectors", "average_coefficients", "average_rows", "average_heirs",
-                "average_heir_kernels"))
+            shared, vectors, a, heirs, kernels = (arrays[k] for k in (
+                "average_coefficients", "average_orphans", "average_orphan_coefficients",
+                "average_heirs", "average_heir_kernels"))
         except KeyError as missing:
             raise ValueError(f"the average's state lacks {missing}") from None
-        size = len(a)
-        if not (vectors.dtype == np.dtype(store.dtype) and vectors.shape == (size, store.n_inputs)
-                and a.shape == heirs.shape == kernels.shape == (size,)
-                and rows.shape == (store.size,) and a.dtype == kernels.dtype == np.float64
-                and rows.dtype == heirs.dtype == np.int64
-                and (capacity is None or size <= capacity)):
+        n = len(a)
+        capacity = orphan_capacity(store.budget)
+        if not (vectors.dtype == np.dtype(store.dtype) and vectors.shape == (n, store.n_inputs)
+                and a.shape == heirs.shape == kernels.shape == (n,)
+                and shared.shape == (store.size,)
+                and shared.dtype == a.dtype == kernels.dtype == np.float64
+                and heirs.dtype == np.int64 and (capacity is None or n <= capacity)):
             raise ValueError("the average's arrays do not fit the store")
-        if not (np.isfinite(vectors).all() and np.isfinite(a).all()
+        if not (np.isfinite(vectors).all() and np.isfinite(a).all() and np.isfinite(shared).all()
                 and ((kernels >= 0.0) & (kernels <= 1.0)).all()):
             raise ValueError("the average's values are not finite, or its kernels not in [0, 1]")
         norms = _squared_norms(vectors)
@@ -176,77 +264,64 @@ class AveragedVectors(KernelExpansion):
             # are NaN (an exponent inf - inf), or 1 far from it.
             raise ValueError("the average's vectors are too large for their kernel values to be "
                              "computed")
-        if not (((rows >= 0) & (rows < size)).all() and len(np.unique(rows)) == len(rows)
-                and ((heirs >= -1) & (heirs < size) & (heirs != np.arange(size))).all()):
-            raise ValueError("the average's rows or heirs are out of range")
-        # Each chain of heirs ends (an eviction passes a row's heir to its children): after
-        # 2^k >= size steps, by pointer doubling, every row is past its chain's end.
+        if not ((heirs >= _store_heir(store.size - 1)) & (heirs < n)
+                & (heirs != np.arange(n))).all():
+            raise ValueError("the average's heirs are out of range")
+        # Each chain of heirs between orphans ends (an eviction passes an orphan's heir to the
+        # orphans whose heir it was): after 2^k >= n steps, by pointer doubling, every orphan
+        # is past its chain's end.
         ahead = heirs
-        for _ in range(size.bit_length()):
-            ahead = np.where(ahead >= 0, ahead[ahead], -1)
+        for _ in range(n.bit_length()):
+            ahead = np.where(ahead >= 0, ahead[np.maximum(ahead, 0)], ahead)
         if (ahead >= 0).any():
             raise ValueError("the average's heirs go round in a cycle")
-        mapped = np.zeros(size, dtype=bool)
-        mapped[rows] = True
-        if (heirs[mapped] != -1).any() or not np.array_equal(vectors[rows], store.vectors):
-            raise ValueError("the average's rows are not the store's vectors")
         average = cls(store, horizon)
         average.count, average.bias = count, bias
-        average._load(vectors, a, store.n_inputs, norms)
-        average._row_of = rows.astype(np.intp)
-        average._mapped = mapped
+        average._shared = np.concatenate([shared, np.zeros(1)])
+        average.orphans._load(vectors, a, store.n_inputs, norms)
         average._heir = heirs.astype(np.intp)
         average._heir_kernel = kernels.copy()
         return average
 
-    # -- rows -----------------------------------------------------------------------------------
+    # -- orphans --------------------------------------------------------------------------------
 
-    def _append_row(self, store, slot: int) -> int:
-        """A row for the store's vector `slot`, at 0; its index."""
-        row = self.size
-        self._append(store._S[slot, : self.n_inputs], 0.0, store._norms[slot])
-        self._grow(row + 1)
-        self._mapped[row], self._heir[row], self._heir_kernel[row] = True, -1, 1.0
-        if slot >= len(self._row_of):
-            grown = np.zeros(max(slot + 1, 2 * len(self._row_of)), dtype=np.intp)
-            grown[: len(self._row_of)] = self._row_of
-            self._row_of = grown
-        self._row_of[slot] = row
-        return row
-
-    def _grow(self, rows: int) -> None:
-        if rows > len(self._mapped):
-            extra = max(rows, 2 * len(self._mapped)) - len(self._mapped)
-            self._mapped = np.concatenate([self._mapped, np.zeros(extra, dtype=bool)])
+    def _orphan(self, x: np.ndarray, norm: float, a: float) -> int:
+        """A vector the store gives up, with averaged coefficient `a` and no heir: its row."""
+        orphans = self.orphans
+        row = orphans.size
+        orphans._append(x, a, norm)
+        if row >= len(self._heir):
+            extra = max(row + 1, 2 * len(self._heir)) - len(self._heir)
             self._heir = np.concatenate([self._heir, np.full(extra, -1, dtype=np.intp)])
             self._heir_kernel = np.concatenate([self._heir_kernel, np.ones(extra)])
+        self._heir[row], self._heir_kernel[row] = -1, 1.0
+        return row
 
     def _evict(self, below: float | None = None) -> None:
         """Past the capacity, the orphan with the smallest averaged coefficient leaves; its
         coefficient goes to its heir, projected. Without a capacity, orphans whose averaged
         coefficient is at most `below` leave."""
-        while (below is not None and self.size) or (
-                self.budget is not None and self.size > self.budget):
-            size = self.size
-            orphans = (~self._mapped[:size]).nonzero()[0]
-            if not len(orphans):
+        orphans = self.orphans
+        while orphans.size and (below is not None
+                                or (self.capacity is not None and orphans.size > self.capacity)):
+            size = orphans.size
+            a = orphans._a
+            j = int(np.abs(a[:size]).argmin())
+            if below is not None and not abs(a[j]) <= below:
                 return
-            j = int(orphans[np.abs(self._a[orphans]).argmin()])
-            if below is not None and not abs(self._a[j]) <= below:
-                return
-            heir = int(self._heir[j])
+            heir, kernel = int(self._heir[j]), self._heir_kernel[j]
             if heir >= 0:
-                self._a[heir] += self._a[j] * self._heir_kernel[j]
-            # Rows whose heir was j inherit j's heir, through j.
+                a[heir] += a[j] * kernel
+            elif heir != -1:
+                self._shared[-2 - heir] += a[j] * kernel
+            # Orphans whose heir was j inherit j's heir, through j.
             heirs = self._heir[:size]
             children = heirs == j
-            self._heir_kernel[:size][children] *= self._heir_kernel[j]
+            self._heir_kernel[:size][children] *= kernel
             heirs[children] = heir
             last = size - 1
-            self._drop(j)
+            orphans._drop(j)
             if j != last:
-                self._mapped[j] = self._mapped[last]
                 self._heir[j], self._heir_kernel[j] = self._heir[last], self._heir_kernel[last]
                 heirs[:last][heirs[:last] == last] = j
-                self._row_of[self._row_of == last] = j
             self._heir[last] = -1

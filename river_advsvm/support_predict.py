@@ -64,28 +64,33 @@ class KernelExpansion(VectorStore):
                 U = None
         return V, U
 
-    def values(self, V: np.ndarray, U: np.ndarray | None = None, extra_hashes=None) -> np.ndarray:
+    def values(self, V: np.ndarray, U: np.ndarray | None = None, extra_hashes=None,
+               weights: np.ndarray | None = None) -> np.ndarray:
         """`f` at each row of `V` (known columns), with `U` the values of columns the store does
-        not know (its vectors are 0 there). A single row gets the bits `value` would give."""
+        not know (its vectors are 0 there). A single row gets the bits `value` would give.
+        `weights`, one per vector, replace `s a` (another function of the same vectors)."""
         V, U = self._check_rows(V, U)
         out = np.zeros(len(V))
         if not self.size:
             return out
+        a, scale = (self._a[: self.size], self._scale) if weights is None else (weights, 1.0)
         if len(V) == 1:
             # A fresh buffer: the row remembered for add() stays as it is.
             x = np.zeros(_padded(self.n_inputs), dtype=self.dtype)
             row, extra = self._load_row(x, V[0], None if U is None else U[0])
-            out[0] = self._scale * self._kernel_row(row, extra)[2]
+            kernels = self._kernel_row(row, extra)[1]
+            out[0] = scale * float(kernels @ a)
             return out
-        a = self._a[: self.size]
         for start in range(0, len(V), ROWS_PER_CHUNK):
             chunk = slice(start, start + ROWS_PER_CHUNK)
             K = self._kernels_many(V[chunk], None if U is None else U[chunk])
-            out[chunk] = self._scale * (K.astype(np.float64) @ a)
+            out[chunk] = scale * (K.astype(np.float64) @ a)
         return out
 
-    def gradients(self, V: np.ndarray, U: np.ndarray | None = None, extra_hashes=None):
-        """`df/dv` and `df/du` at each row (a subgradient for the Laplacian kernel).
+    def gradients(self, V: np.ndarray, U: np.ndarray | None = None, extra_hashes=None,
+                  weights: np.ndarray | None = None):
+        """`df/dv` and `df/du` at each row (a subgradient for the Laplacian kernel); `weights`
+        as for `values`.
 
         RBF: `-2 gamma s sum_i a_i k(x, x_i) (x - x_i)`; Laplacian:
         `-gamma s sum_i a_i k(x, x_i) sign(x - x_i)`.
@@ -96,18 +101,18 @@ class KernelExpansion(VectorStore):
         if not self.size:
             return G, GU
         S = self._S[: self.size, : self.n_inputs].astype(np.float64)
-        a = self._a[: self.size]
+        a, scale = (self._a[: self.size], self._scale) if weights is None else (weights, 1.0)
         for start in range(0, len(V), ROWS_PER_CHUNK):
             chunk = slice(start, start + ROWS_PER_CHUNK)
             W = self._kernels_many(V[chunk], None if U is None else U[chunk]) * a
             total = W.sum(axis=1)[:, None]
             if self.kernel == "rbf":
-                factor = -2.0 * self.gamma * self._scale
+                factor = -2.0 * self.gamma * scale
                 G[chunk] = factor * (total * V[chunk] - W @ S)
                 if U is not None:
                     GU[chunk] = factor * total * U[chunk]
                 continue
-            factor = -self.gamma * self._scale
+            factor = -self.gamma * scale
             rows = V[chunk]
             step = max(1, _BLOCK // max(1, self.size * self.n_inputs))
             for i in range(0, len(rows), step):

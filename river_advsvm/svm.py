@@ -15,7 +15,7 @@ from river_advsvm.input_scales import InputScales, max_factor, reference_gamma
 from river_advsvm.margin import MarginClassifier
 from river_advsvm.model_checkpoint import MAX_ABS_BIAS
 from river_advsvm.support import PrecisionWarning, SupportVectors
-from river_advsvm.support_average import AveragedVectors, capacity_for
+from river_advsvm.support_average import AveragedVectors, orphan_capacity
 
 __all__ = ["AdvKernelSVM"]
 
@@ -173,10 +173,10 @@ class AdvKernelSVM(MarginClassifier):
         learns with the last iterate as without it. Decisions, probabilities, gradients,
         attacks and certificates are the average's. With a constant step, the last iterate
         moves by up to `step_size` near each new sample; the average keeps what the steps
-        agree on. It holds the vectors of `f` and, up to half the budget again, vectors `f`
+        agree on. It shares the vectors of `f` and keeps, up to half the budget, vectors `f`
         gave up in merges (memory and prediction cost up to 1.5 times); each learned sample
-        costs one more pass over its coefficients, and test-then-train one more kernel row.
-        None: the last iterate predicts.
+        costs one more pass over its coefficients, and test-then-train one more kernel row
+        over those vectors. None: the last iterate predicts.
 
     Attributes
     ----------
@@ -458,7 +458,7 @@ class AdvKernelSVM(MarginClassifier):
         if self.averaging is not None:
             if store.averaged is None:  # (a new, loaded or group-averaged store)
                 store.averaged = AveragedVectors(store, self.averaging)
-            store.averaged.update(store, self._bias)
+            store.averaged.update(self._bias)
 
     def _warn_rounding(self, store) -> None:
         """Once per model: inputs so far from 0 that float rounding swamps their distances."""
@@ -531,12 +531,13 @@ class AdvKernelSVM(MarginClassifier):
         return (self._store, self._bias) if average is None else (average, average.bias)
 
     def _row_decision(self, v, u, u_names, u_hashes, margin=None):
-        expansion, bias = self._predicting()
-        if expansion is self._store:
+        average, bias = self._predicting()
+        if average is self._store:
             return super()._row_decision(v, u, u_names, u_hashes, margin)
+        if margin is None:  # the store's kernel row, which the average shares
+            self._row_margin(v, u, u_names, u_hashes)
         scaled, u = self._input_scales.scaled(v, u, u_names)
-        U = None if u is None or not len(u) else np.asarray(u, dtype=np.float64)[None, :]
-        return float(expansion.values(scaled[None, :], U)[0]) + bias
+        return average.value_at_latest_row(scaled, u) + bias
 
     def _decision_block(self, V, U, u_names, u_hashes):
         V, U = self._input_scales.scaled(V, U, u_names)
@@ -567,6 +568,8 @@ class AdvKernelSVM(MarginClassifier):
             bounds = (bounds[0] - centres, bounds[1] - centres)
         if isinstance(self._store, SupportVectors):
             expansion, bias = self._predicting()
+            if expansion is not self._store:  # the average, as one expansion
+                expansion = expansion.expansion()
             return certify.support_radii(expansion, margins, np.hstack([Vs, Us]), norm,
                                          bias=bias, scale=np.concatenate([q, q_u]),
                                          bounds=bounds)
@@ -576,9 +579,10 @@ class AdvKernelSVM(MarginClassifier):
 
     def _max_state_bytes(self):
         most = self._store_type().max_state_bytes(self.budget, self.max_features, self.dtype)
-        if self.averaging is not None:  # the average's vectors, weights, rows and heirs
-            most += SupportVectors.max_state_bytes(capacity_for(self.budget), self.max_features,
-                                                   self.dtype)
+        if self.averaging is not None:  # the average's weights, orphans and their heirs
+            most += SupportVectors.max_state_bytes(orphan_capacity(self.budget),
+                                                   self.max_features, self.dtype)
+            most += 8 * (self.budget or 0)
         return most
 
     def _margin_reach(self):
@@ -636,7 +640,7 @@ class AdvKernelSVM(MarginClassifier):
             scalars["store"] = store_scalars
             average = getattr(self._store, "averaged", None)
             if average is not None:
-                scalars["average"], average_arrays = average.state(self._store)
+                scalars["average"], average_arrays = average.state()
                 arrays = {**arrays, **average_arrays}
         return scalars, arrays
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from river_advsvm import AdvKernelSVM
-from river_advsvm.support_average import capacity_for
+from river_advsvm.support_average import orphan_capacity
 
 
 def stream(n: int, d: int, seed: int):
@@ -55,6 +55,24 @@ def test_without_a_budget_the_model_predicts_with_the_mean_of_its_iterates(
 
 
 @pytest.mark.parametrize("policy", ["merge", "remove"])
+@pytest.mark.parametrize("first_smaller", [True, False])
+def test_through_merges_the_orphans_carry_the_exact_average(policy, first_smaller, monkeypatch):
+    """With no orphan ever leaving, the vectors the model gives up keep their averaged
+    coefficients exactly: the decisions are the brute-force average of the iterates'."""
+    from river_advsvm import support_average
+
+    monkeypatch.setattr(support_average, "orphan_capacity", lambda budget: None)
+    X, y = stream(300, 3, 11)
+    y = np.where(y == y[0], 1 if first_smaller else 7, 7 if first_smaller else 1)
+    params = dict(gamma=3.0, budget=6, budget_policy=policy, reprocess=1, seed=0)
+    model, twin = AdvKernelSVM(averaging=40, **params), AdvKernelSVM(**params)
+    expected = iterate_average(model, twin, X[:250], y[:250], X[250:], 40)
+    assert sum(model.budget_maintenance[k] for k in ("merges", "removals")) > 50
+    np.testing.assert_allclose(model.decision_many(X[250:]), expected, rtol=1e-9,
+                               atol=1e-9 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("policy", ["merge", "remove"])
 def test_a_horizon_of_one_predicts_as_the_last_iterate_through_merges(policy):
     X, y = stream(400, 4, 1)
     params = dict(gamma=3.0, budget=12, budget_policy=policy, seed=0)
@@ -71,24 +89,20 @@ def test_a_horizon_of_one_predicts_as_the_last_iterate_through_merges(policy):
 
 @pytest.mark.parametrize("policy", ["merge", "remove"])
 @pytest.mark.parametrize("budget", [1, 2, 9])
-def test_the_average_holds_the_models_vectors_and_stays_within_its_capacity(policy, budget):
+def test_the_averages_orphans_stay_within_their_capacity_with_heirs_that_exist(policy, budget):
     X, y = stream(300, 3, 2)
     model = AdvKernelSVM(gamma=3.0, budget=budget, budget_policy=policy, averaging=40, seed=0)
     for i in range(0, 300, 7):
         model.learn_many(X[i:i + 7], y[i:i + 7])
         store = model._store
         average = store.averaged
-        assert average.size <= capacity_for(budget)
-        rows = average._row_of[: store.size]
-        assert len(set(rows.tolist())) == store.size
-        np.testing.assert_array_equal(average._S[rows, : store.n_inputs], store.vectors)
-        # Every row the model does not hold is an orphan; heirs are rows, and never themselves.
-        mapped = np.zeros(average.size, bool)
-        mapped[rows] = True
-        np.testing.assert_array_equal(average._mapped[: average.size], mapped)
-        heirs = average._heir[: average.size]
-        assert ((heirs >= -1) & (heirs < average.size) & (heirs != np.arange(average.size))).all()
-        assert np.isfinite(average._a[: average.size]).all()
+        n = average.orphans.size
+        assert n <= orphan_capacity(budget)
+        # Heirs: -1, an orphan other than itself, or a vector the store holds (-2 - slot).
+        heirs = average._heir[:n]
+        assert ((heirs >= -1 - store.size) & (heirs < n) & (heirs != np.arange(n))).all()
+        assert np.isfinite(average.coefficients).all()
+        assert len(average.coefficients) == store.size + n
 
 
 def test_the_average_steadies_the_last_iterate_on_a_noisy_stream():
@@ -147,8 +161,8 @@ def test_a_saved_average_that_is_not_the_stores_is_refused(tmp_path):
     model = AdvKernelSVM(gamma=3.0, budget=10, averaging=100, seed=0)
     model.learn_many(X, y)
     scalars, arrays = model._model_state()
-    average = model._store.averaged
-    first, second = (~average._mapped[: average.size]).nonzero()[0][:2]
+    assert model._store.averaged.orphans.size >= 2
+    first, second = 0, 1
 
     def two_orphans_each_others_heir(heirs):
         # (an eviction passes a row's heir to its children: one became its own heir, and the
@@ -157,13 +171,15 @@ def test_a_saved_average_that_is_not_the_stores_is_refused(tmp_path):
         heirs[first], heirs[second] = second, first
         return heirs
 
-    for key, bad in [("average_rows", lambda a: a[::-1].copy()),
-                     ("average_rows", lambda a: a + 100),
+    for key, bad in [("average_coefficients", lambda a: a[:-1].copy()),
+                     ("average_heirs", lambda a: a - 100),
+                     ("average_heirs", lambda a: a + 100),
                      ("average_heirs", lambda a: np.arange(len(a), dtype=np.int64)),
                      ("average_heirs", two_orphans_each_others_heir),
                      ("average_heir_kernels", lambda a: a + 2.0),
                      ("average_coefficients", lambda a: a * np.nan),
-                     ("average_vectors", lambda a: a[:, :-1].copy())]:
+                     ("average_orphan_coefficients", lambda a: a * np.inf),
+                     ("average_orphans", lambda a: a[:, :-1].copy())]:
         with pytest.raises(ValueError, match="average"):
             AveragedVectors.restore(model._store, scalars["average"],
                                     {**arrays, key: bad(arrays[key])})
@@ -227,13 +243,12 @@ def test_a_saved_orphan_too_large_for_its_kernel_values_is_refused():
     X, y = stream(200, 3, 6)
     model = AdvKernelSVM(gamma=3.0, budget=10, averaging=100, seed=0, dtype="float64")
     model.learn_many(X, y)
-    average = model._store.averaged
-    orphan = int((~average._mapped[: average.size]).nonzero()[0][0])
+    assert model._store.averaged.orphans.size
     meta, arrays = model.to_checkpoint()
-    vectors = arrays["average_vectors"].copy()
-    vectors[orphan] = 1e300
+    vectors = arrays["average_orphans"].copy()
+    vectors[0] = 1e300
     with pytest.raises(CheckpointError, match="average's vectors are too large"):
-        AdvKernelSVM.from_checkpoint(meta, {**arrays, "average_vectors": vectors})
+        AdvKernelSVM.from_checkpoint(meta, {**arrays, "average_orphans": vectors})
 
 
 def test_without_a_budget_orphans_that_weigh_nothing_leave():
@@ -245,4 +260,4 @@ def test_without_a_budget_orphans_that_weigh_nothing_leave():
     model = AdvKernelSVM(averaging=20, **params)
     model.learn_many(X, y)
     assert model._store.size == 0
-    assert model._store.averaged.size == 0
+    assert model._store.averaged.orphans.size == 0
