@@ -79,9 +79,11 @@ _SUBNORMAL_SLACK = float(np.finfo(np.float64).tiny)
 # most 1e64): far past any model's, and small enough that the square checking the norm against
 # them is finite.
 _MAX_SAVED_WEIGHT = 1e150
-# The largest squared norm of a restored support vector: two of them, and twice their dot
-# product, add up to at most a float's range in a kernel exponent.
-_MAX_SAVED_SQUARED_NORM = np.finfo(np.float64).max / 4
+def max_saved_squared_norm(dtype: str) -> float:
+    """The largest squared norm of a restored support vector kept in `dtype`: two of them, and
+    twice their dot product (computed in `dtype`), add up to at most its range in a kernel
+    exponent."""
+    return float(np.finfo(dtype).max) / 4
 # A restored exponent matrix may differ from the one recomputed from the vectors by this much,
 # relative to 1 + gamma (||x_i||^2 + ||x_j||^2): the rounding of merged vectors to the storage
 # precision.
@@ -574,9 +576,10 @@ class SupportVectors(KernelExpansion):
             _check_gram(saved_gram, size, self.dtype)
             gram = self._new_gram()
         norms = _squared_norms(vectors)
-        if not (norms <= _MAX_SAVED_SQUARED_NORM).all():
-            # Past ~1e154 a vector's squared norm overflows, and the kernel values it takes part
-            # in are NaN (an exponent inf - inf): no input the model takes is stored that large.
+        if not (norms <= max_saved_squared_norm(self.dtype)).all():
+            # Past it (~1e154 in float64, ~1e19 per entry in float32) a squared norm or a dot
+            # product overflows, and the kernel values the vector takes part in are NaN (an
+            # exponent inf - inf): no input the model takes is stored that large.
             raise ValueError("the saved support vectors are too large for their kernel values "
                              "to be computed")
         # The running norm summed kernel values computed row by row, a check sums them in

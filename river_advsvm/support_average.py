@@ -38,7 +38,7 @@ import math
 
 import numpy as np
 
-from river_advsvm.support import _MAX_SAVED_SQUARED_NORM
+from river_advsvm.support import max_saved_squared_norm
 from river_advsvm.support_predict import KernelExpansion
 from river_advsvm.support_store import _squared_norms
 
@@ -259,7 +259,7 @@ class AveragedVectors:
                 and ((kernels >= 0.0) & (kernels <= 1.0)).all()):
             raise ValueError("the average's values are not finite, or its kernels not in [0, 1]")
         norms = _squared_norms(vectors)
-        if not (norms <= _MAX_SAVED_SQUARED_NORM).all():
+        if not (norms <= max_saved_squared_norm(store.dtype)).all():
             # As for the store's vectors: past this, the kernel values an orphan takes part in
             # are NaN (an exponent inf - inf), or 1 far from it.
             raise ValueError("the average's vectors are too large for their kernel values to be "

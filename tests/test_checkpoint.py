@@ -1031,12 +1031,16 @@ def test_restoring_anywhere_and_going_on_is_bit_identical_to_never_stopping(mode
 
 
 @pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
-@pytest.mark.parametrize("first, second", [(1e200, -1e200), (9e153, 9e153), (1e300, 0.0)])
-def test_support_vectors_too_large_for_their_kernel_values_are_refused(kernel, first, second):
+@pytest.mark.parametrize("dtype, first, second", [
+    ("float64", 1e200, -1e200), ("float64", 9e153, 9e153), ("float64", 1e300, 0.0),
+    # float32: finite, but a dot product in float32 overflowed (NaN decisions after loading)
+    ("float32", 1e20, 0.0), ("float32", 1e30, -1e30)])
+def test_support_vectors_too_large_for_their_kernel_values_are_refused(kernel, dtype, first,
+                                                                       second):
     # Their squared norms overflowed: the model loaded, and its next margin was NaN (an RBF
     # exponent inf - inf), a FloatingPointError at the next sample.
     model = AdvKernelSVM(epsilon=0.1, budget=16, gamma=1.0, seed=3, kernel=kernel,
-                         dtype="float64")
+                         dtype=dtype)
     for x, y in stream(60, seed=0):
         model.learn_one(x, y)
     meta, arrays = model.to_checkpoint()

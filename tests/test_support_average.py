@@ -235,18 +235,19 @@ def test_an_average_past_the_checkpoint_limits_is_refused(change):
         AdvKernelSVM.from_checkpoint(meta, arrays)
 
 
-def test_a_saved_orphan_too_large_for_its_kernel_values_is_refused():
-    """An orphan's vector is held to the store's bound: at 1e300 its squared norm overflows,
-    and it took part in every decision with a kernel value of 1 (or NaN)."""
+@pytest.mark.parametrize("dtype, large", [("float64", 1e300), ("float32", 1e20)])
+def test_a_saved_orphan_too_large_for_its_kernel_values_is_refused(dtype, large):
+    """An orphan's vector is held to the store's bound: past it its squared norm or a dot
+    product overflows, and it took part in every decision with a kernel value of 1 (or NaN)."""
     from river_advsvm.checkpoint import CheckpointError
 
     X, y = stream(200, 3, 6)
-    model = AdvKernelSVM(gamma=3.0, budget=10, averaging=100, seed=0, dtype="float64")
+    model = AdvKernelSVM(gamma=3.0, budget=10, averaging=100, seed=0, dtype=dtype)
     model.learn_many(X, y)
     assert model._store.averaged.orphans.size
     meta, arrays = model.to_checkpoint()
     vectors = arrays["average_orphans"].copy()
-    vectors[0] = 1e300
+    vectors[0] = large
     with pytest.raises(CheckpointError, match="average's vectors are too large"):
         AdvKernelSVM.from_checkpoint(meta, {**arrays, "average_orphans": vectors})
 
