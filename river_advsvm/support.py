@@ -79,11 +79,6 @@ _SUBNORMAL_SLACK = float(np.finfo(np.float64).tiny)
 # most 1e64): far past any model's, and small enough that the square checking the norm against
 # them is finite.
 _MAX_SAVED_WEIGHT = 1e150
-def max_saved_squared_norm(dtype: str) -> float:
-    """The largest squared norm of a restored support vector kept in `dtype`: two of them, and
-    twice their dot product (computed in `dtype`), add up to at most its range in a kernel
-    exponent."""
-    return float(np.finfo(dtype).max) / 4
 # A restored exponent matrix may differ from the one recomputed from the vectors by this much,
 # relative to 1 + gamma (||x_i||^2 + ||x_j||^2): the rounding of merged vectors to the storage
 # precision.
@@ -91,6 +86,13 @@ _GRAM_TOLERANCE = 1e-3
 #: The rounding of kernel exponents (gamma ||x||^2 times the dtype's eps) past which the model
 #: warns: kernel values off by about 1%.
 ROUNDING_LIMIT = 0.01
+
+
+def max_saved_squared_norm(dtype: str) -> float:
+    """The largest squared norm of a restored support vector kept in `dtype`: two of them, and
+    twice their dot product (computed in `dtype`), add up to at most its range in a kernel
+    exponent."""
+    return float(np.finfo(dtype).max) / 4
 
 
 class PrecisionWarning(UserWarning):

@@ -218,12 +218,9 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
         if not (weight >= 0 and math.isfinite(weight)):
             raise ValueError(f"weights must be finite and >= 0, got {weight!r}")
     meta = copy.deepcopy(base_meta)
-    # A model that predicts with the average of its iterates (`averaging`) starts that
-    # average again from the group's average: the base's is of its own iterates.
+    # (the base's average of its iterates is not the group's: see `_folded_model_state`)
     arrays = {name: np.array(a, copy=True) for name, a in base_arrays.items()
               if not name.startswith("average_")}
-    if isinstance(meta["state"].get("model"), dict):
-        meta["state"]["model"].pop("average", None)
     state = meta["state"]
     if "group_clock" in state and int(n_learned) != state["n_learned"]:
         # The base's group clock maps its own count to the group's from the count of its last
@@ -296,6 +293,13 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
     return meta, arrays
 
 
+def _folded_model_state(first: dict) -> dict:
+    """The model state of a fold, from its first member's: a model that predicts with the
+    average of its iterates (`averaging`) starts that average again from the fold, as each
+    member's is of its own iterates."""
+    return {key: value for key, value in first.items() if key != "average"}
+
+
 def _average_features(meta: dict, arrays: dict, active: list, weights: list[float]) -> None:
     """'compact': the weighted mean of the coefficients over the shared pool."""
     first_meta, first_arrays, _ = active[0]
@@ -332,7 +336,7 @@ def _average_support_vectors(meta: dict, arrays: dict, active: list, weights: li
         scalars["degradation"] = before["degradation"]
     arrays.pop("gram", None)  # the base's kernel exponents: the average keeps its own, if any
     arrays.update(merged_arrays)
-    model = {k: v for k, v in first.items() if k != "average"}  # (see `average`)
+    model = _folded_model_state(first)
     model["store"] = scalars
     meta["state"]["model"] = model
 
@@ -411,7 +415,7 @@ def _average_over_basis(meta: dict, arrays: dict, active: list, weights: list[fl
     arrays.pop("gram", None)  # the base's kernel exponents are not the basis'
     arrays["vectors"], arrays["alpha"] = vectors, alpha
     store["n_inputs"] = vectors.shape[1]
-    model = {k: v for k, v in first.items() if k != "average"}  # (see `average`)
+    model = _folded_model_state(first)
     model["store"] = store
     meta["state"]["model"] = model
 
