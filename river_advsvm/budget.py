@@ -111,6 +111,9 @@ class FeatureStore:
         self.version = 0
         self._sketch: Compact | None = None
         self._cos = np.empty(0, dtype=self.dtype)  # cos(z) of the row last given to value()
+        # The average of f the model predicts with, if it keeps one (see
+        # `river_advsvm.feature_average`): told when a slot gets a new feature and on negate.
+        self.averaged = None
 
     # -- features -------------------------------------------------------------------------------
 
@@ -238,6 +241,8 @@ class FeatureStore:
         self.coef[: self.size] *= -1.0
         if self._sketch is not None:
             self._sketch.negate()
+        if self.averaged is not None:
+            self.averaged.negate()
 
     def add(self, c: float, v: np.ndarray) -> None:
         """`f <- f + c k(x, .)`, approximated as the policy says, for the row `v` last given to
@@ -435,6 +440,8 @@ class Grow(FeatureStore):
     def add(self, c, v):
         slot = self._slot_for_new_feature()
         self._set_features(np.array([slot]), np.array([self.n_added]))
+        if self.averaged is not None:
+            self.averaged.replaced(slot)
         z = v.astype(self.dtype) @ self._omega[: self.n_inputs, slot] + self.phase[slot]
         self.coef[slot] = c * _SQRT2 * math.cos(float(z))
         self.size = max(self.size, slot + 1)

@@ -45,7 +45,7 @@ def _model_factory(args: argparse.Namespace):
     if args.reprocess is not None:
         kernel["reprocess"] = args.reprocess
     if args.averaging is not None:
-        kernel["averaging"] = args.averaging
+        kernel["averaging"] = args.averaging or None  # (0: the last iterate predicts)
     if args.input_bounds is not None:
         kernel["bounds"] = tuple(args.input_bounds)
     AdvKernelSVM(**common, **kernel)  # invalid options fail now, not at the first message

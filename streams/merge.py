@@ -314,7 +314,7 @@ def _average_features(meta: dict, arrays: dict, active: list, weights: list[floa
     store["size"] = len(ids)
     store["norm"] = math.sqrt(len(ids)) * float(np.sqrt(coef @ coef))  # exact for 'compact'
     store["n_added"] = max(int(m["state"]["model"]["store"]["n_added"]) for m, _, _ in active)
-    model = dict(first_meta["state"]["model"])
+    model = _folded_model_state(first_meta["state"]["model"])
     model["store"] = store
     meta["state"]["model"] = model
 

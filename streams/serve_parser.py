@@ -189,7 +189,7 @@ def _add_model(model) -> None:
                        "the model's, 1; 0 for plain SGD)")
     model.add_argument("--averaging", type=int, metavar="H",
                        help="predict with the average of the model's iterates over about H "
-                       "messages (support vectors; default: the last iterate predicts)")
+                       "messages (default: the model's, 1000); 0: the last iterate predicts")
     model.add_argument("--input-bounds", nargs=2, type=float, metavar=("LOW", "HIGH"),
                        help="the box every input stays in while attacked in training, e.g. 0 1 "
                        "for pixels (default: none)")

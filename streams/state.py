@@ -143,7 +143,7 @@ class Limits:
         averaging = getattr(model, "averaging", None)
         if averaging is not None and not self.averaging:
             return (f"its model keeps an average of its iterates (averaging={averaging}), which "
-                    f"this service's does not; to load it, pass --averaging")
+                    f"this service's does not; to load it, leave out --averaging 0")
         state = meta.get("state")
         # A model whose gamma='scale' is not fitted yet holds back up to `warm_up` rows (a
         # finished warm-up holds none): rows of up to max_features inputs, laid out densely.

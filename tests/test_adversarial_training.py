@@ -169,7 +169,7 @@ def test_for_a_linear_margin_the_point_is_the_crossing_or_the_worst_case(w, g0, 
 def test_the_learned_vector_is_the_step_to_the_boundary_by_hand():
     X, y = blobs(n=80, d=4)
     model = AdvKernelSVM(epsilon=0.3, norm="linf", gamma=1.0, budget=None, dtype="float64",
-                         bounds=(0.0, 1.0), reprocess=0, seed=0)
+                         bounds=(0.0, 1.0), reprocess=0, seed=0, averaging=None)
     model.learn_many(X[:60], y[:60])
     learned = 0
     for row, label in zip(X[60:], y[60:]):
@@ -668,7 +668,9 @@ def test_a_sample_not_attacked_while_learning_cannot_be_made_active_within_epsil
     rng = np.random.default_rng(1)
     X = rng.random((400, 3))
     gamma = 2.0 if policy == "merge" else 20.0  # (support vectors: a norm that lets some pass)
-    model = AdvKernelSVM(epsilon=0.05, gamma=gamma, budget=64, budget_policy=policy, seed=0)
+    # (the attack is on the margin the model learns with, its last iterate)
+    model = AdvKernelSVM(epsilon=0.05, gamma=gamma, budget=64, budget_policy=policy, seed=0,
+                         averaging=None)
     model.learn_many(X, X[:, 0] + X[:, 1] > 1.0)
     attacked = []
     original = AdvKernelSVM._attacked

@@ -378,7 +378,7 @@ def test_any_schedule_of_sparse_batches_is_the_loop_and_the_kernel_expansion(
     rng = np.random.default_rng(seed)
     params = dict(gamma=gamma, kernel=kernel, budget=None, seed=0, dtype="float64",
                   reprocess=0, warm_up=3, regularization=0.01, step_size=0.5,
-                  bias_step_size=0.05)
+                  bias_step_size=0.05, averaging=None)
     model, loop = AdvKernelSVM(**params), AdvKernelSVM(**params)
     samples = []
     for kind, batch in schedule:

@@ -74,7 +74,7 @@ def small_model(**kwargs):
     rng = np.random.default_rng(1)
     X = rng.random((300, 3))
     y = np.sin(6 * X[:, 0]) + X[:, 1] > 0.9
-    model = AdvKernelSVM(budget=48, budget_policy="compact", seed=2, **kwargs)
+    model = AdvKernelSVM(budget=48, budget_policy="compact", seed=2, averaging=None, **kwargs)
     model.learn_many(X, y)
     return model, X[:40], y[:40]
 

@@ -17,11 +17,12 @@ from river_advsvm.streams import group, merge
 from river_advsvm.streams import state as state_io
 from river_advsvm.streams.snapshot import parse_fence
 
-PARAMS = dict(epsilon=0.1, gamma=0.2, budget=64, budget_policy="compact", seed=3)
+# The fold averages what learns, the last iterates: these models predict with theirs too.
+PARAMS = dict(epsilon=0.1, gamma=0.2, budget=64, budget_policy="compact", seed=3, averaging=None)
 #: Support vectors, with room for every vector of a few models (no maintenance) unless a test
 #: lowers the budget.
 SV_PARAMS = dict(epsilon=0.1, gamma=0.2, budget=400, budget_policy="merge", dtype="float64",
-                 seed=3)
+                 seed=3, averaging=None)
 REPRESENTATIONS = {"compact": PARAMS, "merge": SV_PARAMS}
 
 
@@ -246,7 +247,7 @@ def test_models_that_keep_their_kernel_exponents_average_into_a_model_that_loads
     rng = np.random.default_rng(4)
     models = []
     for _ in range(2):
-        model = AdvKernelSVM(gamma=1.0 / d, budget=16, seed=0)
+        model = AdvKernelSVM(gamma=1.0 / d, budget=16, seed=0, averaging=None)  # (see PARAMS)
         X = rng.random((40, d))
         model.learn_many(X, (X[:, 0] > 0.5).astype(int))
         models.append(model)
@@ -750,21 +751,18 @@ def test_out_of_memory_while_folding_or_reading_a_peer_is_the_machines_fault(
     assert reader.invalid == 0
 
 
-def test_models_that_predict_with_their_average_start_it_again_from_the_groups():
+@pytest.mark.parametrize("policy", ["merge", "compact"])
+def test_models_that_predict_with_their_average_start_it_again_from_the_groups(policy):
     """The members' averages are of their own iterates: the group's model drops them, and
     predicts with its own `f` until it learns again."""
-    a = trained(300, 1, budget=16, averaging=50, gamma=1.0, budget_policy="merge")
-    b = trained(300, 2, budget=16, averaging=50, gamma=1.0, budget_policy="merge")
+    params = dict(budget=16, gamma=1.0, budget_policy=policy)
+    a, b = (trained(300, seed, averaging=50, **params) for seed in (1, 2))
     assert "average" in a.to_checkpoint()[0]["state"]["model"]
     merged = merge.to_model(*merge.average([(*a.to_checkpoint(), 1.0),
                                             (*b.to_checkpoint(), 1.0)], 600))
     assert merged._store.averaged is None
-    plain = merge.to_model(*merge.average([(*trained(300, 1, budget=16, gamma=1.0,
-                                                      budget_policy="merge").to_checkpoint(),
-                                             1.0),
-                                            (*trained(300, 2, budget=16, gamma=1.0,
-                                                      budget_policy="merge").to_checkpoint(),
-                                             1.0)], 600))
+    plain = merge.to_model(*merge.average([(*trained(300, seed, **params).to_checkpoint(), 1.0)
+                                           for seed in (1, 2)], 600))
     X = np.random.default_rng(3).random((20, 4))
     np.testing.assert_array_equal(merged.decision_many(X), plain.decision_many(X))
     merged.learn_many(X, X[:, 0] > 0.5)

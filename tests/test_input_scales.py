@@ -99,7 +99,7 @@ def test_per_input_bandwidths_give_the_kernel_they_name(kernel):
     RBF and absolute ones for Laplacian: the model's margin is that expansion, brute force."""
     by_name = {"a": 0.5, "b": 4.0, "c": 0.02}
     model = AdvKernelSVM(kernel=kernel, gamma=by_name, budget=None, dtype="float64", seed=0,
-                         reprocess=0)
+                         reprocess=0, averaging=None)
     rng = np.random.default_rng(0)
     rows = [dict(zip("abc", rng.normal(size=3).tolist())) for _ in range(12)]
     for j, x in enumerate(rows):
@@ -184,7 +184,7 @@ def test_a_centred_model_is_the_kernel_of_its_raw_inputs(spread, ratio):
     over its inputs as they came, brute force in float64 (to float32's rounding: an input less
     than 2 ranges from 0 is stored uncentred, a few 1e-4 of the exponent at worst)."""
     rows, labels = far_stream(60, ratio * spread, spread)
-    model = AdvKernelSVM(seed=0, warm_up=30, budget=16)
+    model = AdvKernelSVM(seed=0, warm_up=30, budget=16, averaging=None)
     for x, y in zip(rows, labels):
         model.learn_one(x, y)
     for x in far_stream(5, ratio * spread, spread, seed=2)[0]:
@@ -197,7 +197,7 @@ def test_bandwidths_far_apart_keep_every_factor_bounded():
     every stored row overflowed float32 and the first margin was not finite. The store's
     bandwidth is raised until no factor passes `max_factor`; the kernel is the one named."""
     by_name = {"a": 1.0, "b": 1e-300, "c": 1e-300}
-    model = AdvKernelSVM(gamma=by_name, seed=0, dtype="float32")
+    model = AdvKernelSVM(gamma=by_name, seed=0, dtype="float32", averaging=None)
     rng = np.random.default_rng(0)
     rows = [{"a": float(v), "b": 0.5, "c": 1.0} for v in rng.normal(size=40)]
     for x in rows:
@@ -218,7 +218,7 @@ def test_an_input_of_tiny_warm_up_range_beside_huge_ones_stays_finite():
              "age": 30 + 1e-3 * rng.random()} for _ in range(20)]
     rows += [{"m1": rng.random() * 1e15, "m2": rng.random() * 1e15,
               "age": float(rng.integers(20, 80))} for _ in range(40)]
-    model = AdvKernelSVM(warm_up=20, seed=0, budget=8)
+    model = AdvKernelSVM(warm_up=20, seed=0, budget=8, averaging=None)
     for x in rows:
         model.learn_one(x, x["m1"] > 5e14)
     assert model._input_scales.columns(3).max() <= max_factor(model.max_features) * (1 + 1e-12)
@@ -271,7 +271,7 @@ def test_no_attack_in_the_box_flips_a_point_certified_about_centres():
     radii = {}
     for offset in (0.0, 1e4):
         X, box = offset + Z, (offset - 1.0, offset + 1.0)
-        model = AdvKernelSVM(seed=0, warm_up=50, dtype="float64")
+        model = AdvKernelSVM(seed=0, warm_up=50, dtype="float64", averaging=None)
         for row, label in zip(X[:300], y[:300]):
             model.learn_one(dict(enumerate(row.tolist())), bool(label))
         radii[offset] = model.certified_radius_many(X[300:], y[300:], norm="linf", bounds=box)

@@ -338,8 +338,11 @@ def test_serve_model_flags_reach_the_model():
     assert (model.adversary_steps, model.bounds, model.reprocess, model.averaging) == (
         2, (0.0, 1.0), 0, 500)
     default = streams_cli._model_factory(parser.parse_args(kh.MODEL_ARGS))()
-    assert (default.reprocess, default.averaging) == (AdvKernelSVM().reprocess, None)
-    for flag, bad in [("--reprocess", "-1"), ("--averaging", "0")]:
+    assert (default.reprocess, default.averaging) == (AdvKernelSVM().reprocess,
+                                                      AdvKernelSVM().averaging)
+    last = streams_cli._model_factory(parser.parse_args([*kh.MODEL_ARGS, "--averaging", "0"]))()
+    assert last.averaging is None  # (0: the last iterate predicts)
+    for flag, bad in [("--reprocess", "-1"), ("--averaging", "-1")]:
         with pytest.raises(ValueError, match=flag[2:]):
             streams_cli._model_factory(parser.parse_args([*kh.MODEL_ARGS, flag, bad]))
 

@@ -66,7 +66,7 @@ def _serve(directory, *flags) -> list[str]:
     (dict(budget=64, budget_policy="grow"), ["--budget", "64"], "budget=64", "--budget"),
     (dict(max_features=20_000), [], "max_features=10000", "--max-features"),
     (dict(max_features=50), ["--max-features", "40"], "max_features=40", "--max-features"),
-    (dict(averaging=500), [], "averaging=500", "--averaging"),
+    (dict(averaging=500), ["--averaging", "0"], "averaging=500", "--averaging"),
 ])
 def test_a_checkpoint_beyond_the_operators_limits_is_refused_in_one_line(
         tmp_path, capsys, params, flags, limit, flag):
@@ -77,7 +77,7 @@ def test_a_checkpoint_beyond_the_operators_limits_is_refused_in_one_line(
     assert err.count("\n") == 1 and limit in err and flag in err, err
     if "averaging" in params:  # with the operator's consent it loads, average and all
         state.save(tmp_path, _learned_state(AdvKernelSVM(seed=0, **params), n=150))
-        loaded = state.load(tmp_path, state.Limits.of(AdvKernelSVM(averaging=10)))
+        loaded = state.load(tmp_path, state.Limits.of(AdvKernelSVM()))
         assert loaded.model._store.averaged is not None
 
 

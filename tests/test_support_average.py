@@ -45,7 +45,7 @@ def test_without_a_budget_the_model_predicts_with_the_mean_of_its_iterates(
     # average's with it).
     y = np.where(y == y[0], 1 if first_smaller else 7, 7 if first_smaller else 1)
     params = dict(gamma=2.0, budget=None, reprocess=reprocess, epsilon=epsilon, seed=0)
-    model, twin = AdvKernelSVM(averaging=horizon, **params), AdvKernelSVM(**params)
+    model, twin = AdvKernelSVM(averaging=horizon, **params), AdvKernelSVM(averaging=None, **params)
     expected = iterate_average(model, twin, X[:100], y[:100], X[100:], horizon)
     # (rounding of the many terms of a decision near 0 is relative to the largest)
     np.testing.assert_allclose(model.decision_many(X[100:]), expected, rtol=1e-9,
@@ -65,7 +65,7 @@ def test_through_merges_the_orphans_carry_the_exact_average(policy, first_smalle
     X, y = stream(300, 3, 11)
     y = np.where(y == y[0], 1 if first_smaller else 7, 7 if first_smaller else 1)
     params = dict(gamma=3.0, budget=6, budget_policy=policy, reprocess=1, seed=0)
-    model, twin = AdvKernelSVM(averaging=40, **params), AdvKernelSVM(**params)
+    model, twin = AdvKernelSVM(averaging=40, **params), AdvKernelSVM(averaging=None, **params)
     expected = iterate_average(model, twin, X[:250], y[:250], X[250:], 40)
     assert sum(model.budget_maintenance[k] for k in ("merges", "removals")) > 50
     np.testing.assert_allclose(model.decision_many(X[250:]), expected, rtol=1e-9,
@@ -76,7 +76,7 @@ def test_through_merges_the_orphans_carry_the_exact_average(policy, first_smalle
 def test_a_horizon_of_one_predicts_as_the_last_iterate_through_merges(policy):
     X, y = stream(400, 4, 1)
     params = dict(gamma=3.0, budget=12, budget_policy=policy, seed=0)
-    model, twin = AdvKernelSVM(averaging=1, **params), AdvKernelSVM(**params)
+    model, twin = AdvKernelSVM(averaging=1, **params), AdvKernelSVM(averaging=None, **params)
     model.learn_many(X[:300], y[:300])
     twin.learn_many(X[:300], y[:300])
     assert sum(model.budget_maintenance[k] for k in ("merges", "removals")) > 100
@@ -110,7 +110,7 @@ def test_the_average_steadies_the_last_iterate_on_a_noisy_stream():
     from one block of the stream to the next."""
     X, y = stream(3000, 2, 3)
     model = AdvKernelSVM(gamma=2.0, budget=64, averaging=500, seed=0)
-    twin = AdvKernelSVM(gamma=2.0, budget=64, seed=0)
+    twin = AdvKernelSVM(gamma=2.0, budget=64, seed=0, averaging=None)
     probe = X[:200]
     moves, averaged_moves, before = [], [], None
     for i in range(1000, 3000, 250):
@@ -212,11 +212,6 @@ def test_bad_averaging_is_refused(bad):
         AdvKernelSVM(averaging=bad)
 
 
-def test_averaging_needs_support_vectors():
-    with pytest.raises(ValueError, match="support vectors"):
-        AdvKernelSVM(budget_policy="compact", averaging=100)
-
-
 @pytest.mark.parametrize("change", ["coefficients", "bias"])
 def test_an_average_past_the_checkpoint_limits_is_refused(change):
     """The average decides too: its weights and bias are held to the limits of the model's."""
@@ -262,3 +257,16 @@ def test_without_a_budget_orphans_that_weigh_nothing_leave():
     model.learn_many(X, y)
     assert model._store.size == 0
     assert model._store.averaged.orphans.size == 0
+
+
+def test_a_checkpoint_saved_before_averaging_existed_predicts_with_its_last_iterate():
+    """Models saved without the parameter predicted with their last iterate: they load so,
+    whatever the default."""
+    X, y = stream(200, 3, 9)
+    model = AdvKernelSVM(gamma=3.0, budget=10, seed=0, averaging=None)
+    model.learn_many(X, y)
+    meta, arrays = model.to_checkpoint()
+    del meta["params"]["averaging"]
+    loaded = AdvKernelSVM.from_checkpoint(meta, arrays)
+    assert loaded.averaging is None and AdvKernelSVM().averaging is not None
+    np.testing.assert_array_equal(loaded.decision_many(X[:20]), model.decision_many(X[:20]))

@@ -41,7 +41,7 @@ def test_one_step_equals_the_step_by_hand(small_data, policy, epsilon):
     model = AdvKernelSVM(
         adversary="closed_form", epsilon=epsilon, budget=16, budget_policy=policy,
         regularization=0.05, seed=4,
-        step_size=0.5, bias_step_size=0.1, gamma=0.5, dtype="float64",
+        step_size=0.5, bias_step_size=0.1, gamma=0.5, dtype="float64", averaging=None,
     )
     for xi, yi in zip(X[:25], y[:25]):  # long enough for truncate to wrap its 16 slots
         model.learn_one(dict(enumerate(xi)), bool(yi))
@@ -103,7 +103,7 @@ def test_one_step_equals_the_step_by_hand(small_data, policy, epsilon):
 def test_inactive_step_only_shrinks(small_data):
     X, y = small_data
     model = AdvKernelSVM(regularization=0.1, step_size=1.0, gamma=4.0, dtype="float64",
-                         budget_policy="compact", seed=0)
+                         budget_policy="compact", seed=0, averaging=None)
     for _ in range(30):
         for xi, yi in zip(X[:10], y[:10]):
             model.learn_one(dict(enumerate(xi)), bool(yi))
@@ -275,7 +275,7 @@ def test_a_group_worker_steps_rate_times_the_schedule_at_the_groups_count(small_
     X, y = small_data
     params = dict(schedule="diminishing", regularization=0.05, step_size=0.5,
                   bias_step_size=0.1, gamma=0.5, dtype="float64", budget=16, seed=4,
-                  reprocess=0)
+                  reprocess=0, averaging=None)
     alone, same, worker = (AdvKernelSVM(**params) for _ in range(3))
     for model in (alone, same, worker):
         for xi, yi in zip(X[:20], y[:20]):
