@@ -72,7 +72,7 @@ def make_model(policy, budget, epsilon, gamma, dtype, seed):
     elif policy == "grow":  # unbounded already; the budget is not used
         budget = 1024
     return AdvKernelSVM(epsilon=epsilon, norm="linf", gamma=gamma, budget=budget,
-                        budget_policy=policy, dtype=dtype, seed=seed)
+                        budget_policy=policy, dtype=dtype, seed=seed, **common.LAST_ITERATE)
 
 
 def run(pair: str, data: dict, runs: list, dtypes, seeds: int, pgd_points: int,

@@ -71,7 +71,7 @@ def import_lazily_loaded(policy: str) -> None:
     by every model), are there before memory is traced: they are not the model's bytes."""
     rng = np.random.default_rng(0)
     X = rng.random((300, 4))
-    model = AdvKernelSVM(gamma=1.0, budget=64, budget_policy=policy, seed=0)
+    model = AdvKernelSVM(gamma=1.0, budget=64, budget_policy=policy, seed=0, **common.LAST_ITERATE)
     model.learn_many(X, rng.random(300) < 0.5)  # (random labels: every step adds a vector)
 
 
@@ -103,7 +103,7 @@ def dtype_record(policy: str, dtype: str, d: int, budget: int, n: int) -> dict:
 
         def build():
             model = AdvKernelSVM(gamma=gamma, budget=budget, budget_policy=policy, dtype=dtype,
-                                 seed=0)
+                                 seed=0, **common.LAST_ITERATE)
             for i in range(0, n, BATCH):
                 model.learn_many(X[i:i + BATCH], y[i:i + BATCH])
             return model
@@ -144,7 +144,7 @@ def stream_records(policy: str, n: int, d: int, budget: int) -> list:
     """One policy on the drifting stream, in this process: RSS and traced model bytes."""
     with common.one_blas_thread():
         model = AdvKernelSVM(epsilon=0.05, gamma=1.0 / (d / 12), budget=budget,
-                             budget_policy=policy, seed=0)
+                             budget_policy=policy, seed=0, **common.LAST_ITERATE)
         checkpoints = set(np.linspace(n // 10, n, 10).astype(int) // BATCH * BATCH)
         records, seen, start = [], 0, time.perf_counter()
         for X, y in drifting_batches(n, d):
@@ -176,7 +176,7 @@ def hostile_records(policy: str, max_features: int, n: int, budget: int, fresh: 
     with common.one_blas_thread():
         rng = np.random.default_rng(0)
         model = AdvKernelSVM(gamma=1.0, budget=budget, budget_policy=policy,
-                             max_features=max_features, seed=0)
+                             max_features=max_features, seed=0, **common.LAST_ITERATE)
         steady = [f"f{j}" for j in range(16)]
         checkpoints = set(np.linspace(n // 10, n, 10).astype(int))
         counts = {"learned": 0, "refused": 0, "predicted": 0}

@@ -42,7 +42,7 @@ def make_stream(n: int, d: int, seed: int = 0):
 
 
 def run(stream, monitor_for, pass_prediction: bool) -> tuple[float, dict]:
-    model = AdvKernelSVM(seed=0)
+    model = AdvKernelSVM(seed=0, averaging=None)  # (its results: the last iterate predicting)
     monitor = monitor_for(model)
     start = time.perf_counter()
     for x, y in stream:

@@ -278,13 +278,14 @@ def make_model(name: str, params: dict, seed: int, gamma: float, budget: int,
         return AdvLinearSVM(epsilon=radius, norm="linf", regularization=lam, step_size=eta)
     if name in SV_ADVERSARIAL:
         norm, radius = SV_ADVERSARIAL[name]
-        return AdvKernelSVM(epsilon=radius, norm=norm, budget=budget, dtype=dtype, seed=seed)
+        return AdvKernelSVM(epsilon=radius, norm=norm, budget=budget, dtype=dtype, seed=seed,
+                            **common.LAST_ITERATE)
     schedule = "diminishing" if name == "adv-SVM(D)" else "constant"
     policy = "merge" if MODELS[name] == "support vectors" else "compact"
     # The paper's algorithm: its closed-form worst case.
     return AdvKernelSVM(epsilon=radius, norm="linf", gamma=gamma, regularization=lam,
                         step_size=eta, schedule=schedule, budget=budget, budget_policy=policy,
-                        dtype=dtype, seed=seed, adversary="closed_form")
+                        dtype=dtype, seed=seed, adversary="closed_form", **common.LAST_ITERATE)
 
 
 def grid(name: str, s: Settings) -> list[dict]:

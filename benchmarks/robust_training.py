@@ -127,13 +127,19 @@ QUICK = Settings(seeds=2, attack_points=60, strong_points=20, strong_steps=20, r
                  regularizations=(1e-3,), step_sizes=(), cost_block=50, cost_passes=1)
 
 
+#: What the models predict with (`--averaging`): by default the last iterate, as in the
+#: committed results.
+AVERAGING = dict(common.LAST_ITERATE)
+
+
 def make_model(seed: int, threat: str | None = None, **params):
     from river_advsvm import AdvKernelSVM
 
     if threat is None:
-        return AdvKernelSVM(seed=seed, **params)
+        return AdvKernelSVM(seed=seed, **{**AVERAGING, **params})
     norm, radius = THREATS[threat]
-    return AdvKernelSVM(epsilon=params.pop("epsilon", radius), norm=norm, seed=seed, **params)
+    return AdvKernelSVM(epsilon=params.pop("epsilon", radius), norm=norm, seed=seed,
+                        **{**AVERAGING, **params})
 
 
 def strong_pgd_right(model, X, y, norm: str, epsilon: float, s: Settings) -> np.ndarray:
@@ -681,7 +687,12 @@ def main(argv=None) -> int:
     p.add_argument("--only", choices=["table", "checks", *FULL.checks], default=None,
                    help="run only the table (its stream orders), only the checks, or only one "
                         "of them")
+    p.add_argument("--averaging", type=int, default=0, metavar="H",
+                   help="the models predict with the average of their iterates over about H "
+                        "samples (the package's default: 1000); 0 (default here): the last "
+                        "iterate")
     args = p.parse_args(argv)
+    AVERAGING["averaging"] = args.averaging or None
     if args.combine:
         records = [r for path in args.combine for r in json.loads(pathlib.Path(path).read_text())
                    if r["kind"] not in ("summary", "target")]
@@ -704,7 +715,8 @@ def main(argv=None) -> int:
                        + (["--quick"] if args.quick else ["--pairs", *args.pairs])
                        + ([f"--seeds {args.seeds}"] if args.seeds is not None else [])
                        + ([f"--first-seed {args.first_seed}"] if args.first_seed else [])
-                       + ([f"--only {args.only}"] if args.only else []))
+                       + ([f"--only {args.only}"] if args.only else [])
+                       + ([f"--averaging {args.averaging}"] if args.averaging else []))
     start = time.perf_counter()
     records = []
     with common.one_blas_thread():

@@ -96,7 +96,7 @@ def make_model(d: int, X: np.ndarray, budget: int) -> AdvKernelSVM:
     # The bandwidth every worker is given: what gamma='scale' fits, 2 / (d Var x).
     gamma = float(2.0 / (d * X.var()))
     return AdvKernelSVM(gamma=gamma, budget=budget, budget_policy="merge", seed=0,
-                        schedule="diminishing", regularization=1e-3)
+                        schedule="diminishing", regularization=1e-3, **common.LAST_ITERATE)
 
 
 def scores(model, X, y, pgd_X, pgd_y, epsilon: float) -> tuple[float, float]:

@@ -195,7 +195,7 @@ class HandLoop:
 
 def start_hand_loop(d: int, budget: int, gamma: float) -> HandLoop:
     model = AdvKernelSVM(gamma=gamma, budget=budget, budget_policy="compact", seed=0,
-                         dtype="float32")
+                         dtype="float32", **common.LAST_ITERATE)
     model.learn_one(dict.fromkeys(range(d), 1.0), True)  # every input registered
     return HandLoop(model, d)
 
@@ -234,6 +234,22 @@ class HandSupportStep:
         self.rho = 1.0 - model.step_size * model.regularization
         self.share = model._active_share
         self.n_merges = 0
+
+    @classmethod
+    def of_average(cls, model: AdvKernelSVM, d: int) -> HandSupportStep:
+        """The hand predict of what a model with `averaging` predicts with: its vectors with
+        their averaged coefficients and the vectors its average keeps (the same rows as the
+        model's `predict_one`)."""
+        hand = cls(model, d, merge=False)
+        average = model._store.averaged
+        whole = average.expansion()
+        columns = model._index.positions(list(range(d)))
+        hand.size = whole.size
+        hand.S = np.ascontiguousarray(whole.vectors[:, columns], dtype=np.float32)
+        hand.norms = np.square(hand.S, dtype=np.float64).sum(axis=1)
+        hand.a = whole.coefficients
+        hand.scale, hand.bias = 1.0, average.bias
+        return hand
 
     def _exponents(self, x: np.ndarray, xx: float) -> np.ndarray:
         n = self.size
@@ -329,9 +345,11 @@ def support_streams(data: str | None, quick: bool) -> dict:
 
 def support_step(streams: dict, budget: int, rounds: int, chunk: float,
                  prefill_seconds: float) -> list:
-    """AdvKernelSVM ('merge', float32, defaults otherwise) at full budget against the hand
-    support-vector step, on each stream: learn_one (dicts), learn_many (rows, batches of 100),
-    predict_one (dicts) against the hand predict; merges per learned sample of each."""
+    """AdvKernelSVM ('merge', float32, defaults otherwise: predicting with the average of its
+    iterates) at full budget against the hand support-vector step, on each stream: learn_one
+    (dicts), learn_many (rows, batches of 100) against the minimal step, predict_one (dicts)
+    against the hand predict over the same rows (the vectors and those the average keeps; and
+    over the vectors alone); merges per learned sample of each."""
     records = []
     for name, (X, y) in streams.items():
         d = X.shape[1]
@@ -348,6 +366,7 @@ def support_step(streams: dict, budget: int, rounds: int, chunk: float,
         signs = np.where(y_run == y.max(), 1.0, -1.0).tolist()
         minimal = HandSupportStep(model, d, merge=False)
         merging = HandSupportStep(model, d, merge=True)
+        averaged = HandSupportStep.of_average(model, d)
         # learn_one and learn_many get samples of their own: a sample the model still holds
         # would come back as a coefficient change, not a new vector.
         half = len(X_run) // 2
@@ -379,16 +398,20 @@ def support_step(streams: dict, budget: int, rounds: int, chunk: float,
             "learn_many", lambda it=cycling(batches): model.learn_many(*it()), batch,
             store_merges), batch)
         bench.add("hand predict", lambda it=cycling(list(X32)): minimal.predict(it()))
+        bench.add("hand predict (average)",
+                  lambda it=cycling(list(X32)): averaged.predict(it()))
         bench.add("predict_one", lambda it=cycling(dicts): model.predict_one(it()))
         rates = bench.run()
         reference = {"hand step with merge": "hand step", "learn_one": "hand step",
-                     "learn_many": "hand step", "predict_one": "hand predict"}
+                     "learn_many": "hand step", "hand predict (average)": "hand predict",
+                     "predict_one": "hand predict (average)"}
         per_sample = {"hand step with merge": "hand merge", "learn_one": "learn_one",
                       "learn_many": "learn_many"}
         for key, (best, median) in rates.items():
             record = {"kind": "support_step", "data": name, "d": d, "budget": budget,
                       "mode": key, "samples_per_s": best, "samples_per_s_median": median,
-                      "us_per_sample": 1e6 / best, "n_support_vectors": model.n_support_vectors}
+                      "us_per_sample": 1e6 / best, "n_support_vectors": model.n_support_vectors,
+                      "averaged_rows": averaged.size}
             if key in reference:
                 ref = rates[reference[key]]
                 record.update(reference=reference[key], ratio=best / ref[0],
@@ -448,11 +471,13 @@ def warm_up_cost(streams: dict, rounds: int, chunk: float) -> list:
 def serve_path(X: np.ndarray, y: np.ndarray, name: str, rounds: int, chunk: float,
                prefill_seconds: float, budget: int = 1024) -> list:
     """What `advsvm serve` asks of the model per message, in process: the default model
-    (`AdvKernelSVM(seed=0)`: gamma='scale', budget 1,024, merge, float32) at full budget, and
+    (`AdvKernelSVM(seed=0)`: gamma='scale', budget 1,024, merge, float32, averaging 1,000) at
+    full budget, and
     `predict_proba_then_learn_many` on runs of `SERVE_RUN` rows of floats, as
     `streams.model_calls` makes them for messages that are arrays. No broker, no JSON, no
     outputs: a bound on the service's rate with one worker, not the rate itself."""
-    model = AdvKernelSVM(seed=0, budget=budget)  # (budget: the default, but in a quick run)
+    # (budget: the default, but in a quick run)
+    model = AdvKernelSVM(seed=0, budget=budget)
     split = len(X) * 3 // 4
     prefill(model, X[:split], y[:split], 8 * split, prefill_seconds)
     if model.n_support_vectors < model.budget:
@@ -513,7 +538,7 @@ def bench_config(d: int, budget: int, rounds: int, chunk: float, prefill_seconds
     for system, policy, dtype in systems:
         key = (f"{system} {policy}", dtype)
         model = models[key] = AdvKernelSVM(gamma=gamma, budget=budget, budget_policy=policy,
-                                           dtype=dtype, seed=0)
+                                           dtype=dtype, seed=0, **common.LAST_ITERATE)
         model.learn_many(*batches[0])
         if policy != "compact":
             prefill(model, X, y, 2 * budget, prefill_seconds)
@@ -629,7 +654,7 @@ def mnist_pass(pair: dict, name: str, budget: int, repeats: int) -> list:
         seconds["batch limit"].append(limit_pass())
         for policy, dtype in systems:
             model = AdvKernelSVM(gamma=gamma, budget=budget, budget_policy=policy, dtype=dtype,
-                                 seed=0)
+                                 seed=0, **common.LAST_ITERATE)
             start = clock()  # common.train's pass, on the CPU clock
             for i in range(0, len(X), BATCH):
                 model.learn_many(X[i:i + BATCH], y[i:i + BATCH])
@@ -654,7 +679,7 @@ def mnist_pass(pair: dict, name: str, budget: int, repeats: int) -> list:
                   "n_support_vectors": model.n_support_vectors if policy != "compact" else None}
         if dtype == "float32":
             one = AdvKernelSVM(gamma=gamma, budget=budget, budget_policy=policy, dtype=dtype,
-                               seed=0)
+                               seed=0, **common.LAST_ITERATE)
             for x, label in zip(dicts, labels):
                 one.learn_one(x, label)
             record["same_as_learn_one_loop"] = same_model(model, one)
@@ -674,7 +699,8 @@ def profile_split(d: int, budget: int, rounds: int, chunk: float) -> list:
     """Component timings of `learn_one` and `predict_one` (float32 `compact`) on dicts."""
     X, y = make_data(4 * BATCH, d)
     gamma = 1.0 / (d * float(X.var()))
-    model = AdvKernelSVM(gamma=gamma, budget=budget, budget_policy="compact", seed=0)
+    model = AdvKernelSVM(gamma=gamma, budget=budget, budget_policy="compact", seed=0,
+                         **common.LAST_ITERATE)
     model.learn_many(X[:BATCH], y[:BATCH])
     store = model._store
     n_dicts = max(50, min(1000, DICT_ENTRIES // d))
@@ -730,7 +756,8 @@ def profile_split(d: int, budget: int, rounds: int, chunk: float) -> list:
                             "total_us": total})
     records += cprofile_top(model, dicts, labels, "compact")
     if has_support_vectors():
-        svm = AdvKernelSVM(gamma=gamma, budget=budget, budget_policy="merge", seed=0)
+        svm = AdvKernelSVM(gamma=gamma, budget=budget, budget_policy="merge", seed=0,
+                           **common.LAST_ITERATE)
         prefill(svm, X, y, 2 * budget, 60.0)
         records += cprofile_top(svm, dicts, labels, "merge")
     return records

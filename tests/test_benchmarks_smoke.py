@@ -187,10 +187,13 @@ def test_throughput_measures_the_support_vector_step_against_the_hand_step(quick
     for data in ("noisy", "digits 8 vs 9"):
         for mode, reference in [("learn_one", "hand step"), ("learn_many", "hand step"),
                                 ("hand step with merge", "hand step"),
-                                ("predict_one", "hand predict")]:
+                                ("hand predict (average)", "hand predict"),
+                                ("predict_one", "hand predict (average)")]:
             r = rows[(data, mode)]
             assert r["reference"] == reference and r["ratio"] > 0
             assert r["n_support_vectors"] == r["budget"]  # measured at full budget
+            # The average predicts over the vectors and those it keeps: at most 1.5 budgets.
+            assert r["budget"] <= r["averaged_rows"] <= r["budget"] * 3 // 2
         assert rows[(data, "learn_one")]["merges_per_sample"] >= 0
     # Almost every noisy sample violates the margin: the budget merges on most of them.
     assert rows[("noisy", "learn_one")]["merges_per_sample"] > 0.3
