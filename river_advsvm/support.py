@@ -271,9 +271,10 @@ class SupportVectors(KernelExpansion):
         self._pending = (self._edits, self.n_inputs, exponents, total, v, extra if alone else None)
         return self._scale * total
 
-    def latest_kernels(self) -> np.ndarray:
-        """The kernel values of the row of the latest `value`, one per stored vector."""
-        return self._last_row[3]
+    def latest_row(self) -> tuple:
+        """The latest `value`'s `((version, size, extra), padded row, exponents, kernels)`:
+        what another store over the same input columns needs to take the same row."""
+        return self._last_row
 
     def gradient(self, v: np.ndarray) -> np.ndarray:
         """`df/dx` at the row of the latest `value`, from the kernel values it computed: one

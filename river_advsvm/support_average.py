@@ -124,12 +124,15 @@ class AveragedVectors:
                 self._heir_kernel[row] = math.exp(-float(partner_exponents[j]))
         # The orphans before these two: those whose heir leaves the store follow it, and those
         # whose heir is the store's last vector follow it to slot m.
-        heirs = self._heir[:before]
-        older = heirs.copy()
-        for code, row in gone.items():
-            heirs[older == code] = row
         if last not in (m, partner):
-            heirs[older == _store_heir(last)] = _store_heir(m)
+            gone[_store_heir(last)] = _store_heir(m)
+        heirs = self._heir[:before]
+        codes = list(gone)
+        followers = heirs == codes[0]
+        for code in codes[1:]:
+            followers |= heirs == code
+        for o in np.flatnonzero(followers).tolist():
+            heirs[o] = gone[int(heirs[o])]
         if m != last:
             shared[m] = shared[last]
         if partner is not None:
@@ -181,12 +184,13 @@ class AveragedVectors:
 
     def value_at_latest_row(self, v: np.ndarray, u: np.ndarray | None) -> float:
         """`fbar` at the row of the store's latest `value` (`v`, `u` as given to it): its kernel
-        row times the averaged coefficients, plus the orphans' row."""
-        kernels = self.store.latest_kernels()
+        row times the averaged coefficients, plus the orphans' row over the row the store
+        loaded (the bits `values` gives the same row)."""
+        (_, _, extra), row, _, kernels = self.store.latest_row()
         total = float(kernels @ self._shared[: len(kernels)])
-        if self.orphans.size:
-            U = None if u is None or not len(u) else np.asarray(u, dtype=np.float64)[None, :]
-            total += float(self.orphans.values(v[None, :], U)[0])
+        orphans = self.orphans
+        if orphans.size:
+            total += orphans._scale * orphans._kernel_row(row, extra)[2]
         return total
 
     def values(self, V: np.ndarray, U: np.ndarray | None = None, extra_hashes=None) -> np.ndarray:
@@ -309,19 +313,24 @@ class AveragedVectors:
             j = int(np.abs(a[:size]).argmin())
             if below is not None and not abs(a[j]) <= below:
                 return
-            heir, kernel = int(self._heir[j]), self._heir_kernel[j]
+            heir, kernel = int(self._heir[j]), float(self._heir_kernel[j])
             if heir >= 0:
                 a[heir] += a[j] * kernel
             elif heir != -1:
                 self._shared[-2 - heir] += a[j] * kernel
-            # Orphans whose heir was j inherit j's heir, through j.
-            heirs = self._heir[:size]
-            children = heirs == j
-            self._heir_kernel[:size][children] *= kernel
-            heirs[children] = heir
+            # Orphans whose heir was j inherit j's heir, through j; then the last orphan moves
+            # to row j, and those whose heir it was follow it (usually neither kind exists).
+            heirs, heir_kernels = self._heir, self._heir_kernel
             last = size - 1
+            linked = np.flatnonzero((heirs[:size] == j) | (heirs[:size] == last)).tolist()
+            for o in linked:
+                if heirs[o] == j:
+                    heir_kernels[o] *= kernel
+                    heirs[o] = heir
             orphans._drop(j)
             if j != last:
-                self._heir[j], self._heir_kernel[j] = self._heir[last], self._heir_kernel[last]
-                heirs[:last][heirs[:last] == last] = j
-            self._heir[last] = -1
+                heirs[j], heir_kernels[j] = heirs[last], heir_kernels[last]
+                for o in linked:
+                    if o < last and heirs[o] == last:
+                        heirs[o] = j
+            heirs[last] = -1

@@ -270,3 +270,48 @@ def test_a_checkpoint_saved_before_averaging_existed_predicts_with_its_last_iter
     loaded = AdvKernelSVM.from_checkpoint(meta, arrays)
     assert loaded.averaging is None and AdvKernelSVM().averaging is not None
     np.testing.assert_array_equal(loaded.decision_many(X[:20]), model.decision_many(X[:20]))
+
+
+def reference_evictions(heirs, kernels, a, shared, capacity):
+    """Orphans leave down to `capacity`, smallest averaged coefficient first, by the rule
+    written out with whole-array masks: the coefficient goes to the heir, projected; the
+    children of the one leaving inherit its heir through it; the last row moves to its place."""
+    heirs, kernels, a, shared = heirs.copy(), kernels.copy(), a.copy(), shared.copy()
+    size = len(a)
+    while size > capacity:
+        j = int(np.abs(a[:size]).argmin())
+        heir, kernel = int(heirs[j]), kernels[j]
+        if heir >= 0:
+            a[heir] += a[j] * kernel
+        elif heir != -1:
+            shared[-2 - heir] += a[j] * kernel
+        children = heirs[:size] == j
+        kernels[:size][children] *= kernel
+        heirs[:size][children] = heir
+        last = size - 1
+        a[j] = a[last]
+        if j != last:
+            heirs[j], kernels[j] = heirs[last], kernels[last]
+            heirs[:last][heirs[:last] == last] = j
+        heirs[last] = -1
+        size -= 1
+    return heirs[:size], kernels[:size], a[:size], shared
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**16), budget=st.integers(2, 12), keep=st.integers(0, 5))
+def test_evictions_follow_the_rule_through_chains_of_heirs(seed, budget, keep):
+    X, y = stream(300, 3, seed)
+    model = AdvKernelSVM(gamma=3.0, budget=budget, averaging=30, seed=0)
+    model.learn_many(X, y)
+    average = model._store.averaged
+    n = average.orphans.size
+    keep = min(keep, n)
+    expected = reference_evictions(average._heir[:n], average._heir_kernel[:n],
+                                   average.orphans._a[:n], average._shared, keep)
+    average.capacity = keep
+    average._evict()
+    assert average.orphans.size == keep
+    for got, want in zip((average._heir[:keep], average._heir_kernel[:keep],
+                          average.orphans._a[:keep], average._shared), expected):
+        np.testing.assert_array_equal(got, want)
