@@ -349,7 +349,9 @@ def support_step(streams: dict, budget: int, rounds: int, chunk: float,
     iterates) at full budget against the hand support-vector step, on each stream: learn_one
     (dicts), learn_many (rows, batches of 100) against the minimal step, predict_one (dicts)
     against the hand predict over the same rows (the vectors and those the average keeps; and
-    over the vectors alone); merges per learned sample of each."""
+    over the vectors alone); merges per learned sample of each. The same model predicting with
+    its last iterate (`averaging=None`, learning the same samples) beside it, in the same
+    rounds."""
     records = []
     for name, (X, y) in streams.items():
         d = X.shape[1]
@@ -357,8 +359,11 @@ def support_step(streams: dict, budget: int, rounds: int, chunk: float,
         gamma = 2.0 / (d * float(X.var()))
         model = AdvKernelSVM(gamma=gamma, budget=budget, budget_policy="merge",
                              dtype="float32", seed=0)
+        last = AdvKernelSVM(gamma=gamma, budget=budget, budget_policy="merge",
+                            dtype="float32", seed=0, averaging=None)
         split = len(X) * 3 // 4  # the model fills its budget on the first part
         prefill(model, X[:split], y[:split], 8 * split, prefill_seconds)
+        prefill(last, X[:split], y[:split], model.n_learned, math.inf)
         if model.n_support_vectors < budget:
             raise SystemExit(f"{name}: the budget did not fill while prefilling")
         X_run, y_run = X[split:], y[split:]
@@ -398,13 +403,21 @@ def support_step(streams: dict, budget: int, rounds: int, chunk: float,
             "learn_many", lambda it=cycling(batches): model.learn_many(*it()), batch,
             store_merges), batch)
         bench.add("hand predict", lambda it=cycling(list(X32)): minimal.predict(it()))
+        bench.add("learn_one, last iterate",
+                  lambda it=cycling(pairs): last.learn_one(*it()))
+        bench.add("learn_many, last iterate",
+                  lambda it=cycling(batches): last.learn_many(*it()), batch)
+        bench.add("predict_one, last iterate", lambda it=cycling(dicts): last.predict_one(it()))
         bench.add("hand predict (average)",
                   lambda it=cycling(list(X32)): averaged.predict(it()))
         bench.add("predict_one", lambda it=cycling(dicts): model.predict_one(it()))
         rates = bench.run()
         reference = {"hand step with merge": "hand step", "learn_one": "hand step",
                      "learn_many": "hand step", "hand predict (average)": "hand predict",
-                     "predict_one": "hand predict (average)"}
+                     "predict_one": "hand predict (average)",
+                     "learn_one, last iterate": "hand step",
+                     "learn_many, last iterate": "hand step",
+                     "predict_one, last iterate": "hand predict"}
         per_sample = {"hand step with merge": "hand merge", "learn_one": "learn_one",
                       "learn_many": "learn_many"}
         for key, (best, median) in rates.items():
