@@ -113,8 +113,10 @@ def _invert_saturating_bound(weights: np.ndarray, slopes: np.ndarray, margins: n
     return np.where((segment == len(kinks)) & (linear == 0), math.inf, radii)
 
 
-def _rounding(store, V, U, W_extra, scales, unknown_scales, dual) -> tuple[np.ndarray, float]:
-    """Bounds on how far the deployed model's computed `f` can be from the exact one.
+def _rounding(store, coefficients, V, U, W_extra, scales, unknown_scales,
+              dual) -> tuple[np.ndarray, float]:
+    """Bounds on how far the deployed model's computed `f` (`coefficients` over the store's
+    features) can be from the exact one.
 
     The computed projection `z_i = x . w_i + u_i` (in the store's dtype, any summation order)
     is within `gamma_n (sum_j |x_j w_ij| + |u_i|)` of the exact one, `gamma_n = n u / (1 - n u)`
@@ -127,7 +129,7 @@ def _rounding(store, V, U, W_extra, scales, unknown_scales, dual) -> tuple[np.nd
     u = float(np.finfo(store.dtype).eps) / 2
     terms = V.shape[1] + U.shape[1] + 2
     gamma_n = terms * u / (1 - terms * u)
-    a = np.abs(store.coefficients)
+    a = np.abs(coefficients)
     magnitudes = np.abs(V) @ np.abs(store.omega).astype(np.float64)
     if W_extra is not None:
         magnitudes += np.abs(U) @ np.abs(W_extra).astype(np.float64)
@@ -148,6 +150,7 @@ def kernel_radii(
     scales: np.ndarray,
     unknown_scales: np.ndarray,
     n_inputs: int,
+    coefficients: np.ndarray | None = None,
 ) -> np.ndarray:
     """Certified radii of a random-feature model at points with the given margins.
 
@@ -171,16 +174,20 @@ def kernel_radii(
         The scale `q` of each input the store does not know.
     n_inputs
         Number of input coordinates an attacker may change (`d` in the L-inf bound).
+    coefficients
+        The coefficients of the function certified over the store's features, if not the
+        store's own (the average of its iterates).
 
     """
     _check_norm(norm)
     margins = np.asarray(margins, dtype=float)
-    coefficients = math.sqrt(2.0) * np.abs(store.coefficients)
+    own = store.coefficients if coefficients is None else coefficients
     # The weights of inputs the store does not know (bounded by the model's max_features).
     W_extra = store.weights_for(unknown_hashes) if len(unknown_hashes) else None
     spectrum = _spectrum(store, scales, unknown_hashes, unknown_scales, W_extra)
     dual = spectrum["l2"] if norm == "l2" else spectrum["l1"]
-    e0, e1 = _rounding(store, V, U, W_extra, scales, unknown_scales, dual)
+    e0, e1 = _rounding(store, own, V, U, W_extra, scales, unknown_scales, dual)
+    coefficients = math.sqrt(2.0) * np.abs(own)
     margins = margins - 2.0 * e0  # the computed margin here and there, both within E0
     lipschitz = l2_length(coefficients) * spectrum["sigma"]
     if norm == "linf":

@@ -578,11 +578,10 @@ class AdvKernelSVM(MarginClassifier):
                                          bias=bias, scale=np.concatenate([q, q_u]),
                                          bounds=bounds)
         # Every input may move, the ones the sample lacks (0) too: the store's and its own.
-        expansion, _ = self._predicting()
-        if expansion is not self._store:  # the average, as a store of its own
-            expansion = expansion.expansion()
-        return certify.kernel_radii(expansion, margins, norm, Vs, Us, u_hashes, q, q_u,
-                                    n_inputs=V.shape[1] + len(u_names))
+        average, _ = self._predicting()  # (the store's features, the average's coefficients)
+        return certify.kernel_radii(self._store, margins, norm, Vs, Us, u_hashes, q, q_u,
+                                    n_inputs=V.shape[1] + len(u_names),
+                                    coefficients=average.coefficients)
 
     def _max_state_bytes(self):
         most = self._store_type().max_state_bytes(self.budget, self.max_features, self.dtype)
@@ -595,7 +594,6 @@ class AdvKernelSVM(MarginClassifier):
         # The average's coefficients: one per feature.
         return most + 8 * (checkpoint.MAX_ARRAY_BYTES // 16 if self._store_type().unbounded
                            else self.budget)
-        return most
 
     def _margin_reach(self):
         # A kernel value is at most 1, a random feature sqrt(2) cos(.): at most sqrt(2) each.

@@ -161,3 +161,19 @@ def test_certified_radii_are_the_averages():
         result = PGD(epsilon=0.99 * radius, norm="l2", steps=20).run(
             model, X[500:540][inside], y[500:540][inside])
         assert not result.fooled.any()
+
+
+def test_the_averages_certificate_reuses_the_stores_spectrum():
+    """The spectrum of the features (an SVD) is cached per store: certifying the average does
+    not compute it again at every call."""
+    from river_advsvm import certify
+
+    X, y = stream(300, 3, 10)
+    model = AdvKernelSVM(gamma=3.0, budget=64, budget_policy="compact", averaging=50, seed=0)
+    model.learn_many(X, y)
+    first = model.certified_radius_many(X[:20], y[:20], norm="l2")
+    cached = dict(certify._spectra[model._store])
+    second = model.certified_radius_many(X[:20], y[:20], norm="l2")
+    np.testing.assert_array_equal(first, second)
+    assert len(cached) == 1 and certify._spectra[model._store].keys() == cached.keys()
+    assert all(certify._spectra[model._store][k] is cached[k] for k in cached)
