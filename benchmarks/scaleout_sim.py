@@ -406,7 +406,7 @@ def main() -> None:
     print(common.format_table([r for r in records if "method" in r], COLUMNS))
     print(common.machine_line(common.machine()))
     for r in records:
-        r.update(common.machine())
+        r.update(common.machine(), averaging=AVERAGING["averaging"])
     common.write_records(records, args.out, "scaleout_sim", args.quick)
 
 
