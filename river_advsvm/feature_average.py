@@ -1,7 +1,6 @@
-"""The exponential average of the random-feature model's `f` over its recent steps.
+"""The average of the random-feature model's `f` over its recent steps.
 
-The same average as `river_advsvm.support_average` (`fbar_t = (1 - rho_t) fbar_{t-1} + rho_t
-f_t`, `rho_t = max(2 / (t + 1), 1 / horizon)`), for `f = sum_j a_j phi_j` over the features of
+The average of `river_advsvm.iterate_average`, for `f = sum_j a_j phi_j` over the features of
 a `river_advsvm.budget.FeatureStore`: the average is `sum_j abar_j phi_j` over the same
 features, with averaged coefficients `abar`. A feature that leaves the store (`truncate` gives
 its slot to a new one) leaves the average too: by then its coefficient has been shrunk
@@ -19,12 +18,14 @@ import math
 
 import numpy as np
 
+from river_advsvm.iterate_average import IterateAverage
+
 __all__ = ["AveragedFeatures"]
 
 _SQRT2 = math.sqrt(2.0)
 
 
-class AveragedFeatures:
+class AveragedFeatures(IterateAverage):
     """`fbar`, the average of a `FeatureStore`'s `f` over its recent steps (see the module).
 
     Parameters
@@ -38,10 +39,7 @@ class AveragedFeatures:
     """
 
     def __init__(self, store, horizon: int):
-        self.store = store
-        self.horizon = horizon
-        self.count = 0  # samples averaged
-        self.bias = 0.0
+        super().__init__(store, horizon)
         # Averaged coefficients, slot by slot (entries past the store's size are stale).
         self._coef = np.zeros(max(len(store.coef), 1))
 
@@ -68,15 +66,13 @@ class AveragedFeatures:
 
     def update(self, bias: float) -> None:
         """One learned sample: `fbar <- (1 - rho) fbar + rho f` and the same for the bias."""
-        self.count += 1
-        rho = max(2.0 / (self.count + 1), 1.0 / self.horizon)
+        rho = self._next_weight(bias)
         store = self.store
         if store.size > len(self._coef):
             self.replaced(store.size - 1)
         average = self._coef[: store.size]
         average *= 1.0 - rho
         average += rho * store.coefficients
-        self.bias += rho * (bias - self.bias)
 
     # -- f at rows ------------------------------------------------------------------------------
 
@@ -102,19 +98,13 @@ class AveragedFeatures:
 
     def state(self) -> tuple[dict, dict]:
         """JSON scalars and numpy arrays from which `restore` rebuilds this average."""
-        scalars = {"horizon": self.horizon, "count": self.count, "bias": self.bias}
-        return scalars, {"average_coefficients": self.coefficients.copy()}
+        return self._scalars(), {"average_coefficients": self.coefficients.copy()}
 
     @classmethod
     def restore(cls, store, scalars: dict, arrays: dict) -> AveragedFeatures:
         """The average `state` saved, over the restored `store`; `ValueError` if it is not one
         this store can have (checked before anything is built)."""
-        if not isinstance(scalars, dict):
-            raise ValueError("the average's state must be a dict")
-        horizon, count, bias = (scalars.get(k) for k in ("horizon", "count", "bias"))
-        if not (type(horizon) is int and 1 <= horizon and type(count) is int and count >= 0
-                and type(bias) is float and math.isfinite(bias)):
-            raise ValueError("the average's horizon, count or bias is not valid")
+        checked = cls._checked_scalars(scalars)
         if set(arrays) & {"average_orphans", "average_heirs"}:
             raise ValueError("the average's state is one of support vectors")
         coef = arrays.get("average_coefficients")
@@ -124,7 +114,6 @@ class AveragedFeatures:
             raise ValueError("the average's arrays do not fit the store")
         if not np.isfinite(coef).all():
             raise ValueError("the average's values are not finite")
-        average = cls(store, horizon)
-        average.count, average.bias = count, bias
+        average = cls._restored(store, checked)
         average._coef[: store.size] = coef
         return average

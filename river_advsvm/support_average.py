@@ -1,11 +1,8 @@
-"""The exponential average of the support-vector model's `f` over its recent steps.
+"""The average of the support-vector model's `f` over its recent steps.
 
 SGD with a constant step ends each sample at a noisy iterate `f_t`: the last steps move `f` by
-up to `step_size` near their samples. The average of the iterates, `fbar_t = (1 - rho_t)
-fbar_{t-1} + rho_t f_t`, keeps what the steps agree on. `rho_t = max(2 / (t + 1), 1 / horizon)`:
-first the polynomial-decay average of Shamir and Zhang (iterate `t` weighs in proportion to
-`t`, so the early, poor iterates fade as the stream goes on), from `t = 2 horizon` an
-exponential average of that horizon (a stream that drifts is followed).
+up to `step_size` near their samples. The average of the iterates
+(`river_advsvm.iterate_average`) keeps what the steps agree on.
 
 `f_t` changes its vectors as it learns (a new vector, a merge, a removal). The average shares
 the vectors `f_t` holds, with averaged coefficients of its own, and keeps the vectors `f_t`
@@ -38,6 +35,7 @@ import math
 
 import numpy as np
 
+from river_advsvm.iterate_average import IterateAverage
 from river_advsvm.support import max_saved_squared_norm
 from river_advsvm.support_predict import KernelExpansion
 from river_advsvm.support_store import _squared_norms
@@ -56,7 +54,7 @@ def _store_heir(slot: int) -> int:
     return -2 - slot
 
 
-class AveragedVectors:
+class AveragedVectors(IterateAverage):
     """`fbar`, the average of a `SupportVectors` store's `f` over its recent steps (see the
     module): averaged coefficients of the store's vectors, and orphans.
 
@@ -71,10 +69,7 @@ class AveragedVectors:
     """
 
     def __init__(self, store, horizon: int):
-        self.store = store
-        self.horizon = horizon
-        self.count = 0  # samples averaged
-        self.bias = 0.0
+        super().__init__(store, horizon)
         # Averaged coefficients of the store's vectors (entries past its size are stale).
         self._shared = np.zeros(max(store.size, 1))
         capacity = orphan_capacity(store.budget)
@@ -164,15 +159,13 @@ class AveragedVectors:
     def update(self, bias: float) -> None:
         """One learned sample: `fbar <- (1 - rho) fbar + rho f` and the same for the bias."""
         store = self.store
-        self.count += 1
-        rho = max(2.0 / (self.count + 1), 1.0 / self.horizon)
+        rho = self._next_weight(bias)
         size = store.size
         shared = self._shared[:size]
         shared *= 1.0 - rho
         shared += (rho * store._scale) * store._a[:size]
         orphans = self.orphans._a[: self.orphans.size]
         orphans *= 1.0 - rho
-        self.bias += rho * (bias - self.bias)
         if self.capacity is None and len(orphans):
             # Without a budget no orphan leaves for room, and the closed form's shrink may
             # empty f at every sample (more orphans each time, for ever): an orphan leaves
@@ -227,7 +220,7 @@ class AveragedVectors:
         store's own state)."""
         orphans = self.orphans
         n = orphans.size
-        scalars = {"horizon": self.horizon, "count": self.count, "bias": self.bias}
+        scalars = self._scalars()
         arrays = {"average_coefficients": self._shared[: self.store.size].copy(),
                   "average_orphans": orphans._S[:n, : orphans.n_inputs].copy(),
                   "average_orphan_coefficients": orphans._a[:n].copy(),
@@ -239,12 +232,7 @@ class AveragedVectors:
     def restore(cls, store, scalars: dict, arrays: dict) -> AveragedVectors:
         """The average `state` saved, over the restored `store`; `ValueError` if it is not one
         this store can have (checked before anything is built)."""
-        if not isinstance(scalars, dict):
-            raise ValueError("the average's state must be a dict")
-        horizon, count, bias = (scalars.get(k) for k in ("horizon", "count", "bias"))
-        if not (type(horizon) is int and 1 <= horizon and type(count) is int and count >= 0
-                and type(bias) is float and math.isfinite(bias)):
-            raise ValueError("the average's horizon, count or bias is not valid")
+        checked = cls._checked_scalars(scalars)
         try:
             shared, vectors, a, heirs, kernels = (arrays[k] for k in (
                 "average_coefficients", "average_orphans", "average_orphan_coefficients",
@@ -279,8 +267,7 @@ class AveragedVectors:
             ahead = np.where(ahead >= 0, ahead[np.maximum(ahead, 0)], ahead)
         if (ahead >= 0).any():
             raise ValueError("the average's heirs go round in a cycle")
-        average = cls(store, horizon)
-        average.count, average.bias = count, bias
+        average = cls._restored(store, checked)
         average._shared = np.concatenate([shared, np.zeros(1)])
         average.orphans._load(vectors, a, store.n_inputs, norms)
         average._heir = heirs.astype(np.intp)

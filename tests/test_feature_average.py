@@ -1,5 +1,6 @@
 """`averaging` with random features: the model predicts with the average of its iterates'
-coefficients over the same features."""
+coefficients over the same features. (Batches, checkpoints and certificates of both
+representations: `test_support_average.py`.)"""
 
 from __future__ import annotations
 
@@ -73,25 +74,6 @@ def test_the_model_predicts_with_the_average_of_its_iterates_coefficients(
     np.testing.assert_array_equal(model._store.coefficients, twin._store.coefficients)
 
 
-@pytest.mark.parametrize("policy", ["compact", "truncate"])
-def test_batches_and_test_then_train_give_the_bits_of_a_one_by_one_loop(policy):
-    X, y = stream(300, 3, 4)
-    params = dict(gamma=3.0, budget=10, budget_policy=policy, averaging=25, seed=0)
-    batched = AdvKernelSVM(**params)
-    margins = batched.decision_then_learn_many(X, y)
-    one = AdvKernelSVM(**params)
-    expected = []
-    for row, label in zip(X, y):
-        x = dict(enumerate(row))
-        expected.append(one.decision_one(x))
-        one.learn_one(x, label)
-    np.testing.assert_array_equal(margins, expected)
-    probe = X[:50]
-    np.testing.assert_array_equal(one.decision_many(probe), batched.decision_many(probe))
-    gradients = one.decision_gradient_many(probe)
-    np.testing.assert_array_equal(gradients, batched.decision_gradient_many(probe))
-
-
 def test_the_averages_gradient_is_its_decisions_derivative():
     X, y = stream(300, 3, 9)
     model = AdvKernelSVM(gamma=3.0, budget=32, budget_policy="compact", averaging=50, seed=0,
@@ -101,21 +83,6 @@ def test_the_averages_gradient_is_its_decisions_derivative():
     numeric = np.stack([(model.decision_many(x + h * e) - model.decision_many(x - h * e)) / (2 * h)
                         for e in np.eye(3)], axis=1)
     np.testing.assert_allclose(model.decision_gradient_many(x), numeric, rtol=1e-3, atol=1e-4)
-
-
-@pytest.mark.parametrize("policy", ["compact", "truncate", "grow"])
-def test_a_loaded_model_predicts_and_learns_on_as_the_saved_one(policy, tmp_path):
-    X, y = stream(400, 3, 5)
-    model = AdvKernelSVM(gamma=3.0, budget=10, budget_policy=policy, averaging=100, seed=0)
-    model.learn_many(X[:200], y[:200])
-    path = tmp_path / "model.ckpt"
-    model.save(path)
-    loaded = AdvKernelSVM.load(path)
-    probe = X[350:]
-    np.testing.assert_array_equal(loaded.decision_many(probe), model.decision_many(probe))
-    loaded.learn_many(X[200:350], y[200:350])
-    model.learn_many(X[200:350], y[200:350])
-    np.testing.assert_array_equal(loaded.decision_many(probe), model.decision_many(probe))
 
 
 def test_a_saved_average_that_is_not_the_stores_is_refused():
@@ -144,23 +111,6 @@ def test_an_average_past_the_checkpoint_limits_is_refused():
     arrays = {**arrays, "average_coefficients": arrays["average_coefficients"] * 1e200}
     with pytest.raises(CheckpointError, match="margins up to"):
         AdvKernelSVM.from_checkpoint(meta, arrays)
-
-
-def test_certified_radii_are_the_averages():
-    """The certificate is of the function that predicts: no PGD attack inside it flips a
-    decision."""
-    from river_advsvm.attacks import PGD
-
-    X, y = stream(600, 3, 7)
-    model = AdvKernelSVM(gamma=3.0, budget=64, budget_policy="compact", averaging=200, seed=0)
-    model.learn_many(X[:500], y[:500])
-    radii = model.certified_radius_many(X[500:540], y[500:540], norm="l2")
-    assert (radii > 0).sum() > 10
-    for radius in sorted(set(np.round(radii[radii > 0], 6)))[:5]:
-        inside = np.round(radii, 6) >= radius
-        result = PGD(epsilon=0.99 * radius, norm="l2", steps=20).run(
-            model, X[500:540][inside], y[500:540][inside])
-        assert not result.fooled.any()
 
 
 def test_the_averages_certificate_reuses_the_stores_spectrum():

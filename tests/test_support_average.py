@@ -124,9 +124,11 @@ def test_the_average_steadies_the_last_iterate_on_a_noisy_stream():
     assert np.mean(averaged_moves) < 0.5 * np.mean(moves)
 
 
-def test_batches_and_test_then_train_give_the_bits_of_a_one_by_one_loop():
+@pytest.mark.parametrize("policy", ["merge", "compact", "truncate"])
+def test_batches_and_test_then_train_give_the_bits_of_a_one_by_one_loop(policy):
+    """(Both representations.)"""
     X, y = stream(300, 3, 4)
-    params = dict(gamma=3.0, budget=10, averaging=25, seed=0)
+    params = dict(gamma=3.0, budget=10, budget_policy=policy, averaging=25, seed=0)
     batched = AdvKernelSVM(**params)
     margins = batched.decision_then_learn_many(X, y)
     one = AdvKernelSVM(**params)
@@ -138,11 +140,15 @@ def test_batches_and_test_then_train_give_the_bits_of_a_one_by_one_loop():
     np.testing.assert_array_equal(margins, expected)
     probe = X[:50]
     np.testing.assert_array_equal(one.decision_many(probe), batched.decision_many(probe))
+    np.testing.assert_array_equal(one.decision_gradient_many(probe),
+                                  batched.decision_gradient_many(probe))
 
 
-def test_a_loaded_model_predicts_and_learns_on_as_the_saved_one(tmp_path):
+@pytest.mark.parametrize("policy", ["merge", "compact", "truncate", "grow"])
+def test_a_loaded_model_predicts_and_learns_on_as_the_saved_one(policy, tmp_path):
+    """(Both representations.)"""
     X, y = stream(400, 3, 5)
-    model = AdvKernelSVM(gamma=3.0, budget=10, averaging=100, seed=0)
+    model = AdvKernelSVM(gamma=3.0, budget=10, budget_policy=policy, averaging=100, seed=0)
     model.learn_many(X[:200], y[:200])
     path = tmp_path / "model.ckpt"
     model.save(path)
@@ -189,16 +195,17 @@ def test_a_saved_average_that_is_not_the_stores_is_refused(tmp_path):
         other._restore_model_state(scalars, arrays)
 
 
-def test_certified_radii_are_the_averages(tmp_path):
+@pytest.mark.parametrize("policy, budget, certified", [("merge", 20, 20), ("compact", 64, 10)])
+def test_certified_radii_are_the_averages(policy, budget, certified):
     """The certificate is of the function that predicts: no PGD attack inside it flips a
-    decision."""
+    decision (both representations)."""
     from river_advsvm.attacks import PGD
 
     X, y = stream(600, 3, 7)
-    model = AdvKernelSVM(gamma=3.0, budget=20, averaging=200, seed=0)
+    model = AdvKernelSVM(gamma=3.0, budget=budget, budget_policy=policy, averaging=200, seed=0)
     model.learn_many(X[:500], y[:500])
     radii = model.certified_radius_many(X[500:540], y[500:540], norm="l2")
-    assert (radii > 0).sum() > 20
+    assert (radii > 0).sum() > certified
     for radius in sorted(set(np.round(radii[radii > 0], 6)))[:5]:
         inside = np.round(radii, 6) >= radius
         result = PGD(epsilon=0.99 * radius, norm="l2", steps=20).run(
