@@ -63,12 +63,14 @@ def assigned_lines(log_path) -> list[str]:
 
 def reference_iterates(values, every=None, last=0, budget_policy="compact"):
     """One model over the same stream, in order: what a single worker learns. Yields the
-    model every `every` labelled samples within the `last` ones, and at the end."""
+    model every `every` labelled samples within the `last` ones, and at the end. It predicts
+    with its last iterate, as the group's model does: a fold averages the workers' last
+    iterates and starts their averages of iterates again."""
     from river_advsvm import AdvKernelSVM
 
     model = AdvKernelSVM(epsilon=0.1, budget=256, gamma=float(GAMMA), seed=0,
                           schedule="diminishing", regularization=1e-3,
-                          budget_policy=budget_policy)
+                          budget_policy=budget_policy, averaging=None)
     samples = [s for s in (kafka_io.decode(v, 2**20) for v in values) if s.labelled]
     for i, sample in enumerate(samples):
         model.learn_one(sample.x, sample.y)
