@@ -459,9 +459,7 @@ class AdvKernelSVM(MarginClassifier):
         self._reprocess_stored(eta, radius)
         if self.averaging is not None:
             if store.averaged is None:  # (a new, loaded or group-averaged store)
-                average_type = (AveragedVectors if isinstance(store, SupportVectors)
-                                else AveragedFeatures)
-                store.averaged = average_type(store, self.averaging)
+                store.averaged = _average_type(store)(store, self.averaging)
             store.averaged.update(self._bias)
 
     def _warn_rounding(self, store) -> None:
@@ -720,9 +718,7 @@ class AdvKernelSVM(MarginClassifier):
                         or saved.get("horizon") != self.averaging:
                     raise ValueError("the saved average is not one of averaging="
                                      f"{self.averaging!r}")
-                average_type = (AveragedVectors if isinstance(self._store, SupportVectors)
-                                else AveragedFeatures)
-                average = average_type.restore(self._store, saved, arrays)
+                average = _average_type(self._store).restore(self._store, saved, arrays)
                 if not abs(average.bias) <= MAX_ABS_BIAS:
                     raise ValueError(f"the average's bias {average.bias:g} is out of range "
                                      f"(|bias| <= {MAX_ABS_BIAS:g})")
@@ -752,6 +748,11 @@ class AdvKernelSVM(MarginClassifier):
         """`||f||_H` as the adversarial term uses it (see `river_advsvm.budget` for the random
         features; exact for support vectors)."""
         return 0.0 if self._store is None else self._store.norm
+
+
+def _average_type(store) -> type:
+    """The average of the iterates a store of this representation keeps."""
+    return AveragedVectors if isinstance(store, SupportVectors) else AveragedFeatures
 
 
 def _as_pairs(by_name: dict) -> list:
