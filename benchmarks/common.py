@@ -36,6 +36,20 @@ EPSILON = 8 / 255
 LAST_ITERATE = {"averaging": None}
 
 
+def add_averaging_option(p: argparse.ArgumentParser) -> None:
+    """`--averaging H`, for the benchmarks that can measure the package's default as well as
+    the last iterate their committed results hold; `averaging_of(args)` reads it."""
+    p.add_argument("--averaging", type=int, default=0, metavar="H",
+                   help="the models predict with the average of their iterates over about H "
+                        "samples (the package's default: 1000); 0 (default here): the last "
+                        "iterate")
+
+
+def averaging_of(args: argparse.Namespace) -> dict:
+    """The model parameter `--averaging` asks for."""
+    return {"averaging": args.averaging or None}
+
+
 def parser(description: str, data: bool = False) -> argparse.ArgumentParser:
     """An argument parser with the options every benchmark takes."""
     p = argparse.ArgumentParser(description=description,

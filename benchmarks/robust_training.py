@@ -687,12 +687,9 @@ def main(argv=None) -> int:
     p.add_argument("--only", choices=["table", "checks", *FULL.checks], default=None,
                    help="run only the table (its stream orders), only the checks, or only one "
                         "of them")
-    p.add_argument("--averaging", type=int, default=0, metavar="H",
-                   help="the models predict with the average of their iterates over about H "
-                        "samples (the package's default: 1000); 0 (default here): the last "
-                        "iterate")
+    common.add_averaging_option(p)
     args = p.parse_args(argv)
-    AVERAGING["averaging"] = args.averaging or None
+    AVERAGING.update(common.averaging_of(args))
     if args.combine:
         records = [r for path in args.combine for r in json.loads(pathlib.Path(path).read_text())
                    if r["kind"] not in ("summary", "target")]

@@ -58,7 +58,7 @@ import numpy as np  # noqa: E402
 
 #: Options of every `advsvm serve` run here: its committed results are of the model predicting
 #: with its last iterate (the default predicts with the average of its iterates).
-LAST_ITERATE = ["--averaging", "0"]
+LAST_ITERATE_OPTIONS = ["--averaging", "0"]
 
 def make_stream(n: int, d: int, seed: int = 0):
     rng = np.random.default_rng(seed)
@@ -145,7 +145,7 @@ def run(workers: int, values: list[bytes], args, root: pathlib.Path) -> dict:
                        "--epsilon", "0.1", "--gamma", str(args.gamma), "--budget",
                        str(args.budget), "--budget-policy", args.budget_policy, "--seed", "0",
                        "--blas-threads", str(args.blas_threads),
-                       "--checkpoint-every", str(args.sync_every), *LAST_ITERATE]
+                       "--checkpoint-every", str(args.sync_every), *LAST_ITERATE_OPTIONS]
             if not args.standalone:
                 command += ["--sync-every", str(args.sync_every), "--worker-id", f"w{i}"]
             with open(logs[-1], "ab") as log:
@@ -219,7 +219,7 @@ def rate_messages(n: int, d: int, seed: int = 0) -> list[bytes]:
 def model_options(d: int, policy: str) -> list[str]:
     gamma = 1.0 / d  # numeric: the rate does not depend on a warm-up
     return ["--epsilon", "0.1", "--gamma", str(gamma), "--budget", "1024", "--seed", "0",
-            "--budget-policy", policy, *LAST_ITERATE]
+            "--budget-policy", policy, *LAST_ITERATE_OPTIONS]
 
 
 def in_process(values: list[bytes], d: int, policy: str) -> dict:
@@ -358,7 +358,8 @@ def model_call_rates(values: list[bytes], run: int = 500) -> dict:
     from river_advsvm.streams import state
     from river_advsvm.streams.learner import Learner
 
-    model = streams_cli._model_factory(streams_cli.build_parser().parse_args(LAST_ITERATE))()
+    args = streams_cli.build_parser().parse_args(LAST_ITERATE_OPTIONS)
+    model = streams_cli._model_factory(args)()
     learner = Learner(state.ServiceState(model=model), 2**20)
     full_messages, full_seconds = 0, 0.0
     started = time.perf_counter()
@@ -391,7 +392,7 @@ def noisy_rate(args, root: pathlib.Path) -> list[dict]:
     record = {"data": "noisy", "d": d, "form": "array", "messages": n, "workers": 1,
               "model": "AdvKernelSVM()", "budget": 1024, "target_msg_per_s": NOISY_TARGET,
               "message_bytes": round(sum(map(len, values)) / n)}
-    record.update(service_rate(values, d, root, "merge", options=LAST_ITERATE))
+    record.update(service_rate(values, d, root, "merge", options=LAST_ITERATE_OPTIONS))
     record.update(model_call_rates(values))
     record["target_met"] = record["service_msg_per_s"] >= NOISY_TARGET
     record["ratio_service_to_model_call"] = (record["service_msg_per_s"]

@@ -381,12 +381,9 @@ def main() -> None:
     p.add_argument("--fold-only", action="store_true", help="only the fold timing (MNIST)")
     p.add_argument("--methods", nargs="+", default=["union", "basis"],
                    choices=["union", "basis"])
-    p.add_argument("--averaging", type=int, default=0, metavar="H",
-                   help="the models predict with the average of their iterates over about H "
-                        "samples (the package's default: 1000); 0 (default here): the last "
-                        "iterate")
+    common.add_averaging_option(p)
     args = p.parse_args()
-    AVERAGING["averaging"] = args.averaging or None
+    AVERAGING.update(common.averaging_of(args))
     records: list[dict] = []
     with common.one_blas_thread():
         if args.quick:
