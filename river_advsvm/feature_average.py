@@ -76,7 +76,7 @@ class AveragedFeatures(IterateAverage):
 
     # -- f at rows ------------------------------------------------------------------------------
 
-    def value_at_latest_row(self, v: np.ndarray, u: np.ndarray | None) -> float:
+    def value_at_latest_row(self) -> float:
         """`fbar` at the row of the store's latest `value`: its features times `abar`."""
         return _SQRT2 * float(self.coefficients @ self.store._cos)
 

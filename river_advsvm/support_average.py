@@ -175,10 +175,10 @@ class AveragedVectors(IterateAverage):
 
     # -- f at rows ------------------------------------------------------------------------------
 
-    def value_at_latest_row(self, v: np.ndarray, u: np.ndarray | None) -> float:
-        """`fbar` at the row of the store's latest `value` (`v`, `u` as given to it): its kernel
-        row times the averaged coefficients, plus the orphans' row over the row the store
-        loaded (the bits `values` gives the same row)."""
+    def value_at_latest_row(self) -> float:
+        """`fbar` at the row of the store's latest `value`: its kernel row times the averaged
+        coefficients, plus the orphans' row over the row the store loaded (the bits `values`
+        gives the same row)."""
         (_, _, extra), row, _, kernels = self.store.latest_row()
         total = float(kernels @ self._shared[: len(kernels)])
         orphans = self.orphans

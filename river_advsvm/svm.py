@@ -317,7 +317,7 @@ class AdvKernelSVM(MarginClassifier):
                      else reference_gamma(by_name or gamma, max_features, power))
         self._input_scales = InputScales(by_name, reference, max_features, power)
         self._store = None
-        # (a row, the same scaled, its unknown inputs scaled): see _row_margin
+        # (a row, the same scaled): see _row_margin
         self._scaled_row: tuple | None = None
         self.kernel_radius = 0.0
         self._radius_names: list | None = None
@@ -418,9 +418,8 @@ class AdvKernelSVM(MarginClassifier):
 
     def _row_margin(self, v, u, u_names, u_hashes):
         scaled, u = self._input_scales.scaled(v, u, u_names)
-        # The step that follows on the same row reuses its scaled copy (see _step), as does
-        # the average's decision (see _row_decision).
-        self._scaled_row = (v, scaled, u)
+        # The step that follows on the same row reuses its scaled copy (see _step).
+        self._scaled_row = (v, scaled)
         return self._store.value(scaled, u, u_hashes) + self._bias
 
     def _step(self, v, y, g, t, names):
@@ -439,7 +438,7 @@ class AdvKernelSVM(MarginClassifier):
         if q is not None:
             # The margin's scaled row when it is of this row (no input added since): `add`
             # then knows it for the row `value` got, and does not check it again.
-            given, scaled, _ = self._scaled_row or (None, None, None)
+            given, scaled = self._scaled_row or (None, None)
             v = scaled if given is v else self._input_scales.row(v)
         self._scaled_row = None
         active = 1.0 - y * g + radius * store.norm > 0.0
@@ -538,8 +537,7 @@ class AdvKernelSVM(MarginClassifier):
             return super()._row_decision(v, u, u_names, u_hashes, margin)
         if margin is None:  # the store's kernel row, which the average shares
             self._row_margin(v, u, u_names, u_hashes)
-        _, scaled, u = self._scaled_row  # (this row's: `_row_margin` scaled it just now)
-        return average.value_at_latest_row(scaled, u) + bias
+        return average.value_at_latest_row() + bias
 
     def _decision_block(self, V, U, u_names, u_hashes):
         V, U = self._input_scales.scaled(V, U, u_names)
