@@ -90,7 +90,7 @@ class Limits:
     model). So is one whose model is still in a longer warm-up than the operator's model
     (`gamma='scale'`): it would hold back that many rows of up to `max_features` inputs each.
     So is one that keeps an average of its iterates (`averaging`) when the operator's model
-    does not: up to half the budget in vectors of its own.
+    does not: with support vectors, up to half the budget in vectors of its own.
     """
 
     budget: int | None = river_advsvm.AdvKernelSVM().budget
