@@ -201,10 +201,10 @@ class Group:
         out = []
         for meta, arrays in published:
             start = time.perf_counter()
-            alpha, loss = merge.project(meta, arrays, self.basis)
+            member, loss = merge.over_basis(meta, arrays, self.basis)
             self.seconds["project"].append(time.perf_counter() - start)
             self.loss.append(loss)
-            out.append((meta, {"alpha": alpha}))
+            out.append((meta, member))
         return out
 
     def refreshed_basis(self, published: list) -> SharedBasis:
@@ -287,7 +287,7 @@ def fold_timing(data: dict, budget: int, peers: int, records: list, args) -> Non
                         published[0][0]["state"]["names"])
     refresh = time.perf_counter() - start
     start = time.perf_counter()
-    projected = [(m, {"alpha": merge.project(m, a, basis)[0]}, 1.0 + w)
+    projected = [(m, merge.over_basis(m, a, basis)[0], 1.0 + w)
                  for w, (m, a) in enumerate(published)]
     project = (time.perf_counter() - start) / len(published)
     timings = {"basis": [], "rebuild": [], "union": []}

@@ -64,9 +64,11 @@ class AveragedFeatures(IterateAverage):
 
     # -- averaging ------------------------------------------------------------------------------
 
-    def update(self, bias: float) -> None:
-        """One learned sample: `fbar <- (1 - rho) fbar + rho f` and the same for the bias."""
-        rho = self._next_weight(bias)
+    def update(self, bias: float, samples: float = 1.0) -> None:
+        """One learned sample, standing for `samples` of the stream (see
+        `river_advsvm.iterate_average`): `fbar <- (1 - rho) fbar + rho f` and the same for the
+        bias."""
+        rho = self._next_weight(bias, samples)
         store = self.store
         if store.size > len(self._coef):
             self.replaced(store.size - 1)

@@ -40,13 +40,33 @@ from river_advsvm.support import max_saved_squared_norm
 from river_advsvm.support_predict import KernelExpansion
 from river_advsvm.support_store import _squared_norms
 
-__all__ = ["AveragedVectors", "orphan_capacity"]
+__all__ = ["AveragedVectors", "orphan_capacity", "saved_expansion", "saved_without_orphans"]
 
 
 def orphan_capacity(budget: int | None) -> int | None:
     """How many vectors given up by a store with this budget its average keeps: half the
     budget (at least 1); no bound without a budget."""
     return None if budget is None else max(1, budget // 2)
+
+
+def saved_expansion(arrays: dict) -> tuple[np.ndarray, np.ndarray]:
+    """`fbar` of a saved model (the arrays of its checkpoint: the store's `vectors` and the
+    average's `state`): its vectors, the store's then the orphans, and their averaged
+    coefficients."""
+    vectors = np.concatenate([arrays["vectors"], arrays["average_orphans"]])
+    return vectors, np.concatenate([arrays["average_coefficients"],
+                                    arrays["average_orphan_coefficients"]])
+
+
+def saved_without_orphans(coefficients: np.ndarray, n_inputs: int, dtype) -> dict:
+    """The arrays of `AveragedVectors.state` for an average whose coefficients over the
+    store's vectors are `coefficients` and that keeps no vectors of its own (a group's fold,
+    whose vectors are the store's)."""
+    return {"average_coefficients": np.asarray(coefficients, dtype=np.float64),
+            "average_orphans": np.zeros((0, n_inputs), dtype=dtype),
+            "average_orphan_coefficients": np.zeros(0),
+            "average_heirs": np.zeros(0, dtype=np.int64),
+            "average_heir_kernels": np.zeros(0)}
 
 
 def _store_heir(slot: int) -> int:
@@ -156,10 +176,12 @@ class AveragedVectors(IterateAverage):
 
     # -- averaging ------------------------------------------------------------------------------
 
-    def update(self, bias: float) -> None:
-        """One learned sample: `fbar <- (1 - rho) fbar + rho f` and the same for the bias."""
+    def update(self, bias: float, samples: float = 1.0) -> None:
+        """One learned sample, standing for `samples` of the stream (see
+        `river_advsvm.iterate_average`): `fbar <- (1 - rho) fbar + rho f` and the same for the
+        bias."""
         store = self.store
-        rho = self._next_weight(bias)
+        rho = self._next_weight(bias, samples)
         size = store.size
         shared = self._shared[:size]
         shared *= 1.0 - rho

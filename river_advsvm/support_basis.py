@@ -171,9 +171,7 @@ class SharedBasis:
         squared distance `||f - f_a||_H^2` (`squared_norm` is `||f||^2`; None: computed here
         from the vectors, one `n x n` kernel matrix, `outside` ignored). `outside`: see
         `cross_kernels`."""
-        coefficients = np.asarray(coefficients, dtype=np.float64)
-        if coefficients.shape != (len(vectors),) or not np.isfinite(coefficients).all():
-            raise ValueError("one finite coefficient per vector is needed")
+        coefficients = _checked_coefficients(vectors, coefficients)
         if squared_norm is None:
             V = np.asarray(vectors, dtype=self.vectors.dtype)
             squared_norm = float(coefficients @ kernel_matrix(self.kernel, self.gamma, V, V)
@@ -183,9 +181,22 @@ class SharedBasis:
         loss = squared_norm - 2.0 * float(a @ inner) + self.squared_norm(a)
         return a, max(loss, 0.0)
 
+    def closest(self, vectors: np.ndarray, coefficients: np.ndarray,
+                outside: np.ndarray | None = None) -> np.ndarray:
+        """The coefficients of `project`, without the loss (which needs `||f||^2`)."""
+        coefficients = _checked_coefficients(vectors, coefficients)
+        return self._inverse @ (self.cross_kernels(vectors, outside) @ coefficients)
+
     def squared_norm(self, a: np.ndarray) -> float:
         """`||sum_j a_j k(z_j, .)||_H^2 = a^T K a`."""
         return float(a @ self.gram @ a)
+
+
+def _checked_coefficients(vectors: np.ndarray, coefficients: np.ndarray) -> np.ndarray:
+    coefficients = np.asarray(coefficients, dtype=np.float64)
+    if coefficients.shape != (len(vectors),) or not np.isfinite(coefficients).all():
+        raise ValueError("one finite coefficient per vector is needed")
+    return coefficients
 
 
 def _regularised_inverse(gram: np.ndarray) -> tuple[float, np.ndarray]:

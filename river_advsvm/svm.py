@@ -177,8 +177,9 @@ class AdvKernelSVM(MarginClassifier):
         it shares the vectors of `f` and keeps, up to half the budget, vectors `f` gave up in
         merges (memory and prediction cost up to 1.5 times), and test-then-train costs one
         more kernel row over those vectors; random features keep one averaged coefficient per
-        feature. Each learned sample costs one more pass over the coefficients. None: the last
-        iterate predicts.
+        feature. Each learned sample costs one more pass over the coefficients; after
+        `group_steps(rate)` it weighs as the `rate` samples of the group's stream it stands
+        for. None: the last iterate predicts.
 
     Attributes
     ----------
@@ -457,9 +458,9 @@ class AdvKernelSVM(MarginClassifier):
                 store.scale(max(0.0, 1.0 - eta * radius / store.norm))
         self._reprocess_stored(eta, radius)
         if self.averaging is not None:
-            if store.averaged is None:  # (a new, loaded or group-averaged store)
+            if store.averaged is None:  # (a new store, or one loaded or folded without one)
                 store.averaged = _average_type(store)(store, self.averaging)
-            store.averaged.update(self._bias)
+            store.averaged.update(self._bias, self.group_rate)
 
     def _warn_rounding(self, store) -> None:
         """Once per model: inputs so far from 0 that float rounding swamps their distances."""

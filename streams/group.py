@@ -362,8 +362,8 @@ class GroupSync:
                                 30.0 if timeout is None else timeout)
         if basis is not None:
             try:
-                over_basis = [(base_meta, {"alpha": merge.project(base_meta, base_arrays,
-                                                                  basis)[0]}, own)]
+                over_basis = [(base_meta, merge.over_basis(base_meta, base_arrays, basis)[0],
+                               own)]
             except ValueError as error:  # CheckpointError, IncompatibleModels
                 log.error("cannot project this worker's model onto the group's basis %d (%s): "
                           "folding by the union", self.choice.epoch, error)
@@ -371,14 +371,14 @@ class GroupSync:
         if basis is not None:
             for peer, new in list(fresh):
                 try:
-                    alpha = self._on_basis(peer, basis)
+                    member = self._on_basis(peer, basis)
                 except (ValueError, KeyError, TypeError) as error:  # CheckpointError included
                     self._refuse(peer, f"cannot be projected onto the group's basis: {error}")
                     fresh.remove((peer, new))
                     in_model -= peer.learned
                     group_ids.discard(peer.worker)
                     continue
-                over_basis.append((peer.meta, {"alpha": alpha}, float(new)))
+                over_basis.append((peer.meta, member, float(new)))
             if not fresh:
                 return 0
             members = over_basis
@@ -491,12 +491,12 @@ class GroupSync:
         for stale in self.choice.stale_keys(self.worker):  # read back like any record
             self.sink.send(self.topic, None, key=stale)
 
-    def _on_basis(self, peer: Snapshot, basis) -> np.ndarray:
-        """A peer's coefficients over `basis`: its own if it is a coefficient snapshot over
-        it or its vectors are the basis, else the projection of its model (made on an older
-        basis, or learned since)."""
+    def _on_basis(self, peer: Snapshot, basis) -> dict:
+        """A peer as a member of a fold over `basis` (`merge.over_basis`): its own arrays if
+        it is a coefficient snapshot over it, its coefficients if its vectors are the basis,
+        else the projection of its model (made on an older basis, or learned since)."""
         if peer.basis is not None and peer.basis.key == basis.key:
-            return np.asarray(peer.arrays["alpha"], dtype=np.float64)  # checked when read
+            return dict(peer.arrays)  # checked when read
         meta, arrays = peer.whole()
         store = meta["state"]["model"].get("store")
         names, d = meta["state"]["names"], basis.vectors.shape[1]
@@ -504,15 +504,18 @@ class GroupSync:
         if store is not None and vectors is not None and list(names[:d]) == basis.names \
                 and vectors.shape == (basis.size, len(names)) \
                 and vectors.dtype == basis.vectors.dtype \
-                and np.array_equal(vectors[:, :d], basis.vectors) and not vectors[:, d:].any():
-            alpha = float(store["scale"]) * np.asarray(arrays["alpha"], dtype=np.float64)
+                and np.array_equal(vectors[:, :d], basis.vectors) and not vectors[:, d:].any() \
+                and not len(arrays.get("average_orphans", ())):
+            member = {"alpha": float(store["scale"]) * np.asarray(arrays["alpha"], np.float64)}
+            if "average_coefficients" in arrays:
+                member["average_alpha"] = np.asarray(arrays["average_coefficients"], np.float64)
         else:
-            alpha, loss = merge.project(meta, arrays, basis)
+            member, loss = merge.over_basis(meta, arrays, basis)
             log.info("projected the snapshot %d of %s onto the group's basis %d (loss %.3g)",
                      peer.seq, peer.worker, self.choice.epoch, loss)
-        if alpha.shape != (basis.size,) or not np.isfinite(alpha).all():
+        if any(a.shape != (basis.size,) or not np.isfinite(a).all() for a in member.values()):
             raise ValueError("its coefficients over the basis are not finite")
-        return alpha
+        return member
 
     def publish(self, state: state_io.ServiceState, generation: int | None,
                 timeout: float | None = None, should_stop=lambda: False) -> bool:

@@ -77,10 +77,12 @@ from river_advsvm.checkpoint import CheckpointError
 from river_advsvm.kernels import KERNELS
 from river_advsvm.streams import merge
 from river_advsvm.streams import state as state_io
+from river_advsvm.support_average import saved_without_orphans
 from river_advsvm.support_basis import SharedBasis
 
-__all__ = ["BASIS_PREFIX", "KEPT_EPOCHS", "BasisChoice", "basis_record", "check_coefficients",
-           "coefficient_snapshot", "expanded", "parse_basis", "proposed_vectors"]
+__all__ = ["BASIS_PREFIX", "KEPT_EPOCHS", "BasisChoice", "basis_record",
+           "check_coefficient_arrays", "check_coefficients", "coefficient_snapshot", "expanded",
+           "parse_basis", "proposed_vectors"]
 
 log = logging.getLogger(__name__)
 
@@ -205,11 +207,13 @@ def coefficient_snapshot(meta: dict, arrays: dict, basis: SharedBasis, epoch: in
     and arrays) over the group's `basis` of `epoch`: the model projected onto the basis
     (`merge.project`), as its coefficients and metadata only. `ValueError` if the model cannot
     be projected onto it."""
-    alpha, _ = merge.project(meta, arrays, basis)
-    meta, arrays = merge.average([(meta, {"alpha": alpha}, 1.0)],
-                                 meta["state"]["n_learned"], basis=basis)
+    member, _ = merge.over_basis(meta, arrays, basis)
+    meta, arrays = merge.average([(meta, member, 1.0)], meta["state"]["n_learned"], basis=basis)
     meta["extra"]["group"]["basis"] = {"epoch": int(epoch), "key": basis.key}
-    return meta, {"alpha": arrays["alpha"]}
+    coefficients = {"alpha": arrays["alpha"]}
+    if "average_coefficients" in arrays:
+        coefficients["average_alpha"] = arrays["average_coefficients"]
+    return meta, coefficients
 
 
 def check_coefficients(meta: dict, arrays: dict, basis: SharedBasis, where: str) -> None:
@@ -225,7 +229,11 @@ def check_coefficients(meta: dict, arrays: dict, basis: SharedBasis, where: str)
         vectors = np.zeros((1, len(meta["state"]["names"])), dtype=basis.vectors.dtype)
         vectors[0, : basis.vectors.shape[1]] = basis.vectors[0]
         one = {**meta, "state": {**meta["state"], "model": model}}
-        state_io.from_checkpoint(one, {"vectors": vectors, "alpha": np.zeros(1)}, where)
+        one_arrays = {"vectors": vectors, "alpha": np.zeros(1)}
+        if "average_alpha" in arrays:  # (its scalars are checked with the model's)
+            one_arrays.update(saved_without_orphans(np.zeros(1), vectors.shape[1],
+                                                    vectors.dtype))
+        state_io.from_checkpoint(one, one_arrays, where)
     except (KeyError, TypeError, ValueError, AttributeError) as error:  # CheckpointError too
         raise CheckpointError(f"{where}: {error}") from None
 
@@ -236,10 +244,9 @@ def _check_fit(meta: dict, arrays: dict, basis: SharedBasis) -> None:
         raise ValueError("it was made over another basis")
     if list(meta["state"]["names"][: len(basis.names)]) != basis.names:
         raise ValueError("its inputs do not start with the basis'")
-    alpha = arrays["alpha"]
-    if set(arrays) != {"alpha"} or alpha.shape != (basis.size,) \
-            or alpha.dtype != np.float64 or not np.isfinite(alpha).all():
-        raise ValueError(f"expected {basis.size} finite float64 coefficients")
+    check_coefficient_arrays(meta, arrays, basis.size)
+    if len(arrays["alpha"]) != basis.size:
+        raise ValueError(f"expected {basis.size} coefficients, got {len(arrays['alpha'])}")
     if not meta["state"]["started"]:
         raise ValueError("a model that has learned nothing has no coefficients")
     store, params = meta["state"]["model"]["store"], meta["params"]
@@ -258,10 +265,26 @@ def expanded(meta: dict, arrays: dict, basis: SharedBasis) -> tuple[dict, dict]:
         meta = {**meta, "extra": {**meta["extra"],
                                   "group": dict(meta["extra"]["group"])}}
         del meta["extra"]["group"]["basis"]
-        return merge.average([(meta, {"alpha": arrays["alpha"]}, 1.0)],
-                             meta["state"]["n_learned"], basis=basis)
+        return merge.average([(meta, dict(arrays), 1.0)], meta["state"]["n_learned"],
+                             basis=basis)
     except (KeyError, TypeError, ValueError, AttributeError) as error:  # IncompatibleModels too
         raise CheckpointError(f"a snapshot over basis {basis.key[:12]}: {error}") from None
+
+
+def check_coefficient_arrays(meta: dict, arrays: dict, budget: int | None) -> None:
+    """`ValueError` unless the arrays of a coefficient snapshot are what `coefficient_snapshot`
+    writes: `alpha`, at most `budget` finite float64 coefficients, and `average_alpha`, as
+    many, exactly when the model holds an average of its iterates (`meta`)."""
+    names = {"alpha", "average_alpha"} if "average" in meta["state"].get("model", {}) \
+        else {"alpha"}
+    if set(arrays) != names:
+        raise ValueError(f"expected the arrays {sorted(names)}, got {sorted(arrays)}")
+    size = arrays["alpha"].shape
+    for a in arrays.values():
+        if a.ndim != 1 or a.shape != size or a.dtype != np.float64 \
+                or (budget is not None and len(a) > budget) or not np.isfinite(a).all():
+            raise ValueError("expected at most --budget finite float64 coefficients per array, "
+                             "as many in each")
 
 
 def in_columns(meta: dict, vectors: np.ndarray, names: list) -> np.ndarray:

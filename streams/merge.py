@@ -23,6 +23,12 @@ which is parallel SGD's model averaging. How `f` is formed depends on the repres
   basis=basis)`): B numbers per model, no maintenance, and the result is a support-vector model
   whose vectors are the basis, with its exact norm.
 
+Models that predict with the average of their iterates (`averaging`) fold those averages with
+the same weights: coefficient by coefficient for random features and over a basis (where each
+member's average is projected onto the basis as its `f` is, `over_basis`), and by the union
+projected onto the fold's vectors (the closest function of their span in the kernel's space);
+the folded average keeps no vectors of its own.
+
 The calibration temperature and the share of recent samples inside the margin
 (`active_share`, which damps the bias' steps) are averaged with the same weights; the input
 names are the union (the base's first, in its order; over a basis, the basis' first).
@@ -68,10 +74,11 @@ import numpy as np
 from river_advsvm import AdvKernelSVM, inputs
 from river_advsvm.checkpoint import CheckpointError
 from river_advsvm.support import SupportVectors
+from river_advsvm.support_average import saved_expansion, saved_without_orphans
 from river_advsvm.support_basis import SharedBasis
 
 __all__ = ["IncompatibleModels", "POLICIES", "average", "check_mergeable_params",
-           "incompatibility", "options_incompatibility", "project", "to_model"]
+           "incompatibility", "options_incompatibility", "over_basis", "project", "to_model"]
 
 #: Budget policies whose models can be averaged: support vectors (any two models share the
 #: input space) and 'compact' random features (a pool fixed by the seed).
@@ -194,13 +201,17 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
     """Average models given as `(meta, arrays, weight)`; the first one is the base.
 
     With a `basis` (support vectors only, with `names`), each member's arrays hold only
-    `alpha`, its coefficients over the basis (`project`): the average is the weighted sum of
-    the coefficients, O(B) per member, and the result is a model whose support vectors are the
-    basis (inputs: the basis' names, then the members' others), with its exact norm.
+    `alpha`, its coefficients over the basis, and `average_alpha` if it has an average of its
+    iterates (`over_basis`): the average is the weighted sum of the coefficients, O(B) per
+    member, and the result is a model whose support vectors are the basis (inputs: the basis'
+    names, then the members' others), with its exact norm.
 
     The result keeps the base's parameters, extra metadata and input order (other inputs are
-    appended), and has `n_learned` samples; the average of its iterates that a model with
-    `averaging` keeps starts again from it. Weights are non-negative; members of weight 0 only
+    appended), and has `n_learned` samples. Models that predict with the average of their
+    iterates (`averaging`) fold those averages with the same weights (their biases and counts
+    too; a member holding none stands for its `f`): over a basis and for random features
+    exactly, by the union projected onto the fold's vectors (the average of the models keeps
+    no vectors of its own). Weights are non-negative; members of weight 0 only
     contribute their input names and labels. If every weight is 0, the base is returned as is
     (with `n_learned`). Raises `IncompatibleModels` if a member cannot be averaged with the base.
     The base's group clock (`AdvKernelSVM.group_steps`), if any, restarts at `n_learned` at its
@@ -218,9 +229,7 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
         if not (weight >= 0 and math.isfinite(weight)):
             raise ValueError(f"weights must be finite and >= 0, got {weight!r}")
     meta = copy.deepcopy(base_meta)
-    # (the base's average of its iterates is not the group's: see `_folded_model_state`)
-    arrays = {name: np.array(a, copy=True) for name, a in base_arrays.items()
-              if not name.startswith("average_")}
+    arrays = {name: np.array(a, copy=True) for name, a in base_arrays.items()}
     state = meta["state"]
     if "group_clock" in state and int(n_learned) != state["n_learned"]:
         # The base's group clock maps its own count to the group's from the count of its last
@@ -293,11 +302,35 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
     return meta, arrays
 
 
-def _folded_model_state(first: dict) -> dict:
-    """The model state of a fold, from its first member's: a model that predicts with the
-    average of its iterates (`averaging`) starts that average again from the fold, as each
-    member's is of its own iterates."""
-    return {key: value for key, value in first.items() if key != "average"}
+def _folded_model_state(first: dict, average: dict | None) -> dict:
+    """The model state of a fold, from its first member's, with the fold's average of the
+    iterates (`_average_scalars`), if any."""
+    model = {key: value for key, value in first.items() if key != "average"}
+    if average is not None:
+        model["average"] = average
+    return model
+
+
+def _average_scalars(active: list, weights: list[float]) -> dict | None:
+    """The scalars of the fold's average of the iterates (models with `averaging`): the
+    members' averages are averaged as their `f` (a member that holds none, as a model folded
+    since it last learned, stands for its `f`: the average it would start), and so are their
+    biases and counts. None if no member holds an average."""
+    held = [m["state"]["model"].get("average") for m, _, _ in active]
+    if all(h is None for h in held):
+        return None
+    horizon = next(h["horizon"] for h in held if h is not None)
+    count = sum(abs(w) * (0 if h is None else h["count"]) for h, w in zip(held, weights))
+    bias = sum(w * float(m["state"]["bias"] if h is None else h["bias"])
+               for (m, _, _), h, w in zip(active, held, weights))
+    return {"horizon": horizon, "count": count, "bias": bias}
+
+
+def _drop_average(arrays: dict) -> None:
+    """Remove the base's average of its iterates from the fold's arrays (it is not the
+    group's): the fold writes its own, if any."""
+    for name in [name for name in arrays if name.startswith("average_")]:
+        del arrays[name]
 
 
 def _average_features(meta: dict, arrays: dict, active: list, weights: list[float]) -> None:
@@ -310,11 +343,17 @@ def _average_features(meta: dict, arrays: dict, active: list, weights: list[floa
             raise IncompatibleModels("the models hold different random features")
         coef += weight * np.asarray(a["coef"], dtype=np.float64)
     arrays["ids"], arrays["coef"] = np.array(ids, copy=True), coef
+    _drop_average(arrays)
+    average = _average_scalars(active, weights)
+    if average is not None:  # (the members' averages are over the same features too)
+        arrays["average_coefficients"] = sum(
+            weight * np.asarray(a.get("average_coefficients", a["coef"]), dtype=np.float64)
+            for (_, a, _), weight in zip(active, weights))
     store = dict(first_meta["state"]["model"]["store"])
     store["size"] = len(ids)
     store["norm"] = math.sqrt(len(ids)) * float(np.sqrt(coef @ coef))  # exact for 'compact'
     store["n_added"] = max(int(m["state"]["model"]["store"]["n_added"]) for m, _, _ in active)
-    model = _folded_model_state(first_meta["state"]["model"])
+    model = _folded_model_state(first_meta["state"]["model"], average)
     model["store"] = store
     meta["state"]["model"] = model
 
@@ -326,6 +365,14 @@ def _average_support_vectors(meta: dict, arrays: dict, active: list, weights: li
     max_inputs = meta["params"].get("max_features")
     stores = [_store(m, a, position, max_inputs) for m, a, _ in active]
     merged = SupportVectors.average(stores, weights)
+    average = _average_scalars(active, weights)
+    _drop_average(arrays)
+    if average is not None:
+        coefficients = _average_over_vectors(merged, active, weights, position)
+        if coefficients is None:
+            average = None
+        else:
+            arrays.update(saved_without_orphans(coefficients, merged.n_inputs, merged.dtype))
     scalars, merged_arrays = merged.state()
     first = active[0][0]["state"]["model"]
     before = first["store"]
@@ -336,9 +383,34 @@ def _average_support_vectors(meta: dict, arrays: dict, active: list, weights: li
         scalars["degradation"] = before["degradation"]
     arrays.pop("gram", None)  # the base's kernel exponents: the average keeps its own, if any
     arrays.update(merged_arrays)
-    model = _folded_model_state(first)
+    model = _folded_model_state(first, average)
     model["store"] = scalars
     meta["state"]["model"] = model
+
+
+def _average_over_vectors(merged: SupportVectors, active: list, weights: list[float],
+                          position: dict) -> np.ndarray | None:
+    """The fold's average of the iterates over the vectors of its `f` (`merged`): the
+    members' averages, weighted as their `f`, projected onto those vectors (the closest
+    function of their span in the kernel's space, `SharedBasis.closest`). None if they span
+    nothing that can be solved for (no vectors, or vectors too close together): the average
+    then starts again from the fold's `f`."""
+    if not merged.size:
+        return None
+    try:
+        basis = SharedBasis(merged.kernel, merged.gamma, merged.vectors)
+    except ValueError:
+        return None
+    vectors, coefficients = [], []
+    for (m, a, _), weight in zip(active, weights):
+        if "average_coefficients" in a:
+            V, c = saved_expansion(a)
+        else:  # (no average: its `f`)
+            V = a["vectors"]
+            c = float(m["state"]["model"]["store"]["scale"]) * np.asarray(a["alpha"], np.float64)
+        vectors.append(_widened(m, V, position))
+        coefficients.append(weight * np.asarray(c, dtype=np.float64))
+    return basis.closest(np.concatenate(vectors), np.concatenate(coefficients))
 
 
 def project(meta: dict, arrays: dict, basis: SharedBasis) -> tuple[np.ndarray, float]:
@@ -348,17 +420,49 @@ def project(meta: dict, arrays: dict, basis: SharedBasis) -> tuple[np.ndarray, f
     The model's input columns are matched to the basis' `names`; inputs the basis lacks (0 in
     every basis vector) only add to the distances.
     """
+    store = _projected_store(meta, basis)
+    if store is None:  # nothing learned yet: f = 0
+        return np.zeros(basis.size), 0.0
+    mapped, outside = _in_basis_columns(meta, np.asarray(arrays["vectors"]), basis)
+    scale = float(store["scale"])
+    return basis.project(mapped, scale * np.asarray(arrays["alpha"], dtype=np.float64),
+                         scale * scale * float(store["squared_norm"]), outside)
+
+
+def over_basis(meta: dict, arrays: dict, basis: SharedBasis) -> tuple[dict, float]:
+    """A support-vector model as a member of a fold over `basis` (`average(..., basis=)`):
+    `alpha`, its `f` projected (`project`), and, if it predicts with the average of its
+    iterates, `average_alpha`, that average projected the same way; and the loss of `f`'s
+    projection."""
+    alpha, loss = project(meta, arrays, basis)
+    member = {"alpha": alpha}
+    if "average_coefficients" in arrays:
+        vectors, coefficients = saved_expansion(arrays)
+        mapped, outside = _in_basis_columns(meta, np.asarray(vectors), basis)
+        member["average_alpha"] = basis.closest(mapped, coefficients, outside)
+    return member, loss
+
+
+def _projected_store(meta: dict, basis: SharedBasis) -> dict | None:
+    """The store scalars of a model that can be projected onto `basis` (None: it learned
+    nothing); `IncompatibleModels` or `ValueError` if it cannot be."""
     if not _support_vectors(meta):
         raise IncompatibleModels("only support vectors can be projected onto a basis")
     store = meta["state"]["model"].get("store")
-    if store is None:  # nothing learned yet: f = 0
-        return np.zeros(basis.size), 0.0
+    if store is None:
+        return None
     if (store["kernel"], float(store["gamma"])) != (basis.kernel, basis.gamma):
         raise IncompatibleModels(f"the basis is for {basis.kernel} at gamma {basis.gamma!r}, "
                                  f"the model has {store['kernel']} at {store['gamma']!r}")
     if basis.names is None:
         raise ValueError("projecting a model needs a basis with the names of its columns")
-    vectors = np.asarray(arrays["vectors"])
+    return store
+
+
+def _in_basis_columns(meta: dict, vectors: np.ndarray, basis: SharedBasis
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """A model's vectors over the basis' columns, and what the model's inputs the basis lacks
+    add to their distances (see `SharedBasis.cross_kernels`)."""
     own = meta["state"]["names"]
     if vectors.ndim != 2 or vectors.shape[1] != len(own):
         raise CheckpointError(f"{vectors.shape[1]} columns of support vectors, {len(own)} inputs")
@@ -369,9 +473,7 @@ def project(meta: dict, arrays: dict, basis: SharedBasis) -> tuple[np.ndarray, f
     mapped[:, [columns[i] for i in inside]] = vectors[:, inside]
     beyond = np.asarray(vectors[:, [i for i, j in enumerate(columns) if j < 0]], np.float64)
     outside = (beyond ** 2 if basis.kernel == "rbf" else np.abs(beyond)).sum(axis=1)
-    scale = float(store["scale"])
-    return basis.project(mapped, scale * np.asarray(arrays["alpha"], dtype=np.float64),
-                         scale * scale * float(store["squared_norm"]), outside)
+    return mapped, outside
 
 
 def _check_basis(members: list, basis: SharedBasis) -> None:
@@ -396,6 +498,13 @@ def _check_basis(members: list, basis: SharedBasis) -> None:
         if np.shape(arrays.get("alpha")) != (basis.size,):
             raise IncompatibleModels(f"expected {basis.size} coefficients over the basis, got "
                                      f"shape {np.shape(arrays.get('alpha'))}")
+        if ("average" in meta["state"]["model"]) != ("average_alpha" in arrays):
+            raise IncompatibleModels("a model that predicts with the average of its iterates "
+                                     "is folded over a basis with that average's coefficients, "
+                                     "and only such a model (see over_basis)")
+        if "average_alpha" in arrays and np.shape(arrays["average_alpha"]) != (basis.size,):
+            raise IncompatibleModels(f"expected {basis.size} coefficients of the average over "
+                                     f"the basis, got shape {np.shape(arrays['average_alpha'])}")
 
 
 def _average_over_basis(meta: dict, arrays: dict, active: list, weights: list[float],
@@ -414,8 +523,14 @@ def _average_over_basis(meta: dict, arrays: dict, active: list, weights: list[fl
     vectors[:, : basis.vectors.shape[1]] = basis.vectors  # the other inputs are 0 in each
     arrays.pop("gram", None)  # the base's kernel exponents are not the basis'
     arrays["vectors"], arrays["alpha"] = vectors, alpha
+    _drop_average(arrays)
+    average = _average_scalars(active, weights)
+    if average is not None:  # (a member without one: its `f`, `alpha`)
+        coefficients = sum(weight * np.asarray(a.get("average_alpha", a["alpha"]), np.float64)
+                           for (_, a, _), weight in zip(active, weights))
+        arrays.update(saved_without_orphans(coefficients, vectors.shape[1], vectors.dtype))
     store["n_inputs"] = vectors.shape[1]
-    model = _folded_model_state(first)
+    model = _folded_model_state(first, average)
     model["store"] = store
     meta["state"]["model"] = model
 
@@ -424,12 +539,7 @@ def _store(meta: dict, arrays: dict, position: dict, max_inputs: int | None) -> 
     """A model's support vectors, with its input columns moved to where `position` puts them
     (inputs it never saw are 0, as River's sparse features are)."""
     scalars = dict(meta["state"]["model"]["store"])
-    own = meta["state"]["names"]
-    vectors = arrays["vectors"]
-    if vectors.shape[1] != len(own):
-        raise CheckpointError(f"{vectors.shape[1]} columns of support vectors, {len(own)} inputs")
-    widened = np.zeros((vectors.shape[0], len(position)), dtype=vectors.dtype)
-    widened[:, [position[repr(n)] for n in own]] = vectors
+    widened = _widened(meta, arrays["vectors"], position)
     scalars["n_inputs"] = len(position)
     store = SupportVectors(scalars["kernel"], scalars["gamma"], scalars["budget"],
                            scalars["policy"], scalars["dtype"], max_inputs)
@@ -437,11 +547,26 @@ def _store(meta: dict, arrays: dict, position: dict, max_inputs: int | None) -> 
     return store
 
 
+def _widened(meta: dict, vectors: np.ndarray, position: dict) -> np.ndarray:
+    """A model's vectors with its input columns moved to where `position` puts them."""
+    own = meta["state"]["names"]
+    if vectors.shape[1] != len(own):
+        raise CheckpointError(f"{vectors.shape[1]} columns of support vectors, {len(own)} inputs")
+    widened = np.zeros((vectors.shape[0], len(position)), dtype=vectors.dtype)
+    widened[:, [position[repr(n)] for n in own]] = vectors
+    return widened
+
+
 def _negate(meta: dict, arrays: dict) -> None:
     state = meta["state"]
     state["bias"] = -float(state["bias"])
     if "coef" in arrays:
         arrays["coef"] = -np.asarray(arrays["coef"], dtype=np.float64)
+    average = state.get("model", {}).get("average")
+    if average is not None and "average_coefficients" in arrays:  # (random features)
+        average["bias"] = -float(average["bias"])
+        arrays["average_coefficients"] = -np.asarray(arrays["average_coefficients"],
+                                                     dtype=np.float64)
 
 
 def to_model(meta: dict, arrays: dict) -> AdvKernelSVM:

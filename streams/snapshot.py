@@ -27,8 +27,6 @@ from __future__ import annotations
 import dataclasses
 import json
 
-import numpy as np
-
 from river_advsvm.checkpoint import CheckpointError
 from river_advsvm.streams import group_basis
 from river_advsvm.streams import state as state_io
@@ -183,12 +181,11 @@ def _over_basis(meta: dict, arrays: dict, where: str, limits) -> tuple[int, str]
         raise CheckpointError(f"{where}: invalid basis {str(marker)[:80]!r}")
     if limits is not None:
         limits.check(meta, where)
-    alpha = arrays.get("alpha")
-    budget = None if limits is None else limits.budget
-    if set(arrays) != {"alpha"} or alpha.ndim != 1 or alpha.dtype != np.float64 \
-            or (budget is not None and len(alpha) > budget) or not np.isfinite(alpha).all():
-        raise CheckpointError(f"{where}: a snapshot over a basis holds one array of at most "
-                              f"--budget finite float64 coefficients")
+    try:
+        group_basis.check_coefficient_arrays(meta, arrays, None if limits is None
+                                             else limits.budget)
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise CheckpointError(f"{where}: a snapshot over a basis: {error}") from None
     return epoch, key
 
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from river_advsvm import AdvKernelSVM, AdvLinearSVM
-from river_advsvm import checkpoint, support
+from river_advsvm import checkpoint, support, support_average
 from river_advsvm.support_basis import SharedBasis
 from river_advsvm.streams import group, merge
 from river_advsvm.streams import state as state_io
@@ -751,19 +751,77 @@ def test_out_of_memory_while_folding_or_reading_a_peer_is_the_machines_fault(
     assert reader.invalid == 0
 
 
-@pytest.mark.parametrize("policy", ["merge", "compact"])
-def test_models_that_predict_with_their_average_start_it_again_from_the_groups(policy):
-    """The members' averages are of their own iterates: the group's model drops them, and
-    predicts with its own `f` until it learns again."""
-    params = dict(budget=16, gamma=1.0, budget_policy=policy)
-    a, b = (trained(300, seed, averaging=50, **params) for seed in (1, 2))
-    assert "average" in a.to_checkpoint()[0]["state"]["model"]
+@pytest.mark.parametrize("representation", list(REPRESENTATIONS))
+def test_models_that_predict_with_their_average_fold_their_averages(representation):
+    """The group's model predicts with the members' averages of their iterates, weighted as
+    their `f` (exactly, when the fold keeps every vector: random features, or a budget no
+    union fills); its `f` is the fold of the members' `f`, as without averaging; it learns on
+    with the folded average."""
+    params = {**REPRESENTATIONS[representation], "averaging": 50}
+    a, b = (trained(150, seed, **params) for seed in (1, 2))
+    members = [(*a.to_checkpoint(), 3.0), (*b.to_checkpoint(), 1.0)]
+    merged = merge.to_model(*merge.average(members, 300))
+    X = np.random.default_rng(3).normal(size=(20, 4))
+    # (support vectors: the projection onto the union of the vectors solves with their
+    # kernel matrix, ill-conditioned: exact in function space to its ridge)
+    np.testing.assert_allclose(merged.decision_many(X),
+                               0.75 * a.decision_many(X) + 0.25 * b.decision_many(X),
+                               rtol=1e-6, atol=1e-6)
+    average = merged._store.averaged
+    assert average.count == 150 and average.horizon == 50
+    assert average.bias == pytest.approx(0.75 * a._store.averaged.bias
+                                         + 0.25 * b._store.averaged.bias, abs=1e-12)
+    last = merge.to_model(*merge.average(
+        [(*trained(150, seed, **REPRESENTATIONS[representation]).to_checkpoint(), w)
+         for seed, w in ((1, 3.0), (2, 1.0))], 300))
+    learner = "coef" if representation == "compact" else "alpha"
+    np.testing.assert_array_equal(merged.to_checkpoint()[1][learner],
+                                  last.to_checkpoint()[1][learner])
+    merged.learn_many(X, X[:, 0] > 0.0)
+    assert merged._store.averaged is average and average.count == 170
+    assert np.isfinite(merged.decision_many(X)).all()
+
+
+def test_a_member_without_an_average_stands_for_its_f():
+    """A member that holds no average of its iterates (a model folded since it last learned)
+    is folded as the average it would start: its `f`."""
+    params = {**SV_PARAMS, "averaging": 50}
+    a, b = trained(150, 1, **params), trained(150, 2, **params)
+    meta_b, arrays_b = b.to_checkpoint()
+    del meta_b["state"]["model"]["average"]
+    arrays_b = {k: v for k, v in arrays_b.items() if not k.startswith("average_")}
+    f_b = merge.to_model(meta_b, arrays_b)  # (predicts with its f)
     merged = merge.to_model(*merge.average([(*a.to_checkpoint(), 1.0),
-                                            (*b.to_checkpoint(), 1.0)], 600))
-    assert merged._store.averaged is None
-    plain = merge.to_model(*merge.average([(*trained(300, seed, **params).to_checkpoint(), 1.0)
-                                           for seed in (1, 2)], 600))
-    X = np.random.default_rng(3).random((20, 4))
-    np.testing.assert_array_equal(merged.decision_many(X), plain.decision_many(X))
-    merged.learn_many(X, X[:, 0] > 0.5)
-    assert merged._store.averaged is not None
+                                            (meta_b, arrays_b, 1.0)], 300))
+    X = np.random.default_rng(4).normal(size=(20, 4))
+    np.testing.assert_allclose(merged.decision_many(X),
+                               0.5 * a.decision_many(X) + 0.5 * f_b.decision_many(X),
+                               rtol=1e-6, atol=1e-6)
+    assert merged._store.averaged.count == 75
+
+
+def test_a_fold_over_the_budget_projects_the_averages_onto_its_vectors():
+    """Past the budget the fold keeps `B` vectors: the average it keeps is the closest
+    function of their span to the members' weighted averages, in the kernel's space (so
+    no farther than the fold's `f`, the average a fold that dropped them would start)."""
+    params = {**SV_PARAMS, "averaging": 50, "budget": 16}
+    a, b = trained(300, 1, **params), trained(300, 2, **params)
+    assert a._store.averaged.orphans.size and b._store.averaged.orphans.size
+    (meta, arrays), weights = merge.average([(*a.to_checkpoint(), 3.0),
+                                             (*b.to_checkpoint(), 1.0)], 600), (0.75, 0.25)
+    assert meta["state"]["model"]["average"]["count"] == 300
+    gamma = meta["state"]["model"]["store"]["gamma"]
+    assert all(m.to_checkpoint()[0]["state"]["names"] == meta["state"]["names"] for m in (a, b))
+    target = [support_average.saved_expansion(m.to_checkpoint()[1]) for m in (a, b)]
+    V = np.concatenate([arrays["vectors"]] + [v for v, _ in target])
+
+    def distance(coefficients) -> float:
+        w = np.concatenate([coefficients] + [-s * c for s, (_, c) in zip(weights, target)])
+        return float(w @ kernel_matrix("rbf", gamma, V, V) @ w)
+
+    scale = meta["state"]["model"]["store"]["scale"]
+    folded_f = distance(scale * arrays["alpha"])
+    folded_average = distance(arrays["average_coefficients"])
+    assert folded_average <= folded_f + 1e-9 and folded_average < 0.9 * folded_f
+    assert len(arrays["average_orphans"]) == 0
+    merge.to_model(meta, arrays).learn_many(np.ones((3, 4)), [0, 1, 1])

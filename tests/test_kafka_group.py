@@ -64,8 +64,9 @@ def assigned_lines(log_path) -> list[str]:
 def reference_iterates(values, every=None, last=0, budget_policy="compact"):
     """One model over the same stream, in order: what a single worker learns. Yields the
     model every `every` labelled samples within the `last` ones, and at the end. It predicts
-    with its last iterate, as the group's model does: a fold averages the workers' last
-    iterates and starts their averages of iterates again."""
+    with its last iterate: the group's model (which folds the workers' averages of their
+    iterates) is held to one model's last iterates over the stream's end, as the scale-out
+    target is stated."""
     from river_advsvm import AdvKernelSVM
 
     model = AdvKernelSVM(epsilon=0.1, budget=256, gamma=float(GAMMA), seed=0,

@@ -248,8 +248,9 @@ def coefficient_record(state, basis, epoch: int) -> tuple[bytes, bytes]:
 
 def test_a_coefficient_snapshot_folds_as_the_hand_computation(workers, broker, tmp_path):
     """Once w1 holds the group's basis it publishes its model projected onto it, coefficients
-    only (its local checkpoint stays whole); w0 puts the basis' vectors back and folds it: the
-    sample-weighted mean of the two projections, coefficients and bias."""
+    only (its local checkpoint stays whole), those of the average of its iterates with them;
+    w0 puts the basis' vectors back and folds it: the sample-weighted mean of the two
+    projections, coefficients and bias, of `f` and of the averages."""
     w0, w1 = workers["w0"], workers["w1"]
     s0 = service_state("w0", learned_model(60, seed=1), 60, 60, 0)
     assert w0.fence(1) and w0.publish(s0, 1)
@@ -258,25 +259,35 @@ def test_a_coefficient_snapshot_folds_as_the_hand_computation(workers, broker, t
     basis = w1.choice.basis
     learn(s1, 10, seed=4)  # off the basis again: the snapshot is its projection
     whole = s1.model.to_checkpoint()
-    a1, _ = merge.project(*whole, basis)
+    member1, _ = merge.over_basis(*whole, basis)
     assert w1.publish(s1, 1)
 
     records = [r for r in kh.read_topic(broker.bootstrap_servers, w0.topic, 1) if r.key == b"w1"]
     meta, arrays = model_checkpoint.loads(records[-1].value)  # (the input names' table read)
-    assert set(arrays) == {"alpha"} and meta["extra"]["group"]["basis"] == {
+    assert set(arrays) == {"alpha", "average_alpha"} and meta["extra"]["group"]["basis"] == {
         "epoch": 1, "key": basis.key}
-    np.testing.assert_allclose(arrays["alpha"], a1, rtol=1e-12, atol=1e-15)
+    for name in arrays:
+        np.testing.assert_allclose(arrays[name], member1[name], rtol=1e-12, atol=1e-15)
     kh.assert_same_model(state_io.load(str(tmp_path / "w1")).model, s1.model)  # whole
 
     learn(s0, 30, seed=3)
-    a0, _ = merge.project(*s0.model.to_checkpoint(), basis)
+    member0, _ = merge.over_basis(*s0.model.to_checkpoint(), basis)
     b0, b1 = s0.model.to_checkpoint()[0]["state"]["bias"], whole[0]["state"]["bias"]
+    c0 = s0.model.to_checkpoint()[0]["state"]["model"]["average"]
+    c1 = whole[0]["state"]["model"]["average"]
     assert w0.fence(1) and w0.fold(s0) == 1 and w0.choice.epoch == 1
     peer = w0.reader.latest["w1"]
     assert peer.over_basis == (1, basis.key) and not peer.coefficients_only
-    np.testing.assert_allclose(alpha(s0), (90 * a0 + 100 * a1) / 190, rtol=1e-6, atol=1e-9)
-    meta = s0.model.to_checkpoint()[0]
+    meta, arrays = s0.model.to_checkpoint()
+    for name, folded in (("alpha", arrays["alpha"]),
+                         ("average_alpha", arrays["average_coefficients"])):
+        np.testing.assert_allclose(folded, (90 * member0[name] + 100 * member1[name]) / 190,
+                                   rtol=1e-6, atol=1e-9)
     assert meta["state"]["bias"] == pytest.approx((90 * b0 + 100 * b1) / 190, rel=1e-12)
+    average = meta["state"]["model"]["average"]
+    assert average["bias"] == pytest.approx((90 * c0["bias"] + 100 * c1["bias"]) / 190,
+                                            rel=1e-12)
+    assert average["count"] == pytest.approx((90 * c0["count"] + 100 * c1["count"]) / 190)
     np.testing.assert_array_equal(s0.model.to_checkpoint()[1]["vectors"], basis.vectors)
     assert s0.model.n_learned == 190 and s0.group["folded"] == {"w1": 100}
 

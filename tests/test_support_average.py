@@ -322,3 +322,32 @@ def test_evictions_follow_the_rule_through_chains_of_heirs(seed, budget, keep):
     for got, want in zip((average._heir[:keep], average._heir_kernel[:keep],
                           average.orphans._a[:keep], average._shared), expected):
         np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=50, deadline=None)
+@given(horizon=st.integers(1, 50), before=st.integers(0, 200), samples=st.integers(2, 120))
+def test_a_sample_that_stands_for_several_weighs_as_that_many_steps(horizon, before, samples):
+    """A group worker's sample stands for `samples` of the stream (`group_steps`): its iterate
+    takes the weight of that many steps of the schedule at once, across the turn from the
+    polynomial to the exponential average."""
+    from river_advsvm.iterate_average import IterateAverage
+
+    one, many = IterateAverage(None, horizon), IterateAverage(None, horizon)
+    one.count = many.count = before
+    kept = 1.0
+    for _ in range(samples):
+        kept *= 1.0 - one._next_weight(0.0)
+    rho = many._next_weight(1.0, float(samples))
+    assert many.count == one.count
+    assert rho == pytest.approx(1.0 - kept, rel=1e-9, abs=1e-12)
+    assert many.bias == pytest.approx(rho)
+
+
+def test_a_group_worker_averages_its_iterates_on_the_groups_clock():
+    """After `group_steps(W)` each learned sample moves the average as `W` steps would."""
+    X, y = stream(300, 3, 2)
+    model = AdvKernelSVM(gamma=2.0, budget=None, seed=0, averaging=400)
+    model.learn_many(X[:100], y[:100])
+    model.group_steps(8.0)
+    model.learn_many(X[100:150], y[100:150])
+    assert model._store.averaged.count == pytest.approx(100 + 8 * 50)

@@ -291,3 +291,47 @@ def test_a_model_whose_reprocess_cursor_is_past_the_basis_averages_over_it():
     merged = merge.to_model(*merge.average([(meta, {"alpha": alpha}, 1.0)], 200, basis=basis))
     assert merged.n_support_vectors == basis.size
     assert merged.to_checkpoint()[0]["state"]["model"]["store"]["cursor"] == 0
+
+
+def test_averages_fold_over_a_basis_and_travel_in_coefficient_snapshots():
+    """Models that predict with the average of their iterates carry it over the basis
+    (`average_alpha`, projected as `f` is): a fold over a basis that spans the averages
+    predicts with their weighted average; a coefficient snapshot holds it, is checked
+    with it, and its whole checkpoint predicts as the model projected."""
+    from river_advsvm.streams import group, group_basis
+    from river_advsvm.streams import state as state_io
+
+    # (below the budget: no vector given up, so the averages are in the span of the vectors)
+    a, b = trained(25, 1, averaging=20), trained(25, 2, averaging=20)
+    vectors = np.concatenate([m.to_checkpoint()[1]["vectors"] for m in (a, b)])
+    meta_a = a.to_checkpoint()[0]
+    assert meta_a["state"]["names"] == b.to_checkpoint()[0]["state"]["names"]
+    basis = SharedBasis("rbf", meta_a["state"]["model"]["store"]["gamma"],
+                        np.unique(vectors, axis=0), meta_a["state"]["names"])
+    members = [(meta, merge.over_basis(meta, arrays, basis)[0], w)
+               for (meta, arrays), w in ((a.to_checkpoint(), 1.0), (b.to_checkpoint(), 3.0))]
+    assert all(set(m) == {"alpha", "average_alpha"} for _, m, _ in members)
+    merged = merge.to_model(*merge.average(members, 50, basis=basis))
+    X = np.random.default_rng(5).normal(size=(20, 3))
+    np.testing.assert_allclose(merged.decision_many(X),
+                               0.25 * a.decision_many(X) + 0.75 * b.decision_many(X),
+                               rtol=1e-6, atol=1e-6)
+
+    extra = state_io.ServiceState(model=a, group=group.new_bookkeeping("w0")).extra()
+    meta, arrays = group_basis.coefficient_snapshot(*a.to_checkpoint(extra), basis, 1)
+    assert set(arrays) == {"alpha", "average_alpha"}
+    group_basis.check_coefficients(meta, arrays, basis, "snapshot")
+    whole = merge.to_model(*group_basis.expanded(meta, arrays, basis))
+    np.testing.assert_allclose(whole.decision_many(X), a.decision_many(X), rtol=1e-6, atol=1e-6)
+    bad = [{"alpha": arrays["alpha"]},  # the model holds an average: its coefficients too
+           {**arrays, "average_alpha": arrays["average_alpha"][:-1]},
+           {**arrays, "average_alpha": np.full_like(arrays["average_alpha"], np.nan)},
+           {**arrays, "other": arrays["alpha"]}]
+    for wrong in bad:
+        with pytest.raises(checkpoint.CheckpointError):
+            group_basis.check_coefficients(meta, wrong, basis, "snapshot")
+    plain = dict(meta, state=dict(meta["state"], model={
+        k: v for k, v in meta["state"]["model"].items() if k != "average"}))
+    with pytest.raises(checkpoint.CheckpointError):  # coefficients of an average it lacks
+        group_basis.check_coefficients(plain, arrays, basis, "snapshot")
+    group_basis.check_coefficients(plain, {"alpha": arrays["alpha"]}, basis, "snapshot")
