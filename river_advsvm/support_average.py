@@ -127,14 +127,20 @@ class AveragedVectors(IterateAverage):
         exponents to the vectors as they are now."""
         store, shared = self.store, self._shared
         before = self.orphans.size
-        row_m = self._orphan(store._S[m, : store.n_inputs], store._norms[m], shared[m])
-        gone = {_store_heir(m): row_m}
+        gone, rows = {}, []
+        # The vector just added (usually the one that goes) has no averaged weight yet and no
+        # orphan follows it: as an orphan it would be the first to leave, passing nothing on.
+        if not (m == last and shared[m] == 0.0):
+            gone[_store_heir(m)] = self._orphan(store._S[m, : store.n_inputs], store._norms[m],
+                                                shared[m])
+            rows.append((gone[_store_heir(m)], m))
         if partner is not None:
             row_n = self._orphan(store._S[partner, : store.n_inputs], store._norms[partner],
                                  shared[partner])
             gone[_store_heir(partner)] = row_n
+            rows.append((row_n, partner))
             z = m if partner == last else partner
-            for row, j in ((row_m, m), (row_n, partner)):
+            for row, j in rows:
                 self._heir[row] = _store_heir(z)
                 self._heir_kernel[row] = math.exp(-float(partner_exponents[j]))
         # The orphans before these two: those whose heir leaves the store follow it, and those
@@ -142,9 +148,8 @@ class AveragedVectors(IterateAverage):
         if last not in (m, partner):
             gone[_store_heir(last)] = _store_heir(m)
         heirs = self._heir[:before]
-        codes = list(gone)
-        followers = heirs == codes[0]
-        for code in codes[1:]:
+        followers = np.zeros(before, dtype=bool)
+        for code in gone:
             followers |= heirs == code
         for o in np.flatnonzero(followers).tolist():
             heirs[o] = gone[int(heirs[o])]
