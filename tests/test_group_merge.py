@@ -86,6 +86,24 @@ def test_models_that_saw_their_labels_in_another_order_are_aligned_exactly(repre
     assert reason is not None and "do not fit" in reason
 
 
+@pytest.mark.parametrize("representation", REPRESENTATIONS)
+def test_averages_of_the_iterates_are_aligned_as_their_models(representation):
+    """The averages fold with their models' signs; a base kept alone (every weight 0) keeps
+    its average, aligned with it."""
+    params = {**REPRESENTATIONS[representation], "averaging": 20}
+    only_b = trained(50, 1, labels=("b",), **params)
+    only_a = trained(50, 2, labels=("a",), **params)
+    x = {0: 0.1, 1: 0.2, 2: 0.3, 3: 0.4}
+    both = merge.to_model(*merge.average([(*only_b.to_checkpoint(), 1.0),
+                                          (*only_a.to_checkpoint(), 1.0)], n_learned=100))
+    assert both.decision_one(x) == pytest.approx(
+        (only_b.decision_one(x) - only_a.decision_one(x)) / 2, rel=1e-6, abs=1e-9)
+    alone = merge.to_model(*merge.average([(*only_a.to_checkpoint(), 0.0),
+                                           (*only_b.to_checkpoint(), 0.0)], n_learned=7))
+    assert alone.classes == ("a", "b") and alone._store.averaged is not None
+    assert alone.decision_one(x) == pytest.approx(-only_a.decision_one(x), rel=1e-6, abs=1e-9)
+
+
 @pytest.mark.parametrize("change", [dict(seed=4), dict(gamma=0.3), dict(budget=32),
                                     dict(kernel="laplacian"), dict(epsilon=0.2)])
 def test_models_with_another_pool_or_other_options_are_refused(change):
