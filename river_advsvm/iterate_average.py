@@ -5,11 +5,11 @@ averaged bias.
 first the polynomial-decay average of Shamir and Zhang (iterate `t` weighs in proportion to
 `t`, so the early, poor iterates fade as the stream goes on), from `t = 2 horizon` an
 exponential average of that horizon (a stream that drifts is followed). A worker of a group
-whose models are averaged learns samples that each stand for several of the group's stream
-(`AdvKernelSVM.group_steps`): its iterate then takes the weight of that many steps of the
-schedule at once, so that its average, like its steps, follows one model learning the whole
-stream (the count is then in the group's samples, and need not be whole). How `fbar` itself is
-kept depends on the representation: `river_advsvm.support_average` (support vectors) and
+whose models are averaged learns samples that each stand for several samples of the group's
+stream (`AdvKernelSVM.group_steps`): its iterate then takes the weight of that many steps of
+the schedule at once, so that its average, like its steps, follows one model learning the
+whole stream (the count is then in the group's samples, and need not be whole). How `fbar`
+itself is kept depends on the representation: `river_advsvm.support_average` (support vectors) and
 `river_advsvm.feature_average` (random features).
 
 """

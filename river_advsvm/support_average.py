@@ -143,7 +143,7 @@ class AveragedVectors(IterateAverage):
             for row, j in rows:
                 self._heir[row] = _store_heir(z)
                 self._heir_kernel[row] = math.exp(-float(partner_exponents[j]))
-        # The orphans before these two: those whose heir leaves the store follow it, and those
+        # The orphans before these: those whose heir leaves the store follow it, and those
         # whose heir is the store's last vector follow it to slot m.
         if last not in (m, partner):
             gone[_store_heir(last)] = _store_heir(m)
