@@ -9,8 +9,8 @@ whose models are averaged learns samples that each stand for several samples of 
 stream (`AdvKernelSVM.group_steps`): its iterate then takes the weight of that many steps of
 the schedule at once, so that its average, like its steps, follows one model learning the
 whole stream (the count is then in the group's samples, and need not be whole). How `fbar`
-itself is kept depends on the representation: `river_advsvm.support_average` (support vectors) and
-`river_advsvm.feature_average` (random features).
+itself is kept depends on the representation: `river_advsvm.support_average` (support
+vectors) and `river_advsvm.feature_average` (random features).
 
 """
 
