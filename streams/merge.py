@@ -213,7 +213,8 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
     exactly, by the union projected onto the fold's vectors (the average of the models keeps
     no vectors of its own). Weights are non-negative; members of weight 0 only
     contribute their input names and labels. If every weight is 0, the base is returned as is
-    (with `n_learned`). Raises `IncompatibleModels` if a member cannot be averaged with the base.
+    (with `n_learned`; by the union, its average of the iterates projected onto its vectors, as
+    in any fold). Raises `IncompatibleModels` if a member cannot be averaged with the base.
     The base's group clock (`AdvKernelSVM.group_steps`), if any, restarts at `n_learned` at its
     rate (unless `n_learned` is the base's own count).
 
