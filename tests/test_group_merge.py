@@ -102,6 +102,10 @@ def test_averages_of_the_iterates_are_aligned_as_their_models(representation):
                                            (*only_b.to_checkpoint(), 0.0)], n_learned=7))
     assert alone.classes == ("a", "b") and alone._store.averaged is not None
     assert alone.decision_one(x) == pytest.approx(-only_a.decision_one(x), rel=1e-6, abs=1e-9)
+    alone = merge.to_model(*merge.average([(*only_b.to_checkpoint(), 0.0),
+                                           (*only_a.to_checkpoint(), 0.0)], n_learned=7))
+    assert alone._store.averaged is not None
+    assert alone.decision_one(x) == pytest.approx(only_b.decision_one(x), rel=1e-6, abs=1e-9)
 
 
 @pytest.mark.parametrize("change", [dict(seed=4), dict(gamma=0.3), dict(budget=32),
