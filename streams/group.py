@@ -513,8 +513,7 @@ class GroupSync:
             member, loss = merge.over_basis(meta, arrays, basis)
             log.info("projected the snapshot %d of %s onto the group's basis %d (loss %.3g)",
                      peer.seq, peer.worker, self.choice.epoch, loss)
-        if any(a.shape != (basis.size,) or not np.isfinite(a).all() for a in member.values()):
-            raise ValueError("its coefficients over the basis are not finite")
+        merge.check_over_basis(meta, member, basis.size)  # (finite, from any peer's numbers)
         return member
 
     def publish(self, state: state_io.ServiceState, generation: int | None,

@@ -80,9 +80,8 @@ from river_advsvm.streams import state as state_io
 from river_advsvm.support_average import saved_without_orphans
 from river_advsvm.support_basis import SharedBasis
 
-__all__ = ["BASIS_PREFIX", "KEPT_EPOCHS", "BasisChoice", "basis_record",
-           "check_coefficient_arrays", "check_coefficients", "coefficient_snapshot", "expanded",
-           "parse_basis", "proposed_vectors"]
+__all__ = ["BASIS_PREFIX", "KEPT_EPOCHS", "BasisChoice", "basis_record", "check_coefficients",
+           "coefficient_snapshot", "expanded", "parse_basis", "proposed_vectors"]
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +243,7 @@ def _check_fit(meta: dict, arrays: dict, basis: SharedBasis) -> None:
         raise ValueError("it was made over another basis")
     if list(meta["state"]["names"][: len(basis.names)]) != basis.names:
         raise ValueError("its inputs do not start with the basis'")
-    check_coefficient_arrays(meta, arrays, basis.size)
+    merge.check_over_basis(meta, arrays, basis.size)
     if len(arrays["alpha"]) != basis.size:
         raise ValueError(f"expected {basis.size} coefficients, got {len(arrays['alpha'])}")
     if not meta["state"]["started"]:
@@ -269,22 +268,6 @@ def expanded(meta: dict, arrays: dict, basis: SharedBasis) -> tuple[dict, dict]:
                              basis=basis)
     except (KeyError, TypeError, ValueError, AttributeError) as error:  # IncompatibleModels too
         raise CheckpointError(f"a snapshot over basis {basis.key[:12]}: {error}") from None
-
-
-def check_coefficient_arrays(meta: dict, arrays: dict, budget: int | None) -> None:
-    """`ValueError` unless the arrays of a coefficient snapshot are what `coefficient_snapshot`
-    writes: `alpha`, at most `budget` finite float64 coefficients, and `average_alpha`, as
-    many, exactly when the model holds an average of its iterates (`meta`)."""
-    names = {"alpha", "average_alpha"} if "average" in meta["state"].get("model", {}) \
-        else {"alpha"}
-    if set(arrays) != names:
-        raise ValueError(f"expected the arrays {sorted(names)}, got {sorted(arrays)}")
-    size = arrays["alpha"].shape
-    for a in arrays.values():
-        if a.ndim != 1 or a.shape != size or a.dtype != np.float64 \
-                or (budget is not None and len(a) > budget) or not np.isfinite(a).all():
-            raise ValueError("expected at most --budget finite float64 coefficients per array, "
-                             "as many in each")
 
 
 def in_columns(meta: dict, vectors: np.ndarray, names: list) -> np.ndarray:

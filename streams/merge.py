@@ -78,7 +78,7 @@ from river_advsvm.support_average import saved_expansion, saved_without_orphans
 from river_advsvm.support_basis import SharedBasis
 
 __all__ = ["IncompatibleModels", "POLICIES", "average", "check_mergeable_params",
-           "incompatibility", "options_incompatibility", "over_basis", "project", "to_model"]
+           "check_over_basis", "incompatibility", "options_incompatibility", "over_basis", "project", "to_model"]
 
 #: Budget policies whose models can be averaged: support vectors (any two models share the
 #: input space) and 'compact' random features (a pool fixed by the seed).
@@ -496,16 +496,30 @@ def _check_basis(members: list, basis: SharedBasis) -> None:
         if (store["kernel"], float(store["gamma"])) != (basis.kernel, basis.gamma):
             raise IncompatibleModels(f"the basis is for {basis.kernel} at gamma {basis.gamma!r}, "
                                      f"a model has {store['kernel']} at {store['gamma']!r}")
-        if np.shape(arrays.get("alpha")) != (basis.size,):
+        try:
+            check_over_basis(meta, arrays, basis.size)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise IncompatibleModels(f"a model's coefficients over the basis: {error}") from None
+        if len(arrays["alpha"]) != basis.size:
             raise IncompatibleModels(f"expected {basis.size} coefficients over the basis, got "
-                                     f"shape {np.shape(arrays.get('alpha'))}")
-        if ("average" in meta["state"]["model"]) != ("average_alpha" in arrays):
-            raise IncompatibleModels("a model that predicts with the average of its iterates "
-                                     "is folded over a basis with that average's coefficients, "
-                                     "and only such a model (see over_basis)")
-        if "average_alpha" in arrays and np.shape(arrays["average_alpha"]) != (basis.size,):
-            raise IncompatibleModels(f"expected {basis.size} coefficients of the average over "
-                                     f"the basis, got shape {np.shape(arrays['average_alpha'])}")
+                                     f"{len(arrays['alpha'])}")
+
+
+def check_over_basis(meta: dict, arrays: dict, most: int | None) -> None:
+    """`ValueError` unless `arrays` are a model's coefficients over a basis, as `over_basis`
+    makes them: `alpha`, at most `most` finite float64 coefficients, and `average_alpha`, as
+    many, exactly when the model (`meta`) holds an average of its iterates."""
+    names = {"alpha", "average_alpha"} if "average" in meta["state"].get("model", {}) \
+        else {"alpha"}
+    if set(arrays) != names:
+        raise ValueError(f"expected the arrays {sorted(names)}, got {sorted(arrays)}")
+    size = arrays["alpha"].shape
+    for a in arrays.values():
+        if a.ndim != 1 or a.shape != size or a.dtype != np.float64 \
+                or (most is not None and len(a) > most) or not np.isfinite(a).all():
+            most_text = "" if most is None else f"at most {most} "
+            raise ValueError(f"expected {most_text}finite float64 coefficients per array, as "
+                             "many in each")
 
 
 def _average_over_basis(meta: dict, arrays: dict, active: list, weights: list[float],

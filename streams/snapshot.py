@@ -28,7 +28,7 @@ import dataclasses
 import json
 
 from river_advsvm.checkpoint import CheckpointError
-from river_advsvm.streams import group_basis
+from river_advsvm.streams import group_basis, merge
 from river_advsvm.streams import state as state_io
 from river_advsvm.support_basis import SharedBasis
 
@@ -182,8 +182,7 @@ def _over_basis(meta: dict, arrays: dict, where: str, limits) -> tuple[int, str]
     if limits is not None:
         limits.check(meta, where)
     try:
-        group_basis.check_coefficient_arrays(meta, arrays, None if limits is None
-                                             else limits.budget)
+        merge.check_over_basis(meta, arrays, None if limits is None else limits.budget)
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise CheckpointError(f"{where}: a snapshot over a basis: {error}") from None
     return epoch, key
