@@ -176,7 +176,14 @@ class SharedBasis:
             V = np.asarray(vectors, dtype=self.vectors.dtype)
             squared_norm = float(coefficients @ kernel_matrix(self.kernel, self.gamma, V, V)
                                  @ coefficients)
-        inner = self.cross_kernels(vectors, outside) @ coefficients  # <k(z_j, .), f>
+        return self.fit(self.cross_kernels(vectors, outside) @ coefficients, squared_norm)
+
+    def fit(self, inner: np.ndarray, squared_norm: float) -> tuple[np.ndarray, float]:
+        """`project` from the inner products `<k(z_j, .), f>` (`cross_kernels` times the
+        coefficients: one kernel matrix can serve several functions of the same vectors)."""
+        inner = np.asarray(inner, dtype=np.float64)
+        if inner.shape != (self.size,) or not np.isfinite(inner).all():
+            raise ValueError("one finite inner product per basis vector is needed")
         a = self._inverse @ inner
         loss = squared_norm - 2.0 * float(a @ inner) + self.squared_norm(a)
         return a, max(loss, 0.0)

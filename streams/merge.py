@@ -435,13 +435,19 @@ def over_basis(meta: dict, arrays: dict, basis: SharedBasis) -> tuple[dict, floa
     `alpha`, its `f` projected (`project`), and, if it predicts with the average of its
     iterates, `average_alpha`, that average projected the same way; and the loss of `f`'s
     projection."""
-    alpha, loss = project(meta, arrays, basis)
-    member = {"alpha": alpha}
-    if "average_coefficients" in arrays:
-        vectors, coefficients = saved_expansion(arrays)
-        mapped, outside = _in_basis_columns(meta, np.asarray(vectors), basis)
-        member["average_alpha"] = basis.closest(mapped, coefficients, outside)
-    return member, loss
+    if "average_coefficients" not in arrays or _projected_store(meta, basis) is None:
+        alpha, loss = project(meta, arrays, basis)
+        return {"alpha": alpha}, loss
+    # The average's vectors are f's, then the ones it keeps: one kernel matrix serves both.
+    vectors, average = saved_expansion(arrays)
+    store = meta["state"]["model"]["store"]
+    scale = float(store["scale"])
+    f = np.zeros(len(vectors))
+    f[: len(arrays["alpha"])] = scale * np.asarray(arrays["alpha"], dtype=np.float64)
+    mapped, outside = _in_basis_columns(meta, np.asarray(vectors), basis)
+    K = basis.cross_kernels(mapped, outside)
+    alpha, loss = basis.fit(K @ f, scale * scale * float(store["squared_norm"]))
+    return {"alpha": alpha, "average_alpha": basis.fit(K @ average, 0.0)[0]}, loss
 
 
 def _projected_store(meta: dict, basis: SharedBasis) -> dict | None:

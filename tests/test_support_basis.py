@@ -335,3 +335,26 @@ def test_averages_fold_over_a_basis_and_travel_in_coefficient_snapshots():
     with pytest.raises(checkpoint.CheckpointError):  # coefficients of an average it lacks
         group_basis.check_coefficients(plain, arrays, basis, "snapshot")
     group_basis.check_coefficients(plain, {"alpha": arrays["alpha"]}, basis, "snapshot")
+
+
+def test_a_model_and_its_average_are_projected_as_each_would_be_alone():
+    """`over_basis` projects `f` and the average (its vectors and the ones it keeps, past the
+    budget) through one kernel matrix: the same coefficients and loss as projecting each on
+    its own; `fit` refuses inner products that are not one finite number per basis vector."""
+    from river_advsvm.support_average import saved_expansion
+
+    model = trained(300, 4, budget=12, averaging=30)
+    meta, arrays = model.to_checkpoint()
+    assert len(arrays["average_orphans"])  # the average keeps vectors the store gave up
+    basis = basis_of(trained(60, 5, budget=20, averaging=30))
+    member, loss = merge.over_basis(meta, arrays, basis)
+    alpha, alone_loss = merge.project(meta, arrays, basis)
+    vectors, coefficients = saved_expansion(arrays)
+    mapped, outside = merge._in_basis_columns(meta, vectors, basis)
+    average = basis.closest(mapped, coefficients, outside)
+    np.testing.assert_allclose(member["alpha"], alpha, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(member["average_alpha"], average, rtol=1e-12, atol=1e-12)
+    assert loss == pytest.approx(alone_loss, rel=1e-12, abs=1e-12)
+    for inner in (np.full(basis.size, np.nan), np.zeros(basis.size + 1)):
+        with pytest.raises(ValueError, match="one finite inner product"):
+            basis.fit(inner, 1.0)
