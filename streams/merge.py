@@ -440,10 +440,13 @@ def over_basis(meta: dict, arrays: dict, basis: SharedBasis) -> tuple[dict, floa
         return {"alpha": alpha}, loss
     # The average's vectors are f's, then the ones it keeps: one kernel matrix serves both.
     vectors, average = saved_expansion(arrays)
+    alpha = np.asarray(arrays["alpha"], dtype=np.float64)
+    if alpha.shape != (len(arrays["vectors"]),) or average.shape != (len(vectors),):
+        raise ValueError("one coefficient per vector is needed")
     store = meta["state"]["model"]["store"]
     scale = float(store["scale"])
     f = np.zeros(len(vectors))
-    f[: len(arrays["alpha"])] = scale * np.asarray(arrays["alpha"], dtype=np.float64)
+    f[: len(alpha)] = scale * alpha
     mapped, outside = _in_basis_columns(meta, np.asarray(vectors), basis)
     K = basis.cross_kernels(mapped, outside)
     alpha, loss = basis.fit(K @ f, scale * scale * float(store["squared_norm"]))
