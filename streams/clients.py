@@ -165,8 +165,8 @@ class Clients:
         """The settings of `producer`: acks from all replicas, retries, and no idempotence.
 
         Idempotence is off because an idempotent producer does not survive a restart of the
-        bundled broker; `river_advsvm.streams.sink.OutputSink` resends what fails, so outputs are
-        at-least-once either way.
+        bundled broker; `river_advsvm.streams.sink.OutputSink` resends what fails, and what a
+        crashed run delivered is read back (`river_advsvm.streams.output_log`).
         """
         return {
             "linger_ms": linger_ms,

@@ -102,7 +102,8 @@ from river_advsvm.streams import state as state_io
 from river_advsvm import model_checkpoint
 from river_advsvm.streams.group_basis import (BasisChoice, basis_record, coefficient_snapshot,
                                               proposed_vectors)
-from river_advsvm.streams.group_state import claims, group_model, superseded, totals
+from river_advsvm.streams.group_state import (claimed_output_ends, claims, group_model,
+                                              superseded, totals)
 from river_advsvm.streams.snapshot import (FENCE_PREFIX, Snapshot, fence_key, fence_value, new_bookkeeping,
                               newer, parse_snapshot)
 from river_advsvm.streams.snapshot_topic import SnapshotReader, read_group
@@ -267,6 +268,9 @@ class GroupSync:
 
     def claims(self, topic_ids: dict) -> dict[str, dict[int, int]]:
         return claims(self.reader.latest.values(), topic_ids)
+
+    def claimed_output_ends(self, claimed: dict, partitions) -> dict:
+        return claimed_output_ends(self.reader.latest.values(), claimed, partitions)
 
     # -- state ----------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """What a group's latest snapshots say together: claims, totals, the group's model.
 
 Pure functions over `river_advsvm.streams.snapshot.Snapshot`s (no Kafka): the resume point of every
-partition (`claims`), the snapshots that a later one has entirely folded in (`superseded`),
+partition (`claims`) and where the outputs published since those claims start
+(`claimed_output_ends`), the snapshots that a later one has entirely folded in (`superseded`),
 the merged model a new worker starts from (`group_model`) and the group's counters
 (`totals`, what `advsvm inspect` shows). See `river_advsvm.streams.group` for the protocol.
 
@@ -14,7 +15,7 @@ import logging
 from river_advsvm.streams import merge
 from river_advsvm.streams.snapshot import Snapshot
 
-__all__ = ["claims", "group_model", "superseded", "totals"]
+__all__ = ["claimed_output_ends", "claims", "group_model", "superseded", "totals"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,27 @@ def claims(snapshots, topic_ids: dict | None = None) -> dict[str, dict[int, int]
             for partition, offset in parts.items():
                 mine[partition] = max(mine.get(partition, 0), offset)
     return result
+
+
+def claimed_output_ends(snapshots, claimed: dict, partitions) -> dict:
+    """Where the outputs of the messages after the `claimed` offsets (`claims`) of
+    `partitions` start: per output partition, the least end noted by a snapshot that holds one
+    of those claims (each noted its ends once the outputs before its offsets were delivered;
+    whoever learned on from a claim published after it). An output topic that one of them did
+    not note is left out (see `river_advsvm.streams.output_log`)."""
+    wanted = {(tp.topic, tp.partition): claimed.get(tp.topic, {}).get(tp.partition)
+              for tp in partitions}
+    holders = [s for s in snapshots
+               if any(o is not None and s.offsets.get(t, {}).get(p) == o
+                      for (t, p), o in wanted.items())]
+    if not holders:
+        return {}
+    noted = [s.fields["output_ends"] for s in holders]
+    ends: dict = {}
+    for topic in set.intersection(*(set(n) for n in noted)):
+        parts = set().union(*(n[topic] for n in noted))
+        ends[topic] = {p: min(n[topic].get(p, 0) for n in noted) for p in parts}
+    return ends
 
 
 def superseded(snapshots) -> set[str]:

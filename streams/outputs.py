@@ -89,35 +89,45 @@ class Outputs:
         The `river_advsvm.streams.sink.OutputSink` they go through.
     counters
         A callable returning the state's counters (the state is replaced on reloads).
+    published
+        A callable returning the `river_advsvm.streams.output_log.Published` outputs of an
+        earlier run: those are not sent again.
 
     """
 
-    def __init__(self, config, sink, counters):
+    def __init__(self, config, sink, counters, published=None):
         self.config = config
         self.sink = sink
         self.counters = counters
+        self.published = published
+
+    def _send(self, topic: str, record, value: bytes, key: bytes | None = None) -> None:
+        published = None if self.published is None else self.published()
+        if not (published and published.take(topic, record)):
+            self.sink.send(topic, value, key=key)
 
     def publish(self, outcome, record, n_learned: int) -> None:
-        sink, config = self.sink, self.config
+        config = self.config
         if outcome.error is not None:
             log.debug("dead letter at %s[%d]@%d: %s", record.topic, record.partition,
                       record.offset, outcome.error)
             if config.dead_letter_topic:
                 envelope = kafka_io.dead_letter(record, outcome.error, DEAD_LETTER_BYTES)
-                sink.send(config.dead_letter_topic, envelope,
-                          key=kafka_io.dead_letter_key(record, DEAD_LETTER_BYTES))
+                self._send(config.dead_letter_topic, record, envelope,
+                           key=kafka_io.dead_letter_key(record, DEAD_LETTER_BYTES))
             return
         if config.predictions_topic:
             # Under the message's key, cut as a dead letter's: a key larger than the producer
             # takes would drop the prediction.
-            sink.send(config.predictions_topic, prediction_json(outcome, record, n_learned),
-                      key=kafka_io.dead_letter_key(record, DEAD_LETTER_BYTES))
+            self._send(config.predictions_topic, record,
+                       prediction_json(outcome, record, n_learned),
+                       key=kafka_io.dead_letter_key(record, DEAD_LETTER_BYTES))
         for alert in outcome.alerts:
             counters = self.counters()
             counters["alerts"] += 1
             kind = str(getattr(alert, "kind", type(alert).__name__))
             counters["alerts_by_kind"][kind] = counters["alerts_by_kind"].get(kind, 0) + 1
             if config.alerts_topic:
-                sink.send(config.alerts_topic, alert_json(alert, outcome, record))
+                self._send(config.alerts_topic, record, alert_json(alert, outcome, record))
             else:
                 log.warning("alert: %r", alert)

@@ -15,9 +15,11 @@ the next offset of every partition and the counters, in one file replaced atomic
 assignment (`river_advsvm.streams.standalone`): if the process dies (SIGKILL, power cut) at any point, the
 model state after restart and catch-up is the one an uninterrupted run reaches.
 
-Outputs (predictions, alerts, dead letters) are at-least-once: they are flushed with acks=all
+Outputs (predictions, alerts, dead letters) are exactly-once: they are flushed with acks=all
 before the checkpoint that covers their inputs is written (and before a rebalance hands the
-partitions over), never one by one, so a crash can duplicate an output but never lose one.
+partitions over), never one by one, so a crash never loses one; and the messages learned again
+after a crash do not send again the outputs the crashed run delivered
+(`river_advsvm.streams.output_log`).
 
 Broker outages: the consumer reconnects by itself and the output sink retries with backoff;
 nothing is learned while the broker is away, and nothing crashes. A topic that comes back with
@@ -237,7 +239,8 @@ class Service:
         # the key again as its own, and the envelope's few fields.
         session.sink = OutputSink(lambda: session.clients.producer(
             max_request_size=max(4 * 2**20, 4 * DEAD_LETTER_BYTES + 2**16)))
-        self._outputs = Outputs(config, session.sink, lambda: session.state.counters)
+        self._outputs = Outputs(config, session.sink, lambda: session.state.counters,
+                                lambda: session.published)
         outputs = [config.predictions_topic, config.alerts_topic, config.dead_letter_topic]
         try:
             if not lifecycle.reach_broker(session.clients, [t for t in outputs if t],
@@ -255,6 +258,7 @@ class Service:
         finally:
             signals.restore()
             self.checkpoints.close()
+            session.close_clients(1.0)
 
     def _connect(self):
         config, session = self.config, self.session
@@ -363,6 +367,7 @@ class Service:
             session.sink.close(timeout=session.drain_left(5.0))
         except Exception as error:  # noqa: BLE001
             log.warning("producer close failed: %r", error)
+        session.close_clients(session.drain_left(5.0))
         progress = session.progress
         progress.seconds.update(session.learner.seconds)
         log.info("stopped after %.1fs: %d messages processed in this run (%.0f msg/s)",

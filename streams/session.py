@@ -27,7 +27,7 @@ from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from river_advsvm.streams import clients as clients_io
-from river_advsvm.streams import logs, metrics
+from river_advsvm.streams import logs, metrics, output_log
 from river_advsvm.streams import state as state_io
 from river_advsvm.streams.config import ServiceConfig
 
@@ -138,6 +138,12 @@ class Session:
         # Monotonic time by which the drain at shutdown must be over; None while running.
         self.drain_deadline: float | None = None
         self._missing_topic_warned: float | None = None
+        # Outputs an earlier run published for messages learned again now (`output_log`).
+        self.published = output_log.Published()
+        self._ends_reader = None  # a Kafka client reading where the output topics end
+        self._output_partitions: dict = {}  # output topic -> its partitions, as last asked
+        self.output_topics = [t for t in (config.predictions_topic, config.alerts_topic,
+                                          config.dead_letter_topic) if t]
 
     @property
     def state(self) -> state_io.ServiceState:
@@ -200,6 +206,53 @@ class Session:
         log.error("outputs could not be delivered within %.0fs: no final checkpoint; the last "
                   "one stays valid and what came after it will be learned again", timeout)
         return 1
+
+    def note_output_ends(self) -> None:
+        """Put where the output topics end now into the state about to be saved (its outputs
+        must be delivered). While outputs of an earlier run are still ahead, the ends the
+        state has stay: a crash before them must read them again. If the broker cannot say,
+        the older ends stay too (reading from them reads more, never less)."""
+        timeout = self.drain_left(5.0)  # (a final checkpoint shares the drain's budget)
+        if self.published or self.sink is None or self.sink.pending or not self.output_topics \
+                or timeout <= 0:
+            return
+        try:
+            # A client of its own: checkpoints are also written in rebalance callbacks, where
+            # the consumer cannot block. A topic's partitions are asked for until it has some
+            # (a metadata request waits for the broker without a bound of its own), and again
+            # after each reading back. A topic without any yet is noted empty: all of it comes
+            # after this state.
+            if self._ends_reader is None:
+                self._ends_reader = self.clients.reader(client_id="advsvm-outputs",
+                                                        max_fetch_bytes=output_log.FETCH_BYTES)
+            known = self._output_partitions
+            for topic in self.output_topics:
+                if not known.get(topic):
+                    known[topic] = output_log.partitions_of(self._ends_reader, [topic])
+            ends = output_log.end_offsets(self._ends_reader,
+                                          [tp for parts in known.values() for tp in parts],
+                                          timeout)
+            self.state.output_ends = {topic: ends.get(topic, {}) for topic in self.output_topics}
+        except KafkaError as error:
+            log.debug("output topics' ends not known (%r): the checkpoint keeps older ones", error)
+
+    def close_clients(self, timeout: float) -> None:
+        """Close the clients the session made itself (not the consumer, nor the sink)."""
+        reader, self._ends_reader = self._ends_reader, None
+        if reader is not None:
+            try:
+                reader.close(autocommit=False, timeout_ms=int(1000 * timeout))
+            except Exception as error:  # noqa: BLE001 - the broker may be gone
+                log.debug("output reader close failed: %r", error)
+
+    def read_published(self, ends: dict, partitions) -> None:
+        """Read the outputs published since `ends` for the input `partitions` (see
+        `output_log`) into `published`, retrying while the broker is away."""
+        inputs = {(tp.topic, tp.partition) for tp in partitions}
+        self._output_partitions = {}  # (topics may have gained partitions)
+        published = self.retry_while_away(lambda: output_log.read(
+            self.clients, ends, self.output_topics, inputs, self.config.shutdown_timeout))
+        self.published = output_log.Published() if published is None else published
 
     def log_fields(self) -> dict:
         """`extra=` of a log line: the reading under the metric names (`--log-format json`)."""

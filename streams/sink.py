@@ -1,7 +1,8 @@
 """Outputs that are never lost: `OutputSink` sends them and resends what fails until acked.
 
 The service flushes the sink before every checkpoint, so a checkpoint never covers an input
-whose outputs could still be lost: a crash may duplicate an output, never drop one.
+whose outputs could still be lost: a crash never drops an output (and the run after it does not
+send again what was delivered: `river_advsvm.streams.output_log`).
 
 """
 
@@ -22,7 +23,7 @@ class OutputSink:
     `flush` returns only when every output sent so far is acknowledged (acks=all), retrying
     through broker outages with exponential backoff. The service flushes before every
     checkpoint, so a checkpoint never covers an input whose outputs could still be lost: a
-    crash may duplicate an output, never drop one.
+    crash never drops an output.
 
     Parameters
     ----------

@@ -46,6 +46,7 @@ class Standalone:
     def save(self) -> None:
         session = self.session
         session.learner.save_monitor()
+        session.note_output_ends()
         state_io.save(session.config.checkpoint_dir, session.state)
         faults.reach("checkpoint.written")
         progress = session.progress
@@ -98,6 +99,7 @@ class Standalone:
                 log.warning("outputs not delivered before the rebalance; %d messages will be "
                             "learned again", since)
         session.assignment -= set(partitions)
+        session.published.forget(partitions)
 
     def on_lost(self, partitions) -> None:
         self.on_revoked(partitions)
@@ -143,6 +145,8 @@ class Standalone:
             if now is not None:
                 saved.topic_ids[topic] = now
         consumer = session.consumer
+        # What the run before this one published of what is learned again: not sent twice.
+        session.read_published(saved.output_ends, partitions)
         for tp in sorted(partitions):
             offset = saved.offsets.get(tp.topic, {}).get(tp.partition)
             if tp.topic in recreated:

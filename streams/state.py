@@ -10,6 +10,7 @@ together or not at all, which is what makes learning exactly-once across crashes
     {"kind": "advsvm-serve", "version": 2, "created_at": "2025-01-01T12:00:00.000000Z",
      "samples_learned": 20000,
      "offsets": {"topic": {"0": 20000}},          # next offset to learn, per partition
+     "output_ends": {"preds": {"0": 19990}},      # where the output topics ended then
      "topic_ids": {"topic": "0194...", ...},      # the topic incarnation those offsets are in
      "counters": {...}, "width": 8, "labels": null,
      "monitor": {...},                            # the robustness monitor's state, if any
@@ -213,6 +214,9 @@ class ServiceState:
     labels: list | None = None  # the two classes, when pinned by the operator
     group: dict | None = None  # a group worker's bookkeeping (see the module docs)
     monitor: dict | None = None  # the monitor's state (`RobustnessMonitor.state()`)
+    # output topic -> {partition: end offset} once the outputs before this state were
+    # delivered (`river_advsvm.streams.output_log`)
+    output_ends: dict = dataclasses.field(default_factory=dict)
 
     def extra(self) -> dict:
         extra = {
@@ -222,11 +226,9 @@ class ServiceState:
                 "%Y-%m-%dT%H:%M:%S.%fZ"
             ),
             "samples_learned": self.counters["learned"],
-            "offsets": {
-                topic: {str(p): int(o) for p, o in sorted(parts.items())}
-                for topic, parts in sorted(self.offsets.items())
-            },
+            "offsets": _by_partition(self.offsets),
             "topic_ids": dict(self.topic_ids),
+            "output_ends": _by_partition(self.output_ends),
             "counters": self.counters,
             "width": self.width,
             "labels": self.labels,
@@ -382,18 +384,13 @@ def check_labels(labels) -> list:
 
 
 def parse_extra(meta: dict, where: str) -> dict:
-    """The service fields of a checkpoint's metadata, validated: offsets (partitions as ints),
-    topic_ids, counters, width, labels, group; `CheckpointError` if they are invalid."""
+    """The service fields of a checkpoint's metadata, validated: offsets and output ends
+    (partitions as ints), topic_ids, counters, width, labels, group; `CheckpointError` if they
+    are invalid."""
     extra = _service_extra(meta, where)
     try:
-        parts_total = sum(len(parts) for parts in extra["offsets"].values())
-        if parts_total > _MAX_PARTITIONS:
-            raise ValueError(f"offsets of {parts_total} partitions, over {_MAX_PARTITIONS}")
-        offsets = {
-            _name(topic, "topic"): {_partition(p): _count(o, f"offset of {topic[:40]}[{p}]")
-                                    for p, o in parts.items()}
-            for topic, parts in extra["offsets"].items()
-        }
+        offsets = _parsed_offsets(extra["offsets"], "offset")
+        output_ends = _parsed_offsets(extra.get("output_ends", {}), "output end")
         saved = extra["counters"]
         if extra["version"] == 1:
             saved = _v1_counters(saved)
@@ -424,7 +421,22 @@ def parse_extra(meta: dict, where: str) -> dict:
         detail = " ".join(str(error).split())[:200] or type(error).__name__
         raise CheckpointError(f"invalid service metadata in {where}: {detail}") from None
     return {"offsets": offsets, "topic_ids": topic_ids, "counters": counters, "width": width,
-            "labels": labels, "group": group, "monitor": monitor}
+            "labels": labels, "group": group, "monitor": monitor, "output_ends": output_ends}
+
+
+def _by_partition(offsets: dict) -> dict:
+    """`{topic: {partition: offset}}` as JSON: partitions as strings, in order."""
+    return {topic: {str(p): int(o) for p, o in sorted(parts.items())}
+            for topic, parts in sorted(offsets.items())}
+
+
+def _parsed_offsets(saved, what: str) -> dict:
+    """`_by_partition`'s JSON back, checked (`ValueError`): at most `_MAX_PARTITIONS`."""
+    if sum(len(parts) for parts in saved.values()) > _MAX_PARTITIONS:
+        raise ValueError(f"{what}s of over {_MAX_PARTITIONS} partitions")
+    return {_name(topic, "topic"): {_partition(p): _count(o, f"{what} of {topic[:40]}[{p}]")
+                                    for p, o in parts.items()}
+            for topic, parts in saved.items()}
 
 
 def from_checkpoint(meta: dict, arrays: dict, where: str, limits: Limits | None = None

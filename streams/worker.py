@@ -108,6 +108,7 @@ class GroupWorker:
         if check_membership and not self._confirm_membership(timeout):
             return False
         session.learner.save_monitor()
+        session.note_output_ends()
         try:
             if not group.publish(session.state, self._generation, timeout=timeout,
                                  should_stop=should_stop):
@@ -186,6 +187,7 @@ class GroupWorker:
                 log.warning("could not publish before the rebalance; %d messages will be "
                             "learned again", since)
         session.assignment -= set(partitions)
+        session.published.forget(partitions)
 
     def on_lost(self, partitions) -> None:
         # Another worker may own these already: publishing now could count twice what it
@@ -193,6 +195,7 @@ class GroupWorker:
         # assignment.
         self._evicted = True
         self.session.assignment -= set(partitions)
+        self.session.published.forget(partitions)
 
     def on_assigned(self, partitions) -> None:
         # Positioning needs the group's latest snapshots, read outside this callback (which
@@ -275,6 +278,8 @@ class GroupWorker:
             else:
                 state.offsets.setdefault(tp.topic, {})[tp.partition] = offset
                 consumer.seek(tp, offset)
+        # What the workers before published of what is learned again: not sent twice.
+        session.read_published(group.claimed_output_ends(claims, partitions), partitions)
         if partitions:
             consumer.resume(*partitions)
         session.progress.restoring = False

@@ -117,6 +117,51 @@ def test_offsets_a_kill_kept_from_the_group_are_committed_at_the_next_start(brok
     assert committed() == 300
 
 
+def test_outputs_are_published_once_across_kills_that_make_the_service_learn_again(
+        broker, tmp_path):
+    """Killed after its outputs were delivered but before the checkpoint that covers them (and
+    with outputs handed over but not yet delivered), the service learns those messages again;
+    it reads back what the killed run had published and sends only the rest: every valid
+    message has exactly one prediction, every invalid one exactly one dead letter."""
+    total, topic = 3_000, "aimed-outputs"
+    predictions, dead = f"{topic}-predictions", f"{topic}-dead"
+    clients.create_topics(broker.bootstrap_servers, {topic: 1, predictions: 2, dead: 1})
+    X, y = kh.stream(total, seed=29)
+    values = kh.messages(X, y)
+    invalid = set(range(7, total, 331))
+    for i in invalid:
+        values[i] = b"not json"
+    kh.produce(broker.bootstrap_servers, topic, values, partition=0)
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(broker.bootstrap_servers, topic, "aimed-outputs-group", directory,
+                               "--checkpoint-every", "400", "--checkpoint-interval", "60",
+                               "--max-poll-records", "100", "--predictions-topic", predictions,
+                               "--dead-letter-topic", dead)
+    relearned = 0
+    for point, n in [("outputs.flushed", 2), ("batch.learned", 3), ("outputs.flushed", 2)]:
+        marks = tmp_path / f"marks-{relearned}"
+        before = kh.learned(directory)
+        process = _start(command, log, marks, f"{point}:kill:{n}")
+        assert process.wait(180) == -signal.SIGKILL, kh.tail(log)
+        mark = _mark(marks, point)
+        assert mark["reached"] == n
+        if point == "batch.learned":
+            assert mark["unpublished"] > 0
+        relearned += mark.get("unpublished", 0) + (400 if point == "outputs.flushed" else 0)
+        assert kh.learned(directory) >= before
+    assert kh.learned(directory) < total, "the kills came too late to test anything"
+    process = kh.start_service(command + ["--exit-when-idle", "2"], log)
+    assert process.wait(180) == 0, kh.tail(log)
+    read = kh.read_topic(broker.bootstrap_servers, predictions, total - len(invalid), drain=True)
+    offsets = sorted(json.loads(r.value)["offset"] for r in read)
+    assert offsets == sorted(set(range(total)) - invalid), \
+        f"{len(offsets)} predictions for {total - len(invalid)} messages"
+    letters = kh.read_topic(broker.bootstrap_servers, dead, len(invalid), drain=True)
+    assert sorted(json.loads(r.value)["offset"] for r in letters) == sorted(invalid)
+    print(f"\nkilled 3 times with about {relearned} messages to learn again; "
+          f"{len(offsets)} predictions, {len(letters)} dead letters")
+
+
 def _worker(broker, topic, group, directory, worker, *extra):
     from test_kafka_group import worker_command
 

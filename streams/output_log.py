@@ -1,0 +1,153 @@
+"""The outputs already published: read back when the service resumes, so that none goes twice.
+
+At every checkpoint, once its outputs are delivered, the service notes where each output topic
+ends (`end_offsets`, saved in the checkpoint as `output_ends`). After a crash it learns again
+what came after that checkpoint, and would publish those messages' outputs a second time. So
+when it resumes, it reads its output topics from the noted ends to their current ends (`read`)
+and counts, for each input message, the outputs of each kind already there (`Published`); an
+output about to be sent again is sent only if it is not among them (`Published.take`). Every
+output names its input message (`topic`, `partition`, `offset`: predictions, alerts and dead
+letters alike), so records of other writers to the same topics are told apart.
+
+Learning is deterministic, so a message learned again has the same outputs in the same order:
+counting them decides which of several alerts of one message are out. While outputs of the
+earlier run are still ahead, a checkpoint keeps the ends it resumed from, so that a second
+crash reads them again.
+
+Examples
+--------
+
+>>> import collections, json
+>>> from river_advsvm.streams.output_log import Published
+>>> Record = collections.namedtuple("Record", "topic partition offset")
+>>> published = Published()
+>>> published.add("preds", json.dumps({"topic": "in", "partition": 0, "offset": 7}).encode(),
+...               {("in", 0)})
+>>> published.take("preds", Record("in", 0, 7)), published.take("preds", Record("in", 0, 7))
+(True, False)
+>>> published.take("preds", Record("in", 0, 8)), bool(published)
+(False, False)
+
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import time
+
+__all__ = ["Published", "end_offsets", "partitions_of", "read"]
+
+log = logging.getLogger(__name__)
+
+#: The most bytes one fetch of an output topic returns (a dead letter is at most about 1 MB).
+FETCH_BYTES = 8 * 2**20
+
+
+class Published:
+    """Outputs already in the output topics, by input message: `(input topic, partition)` ->
+    input offset -> output topic -> how many."""
+
+    def __init__(self):
+        self._by_input: dict[tuple, dict[int, collections.Counter]] = {}
+        self._last: dict[tuple, int] = {}  # the highest input offset with an output there
+
+    def __bool__(self) -> bool:
+        """True while outputs of an earlier run may still be ahead."""
+        return bool(self._by_input)
+
+    def add(self, output_topic: str, value: bytes | None, inputs: set) -> None:
+        """Count the output `value` read from `output_topic`, if it names a message of one of
+        the `inputs` partitions `(topic, partition)`; anything else is ignored."""
+        try:
+            body = json.loads(value)
+            key, offset = (body["topic"], body["partition"]), body["offset"]
+        except (TypeError, ValueError, KeyError):  # (UnicodeDecodeError is a ValueError)
+            return
+        if type(key[0]) is not str or type(key[1]) is not int or type(offset) is not int \
+                or key not in inputs:
+            return
+        outputs = self._by_input.setdefault(key, {}).setdefault(offset, collections.Counter())
+        outputs[output_topic] += 1
+        self._last[key] = max(self._last.get(key, offset), offset)
+
+    def forget(self, partitions) -> None:
+        """Drop what was read for these input partitions (`TopicPartition`s): they moved on."""
+        for tp in partitions:
+            self._by_input.pop((tp.topic, tp.partition), None)
+            self._last.pop((tp.topic, tp.partition), None)
+
+    def take(self, output_topic: str, record) -> bool:
+        """True if an output to `output_topic` of the input `record` is already out (it then
+        counts as sent again); False if it must be sent."""
+        key = (record.topic, record.partition)
+        seen = self._by_input.get(key)
+        if seen is None:
+            return False
+        if record.offset > self._last[key]:  # past every output of the earlier run
+            del self._by_input[key], self._last[key]
+            return False
+        outputs = seen.get(record.offset)
+        if not outputs or outputs[output_topic] <= 0:
+            return False
+        outputs[output_topic] -= 1
+        return True
+
+
+def partitions_of(consumer, topics: list[str]) -> list:
+    """The `TopicPartition`s of the `topics` that exist (a metadata request, unless the
+    consumer has them already)."""
+    from kafka import TopicPartition
+
+    return [TopicPartition(topic, p) for topic in topics
+            for p in sorted(consumer.partitions_for_topic(topic) or ())]
+
+
+def end_offsets(consumer, partitions: list, timeout: float) -> dict:
+    """`{topic: {partition: end offset}}` of `partitions` (`KafkaError` if the broker does not
+    say within `timeout` seconds). An end below the true one (the bundled broker's ListOffsets
+    can answer the start of its last batch) only makes `read` read more."""
+    ends: dict = {}
+    if partitions:
+        for tp, end in consumer.end_offsets(partitions, timeout_ms=int(1000 * timeout)).items():
+            ends.setdefault(tp.topic, {})[tp.partition] = int(end)
+    return ends
+
+
+def read(clients, ends: dict, topics: list[str], inputs: set, timeout: float) -> Published:
+    """The outputs in `topics` from the offsets `ends` (`end_offsets` at a checkpoint) to the
+    topics' current ends that name a message of the `inputs` partitions. A topic without noted
+    ends is not read (its outputs may come twice); a partition added since is read whole.
+    After `timeout` seconds, what was read so far (with a warning); `KafkaError` if the broker
+    cannot be read."""
+    published = Published()
+    topics = [topic for topic in topics if topic in ends]
+    if not topics or not inputs:
+        return published
+    reader = clients.reader(client_id="advsvm-outputs", max_fetch_bytes=FETCH_BYTES)
+    try:
+        partitions = partitions_of(reader, topics)
+        if not partitions:
+            return published
+        first = reader.beginning_offsets(partitions)
+        reader.assign(partitions)
+        for tp in partitions:
+            reader.seek(tp, max(ends[tp.topic].get(tp.partition, first[tp]), first[tp]))
+        # Up to the high watermark each fetch reports: `end_offsets` may answer less (the
+        # bundled broker's ListOffsets), which would leave outputs unread.
+        todo, deadline = set(partitions), time.monotonic() + timeout
+        while todo:
+            for tp, records in reader.poll(timeout_ms=200).items():
+                for record in records:
+                    published.add(tp.topic, record.value, inputs)
+            todo = {tp for tp in todo if reader.highwater(tp) is None
+                    or reader.position(tp) < reader.highwater(tp)}
+            if todo and time.monotonic() > deadline:
+                # What was read still holds: the rest of the outputs may come twice.
+                log.warning("stopped reading back the outputs published since the checkpoint "
+                            "after %.0fs: those not read yet may be published twice", timeout)
+                break
+    finally:
+        reader.close(autocommit=False)
+    return published

@@ -1,0 +1,107 @@
+"""What a crashed run published, read back so that none of it is sent twice (no Kafka here: the
+Kafka tests kill the service and count its outputs)."""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from river_advsvm import AdvLinearSVM, checkpoint
+from river_advsvm.streams import state
+from river_advsvm.streams.output_log import Published
+
+Record = collections.namedtuple("Record", "topic partition offset")
+TopicPartition = collections.namedtuple("TopicPartition", "topic partition")
+
+
+def output(topic="in", partition=0, offset=0, **extra) -> bytes:
+    return json.dumps({"topic": topic, "partition": partition, "offset": offset,
+                       **extra}).encode()
+
+
+def test_each_output_read_back_is_taken_once_per_kind_and_count():
+    published = Published()
+    inputs = {("in", 0), ("in", 1)}
+    for value in (output(offset=3), output(offset=3), output(offset=5), output("in", 1, 4)):
+        published.add("alerts", value, inputs)
+    published.add("preds", output(offset=3), inputs)
+    # Two alerts and one prediction of message 3 are out; a third alert is not.
+    assert [published.take("alerts", Record("in", 0, 3)) for _ in range(3)] == [True, True,
+                                                                                 False]
+    assert published.take("preds", Record("in", 0, 3))
+    assert not published.take("preds", Record("in", 0, 4))  # no output of 4 was read
+    assert published.take("alerts", Record("in", 0, 5))
+    assert published  # partition 1 still has one ahead
+    assert not published.take("alerts", Record("in", 1, 5))  # past the last: forgotten
+    assert not published.take("alerts", Record("in", 1, 4))
+    assert not published.take("alerts", Record("in", 0, 6))
+    assert not published
+
+
+def test_outputs_of_other_inputs_and_records_that_are_no_outputs_are_ignored():
+    published = Published()
+    for value in (output("other", 0, 1), output("in", 7, 1), b"not json", None, b"[1, 2]",
+                  b'"text"', output(partition="0"), output(offset=1.0), output(offset=True),
+                  output(topic=["in"]), json.dumps({"topic": "in"}).encode(),
+                  "é".encode("latin-1")):
+        published.add("preds", value, {("in", 0)})
+    assert not published
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(
+    st.binary(max_size=40),
+    st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+                 lambda inner: st.lists(inner, max_size=3)
+                 | st.dictionaries(st.sampled_from(["topic", "partition", "offset", "x"]),
+                                   inner, max_size=4)).map(lambda v: json.dumps(v).encode())),
+    max_size=20), st.integers(0, 5))
+def test_any_record_read_back_is_counted_only_as_the_output_it_names(values, offset):
+    """Whatever the output topics hold (other writers, garbage), `add` never raises, and an
+    output is taken only if a record named its input message, as often as records did."""
+    published = Published()
+    named = 0
+    for value in values:
+        published.add("preds", value, {("in", 0)})
+        try:
+            body = json.loads(value)
+        except ValueError:
+            continue
+        named += (isinstance(body, dict) and body.get("topic") == "in"
+                  and type(body.get("partition")) is int and body["partition"] == 0
+                  and type(body.get("offset")) is int and body["offset"] == offset)
+    taken = 0
+    while published.take("preds", Record("in", 0, offset)):
+        taken += 1
+    assert taken == named
+
+
+def test_a_checkpoint_keeps_where_the_output_topics_ended_and_refuses_bad_ends(tmp_path):
+    model = AdvLinearSVM()
+    model.learn_one({"a": 1.0}, True)
+    saved = state.ServiceState(model=model, offsets={"in": {0: 1}},
+                               output_ends={"preds": {0: 10, 1: 4}})
+    state.save(tmp_path, saved)
+    assert state.load(tmp_path).output_ends == {"preds": {0: 10, 1: 4}}
+    meta, arrays = checkpoint.read(state.checkpoint_path(tmp_path))
+    del meta["extra"]["output_ends"]  # a checkpoint of an older version: nothing noted
+    assert state.from_checkpoint(meta, arrays, "old").output_ends == {}
+    for bad in ({"preds": {"0": -1}}, {"preds": {"x": 1}}, {"": {"0": 1}}, {"preds": [1]},
+                {"preds": {"0": 1.5}}, {"preds": {str(p): 1 for p in range(100_001)}}):
+        meta["extra"]["output_ends"] = bad
+        with pytest.raises(checkpoint.CheckpointError, match="invalid service metadata"):
+            state.from_checkpoint(meta, arrays, "bad")
+
+
+def test_partitions_that_moved_on_are_forgotten():
+    published = Published()
+    for partition in (0, 1):
+        published.add("preds", output(partition=partition, offset=2),
+                      {("in", 0), ("in", 1)})
+    published.forget([TopicPartition("in", 0)])
+    assert not published.take("preds", Record("in", 0, 2))
+    assert published.take("preds", Record("in", 1, 2))
