@@ -21,12 +21,13 @@ Examples
 >>> from river_advsvm.streams.output_log import Published
 >>> Record = collections.namedtuple("Record", "topic partition offset")
 >>> published = Published()
->>> published.add("preds", json.dumps({"topic": "in", "partition": 0, "offset": 7}).encode(),
-...               {("in", 0)})
+>>> for offset in (6, 7, 8):
+...     value = json.dumps({"topic": "in", "partition": 0, "offset": offset}).encode()
+...     published.add("preds", value, {("in", 0): 7})  # learned again from offset 7
 >>> published.take("preds", Record("in", 0, 7)), published.take("preds", Record("in", 0, 7))
 (True, False)
 >>> published.take("preds", Record("in", 0, 8)), bool(published)
-(False, False)
+(True, False)
 
 """
 
@@ -47,36 +48,45 @@ FETCH_BYTES = 8 * 2**20
 
 class Published:
     """Outputs already in the output topics, by input message: `(input topic, partition)` ->
-    input offset -> output topic -> how many."""
+    input offset -> output topic -> how many. A partition is forgotten once each of its
+    outputs was taken, or once a message past them all is sent."""
 
     def __init__(self):
         self._by_input: dict[tuple, dict[int, collections.Counter]] = {}
         self._last: dict[tuple, int] = {}  # the highest input offset with an output there
+        self._left: collections.Counter = collections.Counter()  # outputs not taken yet
 
     def __bool__(self) -> bool:
         """True while outputs of an earlier run may still be ahead."""
         return bool(self._by_input)
 
-    def add(self, output_topic: str, value: bytes | None, inputs: set) -> None:
-        """Count the output `value` read from `output_topic`, if it names a message of one of
-        the `inputs` partitions `(topic, partition)`; anything else is ignored."""
+    def add(self, output_topic: str, value: bytes | None, inputs: dict) -> None:
+        """Count the output `value` read from `output_topic`, if it names a message that will
+        be learned again: `inputs` maps `(topic, partition)` to the first offset learned
+        again. Anything else is ignored (outputs of earlier messages, of other partitions, and
+        records that are no output)."""
         try:
             body = json.loads(value)
             key, offset = (body["topic"], body["partition"]), body["offset"]
         except (TypeError, ValueError, KeyError):  # (UnicodeDecodeError is a ValueError)
             return
         if type(key[0]) is not str or type(key[1]) is not int or type(offset) is not int \
-                or key not in inputs:
+                or key not in inputs or offset < inputs[key]:
             return
         outputs = self._by_input.setdefault(key, {}).setdefault(offset, collections.Counter())
         outputs[output_topic] += 1
         self._last[key] = max(self._last.get(key, offset), offset)
+        self._left[key] += 1
 
     def forget(self, partitions) -> None:
         """Drop what was read for these input partitions (`TopicPartition`s): they moved on."""
         for tp in partitions:
-            self._by_input.pop((tp.topic, tp.partition), None)
-            self._last.pop((tp.topic, tp.partition), None)
+            self._drop((tp.topic, tp.partition))
+
+    def _drop(self, key: tuple) -> None:
+        self._by_input.pop(key, None)
+        self._last.pop(key, None)
+        self._left.pop(key, None)
 
     def take(self, output_topic: str, record) -> bool:
         """True if an output to `output_topic` of the input `record` is already out (it then
@@ -86,12 +96,15 @@ class Published:
         if seen is None:
             return False
         if record.offset > self._last[key]:  # past every output of the earlier run
-            del self._by_input[key], self._last[key]
+            self._drop(key)
             return False
         outputs = seen.get(record.offset)
         if not outputs or outputs[output_topic] <= 0:
             return False
         outputs[output_topic] -= 1
+        self._left[key] -= 1
+        if not self._left[key]:
+            self._drop(key)
         return True
 
 
@@ -115,9 +128,10 @@ def end_offsets(consumer, partitions: list, timeout: float) -> dict:
     return ends
 
 
-def read(clients, ends: dict, topics: list[str], inputs: set, timeout: float) -> Published:
+def read(clients, ends: dict, topics: list[str], inputs: dict, timeout: float) -> Published:
     """The outputs in `topics` from the offsets `ends` (`end_offsets` at a checkpoint) to the
-    topics' current ends that name a message of the `inputs` partitions. A topic without noted
+    topics' current ends that name a message to be learned again (`inputs`: see
+    `Published.add`). A topic without noted
     ends is not read (its outputs may come twice); a partition added since is read whole.
     After `timeout` seconds, what was read so far (with a warning); `KafkaError` if the broker
     cannot be read."""

@@ -245,10 +245,12 @@ class Session:
             except Exception as error:  # noqa: BLE001 - the broker may be gone
                 log.debug("output reader close failed: %r", error)
 
-    def read_published(self, ends: dict, partitions) -> None:
-        """Read the outputs published since `ends` for the input `partitions` (see
-        `output_log`) into `published`, retrying while the broker is away."""
-        inputs = {(tp.topic, tp.partition) for tp in partitions}
+    def read_published(self, ends: dict, partitions, resume: dict) -> None:
+        """Read the outputs published since `ends` of the messages of `partitions` to be
+        learned again (from `resume`, `{topic: {partition: offset}}`; from the start where it
+        has none) into `published` (see `output_log`), retrying while the broker is away."""
+        inputs = {(tp.topic, tp.partition): resume.get(tp.topic, {}).get(tp.partition, 0)
+                  for tp in partitions}
         self._output_partitions = {}  # (topics may have gained partitions)
         published = self.retry_while_away(lambda: output_log.read(
             self.clients, ends, self.output_topics, inputs, self.config.shutdown_timeout))

@@ -279,7 +279,7 @@ class GroupWorker:
                 state.offsets.setdefault(tp.topic, {})[tp.partition] = offset
                 consumer.seek(tp, offset)
         # What the workers before published of what is learned again: not sent twice.
-        session.read_published(group.claimed_output_ends(claims, partitions), partitions)
+        session.read_published(group.claimed_output_ends(claims, partitions), partitions, claims)
         if partitions:
             consumer.resume(*partitions)
         session.progress.restoring = False
