@@ -60,6 +60,10 @@ class Published:
         """True while outputs of an earlier run may still be ahead."""
         return bool(self._by_input)
 
+    def __len__(self) -> int:
+        """Outputs read back and not taken yet."""
+        return sum(self._left.values())
+
     def add(self, output_topic: str, value: bytes | None, inputs: dict) -> None:
         """Count the output `value` read from `output_topic`, if it names a message that will
         be learned again: `inputs` maps `(topic, partition)` to the first offset learned

@@ -252,9 +252,14 @@ class Session:
         inputs = {(tp.topic, tp.partition): resume.get(tp.topic, {}).get(tp.partition, 0)
                   for tp in partitions}
         self._output_partitions = {}  # (topics may have gained partitions)
+        started = time.monotonic()
         published = self.retry_while_away(lambda: output_log.read(
             self.clients, ends, self.output_topics, inputs, self.config.shutdown_timeout))
         self.published = output_log.Published() if published is None else published
+        if self.published:
+            log.info("%d outputs of the messages learned again were published before (read "
+                     "back in %.2fs): they are not sent again", len(self.published),
+                     time.monotonic() - started)
 
     def log_fields(self) -> dict:
         """`extra=` of a log line: the reading under the metric names (`--log-format json`)."""
