@@ -23,7 +23,7 @@ import time
 import typing
 
 from kafka import TopicPartition
-from kafka.errors import KafkaError
+from kafka.errors import AuthorizationError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from river_advsvm.streams import clients as clients_io
@@ -253,8 +253,17 @@ class Session:
                   for tp in partitions}
         self._output_partitions = {}  # (topics may have gained partitions)
         started = time.monotonic()
-        published = self.retry_while_away(lambda: output_log.read(
-            self.clients, ends, self.output_topics, inputs, self.config.shutdown_timeout))
+
+        def attempt():
+            try:
+                return output_log.read(self.clients, ends, self.output_topics, inputs,
+                                       self.config.shutdown_timeout)
+            except AuthorizationError as error:  # not an outage: waiting would not help
+                log.warning("cannot read the output topics back (%r): outputs of the messages "
+                            "learned again may be published twice", error)
+                return None
+
+        published = self.retry_while_away(attempt)
         self.published = output_log.Published() if published is None else published
         if self.published:
             log.info("%d outputs of the messages learned again were published before (read "

@@ -119,3 +119,26 @@ def test_partitions_that_moved_on_are_forgotten():
     published.forget([TopicPartition("in", 0)])
     assert not published.take("preds", Record("in", 0, 2))
     assert published.take("preds", Record("in", 1, 2))
+
+
+def test_output_topics_the_service_may_not_read_are_not_waited_for(caplog):
+    """Reading the outputs back is refused (an ACL that lets the service write them only):
+    not an outage to wait out; the service goes on, and says outputs may come twice."""
+    from kafka.errors import TopicAuthorizationFailedError
+
+    from river_advsvm.streams.config import ServiceConfig
+    from river_advsvm.streams.learner import Learner
+    from river_advsvm.streams.session import Session
+
+    class Refusing:
+        def reader(self, **options):
+            raise TopicAuthorizationFailedError("not allowed")
+
+    config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="in", group="g",
+                           checkpoint_dir="d", predictions_topic="preds")
+    session = Session(config, Learner(state.ServiceState(model=AdvLinearSVM()), 1000),
+                      lambda: None)
+    session.clients = Refusing()
+    session.read_published({"preds": {0: 5}}, [TopicPartition("in", 0)], {"in": {0: 9}})
+    assert not session.published
+    assert "may be published twice" in caplog.text
