@@ -278,8 +278,12 @@ class GroupWorker:
             else:
                 state.offsets.setdefault(tp.topic, {})[tp.partition] = offset
                 consumer.seek(tp, offset)
-        # What the workers before published of what is learned again: not sent twice.
-        session.read_published(group.claimed_output_ends(claims, partitions), partitions, claims)
+        # What the workers before published of what is learned again: not sent twice; a crash
+        # before it is all learned again reads it again.
+        ends = group.claimed_output_ends(claims, partitions)
+        session.read_published(ends, partitions, claims)
+        if session.published:
+            state.output_ends = ends
         if partitions:
             consumer.resume(*partitions)
         session.progress.restoring = False
