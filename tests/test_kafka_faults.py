@@ -42,6 +42,15 @@ def _mark(marks, point) -> dict:
     return json.loads((marks / point).read_text())
 
 
+def _killed_at(command, log, marks, point: str, n: int) -> dict:
+    """Run the service until it kills itself the `n`-th time it reaches `point`; its mark."""
+    process = _start(command, log, marks, f"{point}:kill:{n}")
+    assert process.wait(180) == -signal.SIGKILL, kh.tail(log)
+    mark = _mark(marks, point)
+    assert mark["reached"] == n
+    return mark
+
+
 def test_kills_inside_a_write_and_between_delivery_and_checkpoint_lose_nothing(broker,
                                                                                tmp_path):
     total = 8_000
@@ -60,10 +69,7 @@ def test_kills_inside_a_write_and_between_delivery_and_checkpoint_lose_nothing(b
     for point, n in plan:
         marks = tmp_path / f"marks-{point}"
         before = kh.learned(directory)
-        process = _start(command, log, marks, f"{point}:kill:{n}")
-        assert process.wait(180) == -signal.SIGKILL, kh.tail(log)
-        mark = _mark(marks, point)
-        assert mark["reached"] == n
+        mark = _killed_at(command, log, marks, point, n)
         after = kh.checkpoint_info(directory)  # whatever the point, the checkpoint reads
         temporaries = list(directory.glob(".tmp-*.ckpt"))
         if point == "checkpoint.temp-written":
@@ -139,12 +145,8 @@ def test_outputs_are_published_once_across_kills_that_make_the_service_learn_aga
                                "--dead-letter-topic", dead)
     relearned = 0
     for point, n in [("outputs.flushed", 2), ("batch.learned", 3), ("outputs.flushed", 2)]:
-        marks = tmp_path / f"marks-{relearned}"
         before = kh.learned(directory)
-        process = _start(command, log, marks, f"{point}:kill:{n}")
-        assert process.wait(180) == -signal.SIGKILL, kh.tail(log)
-        mark = _mark(marks, point)
-        assert mark["reached"] == n
+        mark = _killed_at(command, log, tmp_path / f"marks-{relearned}", point, n)
         if point == "batch.learned":
             assert mark["unpublished"] > 0
         relearned += mark.get("unpublished", 0) + (400 if point == "outputs.flushed" else 0)
