@@ -513,6 +513,7 @@ def describe(path: str | os.PathLike) -> dict:
         "created_at": extra.get("created_at"),
         "samples_learned": extra.get("samples_learned"),
         "offsets": extra.get("offsets"),
+        "output_ends": extra.get("output_ends", {}),
         "topic_ids": extra.get("topic_ids"),
         "counters": counters,
         "test_then_train_accuracy": (counters.get("learned_correct", 0) / learned

@@ -277,7 +277,8 @@ def test_state_round_trip_and_inspect(tmp_path, capsys):
     model = AdvKernelSVM(budget=16, seed=0)
     model.learn_one({"a": 1.0}, "x")
     saved = state.ServiceState(model=model, offsets={"in": {0: 5, 3: 9}},
-                               topic_ids={"in": "abc"}, width=None, labels=None)
+                               topic_ids={"in": "abc"}, width=None, labels=None,
+                               output_ends={"preds": {0: 7}})
     saved.counters.update(learned=1, messages=5)
     state.save(tmp_path, saved)
     loaded = state.load(tmp_path)
@@ -289,6 +290,8 @@ def test_state_round_trip_and_inspect(tmp_path, capsys):
     info = json.loads(capsys.readouterr().out)
     assert info["samples_learned"] == 1
     assert info["offsets"] == {"in": {"0": 5, "3": 9}}
+    assert info["output_ends"] == {"preds": {"0": 7}}  # where a read-back would start
+    assert loaded.output_ends == {"preds": {0: 7}}
     assert info["model"]["params"]["budget"] == 16 and info["created_at"]
 
     assert cli.main(["inspect", str(tmp_path / "nowhere")]) == 2
