@@ -247,10 +247,12 @@ class Session:
 
     def read_published(self, ends: dict, partitions, resume: dict) -> None:
         """Read the outputs published since `ends` of the messages of `partitions` to be
-        learned again (from `resume`, `{topic: {partition: offset}}`; from the start where it
-        has none) into `published` (see `output_log`), retrying while the broker is away."""
-        inputs = {(tp.topic, tp.partition): resume.get(tp.topic, {}).get(tp.partition, 0)
-                  for tp in partitions}
+        learned again (from `resume`, `{topic: {partition: offset}}`) into `published` (see
+        `output_log`), retrying while the broker is away. A partition `resume` lacks (none
+        known, or its topic was recreated) is not read back: outputs of a topic's earlier
+        incarnation name the same offsets as its new messages, which must not go unsent."""
+        inputs = {(tp.topic, tp.partition): resume[tp.topic][tp.partition]
+                  for tp in partitions if tp.partition in resume.get(tp.topic, {})}
         self._output_partitions = {}  # (topics may have gained partitions)
         started = time.monotonic()
 

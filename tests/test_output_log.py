@@ -121,24 +121,44 @@ def test_partitions_that_moved_on_are_forgotten():
     assert published.take("preds", Record("in", 1, 2))
 
 
-def test_output_topics_the_service_may_not_read_are_not_waited_for(caplog):
-    """Reading the outputs back is refused (an ACL that lets the service write them only):
-    not an outage to wait out; the service goes on, and says outputs may come twice."""
-    from kafka.errors import TopicAuthorizationFailedError
-
+def _session():
     from river_advsvm.streams.config import ServiceConfig
     from river_advsvm.streams.learner import Learner
     from river_advsvm.streams.session import Session
 
-    class Refusing:
-        def reader(self, **options):
-            raise TopicAuthorizationFailedError("not allowed")
-
     config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="in", group="g",
                            checkpoint_dir="d", predictions_topic="preds")
-    session = Session(config, Learner(state.ServiceState(model=AdvLinearSVM()), 1000),
-                      lambda: None)
+    return Session(config, Learner(state.ServiceState(model=AdvLinearSVM()), 1000),
+                   lambda: None)
+
+
+class Refusing:
+    """Clients whose reader the broker refuses (an ACL that lets the service write only)."""
+
+    def __init__(self):
+        self.asked = 0
+
+    def reader(self, **options):
+        from kafka.errors import TopicAuthorizationFailedError
+
+        self.asked += 1
+        raise TopicAuthorizationFailedError("not allowed")
+
+
+def test_output_topics_the_service_may_not_read_are_not_waited_for(caplog):
+    """Reading the outputs back is refused: not an outage to wait out; the service goes on,
+    and says outputs may come twice."""
+    session = _session()
     session.clients = Refusing()
     session.read_published({"preds": {0: 5}}, [TopicPartition("in", 0)], {"in": {0: 9}})
-    assert not session.published
+    assert not session.published and session.clients.asked == 1
     assert "may be published twice" in caplog.text
+
+
+def test_partitions_without_a_resume_offset_are_not_read_back():
+    """A partition whose resume point is not known (none saved, or its topic recreated: an
+    earlier incarnation's outputs name the offsets of the new messages) is not read back."""
+    session = _session()
+    session.clients = Refusing()
+    session.read_published({"preds": {0: 5}}, [TopicPartition("in", 0)], {"other": {0: 9}})
+    assert session.clients.asked == 0 and not session.published
