@@ -78,7 +78,8 @@ from river_advsvm.support_average import saved_expansion, saved_without_orphans
 from river_advsvm.support_basis import SharedBasis
 
 __all__ = ["IncompatibleModels", "POLICIES", "average", "check_mergeable_params",
-           "check_over_basis", "incompatibility", "options_incompatibility", "over_basis", "project", "to_model"]
+           "check_over_basis", "incompatibility", "options_incompatibility", "over_basis",
+           "project", "to_model"]
 
 #: Budget policies whose models can be averaged: support vectors (any two models share the
 #: input space) and 'compact' random features (a pool fixed by the seed).
@@ -421,13 +422,9 @@ def project(meta: dict, arrays: dict, basis: SharedBasis) -> tuple[np.ndarray, f
     The model's input columns are matched to the basis' `names`; inputs the basis lacks (0 in
     every basis vector) only add to the distances.
     """
-    store = _projected_store(meta, basis)
-    if store is None:  # nothing learned yet: f = 0
-        return np.zeros(basis.size), 0.0
-    mapped, outside = _in_basis_columns(meta, np.asarray(arrays["vectors"]), basis)
-    scale = float(store["scale"])
-    return basis.project(mapped, scale * np.asarray(arrays["alpha"], dtype=np.float64),
-                         scale * scale * float(store["squared_norm"]), outside)
+    member, loss = over_basis(meta, {"vectors": arrays["vectors"], "alpha": arrays["alpha"]},
+                              basis)
+    return member["alpha"], loss
 
 
 def over_basis(meta: dict, arrays: dict, basis: SharedBasis) -> tuple[dict, float]:
@@ -435,22 +432,25 @@ def over_basis(meta: dict, arrays: dict, basis: SharedBasis) -> tuple[dict, floa
     `alpha`, its `f` projected (`project`), and, if it predicts with the average of its
     iterates, `average_alpha`, that average projected the same way; and the loss of `f`'s
     projection."""
-    if "average_coefficients" not in arrays or _projected_store(meta, basis) is None:
-        alpha, loss = project(meta, arrays, basis)
-        return {"alpha": alpha}, loss
-    # The average's vectors are f's, then the ones it keeps: one kernel matrix serves both.
-    vectors, average = saved_expansion(arrays)
+    store = _projected_store(meta, basis)
+    if store is None:  # nothing learned yet: f = 0
+        return {"alpha": np.zeros(basis.size)}, 0.0
+    own = np.asarray(arrays["vectors"])
     alpha = np.asarray(arrays["alpha"], dtype=np.float64)
-    if alpha.shape != (len(arrays["vectors"]),) or average.shape != (len(vectors),):
+    # The average's vectors are f's, then the ones it keeps: one kernel matrix serves both.
+    averaged = "average_coefficients" in arrays
+    vectors, average = saved_expansion(arrays) if averaged else (own, None)
+    if alpha.shape != (len(own),) or (averaged and average.shape != (len(vectors),)):
         raise ValueError("one coefficient per vector is needed")
-    store = meta["state"]["model"]["store"]
     scale = float(store["scale"])
     f = np.zeros(len(vectors))
     f[: len(alpha)] = scale * alpha
-    mapped, outside = _in_basis_columns(meta, np.asarray(vectors), basis)
-    K = basis.cross_kernels(mapped, outside)
-    alpha, loss = basis.fit(K @ f, scale * scale * float(store["squared_norm"]))
-    return {"alpha": alpha, "average_alpha": basis.fit(K @ average, 0.0)[0]}, loss
+    K = basis.cross_kernels(*_in_basis_columns(meta, np.asarray(vectors), basis))
+    member = {}
+    member["alpha"], loss = basis.fit(K @ f, scale * scale * float(store["squared_norm"]))
+    if averaged:
+        member["average_alpha"] = basis.fit(K @ average, 0.0)[0]
+    return member, loss
 
 
 def _projected_store(meta: dict, basis: SharedBasis) -> dict | None:

@@ -241,9 +241,8 @@ class Service:
             max_request_size=max(4 * 2**20, 4 * DEAD_LETTER_BYTES + 2**16)))
         self._outputs = Outputs(config, session.sink, lambda: session.state.counters,
                                 lambda: session.published)
-        outputs = [config.predictions_topic, config.alerts_topic, config.dead_letter_topic]
         try:
-            if not lifecycle.reach_broker(session.clients, [t for t in outputs if t],
+            if not lifecycle.reach_broker(session.clients, session.output_topics,
                                           config.connect_timeout, self.stopping,
                                           heartbeat=session.progress.heartbeat):
                 return signals.status(0)
