@@ -125,39 +125,74 @@ class AveragedVectors(IterateAverage):
         """The store is about to merge its vector `m` into `partner` (at `z`) or remove it,
         and then to move its vector `last` to slot `m`. `partner_exponents` are `z`'s kernel
         exponents to the vectors as they are now."""
-        store, shared = self.store, self._shared
+        shared = self._shared
         before = self.orphans.size
-        gone, rows = {}, []
-        # The vector just added (usually the one that goes) has no averaged weight yet and no
-        # orphan follows it: as an orphan it would be the first to leave, passing nothing on.
-        if not (m == last and shared[m] == 0.0):
-            gone[_store_heir(m)] = self._orphan(store._S[m, : store.n_inputs], store._norms[m],
-                                                shared[m])
-            rows.append((gone[_store_heir(m)], m))
-        if partner is not None:
-            row_n = self._orphan(store._S[partner, : store.n_inputs], store._norms[partner],
-                                 shared[partner])
-            gone[_store_heir(partner)] = row_n
-            rows.append((row_n, partner))
-            z = m if partner == last else partner
-            for row, j in rows:
-                self._heir[row] = _store_heir(z)
-                self._heir_kernel[row] = math.exp(-float(partner_exponents[j]))
+        z = None if partner is None else (m if partner == last else partner)
+        # The vectors f_t gives up: m and the partner. The vector just added (usually m) has
+        # no averaged weight yet and no orphan follows it: as an orphan it would be the first
+        # to leave, passing nothing on.
+        leaving = [j for j in (m, partner)
+                   if j is not None and not (j == m == last and shared[m] == 0.0)]
+        weights = [float(shared[j]) for j in leaving]
+        kernels = [1.0 if z is None else math.exp(-float(partner_exponents[j])) for j in leaving]
+        passed = self._leaving_at_once(before, weights)
+        # Where the orphans that followed each leaving vector go: its orphan's row, or, for a
+        # vector that leaves at once, its heir (with their kernel value).
+        heir = -1 if z is None else _store_heir(z)
+        gone: dict = {}
+        for j, weight, kernel, at_once in zip(leaving, weights, kernels, passed):
+            if at_once:
+                gone[_store_heir(j)] = (heir, kernel)
+            else:
+                row = self._orphan(self.store._S[j, : self.store.n_inputs],
+                                   self.store._norms[j], weight)
+                self._heir[row], self._heir_kernel[row] = heir, kernel
+                gone[_store_heir(j)] = row
         # The orphans before these: those whose heir leaves the store follow it, and those
         # whose heir is the store's last vector follow it to slot m.
         if last not in (m, partner):
             gone[_store_heir(last)] = _store_heir(m)
-        heirs = self._heir[:before]
+        heirs, heir_kernels = self._heir[:before], self._heir_kernel[:before]
         followers = np.zeros(before, dtype=bool)
         for code in gone:
             followers |= heirs == code
         for o in np.flatnonzero(followers).tolist():
-            heirs[o] = gone[int(heirs[o])]
+            target = gone[int(heirs[o])]
+            if isinstance(target, tuple):
+                heirs[o] = target[0]
+                heir_kernels[o] *= target[1]
+            else:
+                heirs[o] = target
         if m != last:
             shared[m] = shared[last]
-        if partner is not None:
-            shared[m if partner == last else partner] = 0.0
+        if z is not None:
+            shared[z] = 0.0
+            for weight, kernel, at_once in zip(weights, kernels, passed):
+                if at_once:
+                    shared[z] += weight * kernel
         self._evict()
+
+    def _leaving_at_once(self, before: int, weights: list[float]) -> list[bool]:
+        """Which of the vectors leaving the store, with these averaged weights (in the order
+        they would become orphans), would be the next orphans `_evict` drops: those skip
+        being orphans (the same arithmetic, without copying a vector in and out). With a full
+        capacity that is the usual case, as the vector merged away has the smallest
+        coefficient of the store."""
+        at_once = [False] * len(weights)
+        if self.capacity is None or not weights:
+            return at_once
+        evictions = before + len(weights) - self.capacity
+        if evictions <= 0:
+            return at_once
+        existing = self.orphans._a[:before]
+        smallest = float(np.abs(existing).min()) if before else math.inf
+        sizes = [abs(w) for w in weights]
+        # `_evict` takes the first smallest: the existing orphans come before the new ones.
+        if sizes[0] < smallest and all(sizes[0] <= s for s in sizes[1:]):
+            at_once[0] = True
+            if evictions > 1 and len(sizes) > 1 and sizes[1] < smallest:
+                at_once[1] = True
+        return at_once
 
     def emptying(self) -> None:
         """The store's `f` is about to become 0: its vectors become orphans, with no heir."""

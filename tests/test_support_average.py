@@ -324,6 +324,65 @@ def test_evictions_follow_the_rule_through_chains_of_heirs(seed, budget, keep):
         np.testing.assert_array_equal(got, want)
 
 
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**16), budget=st.integers(1, 12),
+       policy=st.sampled_from(["merge", "remove"]), epsilon=st.sampled_from([0.0, 0.05]))
+def test_a_vector_that_would_leave_first_as_an_orphan_goes_to_its_heir_at_once(
+        seed, budget, policy, epsilon):
+    """The shortcut past the orphans (`_leaving_at_once`) gives the bits of becoming an orphan
+    and being evicted, which a twin without it does."""
+    X, y = stream(400, 3, seed)
+    params = dict(gamma=3.0, budget=budget, budget_policy=policy, epsilon=epsilon,
+                  averaging=30, seed=0)
+    model, twin = AdvKernelSVM(**params), AdvKernelSVM(**params)
+    model.learn_many(X[:5], y[:5])
+    twin.learn_many(X[:5], y[:5])
+    fast = model._store.averaged
+    slow = twin._store.averaged
+    taken = []
+
+    def counted(before, weights, leaving=type(fast)._leaving_at_once.__get__(fast)):
+        taken.extend(leaving(before, weights))
+        return taken[len(taken) - len(weights):]
+
+    fast._leaving_at_once = counted
+    slow._leaving_at_once = lambda before, weights: [False] * len(weights)
+    model.learn_many(X[5:350], y[5:350])
+    twin.learn_many(X[5:350], y[5:350])
+    n = slow.orphans.size
+    assert fast.orphans.size == n
+    for got, want in [(fast._shared[: model._store.size], slow._shared[: twin._store.size]),
+                      (fast.orphans._a[:n], slow.orphans._a[:n]),
+                      (fast.orphans._S[:n], slow.orphans._S[:n]),
+                      (fast._heir[:n], slow._heir[:n]),
+                      (fast._heir_kernel[:n], slow._heir_kernel[:n])]:
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(model.decision_many(X[350:]), twin.decision_many(X[350:]))
+
+
+def test_at_full_capacity_the_vector_merged_away_usually_skips_being_an_orphan():
+    """On a stream where almost every sample merges, the vector merged away (the smallest
+    coefficient of the store) is the next orphan to leave: it goes to its heir at once."""
+    rng = np.random.default_rng(0)
+    X = rng.random((3000, 100))
+    y = X[:, :20].sum(axis=1) > 10.0  # uniform inputs: almost every sample is a new vector
+    model = AdvKernelSVM(gamma=2.0 / (100 * X.var()), budget=40, averaging=100, seed=0)
+    model.learn_many(X[:1000], y[:1000])
+    average = model._store.averaged
+    assert average.orphans.size == average.capacity
+    taken = []
+    leaving = average._leaving_at_once
+
+    def counted(before, weights):
+        taken.append(leaving(before, weights))
+        return taken[-1]
+
+    average._leaving_at_once = counted
+    model.learn_many(X[1000:], y[1000:])
+    assert len(taken) > 1500  # (merges)
+    assert sum(at_once[0] for at_once in taken if at_once) > 0.5 * len(taken)
+
+
 @settings(max_examples=50, deadline=None)
 @given(horizon=st.integers(1, 50), before=st.integers(0, 200), samples=st.integers(2, 120))
 def test_a_sample_that_stands_for_several_weighs_as_that_many_steps(horizon, before, samples):
