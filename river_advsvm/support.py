@@ -390,10 +390,12 @@ class SupportVectors(KernelExpansion):
         over = self.budget is not None and self.size > self.budget
         if G is not None:  # the new vector's row is the one its margin computed
             slot = self.size - 1
-            G[slot, :slot] = exponents
-            G[slot, slot] = 0.0
-            if not over:  # (over the budget, `_maintain` writes the column if it stays)
-                G[:slot, slot] = exponents
+            # (An exponent past float32's range is kept as +inf: a kernel value of 0.)
+            with np.errstate(over="ignore"):
+                G[slot, :slot] = exponents
+                G[slot, slot] = 0.0
+                if not over:  # (over the budget, `_maintain` writes the column if it stays)
+                    G[:slot, slot] = exponents
         self._changed()
         self._q = q
         if over:  # (its change of the norm counts as one more term)

@@ -61,6 +61,11 @@ _BOUND_SLACK = 1e-9
 _ONE_BY_ONE = 4
 #: The smallest coefficient ratio A / B the merge search works with (see merge_points).
 _SMALLEST_RATIO = 1e-300
+#: The largest exponent the merge search works with: a float32 matrix of exponents holds +inf
+#: past its range (a kernel value of 0), where Newton's step would be inf * 0. Any exponent
+#: past about 745 gives a kernel value of 0 to double precision, so the merge point is the
+#: same (at the larger vector, exactly).
+_LARGEST_EXPONENT = 1e300
 
 
 class Maintenance(typing.NamedTuple):
@@ -102,13 +107,14 @@ def plan(kernel: str, policy: str, a: np.ndarray, row) -> Maintenance:
     n, a_z = int(partners[best]), math.copysign(p, a_m)
     exponents_n, exponents_z = rows[1], rows[2]
     row(n, exponents_n)
-    if kernel == "rbf":
-        # Squared distances from a point of the segment, exactly.
+    if kernel == "rbf" and 0.0 < h < 1.0:
+        # Squared distances from a point of the segment, exactly. (Inside the segment, an
+        # infinite exponent of m or n stays infinite: the other end is as far, or D is.)
         np.multiply(exponents_m, h, out=exponents_z)
         exponents_z += (1.0 - h) * exponents_n
         exponents_z -= h * (1.0 - h) * float(D[best])
         np.maximum(exponents_z, 0.0, out=exponents_z)
-    else:
+    else:  # z is one of the two vectors (the same bits as the sum: no 0 * inf there)
         exponents_z[:] = exponents_m if h == 1.0 else exponents_n
     kernels = np.negative(rows)
     value_m, value_n, value_z = (np.exp(kernels, out=kernels) @ a).tolist()
@@ -179,6 +185,7 @@ def _merge_point(A: float, B: float, D: float) -> tuple[float, float, float]:
     swap = B < A
     ratio = max(min(A, B) / max(A, B), _SMALLEST_RATIO)
     log_ratio = math.log(ratio)
+    D = min(D, _LARGEST_EXPONENT)
     c = log_ratio - D
     u = max(c, log_ratio / (1.0 - 0.5 * D)) if D < 2.0 else c
     D2 = D + D
@@ -247,7 +254,8 @@ def merge_points(kernel: str, A: float, B: np.ndarray, D: np.ndarray):
     if kernel == "laplacian":
         at_m, at_n = A + B * np.exp(-D), A * np.exp(-D) + B
         return np.where(at_m > at_n, 1.0, 0.0), np.maximum(at_m, at_n)
-    A, B, D = float(A), np.asarray(B, dtype=np.float64), np.asarray(D, dtype=np.float64)
+    A, B = float(A), np.asarray(B, dtype=np.float64)
+    D = np.minimum(D, _LARGEST_EXPONENT, dtype=np.float64)
     swap = B < A
     ratio = np.minimum(A, B) / np.maximum(A, B) if swap.any() else A / B
     # A ratio that underflows to 0 would make log(ratio) = -inf and Newton's step inf - inf:

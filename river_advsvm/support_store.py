@@ -280,7 +280,8 @@ def _quadratic_form(kernel: str, gamma: float, S: np.ndarray, norms: np.ndarray,
         # rounding error there that no kernel value of the model has.
         E[np.arange(len(E)), np.arange(start, start + len(E))] = 0.0
         if gram is not None:
-            gram[rows, :size] = E
+            with np.errstate(over="ignore"):  # (past float32's range: +inf, a kernel value of 0)
+                gram[rows, :size] = E
         np.negative(E, out=E)
         total += float(a[rows] @ (np.exp(E, out=E) @ a))
     return total

@@ -394,6 +394,43 @@ def test_data_of_any_scale_and_shape_learns_finitely_and_batches_as_one_at_a_tim
             assert sum(proba.values()) == pytest.approx(1.0, abs=1e-12)
 
 
+@pytest.mark.parametrize("magnitude", [1e3, 1e14, 9.9e14])
+@pytest.mark.parametrize("gamma", [1.0, 1e10])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("budget", [2, 8])
+def test_inputs_at_the_bound_with_a_kept_exponent_matrix_learn_finitely(magnitude, gamma, dtype,
+                                                                       budget):
+    """With 128 inputs or more the store keeps the exponents between its vectors; in float32
+    they overflow to +inf (a kernel value of 0) for inputs near the bound and a large gamma.
+    Merges on those stay finite: a merge with a partner infinitely far is at the larger
+    vector, as a kernel value of 0 makes it. The checkpoint holds and continues the bits."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-magnitude, magnitude, (24, 130))
+    y = np.arange(24) % 2 == 0
+    make = lambda: AdvKernelSVM(gamma=gamma, budget=budget, dtype=dtype, seed=0)  # noqa: E731
+    one, many = make(), make()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (PrecisionWarning: such inputs lose their bits)
+        for row, label in zip(X[:16], y[:16]):
+            one.learn_one(dict(enumerate(row.tolist())), bool(label))
+        many.learn_many(X[:16], y[:16])
+        assert same_state(one, many)
+        assert one.budget_maintenance["merges"] + one.budget_maintenance["removals"] > 0
+        assert math.isfinite(one.rkhs_norm) and math.isfinite(one._bias)
+        assert np.isfinite(one.decision_many(X)).all()
+        restored = AdvKernelSVM.from_checkpoint(*one.to_checkpoint())
+        one.learn_many(X[16:], y[16:])
+        restored.learn_many(X[16:], y[16:])
+        assert same_state(one, restored)
+        assert np.isfinite(one.decision_many(X)).all()
+
+
+def same_state(a, b) -> bool:
+    (meta_a, arrays_a), (meta_b, arrays_b) = a.to_checkpoint(), b.to_checkpoint()
+    return meta_a == meta_b and arrays_a.keys() == arrays_b.keys() and all(
+        np.asarray(arrays_a[k]).tobytes() == np.asarray(arrays_b[k]).tobytes() for k in arrays_a)
+
+
 @pytest.mark.parametrize("seed", [2, 4, 5])
 def test_a_fresh_model_still_learning_is_not_a_collapse(seed):
     # On these orders of River's Agrawal (three quarters of one label) a fresh model decides

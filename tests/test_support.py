@@ -344,6 +344,20 @@ def test_merge_points_reach_the_maximum_whichever_coefficient_is_larger(A):
     assert (p <= best * (1 + 1e-9)).all()
 
 
+@pytest.mark.parametrize("A", [0.5, 1.0, 2.0])
+def test_a_partner_infinitely_far_merges_at_the_larger_vector(A):
+    """An exponent past float32's range is kept as +inf (a kernel value of 0): the merge point
+    is then the larger vector, exactly, as for any exponent far past 745, in the vectorised
+    search and in the one for a single partner."""
+    B = np.array([0.25, 1.0, 3.0])
+    for D in (np.full(3, np.inf), np.full(3, 1e6)):
+        h, p = support_budget.merge_points("rbf", A, B, D)
+        np.testing.assert_array_equal(h, np.where(B < A, 1.0, 0.0))
+        np.testing.assert_array_equal(p, np.maximum(A, B))
+        for j in range(3):
+            assert support_budget._merge_point(A, float(B[j]), float(D[j]))[:2] == (h[j], p[j])
+
+
 @pytest.fixture(params=["exhaustive", "pruned"])
 def partner_search(request, monkeypatch):
     """best_merge solving every partner, or only those its bound says can win."""
