@@ -466,11 +466,14 @@ class AdvKernelSVM(MarginClassifier):
         """Once per model: inputs so far from 0 that float rounding swamps their distances."""
         self._rounding_warned = True
         off = "wholly" if store.rounding >= 1.0 else f"by about {store.rounding:.0%}"
+        # gamma='scale' centres the inputs of its warm-up, not those that arrive after it.
+        scale = ("" if self.gamma == "scale"
+                 else "or use gamma='scale', which centres inputs far from 0, ")
         warnings.warn(
             f"{type(self).__name__}: inputs this far from 0 lose their differences in "
             f"{self.dtype} at this gamma (kernel values off {off}); "
-            "centre them (preprocessing.StandardScaler), or use gamma='scale', which centres "
-            "inputs far from 0, or dtype='float64'", PrecisionWarning, stacklevel=5)
+            f"centre them (preprocessing.StandardScaler), {scale}or use dtype='float64'",
+            PrecisionWarning, stacklevel=7)  # the caller of learn_one or learn_many
 
     def _reprocess_stored(self, eta: float, radius: float) -> None:
         """`reprocess` hinge steps on stored vectors, after the sample's own step: the same step

@@ -8,6 +8,7 @@ import math
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -346,3 +347,24 @@ def test_inputs_whose_distances_float32_loses_are_warned_of_once():
         assert len(precision) == expected, (offset, params)
         if expected:
             assert "lose their differences in float32" in str(precision[0].message)
+            assert "gamma='scale'" in str(precision[0].message)
+            assert precision[0].filename == __file__  # where learn_many was called
+
+
+def test_a_scale_model_warned_of_inputs_after_its_warm_up_is_not_told_to_use_scale():
+    # gamma='scale' centres the inputs of its warm-up; two inputs that first arrive after it,
+    # at 10,000 +- a few, are stored as they come.
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(400, 2))
+    y = (Z**2).sum(axis=1) < 1.4
+    model = AdvKernelSVM(seed=0)
+    model.learn_many(pd.DataFrame(Z[:200], columns=["a", "b"]), y[:200])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for z, label in zip(Z[200:] + 10_000.0, y[200:]):
+            model.learn_one({"c": z[0], "d": z[1]}, label)
+    precision = [w for w in caught if issubclass(w.category, PrecisionWarning)]
+    assert len(precision) == 1
+    assert "gamma='scale'" not in str(precision[0].message)
+    assert "StandardScaler" in str(precision[0].message)
+    assert precision[0].filename == __file__  # where learn_one was called
