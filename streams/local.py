@@ -66,8 +66,36 @@ def replay_samples(source: str, target: str = "y", limit: int | None = None,
         # (A single list column's rows are named 0..d-1: `kafka_io.encode` sends them as arrays.)
         samples = parquet.iter_rows(source, target=target)
     if pair is not None:
-        samples = ((x, y) for x, y in samples if y in pair)
+        samples = _of_pair(samples, pair)
     return itertools.islice(samples, limit)
+
+
+class MissingLabel(ValueError):
+    """A label of `--replay-pair` that the source does not have."""
+
+
+def _same_label(a, b) -> bool:
+    """Equal labels of one kind: `True == 1` in Python, not in a stream's labels."""
+    return a == b and isinstance(a, bool) == isinstance(b, bool)
+
+
+def _of_pair(samples, pair: tuple):
+    """The samples whose label is one of `pair`; once the source ends, `ValueError` if one of
+    them never came (naming the labels that did)."""
+    seen: dict = {}  # (an ordered set, the first 20 labels)
+    found = [False, False]
+    for x, y in samples:
+        if len(seen) < 20:
+            seen.setdefault(y, None)
+        for i, label in enumerate(pair):
+            if _same_label(y, label):
+                found[i] = True
+                yield x, y
+                break
+    for label, came in zip(pair, found):
+        if not came:
+            raise MissingLabel(f"no sample has label {label!r} (--replay-pair); labels "
+                               f"present: {sorted(seen, key=str)}")
 
 
 def _checked_samples(source: str, target: str, limit, pair):
@@ -81,6 +109,8 @@ def _checked_samples(source: str, target: str, limit, pair):
         message = error.args[0] if len(error.args) == 1 else error
         raise ValueError(f"--replay {source}: cannot read it ({message}; name the label column "
                          "with --replay-target)") from None
+    except MissingLabel as error:
+        raise ValueError(f"--replay {source}: {error}") from None
     except (OSError, ValueError) as error:
         raise ValueError(f"--replay {source}: cannot read it ({error})") from None
     if first is None:

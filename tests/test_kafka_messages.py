@@ -416,6 +416,30 @@ def test_a_replayed_file_that_is_no_npz_archive_is_refused_in_one_line(tmp_path,
     assert "pickle" not in message
 
 
+def test_a_replay_pair_keeps_its_labels_by_kind_and_refuses_one_the_source_lacks(tmp_path):
+    """`--replay-pair 1 7` on a stream of bool labels kept the True ones (`True == 1`) and
+    served a one-class stream; labels are now matched by kind too, and a label the source
+    never has is refused (before the broker starts when no sample matches, else once the
+    replay reaches the end), naming the labels it has."""
+    import numpy as np
+
+    from river_advsvm.streams import local
+
+    with pytest.raises(ValueError, match=r"no sample has label 1 .*present: \[False, True\]"):
+        local._checked_samples("phishing", "y", None, (1, 7))
+    labels = [y for _, y in local._checked_samples("phishing", "y", None, (True, False))]
+    assert len(labels) == 1250 and {type(y) for y in labels} == {bool}
+    path = tmp_path / "digits.npz"
+    y = np.arange(40) % 10
+    np.savez(path, X_train=np.zeros((40, 4), dtype=np.uint8), y_train=y)
+    kept = [label for _, label in local._checked_samples(str(path), "y", None, (1, 7))]
+    assert kept == [label for label in y.tolist() if label in (1, 7)]
+    assert [label for _, label in local._checked_samples(str(path), "y", 3, (1, 99))] == [1] * 3
+    samples = local._checked_samples(str(path), "y", None, (1, 99))
+    with pytest.raises(ValueError, match=r"no sample has label 99 .*present: \[0, 1, 2"):
+        list(samples)
+
+
 def test_a_replayed_parquet_file_without_its_label_column_says_how_to_name_it(tmp_path):
     """The KeyError came out as its repr, in quotes ("target column 'y' is not in ['a']"), and
     without the option that names the label column."""
