@@ -6,8 +6,8 @@ earlier one defined; nothing else is defined), in a fresh temporary working dire
 - ```python blocks are executed;
 - ```pycon blocks (`>>>` prompts with their output) are checked as doctests;
 - every other block (bash, json, text, ...) is shown, not run; a text block right after a
-  Python block, introduced by a line that ends with "printed:", is that block's output and
-  must equal what it printed.
+  Python block that printed something is that block's output and must equal what it printed
+  (whatever the line that introduces it says).
 
 A block is skipped only with a reason written in the page's source, on the line before it:
 `<!-- docs-test: skip because ... -->`. The build of the site itself (`mkdocs build --strict`)
@@ -80,8 +80,9 @@ def run_page(page: pathlib.Path) -> int:
     for block in blocks(text):
         shown = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page
         where = f"{shown}, the block at line {block.line}"
-        if block.language == "text" and printed is not None and _introduces_output(lines, block):
-            assert block.code.strip() == printed.strip(), f"{where} is not what was printed"
+        if block.language == "text" and printed:  # (a Python block's output)
+            assert block.code.strip() == printed.strip(), (
+                f"{where} is not what was printed:\n{printed}")
         if block.language not in ("python", "py", "pycon") or block.skip:
             printed = None
             continue
@@ -98,12 +99,6 @@ def run_page(page: pathlib.Path) -> int:
             printed = output.getvalue()
         ran += 1
     return ran
-
-
-def _introduces_output(lines: list[str], block: Block) -> bool:
-    """Whether the line before the block (which starts at `block.line`) ends with 'printed:'."""
-    before = next((lines[k] for k in range(block.line - 2, -1, -1) if lines[k].strip()), "")
-    return before.rstrip().endswith("printed:")
 
 
 def _run_doctest(block: Block, namespace: dict, where: str) -> None:
@@ -165,11 +160,15 @@ def test_a_page_shares_one_namespace_and_fails_on_an_undefined_name(tmp_path):
     with pytest.raises(pytest.fail.Exception, match="NameError"):
         run_page(page("other.md", "```python\nprint(x)\n```\n"))
 
-    # A text block introduced as a Python block's output must be what it printed.
-    said = "```python\nprint(6 * 7)\n```\n\nIt printed:\n\n```text\n{}\n```\n"
-    assert run_page(page("printed.md", said.format(42))) == 1
-    with pytest.raises(AssertionError, match="is not what was printed"):
-        run_page(page("misprinted.md", said.format(41)))
+    # A text block right after a Python block that printed is what it printed, however the
+    # line before it words it; after one that printed nothing it is only shown.
+    for said in ("It printed:", "The answer (to 0 places):"):
+        shown = "```python\nprint(6 * 7)\n```\n\n" + said + "\n\n```text\n{}\n```\n"
+        assert run_page(page("printed.md", shown.format(42))) == 1
+        with pytest.raises(AssertionError, match="is not what was printed"):
+            run_page(page("misprinted.md", shown.format(41)))
+    silent = "```python\nx = 6 * 7\n```\n\nA diagram:\n\n```text\nA -> B\n```\n"
+    assert run_page(page("silent.md", silent)) == 1
 
 
 def test_every_page_is_collected_and_most_have_code():
