@@ -419,7 +419,9 @@ def check_gamma(gamma) -> dict | None:
             raise ValueError("a gamma dict needs at least one feature")
         for name, value in gamma.items():
             inputs.encode_name(name)
-            check_gamma(value)
+            if not (inputs.is_number(value) and 0 < value <= kernels.MAX_GAMMA):
+                raise ValueError(f"gamma[{name!r}] must be a number in "
+                                 f"(0, {kernels.MAX_GAMMA:g}], got {value!r}")
         return {n: float(g) for n, g in gamma.items()}
     if not (inputs.is_number(gamma) and 0 < gamma <= kernels.MAX_GAMMA):
         raise ValueError(f"gamma must be 'scale', a dict of per-feature bandwidths or a number "

@@ -314,7 +314,7 @@ def _check_seal(f: typing.BinaryIO) -> None:
     if not seal.startswith(_SEAL_PREFIX):
         raise CheckpointError(
             f"it does not end with the seal of a format {VERSION} checkpoint (a truncated "
-            "file, another kind of file, or a checkpoint of river-advsvm 0.1)")
+            "file, or another kind of file)")
     digest = hashlib.sha256()
     f.seek(0)
     remaining = size - _SEAL_SIZE

@@ -127,6 +127,10 @@ def check_present_inside(values: np.ndarray, bounds: tuple[float, float] | None)
 
 def describe(value) -> str:
     """A value in plain Python terms for an error message: `'x' (a str)`, `nan`, `None`."""
+    if isinstance(value, np.ndarray):  # (numpy's repr is no way to show a value to a user)
+        return f"an array of shape {tuple(value.shape)}"
+    if isinstance(value, (np.datetime64, np.timedelta64)):  # (`item` makes them datetimes)
+        return f"{value} (a numpy {type(value).__name__})"
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float):

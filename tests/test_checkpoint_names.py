@@ -357,7 +357,7 @@ HOSTILE = [
     ("fitted", lambda m, a: m["state"]["model"].update(input_centres=None),
      "arrays of input_centres"),
     ("gamma", lambda m, a: a.pop("gamma_names"), "lacks the array gamma_names"),
-    ("gamma", _with("gamma_values", lambda a: _set(a, 0, -1.0)), "gamma must be"),
+    ("gamma", _with("gamma_values", lambda a: _set(a, 0, -1.0)), r"gamma\[.*\] must be"),
     ("gamma", lambda m, a: m["params"].update(gamma={"a": 1.0}), "arrays of gamma, and"),
     ("gamma", lambda m, a: (a.pop("gamma_names"), a.pop("gamma_values"),
                             m["params"].update(gamma={"a": 1.0})), "gamma names inputs in"),

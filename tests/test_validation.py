@@ -59,6 +59,10 @@ BAD_SAMPLES = [
     ({"a": [1.0], "b": 0.1}, True, "not_a_number", "'a' is [1.0] (a list)"),
     ({"a": {"nested": 1.0}}, True, "not_a_number", "'a' is {'nested': 1.0} (a dict)"),
     ({"a": 1 + 2j}, True, "not_a_number", "(a complex)"),
+    # numpy's own objects in plain words, not in numpy's repr
+    ({"a": np.array([1.0]), "b": 0.1}, True, "not_a_number", "'a' is an array of shape (1,);"),
+    ({"a": np.datetime64("2020-01-01")}, True, "not_a_number",
+     "'a' is 2020-01-01 (a numpy datetime64)"),
     ({"a": 0.5, object(): 0.1}, True, "bad_name", "feature name"),
     ({"a": 0.5, math.nan: 0.1}, True, "bad_name", "feature name nan"),
     ({"a": 0.5, "x" * 5000: 0.1}, True, "bad_name", "longer than"),
