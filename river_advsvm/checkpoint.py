@@ -137,8 +137,10 @@ def write_bytes(path: str | os.PathLike, data: bytes, *,
             os.close(dir_fd)
     except OSError as error:
         # A full disk or an I/O error says nothing of which file: name it, and what is left.
+        left = ("the previous one is unchanged" if os.path.exists(path)
+                else "no checkpoint is there")
         raise type(error)(error.errno, f"{error.strerror or error} (the checkpoint could not "
-                          "be written; the previous one is unchanged)", path) from error
+                          f"be written; {left})", path) from error
 
 
 def dumps(meta: dict, arrays: dict[str, np.ndarray]) -> bytes:

@@ -163,9 +163,12 @@ def run_local(config_overrides: dict, model_factory, source: str = "phishing",
     has the config's security settings (the bundled broker itself is plaintext).
     """
     samples = _checked_samples(source, target, limit, pair)
-    checkpoint_dir = config_overrides.get("checkpoint_dir") or tempfile.mkdtemp(
-        prefix="advsvm-local-"
-    )
+    checkpoint_dir = config_overrides.get("checkpoint_dir")
+    if checkpoint_dir:  # (refused before the broker starts and the replay, as the source is)
+        os.makedirs(checkpoint_dir, exist_ok=True)
+        state_io.check_writable(checkpoint_dir)
+    else:
+        checkpoint_dir = tempfile.mkdtemp(prefix="advsvm-local-")
     # Opened first: a path that cannot be written fails before the broker, replay and run.
     with _opened(outputs_file) as out, LocalBroker() as broker:
         config = ServiceConfig(**{

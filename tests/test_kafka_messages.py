@@ -499,6 +499,25 @@ def test_a_checkpoint_directory_that_cannot_be_written_is_refused_before_kafka(t
         tmp_path.chmod(0o700)
 
 
+def test_the_local_try_refuses_a_checkpoint_directory_before_its_broker_and_replay(
+        tmp_path, monkeypatch):
+    """`serve --local-broker --checkpoint-dir DIR` started the broker and replayed the source
+    before the service found it could not write DIR."""
+    from river_advsvm.streams import local
+
+    started = []
+    monkeypatch.setattr(local, "LocalBroker", lambda *a, **k: started.append(1))
+    directory = _unwritable_directory(tmp_path)
+    try:
+        with pytest.raises(OSError) as error:
+            local.run_local({"checkpoint_dir": os.path.join(directory, "checkpoints")},
+                            AdvLinearSVM)
+        assert not started
+        assert error.value.filename == os.path.join(directory, "checkpoints")
+    finally:
+        tmp_path.chmod(0o700)
+
+
 @pytest.mark.parametrize("topic", ["a\udcff", "in put", "a" * 250])
 def test_inspect_refuses_a_sync_topic_that_is_no_topic_name_before_connecting(topic, capsys):
     """One with a non-UTF-8 byte (a lone surrogate) hung the client for over a minute against

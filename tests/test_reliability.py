@@ -323,6 +323,15 @@ def test_a_full_disk_keeps_the_last_checkpoint_and_names_the_path(tmp_path, monk
     assert lifecycle.exit_status(error) == lifecycle.ENVIRONMENT_FAULT
     assert (tmp_path / state.CHECKPOINT_FILE).read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == [state.CHECKPOINT_FILE]  # no temporary left
+    assert "the previous one is unchanged" in str(error)
+
+
+def test_a_model_saved_where_it_cannot_be_says_no_checkpoint_is_there(tmp_path):
+    path = tmp_path / "missing" / "model.ckpt"
+    with pytest.raises(FileNotFoundError) as caught:
+        AdvKernelSVM(seed=0).save(path)
+    assert str(path) in str(caught.value) and "no checkpoint is there" in str(caught.value)
+    assert "previous" not in str(caught.value)
 
 
 def test_the_documented_unit_restarts_exactly_the_retriable_statuses():
