@@ -237,6 +237,17 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         """Learn one sample: a dict of features and its label (one of two: a bool, an int, a
         finite float or a str). `InvalidInput` if it cannot be learned; nothing changes then."""
         names, values = inputs.dict_values(x)
+        if self._started and not self._held:
+            # The usual sample of a stream: a known label, and inputs the model knows or, under
+            # names checked before, 0 (those take no column). Nothing of `_run`'s checks can
+            # refuse it (its values are checked), so it goes straight to its step.
+            label = as_label(y)
+            columns = self._index.lookup(names)
+            if label in self._labels and (columns.complete or (
+                    columns is self._names_checked
+                    and not np.count_nonzero(values.take(columns.unknown)))):
+                self._test_then_learn(names, values, label, {}, decide=False)
+                return
         self._run(_Rows([(names, values[None, :])]), [y], predict_only_ok=False, vote=False)
 
     def learn_many(self, X, y) -> None:
@@ -323,12 +334,22 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         margins = np.empty(len(labels))
         scales: list[float] = []
         known: list[tuple] = []
+        # Started, no row held and every label known (the usual batch): no row is held for a
+        # warm-up and none adds a class, so each goes straight to its step.
+        steady = self._started and not self._held and all(
+            y is None or y in self._labels for y in labels)
+        classes = tuple(self._labels)
         i = 0
         for names, values in rows.runs:
             for row in values:
                 y = labels[i]
                 # What a predict-then-learn loop sees: the model before this row's label.
                 scales.append(self._calibration.scale)
+                if steady:
+                    known.append(classes)
+                    margins[i] = self._test_then_learn(names, row, y, hashes, vote)
+                    i += 1
+                    continue
                 known.append(tuple(self._labels))
                 held = y is not None and self._holds_back()
                 if held:

@@ -16,7 +16,7 @@ from river import datasets, evaluate, metrics, preprocessing
 from test_validation import fingerprint
 
 from river_advsvm import AdvKernelSVM, AdvLinearSVM
-from river_advsvm.inputs import key_hash
+from river_advsvm.inputs import InvalidInput, key_hash
 
 MODELS = {
     "merge": lambda: AdvKernelSVM(epsilon=0.1, budget=64, warm_up=20, seed=1),
@@ -64,6 +64,36 @@ def test_learn_one_and_every_batching_give_the_identical_model(make):
             model.learn_many(rows[start : start + size], labels[start : start + size])
         assert fingerprint(model) == fingerprint(reference), size
     assert reference.n_learned == len(rows)
+
+
+@pytest.mark.parametrize("make", [MODELS["merge"], MODELS["linear"]], ids=["merge", "linear"])
+def test_learn_one_takes_a_usual_sample_straight_to_its_step(make, monkeypatch):
+    """A known label over inputs the model knows, or 0 under names it checked before: no
+    batch machinery (`_run`); a new input, a new label or a refusal go through it. The model
+    is the bits of a `learn_many` twin either way."""
+    rng = np.random.default_rng(0)
+    rows = [{"a": float(v), "b": float(w), "dark": 0.0} for v, w in rng.random((120, 2))]
+    labels = [x["a"] > 0.5 for x in rows]
+    model, twin = make(), make()
+    model.learn_many(rows[:60], labels[:60])
+    twin.learn_many(rows[:60], labels[:60])
+    # (The first row after the model took its inputs: their names are checked against them.)
+    model.learn_one(rows[60], labels[60])
+    twin.learn_many(rows[60:61], labels[60:61])
+    batched = []
+    run = type(model)._run
+    monkeypatch.setattr(model, "_run", lambda *a, **k: batched.append(1) or run(model, *a, **k))
+    for x, y in zip(rows[61:], labels[61:]):
+        model.learn_one(x, y)
+    twin.learn_many(rows[61:], labels[61:])
+    assert not batched and fingerprint(model) == fingerprint(twin)
+    before = fingerprint(model)
+    with pytest.raises(InvalidInput):
+        model.learn_one(rows[0], math.nan)
+    assert fingerprint(model) == before
+    model.learn_one({**rows[0], "new": 1.0}, labels[0])  # a new input: checked in `_run`
+    twin.learn_many([{**rows[0], "new": 1.0}], [labels[0]])
+    assert batched == [1] and fingerprint(model) == fingerprint(twin)
 
 
 @pytest.mark.parametrize("make", MODELS.values(), ids=MODELS.keys())
