@@ -248,6 +248,16 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
                     and not np.count_nonzero(values.take(columns.unknown)))):
                 self._test_then_learn(names, values, label, {}, decide=False)
                 return
+        elif self._held and self._holds_back():
+            # A warm-up row under the names of the latest one held (a stream repeating its
+            # keys): `_run` would find no new input, and the count it checked then holds.
+            label = as_label(y)
+            if label in self._labels and names == self._held_inputs_now()[2]:
+                self._held.append((names, values, label))
+                held = self._held_inputs()
+                if not self._holds_back():
+                    self._learn_held(dict(held))
+                return
         self._run(_Rows([(names, values[None, :])]), [y], predict_only_ok=False, vote=False)
 
     def learn_many(self, X, y) -> None:
@@ -470,6 +480,12 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
             return dict(held)
         names = [n for n in {**learned, **predicted} if n not in held]
         return {**held, **dict(zip(names, self._index.hash_names(names).tolist()))}
+
+    def _held_inputs_now(self) -> tuple:
+        """`_held_cache` covering every held row: (their count, their inputs the index does not
+        know with hashes, the names of the latest)."""
+        self._held_inputs()
+        return self._held_cache
 
     def _held_inputs(self, hashes: dict | None = None) -> dict:
         """The inputs of the held rows that the index does not know, with their hashes; kept up

@@ -96,6 +96,30 @@ def test_learn_one_takes_a_usual_sample_straight_to_its_step(make, monkeypatch):
     assert batched == [1] and fingerprint(model) == fingerprint(twin)
 
 
+def test_a_warm_up_row_under_the_names_of_the_latest_held_is_held_straight_away(monkeypatch):
+    """gamma='scale' holds its first rows: one under the names of the latest held row (a
+    stream repeating its keys) is held without the batch machinery, and the warm-up ends as a
+    `learn_many` twin's does, bit for bit; a row with other names goes through `_run`."""
+    rng = np.random.default_rng(1)
+    rows = [{"a": float(v), "b": float(w)} for v, w in rng.random((60, 2))]
+    labels = [x["a"] > 0.5 for x in rows]
+    model, twin = AdvKernelSVM(warm_up=30, seed=0), AdvKernelSVM(warm_up=30, seed=0)
+    model.learn_one(rows[0], labels[0])
+    model.learn_one(rows[1], labels[1])
+    batched = []
+    run = type(model)._run
+    monkeypatch.setattr(model, "_run", lambda *a, **k: batched.append(1) or run(model, *a, **k))
+    for x, y in zip(rows[2:29], labels[2:29]):
+        model.learn_one(x, y)
+    assert not batched and model.n_held == 29
+    model.learn_one({"b": rows[29]["b"], "a": rows[29]["a"]}, labels[29])  # other names: the
+    assert batched == [1] and model.n_held == 0  # batch machinery, and the warm-up ends
+    for x, y in zip(rows[30:], labels[30:]):
+        model.learn_one(x, y)
+    twin.learn_many(rows[:29] + [{"b": rows[29]["b"], "a": rows[29]["a"]}] + rows[30:], labels)
+    assert fingerprint(model) == fingerprint(twin)
+
+
 @pytest.mark.parametrize("make", MODELS.values(), ids=MODELS.keys())
 def test_frames_and_arrays_learn_as_their_rows(make):
     rng = np.random.default_rng(1)
