@@ -75,7 +75,6 @@ def run_page(page: pathlib.Path) -> int:
     namespace = {"__name__": f"docs:{page.name}"}
     ran = 0
     text = page.read_text(encoding="utf-8")
-    lines = text.splitlines()
     printed = None  # what the latest block printed, if it was a Python block that ran
     for block in blocks(text):
         shown = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page
