@@ -88,11 +88,19 @@ _GRAM_TOLERANCE = 1e-3
 ROUNDING_LIMIT = 0.01
 
 
-def max_saved_squared_norm(dtype: str) -> float:
-    """The largest squared norm of a restored support vector kept in `dtype`: two of them, and
-    twice their dot product (computed in `dtype`), add up to at most its range in a kernel
-    exponent."""
-    return float(np.finfo(dtype).max) / 4
+def vector_sizes(kernel: str, vectors: np.ndarray, norms: np.ndarray) -> np.ndarray:
+    """What a kernel exponent between stored vectors grows with, per vector: the squared norm
+    (RBF: `||x_i||^2 + ||x_j||^2 - 2 x_i . x_j`) or the L1 norm (Laplacian: `|x_i - x_j|_1`;
+    +inf where the squared norm the store keeps beside it overflows)."""
+    if kernel == "rbf":
+        return norms
+    return np.where(np.isfinite(norms), np.abs(vectors).sum(axis=1, dtype=np.float64), np.inf)
+
+
+def max_saved_size(kernel: str, dtype: str) -> float:
+    """The largest `vector_sizes` of a restored support vector kept in `dtype`: two of them
+    (and, RBF, twice their dot product) computed in `dtype` stay within its range."""
+    return float(np.finfo(dtype).max) / (4 if kernel == "rbf" else 2)
 
 
 class PrecisionWarning(UserWarning):
@@ -581,9 +589,10 @@ class SupportVectors(KernelExpansion):
             _check_gram(saved_gram, size, self.dtype)
             gram = self._new_gram()
         norms = _squared_norms(vectors)
-        if not (norms <= max_saved_squared_norm(self.dtype)).all():
-            # Past it (~1e154 in float64, ~1e19 per entry in float32) a squared norm or a dot
-            # product overflows, and the kernel values the vector takes part in are NaN (an
+        sizes = vector_sizes(self.kernel, vectors, norms)
+        if not (sizes <= max_saved_size(self.kernel, self.dtype)).all():
+            # Past it (RBF: ~1e154 in float64, ~1e19 per entry in float32) a squared norm or a
+            # dot product overflows, and the kernel values the vector takes part in are NaN (an
             # exponent inf - inf): no input the model takes is stored that large.
             raise ValueError("the saved support vectors are too large for their kernel values "
                              "to be computed")
@@ -605,7 +614,7 @@ class SupportVectors(KernelExpansion):
             if not abs(scalars["squared_norm"] - exact) <= tolerance:
                 raise ValueError("the saved norm does not match the saved support vectors")
             if gram is not None:
-                scale = 1.0 + self.gamma * (norms[:, None] + norms[None, :])
+                scale = 1.0 + self.gamma * (sizes[:, None] + sizes[None, :])
                 # An exponent past the dtype's range is +inf (a kernel value of 0), in the saved
                 # matrix and in its recomputation alike: compared at the range's end.
                 top = np.finfo(self.dtype).max

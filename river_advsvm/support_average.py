@@ -36,7 +36,7 @@ import math
 import numpy as np
 
 from river_advsvm.iterate_average import IterateAverage
-from river_advsvm.support import max_saved_squared_norm
+from river_advsvm.support import max_saved_size, vector_sizes
 from river_advsvm.support_predict import KernelExpansion
 from river_advsvm.support_store import _squared_norms
 
@@ -313,7 +313,8 @@ class AveragedVectors(IterateAverage):
                 and ((kernels >= 0.0) & (kernels <= 1.0)).all()):
             raise ValueError("the average's values are not finite, or its kernels not in [0, 1]")
         norms = _squared_norms(vectors)
-        if not (norms <= max_saved_squared_norm(store.dtype)).all():
+        if not (vector_sizes(store.kernel, vectors, norms)
+                <= max_saved_size(store.kernel, store.dtype)).all():
             # As for the store's vectors: past this, the kernel values an orphan takes part in
             # are NaN (an exponent inf - inf), or 1 far from it.
             raise ValueError("the average's vectors are too large for their kernel values to be "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
 import pickle
 import re
@@ -121,6 +122,35 @@ def test_a_model_on_large_inputs_restores_from_its_own_checkpoint(magnitude, dty
         model.learn_one(x, x["a"] > 0.5)
         restored = AdvKernelSVM.from_checkpoint(*model.to_checkpoint())
         assert restored.decision_one(x) == model.decision_one(x)
+
+
+@pytest.mark.parametrize("averaging", [None, 30])
+@pytest.mark.parametrize("case", ["wide widths, values at the bound", "130 tiny inputs"])
+def test_a_laplacian_model_restores_from_its_own_checkpoint_at_the_bounds(case, averaging):
+    """Laplacian stores are checked by their L1 norms, which their exponents grow with: a
+    Laplacian model with a width of 1e10 for one input beside 1 for the others (stored rows up
+    to 1e25) was refused as 'too large' by the squared norms' test, and one with a gamma of
+    1e10 on inputs of 1e-6 at 130 inputs (exponents of 1e8, kept in float32) by a tolerance
+    scaled by squared norms of 1e-10."""
+    rng = np.random.default_rng(0)
+    if case.startswith("wide"):
+        model = AdvKernelSVM(kernel="laplacian", gamma={"a": 1e10, "b": 1.0, "c": 1.0},
+                             averaging=averaging, budget=4, seed=0)
+        rows = [{"a": float(rng.uniform(-1e15, 1e15)), "b": float(rng.random()), "c": 0.0}
+                for _ in range(24)]
+    else:
+        model = AdvKernelSVM(kernel="laplacian", gamma=1e10, averaging=averaging, warm_up=1,
+                             seed=0)
+        rows = [dict(enumerate((rng.normal(size=130) * 1e-6).tolist())) for _ in range(24)]
+    labels = [i % 3 == 0 for i in range(24)]
+    for x, y in zip(rows[:12], labels[:12]):
+        model.learn_one(x, y)
+    restored = AdvKernelSVM.from_checkpoint(*model.to_checkpoint())
+    for x, y in zip(rows[12:], labels[12:]):
+        assert restored.decision_one(x) == model.decision_one(x)
+        model.learn_one(x, y)
+        restored.learn_one(x, y)
+    assert restored.to_checkpoint()[0] == model.to_checkpoint()[0]
 
 
 _NAMES = st.one_of(st.text("ab", max_size=3), st.integers(-3, 3), st.booleans(),
@@ -1030,13 +1060,19 @@ def test_restoring_anywhere_and_going_on_is_bit_identical_to_never_stopping(mode
         model_checkpoint.dumps(*uninterrupted.to_checkpoint())
 
 
-@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
-@pytest.mark.parametrize("dtype, first, second", [
-    ("float64", 1e200, -1e200), ("float64", 9e153, 9e153), ("float64", 1e300, 0.0),
+@pytest.mark.parametrize("kernel, dtype, first, second, refused", [
+    ("rbf", "float64", 1e200, -1e200, True), ("rbf", "float64", 9e153, 9e153, True),
+    ("rbf", "float64", 1e300, 0.0, True),
     # float32: finite, but a dot product in float32 overflowed (NaN decisions after loading)
-    ("float32", 1e20, 0.0), ("float32", 1e30, -1e30)])
+    ("rbf", "float32", 1e20, 0.0, True), ("rbf", "float32", 1e30, -1e30, True),
+    # Laplacian exponents are L1 distances: those of these vectors are within range (a model
+    # with a wide width beside narrow ones stores rows of 1e25 and more), the squared norms
+    # the store keeps beside them too, unless they overflow float64 or the L1 norms float32.
+    ("laplacian", "float64", 1e200, -1e200, True), ("laplacian", "float64", 9e153, 9e153, False),
+    ("laplacian", "float64", 1e300, 0.0, True), ("laplacian", "float32", 1e20, 0.0, False),
+    ("laplacian", "float32", 1e30, -1e30, False), ("laplacian", "float32", 3e38, 0.0, True)])
 def test_support_vectors_too_large_for_their_kernel_values_are_refused(kernel, dtype, first,
-                                                                       second):
+                                                                       second, refused):
     # Their squared norms overflowed: the model loaded, and its next margin was NaN (an RBF
     # exponent inf - inf), a FloatingPointError at the next sample.
     model = AdvKernelSVM(epsilon=0.1, budget=16, gamma=1.0, seed=3, kernel=kernel,
@@ -1045,9 +1081,18 @@ def test_support_vectors_too_large_for_their_kernel_values_are_refused(kernel, d
         model.learn_one(x, y)
     meta, arrays = model.to_checkpoint()
     arrays["vectors"][0, 0], arrays["vectors"][1, 0] = first, second
+    if "gram" in arrays:  # (a kept exponent matrix would have to match them)
+        del arrays["gram"]
     message = "the saved support vectors are too large for their kernel values to be computed"
-    with pytest.raises(CheckpointError, match=message):
-        AdvKernelSVM.from_checkpoint(meta, arrays)
+    if refused:
+        with pytest.raises(CheckpointError, match=message):
+            AdvKernelSVM.from_checkpoint(meta, arrays)
+        return
+    loaded = AdvKernelSVM.from_checkpoint(meta, arrays)  # and its kernel values are numbers
+    for x, y in stream(20, seed=1):
+        assert math.isfinite(loaded.decision_one(x))
+        loaded.learn_one(x, y)
+    assert math.isfinite(loaded.rkhs_norm)
 
 
 def _scaled_weights(name: str, factor: float):
