@@ -166,13 +166,15 @@ class HeldRows:
             squares += shifted * shifted
         nonzero += x != 0
         self._X[self.size, :d] = shifted
-        self._X2[self.size, :d] = shifted * shifted
-        self.size += 1
-        if self.size & (self.size - 1):
-            self._vote_squares[self.size - 1] = float(self._X2[self.size - 1, :d]
-                                                      @ self._vote_gammas32)
-        else:
-            self._vote_fit()
+        # In float32 the vote's squares may pass its range: +inf, a kernel value of 0.
+        with np.errstate(over="ignore"):
+            self._X2[self.size, :d] = shifted * shifted
+            self.size += 1
+            if self.size & (self.size - 1):
+                self._vote_squares[self.size - 1] = float(self._X2[self.size - 1, :d]
+                                                          @ self._vote_gammas32)
+            else:
+                self._vote_fit()
 
     def _vote_fit(self) -> None:
         """Fit the vote's bandwidths on the rows held (every range floored at the median: too
@@ -275,8 +277,9 @@ class HeldRows:
             # on iris and from 74.1% to 82.5% on its digits; the model's own fit keeps inputs
             # near 0 as they were.)
             means = shift + sums / n
-            centres = (np.where(np.abs(means) * inverse > FAR_FROM_ZERO, means, 0.0)
-                       if other_units else means)
+            with np.errstate(over="ignore"):  # (an overflow is as far from 0 as can be)
+                far = np.abs(means) * inverse > FAR_FROM_ZERO
+            centres = np.where(far, means, 0.0) if other_units else means
             offset = (shift - centres) * inverse  # (c_j - centre_j) / s_j
             sums = sums * inverse
             mean = (sums.sum() / n + offset.sum()) / d

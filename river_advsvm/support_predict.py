@@ -46,7 +46,8 @@ class KernelExpansion(VectorStore):
                 E[start : start + step] = np.abs(block).sum(axis=2)
             if U is not None:
                 E += np.abs(U.astype(dtype)).sum(axis=1)[:, None]
-        E *= dtype.type(-self.gamma)
+        with np.errstate(over="ignore"):  # (past the dtype's range: -inf, a kernel value of 0)
+            E *= dtype.type(-self.gamma)
         return np.exp(E, out=E)
 
 

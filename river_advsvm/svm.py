@@ -467,13 +467,16 @@ class AdvKernelSVM(MarginClassifier):
         self._rounding_warned = True
         off = "wholly" if store.rounding >= 1.0 else f"by about {store.rounding:.0%}"
         # gamma='scale' centres the inputs of its warm-up, not those that arrive after it.
-        scale = ("" if self.gamma == "scale"
-                 else "or use gamma='scale', which centres inputs far from 0, ")
+        remedies = ["centre them (preprocessing.StandardScaler)"]
+        if self.gamma != "scale":
+            remedies.append("use gamma='scale', which centres inputs far from 0")
+        if self.dtype != "float64":
+            remedies.append("use dtype='float64'")
         warnings.warn(
             f"{type(self).__name__}: inputs this far from 0 lose their differences in "
             f"{self.dtype} at this gamma (kernel values off {off}); "
-            f"centre them (preprocessing.StandardScaler), {scale}or use dtype='float64'",
-            PrecisionWarning, stacklevel=7)  # the caller of learn_one or learn_many
+            f"{', or '.join(remedies)}", PrecisionWarning,
+            stacklevel=7)  # the caller of learn_one or learn_many
 
     def _reprocess_stored(self, eta: float, radius: float) -> None:
         """`reprocess` hinge steps on stored vectors, after the sample's own step: the same step

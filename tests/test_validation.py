@@ -653,3 +653,72 @@ def test_a_name_the_model_cannot_hold_is_refused_in_the_warm_up_as_after_it(name
         with pytest.raises(InvalidInput):
             model.predict_proba_many(pd.DataFrame([[0.3, 1.0]], columns=["a", name]))
         model.predict_one({"a": 0.3, name: 0.0})
+
+
+def _batch_decisions_with_a_large_gamma():
+    model = AdvKernelSVM(gamma=1e10, warm_up=1)
+    model.learn_one({0: 1e15, 1: 0.0}, True)
+    model.learn_one({0: -1e15, 1: 0.0}, False)
+    assert np.isfinite(model.decision_many(np.array([[0.0, 0.0], [1.0, 2.0]]))).all()
+
+
+def _a_warm_up_beside_a_constant_input_far_from_0():
+    model = AdvKernelSVM(warm_up=2)
+    model.learn_one({"a": -1e-300, "b": 1e15}, False)
+    model.learn_one({"a": 1e-300, "b": 1e15}, True)
+
+
+def _a_far_row_after_a_clustered_warm_up():
+    rng = np.random.default_rng(2)
+    centre = rng.normal(size=18) * 1e9
+    model = AdvKernelSVM(warm_up=5)
+    for i in range(4):
+        model.learn_one({j: float(centre[j] + rng.normal() * 5e-6) for j in range(18)}, i % 2 == 0)
+    model.learn_one({j: 5e14 for j in range(18)}, True)
+
+
+def _certificates_of_a_laplacian_model_with_a_tiny_gamma():
+    rng = np.random.default_rng(0)
+    model = AdvKernelSVM(kernel="laplacian", gamma=1e-200, warm_up=1)
+    for i in range(20):
+        model.learn_one({0: float(rng.normal()), 1: float(rng.normal())}, i % 2 == 0)
+    x = {0: 0.3, 1: -0.2}
+    for norm in ("l2", "linf"):
+        assert model.certified_radius_one(x, model.predict_one(x), norm=norm) > 0
+
+
+def _linf_certificates_of_inputs_near_the_smallest_floats():
+    rng = np.random.default_rng(0)
+    model = AdvKernelSVM(gamma=0.01, warm_up=1, budget=1, bias_step_size=1e6, step_size=5000.0,
+                         schedule="diminishing", dtype="float64")
+    X = rng.normal(size=(60, 2)) * 1e-294
+    for x in X:
+        model.learn_one({0: x[0], 1: x[1]}, bool(x[0] > 0))
+    for x in X[:6]:
+        model.certified_radius_one({0: x[0], 1: x[1]}, bool(x[0] > 0), norm="linf")
+
+
+def _cw_in_a_box_cut_to_one_point():
+    from river_advsvm.attacks import CarliniWagnerL2
+
+    model = AdvKernelSVM(gamma=1.0, warm_up=1, dtype="float64")
+    for i in range(10):
+        model.learn_one({0: 0.0 if i % 2 else 1e15}, i % 2 == 0)
+    result = CarliniWagnerL2(bounds=(1e15, 2e15), steps=10).run(
+        model, np.array([[1e15]]), [True], progress=False)
+    assert np.array_equal(result.adversarial, [[1e15]])
+
+
+@pytest.mark.parametrize("case", [
+    _batch_decisions_with_a_large_gamma, _a_warm_up_beside_a_constant_input_far_from_0,
+    _a_far_row_after_a_clustered_warm_up, _certificates_of_a_laplacian_model_with_a_tiny_gamma,
+    _linf_certificates_of_inputs_near_the_smallest_floats, _cw_in_a_box_cut_to_one_point],
+    ids=lambda case: case.__name__.strip("_"))
+def test_values_at_the_ends_of_the_float_range_raise_no_numpy_warning(case):
+    """Exponents, squares and ratios past a float's range are +inf where that is the answer
+    (a kernel value of 0, a ball that covers everything); numpy's overflow warnings about them
+    reached the user."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        warnings.simplefilter("ignore", UserWarning)  # (the package's own: precision, fallbacks)
+        case()

@@ -34,6 +34,8 @@ class TanhBox:
         if self.bounds is None:
             return X.copy()
         lo, hi = self.bounds
+        if hi == lo:  # a box of one point (cut to the inputs the models accept): w = 0 there
+            return np.zeros_like(X, dtype=np.float64)
         z = (X - lo) / (hi - lo) * 2.0 - 1.0
         return np.arctanh(z * (1.0 - _TANH_MARGIN))
 

@@ -124,7 +124,11 @@ class IntervalBound:
         gap2 = np.maximum(c2[:, None] + model.squared[None] - 2 * cs, 0.0)
         linear = np.abs(np.einsum("ij,ij->i", width, center)[:, None] - width @ S.T)
         reach = np.maximum(np.abs(center - model.column_min), np.abs(center - model.column_max))
-        ratio = np.divide(width, reach, out=np.zeros_like(width), where=reach > 0)
+        with np.errstate(over="ignore"):
+            ratio = np.divide(width, reach, out=np.zeros_like(width), where=reach > 0)
+        # A ratio past the float range (a reach of almost 0) has its terms, at most w_j R_j,
+        # left out: the quadratic sum stays a lower bound.
+        ratio[~np.isfinite(ratio)] = 0.0
         quadratic = (
             np.einsum("ij,ij->i", ratio, center * center)[:, None]
             - 2 * (ratio * center) @ S.T

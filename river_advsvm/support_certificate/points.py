@@ -121,12 +121,14 @@ class Ball:
         """At points `idx`: max ||delta~||_2^2 and max ||delta~||_1 over the ball of radius `r`."""
         q = self.q
         widen = 1.0 + gamma_n(len(q) + 4, U)
-        if self.norm == "l2":
-            return (r * self.q_max) ** 2 * widen, r * self.q_l2 * widen
-        if self.bounds is None:
-            return r * r * float(q @ q) * widen, r * float(q.sum()) * widen
-        moves = np.minimum(r[:, None], self.room[idx]) * q
-        return np.square(moves).sum(axis=1) * widen, moves.sum(axis=1) * widen
+        # (A reach past the float range is +inf: the ball covers everything, as it does.)
+        with np.errstate(over="ignore"):
+            if self.norm == "l2":
+                return (r * self.q_max) ** 2 * widen, r * self.q_l2 * widen
+            if self.bounds is None:
+                return r * r * float(q @ q) * widen, r * float(q.sum()) * widen
+            moves = np.minimum(r[:, None], self.room[idx]) * q
+            return np.square(moves).sum(axis=1) * widen, moves.sum(axis=1) * widen
 
     def saturation(self, idx):
         """The radius beyond which the ball covers the whole box (inf without a box)."""
