@@ -147,6 +147,18 @@ def _clients(bootstrap_servers: str, security=None) -> clients.Clients:
     return clients.Clients(bootstrap_servers, security=security or SecuritySettings())
 
 
+@contextlib.contextmanager
+def _checkpoint_directory(directory: str | None):
+    """The directory given, made and checked writable (as the service would, later), or a new
+    temporary one, kept for `advsvm inspect`."""
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+        state_io.check_writable(directory)
+        yield directory
+    else:
+        yield tempfile.mkdtemp(prefix="advsvm-local-")
+
+
 def run_local(config_overrides: dict, model_factory, source: str = "phishing",
               target: str = "y", limit: int | None = None, pair: tuple | None = None,
               partitions: int = 1, unlabelled_every: int = 10, monitor=None, workers: int = 0,
@@ -163,14 +175,10 @@ def run_local(config_overrides: dict, model_factory, source: str = "phishing",
     has the config's security settings (the bundled broker itself is plaintext).
     """
     samples = _checked_samples(source, target, limit, pair)
-    checkpoint_dir = config_overrides.get("checkpoint_dir")
-    if checkpoint_dir:  # (refused before the broker starts and the replay, as the source is)
-        os.makedirs(checkpoint_dir, exist_ok=True)
-        state_io.check_writable(checkpoint_dir)
-    else:
-        checkpoint_dir = tempfile.mkdtemp(prefix="advsvm-local-")
-    # Opened first: a path that cannot be written fails before the broker, replay and run.
-    with _opened(outputs_file) as out, LocalBroker() as broker:
+    # The outputs file first, then the checkpoint directory: a path that cannot be written
+    # fails before the broker, the replay and the run.
+    with _opened(outputs_file) as out, _checkpoint_directory(
+            config_overrides.get("checkpoint_dir")) as checkpoint_dir, LocalBroker() as broker:
         config = ServiceConfig(**{
             "topic": "advsvm-input",
             "group": "advsvm",
