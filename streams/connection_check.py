@@ -498,7 +498,7 @@ def _classify(error, address=None, settings=None, timeout=None):
 
 
 def _seconds(timeout) -> str:
-    return "the time allowed" if timeout is None else f"{timeout:g}s"
+    return "the time allowed" if timeout is None else f"{round(timeout, 1):g}s"
 
 
 def _certificate(error: ssl.SSLCertVerificationError, where: str, settings) -> str:

@@ -88,8 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     service.add_argument("--checkpoint-interval", type=float, default=10.0, metavar="SECONDS",
                          help="or after this long with progress (default 10)")
     service.add_argument("--exit-when-idle", type=float, metavar="SECONDS",
-                         help="stop cleanly after this long without a message (default: run "
-                         "until SIGTERM)")
+                         help="stop cleanly after this long without a message, caught up with "
+                         "every partition assigned (with none: after twice the session timeout "
+                         "too) (default: run until SIGTERM)")
     service.add_argument("--max-message-bytes", type=int, default=2**20, metavar="BYTES",
                          help="larger messages are dead letters (default 1 MiB)")
     service.add_argument("--features", type=int, metavar="N",

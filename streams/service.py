@@ -234,6 +234,12 @@ class Service:
                      config.checkpoint_dir, loaded.counters["learned"])
             for note in state_io.overridden(loaded, config.labels, config.width):
                 log.warning("%s", note)
+            if loaded.group is not None and config.sync_every is None:
+                log.warning("the checkpoint is group worker %s's and this service runs alone "
+                            "(no --sync-every): the partitions that worker did not read start "
+                            "from the group's committed offsets or their beginning, and what its "
+                            "peers learned there, in the model already, is learned again",
+                            loaded.group["worker"])
         signals = lifecycle.Signals(self.stop)
         # Room for the largest dead letter: its value and key in base64 (4/3 of the cap each),
         # the key again as its own, and the envelope's few fields.
@@ -313,8 +319,15 @@ class Service:
     def _caught_up(self) -> bool:
         """Every assigned partition fetched at least once and none behind its high watermark
         (the lag measured after the last poll): a process frozen for longer than
-        `exit_when_idle` (SIGSTOP, a long pause) must not stop with messages waiting."""
-        lag = self.session.progress.lag
+        `exit_when_idle` (SIGSTOP, a long pause) must not stop with messages waiting. With no
+        partition, not before twice the session timeout: a member killed without leaving
+        holds its partitions until the group's session timeout evicts it, and the rebalance
+        that follows may bring them here."""
+        progress = self.session.progress
+        if not self.session.assignment:
+            unassigned = time.monotonic() - progress.last_activity
+            return unassigned >= 2 * self.config.session_timeout_ms / 1000
+        lag = progress.lag
         assigned = {(tp.topic, tp.partition) for tp in self.session.assignment}
         return assigned <= set(lag) and not any(lag.values())
 

@@ -12,9 +12,12 @@ import logging
 import time
 import typing
 
-__all__ = ["OutputSink"]
+__all__ = ["OutputSink", "close_producer"]
 
 log = logging.getLogger(__name__)
+
+#: After a producer could not be made, outputs wait this long before one tries again.
+UNMADE_RETRY_SECONDS = 5.0
 
 
 class OutputSink:
@@ -35,6 +38,10 @@ class OutputSink:
     def __init__(self, producer_factory: typing.Callable[[], typing.Any]):
         self._factory = producer_factory
         self._producer = None
+        # When a producer could not be made (no broker within the bootstrap timeout), no
+        # output tries again before this time (or `flush`'s next round): every output of a
+        # batch would wait that long in turn, and the service not see a stop signal for minutes.
+        self._unmade_until = 0.0
         self._pending: list[list] = []  # [topic, key, value, future or None]
         self.sent = 0
 
@@ -43,8 +50,15 @@ class OutputSink:
         return len(self._pending)
 
     def _ensure_producer(self):
-        if self._producer is None:
-            self._producer = self._factory()
+        """The producer, made if need be; None while one could not be made."""
+        from kafka.errors import KafkaError
+
+        if self._producer is None and time.monotonic() >= self._unmade_until:
+            try:
+                self._producer = self._factory()
+            except KafkaError as error:
+                self._unmade_until = time.monotonic() + UNMADE_RETRY_SECONDS
+                log.warning("cannot reach the broker to publish outputs yet (%r)", error)
         return self._producer
 
     def send(self, topic: str, value: bytes | None, key: bytes | None = None) -> list:
@@ -69,10 +83,24 @@ class OutputSink:
             self._pending = [e for e in self._pending if e is not entry]
 
     def _submit(self, entry) -> None:
+        made = self._producer is None
+        producer = self._ensure_producer()
+        if producer is None:  # (tried again later, and by flush)
+            entry[3] = None
+            return
+        if made:  # the outputs that waited for a producer go first, in their order
+            for waiting in self._pending:
+                if waiting is entry:
+                    break
+                if waiting[3] is None:
+                    self._send(producer, waiting)
+        self._send(producer, entry)
+
+    def _send(self, producer, entry) -> None:
         from kafka.errors import KafkaError, MessageSizeTooLargeError
 
         try:
-            entry[3] = self._ensure_producer().send(entry[0], value=entry[2], key=entry[1])
+            entry[3] = producer.send(entry[0], value=entry[2], key=entry[1])
         except MessageSizeTooLargeError as error:  # retrying cannot help: drop it, loudly
             log.error("dropping an output to %s too large to send: %r", entry[0], error)
             self._pending = [e for e in self._pending if e is not entry]
@@ -121,6 +149,7 @@ class OutputSink:
                 break
             if fatal:
                 self._replace_producer()
+            self._unmade_until = 0.0  # (one attempt to make a producer a round)
             for entry in list(self._pending):
                 if entry[3] is None:
                     self._submit(entry)
@@ -136,11 +165,32 @@ class OutputSink:
         producer, self._producer = self._producer, None
         if producer is not None:
             try:
-                producer.close(timeout=1)
+                close_producer(producer, timeout=1)
             except Exception:  # noqa: BLE001 - a broken producer may fail to close
                 pass
 
     def close(self, timeout: float = 5.0) -> None:
-        if self._producer is not None:
-            self._producer.close(timeout=timeout)
-            self._producer = None
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            close_producer(producer, timeout)
+
+
+def close_producer(producer, timeout: float) -> None:
+    """Close a KafkaProducer within about `timeout` seconds, whatever it still holds.
+
+    kafka-python's `close` flushes first and, when that times out, raises and leaves the
+    producer open: its `__del__` then raises the same error at exit, a traceback on stderr
+    after the service's last line. Here the producer is closed anyway (what it held was not
+    acknowledged, so the sink still has it: a later run sends it).
+    """
+    from kafka.errors import KafkaTimeoutError
+
+    try:
+        producer.close(timeout=timeout)
+    except KafkaTimeoutError:
+        log.warning("closing the producer with outputs not acknowledged (they are sent again "
+                    "by the next run)")
+        sender = getattr(producer, "_sender", None)
+        if sender is not None:
+            sender.force_close()
+        producer._closed = True  # (kafka-python's own flag: its __del__ closes nothing more)

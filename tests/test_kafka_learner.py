@@ -343,3 +343,82 @@ def test_failed_outputs_are_logged_once_per_round_not_once_each(caplog):
     assert 1 <= len(lines) <= 3, len(lines)
     assert "500 outputs to predictions failed" in lines[0].getMessage()
     assert "TopicAuthorizationFailedError" in lines[0].getMessage()
+
+
+def test_outputs_do_not_each_wait_for_a_broker_that_is_away(monkeypatch):
+    """With no broker to make a producer, each output of a batch tried again, each for the
+    bootstrap timeout (5 s): the service saw no stop signal for minutes. One attempt now, the
+    outputs wait; once a producer is made they go out first, in their order, each once."""
+    from kafka.errors import KafkaTimeoutError
+
+    from river_advsvm.streams import sink as sink_module
+    from river_advsvm.streams.sink import OutputSink
+
+    class Future:
+        is_done, exception = True, None
+
+    sent = []
+
+    class Producer:
+        def send(self, topic, value=None, key=None):
+            sent.append(value)
+            return Future()
+
+        def flush(self, timeout=None):
+            pass
+
+        def close(self, timeout=None):
+            pass
+
+    attempts, broker = [], {"up": False}
+
+    def factory():
+        attempts.append(1)
+        if not broker["up"]:
+            raise KafkaTimeoutError("Unable to bootstrap")
+        return Producer()
+
+    clock = [1000.0]
+    monkeypatch.setattr(sink_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(sink_module.time, "sleep", lambda seconds: None)
+    sink = OutputSink(factory)
+    for i in range(300):
+        sink.send("predictions", b"%d" % i)
+    assert len(attempts) == 1 and sink.pending == 300 and not sent
+    assert sink.flush(timeout=0) is False  # one more attempt in the round, then it gives up
+    assert len(attempts) == 2
+    clock[0] += sink_module.UNMADE_RETRY_SECONDS
+    broker["up"] = True
+    sink.send("predictions", b"300")
+    assert len(attempts) == 3 and sent == [b"%d" % i for i in range(301)]
+    assert sink.flush(timeout=1) is True and sink.pending == 0 and len(sent) == 301
+
+
+def test_a_producer_that_cannot_flush_is_closed_without_a_traceback_at_exit():
+    """kafka-python's close flushes first and raises when that times out, leaving the producer
+    open for its `__del__` to raise the same again at exit: a traceback after the service's
+    last log line. It is closed anyway; what it held is still pending in the sink."""
+    from kafka.errors import KafkaTimeoutError
+
+    from river_advsvm.streams.sink import close_producer
+
+    class Sender:
+        forced = False
+
+        def force_close(self):
+            self.forced = True
+
+    class Stuck:
+        _closed = False
+
+        def __init__(self):
+            self._sender = Sender()
+
+        def close(self, timeout=None, null_logger=False):
+            if not self._closed:
+                raise KafkaTimeoutError("Timeout waiting for future")
+
+    producer = Stuck()
+    close_producer(producer, timeout=0.1)
+    assert producer._sender.forced and producer._closed
+    producer.close(timeout=1)  # what __del__ does: nothing left to raise

@@ -341,7 +341,7 @@ def test_the_documented_unit_restarts_exactly_the_retriable_statuses():
                      and not line.startswith(" "))
     assert settings_["Restart"] == "on-failure"
     prevented = {int(s) for s in settings_["RestartPreventExitStatus"].split()}
-    assert prevented == {lifecycle.USAGE_ERROR, lifecycle.SETTINGS_REFUSED}
+    assert prevented == {lifecycle.USAGE_ERROR, lifecycle.SETTINGS_REFUSED, lifecycle.INTERRUPTED}
     for status in (lifecycle.UNEXPECTED, lifecycle.NO_BROKER, lifecycle.ENVIRONMENT_FAULT):
         assert f"| {status} |" in text and status not in prevented
 
@@ -520,3 +520,22 @@ def test_running_out_of_memory_reading_the_checkpoint_is_a_fault_of_the_machine(
         state.load(tmp_path)
     assert cli.main(["serve", *_serve(tmp_path)]) == lifecycle.ENVIRONMENT_FAULT
     assert capsys.readouterr().err == "advsvm serve: out of memory\n"
+
+
+def test_with_no_partition_assigned_the_service_is_not_idle_before_twice_the_session_timeout():
+    """A member killed without leaving holds its partitions until the session timeout evicts
+    it; a run assigned nothing in the meantime stopped on `--exit-when-idle` with status 0 and
+    every message of those partitions waiting."""
+    import time
+
+    from river_advsvm.streams.service import Service, ServiceConfig
+
+    config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="t", group="g",
+                           checkpoint_dir="unused", exit_when_idle=1.0, session_timeout_ms=4000)
+    service = Service(config, model_factory=AdvLinearSVM)
+    progress = service.session.progress
+    service.session.assignment = set()
+    progress.last_activity = time.monotonic() - 7.9  # idle past exit_when_idle, not 2 x 4 s
+    assert not service._caught_up()
+    progress.last_activity = time.monotonic() - 8.1
+    assert service._caught_up()
