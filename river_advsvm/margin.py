@@ -16,6 +16,8 @@ and any batching of `learn_many` (or of `decision_then_learn_many`) give bit-ide
 from __future__ import annotations
 
 import math
+import os
+import sys
 import typing
 import warnings
 
@@ -33,6 +35,18 @@ __all__ = ["MAX_FEATURES_LIMIT", "MarginClassifier"]
 
 #: The largest `max_features` a model accepts (the bound behind `inputs.MAX_ABS_VALUE`).
 MAX_FEATURES_LIMIT = 1_000_000
+
+
+def warn_caller(message: str, category: type[Warning]) -> None:
+    """`warnings.warn`, at the first frame outside this package: the line that called
+    `learn_one`, `learn_many`, ... however deep inside the package the warning arose."""
+    frame, level = sys._getframe(1), 2  # (stacklevel 1 is this function)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 class _Rows:
@@ -558,12 +572,11 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         was_collapsed = self._collapse.collapsed
         self._collapse.update(sign, g, self._bias)
         if self._collapse.collapsed and not was_collapsed:
-            warnings.warn(
+            warn_caller(
                 f"{type(self).__name__} predicts a constant: in its last "
                 f"{self._collapse.blocks} blocks of {self._collapse.block} samples with both "
                 "labels its decisions were one class, or mostly one class or flat and no "
-                "better than a guess (see `collapsed`)",
-                collapse.CollapseWarning, stacklevel=6)  # the caller of learn_one or learn_many
+                "better than a guess (see `collapsed`)", collapse.CollapseWarning)
 
     def _split(self, names: list, row: np.ndarray):
         """One row as (values over the known inputs, nonzero values of unknown ones, their names)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import random
 import typing
-import warnings
 
 import numpy as np
 
@@ -13,7 +12,7 @@ from river_advsvm import adversary, bandwidth, certify, checkpoint, inputs, kern
 from river_advsvm import budget as rf
 from river_advsvm.feature_average import AveragedFeatures
 from river_advsvm.input_scales import InputScales, max_factor, reference_gamma
-from river_advsvm.margin import MarginClassifier
+from river_advsvm.margin import MarginClassifier, warn_caller
 from river_advsvm.model_checkpoint import MAX_ABS_BIAS
 from river_advsvm.support import PrecisionWarning, SupportVectors
 from river_advsvm.support_average import AveragedVectors, orphan_capacity
@@ -357,9 +356,9 @@ class AdvKernelSVM(MarginClassifier):
         """`gamma='scale'`: the bandwidths, from the held-back warm-up rows."""
         fitted, why, centres = self._warm_rows.rows(self._held, self._held_inputs).fitted()
         if why:
-            warnings.warn(f"gamma='scale': the {len(self._held)} warm-up samples {why}; "
-                          f"falling back to gamma = 1/d = {fitted:.6g} for every input",
-                          stacklevel=5)
+            warn_caller(f"gamma='scale': the {len(self._held)} warm-up samples {why}; "
+                        f"falling back to gamma = 1/d = {fitted:.6g} for every input",
+                        UserWarning)
         # (The names were validated when they arrived, the bandwidths when they were fitted;
         # no input has a column yet: the model starts after the fit.)
         power = SCALE_POWERS[self.kernel]
@@ -472,11 +471,10 @@ class AdvKernelSVM(MarginClassifier):
             remedies.append("use gamma='scale', which centres inputs far from 0")
         if self.dtype != "float64":
             remedies.append("use dtype='float64'")
-        warnings.warn(
+        warn_caller(
             f"{type(self).__name__}: inputs this far from 0 lose their differences in "
             f"{self.dtype} at this gamma (kernel values off {off}); "
-            f"{', or '.join(remedies)}", PrecisionWarning,
-            stacklevel=7)  # the caller of learn_one or learn_many
+            f"{', or '.join(remedies)}", PrecisionWarning)
 
     def _reprocess_stored(self, eta: float, radius: float) -> None:
         """`reprocess` hinge steps on stored vectors, after the sample's own step: the same step

@@ -456,11 +456,13 @@ def test_the_closed_form_collapses_visibly_and_stays_finite():
     model = AdvKernelSVM(epsilon=0.1, norm="linf", adversary="closed_form", seed=0)
     monitor = RobustnessMonitor(model, sample_rate=50)
     alerts = []
-    with pytest.warns(CollapseWarning, match="predicts a constant"):
+    with pytest.warns(CollapseWarning, match="predicts a constant") as caught:
         for row, label in zip(X, y):
             x = dict(enumerate(row))
             alerts += monitor.update(x, label)
             model.learn_one(x, label)
+    # (At the line that called learn_one, whichever way inside the package it went.)
+    assert {w.filename for w in caught if w.category is CollapseWarning} == {__file__}
     # The prox step crushes f; the bias, with every sample active, stays put, so the decisions
     # are f's noise around 0 and the flag comes and goes with it.
     assert np.isfinite(model.decision_many(X)).all()

@@ -351,6 +351,20 @@ def test_inputs_whose_distances_float32_loses_are_warned_of_once():
             assert precision[0].filename == __file__  # where learn_many was called
 
 
+def test_a_precision_warning_from_learn_one_points_at_its_caller():
+    # learn_one takes a usual sample straight to its step: the warning arises fewer frames
+    # deep than through a batch, and still names the line that called learn_one.
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(100, 2)) + 10_000.0
+    model = AdvKernelSVM(gamma=0.5, seed=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for z in Z:
+            model.learn_one({0: z[0], 1: z[1]}, bool(z[0] > 10_000.0))
+    precision = [w for w in caught if issubclass(w.category, PrecisionWarning)]
+    assert len(precision) == 1 and precision[0].filename == __file__
+
+
 def test_a_scale_model_warned_of_inputs_after_its_warm_up_is_not_told_to_use_scale():
     # gamma='scale' centres the inputs of its warm-up; two inputs that first arrive after it,
     # at 10,000 +- a few, are stored as they come.
