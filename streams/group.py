@@ -269,8 +269,9 @@ class GroupSync:
     def claims(self, topic_ids: dict) -> dict[str, dict[int, int]]:
         return claims(self.reader.latest.values(), topic_ids)
 
-    def claimed_output_ends(self, claimed: dict, partitions) -> dict:
-        return claimed_output_ends(self.reader.latest.values(), claimed, partitions)
+    def claimed_output_ends(self, claimed: dict, partitions,
+                            topic_ids: dict | None = None) -> tuple[dict, dict]:
+        return claimed_output_ends(self.reader.latest.values(), claimed, partitions, topic_ids)
 
     # -- state ----------------------------------------------------------------------------------
 

@@ -39,25 +39,49 @@ def claims(snapshots, topic_ids: dict | None = None) -> dict[str, dict[int, int]
     return result
 
 
-def claimed_output_ends(snapshots, claimed: dict, partitions) -> dict:
-    """Where the outputs of the messages after the `claimed` offsets (`claims`) of
-    `partitions` start: per output partition, the least end noted by a snapshot that holds one
-    of those claims (each noted its ends once the outputs before its offsets were delivered;
-    whoever learned on from a claim published after it). An output topic that one of them did
-    not note is left out (see `river_advsvm.streams.output_log`)."""
+def claimed_output_ends(snapshots, claimed: dict, partitions,
+                        topic_ids: dict | None = None) -> tuple[dict, dict]:
+    """Where the outputs of the messages to be learned again start, and the resume offsets to
+    read them back for: `(ends, resume)`, `ends` per output partition, `resume` as `claimed`.
+
+    A claimed partition is learned again from its claim: its outputs since were published
+    after the snapshots that hold the claim noted their ends (each noted them once the outputs
+    before its offsets were delivered; whoever learned on from a claim published after it). A
+    partition no snapshot claims is learned from its beginning; a worker that learned some of
+    it would have claimed it in its next snapshot, so its outputs came after some worker's
+    latest snapshot: they are read from the least end the latest snapshots noted, and from
+    offset 0 (only when a snapshot knows the topic as it is now, `topic_ids`: the outputs of
+    an earlier incarnation name the offsets of the new messages). Ends are the least any of
+    the snapshots used noted; an output topic that one of them did not note is left out (see
+    `river_advsvm.streams.output_log`)."""
+    resume = {topic: dict(parts) for topic, parts in claimed.items()}
     wanted = {(tp.topic, tp.partition): claimed.get(tp.topic, {}).get(tp.partition)
               for tp in partitions}
     holders = [s for s in snapshots
                if any(o is not None and s.offsets.get(t, {}).get(p) == o
                       for (t, p), o in wanted.items())]
+    unclaimed = [(t, p) for (t, p), o in wanted.items()
+                 if o is None and _known_incarnation(snapshots, t, (topic_ids or {}).get(t))]
+    if unclaimed:
+        holders = list(snapshots)
+        for t, p in unclaimed:
+            resume.setdefault(t, {})[p] = 0
     if not holders:
-        return {}
+        return {}, resume
     noted = [s.fields["output_ends"] for s in holders]
     ends: dict = {}
     for topic in set.intersection(*(set(n) for n in noted)):
         parts = set().union(*(n[topic] for n in noted))
         ends[topic] = {p: min(n[topic].get(p, 0) for n in noted) for p in parts}
-    return ends
+    return ends, resume
+
+
+def _known_incarnation(snapshots, topic: str, current) -> bool:
+    """Whether a snapshot read `topic` as it is now: its id, or (a broker without topic ids)
+    any offsets of it."""
+    if current is None:
+        return any(topic in s.offsets for s in snapshots)
+    return any(s.fields["topic_ids"].get(topic) == current for s in snapshots)
 
 
 def superseded(snapshots) -> set[str]:

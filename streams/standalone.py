@@ -133,6 +133,16 @@ class Standalone:
             topic for topic, now in current.items()
             if now is not None and saved.topic_ids.get(topic) not in (None, now)
         }
+        # Topics the checkpoint read as they are now: a partition of one that it holds no
+        # offset for is learned from its beginning, and what this service published of it
+        # after the checkpoint is read back (from offset 0; not for another incarnation,
+        # whose outputs name the offsets of the new messages).
+        known = {topic for topic, now in current.items() if topic not in recreated and (
+            saved.topic_ids.get(topic) == now if now is not None else topic in saved.offsets)}
+        resume = {topic: dict(parts) for topic, parts in saved.offsets.items()}
+        for tp in partitions:
+            if tp.topic in known:
+                resume.setdefault(tp.topic, {}).setdefault(tp.partition, 0)
         for topic in sorted(recreated):
             log.warning(
                 "topic %r was recreated (id %s, checkpoint has %s): its checkpointed offsets "
@@ -146,7 +156,7 @@ class Standalone:
                 saved.topic_ids[topic] = now
         consumer = session.consumer
         # What the run before this one published of what is learned again: not sent twice.
-        session.read_published(saved.output_ends, partitions, saved.offsets)
+        session.read_published(saved.output_ends, partitions, resume)
         for tp in sorted(partitions):
             offset = saved.offsets.get(tp.topic, {}).get(tp.partition)
             if tp.topic in recreated:

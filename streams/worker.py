@@ -280,8 +280,8 @@ class GroupWorker:
                 consumer.seek(tp, offset)
         # What the workers before published of what is learned again: not sent twice; a crash
         # before it is all learned again reads it again.
-        ends = group.claimed_output_ends(claims, partitions)
-        session.read_published(ends, partitions, claims)
+        ends, resume = group.claimed_output_ends(claims, partitions, current)
+        session.read_published(ends, partitions, resume)
         if session.published:
             state.output_ends = ends
         if partitions:

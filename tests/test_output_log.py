@@ -162,3 +162,33 @@ def test_partitions_without_a_resume_offset_are_not_read_back():
     session.clients = Refusing()
     session.read_published({"preds": {0: 5}}, [TopicPartition("in", 0)], {"other": {0: 9}})
     assert session.clients.asked == 0 and not session.published
+
+
+def test_a_partition_no_snapshot_claims_is_read_back_from_0_after_the_latest_snapshots():
+    """A worker killed before any of its snapshots claimed a partition had published the
+    outputs of what it learned there: its new owner learns the partition from its beginning
+    and sent them again (250 predictions twice in the group test). A partition no snapshot
+    claims is read back from offset 0, from the least end the group's latest snapshots noted
+    (whoever learned some of it did so after its latest snapshot), unless the topic is of
+    another incarnation than the snapshots read."""
+    from types import SimpleNamespace
+
+    from kafka import TopicPartition
+
+    from river_advsvm.streams.group_state import claimed_output_ends
+
+    def snapshot(offsets, ends, topic_id="id-1"):
+        return SimpleNamespace(offsets=offsets, fields={
+            "output_ends": {"pred": {0: ends}}, "topic_ids": {"in": topic_id}})
+
+    snapshots = [snapshot({"in": {1: 1500}}, 900), snapshot({"in": {2: 1750}}, 700)]
+    claims = {"in": {1: 1500, 2: 1750}}
+    claimed_only = [TopicPartition("in", 1)]
+    assert claimed_output_ends(snapshots, claims, claimed_only, {"in": "id-1"}) == (
+        {"pred": {0: 900}}, claims)
+    taken_over = [TopicPartition("in", 0), TopicPartition("in", 1)]
+    ends, resume = claimed_output_ends(snapshots, claims, taken_over, {"in": "id-1"})
+    assert ends == {"pred": {0: 700}} and resume == {"in": {0: 0, 1: 1500, 2: 1750}}
+    # The topic was recreated since (another id): its unclaimed partitions are not read back.
+    ends, resume = claimed_output_ends(snapshots, {}, taken_over, {"in": "id-2"})
+    assert ends == {} and resume == {}
