@@ -61,8 +61,7 @@ class MarginPredictions:
         # as in progressive validation): hashing them again at every vote made the warm-up
         # cost a hash per input per prediction. (They are at most max_features: held.)
         if self._held:
-            self._held_inputs()
-            if names == self._held_cache[2]:
+            if names == self._held_inputs_now()[2]:
                 return
         columns = self._index.lookup(names).unknown
         nonzero = np.atleast_2d(values)[:, columns] != 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from river_advsvm.streams import merge
+from river_advsvm.streams import merge, output_log
 from river_advsvm.streams.snapshot import Snapshot
 
 __all__ = ["claimed_output_ends", "claims", "group_model", "superseded", "totals"]
@@ -54,18 +54,15 @@ def claimed_output_ends(snapshots, claimed: dict, partitions,
     an earlier incarnation name the offsets of the new messages). Ends are the least any of
     the snapshots used noted; an output topic that one of them did not note is left out (see
     `river_advsvm.streams.output_log`)."""
-    resume = {topic: dict(parts) for topic, parts in claimed.items()}
     wanted = {(tp.topic, tp.partition): claimed.get(tp.topic, {}).get(tp.partition)
               for tp in partitions}
     holders = [s for s in snapshots
                if any(o is not None and s.offsets.get(t, {}).get(p) == o
                       for (t, p), o in wanted.items())]
-    unclaimed = [(t, p) for (t, p), o in wanted.items()
-                 if o is None and _known_incarnation(snapshots, t, (topic_ids or {}).get(t))]
-    if unclaimed:
-        holders = list(snapshots)
-        for t, p in unclaimed:
-            resume.setdefault(t, {})[p] = 0
+    known = {t for t, _ in wanted if _known_incarnation(snapshots, t, (topic_ids or {}).get(t))}
+    resume = output_log.resume_offsets(claimed, partitions, known)
+    if any(o is None and t in known for (t, _), o in wanted.items()):
+        holders = list(snapshots)  # (an unclaimed partition: after any latest snapshot)
     if not holders:
         return {}, resume
     noted = [s.fields["output_ends"] for s in holders]

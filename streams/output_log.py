@@ -38,7 +38,7 @@ import json
 import logging
 import time
 
-__all__ = ["Published", "end_offsets", "partitions_of", "read"]
+__all__ = ["Published", "end_offsets", "partitions_of", "read", "resume_offsets"]
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,18 @@ class Published:
         if not self._left[key]:
             self._drop(key)
         return True
+
+
+def resume_offsets(offsets: dict, partitions, known_topics) -> dict:
+    """The offsets to read outputs back from, `{topic: {partition: offset}}`: `offsets` (where
+    the partitions are learned again from), and 0 for each of `partitions` they lack whose
+    topic is in `known_topics` (learned from its beginning). A topic not known as it is now
+    is left out: an earlier incarnation's outputs name the offsets of its new messages."""
+    resume = {topic: dict(parts) for topic, parts in offsets.items()}
+    for tp in partitions:
+        if tp.topic in known_topics:
+            resume.setdefault(tp.topic, {}).setdefault(tp.partition, 0)
+    return resume
 
 
 def partitions_of(consumer, topics: list[str]) -> list:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 
-from river_advsvm.streams import faults
+from river_advsvm.streams import faults, output_log
 from river_advsvm.streams import state as state_io
 from river_advsvm.streams.session import Session
 
@@ -137,12 +137,10 @@ class Standalone:
         # offset for is learned from its beginning, and what this service published of it
         # after the checkpoint is read back (from offset 0; not for another incarnation,
         # whose outputs name the offsets of the new messages).
-        known = {topic for topic, now in current.items() if topic not in recreated and (
-            saved.topic_ids.get(topic) == now if now is not None else topic in saved.offsets)}
-        resume = {topic: dict(parts) for topic, parts in saved.offsets.items()}
-        for tp in partitions:
-            if tp.topic in known:
-                resume.setdefault(tp.topic, {}).setdefault(tp.partition, 0)
+        known = {topic for topic, now in current.items()
+                 if (saved.topic_ids.get(topic) == now if now is not None
+                     else topic in saved.offsets)}
+        resume = output_log.resume_offsets(saved.offsets, partitions, known)
         for topic in sorted(recreated):
             log.warning(
                 "topic %r was recreated (id %s, checkpoint has %s): its checkpointed offsets "
