@@ -290,33 +290,6 @@ def test_broker_restart_mid_stream_loses_nothing(own_broker, tmp_path):
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
 
 
-@pytest.mark.parametrize("outage", ["killed", "frozen"])
-def test_a_stop_while_the_broker_is_gone_before_the_first_output_is_answered(
-        own_broker, tmp_path, outage):
-    """The producer of the outputs is made at the first output: with the broker gone (killed,
-    or frozen) by then, every output of a batch waited 5 s in turn to make one, and a SIGTERM
-    went unanswered for minutes. It is answered within the drain's budget: status 1, the
-    outputs not delivered, no final checkpoint."""
-    bootstrap = own_broker.bootstrap_servers
-    topic = _topics(own_broker, f"gone-{outage}", outputs=("predictions",))
-    X, y = kh.stream(2000, seed=7)
-    kh.produce(bootstrap, topic, kh.messages(X, y), partition=0)
-    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
-    command = kh.serve_command(bootstrap, topic, f"gone-{outage}-group", directory,
-                               "--predictions-topic", f"{topic}-predictions",
-                               "--checkpoint-every", "100000", "--checkpoint-interval", "1000",
-                               "--shutdown-timeout", "3", "--max-poll-records", "100")
-    process = kh.start_service(command, log)
-    kh.wait_until(lambda: "assigned" in kh.tail(log), 60, "the assignment", process, log)
-    own_broker.kill() if outage == "killed" else own_broker.pause()
-    kh.wait_until(lambda: "cannot reach the broker to publish" in kh.tail(log), 60,
-                  "the first output to find no broker", process, log)
-    # (The drain's budget and one attempt to reach the broker under way: about 8 s.)
-    assert kh.stop_service(process, timeout=60) == 1, kh.tail(log)
-    assert "Traceback" not in kh.tail(log, 200) and "Exception ignored" not in kh.tail(log, 200)
-    assert not (directory / "checkpoint.ckpt").exists()
-
-
 def test_a_topic_deleted_and_created_again_is_learned_once(broker, tmp_path):
     """The input topic is deleted and created again under the running service: its new id is
     seen within seconds (the consumer's metadata is refreshed every few seconds, not every 5
