@@ -365,6 +365,8 @@ def read_session(session) -> Reading:
         reason = "positioning the assigned partitions from the group's snapshots"
     elif not progress.assigned_once:
         reason = "waiting for the consumer group to assign partitions"
+    elif progress.rebalancing_since is not None:
+        reason = "the consumer group is rebalancing"
     else:
         reason = ""
     return Reading.from_state(

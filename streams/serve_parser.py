@@ -28,7 +28,8 @@ signals and exit statuses:
          after the last one is learned again at the next start), or an unexpected error
     2    usage error: bad options, unusable security settings or files, unreadable
          checkpoint or one beyond --budget / --max-features, checkpoint directory in use
-    3    no broker answered within --connect-timeout at start-up (it may come back: restart)
+    3    no broker answered within --connect-timeout at start-up, or the consumer group's
+         rebalance did not end within the group's rebalance timeout (it may come back: restart)
     4    at start-up the cluster answered and refused the connection settings (wrong CA,
          certificate not valid for the host, client certificate missing or refused, plaintext
          against TLS or TLS against plaintext, wrong SASL password or mechanism): fix them

@@ -36,7 +36,9 @@ with:
   and what came after it is learned again at the next start;
 - 2: a usage error: bad options, an unreadable checkpoint or one beyond the operator's limits
   (`river_advsvm.streams.state.Limits`), a checkpoint directory in use;
-- 3: no broker answered within `connect_timeout` at start-up (`BrokerUnreachable`);
+- 3: no broker answered within `connect_timeout` at start-up (`BrokerUnreachable`), or the
+  consumer group's rebalance did not end within the members' rebalance timeout
+  (`max_poll_interval_ms`) and a session timeout: a restart joins the group anew;
 - 4: at start-up the cluster refused the connection settings: TLS or SASL
   (`SettingsRefused`);
 - 5: a fault of the machine (disk full, I/O error, out of memory): the last checkpoint is
@@ -118,12 +120,15 @@ class _Rebalance(ConsumerRebalanceListener):
         self.service = service
 
     def on_partitions_revoked(self, revoked):
+        self.service.session.progress.rebalancing()
         self.service._guarded(self.service.checkpoints.on_revoked, revoked)
 
     def on_partitions_lost(self, lost):
+        self.service.session.progress.rebalancing()
         self.service._guarded(self.service.checkpoints.on_lost, lost)
 
     def on_partitions_assigned(self, assigned):
+        self.service.session.progress.rebalanced()
         self.service._guarded(self.service.checkpoints.on_assigned, assigned)
 
 
@@ -160,6 +165,8 @@ class Service:
             self.session)
         self._outputs: Outputs | None = None
         self._fatal: BaseException | None = None
+        self._stalled = False  # stopped by a rebalance that did not end
+        self._rebalance_warned = False
 
     @property
     def state(self) -> state_io.ServiceState:
@@ -259,7 +266,10 @@ class Service:
                 return signals.status(0)
             session.consumer.subscribe([config.topic], listener=_Rebalance(self))
             self._loop()
-            return signals.status(self._shutdown())
+            status = self._shutdown()
+            if self._stalled and status == 0:
+                status = lifecycle.NO_BROKER  # (a restart joins the group anew)
+            return signals.status(status)
         finally:
             signals.restore()
             self.checkpoints.close()
@@ -315,6 +325,34 @@ class Service:
                     and self._caught_up()):
                 log.info("no message for %.1fs: stopping", config.exit_when_idle)
                 break
+            if self._rebalance_stalled(now):
+                break
+
+    def _rebalance_stalled(self, now: float) -> bool:
+        """True once the group's rebalance under way has lasted longer than any a working
+        group coordinator lets one last: the members' rebalance timeout (the consumer's
+        `max_poll_interval_ms`) and a session timeout to evict a member that left. The
+        service then stops, with the exit status of a broker that does not serve it (3: a
+        restart joins the group anew). A warning comes first, from twice the session timeout."""
+        since = self.session.progress.rebalancing_since
+        if since is None:
+            self._rebalance_warned = False
+            return False
+        consumer = self.session.consumer
+        limit = (consumer.config["max_poll_interval_ms"] + self.config.session_timeout_ms) / 1000
+        waited = now - since
+        if waited >= limit:
+            log.error("the consumer group's rebalance has not ended in %.0fs (no partition is "
+                      "assigned to this worker meanwhile): the broker's group coordinator does "
+                      "not complete it; stopping, a restart joins the group anew", waited)
+            self._stalled = True
+            return True
+        if waited >= 2 * self.config.session_timeout_ms / 1000 and not self._rebalance_warned:
+            log.warning("the consumer group has been rebalancing for %.0fs: no partition is "
+                        "assigned to this worker until it ends (the service stops after %.0fs "
+                        "of it)", waited, limit)
+            self._rebalance_warned = True
+        return False
 
     def _caught_up(self) -> bool:
         """Every assigned partition fetched at least once and none behind its high watermark
@@ -324,6 +362,8 @@ class Service:
         holds its partitions until the group's session timeout evicts it, and the rebalance
         that follows may bring them here."""
         progress = self.session.progress
+        if progress.rebalancing_since is not None:
+            return False  # (the rebalance may bring partitions here)
         if not self.session.assignment:
             unassigned = time.monotonic() - progress.last_activity
             return unassigned >= 2 * self.config.session_timeout_ms / 1000

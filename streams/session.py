@@ -57,6 +57,9 @@ class Progress:
     last_activity: float = dataclasses.field(default_factory=time.monotonic)
     assigned_once: bool = False
     restoring: bool = False  # partitions assigned, not positioned yet (a group worker)
+    # When the consumer group's rebalance under way began (its partitions revoked, none
+    # assigned since), or None.
+    rebalancing_since: float | None = None
     # (topic, partition) -> messages behind the high watermark, as of the last poll; replaced
     # whole, never updated in place (an observer reads it from another thread).
     lag: dict = dataclasses.field(default_factory=dict)
@@ -77,6 +80,15 @@ class Progress:
             self.last_activity = now
             if self.first_message is None:
                 self.first_message = now
+
+    def rebalancing(self) -> None:
+        """The group began a rebalance (kafka-python revokes every partition first)."""
+        if self.rebalancing_since is None:
+            self.rebalancing_since = time.monotonic()
+
+    def rebalanced(self) -> None:
+        """The group's rebalance ended: this member has its partitions (perhaps none)."""
+        self.rebalancing_since = None
 
     def heartbeat(self) -> None:
         """The loop is waiting for the broker on purpose (a retry): alive, as after a poll."""

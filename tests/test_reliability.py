@@ -182,6 +182,7 @@ def test_a_value_out_of_its_range_is_a_checkpoint_error_in_one_line(tmp_path, ca
     with pytest.raises(CheckpointError, match=message) as caught:
         state.load(tmp_path)
     assert "\n" not in str(caught.value)
+    assert state.checkpoint_path(tmp_path) in str(caught.value)  # which file
     assert cli.main(["serve", *_serve(tmp_path)]) == lifecycle.USAGE_ERROR
     assert capsys.readouterr().err.count("\n") == 1
 
@@ -520,6 +521,71 @@ def test_running_out_of_memory_reading_the_checkpoint_is_a_fault_of_the_machine(
         state.load(tmp_path)
     assert cli.main(["serve", *_serve(tmp_path)]) == lifecycle.ENVIRONMENT_FAULT
     assert capsys.readouterr().err == "advsvm serve: out of memory\n"
+
+
+class _ConsumerSettings:
+    """What `Service._rebalance_stalled` reads of a consumer: its settings."""
+
+    config = {"max_poll_interval_ms": 300_000}
+
+
+def _service_with_a_rebalance_begun(seconds_ago: float, session_timeout_ms: int = 4000):
+    import time
+
+    from river_advsvm.streams.service import Service, ServiceConfig
+
+    config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="t", group="g",
+                           checkpoint_dir="unused", exit_when_idle=1.0,
+                           session_timeout_ms=session_timeout_ms)
+    service = Service(config, model_factory=AdvLinearSVM)
+    service.session.consumer = _ConsumerSettings()
+    progress = service.session.progress
+    progress.assigned_once = True
+    progress.rebalancing()
+    progress.rebalancing_since = time.monotonic() - seconds_ago
+    return service
+
+
+def test_a_worker_whose_group_is_rebalancing_is_not_idle_nor_ready():
+    """A group whose coordinator never ended a rebalance (two members left during one) left
+    the others with no partition: ready, and stopped by `--exit-when-idle` with status 0 and
+    messages unread."""
+    import time
+
+    service = _service_with_a_rebalance_begun(seconds_ago=60.0)
+    progress = service.session.progress
+    service.session.assignment = set()
+    progress.last_activity = time.monotonic() - 60.0  # idle past exit_when_idle and 2 x 4 s
+    assert not service._caught_up()
+    reading = metrics.read_session(service.session)
+    assert not reading.ready and reading.not_ready_reason == "the consumer group is rebalancing"
+    progress.rebalanced()
+    assert service._caught_up()
+    assert metrics.read_session(service.session).ready
+
+
+def test_a_rebalance_that_does_not_end_stops_the_service_with_the_status_of_no_broker(caplog):
+    """Past the members' rebalance timeout and a session timeout (longer than a working
+    coordinator lets a rebalance last), the service stops; status 3 is restarted, and the
+    restarted worker joins the group anew. A warning comes from twice the session timeout."""
+    import time
+
+    limit = 300.0 + 4.0
+    with caplog.at_level(logging.WARNING, logger="river_advsvm.streams.service"):
+        service = _service_with_a_rebalance_begun(seconds_ago=7.0)
+        assert not service._rebalance_stalled(time.monotonic())
+        assert not caplog.records  # (under twice the session timeout: a usual rebalance)
+        service = _service_with_a_rebalance_begun(seconds_ago=limit - 5.0)
+        assert not service._rebalance_stalled(time.monotonic())
+        assert [r.levelname for r in caplog.records] == ["WARNING"]
+        assert "rebalancing for" in caplog.records[0].getMessage()
+        assert not service._stalled
+        service.session.progress.rebalancing_since -= 10.0
+        assert service._rebalance_stalled(time.monotonic())
+        assert service._stalled
+        assert caplog.records[-1].levelname == "ERROR"
+        service.session.progress.rebalanced()
+        assert not service._rebalance_stalled(time.monotonic())
 
 
 def test_with_no_partition_assigned_the_service_is_not_idle_before_twice_the_session_timeout():
