@@ -242,7 +242,7 @@ def inspect_group(args: argparse.Namespace) -> int:
         w: {"samples_learned": s.learned, "consumed": s.consumed, "snapshot": s.seq,
             "created_at": s.meta["extra"].get("created_at"),
             "offsets": {t: {str(p): o for p, o in parts.items()} for t, parts in s.offsets.items()}}
-        for w, s in sorted(snapshots.items())
+        for w, s in sorted(snapshots.items()) if w not in summary["left_out"]
     }
     model = group.group_model(snapshots.values())
     summary["merged_model"] = None if model is None else {

@@ -332,7 +332,8 @@ class GroupSync:
                 log.error("not adopting the model options of %s's snapshot, which no group can "
                           "average (%s)", peers[0].worker, unmergeable)
             elif reason is not None:
-                log.warning("adopting the group's model options (%s)", reason)
+                log.warning("adopting the group's model options, those of %s's snapshot, over "
+                            "this worker's (%s, the group's first)", peers[0].worker, reason)
                 cls = type(state.model)
                 state.model = cls(**cls._params_from_checkpoint(peers[0].meta["params"]))
         return state, False

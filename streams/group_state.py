@@ -10,12 +10,13 @@ the merged model a new worker starts from (`group_model`) and the group's counte
 
 from __future__ import annotations
 
+import json
 import logging
 
 from river_advsvm.streams import merge, output_log
 from river_advsvm.streams.snapshot import Snapshot
 
-__all__ = ["claimed_output_ends", "claims", "group_model", "superseded", "totals"]
+__all__ = ["claimed_output_ends", "claims", "group_model", "members", "superseded", "totals"]
 
 log = logging.getLogger(__name__)
 
@@ -94,43 +95,59 @@ def superseded(snapshots) -> set[str]:
     return out
 
 
+def members(snapshots) -> tuple[list[Snapshot], dict[str, str]]:
+    """The latest snapshots of the group's workers, in the order they were published, and why
+    each other one is left out (worker -> reason): the group is the snapshots whose models can
+    be averaged with the options most of them share (ties: the earliest snapshot's), so that a
+    snapshot with other options, however early, does not decide for the others."""
+    ordered = sorted(snapshots, key=lambda s: s.position)
+    if not ordered:
+        return [], {}
+    votes: dict = {}
+    for s in ordered:
+        key = json.dumps(s.meta.get("params"), sort_keys=True, default=str)
+        votes.setdefault(key, []).append(s)
+    base = max(votes.values(), key=len)[0]  # (max keeps the first of equals: the earliest)
+    kept, left_out = [], {}
+    for s in ordered:
+        reason = None if s is base else merge.incompatibility(base.meta, s.meta)
+        if reason is None:
+            kept.append(s)
+        else:
+            left_out[s.worker] = reason
+    return kept, left_out
+
+
 def group_model(snapshots):
     """The group's model: what a new worker starts from, as a fitted model (None if empty).
 
-    The latest snapshots that no later snapshot has folded in entirely, averaged with weights
-    = their `samples_learned`; `n_learned` is the sum over every latest snapshot. Snapshots
-    whose model cannot be averaged with the earliest one are left out (and logged).
+    The latest snapshots of the group (`members`) that no later snapshot has folded in
+    entirely, averaged with weights = their `samples_learned`; `n_learned` is the sum over the
+    group's latest snapshots. Snapshots left out are logged.
     """
-    members = _group_members(list(snapshots))
-    if not members:
+    group, left_out = members(snapshots)
+    for worker, reason in left_out.items():
+        log.error("leaving out the snapshot of %s: %s", worker, reason)
+    averaged = _averaged_members(group)
+    if not averaged:
         return None
-    return merge.to_model(*merge.average(members, sum(s.learned for s in snapshots)))
+    return merge.to_model(*merge.average(averaged, sum(s.learned for s in group)))
 
 
-def _group_members(snapshots: list[Snapshot]) -> list[tuple]:
-    for s in snapshots:
+def _averaged_members(group: list[Snapshot]) -> list[tuple]:
+    for s in group:
         if s.coefficients_only:
             log.error("leaving out the snapshot of %s: its coefficients are over basis %d, "
                       "which this reader does not hold", s.worker, s.over_basis[0])
-    snapshots = [s for s in snapshots if not s.coefficients_only]
-    if not snapshots:
-        return []
-    ordered = sorted(snapshots, key=lambda s: s.position)
-    gone = superseded(ordered)
-    base = ordered[0]
-    members = [(*base.whole(), 0.0 if base.worker in gone else float(base.learned))]
-    for s in ordered[1:]:
-        reason = merge.incompatibility(base.meta, s.meta)
-        if reason is not None:
-            log.error("leaving out the snapshot of %s: %s", s.worker, reason)
-            continue
-        members.append((*s.whole(), 0.0 if s.worker in gone else float(s.learned)))
-    return members
+    group = [s for s in group if not s.coefficients_only]
+    gone = superseded(group)
+    return [(*s.whole(), 0.0 if s.worker in gone else float(s.learned)) for s in group]
 
 
 def totals(snapshots) -> dict:
-    """What the group has done, over the latest snapshot of every worker."""
-    snapshots = list(snapshots)
+    """What the group has done, over the latest snapshot of every worker of the group
+    (`members`); `left_out` names the others, with why."""
+    snapshots, left_out = members(snapshots)
     sums = {key: sum(s.fields["counters"][key] for s in snapshots)
             for key in ("consumed", "learned", "predicted", "unlabelled", "dead_letters",
                         "learned_correct")}
@@ -150,4 +167,5 @@ def totals(snapshots) -> dict:
         "claimed_messages": sum(o for parts in all_claims.values() for o in parts.values()),
         "first_message_at": min((r["first"] for r in runs), default=None),
         "last_message_at": max((r["last"] for r in runs), default=None),
+        "left_out": left_out,
     }

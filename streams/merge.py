@@ -136,9 +136,11 @@ def incompatibility(meta_a: dict, meta_b: dict) -> str | None:
     if meta_a.get("class") != AdvKernelSVM.__name__ or meta_b.get("class") != meta_a["class"]:
         return _only_kernel_models(meta_a.get("class"), meta_b.get("class"))
     params_a, params_b = meta_a.get("params", {}), meta_b.get("params", {})
-    for key in sorted(set(params_a) | set(params_b)):
-        if params_a.get(key) != params_b.get(key):
-            return f"params differ: {key} {params_a.get(key)!r} != {params_b.get(key)!r}"
+    differ = [f"{key} {params_a.get(key)!r} != {params_b.get(key)!r}"
+              for key in sorted(set(params_a) | set(params_b))
+              if params_a.get(key) != params_b.get(key)]
+    if differ:
+        return f"params differ: {', '.join(differ)}"
     reason = options_incompatibility(meta_a)  # equal options: the one check serves both
     if reason is not None:
         return reason

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from river_advsvm import AdvKernelSVM, AdvLinearSVM
 from river_advsvm import checkpoint, support, support_average
 from river_advsvm.support_basis import SharedBasis
-from river_advsvm.streams import group, merge
+from river_advsvm.streams import group, group_state, merge
 from river_advsvm.streams import state as state_io
 from river_advsvm.streams.snapshot import parse_fence
 
@@ -342,6 +342,13 @@ def test_support_vector_models_with_other_options_are_refused(change, key):
         merge.average([(*a.to_checkpoint(), 1.0), (*b.to_checkpoint(), 1.0)], 40)
 
 
+def test_every_option_two_models_differ_in_is_named():
+    """A worker started with other options than its group's heard of the first only."""
+    a, b = sv_trained(20, 1, "ab"), sv_trained(20, 2, "ab", gamma=0.7, epsilon=0.2)
+    reason = merge.incompatibility(a.to_checkpoint()[0], b.to_checkpoint()[0])
+    assert reason == "params differ: epsilon 0.1 != 0.2, gamma 0.2 != 0.7"
+
+
 def test_support_vector_models_whose_inputs_together_are_too_many_are_refused():
     a, b = sv_trained(20, 1, "abc", max_features=4), sv_trained(20, 2, "cde", max_features=4)
     with pytest.raises(merge.IncompatibleModels, match="5 inputs together, more than "
@@ -572,6 +579,27 @@ def test_totals_count_every_message_once_over_the_latest_snapshots():
     summary = group.totals(snaps)
     assert summary["consumed"] == 110 == summary["claimed_messages"]
     assert summary["samples_learned"] == 95 and summary["workers"] == ["a", "b"]
+
+
+def test_a_snapshot_with_other_options_is_not_the_groups_however_early():
+    """A record on the snapshot topic with other model options (a larger budget, say) and
+    claims far ahead was counted by `advsvm inspect` (workers, messages, resume points) though
+    every worker refused it; published first, it also decided the merged model's options."""
+    m = trained(10, 1)
+    odd = trained(10, 1, budget=4096)
+    snaps = [snapshot("odd", 0, odd, {"t": {0: 900, 1: 900}}, learned=5000, messages=5000),
+             snapshot("a", 1, m, {"t": {0: 60, 1: 20}}, learned=70, messages=80),
+             snapshot("b", 2, m, {"t": {1: 50}}, learned=25, messages=30)]
+    summary = group.totals(snaps)
+    assert summary["workers"] == ["a", "b"] and list(summary["left_out"]) == ["odd"]
+    assert "budget" in summary["left_out"]["odd"]
+    assert summary["consumed"] == 110 == summary["claimed_messages"]
+    assert summary["offsets"] == {"t": {"0": 60, "1": 50}}
+    model = group.group_model(snaps)
+    assert model.budget == m.budget and model.n_learned == 95
+    # Ties go to the earliest snapshot's options.
+    assert group_state.members(snaps[:2]) == ([snaps[0]], {"a": merge.incompatibility(
+        snaps[0].meta, snaps[1].meta)})
 
 
 def test_worker_ids_are_kept_in_the_checkpoint_directory(tmp_path):
