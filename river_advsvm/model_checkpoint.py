@@ -147,7 +147,8 @@ class CheckpointMixin:
             state = meta["state"]
             names = [inputs.decode_name(n) for n in state["names"]]
             if len(names) > model.max_features:
-                raise ValueError(f"{len(names)} inputs, more than max_features")
+                raise ValueError(f"{len(names)} inputs, more than its model's "
+                                 f"max_features={model.max_features}")
             if len(set(names)) != len(names):
                 raise ValueError("duplicate feature names")
             inputs.check_name_texts(names)  # (their encodings are checked as they are hashed)

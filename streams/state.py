@@ -449,7 +449,10 @@ def from_checkpoint(meta: dict, arrays: dict, where: str, limits: Limits | None 
     cls = _MODELS.get(meta.get("class"))
     if cls is None:
         raise CheckpointError(f"unknown model class {meta.get('class')!r} in {where!r}")
-    model = cls.from_checkpoint(meta, arrays)
+    try:
+        model = cls.from_checkpoint(meta, arrays)
+    except CheckpointError as error:  # (a file's path, or a peer's snapshot, says which one)
+        raise CheckpointError(f"{where}: {error}") from None
     if fields["width"] is not None and fields["width"] > model.max_features:
         # Arrays of that width hold more inputs than the model learns: every array message
         # would be a dead letter (the service refuses `--features` past `--max-features` too).
