@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import time
 import typing
-import warnings
 
 import numpy as np
 from river import base
@@ -30,6 +29,7 @@ from river import base
 from river_advsvm import inputs
 from river_advsvm import progress as progress_
 from river_advsvm.kernels import NORMS, l2_lengths
+from river_advsvm.margin import warn_caller
 from river_advsvm.margin_predict import batch_labels
 
 __all__ = [
@@ -568,12 +568,12 @@ class Attack(base.Base):
             n_queries=oracle.n_queries,
         )
         if self.last_result.n_no_gradient:
-            warnings.warn(
+            # At the caller's line, whichever public method (or evaluate function) got here.
+            warn_caller(
                 f"{type(self).__name__}: {self.last_result.n_no_gradient} of {len(X)} samples "
                 "were not fooled and met a zero, vanishing or non-finite gradient on the way; "
                 "the robust accuracy on them may be an overestimate",
                 NoGradientWarning,
-                stacklevel=3,
             )
         return self.last_result
 
