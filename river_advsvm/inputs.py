@@ -104,7 +104,8 @@ def check_box(bounds) -> tuple[float, float] | None:
         return None
     if not (isinstance(bounds, (tuple, list)) and len(bounds) == 2
             and all(is_number(b) and math.isfinite(b) for b in bounds) and bounds[0] < bounds[1]):
-        raise ValueError(f"bounds must be None or (lo, hi) with finite lo < hi, got {bounds!r}")
+        raise ValueError("bounds must be None or (lo, hi) with finite lo < hi, got "
+                         f"{describe(bounds)}")
     return float(bounds[0]), float(bounds[1])
 
 
@@ -133,6 +134,8 @@ def describe(value) -> str:
         return f"{value} (a numpy {type(value).__name__})"
     if isinstance(value, np.generic):
         value = value.item()
+    if type(value) in (tuple, list):  # (bounds=(0, np.float64(1)): its numbers as numbers)
+        value = type(value)(_plain(v) for v in value)
     if isinstance(value, float):
         return repr(value)
     if isinstance(value, bool) or value is None:
@@ -149,6 +152,14 @@ def describe(value) -> str:
 
 
 # -- names ----------------------------------------------------------------------------------------
+
+
+def _plain(value):
+    """`value` with the numpy scalars in it (a tuple's too) as the Python values they hold."""
+    if type(value) is tuple:
+        return tuple(_plain(v) for v in value)
+    return plain_number(value)
+
 
 
 def _encode(name, depth: int):

@@ -59,10 +59,31 @@ NOTE_SECONDS = 5.0
 BAR_DELAY = 1.0
 
 
-def check_seed(seed) -> None:
-    """ValueError unless `seed` is None or an int >= 0 (what numpy's generators take)."""
+def check_seed(seed) -> int | None:
+    """`seed` as a plain int (a numpy integer is the int it holds), or None; ValueError unless
+    it is None or an int >= 0 (what numpy's generators take)."""
+    seed = inputs.plain_number(seed)
     if not (seed is None or (inputs.is_whole(seed) and seed >= 0)):
         raise ValueError(f"seed must be None or an int >= 0, got {inputs.describe(seed)}")
+    return seed
+
+
+def check_count(name: str, value) -> int:
+    """`value` as a plain int (a numpy integer, a count taken from an array, is the int it
+    holds); ValueError naming `name` unless it is a whole number >= 1."""
+    value = inputs.plain_number(value)
+    if not (inputs.is_whole(value) and value >= 1):
+        raise ValueError(f"{name} must be a positive int, got {inputs.describe(value)}")
+    return value
+
+
+def check_flag(name: str, value) -> bool:
+    """`value` as a bool (numpy's too); ValueError naming `name` for anything else: a str
+    such as "no" would otherwise count as true."""
+    value = inputs.plain_number(value)
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {inputs.describe(value)}")
+    return value
 
 
 class NoGradientWarning(UserWarning):
