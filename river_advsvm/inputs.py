@@ -161,6 +161,11 @@ def _plain(value):
     return plain_number(value)
 
 
+def _shown(name) -> str:
+    """A feature name as a message shows it: its repr, a numpy scalar's as the Python value it
+    holds (`'a'` for `np.str_('a')`, `3` for `np.int64(3)`: names that are one name)."""
+    return repr(_plain(name))
+
 
 def _encode(name, depth: int):
     if isinstance(name, np.generic):
@@ -319,7 +324,7 @@ def _first_bad_value(names: typing.Sequence, raw: typing.Sequence) -> InvalidInp
     for name, value in zip(names, raw):  # an error path: a Python loop is fine
         if not _is_number(value):
             return InvalidInput(
-                f"feature {name!r} is {describe(value)}; feature values must be numbers",
+                f"feature {_shown(name)} is {describe(value)}; feature values must be numbers",
                 "not_a_number")
         if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
             if abs(int(value)) > MAX_ABS_VALUE:
@@ -329,7 +334,7 @@ def _first_bad_value(names: typing.Sequence, raw: typing.Sequence) -> InvalidInp
 
 def _too_large(name, value) -> InvalidInput:
     return InvalidInput(
-        f"feature {name!r} is {describe(value)}, beyond the accepted magnitude "
+        f"feature {_shown(name)} is {describe(value)}, beyond the accepted magnitude "
         f"{MAX_ABS_VALUE:g}; rescale the input", "too_large")
 
 
@@ -337,10 +342,10 @@ def _bounds_error(name, value) -> InvalidInput:
     value = float(value)
     if math.isnan(value):
         return InvalidInput(
-            f"feature {name!r} is nan; learning needs finite values "
+            f"feature {_shown(name)} is nan; learning needs finite values "
             "(at prediction time NaN counts as a missing feature)", "not_finite")
     if math.isinf(value):
-        return InvalidInput(f"feature {name!r} is {value!r}; feature values must be finite",
+        return InvalidInput(f"feature {_shown(name)} is {value!r}; feature values must be finite",
                             "not_finite")
     return _too_large(name, value)
 
