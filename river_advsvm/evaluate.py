@@ -170,7 +170,7 @@ def robustness_report(
     """
     import pandas as pd
 
-    names, values = inputs.frame_values(X)
+    names, values = inputs.frame_values(X, needs="robustness_report")
     labels = list(y)
     if len(labels) != len(values):
         raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels")

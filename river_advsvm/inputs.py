@@ -338,9 +338,12 @@ def _too_large(name, value) -> InvalidInput:
         f"{MAX_ABS_VALUE:g}; rescale the input", "too_large")
 
 
-def _bounds_error(name, value) -> InvalidInput:
+def _bounds_error(name, value, needs: str | None = None) -> InvalidInput:
     value = float(value)
     if math.isnan(value):
+        if needs is not None:
+            return InvalidInput(f"feature {_shown(name)} is nan; {needs} needs finite values",
+                                "not_finite")
         return InvalidInput(
             f"feature {_shown(name)} is nan; learning needs finite values "
             "(at prediction time NaN counts as a missing feature)", "not_finite")
@@ -379,10 +382,12 @@ def _numeric(names: typing.Sequence, raw: typing.Sequence) -> np.ndarray:
     return values.astype(np.float64, copy=False)
 
 
-def _check_bounds(names: typing.Sequence, values: np.ndarray, missing_ok):
+def _check_bounds(names: typing.Sequence, values: np.ndarray, missing_ok,
+                  needs: str | None = None):
     """Refuse non-finite and too large values; with `missing_ok`, NaN entries are returned as
     a mask of entries to drop instead. For a matrix, `missing_ok` may also say it row by row
-    (a sequence of bools)."""
+    (a sequence of bools). `needs` names what refuses NaN, for the message (default:
+    learning)."""
     # Two reductions and no temporary: NaN fails both comparisons, as inf does one.
     if values.size == 0 or (values.max() <= MAX_ABS_VALUE and values.min() >= -MAX_ABS_VALUE):
         return None
@@ -393,7 +398,7 @@ def _check_bounds(names: typing.Sequence, values: np.ndarray, missing_ok):
     if bad.any():
         flat = int(np.flatnonzero(bad)[0])
         column = flat % len(names) if values.ndim == 2 else flat
-        raise _bounds_error(names[column], values.flat[flat])
+        raise _bounds_error(names[column], values.flat[flat], needs)
     return missing
 
 
@@ -430,10 +435,12 @@ def _plain_floats(x: dict) -> np.ndarray | None:
     return array
 
 
-def dict_values(x: dict, missing_ok: bool = False) -> tuple[list, np.ndarray]:
+def dict_values(x: dict, missing_ok: bool = False,
+                needs: str | None = None) -> tuple[list, np.ndarray]:
     """Names and float values of a feature dict, or `InvalidInput`.
 
-    With `missing_ok` (inference), NaN values are dropped with their names.
+    With `missing_ok` (inference), NaN values are dropped with their names. Without it, the
+    message for a NaN says learning needs finite values, or `needs` does ("the attack PGD").
     """
     if not isinstance(x, dict):
         raise InvalidInput(f"x must be a dict of features, got a {type(x).__name__}", "bad_shape")
@@ -441,13 +448,14 @@ def dict_values(x: dict, missing_ok: bool = False) -> tuple[list, np.ndarray]:
     values = _plain_floats(x)
     if values is not None:
         return names, values
-    return _checked_values(names, list(x.values()), missing_ok)
+    return _checked_values(names, list(x.values()), missing_ok, needs)
 
 
-def _checked_values(names: list, raw: list, missing_ok: bool) -> tuple[list, np.ndarray]:
+def _checked_values(names: list, raw: list, missing_ok: bool,
+                    needs: str | None = None) -> tuple[list, np.ndarray]:
     """`dict_values`' general path: any value, each checked (`_plain_floats` is its shortcut)."""
     values = _numeric(names, raw)
-    missing = _check_bounds(names, values, missing_ok)
+    missing = _check_bounds(names, values, missing_ok, needs)
     if missing is not None:
         keep = ~missing
         names = [n for n, k in zip(names, keep.tolist()) if k]
@@ -468,12 +476,12 @@ def check_batch(X) -> None:
             "bad_shape")
 
 
-def frame_values(X, missing_ok=False) -> tuple[list, np.ndarray]:
+def frame_values(X, missing_ok=False, needs: str | None = None) -> tuple[list, np.ndarray]:
     """Column names and a float matrix from a pandas DataFrame or a 2-D numpy array.
 
     A numpy array's columns are named 0..d-1, as `river.stream.iter_array` names them. With
     `missing_ok` (inference), NaN entries become 0: absent, in River's sparse semantics;
-    `missing_ok` may also be one bool per row.
+    `missing_ok` may also be one bool per row. `needs` is `dict_values`'.
     """
     check_batch(X)
     if isinstance(X, np.ndarray):
@@ -490,7 +498,7 @@ def frame_values(X, missing_ok=False) -> tuple[list, np.ndarray]:
                            for j, name in enumerate(names)], dtype=np.float64
                           ).T.reshape(values.shape)
     values = values.astype(np.float64, copy=False)
-    missing = _check_bounds(names, values, missing_ok)
+    missing = _check_bounds(names, values, missing_ok, needs)
     if missing is not None:
         values = np.where(missing, 0.0, values)
     return names, values

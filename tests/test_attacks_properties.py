@@ -359,3 +359,26 @@ def test_random_start_is_a_bool(value):
     with pytest.raises(ValueError, match="random_start must be True or False"):
         PGD(random_start=value)
     assert PGD(random_start=np.bool_(True)).random_start is True
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("how", ["one", "many", "frame", "estimate"])
+def test_a_nan_input_is_refused_in_the_attacks_words(model, kind, how):
+    """An attack refused NaN saying "learning needs finite values (at prediction time NaN
+    counts as a missing feature)": nothing is learned there, and nothing counts as missing."""
+    attack = make_attack(kind, 0.1, NORM_OF[kind][0], None)
+    X = np.full((2, D), 0.5)
+    X[1, 2] = np.nan
+    calls = {
+        "one": lambda: attack.perturb_one(model, {0: 0.5, 1: float("nan")}, True),
+        "many": lambda: attack.perturb_many(model, X, [True, False], progress=False),
+        "frame": lambda: attack.run(model, pd.DataFrame(X, columns=list("abcd")),
+                                    [True, False], progress=False),
+        "estimate": lambda: attack.estimate_seconds(model, X, [True, False]),
+    }
+    with pytest.raises(InvalidInput) as refused:
+        calls[how]()
+    message = str(refused.value)
+    assert refused.value.code == "not_finite"
+    assert f"is nan; the attack {type(attack).__name__} needs finite values" in message
+    assert "learning" not in message and "\n" not in message

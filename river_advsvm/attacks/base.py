@@ -483,7 +483,7 @@ class Attack(base.Base):
 
     def perturb_one(self, model, x: dict, y) -> dict:
         """The attacked version of one sample; `x` is left as it is."""
-        names, values = inputs.dict_values(x)
+        names, values = inputs.dict_values(x, needs=self._needs())
         result = self._run(model, names, values[None, :], [y])
         return dict(zip(names, result.adversarial[0].tolist()))
 
@@ -507,7 +507,7 @@ class Attack(base.Base):
         Warns with `NoGradientWarning` when some samples got no usable gradient; the result and
         `last_result` say which.
         """
-        names, values = inputs.frame_values(X)
+        names, values = inputs.frame_values(X, needs=self._needs())
         return self._run(model, names, values, batch_labels(y), progress)
 
     def estimate_seconds(self, model, X, y) -> float:
@@ -517,11 +517,15 @@ class Attack(base.Base):
         multiplied by the evaluations this attack makes per sample at most (every step of every
         search; ZOO's early stops only shorten it).
         """
-        names, values = inputs.frame_values(X)
+        names, values = inputs.frame_values(X, needs=self._needs())
         labels = batch_labels(y)
         if len(labels) != len(values):
             raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels")
         return self._estimate(model, names, np.asarray(values, dtype=np.float64), labels)
+
+    def _needs(self) -> str:
+        """Who refuses a NaN input, for the message: the attack, not learning."""
+        return f"the attack {type(self).__name__}"
 
     def _estimate(self, model, names: list, X: np.ndarray, labels: list) -> float:
         n, d = X.shape
