@@ -510,18 +510,33 @@ def iter_rows(
 # -- writing ----------------------------------------------------------------------------------
 
 
-def _feature_table(X: np.ndarray, y, layout: str, feature_name: str, target_name: str):
-    X = np.asarray(X)
+def _feature_columns(X: np.ndarray, layout: str, feature_name: str, y,
+                     target_name: str) -> list[str]:
+    """The names of the columns `write` writes for `X`; ValueError for a layout it does not
+    know or a feature column named like the target (its own reader refuses such a file)."""
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D, got shape {X.shape}")
     if layout == "list":
-        flat = pa.array(np.ascontiguousarray(X).reshape(-1))
-        arrays, names = [pa.FixedSizeListArray.from_arrays(flat, X.shape[1])], [feature_name]
+        names = [feature_name]
     elif layout == "wide":
-        arrays = [pa.array(X[:, j]) for j in range(X.shape[1])]
         names = [f"{feature_name}_{j}" for j in range(X.shape[1])]
     else:
-        raise ValueError(f"layout must be 'list' or 'wide', got {layout!r}")
+        raise ValueError(f"layout must be 'list' or 'wide', got {inputs.describe(layout)}")
+    if y is not None and target_name in names:
+        raise ValueError(f"the feature column {target_name!r} would have the name of the target "
+                         f"column (feature_name={feature_name!r}, target_name="
+                         f"{target_name!r}): choose names that differ")
+    return names
+
+
+def _feature_table(X: np.ndarray, y, layout: str, feature_name: str, target_name: str):
+    X = np.asarray(X)
+    names = _feature_columns(X, layout, feature_name, y, target_name)
+    if layout == "list":
+        flat = pa.array(np.ascontiguousarray(X).reshape(-1))
+        arrays = [pa.FixedSizeListArray.from_arrays(flat, X.shape[1])]
+    else:
+        arrays = [pa.array(X[:, j]) for j in range(X.shape[1])]
     if y is not None:
         arrays.append(pa.array(np.asarray(y)))
         names.append(target_name)
@@ -560,6 +575,7 @@ def write(
     """
     _check_row_group_size(row_group_size)
     X = np.asarray(X)
+    _feature_columns(X, layout, feature_name, y, target_name)  # before anything is written
     if y is not None and len(y) != len(X):
         raise ValueError(f"{len(X)} samples but {len(y)} labels")
     writer = None

@@ -731,3 +731,28 @@ def test_from_river_names_each_column_by_the_text_of_its_feature(tmp_path):
     with pytest.raises(ValueError, match="a feature is named like the target 'y'"):
         parquet.from_river([({"y": 0.5}, 1)], tmp_path / "t.parquet")
     assert not (tmp_path / "c.parquet").exists() and not (tmp_path / "t.parquet").exists()
+
+
+@settings(max_examples=60, deadline=None)
+@given(layout=st.sampled_from(["list", "wide"]), d=st.integers(1, 4),
+       feature_name=st.sampled_from(["x", "y", "y_0", "y_1", "x_2"]),
+       target_name=st.sampled_from(["y", "y_0", "y_3", "x", "x_0"]))
+def test_write_refuses_a_feature_column_named_like_the_target_before_writing(
+        tmp_path_factory, layout, d, feature_name, target_name):
+    """`write(path, X, y, feature_name="y")` wrote two columns y (and, wide, y_0 beside a
+    target y_0): a file its own reader refuses. Any other names read back."""
+    path = tmp_path_factory.mktemp("w") / "w.parquet"
+    X, y = np.arange(3 * d, dtype=float).reshape(3, d), np.array([0, 1, 0])
+    columns = [feature_name] if layout == "list" else [f"{feature_name}_{j}" for j in range(d)]
+    if target_name in columns:
+        with pytest.raises(ValueError, match=rf"the feature column '{target_name}' would have "
+                                             r"the name of the target column"):
+            parquet.write(path, X, y, layout=layout, feature_name=feature_name,
+                          target_name=target_name)
+        assert not path.exists()
+    else:
+        parquet.write(path, X, y, layout=layout, feature_name=feature_name,
+                      target_name=target_name)
+        rows = list(parquet.iter_rows(path, target=target_name))
+        assert [label for _, label in rows] == [0, 1, 0]
+    parquet.write(path, X, None, layout=layout, feature_name=feature_name)  # no target: no clash
