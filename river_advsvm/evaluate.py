@@ -170,7 +170,7 @@ def robustness_report(
     """
     import pandas as pd
 
-    names, values = inputs.frame_values(X)
+    names, values = inputs.frame_values(X, needs="robustness_report")
     labels = list(y)
     if len(labels) != len(values):
         raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels")
@@ -340,6 +340,7 @@ def iter_progressive_robust_val(
     """
     from river_advsvm.monitor import RobustnessMonitor
 
+    stream = _stream_of(dataset, model)
     if monitor is None:
         from river import drift  # loads river.stream, hence scikit-learn: only when needed
 
@@ -380,11 +381,11 @@ def iter_progressive_robust_val(
         return report
 
     n_seen = 0
-    stream = iter(dataset)
     # At most CHUNK samples read ahead of the model, whatever `step`: a checkpoint's samples
     # read whole held all of a stream checkpointed rarely (`progressive_robust_val` without
     # `print_every`: every 2**62 samples) in memory, and never started on an endless one.
     while chunk := list(itertools.islice(stream, min(step - n_seen % step, CHUNK))):
+        _check_pairs(chunk, n_seen)  # before the model learns any sample of the chunk
         for x, y, y_pred in _test_then_train(model, monitor, chunk):
             alerts.extend(monitor.update(x, y, y_pred=y_pred))
             n_seen += 1
@@ -400,6 +401,30 @@ def iter_progressive_robust_val(
             yield checkpoint()
     if n_seen % step or not n_seen:  # (an empty stream: one checkpoint, of nothing)
         yield checkpoint()
+
+
+def _stream_of(dataset, model) -> typing.Iterator:
+    """An iterator over `dataset`, once it and `model` are checked: TypeError for a model
+    without learn_one or predict_one, or a dataset that is no iterable (they failed later as
+    an AttributeError or a TypeError from inside)."""
+    missing = [m for m in ("learn_one", "predict_one") if not callable(getattr(model, m, None))]
+    if missing:
+        raise TypeError(f"model must be a River classifier, with learn_one and predict_one; "
+                        f"{inputs.describe(model)} has no {' or '.join(missing)}")
+    try:
+        return iter(dataset)
+    except TypeError:
+        raise TypeError(f"dataset must be an iterable of (x, y) pairs, got "
+                        f"{inputs.describe(dataset)}") from None
+
+
+def _check_pairs(chunk: list, start: int) -> None:
+    """TypeError naming the first item of `chunk` (the items from `start` of the dataset) that
+    is not an `(x, y)` pair: unpacking it failed deep inside, or took a str's two letters."""
+    for i, item in enumerate(chunk):
+        if not (isinstance(item, (tuple, list)) and len(item) == 2):
+            raise TypeError(f"dataset item {start + i} is {inputs.describe(item)}, not an "
+                            "(x, y) pair")
 
 
 def _test_then_train(model, monitor, chunk: list) -> typing.Iterator[tuple]:
@@ -497,6 +522,7 @@ def progressive_robust_val(
     if not (inputs.is_whole(print_every) and print_every >= 0):
         raise ValueError(f"print_every must be an int >= 0 (0: print nothing), got "
                          f"{inputs.describe(print_every)}")
+    stream = _stream_of(dataset, model)  # (before the bar)
     last = None
     step = print_every if print_every > 0 else 1 << 62
     with progress_.bar(total=_length(dataset), desc="progressive validation", unit="sample",
@@ -507,7 +533,7 @@ def progressive_robust_val(
                 yield pair
                 bar.update()
 
-        for last in iter_progressive_robust_val(counted(dataset), model, attack, step,
+        for last in iter_progressive_robust_val(counted(stream), model, attack, step,
                                                 sample_rate, monitor):
             if print_every > 0 and progress_.enabled(progress):
                 progress_.write(_progress_line(last), file=print_kwargs.get("file"))

@@ -104,7 +104,8 @@ def check_box(bounds) -> tuple[float, float] | None:
         return None
     if not (isinstance(bounds, (tuple, list)) and len(bounds) == 2
             and all(is_number(b) and math.isfinite(b) for b in bounds) and bounds[0] < bounds[1]):
-        raise ValueError(f"bounds must be None or (lo, hi) with finite lo < hi, got {bounds!r}")
+        raise ValueError("bounds must be None or (lo, hi) with finite lo < hi, got "
+                         f"{describe(bounds)}")
     return float(bounds[0]), float(bounds[1])
 
 
@@ -133,6 +134,8 @@ def describe(value) -> str:
         return f"{value} (a numpy {type(value).__name__})"
     if isinstance(value, np.generic):
         value = value.item()
+    if type(value) in (tuple, list):  # (bounds=(0, np.float64(1)): its numbers as numbers)
+        value = type(value)(_plain(v) for v in value)
     if isinstance(value, float):
         return repr(value)
     if isinstance(value, bool) or value is None:
@@ -149,6 +152,19 @@ def describe(value) -> str:
 
 
 # -- names ----------------------------------------------------------------------------------------
+
+
+def _plain(value):
+    """`value` with the numpy scalars in it (a tuple's too) as the Python values they hold."""
+    if type(value) is tuple:
+        return tuple(_plain(v) for v in value)
+    return plain_number(value)
+
+
+def _shown(name) -> str:
+    """A feature name as a message shows it: its repr, a numpy scalar's as the Python value it
+    holds (`'a'` for `np.str_('a')`, `3` for `np.int64(3)`: names that are one name)."""
+    return repr(_plain(name))
 
 
 def _encode(name, depth: int):
@@ -308,7 +324,7 @@ def _first_bad_value(names: typing.Sequence, raw: typing.Sequence) -> InvalidInp
     for name, value in zip(names, raw):  # an error path: a Python loop is fine
         if not _is_number(value):
             return InvalidInput(
-                f"feature {name!r} is {describe(value)}; feature values must be numbers",
+                f"feature {_shown(name)} is {describe(value)}; feature values must be numbers",
                 "not_a_number")
         if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
             if abs(int(value)) > MAX_ABS_VALUE:
@@ -318,18 +334,21 @@ def _first_bad_value(names: typing.Sequence, raw: typing.Sequence) -> InvalidInp
 
 def _too_large(name, value) -> InvalidInput:
     return InvalidInput(
-        f"feature {name!r} is {describe(value)}, beyond the accepted magnitude "
+        f"feature {_shown(name)} is {describe(value)}, beyond the accepted magnitude "
         f"{MAX_ABS_VALUE:g}; rescale the input", "too_large")
 
 
-def _bounds_error(name, value) -> InvalidInput:
+def _bounds_error(name, value, needs: str | None = None) -> InvalidInput:
     value = float(value)
     if math.isnan(value):
+        if needs is not None:
+            return InvalidInput(f"feature {_shown(name)} is nan; {needs} needs finite values",
+                                "not_finite")
         return InvalidInput(
-            f"feature {name!r} is nan; learning needs finite values "
+            f"feature {_shown(name)} is nan; learning needs finite values "
             "(at prediction time NaN counts as a missing feature)", "not_finite")
     if math.isinf(value):
-        return InvalidInput(f"feature {name!r} is {value!r}; feature values must be finite",
+        return InvalidInput(f"feature {_shown(name)} is {value!r}; feature values must be finite",
                             "not_finite")
     return _too_large(name, value)
 
@@ -363,10 +382,12 @@ def _numeric(names: typing.Sequence, raw: typing.Sequence) -> np.ndarray:
     return values.astype(np.float64, copy=False)
 
 
-def _check_bounds(names: typing.Sequence, values: np.ndarray, missing_ok):
+def _check_bounds(names: typing.Sequence, values: np.ndarray, missing_ok,
+                  needs: str | None = None):
     """Refuse non-finite and too large values; with `missing_ok`, NaN entries are returned as
     a mask of entries to drop instead. For a matrix, `missing_ok` may also say it row by row
-    (a sequence of bools)."""
+    (a sequence of bools). `needs` names what refuses NaN, for the message (default:
+    learning)."""
     # Two reductions and no temporary: NaN fails both comparisons, as inf does one.
     if values.size == 0 or (values.max() <= MAX_ABS_VALUE and values.min() >= -MAX_ABS_VALUE):
         return None
@@ -377,7 +398,7 @@ def _check_bounds(names: typing.Sequence, values: np.ndarray, missing_ok):
     if bad.any():
         flat = int(np.flatnonzero(bad)[0])
         column = flat % len(names) if values.ndim == 2 else flat
-        raise _bounds_error(names[column], values.flat[flat])
+        raise _bounds_error(names[column], values.flat[flat], needs)
     return missing
 
 
@@ -414,10 +435,12 @@ def _plain_floats(x: dict) -> np.ndarray | None:
     return array
 
 
-def dict_values(x: dict, missing_ok: bool = False) -> tuple[list, np.ndarray]:
+def dict_values(x: dict, missing_ok: bool = False,
+                needs: str | None = None) -> tuple[list, np.ndarray]:
     """Names and float values of a feature dict, or `InvalidInput`.
 
-    With `missing_ok` (inference), NaN values are dropped with their names.
+    With `missing_ok` (inference), NaN values are dropped with their names. Without it, the
+    message for a NaN says learning needs finite values, or `needs` does ("the attack PGD").
     """
     if not isinstance(x, dict):
         raise InvalidInput(f"x must be a dict of features, got a {type(x).__name__}", "bad_shape")
@@ -425,13 +448,14 @@ def dict_values(x: dict, missing_ok: bool = False) -> tuple[list, np.ndarray]:
     values = _plain_floats(x)
     if values is not None:
         return names, values
-    return _checked_values(names, list(x.values()), missing_ok)
+    return _checked_values(names, list(x.values()), missing_ok, needs)
 
 
-def _checked_values(names: list, raw: list, missing_ok: bool) -> tuple[list, np.ndarray]:
+def _checked_values(names: list, raw: list, missing_ok: bool,
+                    needs: str | None = None) -> tuple[list, np.ndarray]:
     """`dict_values`' general path: any value, each checked (`_plain_floats` is its shortcut)."""
     values = _numeric(names, raw)
-    missing = _check_bounds(names, values, missing_ok)
+    missing = _check_bounds(names, values, missing_ok, needs)
     if missing is not None:
         keep = ~missing
         names = [n for n, k in zip(names, keep.tolist()) if k]
@@ -452,12 +476,12 @@ def check_batch(X) -> None:
             "bad_shape")
 
 
-def frame_values(X, missing_ok=False) -> tuple[list, np.ndarray]:
+def frame_values(X, missing_ok=False, needs: str | None = None) -> tuple[list, np.ndarray]:
     """Column names and a float matrix from a pandas DataFrame or a 2-D numpy array.
 
     A numpy array's columns are named 0..d-1, as `river.stream.iter_array` names them. With
     `missing_ok` (inference), NaN entries become 0: absent, in River's sparse semantics;
-    `missing_ok` may also be one bool per row.
+    `missing_ok` may also be one bool per row. `needs` is `dict_values`'.
     """
     check_batch(X)
     if isinstance(X, np.ndarray):
@@ -474,7 +498,7 @@ def frame_values(X, missing_ok=False) -> tuple[list, np.ndarray]:
                            for j, name in enumerate(names)], dtype=np.float64
                           ).T.reshape(values.shape)
     values = values.astype(np.float64, copy=False)
-    missing = _check_bounds(names, values, missing_ok)
+    missing = _check_bounds(names, values, missing_ok, needs)
     if missing is not None:
         values = np.where(missing, 0.0, values)
     return names, values

@@ -50,6 +50,7 @@ from river_advsvm.alerts import (
     ALERT_KINDS, MAX_HISTORY, RECENT_SAMPLES, Alert, Observation, Worsening, check_detector,
 )
 from river_advsvm.attacks import PGD, Attack, NoGradientWarning
+from river_advsvm.attacks.base import check_count, check_seed
 from river_advsvm.labels import as_label
 
 __all__ = ["ALERT_KINDS", "MAX_HISTORY", "RECENT_SAMPLES", "Alert", "Observation",
@@ -181,42 +182,43 @@ class RobustnessMonitor:
             detector = drift.ADWIN()
         attack = PGD() if attack is None else attack
         if not isinstance(attack, Attack):
-            raise TypeError(f"attack must be a river_advsvm.attacks.Attack, got {attack!r}")
+            raise TypeError(f"attack must be a river_advsvm.attacks.Attack, got "
+                            f"{inputs.describe(attack)}")
         if attack.epsilon is None:
             raise ValueError("the monitor's attack needs a finite epsilon: robust at what radius?")
         check_detector(detector)
         # Numpy numbers (a rate computed from an array, say) as the Python numbers they equal.
-        (sample_rate, gap_threshold, gap_hysteresis, window_size, min_sampled,
-         max_alerts) = map(inputs.plain_number, (sample_rate, gap_threshold, gap_hysteresis,
-                                                 window_size, min_sampled, max_alerts))
+        # Values are described in plain terms (`inputs.describe`), never by numpy's reprs.
+        sample_rate, gap_threshold, gap_hysteresis = map(
+            inputs.plain_number, (sample_rate, gap_threshold, gap_hysteresis))
         if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, float)):
             raise TypeError(f"sample_rate must be a float in (0, 1] or an int >= 1, "
-                            f"got {sample_rate!r}")
+                            f"got {inputs.describe(sample_rate)}")
         if isinstance(sample_rate, int) and sample_rate < 1:
             raise ValueError(f"every N-th sample needs N >= 1, got {sample_rate}")
         if isinstance(sample_rate, float) and not 0.0 < sample_rate <= 1.0:
             raise ValueError(f"a sample rate must be in (0, 1], got {sample_rate}")
-        if not (inputs.is_whole(window_size) and window_size >= 1):
-            raise ValueError(f"window_size must be a positive int, got {window_size!r}")
+        window_size = check_count("window_size", window_size)
         if gap_threshold is not None and not (inputs.is_number(gap_threshold)
                                               and 0.0 <= gap_threshold < 1.0):
-            raise ValueError(f"gap_threshold must be in [0, 1) or None, got {gap_threshold!r}")
+            raise ValueError(f"gap_threshold must be in [0, 1) or None, got "
+                             f"{inputs.describe(gap_threshold)}")
         if not (inputs.is_number(gap_hysteresis) and gap_hysteresis >= 0.0):
-            raise ValueError(f"gap_hysteresis must be a number >= 0, got {gap_hysteresis!r}")
+            raise ValueError(f"gap_hysteresis must be a number >= 0, got "
+                             f"{inputs.describe(gap_hysteresis)}")
         if gap_threshold is not None and gap_hysteresis >= gap_threshold:
             # A gap is never below 0 (a sample right under attack is right without it).
             raise ValueError(
                 f"gap_hysteresis ({gap_hysteresis:g}) must be below gap_threshold "
                 f"({gap_threshold:g}): a gap alert comes again only once the gap has fallen "
                 f"below gap_threshold - gap_hysteresis, and a gap is never below 0")
-        if not (inputs.is_whole(min_sampled) and min_sampled >= 1):
-            raise ValueError(f"min_sampled must be a positive int, got {min_sampled!r}")
-        if not (inputs.is_whole(max_alerts) and max_alerts >= 1):
-            raise ValueError(f"max_alerts must be a positive int, got {max_alerts!r}")
+        min_sampled = check_count("min_sampled", min_sampled)
+        max_alerts = check_count("max_alerts", max_alerts)
         if on_alert is not None and not callable(on_alert):
             # (else the first alert raised it from `update`, the sample counted by then)
             raise TypeError(f"on_alert must be a function of an Alert, or None, got "
-                            f"{on_alert!r:.60}")
+                            f"{inputs.describe(on_alert)}")
+        seed = check_seed(seed)  # (as the attacks check theirs: random.Random takes any)
 
         self.model = model
         self.attack = attack

@@ -16,8 +16,11 @@ numbers of a fixed length (an image as one column of 784 values). Feature names:
   otherwise.
 
 Values are validated by `river_advsvm.inputs` at this boundary: a null, NaN, infinite, too
-large or non-numeric feature raises `river_advsvm.InvalidInput` naming the file and row; a file
-that cannot be read raises `ParquetError`, naming it and the row.
+large or non-numeric feature raises `river_advsvm.InvalidInput` naming the file and row, as
+does a label the models do not take (NaN, a list, a timestamp...: `river_advsvm.labels`); a
+null label is None, a row without a label (the Kafka replay sends it unlabelled; a model
+refuses to learn it). A file that cannot be read raises `ParquetError`, naming it and the row;
+a column it lacks, `MissingColumnError` (a `ParquetError`, and a `KeyError`).
 
 Writing (`write`, `from_npz`, `from_river`) goes chunk by chunk with one row group per chunk.
 
@@ -52,10 +55,11 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from river_advsvm import inputs, npz
+from river_advsvm.labels import as_label
 from river_advsvm.margin import MAX_FEATURES_LIMIT
 
-__all__ = ["MAX_LIST_BYTES", "MAX_ROW_BYTES", "ParquetError", "from_npz", "from_river",
-           "iter_batches", "iter_rows", "write"]
+__all__ = ["MAX_LIST_BYTES", "MAX_ROW_BYTES", "MissingColumnError", "ParquetError", "from_npz",
+           "from_river", "iter_batches", "iter_rows", "write"]
 
 Source = typing.Union[str, os.PathLike, ds.Dataset]
 
@@ -85,7 +89,8 @@ class _Layout:
     def __init__(self, schema: pa.Schema, target: str | None, features: list[str] | None,
                  where: str = "the source"):
         if target is not None and target not in schema.names:
-            raise KeyError(f"target column {target!r} is not in {schema.names}")
+            raise MissingColumnError(
+                where, f"target column {target!r} is not in {schema.names}")
         if features is None:
             features = [name for name in schema.names if name != target]
         # (pyarrow says a column that appears twice "does not exist in schema".)
@@ -98,7 +103,8 @@ class _Layout:
         present = set(schema.names)  # (`schema.names` is a new list at each call)
         missing = [name for name in features if name not in present]
         if missing:
-            raise KeyError(f"feature columns {missing} are not in {schema.names}")
+            raise MissingColumnError(
+                where, f"feature columns {missing} are not in {schema.names}")
         if target is not None and target in features:
             raise ValueError(f"{target!r} is both the target and a feature")
         if not features:
@@ -194,10 +200,41 @@ class _Layout:
         # flatten() honours the slice of the batch; nulls inside a list become NaN.
         return _to_float(column.flatten()).reshape(n, width)
 
-    def labels(self, batch: pa.RecordBatch) -> list | None:
+    def labels(self, batch: pa.RecordBatch, path: str, first_row: int) -> list | None:
+        """The batch's labels as Python values, a null as None (a row without a label);
+        `InvalidInput` naming the file and the row for a value that is no label the models
+        take (NaN, a list, a timestamp...)."""
         if self.target is None:
             return None
-        return batch.column(self.target).to_pylist()
+        column = batch.column(self.target)
+        labels = column.to_pylist()
+        if not _plain_labels(column):
+            for row, label in enumerate(labels):
+                if label is None:
+                    continue
+                try:
+                    as_label(label)
+                except inputs.InvalidInput as error:
+                    raise inputs.InvalidInput(
+                        f"{path}: row {first_row + row} of the label column {self.target!r}: "
+                        f"{error}", error.code) from None
+        return labels
+
+
+#: Label types whose every value is a label the models take (`as_label`), or null: ints of 64
+#: bits at most, and no float (NaN).
+_PLAIN_LABELS = (pa.null(), pa.bool_(), pa.int8(), pa.int16(), pa.int32(), pa.int64(),
+                 pa.uint8(), pa.uint16(), pa.uint32())
+
+
+def _plain_labels(column: pa.Array) -> bool:
+    """Whether every value of a label column is a label or null, known without looking at
+    each: a type of `_PLAIN_LABELS`, or a float type without NaN or infinities."""
+    if column.type in _PLAIN_LABELS:
+        return True
+    # (`all` skips nulls: None for a column of nulls only.)
+    return pa.types.is_floating(column.type) and pc.all(pc.is_finite(column)).as_py() in (
+        True, None)
 
 
 def _to_float(array: pa.Array) -> np.ndarray:
@@ -230,6 +267,23 @@ _ROWS_PYTHON_VALUES = 2**16
 class ParquetError(ValueError):
     """A Parquet source that cannot be read (a corrupt file, a schema that differs from the
     first file's, a declared size over the limits); the message names the file and the row."""
+
+
+class MissingColumnError(ParquetError, KeyError):
+    """A column asked for (the target, a feature) that the first file of the source does not
+    have (a later file lacking it is a plain `ParquetError`); the message names the file. A
+    `KeyError` too, as it was before it named the file: its `args[0]` is the message without
+    the file, for callers that name the source themselves."""
+
+    def __init__(self, where: str, message: str):
+        super().__init__(message)
+        self.where = where
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.args[0]}"
+
+    def __reduce__(self):
+        return type(self), (self.where, self.args[0])
 
 
 def _files(source: Source) -> tuple[list, typing.Any]:
@@ -338,7 +392,7 @@ def _plan(source: Source, target, features, max_list_bytes: int):
     before any row is read: a bad file is named before the model learns from the good ones."""
     files, filesystem = _files(source)
     if isinstance(source, ds.Dataset) and not isinstance(source, ds.FileSystemDataset):
-        return _Layout(source.schema, target, features), [], None  # in memory already
+        return _Layout(source.schema, target, features, where="the dataset"), [], None
     if not files:
         name = "the dataset" if isinstance(source, ds.Dataset) else os.fspath(source)
         raise ParquetError(f"{name} holds no Parquet file")
@@ -353,9 +407,9 @@ def _plan(source: Source, target, features, max_list_bytes: int):
                 from None
         try:
             mine = _Layout(schema, target, features, where=path)
-        except KeyError as error:
+        except MissingColumnError as error:
             if layout is None:
-                raise  # the source's columns: the caller names the source
+                raise  # (it names the file)
             raise ParquetError(f"{path}: {error.args[0]}") from None
         if layout is None:
             layout = mine
@@ -398,8 +452,8 @@ def _batches(source, target, features, batch_size, max_list_bytes=MAX_LIST_BYTES
              max_read_bytes=None):
     """`(names, X, labels)` per batch of at most `batch_size` rows; with `max_read_bytes`, of
     at most as many rows as fit in it (as float64, by the row size the schema declares)."""
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    batch_size = _check_count("batch_size", batch_size)
+    features = _checked_features(features)
     layout, files, filesystem = _plan(source, target, features, max_list_bytes)
     if max_read_bytes is not None:
         batch_size = min(batch_size, max(1, max_read_bytes // (8 * layout.row_values)))
@@ -418,6 +472,26 @@ def _batches(source, target, features, batch_size, max_list_bytes=MAX_LIST_BYTES
                 batch_size=batch_size, columns=layout.columns(), use_threads=False), layout)
 
 
+def _checked_features(features) -> list | None:
+    """`features` as a list of column names, each once; a str is refused, not read as its
+    letters ("ab" as the columns a and b)."""
+    if features is None:
+        return None
+    if isinstance(features, (str, bytes)):
+        raise TypeError(f"features must be a list of column names, got "
+                        f"{inputs.describe(features)} (for one column: [{features!r}])")
+    try:
+        features = list(features)
+    except TypeError:
+        raise TypeError(f"features must be a list of column names, got "
+                        f"{inputs.describe(features)}") from None
+    twice = [name for name, count in collections.Counter(features).items() if count > 1]
+    if twice:
+        raise ValueError(f"features names the column {twice[0]!r} twice: each feature column is "
+                         "read once")
+    return features
+
+
 def _file_batches(path: str, batches, layout: _Layout):
     """One file's batches as `(names, X, labels)`; every error names the file and the row."""
     row = 0
@@ -430,7 +504,7 @@ def _file_batches(path: str, batches, layout: _Layout):
             if batch.num_rows == 0:
                 continue
             X = layout.matrix(batch, where)
-            labels = layout.labels(batch)
+            labels = layout.labels(batch, path, row)
         except inputs.InvalidInput:
             raise
         except ParquetError as error:  # (a schema the file's rows cannot be named by)
@@ -459,10 +533,11 @@ def iter_batches(
     target
         The label column; `y` is None when no target is given (for prediction).
     features
-        The feature columns, in order; by default every column but the target.
+        The feature columns, in order: a list of column names, each once (a str is refused,
+        not read as its letters); by default every column but the target.
     batch_size
-        Rows per batch (at most: a batch never spans two files). Memory is about this many
-        rows, whatever the size of the file's row groups.
+        Rows per batch, a whole number >= 1 (at most: a batch never spans two files). Memory is
+        about this many rows, whatever the size of the file's row groups.
     max_list_bytes
         The most bytes (as float64) a row group of a list column without a fixed size may
         declare: one of its rows may hold them all. A file declaring more is refused with
@@ -472,9 +547,13 @@ def iter_batches(
     ------
     ParquetError
         Naming the file (and the row) for a file that cannot be read. The schema and declared
-        sizes of every file are checked before the first batch.
+        sizes of every file are checked before the first batch. `MissingColumnError`, a
+        `ParquetError` and a `KeyError`, for a target or feature column the first file lacks.
     river_advsvm.InvalidInput
-        Naming the file and the row for a bad value.
+        Naming the file and the row for a bad value: a feature that is no finite number in
+        bounds, a label that is no label (a null label is None: a row without a label).
+    ValueError, TypeError
+        For a `batch_size` or `features` that is none, before anything is read.
 
     """
     for names, X, labels in _batches(source, target, features, batch_size, max_list_bytes):
@@ -510,30 +589,53 @@ def iter_rows(
 # -- writing ----------------------------------------------------------------------------------
 
 
-def _feature_table(X: np.ndarray, y, layout: str, feature_name: str, target_name: str):
-    X = np.asarray(X)
+def _feature_columns(X: np.ndarray, layout: str, feature_name: str, y,
+                     target_name: str) -> list[str]:
+    """The names of the columns `write` writes for `X`; ValueError for a layout it does not
+    know or a feature column named like the target (its own reader refuses such a file)."""
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D, got shape {X.shape}")
     if layout == "list":
-        flat = pa.array(np.ascontiguousarray(X).reshape(-1))
-        arrays, names = [pa.FixedSizeListArray.from_arrays(flat, X.shape[1])], [feature_name]
+        names = [feature_name]
     elif layout == "wide":
-        arrays = [pa.array(X[:, j]) for j in range(X.shape[1])]
         names = [f"{feature_name}_{j}" for j in range(X.shape[1])]
     else:
-        raise ValueError(f"layout must be 'list' or 'wide', got {layout!r}")
+        raise ValueError(f"layout must be 'list' or 'wide', got {inputs.describe(layout)}")
+    if y is not None and target_name in names:
+        raise ValueError(f"the feature column {target_name!r} would have the name of the target "
+                         f"column (feature_name={feature_name!r}, target_name="
+                         f"{target_name!r}): choose names that differ")
+    return names
+
+
+def _feature_table(X: np.ndarray, y, layout: str, feature_name: str, target_name: str):
+    X = np.asarray(X)
+    names = _feature_columns(X, layout, feature_name, y, target_name)
+    if layout == "list":
+        flat = pa.array(np.ascontiguousarray(X).reshape(-1))
+        arrays = [pa.FixedSizeListArray.from_arrays(flat, X.shape[1])]
+    else:
+        arrays = [pa.array(X[:, j]) for j in range(X.shape[1])]
     if y is not None:
         arrays.append(pa.array(np.asarray(y)))
         names.append(target_name)
     return pa.Table.from_arrays(arrays, names=names)
 
 
+def _check_count(name: str, value) -> int:
+    """`value` as a plain int (a numpy int is the count it holds); ValueError naming `name`
+    unless it is a whole number >= 1 (not a float, a str or None: they failed as a comparison's
+    TypeError, or 1.5 was taken)."""
+    whole = inputs.plain_number(value)
+    if not (inputs.is_whole(whole) and whole >= 1):
+        raise ValueError(f"{name} must be a whole number >= 1, got {inputs.describe(value)}")
+    return whole
+
+
 def _check_row_group_size(row_group_size) -> None:
     # (With a negative size `write` would write no file, and `from_river` would hold every row
     # in memory until the end.)
-    whole = inputs.plain_number(row_group_size)  # (a numpy int is the count it holds)
-    if not (inputs.is_whole(whole) and whole >= 1):
-        raise ValueError(f"row_group_size must be a whole number >= 1, got {row_group_size!r}")
+    _check_count("row_group_size", row_group_size)
 
 
 def write(
@@ -560,6 +662,7 @@ def write(
     """
     _check_row_group_size(row_group_size)
     X = np.asarray(X)
+    _feature_columns(X, layout, feature_name, y, target_name)  # before anything is written
     if y is not None and len(y) != len(X):
         raise ValueError(f"{len(X)} samples but {len(y)} labels")
     writer = None

@@ -196,6 +196,26 @@ def test_attacks_report_samples_without_a_usable_gradient(attack):
     assert attack.last_result.no_gradient.tolist() == [True] * 4 + [False] * 2
 
 
+@pytest.mark.parametrize("method", ["perturb_one", "perturb_many", "run"])
+def test_the_no_gradient_warning_points_at_the_callers_line(method):
+    """`perturb_many` goes through `run`, one frame deeper than `perturb_one`: with a fixed
+    stacklevel its warning pointed into attacks/base.py instead of the user's line."""
+    attack = PGD(epsilon=0.1, steps=2)
+    calls = {
+        "perturb_one": lambda: attack.perturb_one(Constant(), {0: 0.5}, True),
+        "perturb_many": lambda: attack.perturb_many(Constant(), np.full((2, 1), 0.5),
+                                                    [True, True], progress=False),
+        "run": lambda: attack.run(Constant(), np.full((2, 1), 0.5), [True, True],
+                                  progress=False),
+    }
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        calls[method]()
+    found = [w for w in caught if issubclass(w.category, NoGradientWarning)]
+    assert len(found) == 1
+    assert found[0].filename == __file__
+
+
 def test_a_tree_flat_almost_everywhere_is_reported_not_silently_robust():
     rng = np.random.default_rng(0)
     X = rng.random((400, 2))

@@ -302,3 +302,83 @@ def test_an_l2_radius_past_the_box_is_the_box_however_large(model, attack):
     assert fooled[1e3].any()
     np.testing.assert_array_equal(fooled[1e200], fooled[1e3])
     np.testing.assert_array_equal(fooled[1e300], fooled[1e3])
+
+
+# -- parameters from numpy, and how a refused one is shown ---------------------------------------
+
+NUMPY_INTEGERS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                  np.uint64]
+COUNTS = [(PGD, "steps"), (CarliniWagnerL2, "steps"), (CarliniWagnerL2, "search_steps"),
+          (ZOO, "steps"), (ZOO, "search_steps"), (ZOO, "coordinates")]
+
+
+def numpy_repr_free(message: str) -> bool:
+    return "np." not in message and "array(" not in message and "\n" not in message
+
+
+@pytest.mark.parametrize("make, name", COUNTS)
+@settings(max_examples=25, deadline=None)
+@given(kind=st.sampled_from(NUMPY_INTEGERS), count=st.integers(1, 127))
+def test_a_numpy_count_is_the_int_it_holds(make, name, kind, count):
+    """`PGD(steps=np.int64(3))` was refused as "got np.int64(3)", while epsilon and seed took
+    numpy scalars."""
+    value = getattr(make(**{name: kind(count)}), name)
+    assert type(value) is int and value == count
+
+
+# Values no count, flag, seed or box is: numpy's scalars and arrays among them.
+refused_values = st.one_of(
+    st.builds(lambda kind, v: kind(v), st.sampled_from([np.int8, np.int64]), st.integers(-9, 0)),
+    st.builds(np.float64, st.floats(allow_nan=True)),
+    st.builds(np.float32, st.floats(0.5, 9.5).filter(lambda v: v != int(v))),
+    st.sampled_from([np.bool_(True), np.str_("3"), np.array(3), np.array([3]), np.array([0.0, 1.0]),
+                     "3", None, 2.5, [3]]),
+)
+
+
+@pytest.mark.parametrize("make, name", [*COUNTS, (PGD, "random_start"), (PGD, "seed"),
+                                        (ZOO, "seed"), (FGSM, "bounds"), (PGD, "bounds")])
+@settings(max_examples=25, deadline=None)
+@given(value=refused_values)
+def test_a_refused_parameter_is_named_and_shown_without_numpy_reprs(make, name, value):
+    """`FGSM(bounds=np.array([0., 1.]))` said "got array([0., 1.])"."""
+    if value is None and name in ("seed", "bounds"):
+        return  # (no seed, no box)
+    if name == "seed" and isinstance(value, np.integer) and value == 0:
+        return  # (a seed)
+    if name == "random_start" and isinstance(value, np.bool_):
+        return  # (numpy's True is true)
+    with pytest.raises(ValueError, match=name) as refused:
+        make(**{name: value})
+    assert numpy_repr_free(str(refused.value)), str(refused.value)
+
+
+@pytest.mark.parametrize("value", ["yes", "no", 1, 0, None, [True]])
+def test_random_start_is_a_bool(value):
+    """`PGD(random_start="no")` was taken, and started at random."""
+    with pytest.raises(ValueError, match="random_start must be True or False"):
+        PGD(random_start=value)
+    assert PGD(random_start=np.bool_(True)).random_start is True
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("how", ["one", "many", "frame", "estimate"])
+def test_a_nan_input_is_refused_in_the_attacks_words(model, kind, how):
+    """An attack refused NaN saying "learning needs finite values (at prediction time NaN
+    counts as a missing feature)": nothing is learned there, and nothing counts as missing."""
+    attack = make_attack(kind, 0.1, NORM_OF[kind][0], None)
+    X = np.full((2, D), 0.5)
+    X[1, 2] = np.nan
+    calls = {
+        "one": lambda: attack.perturb_one(model, {0: 0.5, 1: float("nan")}, True),
+        "many": lambda: attack.perturb_many(model, X, [True, False], progress=False),
+        "frame": lambda: attack.run(model, pd.DataFrame(X, columns=list("abcd")),
+                                    [True, False], progress=False),
+        "estimate": lambda: attack.estimate_seconds(model, X, [True, False]),
+    }
+    with pytest.raises(InvalidInput) as refused:
+        calls[how]()
+    message = str(refused.value)
+    assert refused.value.code == "not_finite"
+    assert f"is nan; the attack {type(attack).__name__} needs finite values" in message
+    assert "learning" not in message and "\n" not in message

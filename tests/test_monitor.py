@@ -597,3 +597,36 @@ def test_a_gap_alert_can_come_at_a_rate_whose_window_is_below_min_sampled():
     steps = [monitor.n_seen for _ in range(50 * 30)
              if any(a.kind == "robust_gap" for a in monitor.update(*near))]
     assert steps == [50 * 30]
+
+
+@pytest.mark.parametrize("seed", ["x", -1, 1.5, True, np.float64(2.0), np.array(3)])
+def test_a_seed_is_checked_as_the_attacks_check_theirs(seed):
+    """`seed="x"`, `-1` or `1.5` were taken (random.Random seeds with anything)."""
+    with pytest.raises(ValueError, match="seed must be None or an int >= 0") as refused:
+        RobustnessMonitor(AdvLinearSVM(), seed=seed)
+    assert "np." not in str(refused.value) and "array(" not in str(refused.value)
+    assert RobustnessMonitor(AdvLinearSVM(), seed=np.int64(3)).seed == 3
+    assert RobustnessMonitor(AdvLinearSVM(), seed=None).seed is None
+
+
+numpy_values = st.one_of(
+    st.builds(np.array, st.floats(-2, 2)),
+    st.builds(lambda v: np.array([v]), st.floats(-2, 2)),
+    st.builds(np.float64, st.sampled_from([-0.5, 1.5, math.nan, math.inf])),
+    st.builds(lambda kind, v: kind(v), st.sampled_from([np.int8, np.int64]), st.integers(-9, 0)),
+    st.sampled_from([np.bool_(True), np.str_("0.5")]),
+)
+
+
+@pytest.mark.parametrize("name", ["sample_rate", "gap_threshold", "gap_hysteresis",
+                                  "window_size", "min_sampled", "max_alerts"])
+@settings(max_examples=25, deadline=None)
+@given(value=numpy_values)
+def test_a_refused_numpy_parameter_is_shown_without_its_numpy_repr(name, value):
+    """`gap_threshold=np.array(0.5)` said "got array(0.5)", `sample_rate=np.array([.5])`
+    "got array([0.5])"."""
+    try:
+        RobustnessMonitor(AdvLinearSVM(), **{name: value})
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        assert "np." not in message and "array(" not in message and "\n" not in message, message

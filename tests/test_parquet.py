@@ -731,3 +731,126 @@ def test_from_river_names_each_column_by_the_text_of_its_feature(tmp_path):
     with pytest.raises(ValueError, match="a feature is named like the target 'y'"):
         parquet.from_river([({"y": 0.5}, 1)], tmp_path / "t.parquet")
     assert not (tmp_path / "c.parquet").exists() and not (tmp_path / "t.parquet").exists()
+
+
+# -- arguments, missing columns and labels ---------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(layout=st.sampled_from(["list", "wide"]), d=st.integers(1, 4),
+       feature_name=st.sampled_from(["x", "y", "y_0", "y_1", "x_2"]),
+       target_name=st.sampled_from(["y", "y_0", "y_3", "x", "x_0"]))
+def test_write_refuses_a_feature_column_named_like_the_target_before_writing(
+        tmp_path_factory, layout, d, feature_name, target_name):
+    """`write(path, X, y, feature_name="y")` wrote two columns y (and, wide, y_0 beside a
+    target y_0): a file its own reader refuses. Any other names read back."""
+    path = tmp_path_factory.mktemp("w") / "w.parquet"
+    X, y = np.arange(3 * d, dtype=float).reshape(3, d), np.array([0, 1, 0])
+    columns = [feature_name] if layout == "list" else [f"{feature_name}_{j}" for j in range(d)]
+    if target_name in columns:
+        with pytest.raises(ValueError, match=rf"the feature column '{target_name}' would have "
+                                             r"the name of the target column"):
+            parquet.write(path, X, y, layout=layout, feature_name=feature_name,
+                          target_name=target_name)
+        assert not path.exists()
+    else:
+        parquet.write(path, X, y, layout=layout, feature_name=feature_name,
+                      target_name=target_name)
+        rows = list(parquet.iter_rows(path, target=target_name))
+        assert [label for _, label in rows] == [0, 1, 0]
+    parquet.write(path, X, None, layout=layout, feature_name=feature_name)  # no target: no clash
+
+
+@pytest.mark.parametrize("reader", [parquet.iter_batches, parquet.iter_rows])
+@pytest.mark.parametrize("target, features, message", [
+    ("y", None, r"target column 'y' is not in \['a'\]"),
+    (None, ["a", "b"], r"feature columns \['b'\] are not in \['a'\]"),
+])
+def test_a_column_a_single_file_lacks_is_a_parquet_error_naming_the_file(
+        tmp_path, reader, target, features, message):
+    """A missing label column was a bare `KeyError: "target column 'y' is not in ['a']"`; a
+    later file of a directory was already named. Still a KeyError too, as it was."""
+    path = tmp_path / "nolabel.parquet"
+    pq.write_table(pa.table({"a": [1.0, 2.0]}), path)
+    with pytest.raises(parquet.ParquetError, match=rf"^{re.escape(str(path))}: {message}$"):
+        next(reader(path, target=target, features=features))
+    with pytest.raises(KeyError) as refused:
+        next(reader(path, target=target, features=features))
+    assert isinstance(refused.value, parquet.MissingColumnError)
+    assert re.fullmatch(message, refused.value.args[0])  # (the file named once by the demo)
+
+
+def test_a_feature_named_twice_is_refused_as_such(tmp_path):
+    """`features=["a", "a"]` said "its list columns expand to feature names other columns have
+    (a)", of a file without a list column."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"a": [1.0], "b": [2.0], "y": [1]}), path)
+    with pytest.raises(ValueError, match="^features names the column 'a' twice: each feature "
+                                         "column is read once$"):
+        next(parquet.iter_batches(path, target="y", features=["a", "b", "a"]))
+
+
+@pytest.mark.parametrize("features", ["a", "ab", b"a", 3])
+def test_features_must_be_a_list_of_names_not_a_string(tmp_path, features):
+    """`features="ab"` was read as the columns a and b, silently."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"a": [1.0], "b": [2.0]}), path)
+    with pytest.raises(TypeError, match="^features must be a list of column names, got "):
+        next(parquet.iter_rows(path, features=features))
+    assert next(parquet.iter_rows(path, features=("b",))) == ({"b": 2.0}, None)
+
+
+not_batch_sizes = st.one_of(
+    st.integers(max_value=0), st.floats(), st.builds(np.float64, st.floats(0.5, 9)),
+    st.builds(lambda kind, v: kind(v), st.sampled_from([np.int8, np.int64]), st.integers(-9, 0)),
+    st.sampled_from(["3", None, True, np.bool_(True), np.array(3), np.array([3]), [3]]),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(batch_size=not_batch_sizes)
+def test_a_batch_size_that_is_no_whole_number_is_refused_by_name(tmp_path_factory, batch_size):
+    """`batch_size="3"` or `None` failed as a comparison's TypeError, and 1.5 was taken."""
+    path = tmp_path_factory.mktemp("b") / "t.parquet"
+    pq.write_table(pa.table({"a": [1.0, 2.0, 3.0]}), path)
+    for reader in (parquet.iter_batches, parquet.iter_rows):
+        with pytest.raises(ValueError, match="^batch_size must be a whole number >= 1, got ") \
+                as refused:
+            next(reader(path, batch_size=batch_size))
+        message = str(refused.value)
+        assert "np." not in message and "array(" not in message and "\n" not in message
+
+
+@settings(max_examples=20, deadline=None)
+@given(kind=st.sampled_from([np.int8, np.int32, np.int64, np.uint8, np.uint64]),
+       size=st.integers(1, 4))
+def test_a_numpy_batch_size_is_the_count_it_holds(tmp_path_factory, kind, size):
+    path = tmp_path_factory.mktemp("b") / "t.parquet"
+    pq.write_table(pa.table({"a": [1.0, 2.0, 3.0, 4.0, 5.0]}), path)
+    shapes = [len(X) for X, _ in parquet.iter_batches(path, batch_size=kind(size))]
+    assert shapes == [len(X) for X, _ in parquet.iter_batches(path, batch_size=size)]
+
+
+@pytest.mark.parametrize("column, bad_row, shown", [
+    (pa.array([1.0, 0.0, float("nan"), 1.0, 0.0]), 2, "label nan is not allowed"),
+    (pa.array([1.0, 0.0, 1.0, float("-inf"), 0.0]), 3, "label -inf is not allowed"),
+    (pa.array([[1], [0], [1], [1], [0]]), 0, "label [1] (a list) is not supported"),
+    (pa.array([0, 1, 2, 1, 0], pa.timestamp("s")), 0, "label datetime.datetime("),
+    (pa.array([0, 1, 1, 0, 2**64 - 1], pa.uint64()), 4, "an int label must fit in 64 bits"),
+    (pa.array(["0", "1", "n" * 1001, "1", "0"]), 2, "is longer than 1000 characters"),
+    (pa.array([{"u": 1}] * 5), 0, "(a dict) is not supported"),
+])
+@pytest.mark.parametrize("batch_size", [1, 2, 1024])
+@pytest.mark.parametrize("reader", [parquet.iter_batches, parquet.iter_rows])
+def test_a_value_that_is_no_label_is_refused_naming_the_file_and_the_row(
+        tmp_path, column, bad_row, shown, batch_size, reader):
+    """NaN, lists and timestamps in the label column were passed on (nan, [1], a Timestamp),
+    for the model to refuse them later without naming the file or the row."""
+    path = tmp_path / "labels.parquet"
+    pq.write_table(pa.table({"a": [0.1, 0.2, 0.3, 0.4, 0.5], "y": column}), path)
+    with pytest.raises(InvalidInput) as refused:
+        for _ in reader(path, target="y", batch_size=batch_size):
+            pass
+    message = str(refused.value)
+    assert message.startswith(f"{path}: row {bad_row} of the label column 'y': "), message
+    assert shown in message and "\n" not in message

@@ -417,3 +417,50 @@ def test_a_collapse_judged_as_the_warm_up_ends_comes_at_its_step(warm_up):
         checkpoints = iter_progressive_robust_val(data, other, monitor=_watching(other),
                                                   step=step)
         assert [a for c in checkpoints for a in c["alerts"]] == by_hand
+
+
+not_pairs = st.one_of(
+    st.integers(), st.none(), st.text(max_size=3), st.floats(allow_nan=False),
+    st.dictionaries(st.text(max_size=2), st.floats(0, 1), max_size=3),
+    st.tuples(st.just({"a": 0.5})), st.tuples(st.just({"a": 0.5}), st.booleans(), st.integers()),
+    st.builds(np.array, st.lists(st.floats(0, 1), min_size=2, max_size=2)),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(item=not_pairs, where=st.integers(0, 29), step=st.sampled_from([1, 7, 100]))
+def test_an_item_that_is_no_pair_is_refused_naming_its_position(item, where, step):
+    """`iter_progressive_robust_val([1, 2], ...)` failed with "cannot unpack non-iterable int
+    object" from inside; the item is named, before the model learns anything of its chunk."""
+    from river_advsvm import AdvLinearSVM
+
+    data = [({"a": (i % 10) / 10, "b": 0.5}, bool(i % 2)) for i in range(30)]
+    data[where] = item
+    model = AdvLinearSVM()
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.05, steps=2), sample_rate=3)
+    with pytest.raises(TypeError, match=rf"^dataset item {where} is .*, not an \(x, y\) pair$") \
+            as refused:
+        for _ in iter_progressive_robust_val(data, model, monitor=monitor, step=step):
+            pass
+    assert "np." not in str(refused.value) and "array(" not in str(refused.value)
+    assert model.n_learned == monitor.n_seen <= where
+
+
+@pytest.mark.parametrize("run", [iter_progressive_robust_val, progressive_robust_val])
+@pytest.mark.parametrize("dataset, model, match", [
+    ([({"a": 0.5}, True)], None, "model must be a River classifier, with learn_one and "
+                                 "predict_one; None has no learn_one or predict_one"),
+    ([({"a": 0.5}, True)], object(), "has no learn_one or predict_one"),
+    (None, "model", r"dataset must be an iterable of \(x, y\) pairs, got None"),
+    (3, "model", r"dataset must be an iterable of \(x, y\) pairs, got 3"),
+])
+def test_a_model_or_a_dataset_of_the_wrong_kind_is_refused_up_front(run, dataset, model,
+                                                                      match):
+    """`model=None` failed as "'NoneType' object has no attribute 'predict_one'", and
+    `dataset=None` as "'NoneType' object is not iterable", from inside."""
+    from river_advsvm import AdvLinearSVM
+
+    model = AdvLinearSVM() if model == "model" else model
+    with pytest.raises(TypeError, match=match):
+        result = run(dataset, model, PGD(epsilon=0.05))
+        list(result) if run is iter_progressive_robust_val else None

@@ -174,3 +174,16 @@ def test_a_label_a_black_box_never_names_is_refused():
     assert caught.value.code == "unknown_label" and "7" in str(caught.value)
     result = FGSM(epsilon=0.1, bounds=None).run(model, X, [True, False], progress=False)
     assert not result.fooled.all()
+
+
+def test_a_nan_input_is_refused_in_the_reports_words():
+    """A NaN input was refused saying "learning needs finite values": a report learns
+    nothing."""
+    from river_advsvm import InvalidInput
+
+    model, X, y = _small_linear()
+    X = X.copy()
+    X.loc[1, "b"] = float("nan")
+    with pytest.raises(InvalidInput, match="feature 'b' is nan; robustness_report needs finite "
+                                           "values$"):
+        robustness_report(model, X, y, [FGSM()], [0.1], progress=False)

@@ -722,3 +722,25 @@ def test_values_at_the_ends_of_the_float_range_raise_no_numpy_warning(case):
         warnings.simplefilter("error", RuntimeWarning)
         warnings.simplefilter("ignore", UserWarning)  # (the package's own: precision, fallbacks)
         case()
+
+
+numpy_names = st.one_of(
+    st.builds(np.str_, st.text("ab", min_size=1, max_size=3)),
+    st.builds(lambda kind, v: kind(v), st.sampled_from([np.int8, np.int64, np.uint16]),
+              st.integers(0, 100)),
+    st.builds(lambda a, b: (np.str_(a), np.int64(b)), st.text("ab", min_size=1, max_size=2),
+              st.integers(0, 9)),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=numpy_names, value=st.sampled_from(["x", None, math.nan, math.inf, 10**16]))
+def test_a_numpy_feature_name_is_shown_as_the_name_it_is(name, value):
+    """`learn_one({np.str_("a"): "x"}, True)` said "feature np.str_('a') is ...": a numpy
+    name is shown as the plain name it equals ('a', 3), as the model holds it."""
+    plain = tuple(v.item() for v in name) if isinstance(name, tuple) else name.item()
+    with pytest.raises(InvalidInput) as refused:
+        AdvLinearSVM().learn_one({name: value}, True)
+    message = str(refused.value)
+    assert message.startswith(f"feature {plain!r} is "), message
+    assert "np." not in message and "\n" not in message

@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import time
 import typing
-import warnings
 
 import numpy as np
 from river import base
@@ -30,6 +29,7 @@ from river import base
 from river_advsvm import inputs
 from river_advsvm import progress as progress_
 from river_advsvm.kernels import NORMS, l2_lengths
+from river_advsvm.margin import warn_caller
 from river_advsvm.margin_predict import batch_labels
 
 __all__ = [
@@ -59,10 +59,31 @@ NOTE_SECONDS = 5.0
 BAR_DELAY = 1.0
 
 
-def check_seed(seed) -> None:
-    """ValueError unless `seed` is None or an int >= 0 (what numpy's generators take)."""
+def check_seed(seed) -> int | None:
+    """`seed` as a plain int (a numpy integer is the int it holds), or None; ValueError unless
+    it is None or an int >= 0 (what numpy's generators take)."""
+    seed = inputs.plain_number(seed)
     if not (seed is None or (inputs.is_whole(seed) and seed >= 0)):
         raise ValueError(f"seed must be None or an int >= 0, got {inputs.describe(seed)}")
+    return seed
+
+
+def check_count(name: str, value) -> int:
+    """`value` as a plain int (a numpy integer, a count taken from an array, is the int it
+    holds); ValueError naming `name` unless it is a whole number >= 1."""
+    value = inputs.plain_number(value)
+    if not (inputs.is_whole(value) and value >= 1):
+        raise ValueError(f"{name} must be a positive int, got {inputs.describe(value)}")
+    return value
+
+
+def check_flag(name: str, value) -> bool:
+    """`value` as a bool (numpy's too); ValueError naming `name` for anything else: a str
+    such as "no" would otherwise count as true."""
+    value = inputs.plain_number(value)
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {inputs.describe(value)}")
+    return value
 
 
 class NoGradientWarning(UserWarning):
@@ -462,7 +483,7 @@ class Attack(base.Base):
 
     def perturb_one(self, model, x: dict, y) -> dict:
         """The attacked version of one sample; `x` is left as it is."""
-        names, values = inputs.dict_values(x)
+        names, values = inputs.dict_values(x, needs=self._needs())
         result = self._run(model, names, values[None, :], [y])
         return dict(zip(names, result.adversarial[0].tolist()))
 
@@ -486,7 +507,7 @@ class Attack(base.Base):
         Warns with `NoGradientWarning` when some samples got no usable gradient; the result and
         `last_result` say which.
         """
-        names, values = inputs.frame_values(X)
+        names, values = inputs.frame_values(X, needs=self._needs())
         return self._run(model, names, values, batch_labels(y), progress)
 
     def estimate_seconds(self, model, X, y) -> float:
@@ -496,11 +517,15 @@ class Attack(base.Base):
         multiplied by the evaluations this attack makes per sample at most (every step of every
         search; ZOO's early stops only shorten it).
         """
-        names, values = inputs.frame_values(X)
+        names, values = inputs.frame_values(X, needs=self._needs())
         labels = batch_labels(y)
         if len(labels) != len(values):
             raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels")
         return self._estimate(model, names, np.asarray(values, dtype=np.float64), labels)
+
+    def _needs(self) -> str:
+        """Who refuses a NaN input, for the message: the attack, not learning."""
+        return f"the attack {type(self).__name__}"
 
     def _estimate(self, model, names: list, X: np.ndarray, labels: list) -> float:
         n, d = X.shape
@@ -568,12 +593,12 @@ class Attack(base.Base):
             n_queries=oracle.n_queries,
         )
         if self.last_result.n_no_gradient:
-            warnings.warn(
+            # At the caller's line, whichever public method (or evaluate function) got here.
+            warn_caller(
                 f"{type(self).__name__}: {self.last_result.n_no_gradient} of {len(X)} samples "
                 "were not fooled and met a zero, vanishing or non-finite gradient on the way; "
                 "the robust accuracy on them may be an overestimate",
                 NoGradientWarning,
-                stacklevel=3,
             )
         return self.last_result
 

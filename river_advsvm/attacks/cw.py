@@ -7,7 +7,9 @@ import math
 import numpy as np
 
 from river_advsvm import inputs
-from river_advsvm.attacks.base import Attack, accepted_box, adam_step, unusable_gradients
+from river_advsvm.attacks.base import (
+    Attack, accepted_box, adam_step, check_count, unusable_gradients,
+)
 
 __all__ = ["CarliniWagnerL2"]
 
@@ -172,10 +174,9 @@ class CarliniWagnerL2(Attack):
         super().__init__(epsilon=epsilon, norm="l2", bounds=bounds)
         self.confidence = confidence
         self.initial_const = initial_const
-        self.search_steps = search_steps
-        self.steps = steps
         self.learning_rate = learning_rate
-        _check_search(confidence, initial_const, search_steps, steps, learning_rate)
+        self.search_steps, self.steps = _check_search(confidence, initial_const, search_steps,
+                                                      steps, learning_rate)
 
     def _progress_total(self):
         return self.search_steps * self.steps
@@ -212,10 +213,12 @@ class CarliniWagnerL2(Attack):
         return best.points, no_gradient
 
 
-def _check_search(confidence, initial_const, search_steps, steps, learning_rate):
+def _check_search(confidence, initial_const, search_steps, steps,
+                  learning_rate) -> tuple[int, int]:
+    """The parameters C&W and ZOO share checked; their counts `search_steps` and `steps` as
+    plain ints."""
     inputs.check_number("confidence", confidence, lambda v: v >= 0, ">= 0")
     inputs.check_number("initial_const", initial_const, lambda v: v > 0, "> 0")
-    for name, value in (("search_steps", search_steps), ("steps", steps)):
-        if not (inputs.is_whole(value) and value >= 1):
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    counts = check_count("search_steps", search_steps), check_count("steps", steps)
     inputs.check_number("learning_rate", learning_rate, lambda v: v > 0, "> 0")
+    return counts

@@ -6,7 +6,8 @@ import numpy as np
 
 from river_advsvm import inputs
 from river_advsvm.attacks.base import (
-    Attack, check_seed, project, steepest_direction, unusable_gradients,
+    Attack, check_count, check_flag, check_seed, project, steepest_direction,
+    unusable_gradients,
 )
 
 __all__ = ["PGD"]
@@ -68,15 +69,13 @@ class PGD(Attack):
         bounds: tuple[float, float] | None = (0.0, 1.0),
     ):
         super().__init__(epsilon=epsilon, norm=norm, bounds=bounds)
-        self.steps = steps
+        # Numpy numbers (np.int64(3), taken from an array) as the plain ones they hold.
+        self.steps = check_count("steps", steps)
         self.step_size = step_size
-        self.random_start = random_start
-        self.seed = inputs.plain_number(seed)  # (np.int64(3) seeds as 3 does)
-        if not (inputs.is_whole(steps) and steps >= 1):
-            raise ValueError(f"steps must be a positive int, got {steps!r}")
+        self.random_start = check_flag("random_start", random_start)
+        self.seed = check_seed(seed)
         if step_size is not None:
             inputs.check_number("step_size", step_size, lambda v: v > 0, "> 0 (or None)")
-        check_seed(self.seed)
 
     def _random_start(self, X: np.ndarray) -> np.ndarray:
         rng = np.random.default_rng(self.seed)

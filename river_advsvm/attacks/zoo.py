@@ -6,7 +6,7 @@ import numpy as np
 
 from river_advsvm import inputs
 from river_advsvm.attacks.base import (
-    FINITE_DIFFERENCE_STEP, Attack, check_seed, unusable_gradients,
+    FINITE_DIFFERENCE_STEP, Attack, check_count, check_seed, unusable_gradients,
 )
 from river_advsvm.attacks.cw import BestFound, ConstantSearch, TanhBox, _check_search
 
@@ -102,21 +102,18 @@ class ZOO(Attack):
         super().__init__(epsilon=epsilon, norm="l2", bounds=bounds)
         self.confidence = confidence
         self.initial_const = initial_const
-        self.search_steps = search_steps
-        self.steps = steps
-        self.coordinates = coordinates
         self.learning_rate = learning_rate
         self.beta1 = beta1
         self.beta2 = beta2
         self.difference_step = difference_step
-        self.seed = inputs.plain_number(seed)  # (np.int64(3) seeds as 3 does)
-        _check_search(confidence, initial_const, search_steps, steps, learning_rate)
-        if not (inputs.is_whole(coordinates) and coordinates >= 1):
-            raise ValueError(f"coordinates must be a positive int, got {coordinates!r}")
+        # Numpy numbers (np.int64(3), taken from an array) as the plain ones they hold.
+        self.search_steps, self.steps = _check_search(confidence, initial_const, search_steps,
+                                                      steps, learning_rate)
+        self.coordinates = check_count("coordinates", coordinates)
         for name, beta in (("beta1", beta1), ("beta2", beta2)):
             inputs.check_number(name, beta, lambda v: 0 <= v < 1, "in [0, 1)")
         inputs.check_number("difference_step", difference_step, lambda v: v > 0, "> 0")
-        check_seed(self.seed)
+        self.seed = check_seed(seed)
 
     def _coordinate_batches(self, rng, n: int, d: int) -> np.ndarray:
         if self.coordinates >= d:
