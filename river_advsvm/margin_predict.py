@@ -230,7 +230,8 @@ class MarginPredictions:
         Sound for the model as deployed, against any attack: no `x'` with `||x' - x|| <` the
         radius (in `norm`, the model's own by default) changes the prediction. 0 when the model
         does not predict `y` at `x`. `bounds = (lo, hi)` restricts `x'` to that box, as the
-        attacks do, which can only make the radius larger. See `river_advsvm.certify`.
+        attacks do: the radius is then never smaller than without it, up to the radius
+        search's relative precision (1e-6). See `river_advsvm.certify`.
         """
         names, values = inputs.dict_values(x, missing_ok=True)
         return float(self._certified(names, values[None, :], [y], norm, bounds)[0])

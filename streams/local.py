@@ -112,7 +112,9 @@ def _checked_samples(source: str, target: str, limit, pair):
     except MissingLabel as error:
         raise ValueError(f"--replay {source}: {error}") from None
     except (OSError, ValueError) as error:
-        raise ValueError(f"--replay {source}: cannot read it ({error})") from None
+        text = str(error)  # (a Parquet error names the file: once is enough)
+        text = text[len(source) + 2:] if text.startswith(f"{source}: ") else text
+        raise ValueError(f"--replay {source}: cannot read it ({text})") from None
     if first is None:
         raise ValueError(f"--replay {source}: no samples to replay")
     return itertools.chain([first], samples)

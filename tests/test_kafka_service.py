@@ -680,7 +680,8 @@ def test_monitor_alerts_are_published(broker, tmp_path):
 
 def test_a_replayed_label_no_message_can_carry_is_named(broker, tmp_path):
     # A NaN label (pandas' missing label) stopped `serve --local-broker --replay` with json's
-    # bare "Out of range float values are not JSON compliant", naming neither file nor sample.
+    # bare "Out of range float values are not JSON compliant", naming neither file nor sample;
+    # from a file, the reader refuses it first, naming the row.
     from river_advsvm.streams import local
 
     samples = [({"a": 0.5}, 1), ({"a": 0.7}, float("nan"))]
@@ -697,6 +698,6 @@ def test_a_replayed_label_no_message_can_carry_is_named(broker, tmp_path):
          str(path), "--log-level", "warning"],
         capture_output=True, text=True, timeout=120, cwd=kh.REPO)
     assert result.returncode == 2
-    assert result.stderr == (f"advsvm serve: --replay {path}: sample 1 (label nan) cannot be "
-                             "sent as a message: Out of range float values are not JSON "
-                             "compliant\n")
+    assert result.stderr == (f"advsvm serve: --replay {path}: cannot read it (row 1 of the "
+                             "label column 'y': label nan is not allowed: a number label must "
+                             "be finite)\n")
