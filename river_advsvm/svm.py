@@ -152,7 +152,9 @@ class AdvKernelSVM(MarginClassifier):
         steps` for more.
     bounds
         `(low, high)`: the box every input of the attacker's point stays in (pixels: (0, 1)),
-        as for the attacks of `river_advsvm.attacks`; None for no box.
+        as for the attacks of `river_advsvm.attacks`; None for no box. An L-inf `epsilon` of
+        at least half the box's width warns: every input can then be moved to the box's
+        centre, and no classifier does better than one class under the attack.
     reprocess
         Support vectors only (random features store no examples): after each sample's step,
         this many hinge steps on vectors already stored, visited in turn (LaSVM's reprocess,
@@ -307,6 +309,14 @@ class AdvKernelSVM(MarginClassifier):
                 raise ValueError(f"averaging must be an int in [1, 1000000] or None, "
                                  f"got {averaging!r}")
         self.bounds = inputs.check_box(bounds)
+        if (self.bounds is not None and self.norm == "linf"
+                and self.epsilon >= (self.bounds[1] - self.bounds[0]) / 2):
+            # (a radius in the wrong units: 8 for 8/255 on pixels in (0, 1))
+            low, high = self.bounds
+            warn_caller(f"epsilon={self.epsilon:g} is at least half the width of the box "
+                        f"({low:g}, {high:g}): every input's L-inf threat ball holds the box's "
+                        "centre, so under attack no classifier does better than predicting one "
+                        "class; is epsilon in the inputs' units?", UserWarning)
         # An unseeded model draws its seed now; the seed is state, saved with the model.
         self._seed = seed if seed is not None else random.getrandbits(63)
         # The bandwidth the store keeps (the median of per-input ones, or above it where they

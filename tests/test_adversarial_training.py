@@ -772,3 +772,21 @@ def test_samples_before_collapse_check_counts_to_the_watchs_next_verdict(gamma):
         if not warming_up:
             assert len(verdicts) == before + 1
     assert len(verdicts) >= 4
+
+
+@settings(max_examples=60, deadline=None)
+@given(low=st.floats(-10, 10), width=st.floats(0.01, 10), share=st.floats(0.0, 2.0),
+       norm=st.sampled_from(["linf", "l2"]), boxed=st.booleans())
+def test_a_radius_that_holds_the_whole_box_is_named_at_once(low, width, share, norm, boxed):
+    """L-inf epsilon=1 (or 8, for 8/255) on pixels in (0, 1) trained without a word: every
+    input can then be moved to the box's centre, and no classifier beats one class under the
+    attack. The warning points at the line that made the model."""
+    high = low + width
+    assume_box = (low, high) if boxed else None
+    epsilon = share * width
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        AdvKernelSVM(epsilon=epsilon, norm=norm, bounds=assume_box)
+    named = [w for w in caught if "threat ball holds the box's centre" in str(w.message)]
+    assert len(named) == int(boxed and norm == "linf" and epsilon >= (high - low) / 2)
+    assert all(w.filename == __file__ for w in named)
