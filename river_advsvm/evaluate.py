@@ -353,9 +353,7 @@ def iter_progressive_robust_val(
         raise ValueError("pass either a monitor or an attack and a sample_rate, not both")
     elif monitor.model is not model:
         raise ValueError("the monitor watches another model")
-    step = inputs.plain_number(step)  # (a count taken from an array: np.int64(100))
-    if not (inputs.is_whole(step) and step >= 1):
-        raise ValueError(f"step must be a positive int, got {inputs.describe(step)}")
+    step = inputs.check_count("step", step)  # (a count taken from an array: np.int64(100))
 
     clean, robust, certified = metrics.Accuracy(), metrics.Accuracy(), metrics.Accuracy()
     n_attacked = n_certified = 0

@@ -86,6 +86,16 @@ def is_whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def check_count(name: str, value) -> int:
+    """`value` as a plain int (a numpy integer, a count taken from an array, is the int it
+    holds); ValueError naming `name` unless it is a whole number >= 1 (not a float, a str, a
+    bool or None)."""
+    whole = plain_number(value)
+    if not (is_whole(whole) and whole >= 1):
+        raise ValueError(f"{name} must be a whole number >= 1, got {describe(value)}")
+    return whole
+
+
 def is_number(value) -> bool:
     """Whether a parameter is a real number, and not a bool (`is_whole`'s reason)."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)

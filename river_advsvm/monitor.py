@@ -50,7 +50,7 @@ from river_advsvm.alerts import (
     ALERT_KINDS, MAX_HISTORY, RECENT_SAMPLES, Alert, Observation, Worsening, check_detector,
 )
 from river_advsvm.attacks import PGD, Attack, NoGradientWarning
-from river_advsvm.attacks.base import check_count, check_seed
+from river_advsvm.attacks.base import check_seed
 from river_advsvm.labels import as_label
 
 __all__ = ["ALERT_KINDS", "MAX_HISTORY", "RECENT_SAMPLES", "Alert", "Observation",
@@ -198,7 +198,7 @@ class RobustnessMonitor:
             raise ValueError(f"every N-th sample needs N >= 1, got {sample_rate}")
         if isinstance(sample_rate, float) and not 0.0 < sample_rate <= 1.0:
             raise ValueError(f"a sample rate must be in (0, 1], got {sample_rate}")
-        window_size = check_count("window_size", window_size)
+        window_size = inputs.check_count("window_size", window_size)
         if gap_threshold is not None and not (inputs.is_number(gap_threshold)
                                               and 0.0 <= gap_threshold < 1.0):
             raise ValueError(f"gap_threshold must be in [0, 1) or None, got "
@@ -212,8 +212,8 @@ class RobustnessMonitor:
                 f"gap_hysteresis ({gap_hysteresis:g}) must be below gap_threshold "
                 f"({gap_threshold:g}): a gap alert comes again only once the gap has fallen "
                 f"below gap_threshold - gap_hysteresis, and a gap is never below 0")
-        min_sampled = check_count("min_sampled", min_sampled)
-        max_alerts = check_count("max_alerts", max_alerts)
+        min_sampled = inputs.check_count("min_sampled", min_sampled)
+        max_alerts = inputs.check_count("max_alerts", max_alerts)
         if on_alert is not None and not callable(on_alert):
             # (else the first alert raised it from `update`, the sample counted by then)
             raise TypeError(f"on_alert must be a function of an Alert, or None, got "

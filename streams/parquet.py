@@ -452,7 +452,7 @@ def _batches(source, target, features, batch_size, max_list_bytes=MAX_LIST_BYTES
              max_read_bytes=None):
     """`(names, X, labels)` per batch of at most `batch_size` rows; with `max_read_bytes`, of
     at most as many rows as fit in it (as float64, by the row size the schema declares)."""
-    batch_size = _check_count("batch_size", batch_size)
+    batch_size = inputs.check_count("batch_size", batch_size)
     features = _checked_features(features)
     layout, files, filesystem = _plan(source, target, features, max_list_bytes)
     if max_read_bytes is not None:
@@ -622,20 +622,10 @@ def _feature_table(X: np.ndarray, y, layout: str, feature_name: str, target_name
     return pa.Table.from_arrays(arrays, names=names)
 
 
-def _check_count(name: str, value) -> int:
-    """`value` as a plain int (a numpy int is the count it holds); ValueError naming `name`
-    unless it is a whole number >= 1 (not a float, a str or None: they failed as a comparison's
-    TypeError, or 1.5 was taken)."""
-    whole = inputs.plain_number(value)
-    if not (inputs.is_whole(whole) and whole >= 1):
-        raise ValueError(f"{name} must be a whole number >= 1, got {inputs.describe(value)}")
-    return whole
-
-
 def _check_row_group_size(row_group_size) -> None:
     # (With a negative size `write` would write no file, and `from_river` would hold every row
     # in memory until the end.)
-    _check_count("row_group_size", row_group_size)
+    inputs.check_count("row_group_size", row_group_size)
 
 
 def write(

@@ -68,15 +68,6 @@ def check_seed(seed) -> int | None:
     return seed
 
 
-def check_count(name: str, value) -> int:
-    """`value` as a plain int (a numpy integer, a count taken from an array, is the int it
-    holds); ValueError naming `name` unless it is a whole number >= 1."""
-    value = inputs.plain_number(value)
-    if not (inputs.is_whole(value) and value >= 1):
-        raise ValueError(f"{name} must be a positive int, got {inputs.describe(value)}")
-    return value
-
-
 def check_flag(name: str, value) -> bool:
     """`value` as a bool (numpy's too); ValueError naming `name` for anything else: a str
     such as "no" would otherwise count as true."""

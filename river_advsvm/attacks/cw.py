@@ -7,9 +7,7 @@ import math
 import numpy as np
 
 from river_advsvm import inputs
-from river_advsvm.attacks.base import (
-    Attack, accepted_box, adam_step, check_count, unusable_gradients,
-)
+from river_advsvm.attacks.base import Attack, accepted_box, adam_step, unusable_gradients
 
 __all__ = ["CarliniWagnerL2"]
 
@@ -219,6 +217,7 @@ def _check_search(confidence, initial_const, search_steps, steps,
     plain ints."""
     inputs.check_number("confidence", confidence, lambda v: v >= 0, ">= 0")
     inputs.check_number("initial_const", initial_const, lambda v: v > 0, "> 0")
-    counts = check_count("search_steps", search_steps), check_count("steps", steps)
+    counts = (inputs.check_count("search_steps", search_steps),
+              inputs.check_count("steps", steps))
     inputs.check_number("learning_rate", learning_rate, lambda v: v > 0, "> 0")
     return counts

@@ -6,7 +6,7 @@ import numpy as np
 
 from river_advsvm import inputs
 from river_advsvm.attacks.base import (
-    Attack, check_count, check_flag, check_seed, project, steepest_direction,
+    Attack, check_flag, check_seed, project, steepest_direction,
     unusable_gradients,
 )
 
@@ -70,7 +70,7 @@ class PGD(Attack):
     ):
         super().__init__(epsilon=epsilon, norm=norm, bounds=bounds)
         # Numpy numbers (np.int64(3), taken from an array) as the plain ones they hold.
-        self.steps = check_count("steps", steps)
+        self.steps = inputs.check_count("steps", steps)
         self.step_size = step_size
         self.random_start = check_flag("random_start", random_start)
         self.seed = check_seed(seed)

@@ -6,7 +6,7 @@ import numpy as np
 
 from river_advsvm import inputs
 from river_advsvm.attacks.base import (
-    FINITE_DIFFERENCE_STEP, Attack, check_count, check_seed, unusable_gradients,
+    FINITE_DIFFERENCE_STEP, Attack, check_seed, unusable_gradients,
 )
 from river_advsvm.attacks.cw import BestFound, ConstantSearch, TanhBox, _check_search
 
@@ -109,7 +109,7 @@ class ZOO(Attack):
         # Numpy numbers (np.int64(3), taken from an array) as the plain ones they hold.
         self.search_steps, self.steps = _check_search(confidence, initial_const, search_steps,
                                                       steps, learning_rate)
-        self.coordinates = check_count("coordinates", coordinates)
+        self.coordinates = inputs.check_count("coordinates", coordinates)
         for name, beta in (("beta1", beta1), ("beta2", beta2)):
             inputs.check_number(name, beta, lambda v: 0 <= v < 1, "in [0, 1)")
         inputs.check_number("difference_step", difference_step, lambda v: v > 0, "> 0")
