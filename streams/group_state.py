@@ -60,7 +60,9 @@ def claimed_output_ends(snapshots, claimed: dict, partitions,
     holders = [s for s in snapshots
                if any(o is not None and s.offsets.get(t, {}).get(p) == o
                       for (t, p), o in wanted.items())]
-    known = {t for t, _ in wanted if _known_incarnation(snapshots, t, (topic_ids or {}).get(t))}
+    known = {t for t, _ in wanted
+             if any(output_log.read_as_now(s.fields["topic_ids"], s.offsets, t,
+                                           (topic_ids or {}).get(t)) for s in snapshots)}
     resume = output_log.resume_offsets(claimed, partitions, known)
     if any(o is None and t in known for (t, _), o in wanted.items()):
         holders = list(snapshots)  # (an unclaimed partition: after any latest snapshot)
@@ -72,14 +74,6 @@ def claimed_output_ends(snapshots, claimed: dict, partitions,
         parts = set().union(*(n[topic] for n in noted))
         ends[topic] = {p: min(n[topic].get(p, 0) for n in noted) for p in parts}
     return ends, resume
-
-
-def _known_incarnation(snapshots, topic: str, current) -> bool:
-    """Whether a snapshot read `topic` as it is now: its id, or (a broker without topic ids)
-    any offsets of it."""
-    if current is None:
-        return any(topic in s.offsets for s in snapshots)
-    return any(s.fields["topic_ids"].get(topic) == current for s in snapshots)
 
 
 def superseded(snapshots) -> set[str]:

@@ -38,7 +38,7 @@ import json
 import logging
 import time
 
-__all__ = ["Published", "end_offsets", "partitions_of", "read", "resume_offsets"]
+__all__ = ["Published", "end_offsets", "partitions_of", "read", "read_as_now", "resume_offsets"]
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +122,14 @@ def resume_offsets(offsets: dict, partitions, known_topics) -> dict:
         if tp.topic in known_topics:
             resume.setdefault(tp.topic, {}).setdefault(tp.partition, 0)
     return resume
+
+
+def read_as_now(topic_ids: dict, offsets: dict, topic: str, current) -> bool:
+    """Whether a state (a checkpoint, a snapshot) with these topic ids and offsets read `topic`
+    as it is now: under its `current` id, or (a broker without topic ids) at any offset."""
+    if current is None:
+        return topic in offsets
+    return topic_ids.get(topic) == current
 
 
 def partitions_of(consumer, topics: list[str]) -> list:

@@ -138,8 +138,7 @@ class Standalone:
         # after the checkpoint is read back (from offset 0; not for another incarnation,
         # whose outputs name the offsets of the new messages).
         known = {topic for topic, now in current.items()
-                 if (saved.topic_ids.get(topic) == now if now is not None
-                     else topic in saved.offsets)}
+                 if output_log.read_as_now(saved.topic_ids, saved.offsets, topic, now)}
         resume = output_log.resume_offsets(saved.offsets, partitions, known)
         for topic in sorted(recreated):
             log.warning(
