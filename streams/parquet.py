@@ -608,9 +608,9 @@ def _feature_columns(X: np.ndarray, layout: str, feature_name: str, y,
     return names
 
 
-def _feature_table(X: np.ndarray, y, layout: str, feature_name: str, target_name: str):
-    X = np.asarray(X)
-    names = _feature_columns(X, layout, feature_name, y, target_name)
+def _feature_table(X: np.ndarray, y, layout: str, names: list[str], target_name: str):
+    """A chunk of `write` as a table whose feature columns are `names` (`_feature_columns`)."""
+    names = list(names)
     if layout == "list":
         flat = pa.array(np.ascontiguousarray(X).reshape(-1))
         arrays = [pa.FixedSizeListArray.from_arrays(flat, X.shape[1])]
@@ -652,7 +652,7 @@ def write(
     """
     _check_row_group_size(row_group_size)
     X = np.asarray(X)
-    _feature_columns(X, layout, feature_name, y, target_name)  # before anything is written
+    names = _feature_columns(X, layout, feature_name, y, target_name)  # before any writing
     if y is not None and len(y) != len(X):
         raise ValueError(f"{len(X)} samples but {len(y)} labels")
     writer = None
@@ -661,7 +661,7 @@ def write(
             stop = start + row_group_size
             table = _feature_table(
                 X[start:stop], None if y is None else np.asarray(y)[start:stop],
-                layout, feature_name, target_name,
+                layout, names, target_name,
             )
             if writer is None:
                 writer = pq.ParquetWriter(os.fspath(path), table.schema, compression=compression)
