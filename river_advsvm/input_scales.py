@@ -23,6 +23,10 @@ Two guards keep the stored rows' arithmetic finite and precise in float32:
   squared distances from cached norms would otherwise lose every digit of its differences.
   The kernel only sees differences, so nothing else changes; gradients take the factors only.
 
+A checkpoint keeps the reference bandwidth, and the bandwidths and centres `gamma='scale'`
+fitted (`state`); `InputScales.restored` reads them back, checked against the model's own
+parameters: a saved factor past what the model's `max_features` allows is refused.
+
 >>> import numpy as np
 >>> from river_advsvm.input_scales import InputScales
 
@@ -54,7 +58,9 @@ import math
 
 import numpy as np
 
-__all__ = ["InputScales", "max_factor", "reference_gamma"]
+from river_advsvm import bandwidth, inputs, kernels
+
+__all__ = ["InputScales", "as_pairs", "from_pairs", "max_factor", "reference_gamma"]
 
 #: Columns of room to begin with.
 _ROOM = 16
@@ -78,6 +84,17 @@ def reference_gamma(gamma: float | dict, max_features: int, power: float = 0.5) 
     values = np.array(list(gamma.values()), dtype=np.float64)
     return max(float(np.median(values)),
                float(values.max()) / max_factor(max_features, power) ** (1.0 / power))
+
+
+def as_pairs(by_name: dict) -> list:
+    """Numbers by input name as JSON holds them: [name's encoding, number] pairs (JSON's keys
+    are strings only)."""
+    return [[inputs.encode_name(n), g] for n, g in by_name.items()]
+
+
+def from_pairs(pairs) -> dict:
+    """The numbers `as_pairs` wrote, by input name."""
+    return {inputs.decode_name(n): g for n, g in pairs}
 
 
 class InputScales:
@@ -186,3 +203,73 @@ class InputScales:
             return GV, GU
         q = self._factors[: GV.shape[-1]]
         return GV * q, (GU * self.of(u_names) if len(u_names) else GU)
+
+    # -- saved state -------------------------------------------------------------------------
+
+    def state(self, fitted: bool) -> dict:
+        """What a checkpoint keeps: the reference bandwidth and the power, and, when the
+        bandwidths were `fitted` (by `gamma='scale'`, not given as the model's `gamma`), them
+        and the centres."""
+        state = {"gamma": self.gamma, "gamma_by_name": None, "scale_power": self.power}
+        if fitted and self.by_name is not None:
+            state["gamma_by_name"] = as_pairs(self.by_name)
+            if self.centres is not None:
+                state["input_centres"] = as_pairs(self.centres)
+        return state
+
+    @classmethod
+    def restored(cls, state: dict, gamma, by_name: dict | None, max_features: int,
+                 power: float) -> InputScales:
+        """The scales a checkpoint's `state` saved, checked against the model's `gamma`
+        parameter (`by_name`: the bandwidths it names), its `max_features` and its kernel's
+        `power`; `ValueError` for state no such model could have written."""
+        fitted = isinstance(gamma, str)
+        if fitted and state.get("gamma_by_name") is not None:
+            pairs = state["gamma_by_name"]
+            if len(pairs) > max_features:
+                raise ValueError("too many fitted bandwidths")
+            by_name = bandwidth.check_gamma(from_pairs(pairs))
+        centres = _centres_from_state(state.get("input_centres"), by_name if fitted else None)
+        reference = state["gamma"]
+        if reference is not None and not inputs.is_number(reference):
+            raise ValueError(f"the saved bandwidth {reference!r:.40} is not a number")
+        reference = None if reference is None else float(reference)
+        if reference is not None and not 0 < reference <= kernels.MAX_GAMMA:
+            raise ValueError(f"gamma {reference!r} is out of range")
+        # A number given as gamma is the bandwidth the store uses: state of another is a model
+        # that does not learn as its parameters say.
+        if inputs.is_number(gamma) and reference != float(gamma):
+            raise ValueError(f"the saved bandwidth {reference!r} is not the gamma parameter "
+                             f"{gamma!r}")
+        # Saved before a Laplacian model's factors were gamma_j / gamma: its vectors were
+        # stored with the square roots, and it goes on with them.
+        saved_power = state.get("scale_power", 0.5)
+        if type(saved_power) is not float or saved_power not in (0.5, power):
+            raise ValueError(f"scale_power {saved_power!r} is not one of this kernel's")
+        # (Relative to the saved reference, as the saved model's were; never a factor past the
+        # bound this model's max_features sets.)
+        if by_name is not None and reference is not None:
+            largest = (max(by_name.values()) / reference) ** saved_power
+            limit = max_factor(max_features, saved_power)
+            if not largest <= limit * (1 + 1e-9):
+                raise ValueError(f"the saved bandwidths give an input the factor {largest:.3g}, "
+                                 f"above {limit:.3g} for max_features={max_features}")
+        return cls(by_name, reference, max_features, saved_power, centres)
+
+
+def _centres_from_state(pairs, by_name: dict | None) -> dict | None:
+    """The saved centres of inputs far from 0, checked: inputs `gamma='scale'` fitted
+    (`by_name`, None when nothing was fitted) only, finite numbers within the inputs' bound."""
+    if pairs is None:
+        return None
+    if by_name is None or not isinstance(pairs, list) or not all(
+            isinstance(p, list) and len(p) == 2 for p in pairs):
+        raise ValueError("input_centres must be [name, centre] pairs of fitted inputs")
+    centres = from_pairs(pairs)
+    for name, centre in centres.items():
+        if name not in by_name:
+            raise ValueError(f"input_centres names {name!r}, which has no fitted bandwidth")
+        if type(centre) is not float or not abs(centre) <= inputs.MAX_ABS_VALUE:
+            raise ValueError(f"the centre of {name!r} is {centre!r}, not a number within "
+                             f"+-{inputs.MAX_ABS_VALUE:g}")
+    return centres

@@ -11,7 +11,7 @@ import numpy as np
 from river_advsvm import adversary, bandwidth, certify, checkpoint, inputs, kernels
 from river_advsvm import budget as rf
 from river_advsvm.feature_average import AveragedFeatures
-from river_advsvm.input_scales import InputScales, max_factor, reference_gamma
+from river_advsvm.input_scales import InputScales, as_pairs, from_pairs, reference_gamma
 from river_advsvm.margin import MarginClassifier, warn_caller
 from river_advsvm.model_checkpoint import MAX_ABS_BIAS
 from river_advsvm.support import PrecisionWarning, SupportVectors
@@ -54,9 +54,7 @@ class AdvKernelSVM(MarginClassifier):
       "friendly" PGD, Zhang et al.; see `adversary.attacker_point`). A sample already
       misclassified is learned as it is. Where the two classes' threat balls overlap, the worst
       point of the ball lies inside the other class and learning it drags the boundary across
-      that class (on CIFAR-10 automobile vs truck at L-inf 0.1: 61% clean and 16% under
-      PGD-10, against 69% and 36% learning the crossing); where they do not, it is the
-      worst point found. The attacker stays in the threat ball (and in `bounds`, if given) and
+      that class; where they do not, it is the worst point found. The attacker stays in the threat ball (and in `bounds`, if given) and
       moves only the sample's own inputs. With support vectors, a sample whose margin, lowered
       by the closed form's bound below (sound for every attack on the exact kernel expansion),
       is still above 1 is not attacked: it cannot be active. Random features attack every
@@ -98,10 +96,8 @@ class AdvKernelSVM(MarginClassifier):
         (an input of range `s` gets `c / s^2`, or `c / s` for 'laplacian', whose exponent is
         linear in the differences).
         Raw inputs of different units (a salary and an age) are thus put on one footing, as a
-        scaler in front would. The factor 2 was measured: one online pass learns better with a
-        kernel narrower than an offline SVM's (on River's 8 binary benchmark streams the mean
-        accuracy rose from 93.3% to 94.0% behind a StandardScaler; on MNIST 8 vs 9 clean
-        accuracy and PGD accuracy rose, the certified accuracy fell). An input whose warm-up
+        scaler in front would (twice 'scale': one online pass learns better with a kernel
+        narrower than an offline SVM's). An input whose warm-up
         mean is more than 2 of its ranges from 0 (a year, a temperature in kelvin) is
         measured about that mean, and stored minus it: in float32 a value far from 0 keeps
         too few digits for the kernel to see its differences. Centre such inputs yourself
@@ -636,25 +632,20 @@ class AdvKernelSVM(MarginClassifier):
         # come back naming '0' and '1', and one with tuple names could not be written. Such a
         # dict is saved as [name's encoding, bandwidth] pairs, as fitted bandwidths are.
         if isinstance(gamma, dict) and not all(isinstance(n, str) for n in gamma):
-            params["gamma"] = _as_pairs(gamma)
+            params["gamma"] = as_pairs(gamma)
         return params
 
     @classmethod
     def _params_from_checkpoint(cls, params):
         gamma = params.get("gamma")
         if isinstance(gamma, list):
-            params = {**params, "gamma": _from_pairs(gamma)}
+            params = {**params, "gamma": from_pairs(gamma)}
         return params
 
     def _model_state(self):
-        scalars = {"seed": self._seed, "gamma": self._gamma, "kernel_radius": self.kernel_radius,
-                   "gamma_by_name": None, "active_share": self._active_share,
-                   "scale_power": self._input_scales.power}
-        by_name = self._input_scales.by_name
-        if by_name is not None and isinstance(self.gamma, str):  # fitted, not given
-            scalars["gamma_by_name"] = _as_pairs(by_name)
-            if self._input_scales.centres is not None:
-                scalars["input_centres"] = _as_pairs(self._input_scales.centres)
+        scalars = {"seed": self._seed, "kernel_radius": self.kernel_radius,
+                   "active_share": self._active_share,
+                   **self._input_scales.state(fitted=isinstance(self.gamma, str))}
         arrays = {}
         if self._store is not None:
             store_scalars, arrays = self._store.state()
@@ -667,54 +658,24 @@ class AdvKernelSVM(MarginClassifier):
 
     def _restore_model_state(self, scalars, arrays):
         self._seed = int(scalars["seed"])
-        by_name = self._input_scales.by_name
-        if isinstance(self.gamma, str) and scalars.get("gamma_by_name") is not None:
-            fitted = scalars["gamma_by_name"]
-            if len(fitted) > self.max_features:
-                raise ValueError("too many fitted bandwidths")
-            by_name = bandwidth.check_gamma(_from_pairs(fitted))
-        centres = _centres_from_checkpoint(scalars.get("input_centres"),
-                                           by_name if isinstance(self.gamma, str) else None)
-        gamma = scalars["gamma"]
-        if gamma is not None and not inputs.is_number(gamma):
-            raise ValueError(f"the saved bandwidth {gamma!r:.40} is not a number")
-        gamma = None if gamma is None else float(gamma)
-        if self._held and gamma is not None:
+        # A seed given is the seed of the features: state of another is a model that does not
+        # learn as its parameters say (random features keep no bandwidth of their own to tell).
+        if self.seed is not None and self._seed != self.seed:
+            raise ValueError(f"the saved seed {self._seed!r} is not the seed parameter "
+                             f"{self.seed!r}")
+        self._input_scales = InputScales.restored(scalars, self.gamma, self._input_scales.by_name,
+                                                  self.max_features, SCALE_POWERS[self.kernel])
+        if self._held and self._gamma is not None:
             # Rows are held back only until 'scale' fits the bandwidth, then learned at once:
             # a model with both would never learn them, and could not be saved and read back.
             raise ValueError("the model holds warm-up rows back and already has its bandwidth")
         self.kernel_radius = float(scalars.get("kernel_radius", 0.0))
+        if not 0.0 <= self.kernel_radius < math.inf:  # NaN fails too
+            raise ValueError(f"kernel_radius {self.kernel_radius!r} is out of range")
         # Saved before the bias step was damped: full steps until nearly every sample is active.
         self._active_share = float(scalars.get("active_share", 0.0))
         if not 0.0 <= self._active_share <= 1.0:
             raise ValueError(f"active_share {self._active_share!r} is out of range")
-        if not 0.0 <= self.kernel_radius < math.inf:  # NaN fails too
-            raise ValueError(f"kernel_radius {self.kernel_radius!r} is out of range")
-        if gamma is not None and not 0 < gamma <= kernels.MAX_GAMMA:
-            raise ValueError(f"gamma {gamma!r} is out of range")
-        # A number given as gamma is the bandwidth the store uses, and a seed given the seed
-        # of its features: state of others is a model that does not learn as its parameters say
-        # (random features keep no bandwidth of their own to tell).
-        if inputs.is_number(self.gamma) and gamma != float(self.gamma):
-            raise ValueError(f"the saved bandwidth {gamma!r} is not the gamma parameter "
-                             f"{self.gamma!r}")
-        if self.seed is not None and self._seed != self.seed:
-            raise ValueError(f"the saved seed {self._seed!r} is not the seed parameter "
-                             f"{self.seed!r}")
-        # Saved before a Laplacian model's factors were gamma_j / gamma: its vectors were
-        # stored with the square roots, and it goes on with them.
-        power = scalars.get("scale_power", 0.5)
-        if type(power) is not float or power not in (0.5, SCALE_POWERS[self.kernel]):
-            raise ValueError(f"scale_power {power!r} is not one of this kernel's")
-        # (Relative to the saved reference, as the saved model's were; never a factor past the
-        # bound this model's max_features sets.)
-        if by_name is not None and gamma is not None:
-            largest = (max(by_name.values()) / gamma) ** power
-            if not largest <= max_factor(self.max_features, power) * (1 + 1e-9):
-                raise ValueError(f"the saved bandwidths give an input the factor {largest:.3g}, "
-                                 f"above {max_factor(self.max_features, power):.3g} for "
-                                 f"max_features={self.max_features}")
-        self._input_scales = InputScales(by_name, gamma, self.max_features, power, centres)
         if ("store" in scalars) != self._started:
             # A model starts its store as it starts learning: one without the other would
             # predict from the bias alone, then start a second store over no inputs.
@@ -766,32 +727,3 @@ class AdvKernelSVM(MarginClassifier):
 def _average_type(store) -> type:
     """The average of the iterates a store of this representation keeps."""
     return AveragedVectors if isinstance(store, SupportVectors) else AveragedFeatures
-
-
-def _as_pairs(by_name: dict) -> list:
-    """Bandwidths by input name as JSON holds them: [name's encoding, bandwidth] pairs (JSON's
-    keys are strings only)."""
-    return [[inputs.encode_name(n), g] for n, g in by_name.items()]
-
-
-def _from_pairs(pairs) -> dict:
-    """The bandwidths `_as_pairs` wrote, by input name."""
-    return {inputs.decode_name(n): g for n, g in pairs}
-
-
-def _centres_from_checkpoint(pairs, by_name: dict | None) -> dict | None:
-    """The saved centres of inputs far from 0, checked: inputs `gamma='scale'` fitted
-    (`by_name`, None when nothing was fitted) only, finite numbers within the inputs' bound."""
-    if pairs is None:
-        return None
-    if by_name is None or not isinstance(pairs, list) or not all(
-            isinstance(p, list) and len(p) == 2 for p in pairs):
-        raise ValueError("input_centres must be [name, centre] pairs of fitted inputs")
-    centres = _from_pairs(pairs)
-    for name, centre in centres.items():
-        if name not in by_name:
-            raise ValueError(f"input_centres names {name!r}, which has no fitted bandwidth")
-        if type(centre) is not float or not abs(centre) <= inputs.MAX_ABS_VALUE:
-            raise ValueError(f"the centre of {name!r} is {centre!r}, not a number within "
-                             f"+-{inputs.MAX_ABS_VALUE:g}")
-    return centres

@@ -32,6 +32,27 @@ def test_the_factors_of_known_and_unknown_names():
     np.testing.assert_array_equal(U, [[2.0, 2.0]])
 
 
+def test_saved_scales_come_back_the_same_and_a_bound_is_not_lifted():
+    """What a checkpoint keeps of fitted scales gives the same rows back; a model of a smaller
+    max_features refuses the factors it could never have made."""
+    by_name = {"year": 4.0, ("t", 1): 1.0, 3: 0.25}
+    scales = InputScales(by_name, gamma=1.0, max_features=10, centres={"year": 2000.0})
+    state = scales.state(fitted=True)
+    back = InputScales.restored(state, "scale", None, 10, 0.5)
+    names = [3, "year", ("t", 1), "other"]
+    for s in (scales, back):
+        s.add(names, 4)
+    row = np.array([1.0, 2003.0, 5.0, 7.0])
+    np.testing.assert_array_equal(back.row(row), scales.row(row))
+    assert back.row(row).tolist() == [0.5, 6.0, 5.0, 7.0]
+    # A given dict is the model's parameter, not state: nothing of it is saved.
+    assert scales.state(fitted=False)["gamma_by_name"] is None
+    with pytest.raises(ValueError, match="factor"):
+        InputScales.restored({**state, "gamma": 1e-7}, "scale", None, 10, 0.5)
+    with pytest.raises(ValueError, match="not the gamma parameter"):
+        InputScales.restored(scales.state(fitted=False), 0.5, None, 10, 0.5)
+
+
 def test_the_room_grows_past_its_start_and_never_past_max_features():
     scales = InputScales({"x0": 4.0, "y": 1.0, "z": 1.0}, gamma=1.0, max_features=40)
     names = [f"x{j}" for j in range(40)]
