@@ -150,7 +150,8 @@ class AdvKernelSVM(MarginClassifier):
         `(low, high)`: the box every input of the attacker's point stays in (pixels: (0, 1)),
         as for the attacks of `river_advsvm.attacks`; None for no box. An L-inf `epsilon` of
         at least half the box's width warns: every input can then be moved to the box's
-        centre, and no classifier does better than one class under the attack.
+        centre, and no classifier does better than one class under the attack (an L2 one of
+        half the box's diagonal over a sample's inputs warns as the model learns it).
     reprocess
         Support vectors only (random features store no examples): after each sample's step,
         this many hinge steps on vectors already stored, visited in turn (LaSVM's reprocess,
@@ -330,6 +331,7 @@ class AdvKernelSVM(MarginClassifier):
         # The recent share of active samples; no sample has shown the hinge is not flat yet.
         self._active_share = 1.0
         self._rounding_warned = False
+        self._box_warned = False
         # The held rows with what gamma='scale' fits on them, and their signs.
         self._warm_rows = bandwidth.WarmUpRows(kernel)
 
@@ -416,11 +418,25 @@ class AdvKernelSVM(MarginClassifier):
         streams that repeat their feature names."""
         if names != self._radius_names:
             self._radius_names = names
+            if self.norm == "l2" and self.bounds is not None and not self._box_warned:
+                self._warn_if_box_reached(len(names))
             input_scales = self._input_scales
             scales = len(names) if input_scales.uniform else input_scales.of(names)
             self.kernel_radius = kernels.adversarial_radius(
                 self.kernel, self._gamma, self.epsilon, self.norm, scales)
         return self.kernel_radius
+
+    def _warn_if_box_reached(self, d: int) -> None:
+        """Once per model: an L2 `epsilon` of at least half the box's diagonal over a sample's
+        `d` inputs (as the L-inf one of half its width, at construction)."""
+        low, high = self.bounds
+        if self.epsilon >= math.sqrt(d) * (high - low) / 2:
+            self._box_warned = True
+            warn_caller(f"epsilon={self.epsilon:g} (L2) is at least half the diagonal of the "
+                        f"box ({low:g}, {high:g}) over a sample's {d} inputs: its threat ball "
+                        "holds the box's centre, so under attack no classifier does better "
+                        "than predicting one class; is epsilon in the inputs' units?",
+                        UserWarning)
 
     def _row_margin(self, v, u, u_names, u_hashes):
         scaled, u = self._input_scales.scaled(v, u, u_names)

@@ -790,3 +790,24 @@ def test_a_radius_that_holds_the_whole_box_is_named_at_once(low, width, share, n
     named = [w for w in caught if "threat ball holds the box's centre" in str(w.message)]
     assert len(named) == int(boxed and norm == "linf" and epsilon >= (high - low) / 2)
     assert all(w.filename == __file__ for w in named)
+
+
+@settings(max_examples=40, deadline=None)
+@given(d=st.integers(1, 50), width=st.floats(0.01, 10), share=st.floats(0.0, 2.0),
+       steps=st.integers(1, 3))
+def test_an_l2_radius_that_holds_the_whole_box_is_named_once_as_it_is_learned(
+        d, width, share, steps):
+    """L2 50 on 784 pixels in (0, 1) trained without a word. Half the box's diagonal over a
+    sample's inputs is the L2 radius whose ball always holds the box's centre: the model
+    warns once, at the line that learns such a sample."""
+    epsilon = share * math.sqrt(d) * width / 2
+    model = AdvKernelSVM(epsilon=epsilon, norm="l2", bounds=(0.0, width), gamma=1.0)
+    rng = np.random.default_rng(d)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(steps):
+            model.learn_one({j: float(v) for j, v in enumerate(rng.uniform(0, width, d))},
+                            i % 2 == 0)
+    named = [w for w in caught if "half the diagonal" in str(w.message)]
+    assert len(named) == int(epsilon >= math.sqrt(d) * width / 2)
+    assert all(w.filename == __file__ for w in named)
