@@ -16,10 +16,7 @@ and any batching of `learn_many` (or of `decision_then_learn_many`) give bit-ide
 from __future__ import annotations
 
 import math
-import os
-import sys
 import typing
-import warnings
 
 import numpy as np
 from river import base
@@ -29,7 +26,9 @@ from river_advsvm.kernels import NORMS
 from river_advsvm.labels import as_label, classes_after
 from river_advsvm.margin_predict import MarginPredictions, batch_labels, in_hash_order
 from river_advsvm.model_checkpoint import CheckpointMixin
+from river_advsvm.new_inputs import NewInputs, Rows
 from river_advsvm.schedule import StepSchedule
+from river_advsvm.warn import warn_caller
 
 __all__ = ["MAX_FEATURES_LIMIT", "MarginClassifier"]
 
@@ -37,56 +36,6 @@ __all__ = ["MAX_FEATURES_LIMIT", "MarginClassifier"]
 MAX_FEATURES_LIMIT = 1_000_000
 
 
-def warn_caller(message: str, category: type[Warning]) -> None:
-    """`warnings.warn`, at the first frame outside this package: the line that called
-    `learn_one`, `learn_many`, ... however deep inside the package the warning arose."""
-    frame, level = sys._getframe(1), 2  # (stacklevel 1 is this function)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level)
-
-
-_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-class _Rows:
-    """Samples to learn or predict: runs of rows that share their feature names."""
-
-    def __init__(self, runs: list[tuple[list, np.ndarray]]):
-        self.runs = runs
-
-    @classmethod
-    def of(cls, X, missing_ok) -> _Rows:
-        """From a DataFrame, a 2-D array, or a list of feature dicts; `missing_ok`, one bool
-        or one per row, says where NaN is a missing input rather than an error."""
-        if isinstance(X, (list, tuple)):
-            runs: list = []
-            for names, values in inputs.rows_values(X, missing_ok):
-                if runs and runs[-1][0] == names:
-                    runs[-1][1].append(values)
-                else:
-                    runs.append((names, [values]))
-            return cls([(names, np.array(rows).reshape(len(rows), len(names)))
-                        for names, rows in runs])
-        names, values = inputs.frame_values(X, missing_ok)
-        # Rows of a C-ordered matrix: pandas hands over a column-major one, and a strided row
-        # rounds its dot products otherwise than the same row from a dict (`learn_one`).
-        return cls([(names, np.ascontiguousarray(values))])
-
-    def __len__(self) -> int:
-        return sum(len(values) for _, values in self.runs)
-
-    def split(self, at: int) -> tuple[_Rows, _Rows]:
-        """The first `at` rows and the others."""
-        head, tail, i = [], [], 0
-        for names, values in self.runs:
-            cut = min(max(at - i, 0), len(values))
-            if cut:
-                head.append((names, values[:cut]))
-            if cut < len(values):
-                tail.append((names, values[cut:]))
-            i += len(values)
-        return _Rows(head), _Rows(tail)
 
 
 class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassifier):
@@ -136,10 +85,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         self._started = False
         self._held: list[tuple[list, np.ndarray, typing.Any]] = []
         self._collapse = collapse.CollapseWatch()
-        # (rows looked at, their inputs with hashes, the latest names): see _held_inputs.
-        self._held_cache: tuple[int, dict, list | None] = (0, {}, None)
-        # The lookup whose unknown names were last validated (see _check_new_inputs).
-        self._names_checked: inputs.Columns | None = None
+        self._new_inputs = NewInputs(self._index, max_features)
 
     # -- hooks for subclasses -------------------------------------------------------------------
 
@@ -258,7 +204,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
             label = as_label(y)
             columns = self._index.lookup(names)
             if label in self._labels and (columns.complete or (
-                    columns is self._names_checked
+                    columns is self._new_inputs.names_checked
                     and not np.count_nonzero(values.take(columns.unknown)))):
                 self._test_then_learn(names, values, label, {}, decide=False)
                 return
@@ -266,13 +212,13 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
             # A warm-up row under the names of the latest one held (a stream repeating its
             # keys): `_run` would find no new input, and the count it checked then holds.
             label = as_label(y)
-            if label in self._labels and names == self._held_inputs_now()[2]:
+            if label in self._labels and names == self._new_inputs.latest_held_names(self._held):
                 self._held.append((names, values, label))
                 held = self._held_inputs()
                 if not self._holds_back():
                     self._learn_held(dict(held))
                 return
-        self._run(_Rows([(names, values[None, :])]), [y], predict_only_ok=False, vote=False)
+        self._run(Rows([(names, values[None, :])]), [y], predict_only_ok=False, vote=False)
 
     def learn_many(self, X, y) -> None:
         """Learn each row of `X` in order: the same model, bit for bit, as a `learn_one` loop.
@@ -280,18 +226,18 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         `X` is a pandas DataFrame, a 2-D numpy array whose columns are features 0..d-1, or a
         list of feature dicts.
         """
-        rows = _Rows.of(X, missing_ok=False)
+        rows = Rows.of(X, missing_ok=False)
         self._run(rows, self._labels_for(rows, y), predict_only_ok=False, vote=False)
 
     def _check_learn_one(self, x: dict, y) -> None:
         """Raise the `InvalidInput` that `learn_one(x, y)` would, changing nothing: a
         one-vs-rest model asks each label's model before any of them learns."""
         names, values = inputs.dict_values(x)
-        self._checked(_Rows([(names, values[None, :])]), [y], predict_only_ok=False)
+        self._checked(Rows([(names, values[None, :])]), [y], predict_only_ok=False)
 
     def _check_learn_many(self, X, y) -> None:
         """`_check_learn_one` for `learn_many(X, y)`."""
-        rows = _Rows.of(X, missing_ok=False)
+        rows = Rows.of(X, missing_ok=False)
         self._checked(rows, self._labels_for(rows, y), predict_only_ok=False)
 
     def decision_then_learn_many(self, X, y) -> np.ndarray:
@@ -326,7 +272,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         return pd.DataFrame(data, columns=columns, index=index)
 
     @classmethod
-    def _predicted_rows(cls, X, y) -> tuple[_Rows, list]:
+    def _predicted_rows(cls, X, y) -> tuple[Rows, list]:
         """A test-then-train batch's rows and labels. NaN is a missing input in a row that is
         only predicted (label None), as in `decision_one`, and an error in a row to learn."""
         labels = batch_labels(y)
@@ -336,18 +282,18 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
                 raise inputs.InvalidInput(f"{len(X)} samples but {len(labels)} labels",
                                           "bad_shape")
         else:
-            predict_only = False  # not a batch: `_Rows.of` refuses it
-        rows = _Rows.of(X, missing_ok=predict_only)
+            predict_only = False  # not a batch: `Rows.of` refuses it
+        rows = Rows.of(X, missing_ok=predict_only)
         return rows, cls._labels_for(rows, labels)
 
     @staticmethod
-    def _labels_for(rows: _Rows, y) -> list:
+    def _labels_for(rows: Rows, y) -> list:
         labels = batch_labels(y)
         if len(labels) != len(rows):
             raise inputs.InvalidInput(f"{len(rows)} samples but {len(labels)} labels", "bad_shape")
         return labels
 
-    def _run(self, rows: _Rows, labels: list, predict_only_ok: bool, vote: bool = True):
+    def _run(self, rows: Rows, labels: list, predict_only_ok: bool, vote: bool = True):
         """Predict each row, then learn it if it has a label; everything is checked first.
 
         Returns each row's margin before its step, the calibration scale at that time and the
@@ -392,13 +338,13 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
                 i += 1
         return margins, scales, known
 
-    def _checked(self, rows: _Rows, labels: list, predict_only_ok: bool) -> tuple[list, dict]:
+    def _checked(self, rows: Rows, labels: list, predict_only_ok: bool) -> tuple[list, dict]:
         """The labels as labels and the hashes of the inputs the rows bring; `InvalidInput`
         (nothing changed) if the rows cannot all be learned."""
         labels = [None if y is None and predict_only_ok else as_label(y) for y in labels]
         if not all(y is None or y in self._labels for y in labels):
             classes_after(self._labels, [y for y in labels if y is not None])
-        return labels, self._check_new_inputs(rows, labels)
+        return labels, self._new_inputs.check(rows, labels, self._held, self._rows_to_hold())
 
     def _learn_held(self, hashes: dict) -> None:
         if not self._started:
@@ -408,118 +354,10 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         for names, row, y in held:
             self._test_then_learn(names, row, y, hashes, decide=False)
 
-    def _check_new_inputs(self, rows: _Rows, labels: list) -> dict:
-        """The hashes of the inputs these rows bring (which validates their names); refuses the
-        lot if learning them would make more than `max_features` inputs."""
-        held = self._held_inputs() if self._held else {}
-        to_hold = self._rows_to_hold()
-        labelled = [i for i, y in enumerate(labels) if y is not None] if to_hold else []
-        if len(labelled) > to_hold:
-            # The warm-up ends within the batch: then only the inputs nonzero in a held row
-            # take a column, and the rows after it count from there, as in a learn_one loop.
-            end = labelled[to_hold - 1] + 1
-            warm_up, after = rows.split(end)
-            hashes = self._count_new_inputs(warm_up, labels[:end], held, to_hold)
-            started = {n: hashes[n] for n in self._inputs_of_held_rows(warm_up, labels[:end])}
-            return {**hashes, **self._count_new_inputs(after, labels[end:], started, 0)}
-        return self._count_new_inputs(rows, labels, held, to_hold)
-
-    def _inputs_of_held_rows(self, rows: _Rows, labels: list) -> list:
-        """The inputs the index does not know that are nonzero in a held row or in one of
-        `rows` with a label (all of them held): those that take a column when the warm-up ends."""
-        position = self._index.position
-        runs = [(names, row[None, :]) for names, row, _ in self._held]
-        i = 0
-        for names, values in rows.runs:
-            is_held = np.array([y is not None for y in labels[i : i + len(values)]], dtype=bool)
-            runs.append((names, values[is_held]))
-            i += len(values)
-        found: dict = {}  # (an ordered set)
-        for names, values in runs:
-            nonzero = np.count_nonzero(values, axis=0).tolist()
-            found.update(dict.fromkeys(n for n, k in zip(names, nonzero)
-                                       if k and n not in position))
-        return list(found)
-
-    def _count_new_inputs(self, rows: _Rows, labels: list, held: dict, to_hold: int) -> dict:
-        """`_check_new_inputs` with the inputs of the held rows (`held`, by name with their
-        hashes) and the rows still to hold before the warm-up ends (`to_hold`) given."""
-        learned: dict = {}  # inputs of learned rows beyond the held ones
-        predicted: dict = {}
-        # A held row keeps all its inputs, zero-valued ones too (the warm-up fits on them):
-        # they count as the held ones do, so that a checkpoint can hold the rows.
-        holding: dict = {}
-        i = 0
-        for names, values in rows.runs:
-            labelled = sum(y is not None for y in labels[i : i + len(values)]) if to_hold else 0
-            if to_hold and held and names == self._held_cache[2]:
-                # The keys of the latest held row: every input is held already.
-                to_hold -= min(to_hold, labelled)
-                i += len(values)
-                continue
-            if labelled:
-                to_hold -= min(to_hold, labelled)
-                holding.update(dict.fromkeys(n for n in names if n not in held
-                                             and n not in self._index.position))
-            columns = self._index.lookup(names)
-            unknown = columns.unknown
-            if len(unknown) and columns is not self._names_checked:
-                # Every name a row carries may be kept (zero-valued ones too: the inputs an
-                # attacker may move), so every new one must be one a checkpoint can hold.
-                # The index hands back the same lookup while the names repeat and it learns
-                # no input: names checked once are not checked again.
-                inputs.check_storable_names([names[j] for j in unknown.tolist()])
-                self._names_checked = columns
-            # Inputs the model does not know are usually 0 (a pixel never lit in training).
-            # (`take` and `count_nonzero`: a fancy index of a 2-D array and `any` cost several
-            # times more.)
-            if len(unknown) and np.count_nonzero(unknown_values := values.take(unknown, axis=1)):
-                nonzero = unknown_values != 0
-                # (A row only predicted may bring at most max_features unknown inputs too:
-                # refused here, before any row of the batch is learned.)
-                self._check_unknown(int(nonzero.sum(axis=1).max()))
-                is_learned = np.fromiter((y is not None for y in labels[i : i + len(values)]),
-                                         dtype=bool, count=len(values))
-                for mask, found in [(is_learned, learned), (~is_learned, predicted)]:
-                    columns = nonzero[mask].any(axis=0)
-                    found.update(dict.fromkeys(n for j in unknown[columns].tolist()
-                                               if (n := names[j]) not in held))
-            i += len(values)
-        total = len(self._index) + len(held) + len({**holding, **learned})
-        if total > self.max_features:
-            raise inputs.InvalidInput(
-                f"learning this would give the model {total} inputs, "
-                f"more than max_features={self.max_features}", "too_many_features")
-        if not learned and not predicted:  # (a copy: the caller adds to it)
-            return dict(held)
-        names = [n for n in {**learned, **predicted} if n not in held]
-        return {**held, **dict(zip(names, self._index.hash_names(names).tolist()))}
-
-    def _held_inputs_now(self) -> tuple:
-        """`_held_cache` covering every held row: (their count, their inputs the index does not
-        know with hashes, the names of the latest)."""
-        self._held_inputs()
-        return self._held_cache
-
     def _held_inputs(self, hashes: dict | None = None) -> dict:
-        """The inputs of the held rows that the index does not know, with their hashes; kept up
-        to date as rows are held, so that each held row is looked at once. `hashes` may hold
-        the hashes of new ones (what `_check_new_inputs` returned)."""
-        count, found, last = self._held_cache
-        if count > len(self._held):  # the held rows were learned: start again
-            count, found, last = 0, {}, None
-        position = self._index.position
-        for names, _, _ in self._held[count:]:
-            if names == last:  # a stream repeating its keys: nothing new
-                continue
-            last = names
-            new = list(dict.fromkeys(n for n in names if n not in position and n not in found))
-            if hashes is not None and all(n in hashes for n in new):
-                found.update((n, hashes[n]) for n in new)
-            else:
-                found.update(zip(new, self._index.hash_names(new).tolist()))
-        self._held_cache = (len(self._held), found, last)
-        return found
+        """The inputs of the held rows that the index does not know, with their hashes (see
+        `NewInputs.held_inputs`)."""
+        return self._new_inputs.held_inputs(self._held, hashes)
 
     def _test_then_learn(self, names: list, row: np.ndarray, y, hashes: dict,
                          decide: bool = True) -> float:
@@ -581,14 +419,8 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
     def _split(self, names: list, row: np.ndarray):
         """One row as (values over the known inputs, nonzero values of unknown ones, their names)."""
         v, u, u_names = self._index.split_row(names, row)
-        self._check_unknown(len(u_names))
+        self._new_inputs.check_unknown(len(u_names))
         return v, u, u_names
-
-    def _check_unknown(self, n_unknown: int) -> None:
-        if n_unknown > self.max_features:
-            raise inputs.InvalidInput(
-                f"the sample has {n_unknown} inputs the model does not know, more than "
-                f"max_features={self.max_features}", "too_many_features")
 
     @property
     def n_learned(self) -> int:

@@ -61,11 +61,11 @@ class MarginPredictions:
         # as in progressive validation): hashing them again at every vote made the warm-up
         # cost a hash per input per prediction. (They are at most max_features: held.)
         if self._held:
-            if names == self._held_inputs_now()[2]:
+            if names == self._new_inputs.latest_held_names(self._held):
                 return
         columns = self._index.lookup(names).unknown
         nonzero = np.atleast_2d(values)[:, columns] != 0
-        self._check_unknown(int(nonzero.sum(axis=1).max(initial=0)))
+        self._new_inputs.check_unknown(int(nonzero.sum(axis=1).max(initial=0)))
         present = nonzero.any(axis=0)
         if present.any():
             self._index.hash_names([names[j] for j in columns[present].tolist()])
@@ -84,7 +84,7 @@ class MarginPredictions:
         nonzero = U != 0
         keep = nonzero.any(axis=0) | keep_zero
         # The bound is on each sample's (kept) unknown inputs: a batch's rows may bring others.
-        self._check_unknown(len(unknown) if keep_zero else int(nonzero.sum(axis=1).max(initial=0)))
+        self._new_inputs.check_unknown(len(unknown) if keep_zero else int(nonzero.sum(axis=1).max(initial=0)))
         if not keep.all():
             unknown = [n for n, k in zip(unknown, keep.tolist()) if k]
             U = U[:, keep]

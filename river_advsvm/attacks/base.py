@@ -29,8 +29,8 @@ from river import base
 from river_advsvm import inputs
 from river_advsvm import progress as progress_
 from river_advsvm.kernels import NORMS, l2_lengths
-from river_advsvm.margin import warn_caller
 from river_advsvm.margin_predict import batch_labels
+from river_advsvm.warn import warn_caller
 
 __all__ = [
     "Attack",
