@@ -1,6 +1,7 @@
 """What the binary margin classifiers of this package share: labels, inputs, the one/many
 learning API around a numpy core, and step sizes (`schedule`). The prediction side is
-`margin_predict.MarginPredictions`; checkpoints are `model_checkpoint`.
+`margin_predict.MarginPredictions`; checkpoints are `model_checkpoint`; the count of
+the inputs a batch brings against `max_features`, `new_inputs`.
 
 A subclass implements the model on float arrays (`_row_margin` and `_step` for learning, one
 row at a time; `_decision_block` and `_gradient_block` for inference on many rows); this class
@@ -34,8 +35,6 @@ __all__ = ["MAX_FEATURES_LIMIT", "MarginClassifier"]
 
 #: The largest `max_features` a model accepts (the bound behind `inputs.MAX_ABS_VALUE`).
 MAX_FEATURES_LIMIT = 1_000_000
-
-
 
 
 class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassifier):
