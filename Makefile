@@ -5,9 +5,11 @@
 #               JavaScript (npm ci), installs Chromium when it is missing and make runs as root
 #               (apt-get), then runs every test except those marked slow: the docs' code
 #               blocks, the strict build of the docs site and its formulas rendered offline in
-#               headless Chromium included, in two pytest workers. 10 to 15 minutes on 2 shared
-#               cores (Intel Xeon).
-#               The slow ones: .venv/bin/python -m pytest -m slow
+#               headless Chromium included, in two pytest workers. About 7 minutes on 2 shared
+#               cores (AMD EPYC).
+#               The slow ones, after make test: .venv/bin/python -m pytest -m slow (those on
+#               MNIST need .venv/bin/advsvm data fetch mnist first)
+# Another Python: make demo PYTHON=python3.12
 # and the documentation site:
 #   make docs   builds it with `mkdocs build --strict` into site/ (open site/index.html: it
 #               needs no network)
@@ -66,4 +68,4 @@ docs: $(VENV)/.docs-installed $(NODE)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
 
 clean:
-	rm -rf $(VENV) build site node_modules *.egg-info
+	rm -rf $(VENV) build dist site node_modules *.egg-info

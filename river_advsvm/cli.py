@@ -222,6 +222,8 @@ def _demo(args: argparse.Namespace) -> int:
         raise ValueError("--pair and --all exclude each other")
     with _one_blas_thread():
         X, y, X_test, y_test, title = _demo_data(args)
+        # (before the progress bars, which name the models only)
+        print(f"\n{title}\n", flush=True)
         result = demo.run_demo(
             X, y, X_test, y_test, title=title, multiclass=args.all, epsilon=args.epsilon,
             train_epsilon=args.train_epsilon,
@@ -244,7 +246,6 @@ def _demo(args: argparse.Namespace) -> int:
                    f"vote): the monitors attack none of them, and the plot shades them.")
     else:
         warm_up = ""
-    print(f"\n{title}\n")
     print(textwrap.fill(
         f"Test, then train, one sample at a time. Each model has a RobustnessMonitor: PGD-10 "
         f"({result.threat}, {how}) on {result.sample_rate:.0%} of the samples, certificates at "
