@@ -536,6 +536,9 @@ class Columns(typing.NamedTuple):
     known: np.ndarray  # the indices of the names with a column
     known_columns: np.ndarray  # their columns
     unknown: np.ndarray  # the indices of the names without a column
+    # For each column, the index of the name it has, when the names hold every column (the
+    # usual row of a stream): the row over the columns is then one `take`. None otherwise.
+    gather: np.ndarray | None
 
 
 class FeatureIndex:
@@ -570,9 +573,14 @@ class FeatureIndex:
             (positions == np.arange(len(names))).all()
         )
         known = np.flatnonzero(positions >= 0)
+        known_columns = positions[known]
+        gather = None
+        if len(known) == len(self.names) and not identity:  # (names are distinct)
+            gather = np.empty(len(known), dtype=np.intp)
+            gather[known_columns] = known
         self._last_names = names
         self._last = Columns(positions, identity, len(known) == len(names), known,
-                             positions[known], np.flatnonzero(positions < 0))
+                             known_columns, np.flatnonzero(positions < 0), gather)
         return self._last
 
     def positions(self, names: list) -> np.ndarray:
@@ -612,11 +620,13 @@ class FeatureIndex:
         n = values.shape[0]
         if columns.identity:
             return values, [], np.empty((n, 0))
-        V = np.zeros((n, len(self.names)))
+        if columns.gather is not None:
+            V = values.take(columns.gather, axis=1)
+        else:
+            V = np.zeros((n, len(self.names)))
+            V[:, columns.known_columns] = values[:, columns.known]
         if columns.complete:
-            V[:, columns.positions] = values
             return V, [], np.empty((n, 0))
-        V[:, columns.known_columns] = values[:, columns.known]
         return V, [names[j] for j in columns.unknown.tolist()], values[:, columns.unknown]
 
     def split_row(self, names: list, row: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
@@ -625,11 +635,13 @@ class FeatureIndex:
         columns = self.lookup(names)
         if columns.identity:
             return row, row[:0], []
-        v = np.zeros(len(self.names))
+        if columns.gather is not None:
+            v = row.take(columns.gather)
+        else:
+            v = np.zeros(len(self.names))
+            v[columns.known_columns] = row.take(columns.known)
         if columns.complete:
-            v[columns.positions] = row
             return v, row[:0], []
-        v[columns.known_columns] = row.take(columns.known)
         u = row.take(columns.unknown)
         if not np.count_nonzero(u):
             return v, row[:0], []

@@ -450,8 +450,10 @@ class SupportVectors(KernelExpansion):
             return 0.0
         y_j = 1.0 if (a_j > 0.0) == (self._scale > 0.0) else -1.0
         G = self._started_gram()
-        exponents = G[j, :size].astype(np.float64) if G is not None else self._stored_exponents(j)
-        kernels = np.negative(exponents)
+        if G is not None:  # (the cast and the negation in one pass: both exact)
+            kernels = np.negative(G[j, :size], dtype=np.float64)
+        else:
+            kernels = np.negative(self._stored_exponents(j))
         np.exp(kernels, out=kernels)
         total = float(kernels @ self._a[:size])
         if not _REPROCESS_FLOOR <= y_j * (self._scale * total + bias) - slack < 1.0:
