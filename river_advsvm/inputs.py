@@ -503,15 +503,29 @@ def frame_values(X, missing_ok=False, needs: str | None = None) -> tuple[list, n
             raise InvalidInput("feature names (columns) must be unique", "bad_name")
         values = X.to_numpy()
     if values.dtype.kind not in "biuf":
-        # Column by column, each value checked (and pandas' NA read as NaN).
-        values = np.array([_numeric([name] * len(values), list(values[:, j]))
-                           for j, name in enumerate(names)], dtype=np.float64
-                          ).T.reshape(values.shape)
+        # Column by column, each value checked (and pandas' NA read as NaN). A frame's columns
+        # are taken as they are: its matrix casts them to one type, and one complex column
+        # makes every number complex (the error then named the first column).
+        if isinstance(X, np.ndarray):
+            columns = [_numeric([name] * len(values), list(values[:, j]))
+                       for j, name in enumerate(names)]
+        else:
+            columns = [_frame_column(name, X.iloc[:, j]) for j, name in enumerate(names)]
+        values = np.array(columns, dtype=np.float64).T.reshape(values.shape)
     values = values.astype(np.float64, copy=False)
     missing = _check_bounds(names, values, missing_ok, needs)
     if missing is not None:
         values = np.where(missing, 0.0, values)
     return names, values
+
+
+def _frame_column(name, column) -> np.ndarray:
+    """One column of a DataFrame as numbers (a nullable one's NA as NaN), else the error
+    naming its first value that is not a number."""
+    values = column.to_numpy()
+    if values.dtype.kind in "biuf":
+        return values
+    return _numeric([name] * len(values), list(column))
 
 
 def rows_values(rows: typing.Sequence, missing_ok=False) -> list[tuple[list, np.ndarray]]:

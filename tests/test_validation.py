@@ -575,6 +575,38 @@ def test_fuzzed_frames_are_refused_cleanly_or_learned_finitely(rows):
         assert_finite_after(model)
 
 
+NOT_NUMBERS = {  # a column of each, and how its first value is shown
+    "complex": (lambda n: np.full(n, 1 + 2j), "(1+2j) (a complex)"),
+    "str": (lambda n: pd.Series(["x"] * n, dtype=object), "'x' (a str)"),
+    "Timestamp": (lambda n: pd.Series(pd.Timestamp("2020-01-01"), index=range(n)),
+                  "Timestamp('2020-01-01 00:00:00') (a Timestamp)"),
+    "Decimal": (lambda n: pd.Series([Decimal("1.5")] * n, dtype=object),
+                "Decimal('1.5') (a Decimal)"),
+}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(kinds=st.lists(st.sampled_from(["float", "int", "bool", "Int64"]), min_size=1, max_size=4),
+       at=st.integers(0, 4), bad=st.sampled_from(sorted(NOT_NUMBERS)), rows=st.integers(1, 4))
+def test_a_frame_refuses_its_non_number_column_by_its_own_name(kinds, at, bad, rows):
+    """A frame of numbers and one complex column was refused with `feature 'c0' is (0.5+0j) (a
+    complex)`: its matrix made every column complex, and the first column was named."""
+    columns = {f"c{j}": pd.Series(np.arange(rows) % 2).astype(kind)
+               for j, kind in enumerate(kinds)}
+    make, shown = NOT_NUMBERS[bad]
+    items = list(columns.items())
+    items.insert(min(at, len(items)), ("bad", make(rows)))
+    X = pd.DataFrame(dict(items))
+    model = trained(AdvLinearSVM())
+    before = fingerprint(model)
+    for call in (lambda: model.learn_many(X, [True] * rows), lambda: model.predict_many(X)):
+        with pytest.raises(InvalidInput) as refused:
+            call()
+        assert refused.value.code == "not_a_number"
+        assert str(refused.value).startswith(f"feature 'bad' is {shown};"), str(refused.value)
+    assert fingerprint(model) == before
+
+
 # -- the feature index ------------------------------------------------------------------------
 
 
