@@ -192,9 +192,12 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
 
     # -- learning -------------------------------------------------------------------------------
 
-    def learn_one(self, x: dict, y: base.typing.ClfTarget) -> None:
+    def learn_one(self, x: dict, y: base.typing.ClfTarget, **kwargs) -> None:
         """Learn one sample: a dict of features and its label (one of two: a bool, an int, a
-        finite float or a str). `InvalidInput` if it cannot be learned; nothing changes then."""
+        finite float or a str). `InvalidInput` if it cannot be learned; nothing changes then.
+        Every sample weighs the same: a sample weight (River's `w`) is a `TypeError`."""
+        if kwargs:
+            self._refuse_weights(kwargs)
         names, values = inputs.dict_values(x)
         if self._started and not self._held:
             # The usual sample of a stream: a known label, and inputs the model knows or, under
@@ -219,14 +222,22 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
                 return
         self._run(Rows([(names, values[None, :])]), [y], predict_only_ok=False, vote=False)
 
-    def learn_many(self, X, y) -> None:
+    def learn_many(self, X, y, **kwargs) -> None:
         """Learn each row of `X` in order: the same model, bit for bit, as a `learn_one` loop.
 
         `X` is a pandas DataFrame, a 2-D numpy array whose columns are features 0..d-1, or a
         list of feature dicts.
         """
+        if kwargs:
+            self._refuse_weights(kwargs)
         rows = Rows.of(X, missing_ok=False)
         self._run(rows, self._labels_for(rows, y), predict_only_ok=False, vote=False)
+
+    def _refuse_weights(self, kwargs: dict) -> None:
+        # River's ensembles pass on what a weighted stream yields (`w`): said plainly, and
+        # before anything changes, not as an unexpected argument of this base class.
+        raise TypeError(f"{type(self).__name__} learns every sample with the same weight: it "
+                        f"takes no {', '.join(map(repr, kwargs))} argument")
 
     def _check_learn_one(self, x: dict, y) -> None:
         """Raise the `InvalidInput` that `learn_one(x, y)` would, changing nothing: a

@@ -776,3 +776,21 @@ def test_a_numpy_feature_name_is_shown_as_the_name_it_is(name, value):
     message = str(refused.value)
     assert message.startswith(f"feature {plain!r} is "), message
     assert "np." not in message and "\n" not in message
+
+
+@pytest.mark.parametrize("make", [lambda: AdvKernelSVM(gamma=1.0, seed=0), AdvLinearSVM,
+                                  lambda: OneVsRest(AdvKernelSVM(gamma=1.0, seed=0))])
+def test_a_sample_weight_is_refused_plainly_and_changes_nothing(make):
+    """A weighted stream's `w`, passed on by River's ensembles and one-vs-rest, failed as an
+    unexpected argument of an internal base class (after one-vs-rest had made a new label's
+    model): every sample weighs the same, said in the model's own name, nothing changed."""
+    model = trained(make())
+    before = fingerprint(model)
+    X = pd.DataFrame({"x0": [0.5, 0.1], "x1": [0.2, 0.9]})
+    name = type(model.classifier if isinstance(model, OneVsRest) else model).__name__
+    for call in (lambda: model.learn_one({"x0": 0.5, "x1": 0.2}, "new", w=2.0),
+                 lambda: model.learn_many(X, pd.Series(["new", True]), w=2.0)):
+        with pytest.raises(TypeError, match=f"^{name} learns every sample with the same "
+                                            "weight: it takes no 'w' argument"):
+            call()
+        assert fingerprint(model) == before
