@@ -634,14 +634,19 @@ class FeatureIndex:
         n = values.shape[0]
         if columns.identity:
             return values, [], np.empty((n, 0))
-        if columns.gather is not None:
-            V = values.take(columns.gather, axis=1)
-        else:
-            V = np.zeros((n, len(self.names)))
-            V[:, columns.known_columns] = values[:, columns.known]
+        V = self._over_columns(values, columns)
         if columns.complete:
             return V, [], np.empty((n, 0))
         return V, [names[j] for j in columns.unknown.tolist()], values[:, columns.unknown]
+
+    def _over_columns(self, values: np.ndarray, columns: Columns) -> np.ndarray:
+        """A row (or rows) of values for `columns`' names as values over the index's columns,
+        0 where a column's name is not among them."""
+        if columns.gather is not None:
+            return values.take(columns.gather, axis=-1)
+        out = np.zeros((*values.shape[:-1], len(self.names)))
+        out[..., columns.known_columns] = values.take(columns.known, axis=-1)
+        return out
 
     def split_row(self, names: list, row: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
         """One sample as `(values over the known columns, nonzero values of unknown names,
@@ -649,11 +654,7 @@ class FeatureIndex:
         columns = self.lookup(names)
         if columns.identity:
             return row, row[:0], []
-        if columns.gather is not None:
-            v = row.take(columns.gather)
-        else:
-            v = np.zeros(len(self.names))
-            v[columns.known_columns] = row.take(columns.known)
+        v = self._over_columns(row, columns)
         if columns.complete:
             return v, row[:0], []
         u = row.take(columns.unknown)
