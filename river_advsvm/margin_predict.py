@@ -84,7 +84,8 @@ class MarginPredictions:
         nonzero = U != 0
         keep = nonzero.any(axis=0) | keep_zero
         # The bound is on each sample's (kept) unknown inputs: a batch's rows may bring others.
-        self._new_inputs.check_unknown(len(unknown) if keep_zero else int(nonzero.sum(axis=1).max(initial=0)))
+        self._new_inputs.check_unknown(len(unknown) if keep_zero
+                                       else int(nonzero.sum(axis=1).max(initial=0)))
         if not keep.all():
             unknown = [n for n, k in zip(unknown, keep.tolist()) if k]
             U = U[:, keep]

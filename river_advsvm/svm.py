@@ -55,8 +55,8 @@ class AdvKernelSVM(MarginClassifier):
       "friendly" PGD, Zhang et al.; see `adversary.attacker_point`). A sample already
       misclassified is learned as it is. Where the two classes' threat balls overlap, the worst
       point of the ball lies inside the other class and learning it drags the boundary across
-      that class; where they do not, it is the worst point found. The attacker stays in the threat ball (and in `bounds`, if given) and
-      moves only the sample's own inputs. With support vectors, a sample whose margin, lowered
+      that class; where they do not, it is the worst point found. The attacker stays in the
+      threat ball (and in `bounds`, if given) and moves only the sample's own inputs. With support vectors, a sample whose margin, lowered
       by the closed form's bound below (sound for every attack on the exact kernel expansion),
       is still above 1 is not attacked: it cannot be active. Random features attack every
       sample (the bound is the exact kernel's, not the features').
@@ -307,14 +307,9 @@ class AdvKernelSVM(MarginClassifier):
                 raise ValueError(f"averaging must be an int in [1, 1000000] or None, "
                                  f"got {averaging!r}")
         self.bounds = inputs.check_box(bounds)
-        if (self.bounds is not None and self.norm == "linf"
-                and self.epsilon >= (self.bounds[1] - self.bounds[0]) / 2):
-            # (a radius in the wrong units: 8 for 8/255 on pixels in (0, 1))
-            low, high = self.bounds
-            warn_caller(f"epsilon={self.epsilon:g} is at least half the width of the box "
-                        f"({low:g}, {high:g}): every input's L-inf threat ball holds the box's "
-                        "centre, so under attack no classifier does better than predicting one "
-                        "class; is epsilon in the inputs' units?", UserWarning)
+        self._box_warned = False
+        if self.bounds is not None and self.norm == "linf":
+            self._warn_if_box_reached(1)
         # An unseeded model draws its seed now; the seed is state, saved with the model.
         self._seed = seed if seed is not None else random.getrandbits(63)
         # The bandwidth the store keeps (the median of per-input ones, or above it where they
@@ -332,7 +327,6 @@ class AdvKernelSVM(MarginClassifier):
         # The recent share of active samples; no sample has shown the hinge is not flat yet.
         self._active_share = 1.0
         self._rounding_warned = False
-        self._box_warned = False
         # The held rows with what gamma='scale' fits on them, and their signs.
         self._warm_rows = bandwidth.WarmUpRows(kernel)
 
@@ -428,16 +422,20 @@ class AdvKernelSVM(MarginClassifier):
         return self.kernel_radius
 
     def _warn_if_box_reached(self, d: int) -> None:
-        """Once per model: an L2 `epsilon` of at least half the box's diagonal over a sample's
-        `d` inputs (as the L-inf one of half its width, at construction)."""
+        """Once per model: an `epsilon` whose threat ball holds the box's centre, from any
+        point of the box over `d` inputs (a radius in the wrong units: 8 for 8/255 on pixels in
+        (0, 1)). L-inf: half the box's width, whatever `d` (checked when the model is made);
+        L2: half its diagonal over a sample's `d` inputs (checked as one is learned)."""
         low, high = self.bounds
-        if self.epsilon >= math.sqrt(d) * (high - low) / 2:
+        linf = self.norm == "linf"
+        if self.epsilon >= (1.0 if linf else math.sqrt(d)) * (high - low) / 2:
             self._box_warned = True
-            warn_caller(f"epsilon={self.epsilon:g} (L2) is at least half the diagonal of the "
-                        f"box ({low:g}, {high:g}) over a sample's {d} inputs: its threat ball "
-                        "holds the box's centre, so under attack no classifier does better "
-                        "than predicting one class; is epsilon in the inputs' units?",
-                        UserWarning)
+            reach = ("half the width of the box" if linf else
+                     f"half the diagonal of the box over a sample's {d} inputs")
+            warn_caller(f"epsilon={self.epsilon:g} is at least {reach} ({low:g}, {high:g}): "
+                        f"its {'L-inf' if linf else 'L2'} threat ball holds the box's centre, "
+                        "so under attack no classifier does better than predicting one class; "
+                        "is epsilon in the inputs' units?", UserWarning)
 
     def _row_margin(self, v, u, u_names, u_hashes):
         scaled, u = self._input_scales.scaled(v, u, u_names)
