@@ -272,3 +272,20 @@ def test_river_streams_runs_every_model_on_every_stream(quick_results):
     assert all(r["error"] is None for r in runs if r["family"] == "AdvKernelSVM")
     assert all(0 <= r["accuracy"] <= 1 for r in runs if r["error"] is None)
     assert any(r["kind"] == "target" for r in records)
+
+
+def test_one_pass_goes_on_over_the_stream_and_takes_other_streams(tmp_path):
+    """`--passes` reports each model after every further pass; `--streams` draws the named
+    streams, one of them beside `river_streams.py`'s."""
+    out = tmp_path / "one_pass.json"
+    subprocess.run([sys.executable, str(BENCHMARKS / "one_pass.py"), "--quick", "--out", str(out),
+                    "--passes", "3", "--streams", "Phishing", "Agrawal-f3"],
+                   check=True, capture_output=True, text=True, timeout=300)
+    records = json.loads(out.read_text())
+    firsts = {(r["pair"], r["seed"], r["reprocess"]) for r in records if r["kind"] == "mnist"}
+    passes = sorted((r["pair"], r["seed"], r["reprocess"], r["passes"])
+                    for r in records if r["kind"] == "passes")
+    assert firsts and passes == sorted((*key, n) for key in firsts for n in (2, 3))
+    assert [r["stream"] for r in records if r["kind"] == "stream" and r["reprocess"] == 1] \
+        == ["Phishing", "Agrawal-f3"]
+    assert "| passes |" in out.with_suffix(".md").read_text()
