@@ -4,8 +4,10 @@ The checkpoint file (`river_advsvm.streams.state`) is the one source of truth: t
 every partition and the counters, replaced atomically. On every partition assignment (start-up
 included) the service reloads that file and seeks each partition to its offset, so whatever was
 learned after the last checkpoint is read and learned again, and nothing twice. Kafka's
-committed offsets are written after each checkpoint and after each reload, for visibility
-only; they are used for a partition the checkpoint does not know, and never override it.
+committed offsets are written after each checkpoint and after each reload; they never override
+the checkpoint, and decide only where a partition it does not know resumes (one another service
+of the group handed over, or every partition of a new checkpoint directory; without a committed
+offset, its beginning). The log says where each such partition resumes.
 
 If a topic comes back with a new topic id (a broker restarted without its data), the
 checkpointed offsets belong to a log that is gone: that topic restarts at its beginning, a
@@ -34,12 +36,50 @@ class Standalone:
 
     def __init__(self, session: Session):
         self.session = session
+        # Partitions assigned without a checkpointed offset, whose resume point is not logged
+        # yet.
+        self._handed_over: list = []
 
     def start(self) -> bool:
         return True
 
     def close(self) -> None:
         pass
+
+    def _log_handed_over(self) -> None:
+        """Say where the partitions the checkpoint held no offset for at their assignment
+        resume: at the group's committed offset (another service of the group handed them
+        over, or this checkpoint directory is new), or at their beginning without one. A new
+        checkpoint that starts past messages the group read before is a warning: this model
+        never learns them."""
+        partitions, self._handed_over = self._handed_over, []
+        session = self.session
+        committed = {}
+        for tp in partitions:
+            try:
+                committed[tp] = session.consumer.committed(
+                    tp, timeout_ms=int(1000 * session.drain_left(5.0)))
+            except Exception as error:  # noqa: BLE001 - the answer is only for the log
+                log.debug("committed offset of %s not read: %r", tp, error)
+                committed[tp] = "unknown"
+
+        def at(offset) -> str:
+            if offset is None:
+                return "its beginning"
+            if offset == "unknown":
+                return "the group's committed offset, or its beginning without one"
+            return f"the group's committed offset {offset}"
+
+        where = ", ".join(f"{tp.topic}[{tp.partition}] at {at(committed[tp])}"
+                          for tp in partitions)
+        skipped = any(isinstance(offset, int) and offset > 0 for offset in committed.values())
+        if skipped and not session.state.counters["learned"]:
+            log.warning("the checkpoint holds no offset for %s: resuming %s; this model does not "
+                        "learn the messages before them (a new --group reads every partition "
+                        "from its beginning)", [f"{tp.topic}[{tp.partition}]" for tp in partitions],
+                        where, extra=session.log_fields())
+        else:
+            log.info("not in the checkpoint: resuming %s", where, extra=session.log_fields())
 
     # -- saving ---------------------------------------------------------------------------------
 
@@ -111,6 +151,8 @@ class Standalone:
         """Called after every poll; True if the records it returned must be dropped (they
         were read at positions of a topic's previous incarnation)."""
         session = self.session
+        if self._handed_over:
+            self._log_handed_over()
         session.measure_lag()
         if not session.topic_recreated():
             return False
@@ -164,9 +206,13 @@ class Standalone:
         session.assignment = set(partitions)
         session.progress.assigned_once = True
         session.progress.last_activity = time.monotonic()
-        log.info("assigned %s; resuming from %s", sorted((tp.topic, tp.partition)
-                 for tp in partitions), saved.offsets or "the start",
+        log.info("assigned %s; resuming from the checkpoint's offsets %s",
+                 sorted((tp.topic, tp.partition) for tp in partitions), saved.offsets or "(none)",
                  extra=session.log_fields())
+        # (Said after the poll: the group's offsets cannot be asked for in this callback.)
+        self._handed_over = sorted(
+            tp for tp in partitions if tp.topic not in recreated
+            and saved.offsets.get(tp.topic, {}).get(tp.partition) is None)
         if recreated:
             self.save()  # the resync point, for an upstream that replays what the broker lost
         # The group's offsets as the checkpoint has them: a kill between a checkpoint and its

@@ -74,6 +74,35 @@ def test_round_trip_predictions_and_learning(broker, tmp_path):
     kh.assert_same_model(state.load(tmp_path / "ckpt").model, kh.reference_model(values))
 
 
+def test_a_new_checkpoint_directory_resumes_at_the_groups_committed_offsets_and_says_so(
+        broker, tmp_path):
+    """A partition the checkpoint does not know resumes at the group's committed offset (how a
+    service of a group takes over another's partition without learning or publishing it
+    again). For a new checkpoint directory in a group that read the topic before, this skips
+    the messages before that offset: the log said "resuming from the start"; it is a warning
+    naming the offset, and the run learns only what follows it."""
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    topic = _topics(broker, "handover", outputs=())
+    X, y = kh.stream(300, seed=3)
+    kh.produce(broker.bootstrap_servers, topic, kh.messages(X, y), partition=0)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="handover-g",
+                             enable_auto_commit=False)
+    try:
+        consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(200, "", -1)})
+    finally:
+        consumer.close()
+    log = tmp_path / "service.log"
+    command = kh.serve_command(broker.bootstrap_servers, topic, "handover-g", tmp_path / "ckpt",
+                               "--exit-when-idle", "2")
+    assert kh.start_service(command, log).wait(90) == 0, kh.tail(log)
+    text = log.read_text()
+    assert "WARNING" in text and "the group's committed offset 200" in text, kh.tail(log)
+    assert "the start" not in text
+    assert kh.checkpoint_info(tmp_path / "ckpt")["samples_learned"] == 100
+
+
 def _crash_and_restart(broker, topic, group, directory, log, kills, total, rng, extra=()):
     """Run the service, SIGKILL it `kills` times at random points, then let it finish.
 
@@ -636,6 +665,7 @@ def test_sigterm_drains_and_checkpoints_what_was_learned(broker, tmp_path):
     kh.read_topic(broker.bootstrap_servers, f"{topic}-predictions", 300)  # progress, seen
     assert kh.checkpoint_info(directory) is None  # nothing checkpointed yet
     assert kh.stop_service(process) == 0, kh.tail(log)
+    assert "terminated (SIGTERM): draining" in log.read_text()
     info = kh.checkpoint_info(directory)
     drained = info["samples_learned"]
     print(f"\nSIGTERM drained at {drained} learned")
