@@ -100,6 +100,8 @@ class Outputs:
         self.sink = sink
         self.counters = counters
         self.published = published
+        # Codes of the dead letters logged at warning (the first of each; the rest at debug).
+        self._codes_logged: set = set()
 
     def _send(self, topic: str, record, value: bytes, key: bytes | None = None) -> None:
         published = None if self.published is None else self.published()
@@ -109,8 +111,14 @@ class Outputs:
     def publish(self, outcome, record, n_learned: int) -> None:
         config = self.config
         if outcome.error is not None:
-            log.debug("dead letter at %s[%d]@%d: %s", record.topic, record.partition,
-                      record.offset, outcome.error)
+            code = outcome.error.code
+            first = code not in self._codes_logged
+            self._codes_logged.add(code)
+            log.log(logging.WARNING if first else logging.DEBUG,
+                    "dead letter (%s) at %s[%d]@%d: %s%s", code, record.topic, record.partition,
+                    record.offset, str(outcome.error)[:kafka_io.MAX_REASON_CHARS],
+                    "; more with this code are counted, and logged at debug level" if first
+                    else "")
             if config.dead_letter_topic:
                 envelope = kafka_io.dead_letter(record, outcome.error, DEAD_LETTER_BYTES)
                 self._send(config.dead_letter_topic, record, envelope,

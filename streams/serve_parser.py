@@ -69,8 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the Kafka brokers to start from, comma-separated")
     where.add_argument("--topic", metavar="T", help="the input topic")
     where.add_argument("--group", metavar="G",
-                       help="the consumer group (its committed offsets are for lag tools only: "
-                       "the checkpoint decides where to resume)")
+                       help="the consumer group: the checkpoint decides where each partition it "
+                       "holds resumes; one it does not hold (a new checkpoint directory, or a "
+                       "partition another service of the group handed over) resumes at the "
+                       "group's committed offset, or at its beginning without one")
     where.add_argument("--checkpoint-dir", metavar="DIR",
                        help="where the checkpoint is kept (created if missing; one service per "
                        "directory)")
@@ -98,8 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="length of array-form x, at most --max-features; other lengths are "
                          "dead letters (default: the first learned array's)")
     service.add_argument("--labels", nargs=2, type=_label, metavar=("NEG", "POS"),
-                         help="pin the two classes; other labels are dead letters (default: "
-                         "the first two labels seen)")
+                         help="pin the two classes, as the messages' JSON spells them (1 7, "
+                         "true false; anything else is a string: False True are the strings "
+                         "'False' and 'True'); other labels are dead letters (default: the "
+                         "first two labels seen)")
     service.add_argument("--connect-timeout", type=float, default=30.0, metavar="SECONDS",
                          help="at start-up, give up (exit status 3) if no broker answers within "
                          "this long (default 30); a broker that answers and refuses the "

@@ -609,3 +609,30 @@ def test_a_refusal_quoting_a_huge_name_still_fits_its_dead_letter(value):
     reason = json.loads(letter)["reason"]
     assert len(reason) == kafka_io.MAX_REASON_CHARS and reason.endswith("...")
     assert reason[:-3] == str(outcome.error)[:kafka_io.MAX_REASON_CHARS - 3]
+
+
+def test_the_first_dead_letter_of_each_code_is_a_warning_with_its_reason(caplog):
+    """Without a dead-letter topic an operator saw only a count: every labelled message of a
+    run with mistyped `--labels` was a dead letter, logged at debug level. The first of each
+    code is a warning naming the reason; the rest stay at debug."""
+    import logging
+    import types
+
+    from river_advsvm.streams.outputs import Outputs
+
+    config = types.SimpleNamespace(dead_letter_topic=None, predictions_topic=None,
+                                   alerts_topic=None)
+    make = dataclasses.make_dataclass("R", ["topic", "partition", "offset", "timestamp", "value",
+                                            "key"])
+    outputs = Outputs(config, types.SimpleNamespace(send=None), dict)
+    errors = [("unknown_label", "label False is not one of the classes ['False', 'True']"),
+              ("unknown_label", "label 3 is not one of the classes"), ("not_json", "not JSON")]
+    with caplog.at_level(logging.DEBUG, logger="river_advsvm.streams.outputs"):
+        for offset, (code, reason) in enumerate(errors):
+            outcome = types.SimpleNamespace(error=kafka_io.InvalidMessage(code, reason),
+                                            alerts=[])
+            outputs.publish(outcome, make("t", 0, offset, 0, b"", None), 0)
+    levels = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert [level for level, _ in levels] == ["WARNING", "DEBUG", "WARNING"]
+    assert "unknown_label" in levels[0][1] and "label False is not one of" in levels[0][1]
+    assert "t[0]@2" in levels[2][1] and "not JSON" in levels[2][1]
