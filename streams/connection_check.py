@@ -17,7 +17,8 @@ that failed:
    client authenticates first, as the service's clients will), each probed as in 1-3: a TLS
    terminator, or a listener that advertises another address, makes clients that bootstrap
    and then hang. A broker that is only down is no misconfiguration: it fails the check only
-   if no advertised broker answers.
+   if no advertised broker answers, and it is a wrong setting when the cluster has one broker
+   (the bootstrap address reached it, so its advertised address is wrong, not down).
 
 Steps 1-4 are plain sockets, so they report the exact `ssl` error; SASL authentication itself
 is kafka-python's. A `ConnectionCheckError` says whether waiting could help (`retriable`: the
@@ -128,6 +129,10 @@ def check_connection(bootstrap_servers: str, settings: SecuritySettings,
                 raise failure from None
             down = down or failure
     if down is not None and not reachable:
+        if len(brokers) == 1:
+            # The bootstrap address answered, so the cluster's one broker is up: the address it
+            # advertises is wrong for this client, not down.
+            raise ConnectionCheckError(str(down), retriable=False) from None
         raise down
 
 

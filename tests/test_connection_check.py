@@ -187,6 +187,22 @@ def test_a_broker_that_advertises_an_address_clients_cannot_use(broker, pki, pro
         "plaintext listener")
 
 
+def test_a_single_broker_advertising_a_dead_address_is_a_wrong_setting(tmp_path):
+    """The bootstrap address answers, the one broker of the cluster advertises an address
+    where nothing listens: its advertised listener is wrong (a setting, exit status 4), not a
+    broker that is down; it was judged retriable and the service waited out its connect
+    timeout, then exited with status 3 (restart)."""
+    dead = free_port()
+    local = LocalBroker(log_path=str(tmp_path / "broker.log"), advertised_port=dead).start()
+    try:
+        error = diagnose(local.bootstrap_servers, SecuritySettings(), timeout=4)
+    finally:
+        local.stop()
+    assert str(error).startswith("the bootstrap address works, but the cluster advertises "
+                                 f"broker 111 at 127.0.0.1:{dead}, where clients fail")
+    assert not error.retriable
+
+
 def test_sasl_client_against_a_listener_without_sasl(broker):
     settings = SecuritySettings(security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
                                 sasl_username="alice", sasl_password="x")
