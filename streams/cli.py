@@ -286,8 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _serve(args)
     except KeyboardInterrupt:  # a second Ctrl-C, or one before the service handles them
-        print("advsvm serve: interrupted: stopped at once, without a final checkpoint (the "
-              "last one stays valid)", file=sys.stderr)
+        print(logs.fatal_line("advsvm serve", "interrupted: stopped at once, without a final "
+                              "checkpoint (the last one stays valid)", args.log_format, 130),
+              file=sys.stderr)
         return 130
     except Exception as error:  # noqa: BLE001 - every error is one line
         if args.debug:
@@ -296,20 +297,25 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         status = lifecycle.exit_status(error)
         if status == lifecycle.UNEXPECTED:
-            return _fail(error, status, prefix=f"unexpected {type(error).__name__}: ",
+            return _fail(error, status, args.log_format,
+                         prefix=f"unexpected {type(error).__name__}: ",
                          suffix=" (run with --debug for the traceback)")
-        return _fail(error, status)
+        return _fail(error, status, args.log_format)
     finally:
         logs.reset()  # a program that ran `main` keeps its own logging afterwards
 
 
-def _fail(error: BaseException, status: int, prefix: str = "", suffix: str = "") -> int:
+def _fail(error: BaseException, status: int, log_format: str, prefix: str = "",
+          suffix: str = "") -> int:
+    from river_advsvm.streams import logs
+
     text = " ".join(str(error).split()) or type(error).__name__
     if isinstance(error, OSError) and error.filename is not None and error.strerror:
         text = f"{error.filename}: {error.strerror}"
     elif isinstance(error, MemoryError):
         text = "out of memory"
-    print(f"advsvm serve: {prefix}{text}{suffix}", file=sys.stderr)
+    print(logs.fatal_line("advsvm serve", f"{prefix}{text}{suffix}", log_format, status),
+          file=sys.stderr)
     return status
 
 

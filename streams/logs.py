@@ -144,6 +144,17 @@ def reset() -> None:
     _warnings.close()
 
 
+def fatal_line(program: str, message: str, log_format: str, status: int) -> str:
+    """The line a command prints as it stops with exit status `status`: `program: message`,
+    or in the json format one object (level "critical", the status in `exit_status`), so that
+    a log collector parses the last line as it parsed the others."""
+    if log_format != "json":
+        return f"{program}: {message}"
+    record = logging.LogRecord(program, logging.CRITICAL, "", 0, message, None, None)
+    setattr(record, _FIELDS, {"exit_status": status})
+    return JsonFormatter().format(record)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add `--log-format plain|json`."""
     parser.add_argument("--log-format", choices=FORMATS, default="plain",

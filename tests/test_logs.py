@@ -142,3 +142,24 @@ def test_any_message_and_fields_make_one_json_line(message, values):
             assert got is None
         else:
             assert got == value
+
+
+@pytest.mark.parametrize("log_format", ["plain", "json"])
+def test_the_line_a_failed_serve_stops_with_is_in_the_log_format(tmp_path, capsys, log_format):
+    """The one line of a status 2 to 5 was plain text under `--log-format json`, the only line
+    of the log a collector could not parse."""
+    from river_advsvm.streams import cli
+
+    corrupt = tmp_path / "ckpt"
+    corrupt.mkdir()
+    (corrupt / "checkpoint.ckpt").write_bytes(b"not a checkpoint")
+    status = cli.main(["--bootstrap-servers", "127.0.0.1:1", "--topic", "t", "--group", "g",
+                       "--checkpoint-dir", str(corrupt), "--log-format", log_format])
+    assert status == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    if log_format == "plain":
+        assert last.startswith("advsvm serve: ") and "checkpoint.ckpt" in last
+    else:
+        line = json.loads(last)
+        assert line["level"] == "critical" and line["exit_status"] == 2
+        assert line["logger"] == "advsvm serve" and "checkpoint.ckpt" in line["message"]
