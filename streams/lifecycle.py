@@ -154,7 +154,11 @@ class Signals:
             signal.signal(signal.SIGINT, signal.default_int_handler)  # the second one stops
             stop()
 
-        self._previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, lambda *_: stop())
+        def terminate(*_):
+            log.info("terminated (SIGTERM): draining, then a final checkpoint")
+            stop()
+
+        self._previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, terminate)
         self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt)
 
     def status(self, status: int) -> int:
