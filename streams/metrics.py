@@ -8,7 +8,8 @@ own counters, those its checkpoint keeps, and cannot drift from them. The same p
 - `/healthz`: liveness, 200 while the service's loop polled Kafka less than
   `liveness_timeout` seconds ago (503 otherwise: the loop is stuck);
 - `/readyz`: readiness, 200 once the service has its partitions and its checkpoint
-  restored (503 with the reason otherwise).
+  restored, while it holds a connection to a broker (503 with the reason otherwise: after
+  `session.BROKERS_AWAY_WARNING` seconds without one).
 
 The callback must only read: it runs while the service works. Plain numbers and copies of
 small dicts are safe to read from another thread; the monitor's rolling windows are read with
@@ -367,6 +368,8 @@ def read_session(session) -> Reading:
         reason = "waiting for the consumer group to assign partitions"
     elif progress.rebalancing_since is not None:
         reason = "the consumer group is rebalancing"
+    elif progress.brokers_away_said:
+        reason = "no connection to any Kafka broker"
     else:
         reason = ""
     return Reading.from_state(

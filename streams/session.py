@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 #: While the input topic does not exist, the warning that says so comes again this often
 #: (seconds).
 MISSING_TOPIC_EVERY = 60.0
+#: Seconds without a connection to any broker before the service says so (and is not ready):
+#: longer than a broker restart's own reconnection.
+BROKERS_AWAY_WARNING = 10.0
 
 
 @dataclasses.dataclass
@@ -63,6 +66,11 @@ class Progress:
     # (topic, partition) -> messages behind the high watermark, as of the last poll; replaced
     # whole, never updated in place (an observer reads it from another thread).
     lag: dict = dataclasses.field(default_factory=dict)
+    # Since when the consumer holds no connection to any broker (None: it holds one), and
+    # whether that was said; when it was last looked at.
+    brokers_away_since: float | None = None
+    brokers_away_said: bool = False
+    brokers_checked: float = 0.0
     group_folds: int | None = None  # peer snapshots averaged in, in this run (a group worker)
     group_peers: int | None = None  # peers whose snapshots this worker has seen
     # Where the time went, in seconds: polls that returned records ("fetch"), decoding and
@@ -295,6 +303,32 @@ class Session:
             return
         self.progress.lag = metrics.partition_lag(self.consumer, self.state.offsets,
                                                   self.assignment)
+
+    def watch_brokers(self) -> None:
+        """Whether the consumer holds a connection to a broker (kafka-python's
+        `connection-count`), looked at once a second on the thread that polls: after
+        `BROKERS_AWAY_WARNING` seconds without one, a warning (the service is then not ready,
+        and goes on polling); when one is back, a line that says so."""
+        progress, now = self.progress, time.monotonic()
+        if self.consumer is None or now - progress.brokers_checked < 1.0:
+            return
+        progress.brokers_checked = now
+        try:
+            connections = self.consumer.metrics()["consumer-metrics"]["connection-count"]
+        except Exception:  # noqa: BLE001 - metrics are only for this report
+            return
+        since = progress.brokers_away_since
+        if connections > 0:
+            if progress.brokers_away_said:
+                log.info("connected to the Kafka cluster again after %.0fs", now - since,
+                         extra=self.log_fields())
+            progress.brokers_away_since, progress.brokers_away_said = None, False
+        elif since is None:
+            progress.brokers_away_since = now
+        elif not progress.brokers_away_said and now - since >= BROKERS_AWAY_WARNING:
+            progress.brokers_away_said = True
+            log.warning("no connection to any Kafka broker for %.0fs: waiting for the cluster "
+                        "(not ready until it is back)", now - since, extra=self.log_fields())
 
     def reading(self) -> metrics.Reading:
         """What the service reports now, for metrics, health checks and log fields; safe to

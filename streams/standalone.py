@@ -153,6 +153,7 @@ class Standalone:
         session = self.session
         if self._handed_over:
             self._log_handed_over()
+        session.watch_brokers()
         session.measure_lag()
         if not session.topic_recreated():
             return False

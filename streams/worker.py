@@ -209,6 +209,7 @@ class GroupWorker:
     def after_poll(self) -> bool:
         """Called after every poll; True if the records it returned must be dropped."""
         session = self.session
+        session.watch_brokers()
         if session.progress.restoring:
             self.restore()
             session.measure_lag()

@@ -373,3 +373,36 @@ def test_a_collapse_is_a_json_log_line_and_a_metric(broker, tmp_path):
     assert warned and all(line["level"] == "warning" for line in warned)
     assert all(line["message"].startswith("CollapseWarning: AdvKernelSVM predicts a constant")
                for line in warned), warned
+
+
+def test_a_broker_gone_while_the_service_idles_is_said_and_makes_it_not_ready(own_broker,
+                                                                              tmp_path):
+    """With the broker killed, an idle service logged nothing and stayed ready (it polls on:
+    live). After 10 s without a connection to any broker it warns and is not ready; when the
+    broker is back (here empty: memory storage), a line says so and it is ready again."""
+    topic = "ops-away"
+    bootstrap = own_broker.bootstrap_servers
+    clients.create_topics(bootstrap, {topic: 1})
+    X, y = kh.stream(50, seed=13)
+    kh.produce(bootstrap, topic, kh.messages(X, y), partition=0)
+    port = free_port()
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(bootstrap, topic, "ops-away-group", directory,
+                               "--metrics-port", str(port))
+    process = kh.start_service(command, log)
+    try:
+        kh.wait_until(lambda: kh.learned(directory) == 50, 60, "the messages", process, log)
+        kh.wait_until(lambda: probe(port, "/readyz")[0] == 200, 60, "readiness", process, log)
+        own_broker.kill()
+        kh.wait_until(lambda: "no connection to any Kafka broker for" in log.read_text(), 60,
+                      "the warning", process, log)
+        ready, why = probe(port, "/readyz")
+        assert ready == 503 and why["reason"] == "no connection to any Kafka broker", why
+        assert probe(port, "/healthz")[0] == 200  # polling on: alive
+        own_broker.start()
+        kh.wait_until(lambda: "connected to the Kafka cluster again after" in log.read_text(),
+                      60, "the line saying it is back", process, log)
+        kh.wait_until(lambda: probe(port, "/readyz")[0] == 200, 60, "readiness again", process,
+                      log)
+    finally:
+        assert kh.stop_service(process) == 0, kh.tail(log)
