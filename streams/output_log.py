@@ -143,8 +143,11 @@ def partitions_of(consumer, topics: list[str]) -> list:
 
 def end_offsets(consumer, partitions: list, timeout: float) -> dict:
     """`{topic: {partition: end offset}}` of `partitions` (`KafkaError` if the broker does not
-    say within `timeout` seconds). An end below the true one (the bundled broker's ListOffsets
-    can answer the start of its last batch) only makes `read` read more."""
+    say within `timeout` seconds). The bundled broker's ListOffsets can answer less than the
+    true end (the start of its last batch): `read` then reads more, which is harmless within
+    one log of an input topic but not across two (an input topic that came back as a new log:
+    the old log's outputs name the offsets of the new messages), so the service raises each
+    end to where its own acknowledged outputs end (`Session.note_output_ends`)."""
     ends: dict = {}
     if partitions:
         for tp, end in consumer.end_offsets(partitions, timeout_ms=int(1000 * timeout)).items():

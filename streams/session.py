@@ -252,6 +252,14 @@ class Session:
             ends = output_log.end_offsets(self._ends_reader,
                                           [tp for parts in known.values() for tp in parts],
                                           timeout)
+            # Where this process's own outputs end, as acknowledged: the broker's answer may be
+            # lower (the bundled broker's ListOffsets), and reading back from below them after
+            # a topic came back as a new log would take the old log's outputs, which name the
+            # same offsets, for the new messages' (whose outputs were then not sent).
+            for (topic, partition), end in self.sink.acknowledged_ends.items():
+                if topic in self.output_topics:
+                    noted = ends.setdefault(topic, {})
+                    noted[partition] = max(noted.get(partition, 0), end)
             self.state.output_ends = {topic: ends.get(topic, {}) for topic in self.output_topics}
         except KafkaError as error:
             log.debug("output topics' ends not known (%r): the checkpoint keeps older ones", error)

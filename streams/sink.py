@@ -44,6 +44,10 @@ class OutputSink:
         self._unmade_until = 0.0
         self._pending: list[list] = []  # [topic, key, value, future or None]
         self.sent = 0
+        # (topic, partition) -> one past the highest offset the broker acknowledged for an
+        # output of this sink: where that partition ends at least, exactly as far as this
+        # process wrote it (a broker's ListOffsets may answer less).
+        self.acknowledged_ends: dict[tuple[str, int], int] = {}
 
     @property
     def pending(self) -> int:
@@ -129,6 +133,10 @@ class OutputSink:
                 future = entry[3]
                 if future is not None and future.is_done and future.exception is None:
                     self.sent += 1
+                    written = future.value
+                    key = (written.topic, written.partition)
+                    self.acknowledged_ends[key] = max(self.acknowledged_ends.get(key, 0),
+                                                      written.offset + 1)
                     continue
                 if future is not None and future.is_done:
                     error = future.exception

@@ -354,15 +354,20 @@ def test_outputs_do_not_each_wait_for_a_broker_that_is_away(monkeypatch):
     from river_advsvm.streams import sink as sink_module
     from river_advsvm.streams.sink import OutputSink
 
+    import types
+
     class Future:
         is_done, exception = True, None
+
+        def __init__(self, offset):
+            self.value = types.SimpleNamespace(topic="predictions", partition=0, offset=offset)
 
     sent = []
 
     class Producer:
         def send(self, topic, value=None, key=None):
             sent.append(value)
-            return Future()
+            return Future(len(sent) - 1)
 
         def flush(self, timeout=None):
             pass
@@ -392,6 +397,7 @@ def test_outputs_do_not_each_wait_for_a_broker_that_is_away(monkeypatch):
     sink.send("predictions", b"300")
     assert len(attempts) == 3 and sent == [b"%d" % i for i in range(301)]
     assert sink.flush(timeout=1) is True and sink.pending == 0 and len(sent) == 301
+    assert sink.acknowledged_ends == {("predictions", 0): 301}
 
 
 def test_a_producer_that_cannot_flush_is_closed_without_a_traceback_at_exit():

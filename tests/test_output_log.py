@@ -192,3 +192,40 @@ def test_a_partition_no_snapshot_claims_is_read_back_from_0_after_the_latest_sna
     # The topic was recreated since (another id): its unclaimed partitions are not read back.
     ends, resume = claimed_output_ends(snapshots, {}, taken_over, {"in": "id-2"})
     assert ends == {} and resume == {}
+
+
+class LowEnds:
+    """Clients whose reader says each output partition ends at `end` (the bundled broker's
+    ListOffsets may answer the start of its last batch)."""
+
+    def __init__(self, end: int):
+        self.end = end
+
+    def reader(self, **options):
+        end = self.end
+
+        class Reader:
+            def partitions_for_topic(self, topic):
+                return {0}
+
+            def end_offsets(self, partitions, timeout_ms=None):
+                return {tp: end for tp in partitions}
+
+        return Reader()
+
+
+@pytest.mark.parametrize("broker_end, expected", [(3, 18), (25, 25)])
+def test_noted_output_ends_are_at_least_where_the_acknowledged_outputs_end(broker_end,
+                                                                          expected):
+    """A checkpoint noted where the broker said an output topic ends; the bundled broker can
+    say less. After the input topic came back as a new log, reading back from there took the
+    old log's dead letters, which name the offsets of the new messages, for theirs: 9 new dead
+    letters were not sent. The end noted is at least one past the last output acknowledged."""
+    import types
+
+    session = _session()
+    session.clients = LowEnds(broker_end)
+    session.sink = types.SimpleNamespace(pending=0, acknowledged_ends={("preds", 0): 18,
+                                                                       ("elsewhere", 0): 40})
+    session.note_output_ends()
+    assert session.state.output_ends == {"preds": {0: expected}}
