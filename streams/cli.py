@@ -312,8 +312,9 @@ def _fail(error: BaseException, status: int, log_format: str, prefix: str = "",
     text = " ".join(str(error).split()) or type(error).__name__
     if isinstance(error, OSError) and error.filename is not None and error.strerror:
         text = f"{error.filename}: {error.strerror}"
-    elif isinstance(error, MemoryError):
-        text = "out of memory"
+    elif isinstance(error, MemoryError):  # (a restart repeats it unless something changes)
+        text = ("out of memory" + (f" ({text})" if str(error).strip() else "")
+                + ": give the service more memory, or lower --budget or --max-features")
     print(logs.fatal_line("advsvm serve", f"{prefix}{text}{suffix}", log_format, status),
           file=sys.stderr)
     return status

@@ -520,7 +520,9 @@ def test_running_out_of_memory_reading_the_checkpoint_is_a_fault_of_the_machine(
     with pytest.raises(MemoryError, match="checkpoint.ckpt: not enough memory to read it$"):
         state.load(tmp_path)
     assert cli.main(["serve", *_serve(tmp_path)]) == lifecycle.ENVIRONMENT_FAULT
-    assert capsys.readouterr().err == "advsvm serve: out of memory\n"
+    assert capsys.readouterr().err == (
+        f"advsvm serve: out of memory ({tmp_path / 'checkpoint.ckpt'}: not enough memory to read "
+        "it): give the service more memory, or lower --budget or --max-features\n")
 
 
 class _ConsumerSettings:
