@@ -212,7 +212,8 @@ def _tls_handshake(sock, host, port, settings, deadline, timeout):
         if _not_tls(error) and _speaks_plain_kafka(host, port, deadline):
             raise ConnectionCheckError(
                 f"{address} is a plaintext listener, but the security protocol is "
-                f"{settings.security_protocol}: use {_without_tls(settings)}", False) from None
+                f"{settings.security_protocol}: use "
+                f"{_without_tls(settings, host, port, deadline)}", False) from None
         message, retriable = _classify(error, address, settings, timeout)
         raise ConnectionCheckError(message, retriable) from None
 
@@ -252,7 +253,19 @@ def _with_tls(settings: SecuritySettings) -> str:
     return "--security-protocol " + ("SASL_SSL" if settings.sasl else "SSL")
 
 
-def _without_tls(settings: SecuritySettings) -> str:
+def _without_tls(settings: SecuritySettings, host: str | None = None, port: int | None = None,
+                 deadline: float = 0.0) -> str:
+    """The protocol to use instead, on a plaintext listener: with SASL settings,
+    SASL_PLAINTEXT, unless the listener at `host:port` (when given) shows it does not use SASL
+    either (one piece of advice, not two in turn)."""
+    if settings.sasl and host is not None:
+        try:
+            with socket.create_connection((host, port), timeout=_remaining(deadline)) as sock:
+                error_code, offered = _ask_sasl(sock, settings.sasl_mechanism, deadline)
+            if not _uses_sasl(error_code, offered, settings.sasl_mechanism):
+                return "--security-protocol PLAINTEXT (it does not use SASL either)"
+        except (OSError, _Closed, TimeoutError):
+            pass  # no answer is no evidence
     return "--security-protocol " + ("SASL_PLAINTEXT" if settings.sasl else "PLAINTEXT")
 
 

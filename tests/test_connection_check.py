@@ -178,6 +178,19 @@ def test_mutual_tls_without_or_with_an_untrusted_client_certificate(mtls_broker,
                timeout=10, what="the terminator to record the refused certificate")
 
 
+def test_sasl_over_tls_against_a_plaintext_listener_without_sasl_is_one_piece_of_advice(
+        broker, pki):
+    """SASL_SSL against a plaintext listener that does not use SASL advised SASL_PLAINTEXT,
+    whose check then advised PLAINTEXT: one step at a time. The listener is asked both."""
+    settings = tls(pki, security_protocol="SASL_SSL", sasl_mechanism="PLAIN",
+                   sasl_username="alice", sasl_password="x")
+    error = diagnose(broker.bootstrap_servers, settings, timeout=4)
+    assert str(error) == (f"{broker.bootstrap_servers} is a plaintext listener, but the "
+                          "security protocol is SASL_SSL: use --security-protocol PLAINTEXT "
+                          "(it does not use SASL either)")
+    assert not error.retriable
+
+
 def test_a_broker_that_advertises_an_address_clients_cannot_use(broker, pki, proxy_to):
     proxy = proxy_to(broker.port)
     error = diagnose(proxy.address, tls(pki), timeout=4)
