@@ -26,6 +26,10 @@ the bias alone decides. Decisions for the common class alone are what a good mod
 imbalanced data often makes, and one still learning the rare label may keep `f` small and
 flat for a long while: neither is judged by its decisions.
 
+A model's first `blocks` blocks (it starts at `f = 0`, and is still learning) look constant
+only when `f` was 0 at every sample: every step it took was undone (a radius too large for the
+data empties `f`), so that a short stream shows that collapse too.
+
 The model has collapsed when the last `blocks` judged blocks all look constant. A block of one
 label is not judged and changes nothing: a long run of one class neither hides a collapse nor
 ends it. A model that is wrong for a while (the concept changed) is not flat: its `f` still
@@ -109,16 +113,16 @@ class CollapseWatch:
         """How many of the latest samples a collapse is judged on."""
         return self.block * self.blocks
 
-    def samples_before_verdict(self, n_learned: int) -> int:
-        """How many samples a model that has learned `n_learned` learns before the watch's
-        next verdict, which may change `collapsed` (that sample included): the watch sees a
-        model's samples once it has learned its first `window`, and judges whole blocks."""
-        before_watching = max(self.window - n_learned, 0)
-        return before_watching + self.block - (0 if before_watching else self._seen)
+    def samples_before_verdict(self) -> int:
+        """How many samples the watch takes before its next verdict, which may change
+        `collapsed` (that sample included): it judges whole blocks."""
+        return self.block - self._seen
 
-    def update(self, label: float, margin: float, bias: float) -> None:
+    def update(self, label: float, margin: float, bias: float, early: bool = False) -> None:
         """Record one learned sample: the sign of its label, its decision `margin` and the
-        bias in that decision."""
+        bias in that decision. With `early` (a model's first `window` samples: it starts at
+        `f = 0` and is still learning), a block ending at this sample looks constant only when
+        `f` was 0 at every sample of it."""
         positive = label > 0
         f = margin - bias
         self._positive += positive
@@ -133,13 +137,13 @@ class CollapseWatch:
         self._seen += 1
         if self._seen == self.block:
             if 0 < self._positive < self.block:  # (a block of one label is not judged)
-                self._verdicts = [*self._verdicts, self._looks_constant()][-self.blocks:]
+                self._verdicts = [*self._verdicts, self._looks_constant(early)][-self.blocks:]
             self.restart_block()
 
-    def _looks_constant(self) -> bool:
+    def _looks_constant(self, early: bool = False) -> bool:
         n = self.block
         fewest, most = sorted((self._positive, n - self._positive))
-        if fewest < self.min_share * n:
+        if early or fewest < self.min_share * n:
             return self._squares == 0.0  # f = 0 at every sample: the bias alone decides
         rarer = min(self._predicted_positive, n - self._predicted_positive)
         if rarer <= ONE_SIDED * n:

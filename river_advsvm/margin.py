@@ -85,6 +85,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         self._held: list[tuple[list, np.ndarray, typing.Any]] = []
         self._collapse = collapse.CollapseWatch()
         self._new_inputs = NewInputs(self._index, max_features)
+        self._nothing_known_warned = False  # (see MarginPredictions._warn_if_nothing_known)
 
     # -- hooks for subclasses -------------------------------------------------------------------
 
@@ -409,16 +410,16 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         if not math.isfinite(g):  # inputs are bounded, so only a broken state can do this
             raise FloatingPointError("the model's margin is not finite: a numerical failure of "
                                      "the model, not of the sample")
-        # A fresh model starts as a constant (f = 0): its first window is not judged.
-        if self._n_learned >= self._collapse.window:
-            self._watch_collapse(sign, g)
+        # A fresh model starts as a constant (f = 0): in its first window, only an f that
+        # stayed 0 counts.
+        self._watch_collapse(sign, g, early=self._n_learned < self._collapse.window)
         self._step(v, sign, g, self._n_learned, names)
         self._calibration.update_one(g, sign)
         self._n_learned += 1
 
-    def _watch_collapse(self, sign: float, g: float) -> None:
+    def _watch_collapse(self, sign: float, g: float, early: bool) -> None:
         was_collapsed = self._collapse.collapsed
-        self._collapse.update(sign, g, self._bias)
+        self._collapse.update(sign, g, self._bias, early)
         if self._collapse.collapsed and not was_collapsed:
             warn_caller(
                 f"{type(self).__name__} predicts a constant: in its last "
@@ -440,12 +441,12 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
     @property
     def collapsed(self) -> bool:
         """True when the model has collapsed to a constant: over its last two blocks of 128
-        learned samples in which both labels arrived (the first 256 it learns, from a model
-        that starts at `f = 0`, are not judged), in each block either all but 2% of the
+        learned samples in which both labels arrived, in each block either all but 2% of the
         decisions were for one class, or `f(x) = g(x) - b` varied by less than 0.1 (a model
         that learns anything spreads its decisions far more) and the decisions were right no
-        more often than a constant guess; in a block with under a tenth of one label, `f`
-        was 0 at every sample (see `river_advsvm.collapse`).
+        more often than a constant guess; in a block with under a tenth of one label, and in
+        the first 256 samples (a model starts at `f = 0`), `f` was 0 at every sample (see
+        `river_advsvm.collapse`).
         A warning (`river_advsvm.collapse.CollapseWarning`) is issued when it happens; the
         robustness monitor raises an alert."""
         return self._collapse.collapsed
@@ -458,7 +459,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         holding = self._rows_to_hold()
         if holding:
             return holding
-        return self._collapse.samples_before_verdict(self._n_learned)
+        return self._collapse.samples_before_verdict()
 
     @property
     def n_held(self) -> int:

@@ -8,6 +8,7 @@ import numpy as np
 
 from river_advsvm import calibration, inputs
 from river_advsvm.kernels import NORMS
+from river_advsvm.warn import warn_caller
 
 __all__ = ["ROWS_PER_CHUNK", "MarginPredictions", "batch_labels", "in_hash_order"]
 
@@ -75,12 +76,30 @@ class MarginPredictions:
             self._check_unstarted_names(names, row)
             return float(self._unstarted_margins(names, row[None, :])[0])
         v, u, u_names = self._split(names, row)
+        if u_names and len(u_names) == len(names):
+            self._warn_if_nothing_known(names)
         return self._row_decision(v, *in_hash_order(u, u_names, self._unknown_hashes(u_names)))
+
+    def _warn_if_nothing_known(self, names: list) -> None:
+        """Once per model: a sample none of whose inputs the model learned is decided from
+        inputs every stored vector holds as 0, which is almost never what was meant (an array's
+        columns are named 0..d-1, a DataFrame's by its columns)."""
+        if self._nothing_known_warned or not len(self._index):
+            return
+        self._nothing_known_warned = True
+        learned = ", ".join(repr(n) for n in self._index.names[:3])
+        given = ", ".join(repr(n) for n in names[:3])
+        warn_caller(f"{type(self).__name__}: none of the inputs given ({given}, ...) is one it "
+                    f"learned ({learned}, ...): it decides as if every learned input were 0. "
+                    "An array's columns are named 0..d-1: to use a model learned from a "
+                    "DataFrame, pass a DataFrame with its columns", UserWarning)
 
     def _dense(self, names: list, values: np.ndarray, keep_zero: bool = False):
         """`(V, U, unknown names, their hashes)`; unknown inputs that are 0 in every row are
         dropped (they cost nothing) unless `keep_zero` (an attacker may move them)."""
         V, unknown, U = self._index.dense(names, values)
+        if unknown and len(unknown) == len(names):
+            self._warn_if_nothing_known(names)
         nonzero = U != 0
         keep = nonzero.any(axis=0) | keep_zero
         # The bound is on each sample's (kept) unknown inputs: a batch's rows may bring others.

@@ -597,6 +597,31 @@ def test_a_run_of_one_label_neither_hides_nor_ends_a_collapse():
     assert not watch.collapsed
 
 
+def test_an_f_emptied_by_every_step_is_a_collapse_on_a_short_stream():
+    """scikit-learn's digits 2 vs 3 (360 samples), the closed form at radii far too large:
+    every step left f = 0 and every prediction was one class, yet `collapsed` stayed false
+    and nothing was said (the watch judged nothing before the 257th sample, and needed two
+    blocks after). In the first 256 samples a block whose f was 0 throughout counts."""
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    keep = (y == 2) | (y == 3)
+    X, y = X[keep] / 16, y[keep]
+    order = np.random.default_rng(0).permutation(len(y))
+    X, y = X[order], y[order]
+    for epsilon in (1.0, 8.0):
+        model = AdvKernelSVM(epsilon=epsilon, norm="linf", adversary="closed_form", seed=0)
+        with pytest.warns(CollapseWarning):
+            model.learn_many(X, y)
+        assert model.rkhs_norm == 0.0 and model.collapsed
+    # The natural model on the same stream: no collapse, early or late.
+    model = AdvKernelSVM(seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CollapseWarning)
+        model.learn_many(X, y)
+    assert not model.collapsed
+
+
 def test_a_model_still_learning_a_rare_label_is_not_a_collapse():
     """3% of one label: after 256 samples the linear model has seen 8 of it, decides for the
     common class alone and its f is small and flat. It finds the rare label from the 1000th
@@ -758,7 +783,8 @@ def test_samples_before_collapse_check_counts_to_the_watchs_next_verdict(gamma):
     model = AdvKernelSVM(gamma=gamma, seed=0)
     verdicts = []
     judge = model._collapse._looks_constant
-    model._collapse._looks_constant = lambda: verdicts.append(model.n_learned) or judge()
+    model._collapse._looks_constant = lambda *early: verdicts.append(model.n_learned) or judge(
+        *early)
     learned = 0
     while learned < 900:
         n = model.samples_before_collapse_check()
