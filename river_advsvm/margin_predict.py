@@ -87,6 +87,7 @@ class MarginPredictions:
         if self._nothing_known_warned or not len(self._index):
             return
         self._nothing_known_warned = True
+
         def shown(some: list) -> str:  # (names as a user wrote them: no numpy reprs)
             return ", ".join(f"'{n}'" if isinstance(n, str) else str(n) for n in some[:3])
 
