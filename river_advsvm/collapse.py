@@ -22,9 +22,13 @@ sample). A block in which each label is at least `min_share` looks constant when
 
 A block in which one label is rarer than `min_share` (imbalanced data) looks constant when `f`
 was 0 at every sample: the model holds nothing (adversarial training can shrink `f` to 0) and
-the bias alone decides. Decisions for the common class alone are what a good model of
-imbalanced data often makes, and one still learning the rare label may keep `f` small and
-flat for a long while: neither is judged by its decisions.
+the bias alone decides; or, while that label is at least `RARE_SHARE` of the block (7 of 128),
+when the decisions are one-sided, as above: a model that answers at most 2 of 128 decisions
+for a label that came 7 times or more is a constant (a radius too large for 90/10 data: every
+decision the common class, f far from 0). With fewer samples of the rare label, decisions for
+the common class alone are what a good model of imbalanced data often makes, and one still
+learning that label may keep `f` small and flat for a long while: neither is judged by its
+decisions.
 
 A model's first `blocks` blocks (it starts at `f = 0`, and is still learning) look constant
 only when `f` was 0 at every sample: every step it took was undone (a radius too large for the
@@ -57,7 +61,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["LOPSIDED", "MIN_SPREAD", "ONE_SIDED", "SLACK", "CollapseWarning", "CollapseWatch"]
+__all__ = ["LOPSIDED", "MIN_SPREAD", "ONE_SIDED", "RARE_SHARE", "SLACK", "CollapseWarning",
+           "CollapseWatch"]
 
 #: `f(x)` varying less than this (standard deviation over a block) is flat.
 MIN_SPREAD = 0.1
@@ -67,6 +72,9 @@ ONE_SIDED = 0.02
 LOPSIDED = 0.1
 #: How far from a constant guess's accuracy a block's accuracy may be and still look constant.
 SLACK = 0.05
+#: The least share of a block a label under `min_share` must have for one-sided decisions to
+#: count.
+RARE_SHARE = 0.05
 
 
 class CollapseWarning(RuntimeWarning):
@@ -143,9 +151,11 @@ class CollapseWatch:
     def _looks_constant(self, early: bool = False) -> bool:
         n = self.block
         fewest, most = sorted((self._positive, n - self._positive))
-        if early or fewest < self.min_share * n:
-            return self._squares == 0.0  # f = 0 at every sample: the bias alone decides
         rarer = min(self._predicted_positive, n - self._predicted_positive)
+        if early or fewest < self.min_share * n:
+            if self._squares == 0.0:  # f = 0 at every sample: the bias alone decides
+                return True
+            return not early and fewest >= RARE_SHARE * n and rarer <= ONE_SIDED * n
         if rarer <= ONE_SIDED * n:
             return True
         if rarer <= LOPSIDED * n:

@@ -444,8 +444,9 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         learned samples in which both labels arrived, in each block either all but 2% of the
         decisions were for one class, or `f(x) = g(x) - b` varied by less than 0.1 (a model
         that learns anything spreads its decisions far more) and the decisions were right no
-        more often than a constant guess; in a block with under a tenth of one label, and in
-        the first 256 samples (a model starts at `f = 0`), `f` was 0 at every sample (see
+        more often than a constant guess; in a block with under a tenth of one label, the
+        decisions one class (if that label came 7 times or more) or `f` 0 at every sample,
+        and in the first 256 samples (a model starts at `f = 0`) the latter (see
         `river_advsvm.collapse`).
         A warning (`river_advsvm.collapse.CollapseWarning`) is issued when it happens; the
         robustness monitor raises an alert."""

@@ -485,7 +485,8 @@ def looks_constant(block: list, min_share: float) -> bool:
     recalls = [sum(g > 0 for lab, g, _ in block if lab > 0) / labels.count(1.0),
                sum(g <= 0 for lab, g, _ in block if lab < 0) / labels.count(-1.0)]
     if fewest < min_share * len(block):
-        return all(g - b == 0 for _, g, b in block)
+        return all(g - b == 0 for _, g, b in block) or (
+            fewest >= 0.05 * len(block) and rarer <= 0.02 * len(block))
     if rarer <= 0.02 * len(block) or (rarer <= 0.1 * len(block) and np.mean(recalls) <= 0.55):
         return True
     slack = 0.05 * len(block)
@@ -620,6 +621,27 @@ def test_an_f_emptied_by_every_step_is_a_collapse_on_a_short_stream():
         warnings.simplefilter("error", CollapseWarning)
         model.learn_many(X, y)
     assert not model.collapsed
+
+
+def test_a_constant_for_the_common_label_on_90_10_data_is_a_collapse():
+    """make_classification with 9% of one label, trained at radii far too large: every
+    decision was the common class (f from -2.1 to -0.9, not 0), 23 of the last 256 samples of
+    the rare label, and `collapsed` ended false (flagged once mid-stream, then withdrawn): a
+    block with under a tenth of one label counted only when f was 0. From 5% of the rare label
+    on, one-sided decisions count. The natural model on the same data, which answers the rare
+    label from its 640th sample on, ends uncollapsed."""
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(2000, n_features=20, n_informative=3, n_redundant=0,
+                               weights=[0.9], class_sep=2.0, random_state=0)
+    X, y = X[:1400], y[:1400]
+    for params in (dict(epsilon=1.0, norm="linf"), dict(epsilon=2.0), dict(seed=0)):
+        model = AdvKernelSVM(**{"seed": 0, **params})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CollapseWarning)
+            for i in range(0, len(y), 100):
+                model.learn_many(X[i:i + 100], y[i:i + 100])
+        assert model.collapsed == ("epsilon" in params)
 
 
 def test_a_model_still_learning_a_rare_label_is_not_a_collapse():
