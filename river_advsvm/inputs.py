@@ -49,6 +49,7 @@ __all__ = [
     "is_whole",
     "key_hash",
     "plain_number",
+    "shown_name",
 ]
 
 #: Largest accepted absolute feature value (see the module docstring for why it is enough).
@@ -171,7 +172,7 @@ def _plain(value):
     return plain_number(value)
 
 
-def _shown(name) -> str:
+def shown_name(name) -> str:
     """A feature name as a message shows it: its repr, a numpy scalar's as the Python value it
     holds (`'a'` for `np.str_('a')`, `3` for `np.int64(3)`: names that are one name)."""
     return repr(_plain(name))
@@ -334,7 +335,7 @@ def _first_bad_value(names: typing.Sequence, raw: typing.Sequence) -> InvalidInp
     for name, value in zip(names, raw):  # an error path: a Python loop is fine
         if not _is_number(value):
             return InvalidInput(
-                f"feature {_shown(name)} is {describe(value)}; feature values must be numbers",
+                f"feature {shown_name(name)} is {describe(value)}; feature values must be numbers",
                 "not_a_number")
         if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
             if abs(int(value)) > MAX_ABS_VALUE:
@@ -344,7 +345,7 @@ def _first_bad_value(names: typing.Sequence, raw: typing.Sequence) -> InvalidInp
 
 def _too_large(name, value) -> InvalidInput:
     return InvalidInput(
-        f"feature {_shown(name)} is {describe(value)}, beyond the accepted magnitude "
+        f"feature {shown_name(name)} is {describe(value)}, beyond the accepted magnitude "
         f"{MAX_ABS_VALUE:g}; rescale the input", "too_large")
 
 
@@ -352,14 +353,15 @@ def _bounds_error(name, value, needs: str | None = None) -> InvalidInput:
     value = float(value)
     if math.isnan(value):
         if needs is not None:
-            return InvalidInput(f"feature {_shown(name)} is nan; {needs} needs finite values",
+            return InvalidInput(f"feature {shown_name(name)} is nan; {needs} needs finite values",
                                 "not_finite")
         return InvalidInput(
-            f"feature {_shown(name)} is nan; learning needs finite values "
+            f"feature {shown_name(name)} is nan; learning needs finite values "
             "(at prediction time NaN counts as a missing feature)", "not_finite")
     if math.isinf(value):
-        return InvalidInput(f"feature {_shown(name)} is {value!r}; feature values must be finite",
-                            "not_finite")
+        return InvalidInput(
+            f"feature {shown_name(name)} is {value!r}; feature values must be finite",
+            "not_finite")
     return _too_large(name, value)
 
 

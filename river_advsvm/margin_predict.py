@@ -88,10 +88,8 @@ class MarginPredictions:
             return
         self._nothing_known_warned = True
 
-        def shown(some: list) -> str:  # (names as a user wrote them: no numpy reprs)
-            return ", ".join(f"'{n}'" if isinstance(n, str) else str(n) for n in some[:3])
-
-        learned, given = shown(self._index.names), shown(names)
+        learned, given = (", ".join(inputs.shown_name(n) for n in some[:3])
+                          for some in (self._index.names, names))
         warn_caller(f"{type(self).__name__}: none of the inputs given ({given}, ...) is one it "
                     f"learned ({learned}, ...): it decides as if every learned input were 0. "
                     "An array's columns are named 0..d-1: to use a model learned from a "
