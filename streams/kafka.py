@@ -53,8 +53,8 @@ import msgspec
 from river_advsvm.labels import INT64
 
 __all__ = ["DECODE_REASONS", "MAX_REASON_CHARS", "MAX_TEXT_CHARS", "MODEL_REASONS", "REASONS",
-           "InvalidMessage", "Sample", "check_against", "dead_letter", "dead_letter_key", "decode",
-           "encode"]
+           "InvalidMessage", "Sample", "check_against", "dead_letter", "dead_letter_key",
+           "dead_letter_reason", "decode", "encode"]
 
 #: Why `decode` and `check_against` refuse a message, by dead-letter code.
 DECODE_REASONS = {
@@ -331,6 +331,15 @@ def _b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(data).decode("ascii")
 
 
+def dead_letter_reason(error: InvalidMessage) -> str:
+    """Why a message is a dead letter, cut to `MAX_REASON_CHARS` characters (a refusal quoting
+    a huge name is as long as the message)."""
+    reason = str(error)
+    if len(reason) > MAX_REASON_CHARS:
+        reason = reason[:MAX_REASON_CHARS - 3] + "..."
+    return reason
+
+
 def dead_letter(record, error: InvalidMessage, max_bytes: int = 2**20) -> bytes:
     """The dead-letter envelope of a consumed record: where it was, why, and its exact bytes.
 
@@ -341,11 +350,8 @@ def dead_letter(record, error: InvalidMessage, max_bytes: int = 2**20) -> bytes:
     `MAX_REASON_CHARS` characters.
     """
     value, key = record.value, record.key
-    reason = str(error)
-    if len(reason) > MAX_REASON_CHARS:
-        reason = reason[:MAX_REASON_CHARS - 3] + "..."
     envelope = {
-        "reason": reason,
+        "reason": dead_letter_reason(error),
         "code": error.code,
         "topic": record.topic,
         "partition": record.partition,

@@ -116,7 +116,7 @@ class Outputs:
             self._codes_logged.add(code)
             log.log(logging.WARNING if first else logging.DEBUG,
                     "dead letter (%s) at %s[%d]@%d: %s%s", code, record.topic, record.partition,
-                    record.offset, str(outcome.error)[:kafka_io.MAX_REASON_CHARS],
+                    record.offset, kafka_io.dead_letter_reason(outcome.error),
                     "; more with this code are counted, and logged at debug level" if first
                     else "")
             if config.dead_letter_topic:
