@@ -30,6 +30,10 @@ fixed. BLAS on one thread.
 - Adversarial training: MNIST 8 vs 9, `epsilon=0.1`, L-inf (PGD adversary, one step), first
   stream order: clean accuracy and PGD-10 at L-inf 0.1 (steps of ε/4, box [0, 1]) on the same
   500 random test points as `robust_training.py`.
+- With `--lasvm`: beside each model, LaSVM's exact dual steps under the same budget
+  (`budgeted_lasvm.py`: PROCESS and one REPROCESS per sample, BSGD's merge past B = 1,024, C = 1)
+  on the same stream with the same kernel, for the image pairs and the streams' holdout: what
+  another optimiser reaches in one pass at the same memory.
 
 `--quick` runs scikit-learn's digits (1 vs 7), 600 samples of each stream and a short cost
 measurement, without downloaded data.
@@ -45,6 +49,7 @@ import warnings
 
 import numpy as np
 
+import budgeted_lasvm
 import common
 import paper_tables
 import robust_training
@@ -80,7 +85,22 @@ def svc_accuracy(X, y, gamma: np.ndarray, X_test, y_test) -> float:
 # -- MNIST ------------------------------------------------------------------------------------------
 
 
-def run_pair(pair: str, data: dict, seeds: int, reprocess: list, log, passes: int = 1) -> list:
+def lasvm_accuracy(X, y, gamma, X_test, y_test, budget: int) -> tuple[float, float, int]:
+    """One pass of the budgeted LaSVM on inputs scaled by sqrt(gamma) (the model's kernel):
+    its test accuracy, seconds and merges."""
+    scale = np.sqrt(gamma)
+    Xs, signs = X * scale, np.where(y, 1.0, -1.0)
+    lasvm = budgeted_lasvm.BudgetedLaSVM(X.shape[1], budget)
+    start = time.process_time()
+    for x, label in zip(Xs, signs):
+        lasvm.learn(x, label)
+    seconds = time.process_time() - start
+    right = (lasvm.decision(X_test * scale) > 0) == np.asarray(y_test, dtype=bool)
+    return float(right.mean()), seconds, lasvm.merges
+
+
+def run_pair(pair: str, data: dict, seeds: int, reprocess: list, log, passes: int = 1,
+             lasvm: bool = False) -> list:
     X_train, y_train = data["X_train"], data["y_train"]
     records = []
     for seed in range(seeds):
@@ -106,6 +126,15 @@ def run_pair(pair: str, data: dict, seeds: int, reprocess: list, log, passes: in
                              data["y_test"])
         records.append({"kind": "svc", "pair": pair, "seed": seed, "clean": clean})
         log(f"{pair} order {seed} exact SVC: clean {100 * clean:.2f}%")
+        if lasvm:
+            positive = y[0]  # (either label: the accuracy is the same)
+            clean, seconds, merges = lasvm_accuracy(
+                X, y == positive, robust_training.bandwidths(m, X.shape[1]), data["X_test"],
+                data["y_test"] == positive, m.budget)
+            records.append({"kind": "lasvm", "pair": pair, "seed": seed, "clean": clean,
+                            "train_seconds": seconds, "merges": merges})
+            log(f"{pair} order {seed} budgeted LaSVM: clean {100 * clean:.2f}% ({seconds:.1f} s, "
+                f"{merges} merges)")
     return records
 
 
@@ -146,8 +175,9 @@ def progressive(samples: list, m) -> tuple[float, float]:
     return metric.get(), time.process_time() - start
 
 
-def holdout(samples: list, m) -> tuple[float, float]:
-    """The model's and the exact SVC's accuracy on the last 20%, both fitted on the first 80%."""
+def holdout(samples: list, m, lasvm: bool = False) -> tuple[float, float, float | None]:
+    """The model's and the exact SVC's accuracy on the last 20%, both fitted on the first 80%,
+    and with `lasvm` the budgeted LaSVM's (else None)."""
     cut = int(0.8 * len(samples))
     for x, y in samples[:cut]:
         m.learn_one(x, y)
@@ -168,16 +198,24 @@ def holdout(samples: list, m) -> tuple[float, float]:
     # Few inputs: libsvm's own kernel on inputs scaled by sqrt(gamma) (no n x n matrix).
     scaled = X * np.sqrt(gamma)
     svc = SVC(kernel="rbf", gamma=1.0, C=1.0).fit(scaled[:cut], y[:cut])
-    return ours, float((svc.predict(scaled[cut:]) == y[cut:]).mean())
+    dual = (lasvm_accuracy(X[:cut], y[:cut] > 0, gamma, X[cut:], y[cut:] > 0, m.budget)[0]
+            if lasvm else None)
+    return ours, float((svc.predict(scaled[cut:]) == y[cut:]).mean()), dual
 
 
-def run_streams(data: dict, reprocess: list, log) -> list:
+def run_streams(data: dict, reprocess: list, log, lasvm: bool = False) -> list:
     records = []
     for name, samples in data.items():
         for k in reprocess:
             accuracy, seconds = progressive(samples, model(k, SEED))
-            ours, svc = holdout(samples, model(k, SEED))
-            last, _ = holdout(samples, model(k, SEED, averaging=None))
+            ours, svc, dual = holdout(samples, model(k, SEED), lasvm and k == reprocess[0])
+            last, _, _ = holdout(samples, model(k, SEED, averaging=None))
+            if dual is not None:
+                records.append({"kind": "stream_lasvm", "stream": name,
+                                "samples": len(samples), "holdout": dual,
+                                "holdout_svc": svc, "holdout_gap": dual - svc})
+                log(f"{name} budgeted LaSVM: holdout {100 * dual:.2f}% "
+                    f"(exact SVC {100 * svc:.2f}%)")
             records.append({"kind": "stream", "stream": name, "samples": len(samples),
                             "reprocess": k, "accuracy": accuracy,
                             "samples_per_s": len(samples) / seconds, "holdout": ours,
@@ -302,6 +340,7 @@ def markdown(records: list, host: dict) -> str:
             ("clean_mean", "clean mean", ".2f"), ("clean_min", "min", ".2f"),
             ("clean_max", "max", ".2f"), ("svc_mean", "exact SVC", ".2f"),
             ("gap_mean", "gap (points)", "+.2f")]), ""]
+    lines += lasvm_markdown(records)
     streams = [r for r in records if r["kind"] == "stream"]
     if streams:
         rows = [{**r, **{key: pct(r[key]) for key in
@@ -340,6 +379,42 @@ def markdown(records: list, host: dict) -> str:
     return "\n".join(lines)
 
 
+def lasvm_markdown(records: list) -> list:
+    """The budgeted LaSVM beside each pair's models (mean over the orders) and each stream's
+    holdout, in points."""
+    duals = [r for r in records if r["kind"] == "lasvm"]
+    streams = [r for r in records if r["kind"] == "stream_lasvm"]
+    if not duals and not streams:
+        return []
+    rows = []
+    for pair in dict.fromkeys(r["pair"] for r in duals):
+        svc = {r["seed"]: r["clean"] for r in records if r["kind"] == "svc" and r["pair"] == pair}
+        dual = [r for r in duals if r["pair"] == pair]
+        row = {"data": pair, "orders": len(dual),
+               "lasvm": 100 * statistics.mean(r["clean"] for r in dual),
+               "lasvm_gap": 100 * statistics.mean(r["clean"] - svc[r["seed"]] for r in dual),
+               "seconds": statistics.mean(r["train_seconds"] for r in dual)}
+        for r in records:
+            if r["kind"] == "summary" and r["pair"] == pair:
+                row[f"gap_{r['reprocess']}"] = 100 * r["gap_mean"]
+        rows.append(row)
+    for r in streams:
+        row = {"data": r["stream"], "orders": 1, "lasvm": 100 * r["holdout"],
+               "lasvm_gap": 100 * r["holdout_gap"]}
+        for m in records:
+            if m["kind"] == "stream" and m["stream"] == r["stream"]:
+                row[f"gap_{m['reprocess']}"] = 100 * m["holdout_gap"]
+        rows.append(row)
+    ks = sorted({int(key[4:]) for row in rows for key in row if key.startswith("gap_")})
+    return ["LaSVM's exact dual steps under the same budget (`budgeted_lasvm.py`: B = 1,024, "
+            "BSGD's merge, C = 1, the model's kernel; the holdout for a stream), one pass, and "
+            "its gap to the exact SVC beside the models' (points):", "",
+            common.markdown_table(rows, [
+                ("data", "data", ""), ("orders", "orders", "d"), ("lasvm", "LaSVM", ".2f"),
+                ("lasvm_gap", "its gap", "+.2f"), ("seconds", "pass (CPU s)", ".1f")]
+                + [(f"gap_{k}", f"gap, reprocess={k}", "+.2f") for k in ks]), ""]
+
+
 def main(argv=None) -> int:
     p = common.parser(__doc__.split("\n\n")[0], data=True)
     p.add_argument("--pairs", nargs="+", default=["mnist-1v7", "mnist-8v9"],
@@ -352,6 +427,8 @@ def main(argv=None) -> int:
     p.add_argument("--reprocess", type=int, nargs="+", default=[0, 1],
                    help="the values compared; the first is the reference of the cost")
     p.add_argument("--no-adversarial", action="store_true")
+    p.add_argument("--lasvm", action="store_true",
+                   help="also LaSVM's exact dual steps under the same budget (budgeted_lasvm.py)")
     args = p.parse_args(argv)
     start = time.perf_counter()
 
@@ -371,9 +448,10 @@ def main(argv=None) -> int:
                      for pair in args.pairs}
             seeds, length, rounds = args.seeds, river_streams_length(), 40
         for pair, data in pairs.items():
-            records += run_pair(pair, data, seeds, reprocess, log, args.passes)
+            records += run_pair(pair, data, seeds, reprocess, log, args.passes, args.lasvm)
             records += summarise_pair(records, pair, reprocess)
-        records += run_streams(stream_samples(length, args.streams), reprocess, log)
+        records += run_streams(stream_samples(length, args.streams), reprocess, log,
+                               args.lasvm)
         cost_pair = "mnist-8v9" if "mnist-8v9" in pairs else next(iter(pairs))
         records += cost(cost_pair, pairs[cost_pair], reprocess, rounds, log)
         if not args.no_adversarial and not args.quick and "mnist-8v9" in pairs:
