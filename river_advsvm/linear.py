@@ -93,7 +93,7 @@ class AdvLinearSVM(MarginClassifier):
 
     # -- hooks ----------------------------------------------------------------------------------
 
-    def _add_inputs(self, names, hashes):
+    def _add_inputs(self, names, hashes, values=None):
         if len(self._index) > len(self._capacity):
             grown = np.zeros(min(max(len(self._index), 2 * len(self._capacity)), self.max_features))
             grown[: len(self._capacity)] = self._capacity

@@ -92,7 +92,9 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
     def _start(self) -> None:
         """Called once, before the first sample is learned (and before its inputs are added)."""
 
-    def _add_inputs(self, names: list, hashes: np.ndarray) -> None:
+    def _add_inputs(self, names: list, hashes: np.ndarray, values=None) -> None:
+        """New input columns, with the values of the sample that brought them when one
+        did."""
         raise NotImplementedError
 
     def _row_margin(self, v: np.ndarray, u: np.ndarray, u_names: list, u_hashes) -> float:
@@ -404,7 +406,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
             order = np.argsort(hashes, kind="stable")
             u_names = [u_names[j] for j in order.tolist()]
             self._index.add(u_names, hashes[order])
-            self._add_inputs(u_names, hashes[order])
+            self._add_inputs(u_names, hashes[order], u[order])
             v = np.concatenate([v, u[order]])
         sign = 1.0 if y == self._labels[-1] else -1.0
         if not math.isfinite(g):  # inputs are bounded, so only a broken state can do this
@@ -425,7 +427,15 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
                 f"{type(self).__name__} predicts a constant: in its last "
                 f"{self._collapse.blocks} blocks of {self._collapse.block} samples with both "
                 "labels its decisions were one class, or mostly one class or flat and no "
-                "better than a guess (see `collapsed`)", collapse.CollapseWarning)
+                f"better than a guess (see `collapsed`){self._collapse_advice()}",
+                collapse.CollapseWarning)
+
+    def _collapse_advice(self) -> str:
+        """What the collapse warning suggests, after its text (empty: nothing)."""
+        if self.epsilon > 0:
+            return (f". The radius epsilon={self.epsilon:g} may be more than the classes' "
+                    "margins can pay: a model trained without it tells")
+        return ""
 
     def _split(self, names: list, row: np.ndarray):
         """One row as (values over the known inputs, nonzero values of unknown ones, their names)."""

@@ -76,7 +76,7 @@ class MarginPredictions:
             self._check_unstarted_names(names, row)
             return float(self._unstarted_margins(names, row[None, :])[0])
         v, u, u_names = self._split(names, row)
-        if u_names and len(u_names) == len(names):
+        if len(u_names) == len(names):
             self._warn_if_nothing_known(names)
         return self._row_decision(v, *in_hash_order(u, u_names, self._unknown_hashes(u_names)))
 
@@ -90,16 +90,20 @@ class MarginPredictions:
 
         learned, given = (", ".join(inputs.shown_name(n) for n in some[:3])
                           for some in (self._index.names, names))
-        warn_caller(f"{type(self).__name__}: none of the inputs given ({given}, ...) is one it "
-                    f"learned ({learned}, ...): it decides as if every learned input were 0. "
-                    "An array's columns are named 0..d-1: to use a model learned from a "
-                    "DataFrame, pass a DataFrame with its columns", UserWarning)
+        what = f"none of the inputs given ({given}, ...) is one" if names else "the sample has none"
+        # (The hint is for an array after a DataFrame; on a stream of words a sample of new
+        # ones only is ordinary.)
+        hint = (". An array's columns are named 0..d-1: to use a model learned from a "
+                "DataFrame, pass a DataFrame with its columns"
+                if names and all(type(n) is int for n in names[:3]) else "")
+        warn_caller(f"{type(self).__name__}: {what} of the inputs it learned ({learned}, ...): "
+                    f"it decides as if every learned input were 0{hint}", UserWarning)
 
     def _dense(self, names: list, values: np.ndarray, keep_zero: bool = False):
         """`(V, U, unknown names, their hashes)`; unknown inputs that are 0 in every row are
         dropped (they cost nothing) unless `keep_zero` (an attacker may move them)."""
         V, unknown, U = self._index.dense(names, values)
-        if unknown and len(unknown) == len(names):
+        if len(unknown) == len(names):
             self._warn_if_nothing_known(names)
         nonzero = U != 0
         keep = nonzero.any(axis=0) | keep_zero

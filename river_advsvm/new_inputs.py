@@ -18,6 +18,11 @@ from river_advsvm import inputs
 
 __all__ = ["NewInputs", "Rows"]
 
+# What the refusal advises: a stream whose names never stop coming (words, ids) grows every
+# stored vector by a column per name, so its cost and memory follow the names ever seen.
+OPEN_VOCABULARY = ("; a stream whose input names keep coming (words, ids) needs them hashed "
+                   "into a fixed number first, e.g. River's preprocessing.FeatureHasher")
+
 
 class Rows:
     """Samples to learn or predict: runs of rows that share their feature names."""
@@ -81,7 +86,7 @@ class NewInputs:
         if n_unknown > self.max_features:
             raise inputs.InvalidInput(
                 f"the sample has {n_unknown} inputs the model does not know, more than "
-                f"max_features={self.max_features}", "too_many_features")
+                f"max_features={self.max_features}{OPEN_VOCABULARY}", "too_many_features")
 
     def check(self, rows: Rows, labels: list, held: list, to_hold: int) -> dict:
         """The hashes of the inputs these rows bring (which validates their names), with the
@@ -166,7 +171,8 @@ class NewInputs:
         if total > self.max_features:
             raise inputs.InvalidInput(
                 f"learning this would give the model {total} inputs, "
-                f"more than max_features={self.max_features}", "too_many_features")
+                f"more than max_features={self.max_features}{OPEN_VOCABULARY}",
+                "too_many_features")
         if not learned and not predicted:  # (a copy: the caller adds to it)
             return dict(held)
         names = [n for n in {**learned, **predicted} if n not in held]

@@ -29,6 +29,9 @@ SCALE_POWERS = {"rbf": 0.5, "laplacian": 1.0}
 ADVERSARIES = ("pgd", "closed_form")
 #: Samples over which the share of active ones is averaged (an exponential moving average).
 ACTIVE_WINDOW = 64
+#: An input first learned after the warm-up of gamma='scale' whose value alone adds more than
+#: this to the kernel's exponent (a factor below 2e-9) is warned about (`_add_inputs`).
+LATE_EXPONENT = 20.0
 #: The share of active samples above which the bias step shrinks, to 0 at a share of 1.
 FLAT_BIAS_SHARE = 0.9
 
@@ -308,6 +311,8 @@ class AdvKernelSVM(MarginClassifier):
                                  f"got {averaging!r}")
         self.bounds = inputs.check_box(bounds)
         self._box_warned = False
+        self._off_centre_warned = False  # (see _warn_if_off_centre)
+        self._late_wide_warned = False  # (see _warn_if_late_and_wide)
         if self.bounds is not None and self.norm == "linf":
             self._warn_if_box_reached(1)
         # An unseeded model draws its seed now; the seed is state, saved with the model.
@@ -404,9 +409,61 @@ class AdvKernelSVM(MarginClassifier):
                                      self.dtype, self.max_features)
         self._store.start()
 
-    def _add_inputs(self, names, hashes):
+    def _add_inputs(self, names, hashes, values=None):
         self._input_scales.add(names, len(self._index))
         self._store.add_inputs(hashes)
+        if values is not None and self._input_scales.by_name is not None:
+            self._warn_if_late_and_wide(names, values)
+
+    def _warn_if_late_and_wide(self, names: list, values: np.ndarray) -> None:
+        """Once per model: an input first learned after the warm-up of `gamma='scale'` takes
+        the median of the widths it fitted; one whose value alone puts the sample beyond the
+        kernel's reach of every vector (a factor below exp(-LATE_EXPONENT)) is in other units
+        than the inputs the widths were fitted on."""
+        if self._late_wide_warned:
+            return
+        scales = self._input_scales
+        late = np.fromiter((n not in scales.by_name for n in names), bool, len(names))
+        exponents = scales.gamma * np.abs(scales.of(names) * values) ** (1.0 / scales.power)
+        exponents[~late] = 0.0  # (the warm-up's own inputs, held until it ended, have widths)
+        if exponents.max(initial=0.0) > LATE_EXPONENT:
+            self._late_wide_warned = True
+            j = int(exponents.argmax())
+            warn_caller(f"{type(self).__name__}: input {inputs.shown_name(names[j])} came after "
+                        "the warm-up, so gamma='scale' gave it the median of the widths it "
+                        f"fitted, and at its value {values[j]:g} the sample is out of the "
+                        "kernel's reach of every other: set gamma yourself (a dict with a width "
+                        "for it), put a StandardScaler in front, or raise warm_up so that the "
+                        "warm-up sees it", UserWarning)
+
+    def _warn_if_off_centre(self, V: np.ndarray) -> None:
+        """Once per model: a sample in which an input that `gamma='scale'` centred (an input
+        far from 0, as a year) is 0, absent or NaN: it is decided as if that input were 0,
+        far outside the values learned, which is almost never what was meant."""
+        if self._off_centre_warned:
+            return
+        centres = self._input_scales.column_centres(V.shape[-1])
+        columns = np.flatnonzero(centres)
+        zero = (np.atleast_2d(V)[:, columns] == 0).any(axis=0)
+        if zero.any():
+            self._off_centre_warned = True
+            j = int(columns[zero][0])
+            name = inputs.shown_name(self._index.names[j])
+            warn_caller(f"{type(self).__name__}: input {name} is 0, absent or NaN in a sample, "
+                        f"but its values are far from 0 (gamma='scale' measures it about "
+                        f"{centres[j]:g}): the sample is decided as if it were 0. Fill in "
+                        "missing values first (River's impute.StatImputer), or put a "
+                        "StandardScaler in front", UserWarning)
+
+    def _collapse_advice(self) -> str:
+        if self.epsilon > 0:
+            return super()._collapse_advice()
+        # Natural learning that collapses is most often a kernel too narrow for its inputs:
+        # every sample is far from the stored ones, so f is near 0 everywhere.
+        return (". Learning without a threat, that is most often a kernel too narrow for the "
+                "inputs (each sample far from all others): a smaller gamma, or inputs on one "
+                "scale (a StandardScaler in front; one-hot indicators weigh more than "
+                "standardised numbers under gamma='scale')")
 
     def _kernel_radius_for(self, names: list) -> float:
         """`eps'` for a sample over these inputs (the ones an attacker may move), cached for
@@ -438,6 +495,8 @@ class AdvKernelSVM(MarginClassifier):
                         "is epsilon in the inputs' units?", UserWarning)
 
     def _row_margin(self, v, u, u_names, u_hashes):
+        if self._input_scales.centres is not None:
+            self._warn_if_off_centre(v)
         scaled, u = self._input_scales.scaled(v, u, u_names)
         # The step that follows on the same row reuses its scaled copy (see _step).
         self._scaled_row = (v, scaled)
@@ -566,6 +625,8 @@ class AdvKernelSVM(MarginClassifier):
         return average.value_at_latest_row() + bias
 
     def _decision_block(self, V, U, u_names, u_hashes):
+        if self._input_scales.centres is not None:
+            self._warn_if_off_centre(V)
         V, U = self._input_scales.scaled(V, U, u_names)
         expansion, bias = self._predicting()
         return expansion.values(V, U, u_hashes) + bias

@@ -566,6 +566,19 @@ def test_a_constant_with_a_few_scattered_guesses_is_a_collapse():
     assert not watch.collapsed
 
 
+def test_the_collapse_warning_says_what_to_change():
+    """Trained at a threat, the radius; learning naturally with a kernel too narrow for the
+    inputs (every sample far from all others: f is 0 everywhere), the kernel's width."""
+    X, y = blobs(n=900, d=50, seed=5, separation=0.2)
+    model = AdvKernelSVM(epsilon=0.1, norm="linf", adversary="closed_form", seed=0)
+    with pytest.warns(CollapseWarning, match="epsilon=0.1 may be more than"):
+        model.learn_many(X, y)
+    narrow = AdvKernelSVM(gamma=1e4, seed=0)
+    with pytest.warns(CollapseWarning, match="a smaller gamma"):
+        narrow.learn_many(X, y)
+    assert narrow.collapsed
+
+
 def test_a_collapse_on_imbalanced_data_is_flagged_once_and_stays_flagged():
     """With 2% to 12% of one label, the closed form at L-inf 0.3 shrinks f to 0 (no vector
     left): every decision is the common class. Blocks with under a tenth of the rare label, or

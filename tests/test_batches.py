@@ -499,3 +499,11 @@ def test_a_sample_with_no_input_the_model_learned_is_named_once():
     assert len(caught) == 1 and caught[0].filename == __file__
     message = str(caught[0].message)
     assert "none of the inputs given (0, 1, 2, ...)" in message and "'c" in message
+    assert "An array's columns are named 0..d-1" in message
+    # Names that are not an array's (words, on a stream of text): no hint about arrays.
+    words = AdvKernelSVM(gamma=1.0, seed=0)
+    words.learn_one({"cat": 1.0, "dog": 1.0}, True)
+    words.learn_one({"cat": 1.0, "eel": 1.0}, False)
+    with pytest.warns(UserWarning, match="none of the inputs given") as record:
+        words.predict_one({"fox": 1.0})
+    assert "array" not in str(record[0].message)

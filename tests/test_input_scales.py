@@ -199,6 +199,45 @@ def test_inputs_far_from_zero_learn_as_inputs_near_it(dtype):
     np.testing.assert_allclose(decisions[1], decisions[2], atol=1e-3)
 
 
+def test_a_sample_without_a_centred_input_is_warned_about_once():
+    """A year beside a number that decides the label: a sample without the year (absent, NaN
+    or 0) is decided as if the year were 0, thousands of ranges from what was learned, so
+    every such decision is the same; said once, naming the input and its centre."""
+    rng = np.random.default_rng(0)
+    model = AdvKernelSVM(seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for a, year in zip(rng.normal(size=600), rng.integers(1995, 2006, size=600)):
+            model.learn_one({"a": a, "year": float(year)}, bool(a > 0))
+        model.predict_one({"a": 1.0, "year": 2001.0})
+        model.predict_many(pd.DataFrame({"a": [1.0, -1.0], "year": [2000.0, 2003.0]}))
+    for sample in ({"a": 2.0}, {"a": -2.0, "year": float("nan")}):
+        with pytest.warns(UserWarning, match=r"input 'year' is 0, absent or NaN .* about 200"):
+            copy.deepcopy(model).predict_one(sample)  # (each copy not warned yet)
+    with pytest.warns(UserWarning, match="input 'year'") as caught:
+        model.predict_many(pd.DataFrame({"a": [2.0, -2.0], "year": [float("nan"), 2000.0]}))
+        model.predict_one({"a": 2.0})
+        model.learn_one({"a": 2.0}, True)
+    mine = [w for w in caught if "input 'year'" in str(w.message)]
+    assert len(mine) == 1 and mine[0].filename == __file__
+
+
+def test_an_input_after_the_warm_up_far_wider_than_the_fitted_ones_is_warned_about():
+    """It takes the median of the fitted widths: at +-1,000 beside inputs of range 4 the
+    sample is out of every vector's reach. Said once; an input of the fitted inputs' scale
+    arriving late (a new word counted 1, 2, 3) is not."""
+    rng = np.random.default_rng(0)
+    model = AdvKernelSVM(seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for i, (a, b) in enumerate(rng.normal(size=(400, 2))):
+            model.learn_one({"a": a} if i < 200 else {"a": a, "b": 3.0 * b}, bool(a > 0))
+    with pytest.warns(UserWarning, match="input 'c' came after the warm-up") as caught:
+        for a, c in rng.normal(size=(50, 2)):
+            model.learn_one({"a": a, "c": 1000.0 * c}, bool(c > 0))
+    assert sum("came after the warm-up" in str(w.message) for w in caught) == 1
+
+
 @settings(max_examples=40, deadline=None)
 @given(spread=st.floats(1e-3, 1e3), ratio=st.floats(-1e7, 1e7))
 def test_a_centred_model_is_the_kernel_of_its_raw_inputs(spread, ratio):

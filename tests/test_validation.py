@@ -244,6 +244,7 @@ def test_max_features_refuses_the_sample_that_would_exceed_it():
     with pytest.raises(InvalidInput) as error:
         model.learn_one({f"x{i}": 1.0 for i in range(4)}, False)
     assert error.value.code == "too_many_features"
+    assert "FeatureHasher" in str(error.value)  # (what to do on a stream of words)
     assert fingerprint(model) == before
     # Zero values cost nothing: names that only ever come with 0 are never stored...
     model.learn_one({**{f"zero{i}": 0.0 for i in range(100)}, "a": 0.5}, False)
