@@ -219,6 +219,14 @@ def loads(data: bytes, *, max_array_bytes: ArrayBudget = MAX_ARRAY_BYTES
     return _read(io.BytesIO(data), f"checkpoint of {len(data)} bytes", max_array_bytes)
 
 
+def loads_meta(data: bytes) -> dict:
+    """The metadata of checkpoint bytes made by `dumps`, without decompressing any of its
+    arrays (the seal is checked and the array table validated as in `loads`)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise CheckpointError(f"expected checkpoint bytes, got {type(data).__name__}")
+    return _read(io.BytesIO(data), f"checkpoint of {len(data)} bytes", None)[0]
+
+
 def read_meta(path: str | os.PathLike) -> dict:
     """The metadata of the checkpoint at `path`, without decompressing any of its arrays.
 

@@ -241,8 +241,9 @@ def inspect_group(args: argparse.Namespace) -> int:
     summary["per_worker"] = {
         w: {"samples_learned": s.learned, "consumed": s.consumed, "snapshot": s.seq,
             "created_at": s.meta["extra"].get("created_at"),
-            "offsets": {t: {str(p): o for p, o in parts.items()} for t, parts in s.offsets.items()}}
-        for w, s in sorted(snapshots.items()) if w not in summary["left_out"]
+            "offsets": {t: {str(p): o for p, o in parts.items()} for t, parts in s.offsets.items()},
+            **({"left_out": summary["left_out"][w]} if w in summary["left_out"] else {})}
+        for w, s in sorted(snapshots.items())
     }
     model = group.group_model(snapshots.values())
     summary["merged_model"] = None if model is None else {

@@ -96,6 +96,7 @@ import stat
 import uuid
 
 import numpy as np
+from kafka.errors import KafkaError
 
 from river_advsvm.streams import faults, merge
 from river_advsvm.streams import state as state_io
@@ -221,6 +222,14 @@ class GroupSync:
 
     def start(self) -> None:
         """Create the snapshot topic if needed and start reading it."""
+        self._ensure_topic()
+        self.reader = SnapshotReader(self.clients, self.topic,
+                                     client_id=f"advsvm-group-{self.worker}", limits=self.limits,
+                                     basis=self.choice)
+
+    def _ensure_topic(self) -> None:
+        """The snapshot topic, created if it is missing (one partition, compacted);
+        `ValueError` if it has more than one partition."""
         self.clients.create_topics({self.topic: 1}, configs={
             "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1"})
         admin = self.clients.admin()
@@ -231,10 +240,10 @@ class GroupSync:
         partitions = len(described[0].get("partitions", [])) if described else 1
         if partitions != 1:
             raise ValueError(f"the snapshot topic {self.topic!r} has {partitions} partitions;"
-                             " it needs exactly one (a total order of snapshots)")
-        self.reader = SnapshotReader(self.clients, self.topic,
-                                     client_id=f"advsvm-group-{self.worker}", limits=self.limits,
-                                     basis=self.choice)
+                             " it needs exactly one (a total order of snapshots): a broker that "
+                             "lost it may have made it again with its default partitions when "
+                             "a worker wrote to it. Delete it and restart the workers, which "
+                             "make it as it must be")
 
     def close(self) -> None:
         if self.reader is not None:
@@ -252,6 +261,14 @@ class GroupSync:
               should_stop=lambda: False) -> bool:
         """Read every snapshot published before now (a fence record naming the consumer group
         `generation` this worker was assigned in, then read past it)."""
+        # (Made again first if the broker lost it: written to as it is, a broker that creates
+        # topics on demand would make it with its default partitions, and the snapshots
+        # scattered over them would never be read back.)
+        try:
+            self._ensure_topic()
+        except KafkaError as error:
+            log.warning("could not check the snapshot topic %s (%r)", self.topic, error)
+            return False
         entry = self.sink.send(self.topic, fence_value(generation), key=fence_key(self.worker))
         if not self.sink.flush(timeout=timeout, should_stop=should_stop):
             return False
@@ -293,17 +310,17 @@ class GroupSync:
             log.info("resuming from the local checkpoint of own snapshot %d (%d learned)",
                      own.seq, own.learned)
             return local, False
-        if own is not None and not own.coefficients_only and (local_seq is None
-                                                              or local_seq <= own.seq):
+        if own is not None and own.model_unread is None and (local_seq is None
+                                                             or local_seq <= own.seq):
             state = own.state()
             log.info("resuming from own snapshot %d (%d learned)", own.seq, own.learned)
             return state, False
-        if own is not None and own.coefficients_only and (local_seq or 0) < own.seq:
+        if own is not None and own.model_unread is not None and (local_seq or 0) < own.seq:
             # What it learned since is rolled back, and learned again from the claims of the
             # state republished over it (with a seq that supersedes the snapshot's).
-            log.error("the own snapshot %d is over basis %d, which this worker does not hold, "
-                      "and no local checkpoint is as recent: resuming from %s", own.seq,
-                      own.over_basis[0], "none" if local is None else "the local checkpoint")
+            log.error("the own snapshot %d cannot be resumed from (%s), and no local "
+                      "checkpoint is as recent: resuming from %s", own.seq, own.model_unread,
+                      "none" if local is None else "the local checkpoint")
         if local is not None:
             if local.group is None:
                 local.group = new_bookkeeping(self.worker)
@@ -321,7 +338,9 @@ class GroupSync:
         if own is not None:  # (its snapshot could not be read back: see above)
             state.group["seq"] = own.seq
             return state, True
-        peers = sorted(self.peers(), key=lambda s: s.position)
+        # (Never the options of a snapshot beyond this worker's limits: they would lift them.)
+        peers = sorted((p for p in self.peers() if p.beyond_limits is None),
+                       key=lambda s: s.position)
         if peers:
             meta, _ = state.model.to_checkpoint()
             reason = merge.incompatibility(peers[0].meta, meta)
@@ -346,10 +365,7 @@ class GroupSync:
         base_meta, base_arrays = state.model.to_checkpoint()
         fresh, in_model, group_ids = [], learned, {self.worker}
         for peer in sorted(self.peers(), key=lambda s: s.position):
-            reason = merge.incompatibility(base_meta, peer.meta)
-            if reason is None and peer.coefficients_only:
-                reason = (f"its coefficients are over basis {peer.over_basis[0]}, which this "
-                          "worker does not hold")
+            reason = peer.model_unread or merge.incompatibility(base_meta, peer.meta)
             if reason is not None:
                 self._refuse(peer, reason)
                 continue

@@ -130,22 +130,26 @@ def group_model(snapshots):
 
 def _averaged_members(group: list[Snapshot]) -> list[tuple]:
     for s in group:
-        if s.coefficients_only:
-            log.error("leaving out the snapshot of %s: its coefficients are over basis %d, "
-                      "which this reader does not hold", s.worker, s.over_basis[0])
-    group = [s for s in group if not s.coefficients_only]
+        if s.model_unread is not None:
+            log.error("leaving out the snapshot of %s: %s", s.worker, s.model_unread)
+    group = [s for s in group if s.model_unread is None]
     gone = superseded(group)
     return [(*s.whole(), 0.0 if s.worker in gone else float(s.learned)) for s in group]
 
 
 def totals(snapshots) -> dict:
     """What the group has done, over the latest snapshot of every worker of the group
-    (`members`); `left_out` names the others, with why."""
-    snapshots, left_out = members(snapshots)
-    sums = {key: sum(s.fields["counters"][key] for s in snapshots)
-            for key in ("consumed", "learned", "predicted", "unlabelled", "dead_letters",
-                        "learned_correct")}
-    all_claims = claims(snapshots)
+    (`members`); `left_out` names the others, with why. The messages (consumed, predicted,
+    unlabelled, dead letters) and the resume points are every snapshot's: the workers resume
+    from them all, and a worker left out did consume what it claims. The samples learned and
+    the accuracy are the members', whose models make the group's."""
+    every = list(snapshots)
+    snapshots, left_out = members(every)
+    sums = {key: sum(s.fields["counters"][key] for s in every)
+            for key in ("consumed", "predicted", "unlabelled", "dead_letters")}
+    sums.update({key: sum(s.fields["counters"][key] for s in snapshots)
+                 for key in ("learned", "learned_correct")})
+    all_claims = claims(every)
     runs = [s.group["run"] for s in snapshots if s.group["run"]["first"] is not None]
     return {
         "workers": sorted(s.worker for s in snapshots),

@@ -52,22 +52,36 @@ class Snapshot:
     # that basis if the reader holds it; its `arrays` are then the coefficients alone.
     over_basis: tuple[int, str] | None = None
     basis: SharedBasis | None = None
+    # Why its model is beyond the reader's limits (a larger --budget or --max-features), if
+    # it is: then only its metadata was read (`meta` in the stored form, no arrays).
+    beyond_limits: str | None = None
     _whole: tuple[dict, dict] | None = dataclasses.field(default=None, repr=False)
 
     @property
     def coefficients_only(self) -> bool:
-        """True for a snapshot over a basis the reader does not hold: it counts for the claims
-        and totals, and its model is not folded."""
+        """True for a snapshot over a basis the reader does not hold."""
         return self.over_basis is not None and self.basis is None
+
+    @property
+    def model_unread(self) -> str | None:
+        """Why the reader cannot have this snapshot's model (its basis is not held, or it is
+        beyond the reader's limits), or None. Such a snapshot counts for the claims and the
+        totals (its worker did consume those messages), and its model is not folded."""
+        if self.beyond_limits is not None:
+            return f"its model is beyond this worker's limits: {self.beyond_limits}"
+        if self.coefficients_only:
+            return (f"its coefficients are over basis {self.over_basis[0]}, which this reader "
+                    "does not hold")
+        return None
 
     def whole(self) -> tuple[dict, dict]:
         """The checkpoint's metadata and arrays, support vectors included (a coefficient
         snapshot gets its basis' vectors back, once, when first asked)."""
+        if self.model_unread is not None:
+            raise CheckpointError(f"the snapshot {self.seq} of {self.worker}: "
+                                  f"{self.model_unread}")
         if self.over_basis is None:
             return self.meta, self.arrays
-        if self.basis is None:
-            raise CheckpointError(f"the snapshot {self.seq} of {self.worker} is over basis "
-                                  f"{self.over_basis[0]}, which this reader does not hold")
         if self._whole is None:
             self._whole = group_basis.expanded(self.meta, self.arrays, self.basis)
         return self._whole
@@ -135,7 +149,8 @@ def parse_fence(key: bytes | None, value: bytes | None) -> tuple[str, int | None
 def parse_snapshot(key: bytes | None, value: bytes | None, position: int,
                    limits: state_io.Limits | None = None, held=None) -> Snapshot | None:
     """The snapshot in a record of the snapshot topic; None for fences and foreign records.
-    With `limits` (the reader's), a snapshot beyond them is refused before its arrays are read.
+    With `limits` (the reader's), a snapshot beyond them is read as its metadata alone, its
+    arrays never (`Snapshot.beyond_limits`: its claims count, its model is not read).
 
     A coefficient snapshot is checked against its basis if `held(epoch, key)` (a
     `group_basis.BasisChoice.held`) returns it (`group_basis.check_coefficients`: O(B + d),
@@ -151,7 +166,43 @@ def parse_snapshot(key: bytes | None, value: bytes | None, position: int,
     try:  # (with the input names back in the metadata, where merging reads them)
         meta, arrays = model_checkpoint.loads(value, max_array_bytes=bound)
     except CheckpointError as error:  # "checkpoint of N bytes: ...": say whose
-        raise CheckpointError(f"{where}: {error}") from None
+        beyond = _beyond_limits(value, limits)
+        if beyond is None:
+            raise CheckpointError(f"{where}: {error}") from None
+        # Its model stays unread, but not its offsets: the partitions it learned are handed
+        # over from them (read as nothing, every message of them would be learned and
+        # published again).
+        meta, excess = beyond
+        fields, generation = _group_fields(meta, worker, position, where)
+        return Snapshot(worker, position, meta, {}, fields, generation, beyond_limits=excess)
+    fields, generation = _group_fields(meta, worker, position, where)
+    over_basis = _over_basis(meta, arrays, where, limits)
+    basis = None if over_basis is None or held is None else held(*over_basis)
+    if over_basis is None:
+        state_io.from_checkpoint(meta, arrays, where, limits)  # a model can be made of it
+    elif basis is not None:
+        group_basis.check_coefficients(meta, arrays, basis, where)
+    return Snapshot(worker, position, meta, arrays, fields, generation, over_basis, basis)
+
+
+def _beyond_limits(value: bytes, limits) -> tuple[dict, str] | None:
+    """`(metadata, what is over the limits)` of a sealed snapshot whose model is beyond
+    `limits`; None for anything else (a corrupt record, or no limits)."""
+    if limits is None:
+        return None
+    from river_advsvm import checkpoint
+
+    try:
+        meta = checkpoint.loads_meta(value)
+    except CheckpointError:
+        return None
+    excess = limits.excess(meta)
+    return None if excess is None else (meta, excess)
+
+
+def _group_fields(meta: dict, worker: str, position: int, where: str) -> tuple[dict, int | None]:
+    """The service fields of a snapshot's metadata and the generation it was published in,
+    checked to be `worker`'s."""
     fields = state_io.parse_extra(meta, where)
     if fields["group"] is None or fields["group"]["worker"] != worker:
         raise CheckpointError(f"snapshot {position} keyed {worker!r} is not that worker's")
@@ -160,13 +211,7 @@ def parse_snapshot(key: bytes | None, value: bytes | None, position: int,
     if generation is not None and (not isinstance(generation, int) or isinstance(generation, bool)
                                    or generation < 0):
         raise CheckpointError(f"{where}: invalid generation {generation!r}")
-    over_basis = _over_basis(meta, arrays, where, limits)
-    basis = None if over_basis is None or held is None else held(*over_basis)
-    if over_basis is None:
-        state_io.from_checkpoint(meta, arrays, where, limits)  # a model can be made of it
-    elif basis is not None:
-        group_basis.check_coefficients(meta, arrays, basis, where)
-    return Snapshot(worker, position, meta, arrays, fields, generation, over_basis, basis)
+    return fields, generation
 
 
 def _over_basis(meta: dict, arrays: dict, where: str, limits) -> tuple[int, str] | None:

@@ -116,12 +116,12 @@ class Limits:
     def check(self, meta: dict, where: str) -> None:
         """`CheckpointError` (one line naming the limit and its flag) if the model in the
         checkpoint metadata `meta` may hold more than these limits allow."""
-        excess = self._excess(meta)
+        excess = self.excess(meta)
         if excess is not None:
             raise CheckpointError(f"{where}: {excess}")
 
-    def _excess(self, meta: dict) -> str | None:
-        """What in `meta` is over the limits, or None."""
+    def excess(self, meta: dict) -> str | None:
+        """What in the checkpoint metadata `meta` is over the limits, or None."""
         cls = _MODELS.get(meta.get("class")) if isinstance(meta, dict) else None
         if cls is None:
             return "unknown model class " + (repr(str(meta.get("class"))[:40])
@@ -160,7 +160,7 @@ class Limits:
         """The `max_array_bytes` argument of `checkpoint.read` / `loads` under these limits:
         checks the metadata (as `check` does) before any array is read."""
         def bound(meta: dict) -> int:
-            excess = self._excess(meta)
+            excess = self.excess(meta)
             if excess is not None:
                 raise CheckpointError(excess)  # the reader says where
             return _MODELS[meta["class"]].checkpoint_array_bytes(meta)

@@ -99,18 +99,24 @@ class GroupWorker:
         session, group = self.session, self.group
         if self._evicted:
             return False
+        # `timeout` bounds the whole sync: each wait gets what the ones before left.
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
         group.poll()
         progress = session.progress
-        progress.group_folds += group.fold(session.state, timeout)
+        progress.group_folds += group.fold(session.state, left())
         progress.group_peers = len(group.peers())
         session.state.group["run"] = {"first": progress.first_wall, "last": progress.last_wall,
                                       "processed": progress.processed}
-        if check_membership and not self._confirm_membership(timeout):
+        if check_membership and not self._confirm_membership(left()):
             return False
         session.learner.save_monitor()
         session.note_output_ends()
         try:
-            if not group.publish(session.state, self._generation, timeout=timeout,
+            if not group.publish(session.state, self._generation, timeout=left(),
                                  should_stop=should_stop):
                 return False
         except group_io.Fenced as error:
@@ -137,7 +143,8 @@ class GroupWorker:
         if not offsets:
             return True
         try:
-            session.consumer.commit(offsets, timeout_ms=int(1000 * min(timeout or 10.0, 10.0)))
+            wait = 10.0 if timeout is None else min(timeout, 10.0)  # (0: no time left)
+            session.consumer.commit(offsets, timeout_ms=int(1000 * wait))
             return True
         except CommitFailedError as error:
             cause = error.args[0] if error.args else None

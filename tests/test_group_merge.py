@@ -582,19 +582,21 @@ def test_totals_count_every_message_once_over_the_latest_snapshots():
 
 
 def test_a_snapshot_with_other_options_is_not_the_groups_however_early():
-    """A record on the snapshot topic with other model options (a larger budget, say) and
-    claims far ahead was counted by `advsvm inspect` (workers, messages, resume points) though
-    every worker refused it; published first, it also decided the merged model's options."""
+    """A record on the snapshot topic with other model options (a larger budget, say) was
+    counted by `advsvm inspect` as a worker of the group, and, published first, decided the
+    merged model's options. Its messages and resume points do count: the workers resume from
+    every snapshot's claims (a worker with other options did consume those messages)."""
     m = trained(10, 1)
     odd = trained(10, 1, budget=4096)
-    snaps = [snapshot("odd", 0, odd, {"t": {0: 900, 1: 900}}, learned=5000, messages=5000),
+    snaps = [snapshot("odd", 0, odd, {"t": {0: 90, 1: 90}}, learned=170, messages=180),
              snapshot("a", 1, m, {"t": {0: 60, 1: 20}}, learned=70, messages=80),
              snapshot("b", 2, m, {"t": {1: 50}}, learned=25, messages=30)]
     summary = group.totals(snaps)
     assert summary["workers"] == ["a", "b"] and list(summary["left_out"]) == ["odd"]
     assert "budget" in summary["left_out"]["odd"]
-    assert summary["consumed"] == 110 == summary["claimed_messages"]
-    assert summary["offsets"] == {"t": {"0": 60, "1": 50}}
+    assert summary["consumed"] == 290 and summary["claimed_messages"] == 180
+    assert summary["offsets"] == {"t": {"0": 90, "1": 90}}
+    assert summary["samples_learned"] == 95  # the members', whose models make the group's
     model = group.group_model(snaps)
     assert model.budget == m.budget and model.n_learned == 95
     # Ties go to the earliest snapshot's options.

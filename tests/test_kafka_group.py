@@ -454,6 +454,51 @@ def test_support_vector_workers_average_their_models_in_function_space(broker, t
     assert accuracy_group >= min(single) - 0.01
 
 
+def test_a_worker_with_a_smaller_budget_takes_partitions_over_from_their_claims(broker,
+                                                                               tmp_path):
+    """A worker started with a smaller --budget than its group's cannot read its peers'
+    models (they would lift its limit), but their offsets it does: it took the partitions over
+    from offset 0 and predicted and learned every message a second time. Now it resumes from
+    the claims, predicts only the new messages, and folds none of the peers' models."""
+    total, partitions = 3_000, 2
+    topic, group = "small", "small-group"
+    sync_topic = f"{topic}-{group}-snapshots"
+    clients.create_topics(broker.bootstrap_servers, {topic: partitions, f"{topic}-pred": 1})
+    X, y = kh.stream(total, d=D, seed=31)
+    values = kh.messages(X, y, unlabelled_every=10)
+    directories = {w: tmp_path / w for w in ("big", "small")}
+    logs = {w: tmp_path / f"{w}.log" for w in directories}
+    extra = ("--sync-every", "300", "--checkpoint-interval", "0.5",
+             "--predictions-topic", f"{topic}-pred")
+    processes = {"big": kh.start_service(worker_command(
+        broker, topic, group, directories["big"], "big", *extra), logs["big"])}
+    try:
+        kh.wait_until(lambda: assigned_lines(logs["big"]), 60, "the first worker assigned",
+                      processes["big"], logs["big"])
+        kh.produce(broker.bootstrap_servers, topic, values[:2_000],
+                   partition=list(range(partitions)))
+        kh.stop_when_consumed(processes, logs, lambda: group_state(broker, sync_topic), 2_000)
+        processes["small"] = kh.start_service(worker_command(
+            broker, topic, group, directories["small"], "small", *extra, "--budget", "64"),
+            logs["small"])
+        kh.wait_until(lambda: assigned_lines(logs["small"]), 60, "the second worker assigned",
+                      processes["small"], logs["small"])
+        kh.produce(broker.bootstrap_servers, topic, values[2_000:],
+                   partition=list(range(partitions)))
+        kh.stop_when_consumed(processes, logs, lambda: group_state(broker, sync_topic), total)
+    finally:
+        for process in processes.values():
+            kh.kill_service(process)
+    summary = group_io.totals(group_state(broker, sync_topic).values())
+    assert summary["consumed"] == summary["claimed_messages"] == total
+    assert summary["left_out"] and "small" in summary["left_out"]
+    predictions = kh.read_topic(broker.bootstrap_servers, f"{topic}-pred", total, drain=True)
+    ids = collections.Counter(json.loads(r.value)["id"] for r in predictions)
+    assert set(ids) == set(range(total)) and max(ids.values()) == 1
+    log = logs["small"].read_text(errors="replace")
+    assert "beyond this worker's limits" in log and "budget=256" in log
+
+
 def test_a_worker_refuses_a_checkpoint_whose_model_cannot_be_averaged(broker, tmp_path):
     """The checkpoint wins over the model options: one of `gamma='scale'` (each worker would
     have its own bandwidth) stops a worker at start with a one-line error."""

@@ -181,9 +181,12 @@ def test_hostile_basis_records_and_snapshots_change_nothing(workers, broker, cap
     basis_key = w1.choice.basis.key
     assert w1.fence(1)
     assert w1.choice.epoch == 1 and w1.choice.basis.key == basis_key
-    assert w1.choice.invalid == 4 and w1.reader.invalid == 3
-    assert set(w1.reader.latest) == {"w0", "w1"}
-    assert w1.fold(s1) == 0  # nothing fresh: w0 was folded, w9 never became a peer
+    # The snapshot over the budget is not unreadable: its model is never read, its claims are
+    # (a worker with other limits did consume what it claims).
+    assert w1.choice.invalid == 4 and w1.reader.invalid == 2
+    assert set(w1.reader.latest) == {"w0", "w1", "w9"}
+    assert "budget=240" in w1.reader.latest["w9"].model_unread
+    assert w1.fold(s1) == 0  # nothing fresh: w0 was folded, w9's model is not read
     after = s1.model.to_checkpoint()
     assert after[0] == before[0]
     for name in before[1]:

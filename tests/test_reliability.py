@@ -136,15 +136,26 @@ def test_the_limits_are_checked_before_any_array_is_read(tmp_path, monkeypatch):
         state.load(tmp_path, state.Limits())
 
 
-def test_a_peers_snapshot_beyond_the_limits_is_refused(tmp_path):
+def test_a_peers_snapshot_beyond_the_limits_keeps_its_claims_not_its_model(tmp_path,
+                                                                           monkeypatch):
+    """A worker started with a smaller --budget read its peers' snapshots as nothing, and
+    learned and published again every message of the partitions it took over: their offsets
+    count, their model is never read (no array of it) and never folded or resumed from."""
     saved = _learned_state(AdvKernelSVM(seed=0, budget=4096))
     saved.group = {"worker": "peer", "seq": 1, "folded": {}, "self_at_fold": 0,
                    "run": {"first": None, "last": None, "processed": 0}}
     data = state.to_bytes(saved)
-    assert parse_snapshot(b"peer", data, 7).worker == "peer"  # no limits: a reader's view
-    with pytest.raises(CheckpointError, match="snapshot 7 of peer: .*its model has "
-                                              "budget=4096.*raise --budget"):
-        parse_snapshot(b"peer", data, 7, state.Limits.of(AdvKernelSVM(budget=1024)))
+    assert parse_snapshot(b"peer", data, 7).model_unread is None  # no limits: a reader's view
+    monkeypatch.setattr(checkpoint, "_read_array", lambda *a: pytest.fail("an array was read"))
+    peer = parse_snapshot(b"peer", data, 7, state.Limits.of(AdvKernelSVM(budget=1024)))
+    assert peer.worker == "peer" and peer.offsets == {"in": {0: 30}} and peer.learned == 30
+    assert peer.arrays == {} and "budget=4096" in peer.model_unread
+    with pytest.raises(CheckpointError, match="snapshot 1 of peer: .*raise --budget"):
+        peer.whole()
+    # A corrupt record is still refused whole.
+    with pytest.raises(CheckpointError, match="snapshot 7 of peer"):
+        parse_snapshot(b"peer", data[:-1] + bytes([data[-1] ^ 1]), 7,
+                       state.Limits.of(AdvKernelSVM(budget=1024)))
 
 
 # -- 2. values are range-checked before they are used ----------------------------------------------
