@@ -23,6 +23,7 @@ REQUIRED_KEYS = {
     "scaleout": {"workers", "messages", "seconds", "group_msg_per_s", "worker_msg_per_s_mean"},
     "scaleout_sim": {"kind"},
     "decoding": {"d", "decoder", "us_per_message", "ratio_to_stdlib"},
+    "vw_ksvm": {"kind", "pair"},
 }
 
 
