@@ -54,6 +54,15 @@ def local_learned(directory) -> int:
     return 0 if info is None else info["counters"]["consumed"]
 
 
+def group_stream(broker, topic: str, group: str, total: int, partitions: int,
+                 seed: int) -> tuple[str, list[bytes]]:
+    """`topic` of `partitions` (and its predictions topic, `<topic>-pred`) for a group, and
+    `total` messages for it, every tenth unlabelled: `(the snapshot topic, the messages)`."""
+    clients.create_topics(broker.bootstrap_servers, {topic: partitions, f"{topic}-pred": 1})
+    X, y = kh.stream(total, d=D, seed=seed)
+    return f"{topic}-{group}-snapshots", kh.messages(X, y, unlabelled_every=10)
+
+
 def assigned_lines(log_path) -> list[str]:
     try:
         return re.findall(r"assigned \[.*", log_path.read_text(errors="replace"))
@@ -101,10 +110,7 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
     is as accurate as one worker's on the same data."""
     total, partitions = 30_000, 6
     topic, group = "scale", "scale-group"
-    sync_topic = f"{topic}-{group}-snapshots"
-    clients.create_topics(broker.bootstrap_servers, {topic: partitions, f"{topic}-pred": 1})
-    X, y = kh.stream(total, d=D, seed=11)
-    values = kh.messages(X, y, unlabelled_every=10)
+    sync_topic, values = group_stream(broker, topic, group, total, partitions, seed=11)
     labelled = total - total // 10
     # (Phase 3 in two parts: the second is produced once w0 has left, so its partitions keep
     # work for the others however fast w0 learned the first.)
@@ -398,10 +404,7 @@ def test_support_vector_workers_average_their_models_in_function_space(broker, t
     keeps the budget and is as accurate as one model trained on the whole stream in order."""
     total, partitions = 9_000, 4
     topic, group = "sv-scale", "sv-group"
-    sync_topic = f"{topic}-{group}-snapshots"
-    clients.create_topics(broker.bootstrap_servers, {topic: partitions})
-    X, y = kh.stream(total, d=D, seed=21)
-    values = kh.messages(X, y, unlabelled_every=10)
+    sync_topic, values = group_stream(broker, topic, group, total, partitions, seed=21)
     labelled = total - total // 10
     directories = {w: tmp_path / w for w in ("v0", "v1", "v2")}
     logs = {w: tmp_path / f"{w}.log" for w in directories}
@@ -462,10 +465,7 @@ def test_a_worker_with_a_smaller_budget_takes_partitions_over_from_their_claims(
     the claims, predicts only the new messages, and folds none of the peers' models."""
     total, partitions = 3_000, 2
     topic, group = "small", "small-group"
-    sync_topic = f"{topic}-{group}-snapshots"
-    clients.create_topics(broker.bootstrap_servers, {topic: partitions, f"{topic}-pred": 1})
-    X, y = kh.stream(total, d=D, seed=31)
-    values = kh.messages(X, y, unlabelled_every=10)
+    sync_topic, values = group_stream(broker, topic, group, total, partitions, seed=31)
     directories = {w: tmp_path / w for w in ("big", "small")}
     logs = {w: tmp_path / f"{w}.log" for w in directories}
     extra = ("--sync-every", "300", "--checkpoint-interval", "0.5",
