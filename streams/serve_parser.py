@@ -27,7 +27,8 @@ signals and exit statuses:
     1    outputs not delivered within --shutdown-timeout (no final checkpoint; what came
          after the last one is learned again at the next start), or an unexpected error
     2    usage error: bad options, unusable security settings or files, unreadable
-         checkpoint or one beyond --budget / --max-features, checkpoint directory in use
+         checkpoint or one beyond --budget / --max-features, checkpoint directory in use,
+         a group's snapshot topic of more than one partition
     3    no broker answered within --connect-timeout at start-up, or the consumer group's
          rebalance did not end within the group's rebalance timeout (it may come back: restart)
     4    at start-up the cluster answered and refused the connection settings (wrong CA,
