@@ -59,10 +59,11 @@ class AdvKernelSVM(MarginClassifier):
       misclassified is learned as it is. Where the two classes' threat balls overlap, the worst
       point of the ball lies inside the other class and learning it drags the boundary across
       that class; where they do not, it is the worst point found. The attacker stays in the
-      threat ball (and in `bounds`, if given) and moves only the sample's own inputs. With support vectors, a sample whose margin, lowered
-      by the closed form's bound below (sound for every attack on the exact kernel expansion),
-      is still above 1 is not attacked: it cannot be active. Random features attack every
-      sample (the bound is the exact kernel's, not the features').
+      threat ball (and in `bounds`, if given) and moves only the sample's own inputs. With
+      support vectors, a sample whose margin, lowered by the closed form's bound below (sound
+      for every attack on the exact kernel expansion), is still above 1 is not attacked: it
+      cannot be active. Random features attack every sample (the bound is the exact kernel's,
+      not the features').
     - 'closed_form': the paper's bound, `[1 - y g(x) + ε' ||f||]₊`, where `ε' = sqrt(2 - 2
       min κ(δ))` over the threat ball is the radius in kernel space that covers every
       input-space attack; its step adds `η y k(x, .)` and takes the exact proximal step of
@@ -424,7 +425,8 @@ class AdvKernelSVM(MarginClassifier):
             return
         scales = self._input_scales
         late = np.fromiter((n not in scales.by_name for n in names), bool, len(names))
-        exponents = scales.gamma * np.abs(scales.of(names) * values) ** (1.0 / scales.power)
+        factors = scales.columns(len(self._index))[-len(names):]  # (the columns just added)
+        exponents = scales.gamma * np.abs(factors * values) ** (1.0 / scales.power)
         exponents[~late] = 0.0  # (the warm-up's own inputs, held until it ended, have widths)
         if exponents.max(initial=0.0) > LATE_EXPONENT:
             self._late_wide_warned = True

@@ -197,12 +197,15 @@ class Clients:
         return _made(KafkaAdminClient, self.admin_config(**options))
 
     def create_topics(self, topics: dict[str, int], configs: dict | None = None,
-                      bootstrap_timeout_ms: int | None = None) -> None:
-        """Create each topic (name -> partitions) unless it exists already."""
+                      bootstrap_timeout_ms: int | None = None, admin=None) -> None:
+        """Create each topic (name -> partitions) unless it exists already; with an open
+        `admin` client (the caller closes it), through that one."""
         from kafka.admin import NewTopic
         from kafka.errors import TopicAlreadyExistsError
 
-        admin = self.admin(bootstrap_timeout_ms=bootstrap_timeout_ms)  # reaches a broker
+        own = admin is None
+        if own:
+            admin = self.admin(bootstrap_timeout_ms=bootstrap_timeout_ms)  # reaches a broker
         try:
             for name, partitions in topics.items():
                 try:
@@ -210,7 +213,8 @@ class Clients:
                 except TopicAlreadyExistsError:
                     pass
         finally:
-            admin.close()
+            if own:
+                admin.close()
 
 
 def create_topics(bootstrap_servers: str, topics: dict[str, int], settings: dict | None = None,

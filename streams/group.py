@@ -230,10 +230,10 @@ class GroupSync:
     def _ensure_topic(self) -> None:
         """The snapshot topic, created if it is missing (one partition, compacted);
         `ValueError` if it has more than one partition."""
-        self.clients.create_topics({self.topic: 1}, configs={
-            "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1"})
-        admin = self.clients.admin()
+        admin = self.clients.admin()  # (one connection: this runs at every assignment)
         try:
+            self.clients.create_topics({self.topic: 1}, configs={
+                "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1"}, admin=admin)
             described = admin.describe_topics([self.topic])
         finally:
             admin.close()
