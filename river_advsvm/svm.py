@@ -14,7 +14,8 @@ from river_advsvm.feature_average import AveragedFeatures
 from river_advsvm.input_scales import InputScales, as_pairs, from_pairs, reference_gamma
 from river_advsvm.margin import MarginClassifier
 from river_advsvm.model_checkpoint import MAX_ABS_BIAS
-from river_advsvm.support import PrecisionWarning, SupportVectors
+from river_advsvm.input_advice import InputAdvice
+from river_advsvm.support import SupportVectors
 from river_advsvm.support_average import AveragedVectors, orphan_capacity
 from river_advsvm.warn import warn_caller
 
@@ -29,9 +30,6 @@ SCALE_POWERS = {"rbf": 0.5, "laplacian": 1.0}
 ADVERSARIES = ("pgd", "closed_form")
 #: Samples over which the share of active ones is averaged (an exponential moving average).
 ACTIVE_WINDOW = 64
-#: An input first learned after the warm-up of gamma='scale' whose value alone adds more than
-#: this to the kernel's exponent (a factor below 2e-9) is warned about (`_add_inputs`).
-LATE_EXPONENT = 20.0
 #: The share of active samples above which the bias step shrinks, to 0 at a share of 1.
 FLAT_BIAS_SHARE = 0.9
 
@@ -311,11 +309,9 @@ class AdvKernelSVM(MarginClassifier):
                 raise ValueError(f"averaging must be an int in [1, 1000000] or None, "
                                  f"got {averaging!r}")
         self.bounds = inputs.check_box(bounds)
-        self._box_warned = False
-        self._off_centre_warned = False  # (see _warn_if_off_centre)
-        self._late_wide_warned = False  # (see _warn_if_late_and_wide)
+        self._advice = InputAdvice(type(self).__name__)
         if self.bounds is not None and self.norm == "linf":
-            self._warn_if_box_reached(1)
+            self._advice.box_reached(self.epsilon, self.norm, self.bounds, 1)
         # An unseeded model draws its seed now; the seed is state, saved with the model.
         self._seed = seed if seed is not None else random.getrandbits(63)
         # The bandwidth the store keeps (the median of per-input ones, or above it where they
@@ -332,7 +328,6 @@ class AdvKernelSVM(MarginClassifier):
         self._radius_names: list | None = None
         # The recent share of active samples; no sample has shown the hinge is not flat yet.
         self._active_share = 1.0
-        self._rounding_warned = False
         # The held rows with what gamma='scale' fits on them, and their signs.
         self._warm_rows = bandwidth.WarmUpRows(kernel)
 
@@ -414,48 +409,7 @@ class AdvKernelSVM(MarginClassifier):
         self._input_scales.add(names, len(self._index))
         self._store.add_inputs(hashes)
         if values is not None and self._input_scales.by_name is not None:
-            self._warn_if_late_and_wide(names, values)
-
-    def _warn_if_late_and_wide(self, names: list, values: np.ndarray) -> None:
-        """Once per model: an input first learned after the warm-up of `gamma='scale'` takes
-        the median of the widths it fitted; one whose value alone puts the sample beyond the
-        kernel's reach of every vector (a factor below exp(-LATE_EXPONENT)) is in other units
-        than the inputs the widths were fitted on."""
-        if self._late_wide_warned:
-            return
-        scales = self._input_scales
-        late = np.fromiter((n not in scales.by_name for n in names), bool, len(names))
-        factors = scales.columns(len(self._index))[-len(names):]  # (the columns just added)
-        exponents = scales.gamma * np.abs(factors * values) ** (1.0 / scales.power)
-        exponents[~late] = 0.0  # (the warm-up's own inputs, held until it ended, have widths)
-        if exponents.max(initial=0.0) > LATE_EXPONENT:
-            self._late_wide_warned = True
-            j = int(exponents.argmax())
-            warn_caller(f"{type(self).__name__}: input {inputs.shown_name(names[j])} came after "
-                        "the warm-up, so gamma='scale' gave it the median of the widths it "
-                        f"fitted, and at its value {values[j]:g} the sample is out of the "
-                        "kernel's reach of every other: set gamma yourself (a dict with a width "
-                        "for it), put a StandardScaler in front, or raise warm_up so that the "
-                        "warm-up sees it", UserWarning)
-
-    def _warn_if_off_centre(self, V: np.ndarray) -> None:
-        """Once per model: a sample in which an input that `gamma='scale'` centred (an input
-        far from 0, as a year) is 0, absent or NaN: it is decided as if that input were 0,
-        far outside the values learned, which is almost never what was meant."""
-        if self._off_centre_warned:
-            return
-        centres = self._input_scales.column_centres(V.shape[-1])
-        columns = np.flatnonzero(centres)
-        zero = (np.atleast_2d(V)[:, columns] == 0).any(axis=0)
-        if zero.any():
-            self._off_centre_warned = True
-            j = int(columns[zero][0])
-            name = inputs.shown_name(self._index.names[j])
-            warn_caller(f"{type(self).__name__}: input {name} is 0, absent or NaN in a sample, "
-                        f"but its values are far from 0 (gamma='scale' measures it about "
-                        f"{centres[j]:g}): the sample is decided as if it were 0. Fill in "
-                        "missing values first (River's impute.StatImputer), or put a "
-                        "StandardScaler in front", UserWarning)
+            self._advice.late_and_wide(names, values, self._input_scales, len(self._index))
 
     def _collapse_advice(self) -> str:
         if self.epsilon > 0:
@@ -472,33 +426,17 @@ class AdvKernelSVM(MarginClassifier):
         streams that repeat their feature names."""
         if names != self._radius_names:
             self._radius_names = names
-            if self.norm == "l2" and self.bounds is not None and not self._box_warned:
-                self._warn_if_box_reached(len(names))
+            if self.norm == "l2" and self.bounds is not None:
+                self._advice.box_reached(self.epsilon, self.norm, self.bounds, len(names))
             input_scales = self._input_scales
             scales = len(names) if input_scales.uniform else input_scales.of(names)
             self.kernel_radius = kernels.adversarial_radius(
                 self.kernel, self._gamma, self.epsilon, self.norm, scales)
         return self.kernel_radius
 
-    def _warn_if_box_reached(self, d: int) -> None:
-        """Once per model: an `epsilon` whose threat ball holds the box's centre, from any
-        point of the box over `d` inputs (a radius in the wrong units: 8 for 8/255 on pixels in
-        (0, 1)). L-inf: half the box's width, whatever `d` (checked when the model is made);
-        L2: half its diagonal over a sample's `d` inputs (checked as one is learned)."""
-        low, high = self.bounds
-        linf = self.norm == "linf"
-        if self.epsilon >= (1.0 if linf else math.sqrt(d)) * (high - low) / 2:
-            self._box_warned = True
-            reach = ("half the width of the box" if linf else
-                     f"half the diagonal of the box over a sample's {d} inputs")
-            warn_caller(f"epsilon={self.epsilon:g} is at least {reach} ({low:g}, {high:g}): "
-                        f"its {'L-inf' if linf else 'L2'} threat ball holds the box's centre, "
-                        "so under attack no classifier does better than predicting one class; "
-                        "is epsilon in the inputs' units?", UserWarning)
-
     def _row_margin(self, v, u, u_names, u_hashes):
         if self._input_scales.centres is not None:
-            self._warn_if_off_centre(v)
+            self._advice.off_centre(v, self._input_scales, self._index.names)
         scaled, u = self._input_scales.scaled(v, u, u_names)
         # The step that follows on the same row reuses its scaled copy (see _step).
         self._scaled_row = (v, scaled)
@@ -531,8 +469,8 @@ class AdvKernelSVM(MarginClassifier):
         store.scale(1.0 - eta * self.regularization)
         if active:
             store.add(eta * y, v)
-            if getattr(store, "rounding", None) and not self._rounding_warned:
-                self._warn_rounding(store)
+            self._advice.rounding_swamps(getattr(store, "rounding", None), self.gamma,
+                                         self.dtype)
             self._bias += eta_bias * y * min(1.0, (1.0 - self._active_share)
                                              / (1.0 - FLAT_BIAS_SHARE))
             if radius > 0.0 and store.norm > 0.0:
@@ -542,21 +480,6 @@ class AdvKernelSVM(MarginClassifier):
             if store.averaged is None:  # (a new store, or one loaded or folded without one)
                 store.averaged = _average_type(store)(store, self.averaging)
             store.averaged.update(self._bias, self.group_rate)
-
-    def _warn_rounding(self, store) -> None:
-        """Once per model: inputs so far from 0 that float rounding swamps their distances."""
-        self._rounding_warned = True
-        off = "wholly" if store.rounding >= 1.0 else f"by about {store.rounding:.0%}"
-        # gamma='scale' centres the inputs of its warm-up, not those that arrive after it.
-        remedies = ["centre them (preprocessing.StandardScaler)"]
-        if self.gamma != "scale":
-            remedies.append("use gamma='scale', which centres inputs far from 0")
-        if self.dtype != "float64":
-            remedies.append("use dtype='float64'")
-        warn_caller(
-            f"{type(self).__name__}: inputs this far from 0 lose their differences in "
-            f"{self.dtype} at this gamma (kernel values off {off}); "
-            f"{', or '.join(remedies)}", PrecisionWarning)
 
     def _reprocess_stored(self, eta: float, radius: float) -> None:
         """`reprocess` hinge steps on stored vectors, after the sample's own step: the same step
@@ -628,7 +551,7 @@ class AdvKernelSVM(MarginClassifier):
 
     def _decision_block(self, V, U, u_names, u_hashes):
         if self._input_scales.centres is not None:
-            self._warn_if_off_centre(V)
+            self._advice.off_centre(V, self._input_scales, self._index.names)
         V, U = self._input_scales.scaled(V, U, u_names)
         expansion, bias = self._predicting()
         return expansion.values(V, U, u_hashes) + bias
