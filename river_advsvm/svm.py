@@ -469,8 +469,9 @@ class AdvKernelSVM(MarginClassifier):
         store.scale(1.0 - eta * self.regularization)
         if active:
             store.add(eta * y, v)
-            self._advice.rounding_swamps(getattr(store, "rounding", None), self.gamma,
-                                         self.dtype)
+            rounding = getattr(store, "rounding", None)
+            if rounding:
+                self._advice.rounding_swamps(rounding, self.gamma, self.dtype)
             self._bias += eta_bias * y * min(1.0, (1.0 - self._active_share)
                                              / (1.0 - FLAT_BIAS_SHARE))
             if radius > 0.0 and store.norm > 0.0:
