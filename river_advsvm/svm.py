@@ -11,10 +11,10 @@ import numpy as np
 from river_advsvm import adversary, bandwidth, certify, checkpoint, inputs, kernels
 from river_advsvm import budget as rf
 from river_advsvm.feature_average import AveragedFeatures
+from river_advsvm.input_advice import InputAdvice
 from river_advsvm.input_scales import InputScales, as_pairs, from_pairs, reference_gamma
 from river_advsvm.margin import MarginClassifier
 from river_advsvm.model_checkpoint import MAX_ABS_BIAS
-from river_advsvm.input_advice import InputAdvice
 from river_advsvm.support import SupportVectors
 from river_advsvm.support_average import AveragedVectors, orphan_capacity
 from river_advsvm.warn import warn_caller
