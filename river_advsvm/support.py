@@ -331,6 +331,8 @@ class SupportVectors(KernelExpansion):
             return
         self._scale *= factor
         if not _SCALE_RANGE[0] <= abs(self._scale) <= _SCALE_RANGE[1]:
+            if self.averaged is not None:
+                self.averaged.rescaled(self._scale)
             self._a[: self.size] *= self._scale
             self._q *= self._scale * self._scale
             if self._pending is not None:  # the remembered sum over a, in a's new units
@@ -388,6 +390,8 @@ class SupportVectors(KernelExpansion):
                 # running norm drifted from a^T K a (its checkpoint was then refused).
                 a_n = float(self._a[nearest])
                 q += 2.0 * a_new * a_n * -math.expm1(-float(exponents[nearest]))
+                if self.averaged is not None:
+                    self.averaged.coefficient_added(nearest, a_new)
                 self._a[nearest] = a_n + a_new
                 self._norm_updated(q, terms)
                 return
@@ -459,6 +463,8 @@ class SupportVectors(KernelExpansion):
         if not _REPROCESS_FLOOR <= y_j * (self._scale * total + bias) - slack < 1.0:
             return 0.0
         a_new = step * y_j / self._scale
+        if self.averaged is not None:
+            self.averaged.coefficient_added(j, a_new)
         self._a[j] += a_new
         # The row `value` remembered has a stale sum over a: `add` after this is refused.
         self._edits += 1
@@ -521,7 +527,8 @@ class SupportVectors(KernelExpansion):
 
         event = support_budget.plan(self.kernel, self.policy, self._a[:size], row)
         if self.averaged is not None:  # (before the vectors given up are overwritten)
-            self.averaged.maintaining(event.m, event.partner, last, event.partner_exponents)
+            self.averaged.maintaining(event.m, event.partner, last, event.partner_exponents,
+                                      event.coefficient)
         self._q += event.squared_norm_change
         n = event.partner
         if n is not None:

@@ -20,8 +20,14 @@ for about `orphan_capacity / 2` maintenance events), so little is lost.
 Sharing the vectors makes the average's decision at a row the store's own kernel row (which
 `SupportVectors.value` computes, and learning reuses) times `c`, plus one row over the
 orphans: predicting then learning a sample costs the store's row and the orphans' (at most
-half the budget), and a learned sample one pass over the averaged coefficients; no kernel is
-computed otherwise.
+half the budget); no kernel is computed otherwise.
+
+The averaged coefficients are kept as `c = A c_base + B a` over the store's own coefficients
+`a` (its `f = s sum_i a_i k(x_i, .)`), with two scalars: a step `c <- (1 - rho) c + rho s a`
+is `A <- (1 - rho) A`, `B <- (1 - rho) B + rho s`, whatever the number of vectors, and a change
+of one `a_i` (a new vector, a revisit, a merge) moves `c_base_i` so that `c_i` stays (the
+averaged SGD of Xu 2011 and Bottou 2012, for a kernel expansion). When `A` becomes too small to
+divide by (its first step has `rho = 1`), `c` is written out into `c_base` again.
 
 The store of `f_t` (`river_advsvm.support.SupportVectors`) reports its events: `appended`,
 `maintaining` (before a merge or removal), `emptying`, `negate` and `add_inputs`; the model
@@ -39,6 +45,15 @@ from river_advsvm.iterate_average import IterateAverage
 from river_advsvm.support import max_saved_size, vector_sizes
 from river_advsvm.support_predict import KernelExpansion
 from river_advsvm.support_store import _squared_norms
+
+#: Below this `|A|` the averaged coefficients are written out (`c_base <- c`, `A = 1`, `B = 0`):
+#: `c_base` holds `(c - B a) / A`. With `rho = 1 / horizon` that is once in about 400 horizons.
+_SMALLEST_BASE_WEIGHT = 1e-150
+#: ... and past this `|B / s|`. `B` follows the store's scale `s` over the horizon, so `B a` is
+#: about `f`'s coefficients (and `c` rounds as they do) while `s` shrinks slowly; where `s`
+#: shrinks faster than the average forgets (a diminishing step, the closed form's shrink), `B a`
+#: would grow past `c`, and `c = A c_base + B a` lose its digits to their difference.
+_LARGEST_STORE_WEIGHT = 4.0
 
 __all__ = ["AveragedVectors", "orphan_capacity", "saved_expansion", "saved_without_orphans"]
 
@@ -90,8 +105,12 @@ class AveragedVectors(IterateAverage):
 
     def __init__(self, store, horizon: int):
         super().__init__(store, horizon)
-        # Averaged coefficients of the store's vectors (entries past its size are stale).
-        self._shared = np.zeros(max(store.size, 1))
+        # The averaged coefficients of the store's vectors are `A c_base + B a` (see the
+        # module; entries past its size are stale); they start at 0.
+        self._base = np.zeros(max(store.size, 1))
+        self._base_weight, self._store_weight = 1.0, 0.0
+        # The store's vector added since the last step (its averaged coefficient is 0), or -1.
+        self._fresh = -1
         capacity = orphan_capacity(store.budget)
         # (room for the two vectors a merge gives up before one leaves)
         self.orphans = KernelExpansion(store.kernel, store.gamma,
@@ -108,32 +127,69 @@ class AveragedVectors(IterateAverage):
     @property
     def coefficients(self) -> np.ndarray:
         """The averaged coefficients of the store's vectors, then of the orphans."""
+        return np.concatenate([self.shared, self.orphans._a[: self.orphans.size]])
+
+    @property
+    def shared(self) -> np.ndarray:
+        """The averaged coefficients of the store's vectors (a new array)."""
         size = self.store.size
-        return np.concatenate([self._shared[:size], self.orphans._a[: self.orphans.size]])
+        c = _written_out(self._base[:size], self._base_weight, self._store_weight,
+                         self.store._a[:size])
+        if 0 <= self._fresh < size:
+            c[self._fresh] = 0.0
+        return c
+
+    def _shared_one(self, j: int) -> float:
+        """The averaged coefficient of the store's vector `j`."""
+        if j == self._fresh:  # (0 exactly: the written-out form rounds)
+            return 0.0
+        return self._base_weight * float(self._base[j]) + self._store_weight * float(
+            self.store._a[j])
+
+    def _set_shared(self, j: int, value: float, a_j: float) -> None:
+        """Make the averaged coefficient of the store's vector `j` `value`, where its
+        coefficient in the store is (or is about to be) `a_j`."""
+        self._base[j] = (value - self._store_weight * a_j) / self._base_weight
+
+    def _add_to_shared(self, j: int, value: float) -> None:
+        """Add `value` to the averaged coefficient of the store's vector `j`."""
+        if j == self._fresh:
+            self._fresh = -1
+        self._base[j] += value / self._base_weight
 
     # -- the store's events ---------------------------------------------------------------------
 
     def appended(self, slot: int) -> None:
         """The store's vector `slot` is new: its averaged coefficient starts at 0."""
-        if slot >= len(self._shared):
-            self._shared = np.concatenate([self._shared, np.zeros(max(slot + 1,
-                                                                      len(self._shared)))])
-        self._shared[slot] = 0.0
+        if slot >= len(self._base):
+            self._base = np.concatenate([self._base, np.zeros(max(slot + 1, len(self._base)))])
+        self._set_shared(slot, 0.0, float(self.store._a[slot]))
+        self._fresh = slot
+
+    def coefficient_added(self, j: int, change: float) -> None:
+        """The store is about to add `change` to its coefficient `a_j`: the averaged
+        coefficient stays."""
+        self._base[j] -= self._store_weight * change / self._base_weight
+
+    def rescaled(self, factor: float) -> None:
+        """The store is about to multiply its coefficients by `factor` (taking its global
+        scale into them): the averaged coefficients stay."""
+        self._store_weight /= factor
 
     def maintaining(self, m: int, partner: int | None, last: int,
-                    partner_exponents: np.ndarray | None) -> None:
-        """The store is about to merge its vector `m` into `partner` (at `z`) or remove it,
-        and then to move its vector `last` to slot `m`. `partner_exponents` are `z`'s kernel
-        exponents to the vectors as they are now."""
-        shared = self._shared
+                    partner_exponents: np.ndarray | None, coefficient: float = 0.0) -> None:
+        """The store is about to merge its vector `m` into `partner` (at `z`, whose coefficient
+        in the store becomes `coefficient`) or remove it, and then to move its vector `last` to
+        slot `m`. `partner_exponents` are `z`'s kernel exponents to the vectors as they are
+        now."""
         before = self.orphans.size
         z = None if partner is None else (m if partner == last else partner)
         # The vectors f_t gives up: m and the partner. The vector just added (usually m) has
         # no averaged weight yet and no orphan follows it: as an orphan it would be the first
         # to leave, passing nothing on.
         leaving = [j for j in (m, partner)
-                   if j is not None and not (j == m == last and shared[m] == 0.0)]
-        weights = [float(shared[j]) for j in leaving]
+                   if j is not None and not (j == m == last and m == self._fresh)]
+        weights = [self._shared_one(j) for j in leaving]
         kernels = [1.0 if z is None else math.exp(-float(partner_exponents[j])) for j in leaving]
         passed = self._leaving_at_once(before, weights)
         # Where the orphans that followed each leaving vector go: its orphan's row, or, for a
@@ -163,13 +219,19 @@ class AveragedVectors(IterateAverage):
                 heir_kernels[o] *= target[1]
             else:
                 heirs[o] = target
+        # (A vector and its coefficient in the store move together: so does c_base. The one
+        # added last keeps no weight until the next step, unless it is merged or leaves.)
+        if self._fresh in (m, partner):
+            self._fresh = -1
+        elif self._fresh == last:
+            self._fresh = m
         if m != last:
-            shared[m] = shared[last]
+            self._base[m] = self._base[last]
         if z is not None:
-            shared[z] = 0.0
+            self._set_shared(z, 0.0, coefficient)
             for weight, kernel, at_once in zip(weights, kernels, passed):
                 if at_once:
-                    shared[z] += weight * kernel
+                    self._add_to_shared(z, weight * kernel)
         self._evict()
 
     def _leaving_at_once(self, before: int, weights: list[float]) -> list[bool]:
@@ -198,16 +260,18 @@ class AveragedVectors(IterateAverage):
         """The store's `f` is about to become 0: its vectors become orphans, with no heir."""
         store = self.store
         before = self.orphans.size
+        shared = self.shared  # (the vector added last: 0)
         for i in range(store.size):  # (vector i becomes orphan `before + i`)
-            self._orphan(store._S[i, : store.n_inputs], store._norms[i], self._shared[i])
+            self._orphan(store._S[i, : store.n_inputs], store._norms[i], float(shared[i]))
         heirs = self._heir[:before]
         in_store = heirs < -1
         heirs[in_store] = before + (-2 - heirs[in_store])
+        self._fresh = -1
         self._evict()
 
     def negate(self) -> None:
         """`fbar <- -fbar` with `f` (the model's labels swapped sides)."""
-        self._shared[: self.store.size] *= -1.0
+        self._base_weight, self._store_weight = -self._base_weight, -self._store_weight
         self.orphans._a[: self.orphans.size] *= -1.0
         self.bias = -self.bias
 
@@ -222,17 +286,24 @@ class AveragedVectors(IterateAverage):
         bias."""
         store = self.store
         rho = self._next_weight(bias, samples)
-        size = store.size
-        shared = self._shared[:size]
-        shared *= 1.0 - rho
-        shared += (rho * store._scale) * store._a[:size]
+        kept = 1.0 - rho
+        base_weight = self._base_weight * kept
+        store_weight = self._store_weight * kept + rho * store._scale
+        if not (abs(base_weight) >= _SMALLEST_BASE_WEIGHT  # (0 at the first step)
+                and abs(store_weight) <= _LARGEST_STORE_WEIGHT * abs(store._scale)):
+            size = store.size
+            self._base[:size] = _written_out(self._base[:size], base_weight, store_weight,
+                                             store._a[:size])
+            base_weight, store_weight = 1.0, 0.0
+        self._base_weight, self._store_weight = base_weight, store_weight
+        self._fresh = -1
         orphans = self.orphans._a[: self.orphans.size]
-        orphans *= 1.0 - rho
+        orphans *= kept
         if self.capacity is None and len(orphans):
             # Without a budget no orphan leaves for room, and the closed form's shrink may
             # empty f at every sample (more orphans each time, for ever): an orphan leaves
             # once its weight is below the rounding of the sum of them all.
-            total = float(np.abs(shared).sum() + np.abs(orphans).sum())
+            total = float(np.abs(self.shared).sum() + np.abs(orphans).sum())
             self._evict(below=np.finfo(np.float64).eps * total)
 
     # -- f at rows ------------------------------------------------------------------------------
@@ -242,7 +313,9 @@ class AveragedVectors(IterateAverage):
         coefficients, plus the orphans' row over the row the store loaded (the bits `values`
         gives the same row)."""
         (_, _, extra), row, _, kernels = self.store.latest_row()
-        total = float(kernels @ self._shared[: len(kernels)])
+        size = len(kernels)
+        total = (self._base_weight * float(kernels @ self._base[:size])
+                 + self._store_weight * float(kernels @ self.store._a[:size]))
         orphans = self.orphans
         if orphans.size:
             total += orphans._scale * orphans._kernel_row(row, extra)[2]
@@ -250,14 +323,14 @@ class AveragedVectors(IterateAverage):
 
     def values(self, V: np.ndarray, U: np.ndarray | None = None, extra_hashes=None) -> np.ndarray:
         """`fbar` at each row (see `KernelExpansion.values`)."""
-        out = self.store.values(V, U, weights=self._shared[: self.store.size])
+        out = self.store.values(V, U, weights=self.shared)
         if self.orphans.size:
             out += self.orphans.values(V, U)
         return out
 
     def gradients(self, V: np.ndarray, U: np.ndarray | None = None, extra_hashes=None):
         """`dfbar/dv` and `dfbar/du` at each row (see `KernelExpansion.gradients`)."""
-        G, GU = self.store.gradients(V, U, weights=self._shared[: self.store.size])
+        G, GU = self.store.gradients(V, U, weights=self.shared)
         if self.orphans.size:
             G_o, GU_o = self.orphans.gradients(V, U)
             G += G_o
@@ -282,8 +355,10 @@ class AveragedVectors(IterateAverage):
         store's own state)."""
         orphans = self.orphans
         n = orphans.size
-        scalars = self._scalars()
-        arrays = {"average_coefficients": self._shared[: self.store.size].copy(),
+        scalars = {**self._scalars(), "base_weight": self._base_weight,
+                   "store_weight": self._store_weight}
+        arrays = {"average_coefficients": self.shared,
+                  "average_coefficient_base": self._base[: self.store.size].copy(),
                   "average_orphans": orphans._S[:n, : orphans.n_inputs].copy(),
                   "average_orphan_coefficients": orphans._a[:n].copy(),
                   "average_heirs": self._heir[:n].astype(np.int64),
@@ -331,11 +406,31 @@ class AveragedVectors(IterateAverage):
         if (ahead >= 0).any():
             raise ValueError("the average's heirs go round in a cycle")
         average = cls._restored(store, checked)
-        average._shared = np.concatenate([shared, np.zeros(1)])
+        average._base = np.concatenate([shared, np.zeros(1)])
+        if "average_coefficient_base" in arrays:  # (a model's own; a group's fold has only c)
+            average._restore_base(scalars, arrays["average_coefficient_base"], shared)
         average.orphans._load(vectors, a, store.n_inputs, norms)
         average._heir = heirs.astype(np.intp)
         average._heir_kernel = kernels.copy()
         return average
+
+    def _restore_base(self, scalars: dict, base, shared: np.ndarray) -> None:
+        """Take the saved `c_base`, `A` and `B` (see the module), which must give the saved
+        averaged coefficients `shared` to the bit, as they did when saved; `ValueError`
+        otherwise."""
+        size = self.store.size
+        weights = (scalars.get("base_weight"), scalars.get("store_weight"))
+        if not (isinstance(base, np.ndarray) and base.dtype == np.float64
+                and base.shape == (size,) and all(type(w) is float for w in weights)):
+            raise ValueError("the average's coefficient base does not fit the store")
+        base_weight, store_weight = weights
+        if not (abs(base_weight) >= _SMALLEST_BASE_WEIGHT and math.isfinite(base_weight)
+                and math.isfinite(store_weight) and np.isfinite(base).all()
+                and np.array_equal(_written_out(base, base_weight, store_weight,
+                                                self.store._a[:size]), shared)):
+            raise ValueError("the average's coefficient base does not give its coefficients")
+        self._base = np.concatenate([base, np.zeros(1)])
+        self._base_weight, self._store_weight = base_weight, store_weight
 
     # -- orphans --------------------------------------------------------------------------------
 
@@ -367,7 +462,7 @@ class AveragedVectors(IterateAverage):
             if heir >= 0:
                 a[heir] += a[j] * kernel
             elif heir != -1:
-                self._shared[-2 - heir] += a[j] * kernel
+                self._add_to_shared(-2 - heir, a[j] * kernel)
             # Orphans whose heir was j inherit j's heir, through j; then the last orphan moves
             # to row j, and those whose heir it was follow it (usually neither kind exists).
             heirs, heir_kernels = self._heir, self._heir_kernel
@@ -384,3 +479,12 @@ class AveragedVectors(IterateAverage):
                     if o < last and heirs[o] == last:
                         heirs[o] = j
             heirs[last] = -1
+
+
+def _written_out(base: np.ndarray, base_weight: float, store_weight: float,
+                 a: np.ndarray) -> np.ndarray:
+    """The averaged coefficients `A c_base + B a` (a new array; the same bits wherever they
+    are written out)."""
+    c = base * base_weight
+    c += store_weight * a
+    return c

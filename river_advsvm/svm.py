@@ -599,7 +599,7 @@ class AdvKernelSVM(MarginClassifier):
         if self._store_type() is SupportVectors:  # the average's weights, orphans, heirs
             most += SupportVectors.max_state_bytes(orphan_capacity(self.budget),
                                                    self.max_features, self.dtype)
-            return most + 8 * (self.budget or 0)
+            return most + 16 * (self.budget or 0)  # (its coefficients, and their base)
         # The average's coefficients: one per feature.
         return most + 8 * (checkpoint.MAX_ARRAY_BYTES // 16 if self._store_type().unbounded
                            else self.budget)

@@ -1109,6 +1109,9 @@ def _scaled_weights(name: str, factor: float):
         store["scale"] *= 1e60  # (at most 1e64: the rest in the coefficients)
         arrays["alpha"] *= factor / 1e60
         store["squared_norm"] *= (factor / 1e60) ** 2
+        # The average's coefficients as a group's fold saves them, without the base that
+        # gives them from the store's (which no longer would).
+        del arrays["average_coefficient_base"]
     else:
         arrays["coef"] *= factor
         store["norm"] *= factor
