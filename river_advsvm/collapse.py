@@ -32,11 +32,20 @@ decisions.
 
 A model's first `blocks` blocks (it starts at `f = 0`, and is still learning) look constant
 only when `f` was 0 at every sample: every step it took was undone (a radius too large for the
-data empties `f`), so that a short stream shows that collapse too.
+data empties `f`).
 
-The model has collapsed when the last `blocks` judged blocks all look constant. A block of one
-label is not judged and changes nothing: a long run of one class neither hides a collapse nor
-ends it. A model that is wrong for a while (the concept changed) is not flat: its `f` still
+A model that predicts with another function than the one it learns (an average of its iterates)
+gives both margins: its decisions are judged as above on the function it learns, and on the one
+it predicts with, which lags behind (an average looks constant while the model learns its first
+rule). Its collapse is then either the learned function's, or the predicting function's over
+`blocks` blocks in which the learned function's decisions were no better than a guess (balanced
+accuracy at most `1/2 + SLACK`): the average of iterates that guess is a constant.
+
+The model has collapsed when the last `blocks` judged blocks all look constant, or at once when
+`f` was 0 at every sample of the last judged block: a model that took a block of samples of
+both labels and holds nothing is a constant whatever came before (so that a stream of a few
+hundred samples shows that collapse too). A block of one label is not judged and changes
+nothing: a long run of one class neither hides a collapse nor ends it. A model that is wrong for a while (the concept changed) is not flat: its `f` still
 varies with the input.
 
 Examples
@@ -102,12 +111,18 @@ class CollapseWatch:
         self.blocks = blocks
         self.min_share = min_share
         self._verdicts: list[bool] = []
+        self._empty = False  # f was 0 at every sample of the last judged block
+        self._guesses: list[bool] = []  # the decisions no better than a guess, per judged block
+        # The function the model predicts with, when it is another (see the module).
+        self.deployed: CollapseWatch | None = None
         self.restart_block()
 
     def restart_block(self) -> None:
         """Start a block: after a full one, or dropping the one under way when its samples were
         counted under labels' signs that no longer hold (a binary model's provisional positive
         class turned out to be the negative one)."""
+        if self.deployed is not None:
+            self.deployed.restart_block()
         self._positive = 0
         self._predicted_positive = 0
         self._right = 0
@@ -126,11 +141,17 @@ class CollapseWatch:
         `collapsed` (that sample included): it judges whole blocks."""
         return self.block - self._seen
 
-    def update(self, label: float, margin: float, bias: float, early: bool = False) -> None:
+    def update(self, label: float, margin: float, bias: float, early: bool = False,
+               deployed: tuple[float, float] | None = None) -> None:
         """Record one learned sample: the sign of its label, its decision `margin` and the
         bias in that decision. With `early` (a model's first `window` samples: it starts at
         `f = 0` and is still learning), a block ending at this sample looks constant only when
-        `f` was 0 at every sample of it."""
+        `f` was 0 at every sample of it. `deployed`: the margin and bias the model predicts
+        the sample with, when it predicts with another function (see the module)."""
+        if deployed is not None:
+            if self.deployed is None:
+                self.deployed = CollapseWatch(self.block, self.blocks, self.min_share)
+            self.deployed.update(label, *deployed, early)
         positive = label > 0
         f = margin - bias
         self._positive += positive
@@ -146,7 +167,16 @@ class CollapseWatch:
         if self._seen == self.block:
             if 0 < self._positive < self.block:  # (a block of one label is not judged)
                 self._verdicts = [*self._verdicts, self._looks_constant(early)][-self.blocks:]
+                self._empty = self._squares == 0.0
+                self._guesses = [*self._guesses, self._balanced_accuracy() <= 0.5 + SLACK][
+                    -self.blocks:]
             self.restart_block()
+
+    def _balanced_accuracy(self) -> float:
+        """The mean of the two labels' recalls over the block (both labels arrived)."""
+        right_negative = self._right - self._right_positive
+        return (self._right_positive / self._positive
+                + right_negative / (self.block - self._positive)) / 2
 
     def _looks_constant(self, early: bool = False) -> bool:
         n = self.block
@@ -158,35 +188,64 @@ class CollapseWatch:
             return not early and fewest >= RARE_SHARE * n and rarer <= ONE_SIDED * n
         if rarer <= ONE_SIDED * n:
             return True
-        if rarer <= LOPSIDED * n:
-            right_negative = self._right - self._right_positive
-            balanced = (self._right_positive / self._positive
-                        + right_negative / (n - self._positive)) / 2
-            if balanced <= 0.5 + SLACK:
-                return True
+        if rarer <= LOPSIDED * n and self._balanced_accuracy() <= 0.5 + SLACK:
+            return True
         mean = self._sum / n
         variance = max(self._squares / n - mean * mean, 0.0)
         slack = SLACK * n
         return variance < MIN_SPREAD**2 and fewest - slack <= self._right <= most + slack
 
     @property
+    def emptied(self) -> bool:
+        """True when `f` was 0 at every sample of the last judged block."""
+        return self._empty
+
+    @property
     def collapsed(self) -> bool:
-        """True when the last `blocks` judged blocks all looked constant (see the module)."""
-        return len(self._verdicts) == self.blocks and all(self._verdicts)
+        """True when the last `blocks` judged blocks all looked constant, or `f` was 0 at every
+        sample of the last; or the function the model predicts with collapsed while the one it
+        learns guessed (see the module)."""
+        if self._empty or (len(self._verdicts) == self.blocks and all(self._verdicts)):
+            return True
+        return (self.deployed is not None and self.deployed.collapsed
+                and len(self._guesses) == self.blocks and all(self._guesses))
+
+    @property
+    def collapsed_deployed(self) -> bool:
+        """Whether `collapsed` is the function the model predicts with (not the one it
+        learns)."""
+        own = self._empty or (len(self._verdicts) == self.blocks and all(self._verdicts))
+        return self.collapsed and not own
 
     def state(self) -> dict:
         """The verdicts of the last judged blocks and the sums of the block under way, as JSON."""
-        return {"verdicts": list(self._verdicts),
-                "counts": [int(c) for c in (self._seen, self._positive, self._predicted_positive,
-                                            self._right, self._right_positive)],
-                "sums": [float(self._sum), float(self._squares)]}
+        state = {"verdicts": list(self._verdicts), "empty": self._empty,
+                 "guesses": list(self._guesses),
+                 "counts": [int(c) for c in (self._seen, self._positive,
+                                             self._predicted_positive, self._right,
+                                             self._right_positive)],
+                 "sums": [float(self._sum), float(self._squares)]}
+        if self.deployed is not None:
+            state["deployed"] = self.deployed.state()
+        return state
 
     def restore(self, state: dict) -> None:
         """Take back `state()`; `ValueError` (nothing changed) unless it is one of this watch."""
         verdicts, counts, sums = state["verdicts"], state["counts"], state["sums"]
+        # (Not in states saved before they were kept.)
+        empty, guesses = state.get("empty", False), state.get("guesses", [])
+        deployed = None
+        if state.get("deployed") is not None:
+            deployed = CollapseWatch(self.block, self.blocks, self.min_share)
+            deployed.restore(state["deployed"])
         if not (isinstance(verdicts, list) and len(verdicts) <= self.blocks
                 and all(type(v) is bool for v in verdicts)):
             raise ValueError(f"collapse verdicts {verdicts!r:.60} are not those of a watch")
+        if type(empty) is not bool or (empty and not (verdicts and verdicts[-1])):
+            raise ValueError(f"collapse flag 'empty' {empty!r:.60} is not one of a watch")
+        if not (isinstance(guesses, list) and len(guesses) <= self.blocks
+                and all(type(v) is bool for v in guesses)):
+            raise ValueError(f"collapse guesses {guesses!r:.60} are not those of a watch")
         if not (isinstance(counts, list) and len(counts) == 5
                 and all(type(c) is int for c in counts)):
             raise ValueError(f"collapse counts {counts!r:.60} are not 5 ints")
@@ -198,7 +257,8 @@ class CollapseWatch:
                 and all(type(v) in (int, float) and math.isfinite(v) for v in sums)
                 and sums[1] >= 0):
             raise ValueError(f"collapse sums {sums!r:.60} are not finite, or negative squares")
-        self._verdicts = list(verdicts)
+        self._verdicts, self._empty, self._guesses = list(verdicts), empty, list(guesses)
+        self.deployed = deployed
         (self._seen, self._positive, self._predicted_positive, self._right,
          self._right_positive) = counts
         self._sum, self._squares = float(sums[0]), float(sums[1])

@@ -78,8 +78,9 @@ class AveragedFeatures(IterateAverage):
 
     # -- f at rows ------------------------------------------------------------------------------
 
-    def value_at_latest_row(self) -> float:
-        """`fbar` at the row of the store's latest `value`: its features times `abar`."""
+    def value_at_latest_row(self, given_up: bool = True) -> float:
+        """`fbar` at the row of the store's latest `value`: its features times `abar`
+        (`given_up` is the support vectors' average's: features keep nothing given up)."""
         return _SQRT2 * float(self.coefficients @ self.store._cos)
 
     def expansion(self):

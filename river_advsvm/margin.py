@@ -419,16 +419,29 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         self._calibration.update_one(g, sign)
         self._n_learned += 1
 
+    def _deployed_margin(self) -> tuple[float, float] | None:
+        """The margin the model predicts the row of the latest `_row_margin` with, and the bias
+        in it, for the collapse watch; None when it predicts with the function it learns."""
+        return None
+
     def _watch_collapse(self, sign: float, g: float, early: bool) -> None:
         was_collapsed = self._collapse.collapsed
-        self._collapse.update(sign, g, self._bias, early)
+        self._collapse.update(sign, g, self._bias, early, self._deployed_margin())
         if self._collapse.collapsed and not was_collapsed:
-            warn_caller(
-                f"{type(self).__name__} predicts a constant: in its last "
-                f"{self._collapse.blocks} blocks of {self._collapse.block} samples with both "
-                "labels its decisions were one class, or mostly one class or flat and no "
-                f"better than a guess (see `collapsed`){self._collapse_advice()}",
-                collapse.CollapseWarning)
+            watch = self._collapse
+            if watch.collapsed_deployed:
+                why = (f"in its last {watch.blocks} blocks of {watch.block} samples with both "
+                       "labels the average of its iterates, which predicts, decided as a "
+                       "constant while its latest iterate guessed")
+            elif watch.emptied:
+                why = (f"over its last block of {watch.block} samples with both labels it "
+                       "held nothing (f = 0 at every sample: each step was undone)")
+            else:
+                why = (f"in its last {watch.blocks} blocks of {watch.block} samples with both "
+                       "labels its decisions were one class, or mostly one class or flat and "
+                       "no better than a guess")
+            warn_caller(f"{type(self).__name__} predicts a constant: {why} (see `collapsed`)"
+                        f"{self._collapse_advice()}", collapse.CollapseWarning)
 
     def _collapse_advice(self) -> str:
         """What the collapse warning suggests, after its text (empty: nothing)."""

@@ -308,16 +308,16 @@ class AveragedVectors(IterateAverage):
 
     # -- f at rows ------------------------------------------------------------------------------
 
-    def value_at_latest_row(self) -> float:
+    def value_at_latest_row(self, given_up: bool = True) -> float:
         """`fbar` at the row of the store's latest `value`: its kernel row times the averaged
         coefficients, plus the orphans' row over the row the store loaded (the bits `values`
-        gives the same row)."""
+        gives the same row); without `given_up`, the first part alone."""
         (_, _, extra), row, _, kernels = self.store.latest_row()
         size = len(kernels)
         total = (self._base_weight * float(kernels @ self._base[:size])
                  + self._store_weight * float(kernels @ self.store._a[:size]))
         orphans = self.orphans
-        if orphans.size:
+        if orphans.size and given_up:
             total += orphans._scale * orphans._kernel_row(row, extra)[2]
         return total
 

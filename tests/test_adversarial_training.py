@@ -506,7 +506,9 @@ def test_the_watch_agrees_with_the_blocks_recomputed(samples, block, blocks, wig
         full = [samples[j:j + block] for j in range(0, i + 2 - block, block)]
         judged = [b for b in full if len({lab for lab, _, _ in b}) == 2]
         expected = len(judged) >= blocks and all(looks_constant(b, 0.2) for b in judged[-blocks:])
-        assert watch.collapsed == expected
+        # A judged block in which f was 0 at every sample is a collapse on its own.
+        emptied = bool(judged) and all(g - b == 0 for _, g, b in judged[-1])
+        assert watch.collapsed == (expected or emptied)
 
 
 def test_a_bias_that_outweighs_f_is_a_collapse():
@@ -872,3 +874,53 @@ def test_an_l2_radius_that_holds_the_whole_box_is_named_once_as_it_is_learned(
     named = [w for w in caught if "half the diagonal" in str(w.message)]
     assert len(named) == int(epsilon >= math.sqrt(d) * width / 2)
     assert all(w.filename == __file__ for w in named)
+
+
+def test_a_model_that_holds_nothing_after_a_block_of_both_labels_has_collapsed():
+    """Digits 3 vs 8 (249 samples, fewer than two blocks of 128) at the closed form's L-inf
+    0.3: every step is undone, f is 0 and the bias decides every sample. One judged block
+    shows it: the model says so before the stream ends."""
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    keep = (y == 3) | (y == 8)
+    X, y = X[keep] / 16, y[keep]
+    model = AdvKernelSVM(epsilon=0.3, norm="linf", adversary="closed_form", seed=0)
+    with pytest.warns(CollapseWarning, match="held nothing"):
+        model.learn_many(X[:249], y[:249])
+    assert model.collapsed and model.rkhs_norm == 0.0
+    assert len(set(model.predict_many(X[249:]))) == 1
+
+
+def test_an_average_that_decides_as_a_constant_while_the_iterate_guesses_has_collapsed():
+    """Deployed margins of a constant (f = 0, the bias deciding), learned margins that vary
+    but guess: the model's decisions are a constant. The same constant average beside a
+    learned function that is right (it lags behind a model learning its first rule) is not."""
+    rng = np.random.default_rng(0)
+    for learned_right, expected in [(False, True), (True, False)]:
+        watch = CollapseWatch()
+        for _ in range(4 * watch.block):
+            label = 1.0 if rng.random() < 0.5 else -1.0
+            guess = rng.standard_normal()
+            g = abs(guess) * label if learned_right else guess
+            watch.update(label, g, 0.0, deployed=(0.3, 0.3))
+        assert watch.collapsed == expected
+        assert watch.collapsed_deployed == expected
+        twin = CollapseWatch()
+        twin.restore(watch.state())
+        assert twin.state() == watch.state() and twin.collapsed == expected
+
+
+def test_the_averaged_model_on_phishing_at_a_radius_past_its_margins_is_reported():
+    """River's Phishing at the closed form's L-inf 0.3: the average predicts one class on every
+    sample from the second block on while the latest iterate swings between the classes."""
+    from river import datasets
+
+    model = AdvKernelSVM(epsilon=0.3, norm="linf", adversary="closed_form", gamma=0.1, seed=0)
+    decisions = []
+    with pytest.warns(CollapseWarning):
+        for x, y in datasets.Phishing():
+            decisions.append(model.predict_one(x))
+            model.learn_one(x, y)
+    assert len(set(decisions[-500:])) == 1
+    assert model.collapsed
