@@ -124,7 +124,8 @@ def robustness_report(
         norm ('l2', 'linf') to a list of radii (or one).
     certified
         Add the certified accuracy at every (norm, radius) of the report, for models that have
-        `certified_radius_many`.
+        `certified_radius_many`: within the attacks' box when every attack of that norm keeps
+        to one (`bounds`), as their threat is.
     progress
         Show a progress bar per run on stderr, and first an estimate of what each attack will
         cost when the whole report may take more than a few seconds (only when stderr is a
@@ -224,8 +225,13 @@ def robustness_report(
     if certified and hasattr(model, "certified_radius_many"):
         norms = norms_used or [n for n in ("linf", "l2") if radii_of.get(n)]
         for norm in norms:
+            # Within the box the attacks of this norm keep to, when they all keep to one (as
+            # the threat they measure is); else in the whole space (smaller radii, still sound).
+            boxes = [attack.bounds for attack in named.values() if attack.norm == norm]
+            box = boxes[0] if boxes and all(b == boxes[0] for b in boxes) else None
             start = time.perf_counter()
-            radii_found = model.certified_radius_many(X, labels, norm=norm)
+            radii_found = model.certified_radius_many(
+                X, labels, norm=norm, **({} if box is None else {"bounds": box}))
             seconds = time.perf_counter() - start
             for radius in radii_of.get(norm, []):
                 # A positive radius means a right prediction (the margin y g(x) > 0).

@@ -365,7 +365,10 @@ class RobustnessMonitor:
         robust_correct = self.model.predict_one(x_adv) == y
         radius = certified = None
         if can_certify:
-            radius = float(self.model.certified_radius_one(x, y, norm=self.attack.norm))
+            # Within the box the attack keeps to, as the threat it measures is.
+            box = getattr(self.attack, "bounds", None)
+            extra = {} if box is None else {"bounds": box}
+            radius = float(self.model.certified_radius_one(x, y, norm=self.attack.norm, **extra))
             certified = radius > 0.0 and radius >= self.attack.epsilon
         observation = Observation(step, True, True, bool(robust_correct), certified, radius)
         return observation, no_gradient, time.perf_counter() - start

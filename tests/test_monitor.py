@@ -630,3 +630,25 @@ def test_a_refused_numpy_parameter_is_shown_without_its_numpy_repr(name, value):
     except (TypeError, ValueError) as error:
         message = str(error)
         assert "np." not in message and "array(" not in message and "\n" not in message, message
+
+
+def test_the_monitor_certifies_within_the_box_its_attack_keeps_to():
+    """The threat the monitor measures is its attack's: within `bounds` when the attack has
+    them. Its certificate is that of the same box (never smaller than the whole space's, and
+    larger near the box's faces)."""
+    rng = np.random.default_rng(3)
+    model = AdvKernelSVM(gamma=3.0, budget=64, seed=0)
+    box = (0.0, 1.0)
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.1, norm="linf", bounds=box),
+                                sample_rate=1, detector=drift.NoDrift())
+    larger = 0
+    for _ in range(300):
+        x = {"a": float(rng.random()) ** 4, "b": float(rng.random()) ** 4}
+        y = x["a"] > x["b"]
+        monitor.update(x, y)
+        if monitor.last.radius:
+            assert monitor.last.radius == model.certified_radius_one(x, y, norm="linf",
+                                                                     bounds=box)
+            larger += monitor.last.radius > model.certified_radius_one(x, y, norm="linf")
+        model.learn_one(x, y)
+    assert larger > 0
