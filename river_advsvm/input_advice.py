@@ -97,7 +97,8 @@ class InputAdvice:
 
     def rounding_swamps(self, rounding: float | None, gamma, dtype: str) -> None:
         """Inputs so far from 0 that float rounding swamps their distances (the store's
-        `rounding`, the relative error of its kernel values, None if small)."""
+        `rounding`, the relative error of its kernel values, `gamma ||x||^2` times the dtype's
+        epsilon; None if small)."""
         if self.rounding_warned or not rounding:
             return
         self.rounding_warned = True
@@ -108,6 +109,12 @@ class InputAdvice:
             remedies.append("use gamma='scale', which centres inputs far from 0")
         if dtype != "float64":
             remedies.append("use dtype='float64'")
+        exponent = rounding / float(np.finfo(dtype).eps)
+        # Inputs near 0 with a gamma this large: the kernel is too narrow, whatever the dtype.
+        narrow = "" if gamma == "scale" else (
+            f"; if they are near 0 already, gamma is too large for them (gamma ||x||^2 is "
+            f"{exponent:.3g} at one: two inputs that differ at all have a kernel value near 0)")
         warn_caller(
             f"{self.model}: inputs this far from 0 lose their differences in {dtype} at this "
-            f"gamma (kernel values off {off}); {', or '.join(remedies)}", PrecisionWarning)
+            f"gamma (kernel values off {off}); {', or '.join(remedies)}{narrow}",
+            PrecisionWarning)

@@ -413,7 +413,9 @@ class AdvKernelSVM(MarginClassifier):
 
     def _collapse_advice(self) -> str:
         if self.epsilon > 0:
-            return super()._collapse_advice()
+            # A kernel too narrow collapses learning at any radius: the model without it tells.
+            return (super()._collapse_advice() + "; if that one collapses too, the kernel is "
+                    "too narrow for the inputs (a smaller gamma)")
         # Natural learning that collapses is most often a kernel too narrow for its inputs:
         # every sample is far from the stored ones, so f is near 0 everywhere.
         return (". Learning without a threat, that is most often a kernel too narrow for the "

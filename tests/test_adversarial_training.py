@@ -924,3 +924,22 @@ def test_the_averaged_model_on_phishing_at_a_radius_past_its_margins_is_reported
             model.learn_one(x, y)
     assert len(set(decisions[-500:])) == 1
     assert model.collapsed
+
+
+def test_a_kernel_too_narrow_is_named_by_both_warnings():
+    """Pixels in [0, 1] with gamma 1e4: no two samples are within the kernel's reach, in any
+    dtype and centred or not. The precision warning names gamma as the cause for inputs near
+    0, and the collapse warning at a radius says a collapse without it too means the kernel."""
+    from sklearn.datasets import load_digits
+
+    from river_advsvm.support import PrecisionWarning
+
+    X, y = load_digits(return_X_y=True)
+    keep = (y == 3) | (y == 8)
+    model = AdvKernelSVM(epsilon=0.1, norm="linf", gamma=1e4, seed=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.learn_many(X[keep][:300] / 16, y[keep][:300])
+    texts = {w.category: str(w.message) for w in caught}
+    assert "gamma is too large for them" in texts[PrecisionWarning]
+    assert "the kernel is too narrow" in texts[CollapseWarning]
