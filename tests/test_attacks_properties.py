@@ -382,3 +382,31 @@ def test_a_nan_input_is_refused_in_the_attacks_words(model, kind, how):
     assert refused.value.code == "not_finite"
     assert f"is nan; the attack {type(attack).__name__} needs finite values" in message
     assert "learning" not in message and "\n" not in message
+
+
+def test_pgd_with_restarts_is_never_weaker_and_finds_what_one_run_misses():
+    """Each sample gets the lowest margin over the run from the sample and the runs from
+    random starts: never above one run's, inside the ball and the box, the same for the same
+    seed. On a kernel model over 2 inputs (valleys and flat regions in the ball) the random
+    starts fool samples the run from the sample does not."""
+    from sklearn.datasets import make_moons
+
+    X, y = make_moons(600, noise=0.25, random_state=1)
+    X = (X - X.min(0)) / (X.max(0) - X.min(0))
+    model = AdvKernelSVM(gamma=30.0, budget=128, seed=0)
+    model.learn_many(X[:400], y[:400])
+    X_test, y_test = X[400:], y[400:]
+    one = PGD(epsilon=0.15, norm="linf", bounds=(0.0, 1.0))
+    more = PGD(epsilon=0.15, norm="linf", bounds=(0.0, 1.0), restarts=4, seed=7)
+    X_one, X_more = one.perturb_many(model, X_test, y_test), more.perturb_many(model, X_test,
+                                                                                y_test)
+    sign = np.where(y_test == 1, 1.0, -1.0)
+    m_one = sign * model.decision_many(X_one)
+    m_more = sign * model.decision_many(X_more)
+    assert (m_more <= m_one + 1e-12).all()
+    assert (np.abs(X_more - X_test).max(axis=1) <= 0.15 + 1e-12).all()
+    assert X_more.min() >= 0.0 and X_more.max() <= 1.0
+    assert (m_more < 0).sum() > (m_one < 0).sum()
+    np.testing.assert_array_equal(X_more, more.perturb_many(model, X_test, y_test))
+    with pytest.raises(ValueError, match="restarts"):
+        PGD(restarts=-1)

@@ -19,7 +19,11 @@ class PGD(Attack):
     Each of the `steps` iterations moves by `step_size` along the steepest descent direction of
     the norm (the gradient's sign for L-inf, the normalised gradient for L2) and projects back
     onto the threat set. The point returned is the iterate with the smallest margin (the start
-    included), so a step that overshoots never makes the attack weaker.
+    included), so a step that overshoots never makes the attack weaker. With `restarts`, the
+    same iterations run again from that many uniform random points of the ball (projected onto
+    the box), and each sample gets the point of smallest margin over all runs: never weaker
+    than one run, and on models whose margin has flat regions or several valleys in the ball
+    (a kernel machine on few inputs) much stronger.
 
     Parameters
     ----------
@@ -34,9 +38,12 @@ class PGD(Attack):
     random_start
         Start from a uniform random point of the ball (then projected onto the box) instead
         of the input itself.
+    restarts
+        Further runs from random starts (Madry et al. use several); the attack costs
+        `restarts + 1` times as much.
     seed
-        Seed of the random start. Every call draws from it afresh, so the same batch gets the
-        same start each time: for restarts, give each its own seed.
+        Seed of the random starts. Every call draws from it afresh, so the same batch gets the
+        same starts each time.
     bounds
         `(lo, hi)` box of the inputs, or `None`.
 
@@ -67,6 +74,7 @@ class PGD(Attack):
         random_start: bool = False,
         seed: int | None = None,
         bounds: tuple[float, float] | None = (0.0, 1.0),
+        restarts: int = 0,
     ):
         super().__init__(epsilon=epsilon, norm=norm, bounds=bounds)
         # Numpy numbers (np.int64(3), taken from an array) as the plain ones they hold.
@@ -74,11 +82,13 @@ class PGD(Attack):
         self.step_size = step_size
         self.random_start = check_flag("random_start", random_start)
         self.seed = check_seed(seed)
+        if not (inputs.is_whole(restarts) and 0 <= restarts <= 1000):
+            raise ValueError(f"restarts must be an int in [0, 1000], got {restarts!r}")
+        self.restarts = int(restarts)
         if step_size is not None:
             inputs.check_number("step_size", step_size, lambda v: v > 0, "> 0 (or None)")
 
-    def _random_start(self, X: np.ndarray) -> np.ndarray:
-        rng = np.random.default_rng(self.seed)
+    def _random_start(self, X: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         n, d = X.shape
         if self.norm == "linf":
             delta = rng.uniform(-self.epsilon, self.epsilon, size=(n, d))
@@ -90,14 +100,31 @@ class PGD(Attack):
         return project(X + delta, X, self.epsilon, self.norm, self.bounds)
 
     def _progress_total(self):
-        return self.steps
+        return self.steps * (self.restarts + 1)
 
     def _evaluations(self, n_inputs):
-        return self.steps, 2
+        return self.steps * (self.restarts + 1), 2
 
     def _attack(self, oracle, X, bar):
+        rng = np.random.default_rng(self.seed)
+        best, best_margins, no_gradient = None, None, np.zeros(len(X), dtype=bool)
+        for run in range(self.restarts + 1):
+            start = self._random_start(X, rng) if run or self.random_start else X.copy()
+            X_adv, margins, stuck = self._one_run(oracle, X, start, bar)
+            if best is None:
+                best, best_margins = X_adv, margins
+            else:
+                better = margins < best_margins
+                best[better] = X_adv[better]
+                best_margins = np.where(better, margins, best_margins)
+            # (A sample counts as without a usable gradient when every run met none.)
+            no_gradient = stuck if run == 0 else no_gradient & stuck
+        return best, no_gradient
+
+    def _one_run(self, oracle, X, X_adv, bar):
+        """One run of the iterations from `X_adv`: the point of smallest margin for each row,
+        that margin, and the rows that met no usable gradient."""
         step = self.epsilon / 4 if self.step_size is None else self.step_size
-        X_adv = self._random_start(X) if self.random_start else X.copy()
         best, best_margins = X_adv.copy(), None
         no_gradient = np.zeros(len(X), dtype=bool)
         for k in range(self.steps + 1):
@@ -119,4 +146,4 @@ class PGD(Attack):
                 X_adv - step * steepest_direction(G, self.norm), X, self.epsilon, self.norm,
                 self.bounds,
             )
-        return best, no_gradient
+        return best, best_margins, no_gradient
