@@ -279,6 +279,15 @@ class SupportVectors(KernelExpansion):
         self._pending = (self._edits, self.n_inputs, exponents, total, v, extra if alone else None)
         return self._scale * total
 
+    def latest_sum(self) -> float:
+        """`sum_i a_i k(x, x_i)` (in the units of `a`) at the row of the latest `value`, as it
+        computed it (recomputed if a coefficient changed since)."""
+        pending = self._pending
+        if pending is not None and pending[0] == self._edits:
+            return pending[3]
+        kernels = self._last_row[3]
+        return float(kernels @ self._a[: len(kernels)])
+
     def latest_row(self) -> tuple:
         """The latest `value`'s `((version, size, extra), padded row, exponents, kernels)`:
         what another store over the same input columns needs to take the same row."""

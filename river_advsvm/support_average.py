@@ -47,8 +47,9 @@ from river_advsvm.support_predict import KernelExpansion
 from river_advsvm.support_store import _squared_norms
 
 #: Below this `|A|` the averaged coefficients are written out (`c_base <- c`, `A = 1`, `B = 0`):
-#: `c_base` holds `(c - B a) / A`. With `rho = 1 / horizon` that is once in about 400 horizons.
-_SMALLEST_BASE_WEIGHT = 1e-150
+#: `c_base` holds `(c - B a) / A`, which must stay far from float64's range. With
+#: `rho = 1 / horizon` that is once in about 230 horizons.
+_SMALLEST_BASE_WEIGHT = 1e-100
 #: ... and past this `|B / s|`. `B` follows the store's scale `s` over the horizon, so `B a` is
 #: about `f`'s coefficients (and `c` rounds as they do) while `s` shrinks slowly; where `s`
 #: shrinks faster than the average forgets (a diminishing step, the closed form's shrink), `B a`
@@ -312,10 +313,10 @@ class AveragedVectors(IterateAverage):
         """`fbar` at the row of the store's latest `value`: its kernel row times the averaged
         coefficients, plus the orphans' row over the row the store loaded (the bits `values`
         gives the same row); without `given_up`, the first part alone."""
-        (_, _, extra), row, _, kernels = self.store.latest_row()
-        size = len(kernels)
-        total = (self._base_weight * float(kernels @ self._base[:size])
-                 + self._store_weight * float(kernels @ self.store._a[:size]))
+        store = self.store
+        (_, _, extra), row, _, kernels = store.latest_row()
+        total = (self._base_weight * float(kernels @ self._base[: len(kernels)])
+                 + self._store_weight * store.latest_sum())
         orphans = self.orphans
         if orphans.size and given_up:
             total += orphans._scale * orphans._kernel_row(row, extra)[2]

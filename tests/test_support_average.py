@@ -4,6 +4,8 @@ through merges and removals, test-then-train, and checkpoints."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -185,10 +187,18 @@ def test_a_saved_average_that_is_not_the_stores_is_refused(tmp_path):
                      ("average_heir_kernels", lambda a: a + 2.0),
                      ("average_coefficients", lambda a: a * np.nan),
                      ("average_orphan_coefficients", lambda a: a * np.inf),
-                     ("average_orphans", lambda a: a[:, :-1].copy())]:
+                     ("average_orphans", lambda a: a[:, :-1].copy()),
+                     # (the base that gives the coefficients, which must give them exactly)
+                     ("average_coefficient_base", lambda a: a * (1.0 + 1e-15)),
+                     ("average_coefficient_base", lambda a: a[:-1].copy()),
+                     ("average_coefficient_base", lambda a: a.astype(np.float32))]:
         with pytest.raises(ValueError, match="average"):
             AveragedVectors.restore(model._store, scalars["average"],
                                     {**arrays, key: bad(arrays[key])})
+    for key, bad in [("base_weight", 0.0), ("base_weight", math.nan), ("store_weight", 1),
+                     ("store_weight", math.inf)]:
+        with pytest.raises(ValueError, match="coefficient base"):
+            AveragedVectors.restore(model._store, {**scalars["average"], key: bad}, arrays)
     other = AdvKernelSVM(gamma=3.0, budget=10, averaging=50, seed=0)
     other.learn_many(X[:20], y[:20])
     with pytest.raises(ValueError, match="averaging=50"):
