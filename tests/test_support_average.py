@@ -5,6 +5,7 @@ through merges and removals, test-then-train, and checkpoints."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -54,6 +55,33 @@ def test_without_a_budget_the_model_predicts_with_the_mean_of_its_iterates(
                                atol=1e-9 * np.abs(expected).max())
     # It learns as the twin does, bit for bit.
     assert model.rkhs_norm == twin.rkhs_norm
+
+
+@settings(max_examples=25, deadline=None)
+@given(horizon=st.integers(2, 60), seed=st.integers(0, 2**16),
+       schedule=st.sampled_from(["constant", "diminishing"]),
+       epsilon=st.sampled_from([0.0, 0.05, 0.4]), regularization=st.sampled_from([1e-4, 0.3]),
+       repeats=st.booleans())
+def test_the_averages_two_scalar_form_is_the_mean_of_the_iterates(
+        horizon, seed, schedule, epsilon, regularization, repeats):
+    """The averaged coefficients are kept as `A c_base + B a`: through the store folding its
+    scale into `a` (a strong shrink), the closed form emptying `f` (a large radius), a
+    diminishing step (the scale shrinking faster than the average forgets, where the form is
+    written out), and inputs that come again (a coefficient grows in place), the decisions are
+    the brute-force mean of the iterates'."""
+    X, y = stream(120, 3, seed)
+    if repeats:  # (12 distinct inputs, each coming back)
+        X, y = X[np.arange(120) % 12], y[np.arange(120) % 12]
+    params = dict(gamma=2.0, budget=None, epsilon=epsilon, adversary="closed_form",
+                  schedule=schedule, regularization=regularization, step_size=0.5, seed=0)
+    model, twin = AdvKernelSVM(averaging=horizon, **params), AdvKernelSVM(averaging=None, **params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (a large radius collapses the model: it says so)
+        expected = iterate_average(model, twin, X[:100], y[:100], X[100:], horizon)
+    # (Where the closed form empties f at most steps, the vectors it gives up carry the average
+    # through many small sums: the same 1e-8 of the largest decision as summed one per vector.)
+    np.testing.assert_allclose(model.decision_many(X[100:]), expected, rtol=1e-7,
+                               atol=1e-7 * np.abs(expected).max(initial=1e-300))
 
 
 @pytest.mark.parametrize("policy", ["merge", "remove"])
@@ -425,3 +453,23 @@ def test_a_group_worker_averages_its_iterates_on_the_groups_clock():
     model.group_steps(8.0)
     model.learn_many(X[100:150], y[100:150])
     assert model._store.averaged.count == pytest.approx(100 + 8 * 50)
+
+
+def test_an_average_saved_as_its_coefficients_alone_loads_and_learns_on():
+    """A checkpoint whose average has its coefficients and not the base that gives them (a
+    group's fold; a model saved before the base was kept) predicts as the one saved and learns
+    on; its next checkpoint has the base."""
+    X, y = stream(400, 3, 4)
+    model = AdvKernelSVM(gamma=3.0, budget=12, averaging=50, seed=0)
+    model.learn_many(X[:300], y[:300])
+    meta, arrays = model.to_checkpoint()
+    del arrays["average_coefficient_base"]
+    for key in ("base_weight", "store_weight"):
+        del meta["state"]["model"]["average"][key]
+    loaded = AdvKernelSVM.from_checkpoint(meta, arrays)
+    np.testing.assert_array_equal(loaded.decision_many(X[300:]), model.decision_many(X[300:]))
+    loaded.learn_many(X[300:], y[300:])
+    model.learn_many(X[300:], y[300:])
+    np.testing.assert_allclose(loaded.decision_many(X[:50]), model.decision_many(X[:50]),
+                               rtol=1e-9, atol=1e-12)
+    assert "average_coefficient_base" in loaded.to_checkpoint()[1]
