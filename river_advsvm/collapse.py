@@ -45,8 +45,8 @@ The model has collapsed when the last `blocks` judged blocks all look constant, 
 `f` was 0 at every sample of the last judged block: a model that took a block of samples of
 both labels and holds nothing is a constant whatever came before (so that a stream of a few
 hundred samples shows that collapse too). A block of one label is not judged and changes
-nothing: a long run of one class neither hides a collapse nor ends it. A model that is wrong for a while (the concept changed) is not flat: its `f` still
-varies with the input.
+nothing: a long run of one class neither hides a collapse nor ends it. A model that is wrong
+for a while (the concept changed) is not flat: its `f` still varies with the input.
 
 Examples
 --------
