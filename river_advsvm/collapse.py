@@ -179,12 +179,12 @@ class CollapseWatch:
                 + right_negative / (self.block - self._positive)) / 2
 
     def _looks_constant(self, early: bool = False) -> bool:
+        if self._squares == 0.0:  # f = 0 at every sample: the bias alone decides
+            return True
         n = self.block
         fewest, most = sorted((self._positive, n - self._positive))
         rarer = min(self._predicted_positive, n - self._predicted_positive)
         if early or fewest < self.min_share * n:
-            if self._squares == 0.0:  # f = 0 at every sample: the bias alone decides
-                return True
             return not early and fewest >= RARE_SHARE * n and rarer <= ONE_SIDED * n
         if rarer <= ONE_SIDED * n:
             return True

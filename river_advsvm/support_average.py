@@ -147,6 +147,18 @@ class AveragedVectors(IterateAverage):
         return self._base_weight * float(self._base[j]) + self._store_weight * float(
             self.store._a[j])
 
+    def _keep_form(self) -> None:
+        """Write `c` out (`c_base <- c`, `A = 1`, `B = 0`) if `B` outgrew the store's scale
+        since the last step (a shrink within a step, as the closed form's, before a change of
+        `a`): a change then moves `c_base` by `B / A` times it, which `B a` would cancel."""
+        if abs(self._store_weight) > _LARGEST_STORE_WEIGHT * abs(self.store._scale):
+            self._write_out()
+
+    def _write_out(self) -> None:
+        size = self.store.size
+        self._base[:size] = self.shared
+        self._base_weight, self._store_weight = 1.0, 0.0
+
     def _set_shared(self, j: int, value: float, a_j: float) -> None:
         """Make the averaged coefficient of the store's vector `j` `value`, where its
         coefficient in the store is (or is about to be) `a_j`."""
@@ -164,12 +176,14 @@ class AveragedVectors(IterateAverage):
         """The store's vector `slot` is new: its averaged coefficient starts at 0."""
         if slot >= len(self._base):
             self._base = np.concatenate([self._base, np.zeros(max(slot + 1, len(self._base)))])
+        self._keep_form()  # (the new slot's entry is set next, whatever it held)
         self._set_shared(slot, 0.0, float(self.store._a[slot]))
         self._fresh = slot
 
     def coefficient_added(self, j: int, change: float) -> None:
         """The store is about to add `change` to its coefficient `a_j`: the averaged
         coefficient stays."""
+        self._keep_form()
         self._base[j] -= self._store_weight * change / self._base_weight
 
     def rescaled(self, factor: float) -> None:
@@ -183,6 +197,7 @@ class AveragedVectors(IterateAverage):
         in the store becomes `coefficient`) or remove it, and then to move its vector `last` to
         slot `m`. `partner_exponents` are `z`'s kernel exponents to the vectors as they are
         now."""
+        self._keep_form()
         before = self.orphans.size
         z = None if partner is None else (m if partner == last else partner)
         # The vectors f_t gives up: m and the partner. The vector just added (usually m) has
@@ -290,14 +305,11 @@ class AveragedVectors(IterateAverage):
         kept = 1.0 - rho
         base_weight = self._base_weight * kept
         store_weight = self._store_weight * kept + rho * store._scale
-        if not (abs(base_weight) >= _SMALLEST_BASE_WEIGHT  # (0 at the first step)
-                and abs(store_weight) <= _LARGEST_STORE_WEIGHT * abs(store._scale)):
-            size = store.size
-            self._base[:size] = _written_out(self._base[:size], base_weight, store_weight,
-                                             store._a[:size])
-            base_weight, store_weight = 1.0, 0.0
         self._base_weight, self._store_weight = base_weight, store_weight
         self._fresh = -1
+        if not (abs(base_weight) >= _SMALLEST_BASE_WEIGHT  # (0 at the first step)
+                and abs(store_weight) <= _LARGEST_STORE_WEIGHT * abs(store._scale)):
+            self._write_out()
         orphans = self.orphans._a[: self.orphans.size]
         orphans *= kept
         if self.capacity is None and len(orphans):
@@ -357,7 +369,7 @@ class AveragedVectors(IterateAverage):
         orphans = self.orphans
         n = orphans.size
         scalars = {**self._scalars(), "base_weight": self._base_weight,
-                   "store_weight": self._store_weight}
+                   "store_weight": self._store_weight, "fresh": self._fresh}
         arrays = {"average_coefficients": self.shared,
                   "average_coefficient_base": self._base[: self.store.size].copy(),
                   "average_orphans": orphans._S[:n, : orphans.n_inputs].copy(),
@@ -421,17 +433,22 @@ class AveragedVectors(IterateAverage):
         otherwise."""
         size = self.store.size
         weights = (scalars.get("base_weight"), scalars.get("store_weight"))
+        fresh = scalars.get("fresh", -1)
         if not (isinstance(base, np.ndarray) and base.dtype == np.float64
-                and base.shape == (size,) and all(type(w) is float for w in weights)):
+                and base.shape == (size,) and all(type(w) is float for w in weights)
+                and type(fresh) is int and -1 <= fresh < size):
             raise ValueError("the average's coefficient base does not fit the store")
         base_weight, store_weight = weights
         if not (abs(base_weight) >= _SMALLEST_BASE_WEIGHT and math.isfinite(base_weight)
-                and math.isfinite(store_weight) and np.isfinite(base).all()
-                and np.array_equal(_written_out(base, base_weight, store_weight,
-                                                self.store._a[:size]), shared)):
+                and math.isfinite(store_weight) and np.isfinite(base).all()):
+            raise ValueError("the average's coefficient base does not give its coefficients")
+        written = _written_out(base, base_weight, store_weight, self.store._a[:size])
+        if fresh >= 0:
+            written[fresh] = 0.0
+        if not np.array_equal(written, shared):
             raise ValueError("the average's coefficient base does not give its coefficients")
         self._base = np.concatenate([base, np.zeros(1)])
-        self._base_weight, self._store_weight = base_weight, store_weight
+        self._base_weight, self._store_weight, self._fresh = base_weight, store_weight, fresh
 
     # -- orphans --------------------------------------------------------------------------------
 

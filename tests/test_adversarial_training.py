@@ -484,6 +484,8 @@ def looks_constant(block: list, min_share: float) -> bool:
     right = sum((g > 0) == (lab > 0) for lab, g, _ in block)
     recalls = [sum(g > 0 for lab, g, _ in block if lab > 0) / labels.count(1.0),
                sum(g <= 0 for lab, g, _ in block if lab < 0) / labels.count(-1.0)]
+    if all(g - b == 0 for _, g, b in block):  # f = 0 throughout: the bias alone decides
+        return True
     if fewest < min_share * len(block):
         return all(g - b == 0 for _, g, b in block) or (
             fewest >= 0.05 * len(block) and rarer <= 0.02 * len(block))
@@ -943,3 +945,20 @@ def test_a_kernel_too_narrow_is_named_by_both_warnings():
     texts = {w.category: str(w.message) for w in caught}
     assert "gamma is too large for them" in texts[PrecisionWarning]
     assert "the kernel is too narrow" in texts[CollapseWarning]
+
+
+def test_a_model_emptied_while_its_bias_follows_the_labels_saves_and_loads(tmp_path):
+    """A radius far past the margins empties the linear model's weights at every step, on a
+    stream whose labels come in runs of 32: the bias alone decides, following the labels. The
+    block over which f was 0 is a constant (however often the bias is right), so the model is
+    collapsed, and its own checkpoint loads back."""
+    rng = np.random.default_rng(0)
+    model = AdvLinearSVM(epsilon=100.0, bias_step_size=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for t in range(1024):
+            model.learn_one({"a": rng.random(), "b": rng.random()}, (t // 32) % 2 == 0)
+    assert model.collapsed
+    model.save(tmp_path / "m.ckpt")
+    loaded = AdvLinearSVM.load(tmp_path / "m.ckpt")
+    assert loaded.collapsed and loaded._collapse.state() == model._collapse.state()

@@ -103,7 +103,8 @@ class PGD(Attack):
         return self.steps * (self.restarts + 1)
 
     def _evaluations(self, n_inputs):
-        return self.steps * (self.restarts + 1), 2
+        # (each run ends with one margin-only evaluation; the result's check is one more)
+        return self.steps * (self.restarts + 1), self.restarts + 2
 
     def _attack(self, oracle, X, bar):
         rng = np.random.default_rng(self.seed)
