@@ -205,17 +205,20 @@ class CollapseWatch:
         """True when the last `blocks` judged blocks all looked constant, or `f` was 0 at every
         sample of the last; or the function the model predicts with collapsed while the one it
         learns guessed (see the module)."""
-        if self._empty or (len(self._verdicts) == self.blocks and all(self._verdicts)):
-            return True
-        return (self.deployed is not None and self.deployed.collapsed
-                and len(self._guesses) == self.blocks and all(self._guesses))
+        return self._own_collapse or (
+            self.deployed is not None and self.deployed.collapsed
+            and len(self._guesses) == self.blocks and all(self._guesses))
+
+    @property
+    def _own_collapse(self) -> bool:
+        """The function the model learns collapsed (`collapsed` without the deployed one)."""
+        return self._empty or (len(self._verdicts) == self.blocks and all(self._verdicts))
 
     @property
     def collapsed_deployed(self) -> bool:
         """Whether `collapsed` is the function the model predicts with (not the one it
         learns)."""
-        own = self._empty or (len(self._verdicts) == self.blocks and all(self._verdicts))
-        return self.collapsed and not own
+        return self.collapsed and not self._own_collapse
 
     def state(self) -> dict:
         """The verdicts of the last judged blocks and the sums of the block under way, as JSON."""

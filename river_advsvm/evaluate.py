@@ -230,8 +230,7 @@ def robustness_report(
             boxes = [attack.bounds for attack in named.values() if attack.norm == norm]
             box = boxes[0] if boxes and all(b == boxes[0] for b in boxes) else None
             start = time.perf_counter()
-            radii_found = model.certified_radius_many(
-                X, labels, norm=norm, **({} if box is None else {"bounds": box}))
+            radii_found = model.certified_radius_many(X, labels, norm=norm, bounds=box)
             seconds = time.perf_counter() - start
             for radius in radii_of.get(norm, []):
                 # A positive radius means a right prediction (the margin y g(x) > 0).

@@ -366,9 +366,8 @@ class RobustnessMonitor:
         radius = certified = None
         if can_certify:
             # Within the box the attack keeps to, as the threat it measures is.
-            box = getattr(self.attack, "bounds", None)
-            extra = {} if box is None else {"bounds": box}
-            radius = float(self.model.certified_radius_one(x, y, norm=self.attack.norm, **extra))
+            radius = float(self.model.certified_radius_one(x, y, norm=self.attack.norm,
+                                                           bounds=self.attack.bounds))
             certified = radius > 0.0 and radius >= self.attack.epsilon
         observation = Observation(step, True, True, bool(robust_correct), certified, radius)
         return observation, no_gradient, time.perf_counter() - start

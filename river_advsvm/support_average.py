@@ -307,9 +307,10 @@ class AveragedVectors(IterateAverage):
         store_weight = self._store_weight * kept + rho * store._scale
         self._base_weight, self._store_weight = base_weight, store_weight
         self._fresh = -1
-        if not (abs(base_weight) >= _SMALLEST_BASE_WEIGHT  # (0 at the first step)
-                and abs(store_weight) <= _LARGEST_STORE_WEIGHT * abs(store._scale)):
+        if abs(base_weight) < _SMALLEST_BASE_WEIGHT:  # (0 at the first step)
             self._write_out()
+        else:
+            self._keep_form()
         orphans = self.orphans._a[: self.orphans.size]
         orphans *= kept
         if self.capacity is None and len(orphans):

@@ -553,10 +553,9 @@ class AdvKernelSVM(MarginClassifier):
         return average.value_at_latest_row() + bias
 
     def _deployed_margin(self):
-        average = getattr(self._store, "averaged", None)
-        if average is None:
+        average, bias = self._predicting()
+        if average is self._store:
             return None
-        bias = average.bias
         # The average over the vectors f holds, from the row's kernel values learning computed;
         # the vectors f gave up aside (a product over them at every learned sample would cost
         # about a fifth of the step): the decision itself until the first merge.
