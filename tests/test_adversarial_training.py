@@ -20,6 +20,15 @@ from river_advsvm.collapse import CollapseWarning, CollapseWatch
 from river_advsvm.support import SupportVectors
 
 
+def digits_pair(a: int, b: int):
+    """scikit-learn's digits `a` and `b`, pixels / 16, in the data set's order."""
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    keep = (y == a) | (y == b)
+    return X[keep] / 16, y[keep]
+
+
 def blobs(n=400, d=8, seed=0, separation=0.35):
     """Two classes in [0, 1]^d, apart along every input."""
     rng = np.random.default_rng(seed)
@@ -620,11 +629,7 @@ def test_an_f_emptied_by_every_step_is_a_collapse_on_a_short_stream():
     every step left f = 0 and every prediction was one class, yet `collapsed` stayed false
     and nothing was said (the watch judged nothing before the 257th sample, and needed two
     blocks after). In the first 256 samples a block whose f was 0 throughout counts."""
-    from sklearn.datasets import load_digits
-
-    X, y = load_digits(return_X_y=True)
-    keep = (y == 2) | (y == 3)
-    X, y = X[keep] / 16, y[keep]
+    X, y = digits_pair(2, 3)
     order = np.random.default_rng(0).permutation(len(y))
     X, y = X[order], y[order]
     for epsilon in (1.0, 8.0):
@@ -882,11 +887,7 @@ def test_a_model_that_holds_nothing_after_a_block_of_both_labels_has_collapsed()
     """Digits 3 vs 8 (249 samples, fewer than two blocks of 128) at the closed form's L-inf
     0.3: every step is undone, f is 0 and the bias decides every sample. One judged block
     shows it: the model says so before the stream ends."""
-    from sklearn.datasets import load_digits
-
-    X, y = load_digits(return_X_y=True)
-    keep = (y == 3) | (y == 8)
-    X, y = X[keep] / 16, y[keep]
+    X, y = digits_pair(3, 8)
     model = AdvKernelSVM(epsilon=0.3, norm="linf", adversary="closed_form", seed=0)
     with pytest.warns(CollapseWarning, match="held nothing"):
         model.learn_many(X[:249], y[:249])
@@ -932,16 +933,13 @@ def test_a_kernel_too_narrow_is_named_by_both_warnings():
     """Pixels in [0, 1] with gamma 1e4: no two samples are within the kernel's reach, in any
     dtype and centred or not. The precision warning names gamma as the cause for inputs near
     0, and the collapse warning at a radius says a collapse without it too means the kernel."""
-    from sklearn.datasets import load_digits
-
     from river_advsvm.support import PrecisionWarning
 
-    X, y = load_digits(return_X_y=True)
-    keep = (y == 3) | (y == 8)
+    X, y = digits_pair(3, 8)
     model = AdvKernelSVM(epsilon=0.1, norm="linf", gamma=1e4, seed=0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model.learn_many(X[keep][:300] / 16, y[keep][:300])
+        model.learn_many(X[:300], y[:300])
     texts = {w.category: str(w.message) for w in caught}
     assert "gamma is too large for them" in texts[PrecisionWarning]
     assert "the kernel is too narrow" in texts[CollapseWarning]
