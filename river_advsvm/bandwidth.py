@@ -153,7 +153,9 @@ class HeldRows:
         np.maximum(high, x, out=high)
         shifted = x - shift
         sums += shifted
-        if self._units or ((np.abs(shifted) < _TINY) & (shifted != 0)).any():
+        squared = shifted * shifted
+        # (A difference below _TINY squares to below _TINY^2, to 0 if it is tiny enough.)
+        if self._units or np.min(squared, where=shifted != 0.0, initial=1.0) < _TINY * _TINY:
             # Units that follow each input's reach; a unit only grows once set (a squared sum
             # is 0 until then), and the sums in the old one shrink to the new.
             self._units = True
@@ -163,12 +165,12 @@ class HeldRows:
             unit[:] = units
             squares += np.square(shifted / units)
         else:
-            squares += shifted * shifted
+            squares += squared
         nonzero += x != 0
         self._X[self.size, :d] = shifted
         # In float32 the vote's squares may pass its range: +inf, a kernel value of 0.
         with np.errstate(over="ignore"):
-            self._X2[self.size, :d] = shifted * shifted
+            self._X2[self.size, :d] = squared
             self.size += 1
             if self.size & (self.size - 1):
                 self._vote_squares[self.size - 1] = float(self._X2[self.size - 1, :d]
@@ -341,7 +343,7 @@ class HeldRows:
         # order of their values: not of the keys.
         spread = ((self._median_vote_gamma() if len(gammas) else 1.0) if len(columns.unknown)
                   else 0.0)
-        extra = np.sort(np.abs(values[:, columns.unknown]), axis=1)
+        extra = np.sort(np.abs(values[:, columns.unknown]), axis=1) if spread else None
         if kernel == "rbf":
             # ||z - x_i||^2 weighted: sum g z^2 + sum g x_i^2 - 2 sum g z x_i.
             weighted = Z * gammas
@@ -354,8 +356,9 @@ class HeldRows:
             distances += squares
             np.maximum(distances, 0.0, out=distances)
         else:
-            extra = extra.sum(axis=1) * spread
-            distances = np.stack([np.abs(X - z) @ gammas for z in Z]) + extra[:, None]
+            distances = np.stack([np.abs(X - z) @ gammas for z in Z])
+            if spread:
+                distances += (extra.sum(axis=1) * spread)[:, None]
         np.negative(distances, out=distances)
         return np.exp(distances, out=distances) @ signs / len(signs)
 
