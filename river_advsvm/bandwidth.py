@@ -154,8 +154,10 @@ class HeldRows:
         shifted = x - shift
         sums += shifted
         squared = shifted * shifted
-        # (A difference below _TINY squares to below _TINY^2, to 0 if it is tiny enough.)
-        if self._units or np.min(squared, where=shifted != 0.0, initial=1.0) < _TINY * _TINY:
+        # A nonzero difference below _TINY squares to below _TINY^2 (or to 0, as 0 does): more
+        # squares below it than differences of 0.
+        if self._units or (np.count_nonzero(squared < _TINY * _TINY)
+                           > d - np.count_nonzero(shifted)):
             # Units that follow each input's reach; a unit only grows once set (a squared sum
             # is 0 until then), and the sums in the old one shrink to the new.
             self._units = True
