@@ -35,8 +35,8 @@ stored vectors do not have (RBF; for the Laplacian kernel, within a block of 16 
 
 This module is the learning step (`SupportVectors`); the vectors, their exponents and the kept
 matrix are stored by `river_advsvm.support_store`, `f` at many rows is
-`river_advsvm.support_predict`, and the budget's decisions are `river_advsvm.support_budget`.
-The certificate of this representation is `river_advsvm.certify.support_radii`.
+`river_advsvm.support_predict`, the budget's decisions are `river_advsvm.support_budget`, and
+a saved store is checked by `river_advsvm.support_saved` before it is loaded. The certificate of this representation is `river_advsvm.certify.support_radii`.
 
 """
 
@@ -46,20 +46,16 @@ import math
 
 import numpy as np
 
-from river_advsvm import checkpoint, inputs, support_budget
+from river_advsvm import checkpoint, inputs, support_budget, support_saved
 from river_advsvm.kernels import KERNELS
 from river_advsvm.support_budget import POLICIES
 from river_advsvm.support_predict import KernelExpansion
-from river_advsvm.support_store import (DTYPES, GRAM_MAX_BUDGET, GRAM_MIN_INPUTS, _check_gram,
-                                        _quadratic_form, _squared_norms, column_count,
-                                        exponent_rounding)
+from river_advsvm.support_store import (DTYPES, GRAM_MAX_BUDGET, GRAM_MIN_INPUTS, SCALE_RANGE,
+                                        _quadratic_form, _squared_norms, column_count)
 
 __all__ = ["DTYPES", "GRAM_MAX_BUDGET", "GRAM_MIN_INPUTS", "POLICIES", "PrecisionWarning",
            "SupportVectors"]
 
-# The global scale is folded into the coefficients outside this range; within it, a_i = c / s
-# and a^T K a stay far from the float64 limits for any sane budget.
-_SCALE_RANGE = (1e-64, 1e64)
 # ||f||^2 is recomputed from the vectors after this many stored vectors per vector held (RBF:
 # one product S S^T; the Laplacian kernel's pairwise L1 distances cost more).
 _RECOMPUTE_AFTER = {"rbf": 4, "laplacian": 32}
@@ -71,36 +67,9 @@ _CANCELLED = 0.5
 _SMALL_STORE = 16
 # `reprocess` steps on a stored vector whose margin is at least this (and below 1).
 _REPROCESS_FLOOR = 0.0
-# Restoring a store re-checks its norm against a^T K a up to this many vectors.
-_CHECKED_NORM_SIZE = 4096
-# ... within its relative tolerance, or this much (the smallest normal float64).
-_SUBNORMAL_SLACK = float(np.finfo(np.float64).tiny)
-# The most a restored store's coefficients may add up to (in units of its scale, itself at
-# most 1e64): far past any model's, and small enough that the square checking the norm against
-# them is finite.
-_MAX_SAVED_WEIGHT = 1e150
-# A restored exponent matrix may differ from the one recomputed from the vectors by this much,
-# relative to 1 + gamma (||x_i||^2 + ||x_j||^2): the rounding of merged vectors to the storage
-# precision.
-_GRAM_TOLERANCE = 1e-3
 #: The rounding of kernel exponents (gamma ||x||^2 times the dtype's eps) past which the model
 #: warns: kernel values off by about 1%.
 ROUNDING_LIMIT = 0.01
-
-
-def vector_sizes(kernel: str, vectors: np.ndarray, norms: np.ndarray) -> np.ndarray:
-    """What a kernel exponent between stored vectors grows with, per vector: the squared norm
-    (RBF: `||x_i||^2 + ||x_j||^2 - 2 x_i . x_j`) or the L1 norm (Laplacian: `|x_i - x_j|_1`;
-    +inf where the squared norm the store keeps beside it overflows)."""
-    if kernel == "rbf":
-        return norms
-    return np.where(np.isfinite(norms), np.abs(vectors).sum(axis=1, dtype=np.float64), np.inf)
-
-
-def max_saved_size(kernel: str, dtype: str) -> float:
-    """The largest `vector_sizes` of a restored support vector kept in `dtype`: two of them
-    (and, RBF, twice their dot product) computed in `dtype` stay within its range."""
-    return float(np.finfo(dtype).max) / (4 if kernel == "rbf" else 2)
 
 
 class PrecisionWarning(UserWarning):
@@ -339,7 +308,7 @@ class SupportVectors(KernelExpansion):
             self._changed()
             return
         self._scale *= factor
-        if not _SCALE_RANGE[0] <= abs(self._scale) <= _SCALE_RANGE[1]:
+        if not SCALE_RANGE[0] <= abs(self._scale) <= SCALE_RANGE[1]:
             if self.averaged is not None:
                 self.averaged.rescaled(self._scale)
             self._a[: self.size] *= self._scale
@@ -593,55 +562,10 @@ class SupportVectors(KernelExpansion):
         per column, as for `add_inputs`); `ValueError` if inconsistent.
 
         Everything is checked against this store's own parameters and the arrays' shapes before
-        anything is allocated or changed.
+        anything is allocated or changed (`river_advsvm.support_saved`).
         """
         n_inputs = column_count(inputs)
-        _check_state(self, scalars, arrays, n_inputs)
-        vectors, alpha = arrays["vectors"], arrays["alpha"]
-        size = scalars["size"]
-        # A saved exponent matrix is used if this store keeps one (otherwise it is rebuilt
-        # from the vectors when first needed); checked against the vectors below.
-        saved_gram = arrays.get("gram") if self._keeps_gram(n_inputs) else None
-        gram = None
-        if saved_gram is not None:
-            _check_gram(saved_gram, size, self.dtype)
-            gram = self._new_gram()
-        norms = _squared_norms(vectors)
-        sizes = vector_sizes(self.kernel, vectors, norms)
-        if not (sizes <= max_saved_size(self.kernel, self.dtype)).all():
-            # Past it (RBF: ~1e154 in float64, ~1e19 per entry in float32) a squared norm or a
-            # dot product overflows, and the kernel values the vector takes part in are NaN (an
-            # exponent inf - inf): no input the model takes is stored that large.
-            raise ValueError("the saved support vectors are too large for their kernel values "
-                             "to be computed")
-        # The running norm summed kernel values computed row by row, a check sums them in
-        # blocks: they differ by rounding, which on inputs far from 0 (exponents taken from
-        # squared norms far larger than the distances) can put the running a^T K a below 0.
-        rounding = exponent_rounding(self.kernel, self.gamma, vectors, norms)
-        weight = float(np.abs(alpha).sum())
-        if not weight <= _MAX_SAVED_WEIGHT:  # (its square bounds the norm's check, below)
-            raise ValueError(f"the saved coefficients are too large: their magnitudes add up to "
-                             f"{weight:.3g}, over {_MAX_SAVED_WEIGHT:g}")
-        # Below float64's normal range (coefficients under about 1e-154) the norm's updates
-        # round to the subnormal spacing, and the relative tolerance squares to 0.
-        tolerance = (1e-6 + rounding) * weight ** 2 + _SUBNORMAL_SLACK
-        if scalars["squared_norm"] < -tolerance:
-            raise ValueError("saved squared norm is negative")
-        if size <= _CHECKED_NORM_SIZE or gram is not None:  # (a kept matrix has fewer rows)
-            exact = _quadratic_form(self.kernel, self.gamma, vectors, norms, alpha, gram)
-            if not abs(scalars["squared_norm"] - exact) <= tolerance:
-                raise ValueError("the saved norm does not match the saved support vectors")
-            if gram is not None:
-                scale = 1.0 + self.gamma * (sizes[:, None] + sizes[None, :])
-                # An exponent past the dtype's range is +inf (a kernel value of 0), in the saved
-                # matrix and in its recomputation alike: compared at the range's end.
-                top = np.finfo(self.dtype).max
-                saved = np.minimum(saved_gram, top, dtype=np.float64)
-                kept = np.minimum(gram[:size, :size], top, dtype=np.float64)
-                if not (np.abs(saved - kept) <= _GRAM_TOLERANCE * scale).all():
-                    raise ValueError("the saved kernel exponents do not match the saved support "
-                                     "vectors")
-                gram[:size, :size] = saved_gram
+        vectors, alpha, norms, gram = support_saved.checked_state(self, scalars, arrays, n_inputs)
         self.size = self.n_inputs = 0
         self._S = np.zeros((0, 0), dtype=self.dtype)
         self._load(vectors, alpha, n_inputs, norms)
@@ -655,6 +579,7 @@ class SupportVectors(KernelExpansion):
         self._cursor = scalars.get("cursor", 0)  # (not in checkpoints from before reprocess)
         self.averaged = None  # (its own state: the model restores it, if it keeps one)
         self._changed()
+
 
     # -- scale-out ------------------------------------------------------------------------------
 
@@ -698,49 +623,3 @@ class SupportVectors(KernelExpansion):
             merged._maintain()
         return merged
 
-
-def _check_state(store: SupportVectors, scalars: dict, arrays: dict, n_inputs: int) -> None:
-    if not isinstance(scalars, dict) or not isinstance(arrays, dict):
-        raise ValueError("support vector state must be a dict of scalars and a dict of arrays")
-    for key in ("kernel", "gamma", "budget", "policy", "dtype"):
-        if key not in scalars or scalars[key] != getattr(store, key):
-            raise ValueError(
-                f"the saved support vectors have {key} {scalars.get(key)!r}, "
-                f"this model has {getattr(store, key)!r}"
-            )
-    counts = ("size", "n_inputs", "stored_since_norm", "n_merges", "n_removals")
-    for key in counts:
-        if not inputs.is_whole(scalars.get(key)) or scalars[key] < 0:
-            raise ValueError(f"saved support vector field {key!r} must be an int >= 0")
-    for key in ("scale", "squared_norm", "degradation", "total_degradation"):
-        value = scalars.get(key)
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not (number and math.isfinite(value)):
-            raise ValueError(f"saved support vector field {key!r} must be a finite number")
-    size = scalars["size"]
-    cursor = scalars.get("cursor", 0)
-    if not (inputs.is_whole(cursor) and 0 <= cursor < max(size, 1)):
-        raise ValueError(f"saved reprocess cursor {cursor!r} is not a vector's index")
-    if store.budget is not None and size > store.budget:
-        raise ValueError(f"{size} saved support vectors exceed the budget of {store.budget}")
-    if scalars["n_inputs"] != n_inputs:
-        raise ValueError(
-            f"the saved support vectors have {scalars['n_inputs']} input columns, "
-            f"the model has {n_inputs}"
-        )
-    if not _SCALE_RANGE[0] <= abs(scalars["scale"]) <= _SCALE_RANGE[1]:
-        raise ValueError("saved support vector scale is out of range")
-    if min(scalars["degradation"], scalars["total_degradation"]) < 0:
-        raise ValueError("saved weight degradation is negative")
-    vectors, alpha = arrays.get("vectors"), arrays.get("alpha")
-    if not isinstance(vectors, np.ndarray) or not isinstance(alpha, np.ndarray):
-        raise ValueError("saved support vectors need the arrays 'vectors' and 'alpha'")
-    if vectors.dtype != np.dtype(store.dtype) or vectors.shape != (size, n_inputs):
-        raise ValueError(
-            f"saved support vectors must be {store.dtype} of shape ({size}, {n_inputs}), "
-            f"got {vectors.dtype} of shape {vectors.shape}"
-        )
-    if alpha.dtype != np.float64 or alpha.shape != (size,):
-        raise ValueError(f"saved coefficients must be float64 of shape ({size},)")
-    if not (np.isfinite(vectors).all() and np.isfinite(alpha).all()):
-        raise ValueError("saved support vectors or coefficients are not finite")

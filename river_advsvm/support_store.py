@@ -21,9 +21,13 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["DTYPES", "GRAM_MAX_BUDGET", "GRAM_MIN_INPUTS", "VectorStore"]
+__all__ = ["DTYPES", "GRAM_MAX_BUDGET", "GRAM_MIN_INPUTS", "SCALE_RANGE", "VectorStore"]
 
 DTYPES = ("float32", "float64")
+
+#: The store's global scale is folded into its coefficients outside this range; within it,
+#: `a_i = c / s` and `a^T K a` stay far from the float64 limits for any sane budget.
+SCALE_RANGE = (1e-64, 1e64)
 
 # Elements of the (rows x vectors x inputs) temporaries of the Laplacian kernel.
 _BLOCK = 1 << 21
