@@ -57,11 +57,11 @@ class HeldRows:
 
     The matrix, and the matrix of its squares, hold the rows less the shifts `c_j` (the vote's
     distances do not depend on them, and float32 keeps the digits of an input far from 0), and
-    have their columns in the order of the name hashes, so that the vote's products do not depend on the order of the keys either (a row
-    bringing new inputs lays the held rows out again: rare past the first rows). They are
-    float32: only the vote reads them (the statistics are float64, from each row as it
-    arrives), and a provisional vote does not need more (the support vectors are float32 by
-    default too).
+    have their columns in the order of the name hashes, so that the vote's products do not
+    depend on the order of the keys either (a row bringing new inputs lays the held rows out
+    again: rare past the first rows). They are float32: only the vote reads them (the
+    statistics are float64, from each row as it arrives), and a provisional vote does not need
+    more (the support vectors are float32 by default too).
     """
 
     def __init__(self, kernel: str = "rbf"):

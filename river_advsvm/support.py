@@ -36,7 +36,8 @@ stored vectors do not have (RBF; for the Laplacian kernel, within a block of 16 
 This module is the learning step (`SupportVectors`); the vectors, their exponents and the kept
 matrix are stored by `river_advsvm.support_store`, `f` at many rows is
 `river_advsvm.support_predict`, the budget's decisions are `river_advsvm.support_budget`, and
-a saved store is checked by `river_advsvm.support_saved` before it is loaded. The certificate of this representation is `river_advsvm.certify.support_radii`.
+a saved store is checked by `river_advsvm.support_saved` before it is loaded. The certificate
+of this representation is `river_advsvm.certify.support_radii`.
 
 """
 
