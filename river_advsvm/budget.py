@@ -175,7 +175,8 @@ class FeatureStore:
         """Weights of input keys the store has no rows for, without storing them."""
         if hashes is None or not len(hashes):
             return None
-        return self._weights(self.ids[: self.size], np.asarray(hashes, np.uint64)).astype(self.dtype)
+        weights = self._weights(self.ids[: self.size], np.asarray(hashes, np.uint64))
+        return weights.astype(self.dtype)
 
     def _extra_weights(self, hashes):
         """`(columns, weights)` for inputs the store does not know, a bounded chunk at a time:
@@ -307,7 +308,8 @@ class FeatureStore:
         return scalars, arrays
 
     def restore(self, scalars: dict, arrays: dict, hashes: np.ndarray) -> None:
-        """Rebuild from `state()` over input columns with these `hashes`; `ValueError` if invalid."""
+        """Rebuild from `state()` over input columns with these `hashes`; `ValueError` if
+        invalid."""
         size, n_added, norm = scalars["size"], scalars["n_added"], scalars["norm"]
         if not (inputs.is_whole(size) and inputs.is_whole(n_added) and inputs.is_number(norm)):
             raise ValueError("the saved feature counts must be ints and the norm a number")

@@ -435,7 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="show the traceback of an error, not only its one-line message")
     subparsers = parser.add_subparsers(required=True, metavar="COMMAND")
     _add_demo(subparsers)
-    subparsers.add_parser(  # parsed by river_advsvm.streams.cli: `main` hands `serve ...` over before this
+    # Parsed by river_advsvm.streams.cli: `main` hands `serve ...` over before this.
+    subparsers.add_parser(
         "serve", add_help=False,
         help="test-then-train on a Kafka topic, exactly once across crashes (advsvm serve --help)")
     _add_inspect(subparsers)

@@ -196,7 +196,8 @@ class InputScales:
             U = U - self.centres_of(u_names)
         return self.row(V), (U * self.of(u_names) if len(u_names) else U)
 
-    def chained(self, GV: np.ndarray, GU: np.ndarray, u_names: list) -> tuple[np.ndarray, np.ndarray]:
+    def chained(self, GV: np.ndarray, GU: np.ndarray,
+                u_names: list) -> tuple[np.ndarray, np.ndarray]:
         """Gradients with respect to the store's rows, as gradients with respect to the inputs
         (the chain rule through `x -> q (x - c)`: times `q`)."""
         if self.by_name is None:

@@ -178,7 +178,8 @@ def min_kernel_value(kernel: str, gamma: float, epsilon: float, norm: str, scale
 
 
 def adversarial_radius(kernel: str, gamma: float, epsilon: float, norm: str, scales) -> float:
-    """The radius `eps'` in kernel space that covers every attack of radius `epsilon` in input space.
+    """The radius `eps'` in kernel space that covers every attack of radius `epsilon` in input
+    space.
 
     `||phi(x + delta) - phi(x)||_H^2 = 2 kappa(0) - 2 kappa(delta)` for a shift-invariant kernel
     with `kappa(0) = 1`, hence `eps' = sqrt(2 - 2 min kappa)` over the threat ball. `scales` are

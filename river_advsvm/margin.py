@@ -451,7 +451,8 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         return ""
 
     def _split(self, names: list, row: np.ndarray):
-        """One row as (values over the known inputs, nonzero values of unknown ones, their names)."""
+        """One row as (values over the known inputs, nonzero values of unknown ones, their
+        names)."""
         v, u, u_names = self._index.split_row(names, row)
         self._new_inputs.check_unknown(len(u_names))
         return v, u, u_names

@@ -215,7 +215,8 @@ class MarginPredictions:
         # columns would also have no rows for an array).
         negative, positive = self._labels or (False, True)
         return pd.DataFrame(
-            {negative: self._calibration.proba(-margins), positive: self._calibration.proba(margins)},
+            {negative: self._calibration.proba(-margins),
+             positive: self._calibration.proba(margins)},
             index=index,
         )
 
@@ -232,7 +233,8 @@ class MarginPredictions:
 
     def _certified_radii(self, names: list, values: np.ndarray, margins: np.ndarray, norm: str,
                          bounds) -> np.ndarray:
-        """Radii for samples `values` over `names` with margins `y g(x)` (`river_advsvm.certify`)."""
+        """Radii for samples `values` over `names` with margins `y g(x)`
+        (`river_advsvm.certify`)."""
         raise NotImplementedError
 
     def _certified(self, names: list, values: np.ndarray, labels: list, norm: str | None,

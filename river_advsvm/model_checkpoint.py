@@ -198,7 +198,8 @@ class CheckpointMixin:
             raise
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
                 RecursionError) as error:
-            raise checkpoint.CheckpointError(f"invalid {cls.__name__} checkpoint: {error}") from None
+            raise checkpoint.CheckpointError(
+                f"invalid {cls.__name__} checkpoint: {error}") from None
         return model
 
     @classmethod

@@ -223,7 +223,8 @@ def inspect_group(args: argparse.Namespace) -> int:
     except security.SecurityError as error:
         print(f"advsvm inspect: {error}", file=sys.stderr)
         return 2
-    from river_advsvm.streams.connection_check import ConnectionCheckError, check_connection, explain
+    from river_advsvm.streams.connection_check import (ConnectionCheckError, check_connection,
+                                                       explain)
 
     try:
         # The clients would only say that they could not bootstrap; the check says why.

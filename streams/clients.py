@@ -1,12 +1,12 @@
 """Every Kafka client the service uses is made here, from one `Clients` object.
 
-A `Clients` holds the bootstrap servers, the security settings (`river_advsvm.streams.security`: TLS and
-SASL) and a dict of other extra kafka-python settings; all of them reach every client it makes
-(the service's consumer and producer, the admin client that creates topics, the group's
-snapshot reader, `advsvm inspect --bootstrap-servers`, the local broker's replay producer, the
-benchmarks' producer). A setting a method fixes for the service's guarantees
-(`enable_auto_commit`, `acks`, ...) cannot be overridden: `Clients` refuses such a key, and a
-security setting goes in `security`, not among the extra settings.
+A `Clients` holds the bootstrap servers, the security settings (`river_advsvm.streams.security`: TLS
+and SASL) and a dict of other extra kafka-python settings; all of them reach every client it makes
+(the service's consumer and producer, the admin client that creates topics, the group's snapshot
+reader, `advsvm inspect --bootstrap-servers`, the local broker's replay producer, the benchmarks'
+producer). A setting a method fixes for the service's guarantees (`enable_auto_commit`, `acks`, ...)
+cannot be overridden: `Clients` refuses such a key, and a security setting goes in `security`, not
+among the extra settings.
 
 Examples
 --------
@@ -209,7 +209,8 @@ class Clients:
         try:
             for name, partitions in topics.items():
                 try:
-                    admin.create_topics([NewTopic(name, partitions, 1, topic_configs=configs or {})])
+                    topic = NewTopic(name, partitions, 1, topic_configs=configs or {})
+                    admin.create_topics([topic])
                 except TopicAlreadyExistsError:
                     pass
         finally:

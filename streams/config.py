@@ -95,10 +95,10 @@ class ServiceConfig:
     blas_threads
         BLAS threads in the service (threadpoolctl); None or 0 leaves BLAS as it is.
     security
-        TLS and SASL settings of every Kafka client (`river_advsvm.streams.security.SecuritySettings`;
-        plaintext by default). At start-up the service checks them against the cluster
-        (`river_advsvm.streams.connection_check`) and stops with `river_advsvm.streams.lifecycle.SettingsRefused` if the
-        cluster refuses them.
+        TLS and SASL settings of every Kafka client
+        (`river_advsvm.streams.security.SecuritySettings`; plaintext by default). At start-up the
+        service checks them against the cluster (`river_advsvm.streams.connection_check`) and stops
+        with `river_advsvm.streams.lifecycle.SettingsRefused` if the cluster refuses them.
     client_settings
         Other extra kafka-python settings for every Kafka client of the service: see
         `river_advsvm.streams.clients.Clients` (security settings go in `security`).
@@ -205,7 +205,8 @@ class ServiceConfig:
                 name = f"{self.topic}-{self.group}-snapshots"
                 self.sync_topic = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:249]
             if self.sync_topic in [self.topic, *outputs]:
-                raise ValueError(f"the snapshot topic {self.sync_topic!r} must be a topic of its own")
+                raise ValueError(
+                    f"the snapshot topic {self.sync_topic!r} must be a topic of its own")
             self.checkpoint_every = self.sync_every
         if self.group_model not in ("basis", "union"):
             raise ValueError(f"group_model must be 'basis' or 'union', got {self.group_model!r}")

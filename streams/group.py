@@ -1,17 +1,17 @@
 """Scale-out: the workers of one consumer group learn one model together.
 
-`advsvm serve --sync-every N` makes the service one *worker* of its consumer group. Kafka
-spreads the input topic's partitions over the workers; every worker has the same model options,
-so their models can be averaged (`river_advsvm.streams.merge`): support vectors ('merge', 'remove') in
-function space, the 'compact' random features (same seed) coefficient by coefficient. The
-kernel bandwidth is a fixed number (or dict) given to every worker: with `gamma='scale'` each
-worker would fit its own on its own first samples, and models of different bandwidths cannot be
-averaged, so workers refuse it (`merge.check_mergeable_params`).
+`advsvm serve --sync-every N` makes the service one *worker* of its consumer group. Kafka spreads
+the input topic's partitions over the workers; every worker has the same model options, so their
+models can be averaged (`river_advsvm.streams.merge`): support vectors ('merge', 'remove') in
+function space, the 'compact' random features (same seed) coefficient by coefficient. The kernel
+bandwidth is a fixed number (or dict) given to every worker: with `gamma='scale'` each worker would
+fit its own on its own first samples, and models of different bandwidths cannot be averaged, so
+workers refuse it (`merge.check_mergeable_params`).
 
-The group's state is a *snapshot topic* (one partition, `cleanup.policy=compact`, keyed by
-worker id). A snapshot is a worker's service checkpoint (`river_advsvm.streams.state`, the package's safe
-format, as bytes): model, counters, `offsets` and the `group` bookkeeping (over the group's
-basis, the model's coefficients over it without the vectors). The protocol:
+The group's state is a *snapshot topic* (one partition, `cleanup.policy=compact`, keyed by worker
+id). A snapshot is a worker's service checkpoint (`river_advsvm.streams.state`, the package's safe
+format, as bytes): model, counters, `offsets` and the `group` bookkeeping (over the group's basis,
+the model's coefficients over it without the vectors). The protocol:
 
 - **Sync** (every N messages, or `checkpoint_interval` seconds with progress): fold the fresh
   peer snapshots into the model, commit the offsets (a membership check, see Zombies), publish
@@ -58,21 +58,20 @@ in, and it is learned again by the partition's next owner. With averaging, "lear
 gradient step went into one worker's model, and from there into the average with that worker's
 weight; it is never stepped on twice.
 
-Zombies. A worker frozen longer than the session timeout is evicted and its partitions move;
-when it wakes up it may still hold messages learned after its last snapshot. Right before every
-publication (outside rebalance callbacks) the service commits its offsets synchronously: the
-coordinator refuses the commit of an evicted member, and the worker then publishes nothing and
-rolls back at its next assignment (so do workers whose partitions were lost). A worker can
-also be frozen between that commit and its publication; generations close that gap. Each
-worker's fence names the consumer group generation it was assigned in, and each snapshot the
-generation it was published in; a snapshot is ignored by every reader if its worker's latest
-fence, or a fence another worker wrote after that one, names a higher generation
-(`river_advsvm.streams.snapshot_topic`): its partitions had moved on, from claims that did not include it.
-A member that is still in the group publishes before the next generation exists (the
-coordinator waits for it to rejoin), so only a zombie's snapshots are ignored. The worker
-reads each snapshot it publishes back and counts it published only if the topic took it; if
-not, it publishes nothing more, rolls back at its next assignment and republishes its last
-snapshot that counts (so that a compacted topic keeps that one, not the zombie's, under its
+Zombies. A worker frozen longer than the session timeout is evicted and its partitions move; when it
+wakes up it may still hold messages learned after its last snapshot. Right before every publication
+(outside rebalance callbacks) the service commits its offsets synchronously: the coordinator refuses
+the commit of an evicted member, and the worker then publishes nothing and rolls back at its next
+assignment (so do workers whose partitions were lost). A worker can also be frozen between that
+commit and its publication; generations close that gap. Each worker's fence names the consumer group
+generation it was assigned in, and each snapshot the generation it was published in; a snapshot is
+ignored by every reader if its worker's latest fence, or a fence another worker wrote after that
+one, names a higher generation (`river_advsvm.streams.snapshot_topic`): its partitions had moved on,
+from claims that did not include it. A member that is still in the group publishes before the next
+generation exists (the coordinator waits for it to rejoin), so only a zombie's snapshots are
+ignored. The worker reads each snapshot it publishes back and counts it published only if the topic
+took it; if not, it publishes nothing more, rolls back at its next assignment and republishes its
+last snapshot that counts (so that a compacted topic keeps that one, not the zombie's, under its
 key).
 
 Not covered (and said so in the docs): a broker that loses the snapshot topic loses the
@@ -80,9 +79,10 @@ group's claims (the workers' local files are republished on restart); compaction
 between a zombie's snapshot and the republication that follows it can drop the fence that made
 it stale, and the snapshot it replaced.
 
-The parts: `river_advsvm.streams.snapshot` (the topic's records), `river_advsvm.streams.snapshot_topic` (reading it),
-`river_advsvm.streams.group_state` (claims, totals and the group's model over the latest snapshots) and,
-here, one worker's side of the protocol (`GroupSync`, driven by `river_advsvm.streams.worker.GroupWorker`).
+The parts: `river_advsvm.streams.snapshot` (the topic's records),
+`river_advsvm.streams.snapshot_topic` (reading it), `river_advsvm.streams.group_state` (claims,
+totals and the group's model over the latest snapshots) and, here, one worker's side of the protocol
+(`GroupSync`, driven by `river_advsvm.streams.worker.GroupWorker`).
 
 """
 
@@ -105,13 +105,13 @@ from river_advsvm.streams.group_basis import (BasisChoice, basis_record, coeffic
                                               proposed_vectors)
 from river_advsvm.streams.group_state import (claimed_output_ends, claims, group_model,
                                               superseded, totals)
-from river_advsvm.streams.snapshot import (FENCE_PREFIX, Snapshot, fence_key, fence_value, new_bookkeeping,
-                              newer, parse_snapshot)
+from river_advsvm.streams.snapshot import (FENCE_PREFIX, Snapshot, fence_key, fence_value,
+                                           new_bookkeeping, newer, parse_snapshot)
 from river_advsvm.streams.snapshot_topic import SnapshotReader, read_group
 from river_advsvm.support_basis import SharedBasis
 
-__all__ = ["FENCE_PREFIX", "GROUP_MODELS", "Fenced", "GroupSync", "Snapshot", "SnapshotReader", "claims",
-           "group_model", "new_bookkeeping", "newer", "parse_snapshot", "read_group",
+__all__ = ["FENCE_PREFIX", "GROUP_MODELS", "Fenced", "GroupSync", "Snapshot", "SnapshotReader",
+           "claims", "group_model", "new_bookkeeping", "newer", "parse_snapshot", "read_group",
            "superseded", "totals", "worker_id"]
 
 log = logging.getLogger(__name__)
@@ -184,7 +184,8 @@ class GroupSync:
     checkpoint_dir
         Where the local copy of the last published snapshot goes.
     sink
-        The service's `river_advsvm.streams.sink.OutputSink`: snapshots go out through it, after the outputs.
+        The service's `river_advsvm.streams.sink.OutputSink`: snapshots go out through it, after the
+        outputs.
     limits
         The operator's `river_advsvm.streams.state.Limits`: no peer's snapshot or basis lifts them.
     group_model

@@ -1,6 +1,7 @@
 """The service's message schema: decoding and validating input messages, dead-letter envelopes.
 
-The Kafka clients are made in `river_advsvm.streams.clients`; outputs go out through `river_advsvm.streams.sink`.
+The Kafka clients are made in `river_advsvm.streams.clients`; outputs go out through
+`river_advsvm.streams.sink`.
 
 Input messages are UTF-8 JSON objects::
 

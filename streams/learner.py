@@ -64,8 +64,8 @@ class Learner:
     Parameters
     ----------
     state
-        The model and its bookkeeping (a `river_advsvm.streams.state.ServiceState`); counters are updated
-        in place, and the service replaces `state` when a checkpoint is reloaded.
+        The model and its bookkeeping (a `river_advsvm.streams.state.ServiceState`); counters are
+        updated in place, and the service replaces `state` when a checkpoint is reloaded.
     max_message_bytes
         Larger values are refused (`message_too_large`).
     monitor

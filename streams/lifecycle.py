@@ -95,7 +95,8 @@ def lock_directory(directory: str) -> int:
 def reach_broker(clients, topics: list[str], timeout: float, stopping: threading.Event,
                  heartbeat=lambda: None) -> bool:
     """Wait for a first broker, at most `timeout` seconds, check that it accepts the connection
-    settings (`river_advsvm.streams.connection_check`), and create `topics` (one partition each) on it.
+    settings (`river_advsvm.streams.connection_check`), and create `topics` (one partition each) on
+    it.
 
     Returns False if `stopping` came first; raises `SettingsRefused` as soon as the cluster
     refuses the settings, and `BrokerUnreachable` after the timeout (with the last reason).

@@ -7,8 +7,8 @@ it did and a sample of the predictions and alerts it published (all of its outpu
 file on request: they are gone with the broker), and stops the broker. Everything stays on
 127.0.0.1 and in memory.
 
-Replay sources: 'phishing' (River's bundled Phishing data set, no download), a Parquet file
-(read with `river_advsvm.streams.parquet`, label column `y` unless told otherwise) or an `.npz` file with
+Replay sources: 'phishing' (River's bundled Phishing data set, no download), a Parquet file (read
+with `river_advsvm.streams.parquet`, label column `y` unless told otherwise) or an `.npz` file with
 `X_train`/`y_train` (e.g. the project's MNIST).
 
 With `workers=N` it runs N `advsvm serve --sync-every` processes in one consumer group instead
@@ -123,7 +123,8 @@ def _checked_samples(source: str, target: str, limit, pair):
 def replay(bootstrap_servers: str, topic: str, samples, unlabelled_every: int = 0,
            security=None) -> int:
     """Produce `samples` as input messages (ids 0, 1, ...); returns how many were sent.
-    `security`: the `river_advsvm.streams.security.SecuritySettings` of the producer (plaintext if None)."""
+    `security`: the `river_advsvm.streams.security.SecuritySettings` of the producer (plaintext if
+    None)."""
     producer = _clients(bootstrap_servers, security).producer(client_id="advsvm-replay",
                                                               linger_ms=20)
     count = 0

@@ -94,10 +94,10 @@ class Reading:
     """What the service reports at one instant. None: the service does not have that value.
 
     Counters (cumulative): `messages`, `learned`, `correct`, `predicted`, `checkpoints`,
-    `topic_resets`, `monitor_skipped`, `dead_letters` (code -> count), `alerts` (kind -> count), `group_syncs`,
-    `group_folds`. Gauges: everything else; `lag` maps (topic, partition) to messages behind.
-    `seconds_since_poll` is counted from the service's start until its first poll. `collapsed`
-    is the model's own verdict that its decisions have turned constant (`collapsed`).
+    `topic_resets`, `monitor_skipped`, `dead_letters` (code -> count), `alerts` (kind -> count),
+    `group_syncs`, `group_folds`. Gauges: everything else; `lag` maps (topic, partition) to messages
+    behind. `seconds_since_poll` is counted from the service's start until its first poll.
+    `collapsed` is the model's own verdict that its decisions have turned constant (`collapsed`).
     """
 
     messages: int = 0

@@ -13,10 +13,10 @@ properties file's `sasl.jaas.config`.
 Only PEM files can be read by the Python client: a Java trust store or key store (JKS,
 PKCS12) is refused with the command that converts it.
 
-A flag wins over the same setting in the properties file. Every file is read, and the TLS
-context built, when the settings are made: a missing file, a CA file with no certificate or a
-key that does not match its certificate is a one-line `SecurityError` before anything
-connects. Whether the broker then accepts the settings is `river_advsvm.streams.connection_check`'s job.
+A flag wins over the same setting in the properties file. Every file is read, and the TLS context
+built, when the settings are made: a missing file, a CA file with no certificate or a key that does
+not match its certificate is a one-line `SecurityError` before anything connects. Whether the broker
+then accepts the settings is `river_advsvm.streams.connection_check`'s job.
 
 Examples
 --------

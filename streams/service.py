@@ -3,17 +3,17 @@
 The loop, for the records of each poll (in offset order within a partition), in batches of
 at most `checkpoint_every` messages and `BATCH_BYTES` bytes (`river_advsvm.streams.learner`):
 
-1. validate each message (`river_advsvm.streams.kafka.decode`, `check_against`); an invalid one becomes a
-   dead letter and the model never sees it;
+1. validate each message (`river_advsvm.streams.kafka.decode`, `check_against`); an invalid one
+   becomes a dead letter and the model never sees it;
 2. predict each valid message, and publish the prediction (labelled or not);
 3. if it has a label: show it to the monitor (alerts are published), then learn it. The model
    learns a batch in one call, with exactly the results of one message at a time.
 
-Exactly-once learning. The checkpoint (`river_advsvm.streams.state`) is the one source of truth: the model,
-the next offset of every partition and the counters, in one file replaced atomically every
+Exactly-once learning. The checkpoint (`river_advsvm.streams.state`) is the one source of truth: the
+model, the next offset of every partition and the counters, in one file replaced atomically every
 `checkpoint_every` messages or `checkpoint_interval` seconds, and reloaded at every partition
-assignment (`river_advsvm.streams.standalone`): if the process dies (SIGKILL, power cut) at any point, the
-model state after restart and catch-up is the one an uninterrupted run reaches.
+assignment (`river_advsvm.streams.standalone`): if the process dies (SIGKILL, power cut) at any
+point, the model state after restart and catch-up is the one an uninterrupted run reaches.
 
 Outputs (predictions, alerts, dead letters) are exactly-once: they are flushed with acks=all
 before the checkpoint that covers their inputs is written (and before a rebalance hands the
@@ -49,9 +49,9 @@ with:
 A message never stops the service: whatever goes wrong with one becomes its dead letter (out of
 memory is a fault of the machine, status 5, not the message's).
 
-Several workers, one model (`sync_every`): the service is then one worker of its consumer
-group, and its checkpoint is published to the group's snapshot topic, from which partitions
-are handed over between workers and peers' models are averaged in; see `river_advsvm.streams.worker` and
+Several workers, one model (`sync_every`): the service is then one worker of its consumer group, and
+its checkpoint is published to the group's snapshot topic, from which partitions are handed over
+between workers and peers' models are averaged in; see `river_advsvm.streams.worker` and
 `river_advsvm.streams.group`.
 
 BLAS runs on one thread in the service (`blas_threads`): a one-sample matrix-vector product
@@ -183,7 +183,8 @@ class Service:
                                      labels=labels)
 
     def throughput(self) -> float:
-        """Messages per second in this run (see `river_advsvm.streams.session.Progress.throughput`)."""
+        """Messages per second in this run (see
+        `river_advsvm.streams.session.Progress.throughput`)."""
         return self.session.progress.throughput()
 
     def checkpoint(self) -> bool:

@@ -2,11 +2,11 @@
 
 A `Session` holds the consumer, the output sink, the learner (and through it the state that
 checkpoints save), the partitions assigned now, and `Progress`, the run's observable progress
-(messages processed, rate, time of the last poll, messages since the last checkpoint, consumer
-lag, whether the partitions are positioned). The loop (`river_advsvm.streams.service`) and the checkpoint
-strategies (`river_advsvm.streams.standalone`, `river_advsvm.streams.worker`) work on it; an observer (logs, metrics, a
-health check) reads it with `Session.reading` (`river_advsvm.streams.metrics.Reading`) from any thread,
-without touching the loop.
+(messages processed, rate, time of the last poll, messages since the last checkpoint, consumer lag,
+whether the partitions are positioned). The loop (`river_advsvm.streams.service`) and the checkpoint
+strategies (`river_advsvm.streams.standalone`, `river_advsvm.streams.worker`) work on it; an
+observer (logs, metrics, a health check) reads it with `Session.reading`
+(`river_advsvm.streams.metrics.Reading`) from any thread, without touching the loop.
 
 Liveness: `Progress.last_poll` is when the loop last polled Kafka, or last waited for the
 broker on purpose (a retry during an outage, a flush waiting for acknowledgements: see
@@ -135,7 +135,8 @@ class Session:
     config
         The `ServiceConfig`.
     learner
-        The `river_advsvm.streams.learner.Learner`; its `state` is what checkpoints save and restore.
+        The `river_advsvm.streams.learner.Learner`; its `state` is what checkpoints save and
+        restore.
     new_state
         Makes the state of a fresh model (no checkpoint).
 

@@ -1,9 +1,9 @@
 """Reading a group's snapshot topic: `SnapshotReader` follows it, `read_group` reads it once.
 
-Both keep the latest snapshot of every worker (`river_advsvm.streams.snapshot`); their Kafka clients come
-from `river_advsvm.streams.clients.Clients`, like every client of the service. Basis records
-(`river_advsvm.streams.group_basis`) go to the reader's `BasisChoice`, if it has one; a
-snapshot of coefficients over a basis it holds is read with that basis' vectors.
+Both keep the latest snapshot of every worker (`river_advsvm.streams.snapshot`); their Kafka clients
+come from `river_advsvm.streams.clients.Clients`, like every client of the service. Basis records
+(`river_advsvm.streams.group_basis`) go to the reader's `BasisChoice`, if it has one; a snapshot of
+coefficients over a basis it holds is read with that basis' vectors.
 
 Zombie snapshots are ignored. A worker writes a fence naming its consumer group generation each
 time it is assigned partitions, and publishes its snapshots with the generation it holds them
@@ -135,11 +135,11 @@ def read_group(bootstrap_servers: str, topic: str, timeout: float = 30.0,
     """The latest snapshot of every worker of a group, read to the end of its snapshot topic.
 
     Writes one fence record (ignored by workers) to know where the end is. `security` (a
-    `river_advsvm.streams.security.SecuritySettings`) and `settings` (other Kafka client settings) reach
-    both clients, as in `river_advsvm.streams.clients.Clients`. With `must_exist`, a topic
-    that does not exist or has more than one partition (no group's snapshot topic: an input
-    topic named by mistake, say) is a `ValueError` before anything is written to it, and an
-    empty topic holds no group: nothing is written to it either.
+    `river_advsvm.streams.security.SecuritySettings`) and `settings` (other Kafka client settings)
+    reach both clients, as in `river_advsvm.streams.clients.Clients`. With `must_exist`, a topic
+    that does not exist or has more than one partition (no group's snapshot topic: an input topic
+    named by mistake, say) is a `ValueError` before anything is written to it, and an empty topic
+    holds no group: nothing is written to it either.
     """
     from river_advsvm.streams.clients import Clients
     from river_advsvm.streams.security import SecuritySettings

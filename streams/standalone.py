@@ -1,13 +1,13 @@
 """Checkpoints of a service that owns its model alone: one local file, reloaded at assignment.
 
-The checkpoint file (`river_advsvm.streams.state`) is the one source of truth: the model, the next offset of
-every partition and the counters, replaced atomically. On every partition assignment (start-up
-included) the service reloads that file and seeks each partition to its offset, so whatever was
-learned after the last checkpoint is read and learned again, and nothing twice. Kafka's
-committed offsets are written after each checkpoint and after each reload; they never override
-the checkpoint, and decide only where a partition it does not know resumes (one another service
-of the group handed over, or every partition of a new checkpoint directory; without a committed
-offset, its beginning). The log says where each such partition resumes.
+The checkpoint file (`river_advsvm.streams.state`) is the one source of truth: the model, the next
+offset of every partition and the counters, replaced atomically. On every partition assignment
+(start-up included) the service reloads that file and seeks each partition to its offset, so
+whatever was learned after the last checkpoint is read and learned again, and nothing twice. Kafka's
+committed offsets are written after each checkpoint and after each reload; they never override the
+checkpoint, and decide only where a partition it does not know resumes (one another service of the
+group handed over, or every partition of a new checkpoint directory; without a committed offset, its
+beginning). The log says where each such partition resumes.
 
 If a topic comes back with a new topic id (a broker restarted without its data), the
 checkpointed offsets belong to a log that is gone: that topic restarts at its beginning, a

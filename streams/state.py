@@ -20,8 +20,8 @@ The counters (`new_counters`) are the one place where the service counts what it
 saved with the model, so they are exact across crashes. Version 1 checkpoints (counters
 `messages`, `correct`, and `predicted` for the unlabelled messages only) are read too.
 
-A worker of a group (`advsvm serve --sync-every N`, see `river_advsvm.streams.group`) publishes this same
-checkpoint as its snapshot, with `group`::
+A worker of a group (`advsvm serve --sync-every N`, see `river_advsvm.streams.group`) publishes this
+same checkpoint as its snapshot, with `group`::
 
     {"worker": "host-1a2b3c4d", "seq": 12,        # who, and its 12th snapshot
      "folded": {"host-99ee00ff": 4000},          # peers' samples_learned already averaged in
@@ -84,14 +84,14 @@ MAX_COUNT = 2**63 - 1
 class Limits:
     """The most a model loaded from a checkpoint or a peer's snapshot may hold.
 
-    They are the operator's (`--budget`, `--max-features`, `--averaging`), or the library's
-    defaults where none was given: what a file says is data, and never lifts them. A checkpoint whose model
-    was made with a larger budget, more inputs, or no bound at all is refused before any of
-    its arrays is read. `budget` None allows any budget (the operator chose an unbounded
-    model). So is one whose model is still in a longer warm-up than the operator's model
-    (`gamma='scale'`): it would hold back that many rows of up to `max_features` inputs each.
-    So is one that keeps an average of its iterates (`averaging`) when the operator's model
-    does not: with support vectors, up to half the budget in vectors of its own.
+    They are the operator's (`--budget`, `--max-features`, `--averaging`), or the library's defaults
+    where none was given: what a file says is data, and never lifts them. A checkpoint whose model
+    was made with a larger budget, more inputs, or no bound at all is refused before any of its
+    arrays is read. `budget` None allows any budget (the operator chose an unbounded model). So is
+    one whose model is still in a longer warm-up than the operator's model (`gamma='scale'`): it
+    would hold back that many rows of up to `max_features` inputs each. So is one that keeps an
+    average of its iterates (`averaging`) when the operator's model does not: with support vectors,
+    up to half the budget in vectors of its own.
     """
 
     budget: int | None = river_advsvm.AdvKernelSVM().budget
