@@ -75,7 +75,7 @@ def one_blas_thread():
     return threadpool_limits(1)
 
 
-# -- data -------------------------------------------------------------------------------------------
+# -- data ------------------------------------------------------------------------------------------
 
 
 def data_file(data: str, name: str) -> pathlib.Path:
@@ -126,7 +126,7 @@ def digits_pair(first: int = 1, second: int = 7) -> dict:
             "exact_train": np.ones(len(y_train), bool), "exact_test": np.ones(len(y_test), bool)}
 
 
-# -- the machine ------------------------------------------------------------------------------------
+# -- the machine -----------------------------------------------------------------------------------
 
 
 def machine() -> dict:
@@ -150,7 +150,7 @@ def machine() -> dict:
             "python": sys.version.split()[0], "numpy": np.__version__, "blas_threads": 1}
 
 
-# -- output -----------------------------------------------------------------------------------------
+# -- output ----------------------------------------------------------------------------------------
 
 
 def _plain(value):
@@ -219,7 +219,7 @@ def table_cells(rows: list[dict], columns: list[tuple[str, str, str]]) -> list[l
     return out
 
 
-# -- training and scoring ---------------------------------------------------------------------------
+# -- training and scoring --------------------------------------------------------------------------
 
 
 def train(model, X, y) -> float:
@@ -283,7 +283,7 @@ def model_size(model) -> dict:
     return row
 
 
-# -- markdown summaries -----------------------------------------------------------------------------
+# -- markdown summaries ----------------------------------------------------------------------------
 
 
 def markdown_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:

@@ -2,11 +2,11 @@
 
     python benchmarks/decoding.py [--quick] [--out FILE]
 
-On the service's two message shapes (d = 16 objects, d = 784 arrays), microseconds per message
-for: the standard library with the strict hooks (what the service used before, and still uses
-to name the reason of a refusal), msgspec's typed decoder alone, orjson (if installed) plus
-the checks msgspec's types do in C, and `river_advsvm.streams.kafka.decode` as the service calls it. Ratios
-are to the standard library in the same run; BLAS is not involved (one thread anyway).
+On the service's two message shapes (d = 16 objects, d = 784 arrays), microseconds per message for:
+the standard library with the strict hooks (what the service used before, and still uses to name the
+reason of a refusal), msgspec's typed decoder alone, orjson (if installed) plus the checks msgspec's
+types do in C, and `river_advsvm.streams.kafka.decode` as the service calls it. Ratios are to the
+standard library in the same run; BLAS is not involved (one thread anyway).
 
 """
 

@@ -18,15 +18,16 @@ fixed. BLAS on one thread.
   clean accuracy after 2..N passes is reported beside the first.
 - River's binary streams (by default Phishing, Bananas, 20,000 samples of Agrawal, seed 42 as in
   `river_streams.py`; `--streams` picks others of that file, or `Agrawal-f3`, Agrawal's third
-  classification function, on which no setting of the package was chosen): progressive validation (predict, then learn each sample) of each model,
-  and a holdout against the exact SVC: the first 80% learned in one pass, the last 20% scored,
-  the SVC (C = 1) fitted on the same 80% with the bandwidths the model fitted; beside it, the
-  same model predicting with its last iterate (`averaging=None`: it learns exactly as the
-  default, which predicts with the average of its iterates).
-- Cost: µs per learned sample at full budget on MNIST 8 vs 9 (budget full: 1,024 vectors). Both models learn the stream
-  once (budget full), then take turns on blocks of 250 further samples (the test set and the
-  training set again), `learn_many` each, in CPU seconds of this process; the median over the
-  blocks, and its ratio to `reprocess=0`'s.
+  classification function, on which no setting of the package was chosen): progressive validation
+  (predict, then learn each sample) of each model, and a holdout against the exact SVC: the first
+  80% learned in one pass, the last 20% scored, the SVC (C = 1) fitted on the same 80% with the
+  bandwidths the model fitted; beside it, the same model predicting with its last iterate
+  (`averaging=None`: it learns exactly as the default, which predicts with the average of its
+  iterates).
+- Cost: µs per learned sample at full budget on MNIST 8 vs 9 (budget full: 1,024 vectors). Both
+  models learn the stream once (budget full), then take turns on blocks of 250 further samples (the
+  test set and the training set again), `learn_many` each, in CPU seconds of this process; the
+  median over the blocks, and its ratio to `reprocess=0`'s.
 - Adversarial training: MNIST 8 vs 9, `epsilon=0.1`, L-inf (PGD adversary, one step), first
   stream order: clean accuracy and PGD-10 at L-inf 0.1 (steps of ε/4, box [0, 1]) on the same
   500 random test points as `robust_training.py`.
@@ -82,7 +83,7 @@ def svc_accuracy(X, y, gamma: np.ndarray, X_test, y_test) -> float:
     return float(common.right(exact, X_test, y_test).mean())
 
 
-# -- MNIST ------------------------------------------------------------------------------------------
+# -- MNIST -----------------------------------------------------------------------------------------
 
 
 def lasvm_accuracy(X, y, gamma, X_test, y_test, budget: int) -> tuple[float, float, int]:
@@ -152,7 +153,7 @@ def summarise_pair(records: list, pair: str, reprocess: list) -> list:
     return out
 
 
-# -- River's streams --------------------------------------------------------------------------------
+# -- River's streams -------------------------------------------------------------------------------
 
 
 def stream_samples(length: int, names=STREAMS) -> dict:
@@ -227,7 +228,7 @@ def run_streams(data: dict, reprocess: list, log, lasvm: bool = False) -> list:
     return records
 
 
-# -- cost -------------------------------------------------------------------------------------------
+# -- cost ------------------------------------------------------------------------------------------
 
 
 def cost(pair: str, data: dict, reprocess: list, rounds: int, log) -> list:
@@ -263,7 +264,7 @@ def cost(pair: str, data: dict, reprocess: list, rounds: int, log) -> list:
     return out
 
 
-# -- adversarial training ---------------------------------------------------------------------------
+# -- adversarial training --------------------------------------------------------------------------
 
 
 def adversarial(data: dict, reprocess: list, points: int, log) -> list:
@@ -287,7 +288,7 @@ def adversarial(data: dict, reprocess: list, points: int, log) -> list:
     return out
 
 
-# -- report -----------------------------------------------------------------------------------------
+# -- report ----------------------------------------------------------------------------------------
 
 
 def targets(records: list, k: int) -> list:

@@ -41,7 +41,7 @@ def pair_label(pair: str) -> str:
     return label + (" ¹" if pair in ("mnist-0v4", "mnist-6v8") else "")
 
 
-# -- console ----------------------------------------------------------------------------------------
+# -- console ---------------------------------------------------------------------------------------
 
 
 def pair_table(records: list[dict], pair: str) -> str:
@@ -97,7 +97,7 @@ def target_line(t: dict) -> str:
     return f"{'MET    ' if t['met'] else 'NOT MET'} {t['pair']:24s} {t['target']}: {detail}"
 
 
-# -- Markdown ---------------------------------------------------------------------------------------
+# -- Markdown --------------------------------------------------------------------------------------
 
 
 def training_radius(selected: dict) -> str:
@@ -249,7 +249,7 @@ def markdown(records: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-# -- the plot ---------------------------------------------------------------------------------------
+# -- the plot --------------------------------------------------------------------------------------
 
 
 def plot(records: list[dict], path: pathlib.Path) -> None:

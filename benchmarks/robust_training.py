@@ -21,15 +21,15 @@ Every model's `collapsed` flag at the end of the pass is recorded, and how many 
 the pass issued (the flag is the verdict on the last 256 samples: a model whose bias wanders can
 look constant for a while and not at the end).
 
-Each model is scored on the test set: clean accuracy (every test point); PGD-10 at each threat
-(10 steps of ε/4, no random start) and the L2 certified accuracy (`certified_radius_many` with the
-box [0, 1]) on a random subset of `attack_points` test points, the same for every model, the
-L-inf certified accuracies on its first `cert_points` (the L-inf certificate costs about 0.15 s a
-point on MNIST); and each adversarial model at its own threat by PGD-100 (steps of 2.5 ε / 100)
-from the point and from 3 random starts in the ball (a point counts as robust only if no run
-flips it), on the first `strong_points` of that subset, with PGD-10 on the same points. The exact RBF SVC (scikit-learn,
-precomputed kernel, C = 1, offline) is fitted on each stream with the bandwidths the natural model
-fitted (`fitted_gamma`, one per pixel) and attacked the same way.
+Each model is scored on the test set: clean accuracy (every test point); PGD-10 at each threat (10
+steps of ε/4, no random start) and the L2 certified accuracy (`certified_radius_many` with the box
+[0, 1]) on a random subset of `attack_points` test points, the same for every model, the L-inf
+certified accuracies on its first `cert_points` (the L-inf certificate costs about 0.15 s a point on
+MNIST); and each adversarial model at its own threat by PGD-100 (steps of 2.5 ε / 100) from the
+point and from 3 random starts in the ball (a point counts as robust only if no run flips it), on
+the first `strong_points` of that subset, with PGD-10 on the same points. The exact RBF SVC
+(scikit-learn, precomputed kernel, C = 1, offline) is fitted on each stream with the bandwidths the
+natural model fitted (`fitted_gamma`, one per pixel) and attacked the same way.
 
 Checks (`--only table` skips them, `--only checks` runs only them, `--only radius` etc. one of
 them):
@@ -188,7 +188,7 @@ def evaluate(model, data, attacked, strong, s: Settings, own_threat: str | None,
     return row
 
 
-# -- the exact SVC with the model's bandwidths ------------------------------------------------------
+# -- the exact SVC with the model's bandwidths -----------------------------------------------------
 
 
 def bandwidths(model, d: int) -> np.ndarray:
@@ -240,7 +240,7 @@ class ScaledSVC:
         return self.svc.decision_gradient_many(np.asarray(X) * self.scale) * self.scale
 
 
-# -- the checks -------------------------------------------------------------------------------------
+# -- the checks ------------------------------------------------------------------------------------
 
 
 def validation_choice(configs: list[dict], threat: str, X, y, s: Settings, log,
@@ -323,7 +323,7 @@ def cost_check(threat: str, X, y, data, base: dict, s: Settings) -> dict:
             "met": bool(per["adversarial"].min() / per["natural"].min() <= 4.0)}
 
 
-# -- one pair ---------------------------------------------------------------------------------------
+# -- one pair --------------------------------------------------------------------------------------
 
 
 def run_pair(pair: str, data: dict, s: Settings, show_progress: bool) -> list[dict]:
@@ -448,7 +448,7 @@ def run_pair(pair: str, data: dict, s: Settings, show_progress: bool) -> list[di
     return records
 
 
-# -- summaries, targets, Markdown -------------------------------------------------------------------
+# -- summaries, targets, Markdown ------------------------------------------------------------------
 
 KEYS = ("clean", "pgd_0", "pgd_1", "pgd_2", "certified_0", "certified_1", "certified_2",
         "strong_pgd", "strong_pgd10", "train_seconds")
@@ -672,7 +672,7 @@ def markdown(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-# -- main -------------------------------------------------------------------------------------------
+# -- main ------------------------------------------------------------------------------------------
 
 
 def main(argv=None) -> int:

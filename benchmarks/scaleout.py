@@ -107,7 +107,8 @@ def worker_rate(log_path) -> float | None:
 def produce(bootstrap_servers: str, topic: str, values: list[bytes], partitions: int,
             security=None) -> None:
     """Send `values` round-robin over the partitions, with the service's own producer
-    settings (`river_advsvm.streams.clients`: acks from all replicas) and `security` (plaintext if None)."""
+    settings (`river_advsvm.streams.clients`: acks from all replicas) and `security` (plaintext
+    if None)."""
     from river_advsvm.streams import clients
     from river_advsvm.streams.security import SecuritySettings
 

@@ -919,7 +919,7 @@ def conversion_candidates(dims, rounds: int, chunk: float) -> list:
     return records
 
 
-# -- does BLAS round a row by its batch? ------------------------------------------------------------
+# -- does BLAS round a row by its batch? -----------------------------------------------------------
 
 
 def batch_rounding(d: int, budget: int, sizes=(1, 2, 3, 7, 8, 16, 500)) -> list:

@@ -158,7 +158,8 @@ _NAMES = st.one_of(st.text("ab", max_size=3), st.integers(-3, 3), st.booleans(),
                   st.tuples(st.text("ab", max_size=2), st.integers(0, 2)))
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(gamma=st.dictionaries(_NAMES, st.floats(0.01, 10.0), min_size=1, max_size=4))
 def test_a_gamma_dict_of_any_names_survives_save_and_load(tmp_path, gamma):
     """JSON's keys are strings: a gamma dict naming inputs 0 and 1 (a numpy array's columns)

@@ -447,9 +447,9 @@ def test_support_vector_workers_average_their_models_in_function_space(broker, t
     accuracy_group = accuracy(model, X_test, y_test)
     # One model's last iterates move from sample to sample (92.6% to 94.0% over the last 3,000
     # of this stream): the group's model (the workers' averages of their iterates, folded)
-    # must be close to what one model on the whole stream in order reaches there. Which peer snapshot a worker folds
-    # when depends on the processes' timing; on a loaded machine the group has landed 0.1
-    # point below the lowest of them, hence the point of room.
+    # must be close to what one model on the whole stream in order reaches there. Which peer
+    # snapshot a worker folds when depends on the processes' timing; on a loaded machine the
+    # group has landed 0.1 point below the lowest of them, hence the point of room.
     single = iterate_accuracies(values, X_test, y_test, budget_policy="merge")
     print(f"\nsupport-vector group of 3: accuracy {accuracy_group:.4f}; one model over the "
           f"last 3,000 samples: {min(single):.4f} to {max(single):.4f}, {single[-1]:.4f} at the "

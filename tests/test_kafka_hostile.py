@@ -289,7 +289,8 @@ def test_serve_without_a_broker_exits_with_one_line(tmp_path, servers):
      "--features 20000 is more inputs than the model learns (--max-features 10000)"),
     # The local demo's counts: -1 sent every message unlabelled (count % -1 == 0), --partitions
     # 0 meant 1, --workers -1 failed on the model options.
-    (["--local-broker", "--replay-unlabelled-every", "-1"], "--replay-unlabelled-every: -1 is not a whole number >= 0"),
+    (["--local-broker", "--replay-unlabelled-every", "-1"],
+     "--replay-unlabelled-every: -1 is not a whole number >= 0"),
     (["--local-broker", "--partitions", "0"], "--partitions: 0 is not a whole number >= 1"),
     (["--local-broker", "--workers", "-1"], "--workers: -1 is not a whole number >= 1"),
     (["--local-broker", "--replay-limit", "-5"], "--replay-limit: -5 is not a whole number >= 1"),

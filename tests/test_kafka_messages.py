@@ -205,7 +205,8 @@ def test_service_config_validates():
     (dict(width=0), "width"), (dict(width=-2), "width"), (dict(width=10**7), "width"),
     (dict(labels=[math.nan, 1]), "label nan is not allowed"),
     (dict(labels=[math.inf, 1]), "label inf is not allowed"),
-    (dict(labels=[10**20, 1]), "must fit in 64 bits"), (dict(labels=["a" * 1001, "b"]), "label 'aaa"),
+    (dict(labels=[10**20, 1]), "must fit in 64 bits"),
+    (dict(labels=["a" * 1001, "b"]), "label 'aaa"),
     # Values that never checkpoint by time, never stop, or loop on the consumer's refusal.
     (dict(checkpoint_interval=math.nan), "checkpoint_interval"),
     (dict(exit_when_idle=-1.0), "exit_when_idle"), (dict(exit_when_idle=math.nan), "exit_when"),

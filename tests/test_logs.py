@@ -72,7 +72,8 @@ def test_plain_stays_the_default_format(output):
     args = parser.parse_args([])
     assert args.log_format == "plain"
     logs.configure("info", args.log_format, stream=output)
-    logging.getLogger("river_advsvm.streams.service").info("assigned %s", [0], extra=logs.fields(n=1))
+    logger = logging.getLogger("river_advsvm.streams.service")
+    logger.info("assigned %s", [0], extra=logs.fields(n=1))
     text = output.getvalue()
     assert text.endswith(" INFO river_advsvm.streams.service: assigned [0]\n") and "{" not in text
 

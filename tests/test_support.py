@@ -731,7 +731,7 @@ def test_one_partner_in_floats_is_the_vectorised_solve(A):
         assert loss1 == pytest.approx(loss, rel=1e-9, abs=1e-12 * (A + b) ** 2)
 
 
-# -- reprocess --------------------------------------------------------------------------------------
+# -- reprocess -------------------------------------------------------------------------------------
 
 
 def learn_and_reprocess(store, X, y, step=0.5, shrink=0.999, repeats=2):

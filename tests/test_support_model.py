@@ -208,7 +208,7 @@ def test_checkpoint_with_the_kept_kernel_exponents_continues_bit_for_bit(dtype, 
     assert_same_state(model, loaded)
 
 
-# -- reprocess --------------------------------------------------------------------------------------
+# -- reprocess -------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("bad", [-1, 101, 1.0, True, "1", None])

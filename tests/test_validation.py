@@ -446,9 +446,10 @@ def test_scale_keeps_the_own_range_of_an_input_in_other_units():
     median = float(np.median(ranges))
     fitted = model.fitted_gamma
     # gamma_j is proportional to 1 / (range_j)^2, the range floored where the rule says so.
-    assert fitted["age"] / fitted["salary"] == pytest.approx((ranges["salary"] / ranges["age"]) ** 2)
-    assert fitted["pixel"] / fitted["salary"] == pytest.approx((ranges["salary"] / median) ** 2)
-    assert fitted["loan"] / fitted["salary"] == pytest.approx((ranges["salary"] / ranges["loan"]) ** 2)
+    salary = ranges["salary"]
+    assert fitted["age"] / fitted["salary"] == pytest.approx((salary / ranges["age"]) ** 2)
+    assert fitted["pixel"] / fitted["salary"] == pytest.approx((salary / median) ** 2)
+    assert fitted["loan"] / fitted["salary"] == pytest.approx((salary / ranges["loan"]) ** 2)
     last = slice(n // 2, None)  # the label is learned from the age alone
     assert ((margins[last] > 0) == y[last]).mean() > 0.9
 
