@@ -4,8 +4,9 @@ A checkpoint, a file or a peer's snapshot is input: `checked_state` accepts a st
 only if its parameters are the loading store's own, its arrays have the types and shapes that
 store keeps, its vectors are small enough for their kernel values to be computed, its
 coefficients are finite and bounded, and its squared norm (and its matrix of kernel exponents,
-when it has one) matches what the vectors give, within their rounding. Nothing is allocated
-for the store, and nothing of it changes, before every check passed.
+when it has one) matches what the vectors give, within their rounding. The parameters and
+shapes are checked first, so that what the checks allocate is bounded by the loading store's
+own budget and inputs; nothing of the store changes before every check passed.
 
 """
 
