@@ -581,7 +581,6 @@ class SupportVectors(KernelExpansion):
         self.averaged = None  # (its own state: the model restores it, if it keeps one)
         self._changed()
 
-
     # -- scale-out ------------------------------------------------------------------------------
 
     @classmethod
@@ -623,4 +622,3 @@ class SupportVectors(KernelExpansion):
         while merged.budget is not None and merged.size > merged.budget:
             merged._maintain()
         return merged
-

@@ -42,8 +42,8 @@ import math
 import numpy as np
 
 from river_advsvm.iterate_average import IterateAverage
-from river_advsvm.support_saved import max_saved_size, vector_sizes
 from river_advsvm.support_predict import KernelExpansion
+from river_advsvm.support_saved import max_saved_size, vector_sizes
 from river_advsvm.support_store import _squared_norms
 
 #: Below this `|A|` the averaged coefficients are written out (`c_base <- c`, `A = 1`, `B = 0`):

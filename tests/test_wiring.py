@@ -94,9 +94,8 @@ def test_the_serve_and_inspect_flags_give_those_settings(pki, monkeypatch):
 
 def test_every_kafka_client_is_made_by_clients():
     """No module of the service or the benchmarks makes a Kafka client of its own: they all go
-    through `river_advsvm.streams.clients.Clients`, which adds the security settings (the connection
-    check
-    makes its admin client from the settings' own `client_kwargs`)."""
+    through `river_advsvm.streams.clients.Clients`, which adds the security settings (the
+    connection check makes its admin client from the settings' own `client_kwargs`)."""
     makers = {"KafkaConsumer", "KafkaProducer", "KafkaAdminClient"}
     allowed = {"streams/clients.py", "streams/connection_check.py"}
     found = []
