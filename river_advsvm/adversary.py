@@ -128,14 +128,16 @@ def attacker_point(
     steps: int = 1,
     bounds: tuple[float, float] | None = None,
     movable: np.ndarray | None = None,
+    reach: float = 1.0,
 ) -> tuple[np.ndarray, float]:
     """The point adversarial training learns for the sample `x0` of sign `y` and margin
     `g0 = g(x0)`, and `g` there: the first iterate of `steps` projected gradient steps at which
     the sample is misclassified (`y g < 0`), else the one of lowest `y g`.
 
     Each step is shortened to where the margin, linearised at the step's start, reaches 0: the
-    point learned is then near the decision boundary, not across it. A sample already
-    misclassified is learned as it is. `margin(x)` is `g(x)`; `gradient(x)` is `dg/dx` at the
+    point learned is then near the decision boundary, not across it. With `reach` > 1 a step
+    goes on to `reach` times that distance, past the boundary (`AdvKernelSVM` learns at
+    `reach=1`). A sample already misclassified is learned as it is. `margin(x)` is `g(x)`; `gradient(x)` is `dg/dx` at the
     point of the latest `margin` call (and at `x0` before any), so that a kernel row computed
     for the margin serves the gradient; the last `margin` call is at the point returned (or
     none was made, when it is `x0`).
@@ -150,8 +152,8 @@ def attacker_point(
         moved = ascent_step(x, x0, slope, y, step, epsilon, norm, bounds, movable)
         # The step's straight segment stays in the ball and the box (both are convex).
         drop = y * float(slope @ (moved - x))
-        if y * g + drop < 0.0:
-            moved = x + (y * g / -drop) * (moved - x)
+        if y * g + drop / reach < 0.0:
+            moved = x + (reach * y * g / -drop) * (moved - x)
         x, g = moved, margin(moved)
         if y * g < y * best_g:
             best, best_g = x, g

@@ -160,19 +160,23 @@ def test_the_attackers_point_is_in_the_ball_and_the_box_with_its_own_margin(
     g0=st.floats(-2.0, 2.0),
     epsilon=st.floats(1e-3, 1.0),
     norm=st.sampled_from(["linf", "l2"]),
+    reach=st.sampled_from([1.0, 1.5, 2.0, 4.0]),
 )
-def test_for_a_linear_margin_the_point_is_the_crossing_or_the_worst_case(w, g0, epsilon, norm):
+def test_for_a_linear_margin_the_point_is_the_crossing_or_the_worst_case(
+        w, g0, epsilon, norm, reach):
     # g(x) = w.x + b with g(x0) = g0 and y = +1: one step reaches the exact worst case
-    # g0 - eps ||w||_*, and stops at margin 0 where that would cross it.
+    # g0 - eps ||w||_*, and stops at margin 0 where that would cross it (reach 1), or `reach`
+    # times as far: at margin (1 - reach) g0.
     w, x0 = np.array(w), np.zeros(len(w))
-    x, g = attacker_point(lambda x: float(w @ x) + g0, lambda x: w, x0, g0, 1.0, epsilon, norm)
+    x, g = attacker_point(lambda x: float(w @ x) + g0, lambda x: w, x0, g0, 1.0, epsilon, norm,
+                          reach=reach)
     dual = np.abs(w).sum() if norm == "linf" else np.linalg.norm(w)
     if g0 < 0:
         assert x is x0 and g == g0
-    elif g0 - epsilon * dual >= 0:
+    elif g0 - epsilon * dual >= (1.0 - reach) * g0:
         assert g == pytest.approx(g0 - epsilon * dual, abs=1e-9)
     else:
-        assert g == pytest.approx(0.0, abs=1e-9)
+        assert g == pytest.approx((1.0 - reach) * g0, abs=1e-9)
 
 
 def test_the_learned_vector_is_the_step_to_the_boundary_by_hand():

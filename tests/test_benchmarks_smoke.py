@@ -17,6 +17,7 @@ REQUIRED_KEYS = {
     "river_streams": {"kind"},
     "one_pass": {"kind"},
     "paper_tables": {"kind", "pair"},
+    "past_boundary": {"kind", "pair", "threat", "reach"},
     "robust_training": {"kind", "pair"},
     "budget_policies": {"kind", "policy", "budget"},
     "monitor": {"d", "samples", "setting", "samples_per_s", "ratio_to_bare"},
