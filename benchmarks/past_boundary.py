@@ -24,8 +24,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import pathlib
 import sys
-import time
 import warnings
 from unittest import mock
 
@@ -45,26 +45,24 @@ DEFAULT_PAIRS = ["mnist-8v9", "mnist-1v7", "mnist-0v4", "mnist-6v8", "cifar-auto
 class Settings:
     seeds: int = 3
     attack_points: int = 500
-    batch: int = 500
 
 
 FULL = Settings()
-QUICK = Settings(seeds=2, attack_points=60, batch=100)
+QUICK = Settings(seeds=2, attack_points=60)
 
 
-def trained(X, y, seed: int, threat: str, reach: float, batch: int):
-    """The default model trained at `threat` in one pass, its adversary's steps reaching `reach`
-    times the distance to the linearised boundary; and its training seconds (CPU)."""
+def trained(X, y, seed: int, threat: str, reach: float):
+    """The default model trained at `threat` in one pass (`common.train`), its adversary's
+    steps reaching `reach` times the distance to the linearised boundary; and its training
+    seconds."""
     norm, radius = THREATS[threat]
     from river_advsvm import AdvKernelSVM
 
     model = AdvKernelSVM(epsilon=radius, norm=norm, seed=seed)
     point = functools.partial(adversary.attacker_point, reach=reach)
-    start = time.process_time()
     with mock.patch.object(adversary, "attacker_point", point):
-        for i in range(0, len(y), batch):
-            model.learn_many(X[i : i + batch], y[i : i + batch])
-    return model, time.process_time() - start
+        seconds = common.train(model, X, y)
+    return model, seconds
 
 
 def run_pair(name: str, data: dict, reaches: list[float], s: Settings, show: bool) -> list[dict]:
@@ -77,7 +75,7 @@ def run_pair(name: str, data: dict, reaches: list[float], s: Settings, show: boo
     for seed, threat, reach in progress.bar(jobs, desc=name, unit="model", progress=show):
         order = np.random.default_rng(seed).permutation(len(data["y_train"]))
         X, y = data["X_train"][order], data["y_train"][order]
-        model, seconds = trained(X, y, seed, threat, reach, s.batch)
+        model, seconds = trained(X, y, seed, threat, reach)
         norm, radius = THREATS[threat]
         right = common.pgd_right(model, X_test[attacked], y_test[attacked], radius, norm=norm)[0]
         records.append({
@@ -139,7 +137,7 @@ def main(argv=None) -> int:
                    help="summarise the models of these result files together, training nothing")
     args = p.parse_args(argv)
     if args.combine:
-        records = [r for path in args.combine for r in json.loads(open(path).read())
+        records = [r for path in args.combine for r in json.loads(pathlib.Path(path).read_text())
                    if r["kind"] == "model"]
         return save(records, args)
     s = QUICK if args.quick else FULL

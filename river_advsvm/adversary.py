@@ -137,10 +137,10 @@ def attacker_point(
     Each step is shortened to where the margin, linearised at the step's start, reaches 0: the
     point learned is then near the decision boundary, not across it. With `reach` > 1 a step
     goes on to `reach` times that distance, past the boundary (`AdvKernelSVM` learns at
-    `reach=1`). A sample already misclassified is learned as it is. `margin(x)` is `g(x)`; `gradient(x)` is `dg/dx` at the
-    point of the latest `margin` call (and at `x0` before any), so that a kernel row computed
-    for the margin serves the gradient; the last `margin` call is at the point returned (or
-    none was made, when it is `x0`).
+    `reach=1`). A sample already misclassified is learned as it is. `margin(x)` is `g(x)`;
+    `gradient(x)` is `dg/dx` at the point of the latest `margin` call (and at `x0` before any),
+    so that a kernel row computed for the margin serves the gradient; the last `margin` call is
+    at the point returned (or none was made, when it is `x0`).
     """
     step = step_length(epsilon, steps)
     x, g = x0, g0
