@@ -17,8 +17,8 @@ import math
 import numpy as np
 
 from river_advsvm import inputs
-from river_advsvm.support_store import (SCALE_RANGE, _check_gram, _quadratic_form,
-                                        _squared_norms, exponent_rounding)
+from river_advsvm.support_store import (SCALE_RANGE, _quadratic_form, _squared_norms,
+                                        exponent_rounding)
 
 __all__ = ["checked_state", "max_saved_size", "vector_sizes"]
 
@@ -150,3 +150,12 @@ def _check_scalars_and_shapes(store, scalars: dict, arrays: dict, n_inputs: int)
         raise ValueError(f"saved coefficients must be float64 of shape ({size},)")
     if not (np.isfinite(vectors).all() and np.isfinite(alpha).all()):
         raise ValueError("saved support vectors or coefficients are not finite")
+
+
+def _check_gram(gram, size: int, dtype: str) -> None:
+    """Refuse a saved exponent matrix that is not one (`checked_state` checks its values)."""
+    if not isinstance(gram, np.ndarray) or gram.dtype != dtype or gram.shape != (size, size):
+        raise ValueError(f"saved kernel exponents must be {dtype} of shape ({size}, {size})")
+    # (+inf is an exponent past the dtype's range: a kernel value of 0.)
+    if not ((gram >= 0).all() and not gram.diagonal().any()):
+        raise ValueError("saved kernel exponents must be >= 0 (or +inf) and 0 on the diagonal")

@@ -303,12 +303,3 @@ def exponent_rounding(kernel: str, gamma: float, S: np.ndarray, norms: np.ndarra
     # |x_i . x_j| <= max ||x||^2 (RBF); |x_i - x_j|_1 <= 2 max |x|_1 (Laplacian)
     terms = 2.0 * (float(norms.max()) if kernel == "rbf" else float(np.abs(S).sum(axis=1).max()))
     return 2.0 * gamma * n * u * terms
-
-
-def _check_gram(gram, size: int, dtype: str) -> None:
-    """Refuse a saved exponent matrix that is not one (its values are checked by `restore`)."""
-    if not isinstance(gram, np.ndarray) or gram.dtype != dtype or gram.shape != (size, size):
-        raise ValueError(f"saved kernel exponents must be {dtype} of shape ({size}, {size})")
-    # (+inf is an exponent past the dtype's range: a kernel value of 0.)
-    if not ((gram >= 0).all() and not gram.diagonal().any()):
-        raise ValueError("saved kernel exponents must be >= 0 (or +inf) and 0 on the diagonal")
