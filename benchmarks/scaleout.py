@@ -15,10 +15,10 @@ In the same process the same messages go through the service's `Learner` without
 through the decoder alone: the ratios say what Kafka costs and how far the model is from
 the decoder. Targets (issue 11): 4,000 msg/s at d = 784, 10,000 msg/s at d = 16.
 
-The default model on the noisy stream (`--noisy`): `advsvm serve` with no model options but
-`--averaging 0` (`AdvKernelSVM(averaging=None)`: gamma='scale', budget 1,024, merge, reprocess 1,
-predicting with its last iterate, as every run here) and predictions on, one
-worker, over the noisy stream of `throughput.py --support-only` as array messages (d = 784,
+The default model on the noisy stream (`--noisy`): `advsvm serve` with no model options
+(`AdvKernelSVM()`: gamma='scale', budget 1,024, merge, reprocess 1, predicting with the average
+of its iterates; `--last-iterate` adds `--averaging 0`, as every other run here) and
+predictions on, one worker, over the noisy stream of `throughput.py --support-only` as array messages (d = 784,
 uniform pixels, the label from 20 of them: almost every sample violates the margin, so
 almost every one merges once the budget is full, after about 1,100 messages). In the same run
 the same messages go through the service's `Learner` without Kafka, in runs of 500 as the
@@ -351,15 +351,15 @@ def noisy_messages(n: int, d: int = 784, seed: int = 0) -> list[bytes]:
     return [kafka_io.encode(x, int(t), id=i) for i, (x, t) in enumerate(zip(X.tolist(), y))]
 
 
-def model_call_rates(values: list[bytes], run: int = 500) -> dict:
-    """The service's `Learner` (decode and model, no Kafka) with the default model over
-    `values` in runs of `run`: messages per second of the whole, and of the model call alone,
-    over every run and over the runs that started at full budget."""
+def model_call_rates(values: list[bytes], options: list[str], run: int = 500) -> dict:
+    """The service's `Learner` (decode and model, no Kafka) with the model of the serve
+    `options` over `values` in runs of `run`: messages per second of the whole, and of the
+    model call alone, over every run and over the runs that started at full budget."""
     from river_advsvm.streams import cli as streams_cli
     from river_advsvm.streams import state
     from river_advsvm.streams.learner import Learner
 
-    args = streams_cli.build_parser().parse_args(LAST_ITERATE_OPTIONS)
+    args = streams_cli.build_parser().parse_args(options)
     model = streams_cli._model_factory(args)()
     learner = Learner(state.ServiceState(model=model), 2**20)
     full_messages, full_seconds = 0, 0.0
@@ -390,11 +390,13 @@ def noisy_rate(args, root: pathlib.Path) -> list[dict]:
     the model call in process over the same messages."""
     d, n = 784, 1500 if args.quick else args.messages
     values = noisy_messages(n, d)
+    options = LAST_ITERATE_OPTIONS if args.last_iterate else []
+    model = "AdvKernelSVM(averaging=None)" if args.last_iterate else "AdvKernelSVM()"
     record = {"data": "noisy", "d": d, "form": "array", "messages": n, "workers": 1,
-              "model": "AdvKernelSVM()", "budget": 1024, "target_msg_per_s": NOISY_TARGET,
+              "model": model, "budget": 1024, "target_msg_per_s": NOISY_TARGET,
               "message_bytes": round(sum(map(len, values)) / n)}
-    record.update(service_rate(values, d, root, "merge", options=LAST_ITERATE_OPTIONS))
-    record.update(model_call_rates(values))
+    record.update(service_rate(values, d, root, "merge", options=options))
+    record.update(model_call_rates(values, options))
     record["target_met"] = record["service_msg_per_s"] >= NOISY_TARGET
     record["ratio_service_to_model_call"] = (record["service_msg_per_s"]
                                              / record["model_call_msg_per_s"])
@@ -444,6 +446,9 @@ def main(argv=None) -> int:
     parser.add_argument("--noisy", action="store_true",
                         help="one worker with the default model on the noisy stream at d = 784 "
                         "(--messages, default 20000), and its model call in process")
+    parser.add_argument("--last-iterate", action="store_true",
+                        help="--noisy with the model predicting with its last iterate "
+                        "(--averaging 0)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--messages", type=int,
                         help="messages of a --group run (default 30000) or --noisy (20000)")
@@ -462,8 +467,8 @@ def main(argv=None) -> int:
                         help="produce the stream before starting the workers (the clock then "
                         "includes their start-up: read worker_msg_per_s)")
     parser.add_argument("--quick", action="store_true", help="a tiny run (smoke test)")
-    parser.add_argument("--out", help="write the records as JSON here (default: "
-                        "benchmarks/results/scaleout[_group|_noisy][_quick].json)")
+    parser.add_argument("--out", help="write the records as JSON here (default: benchmarks/results/"
+                        "scaleout[_group|_noisy|_noisy_last_iterate][_quick].json)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     args = parser.parse_args(argv)
     from common import machine, one_blas_thread, write_records
@@ -471,7 +476,8 @@ def main(argv=None) -> int:
     if args.messages is None:
         args.messages = 20000 if args.noisy else 30000
     records = []
-    name = "scaleout_group" if args.group else "scaleout_noisy" if args.noisy else "scaleout"
+    name = ("scaleout_group" if args.group else "scaleout" if not args.noisy
+            else "scaleout_noisy_last_iterate" if args.last_iterate else "scaleout_noisy")
     with tempfile.TemporaryDirectory(prefix="advsvm-scaleout-") as tmp, one_blas_thread():
         if args.noisy:
             records = [{**r, **machine()} for r in noisy_rate(args, pathlib.Path(tmp))]

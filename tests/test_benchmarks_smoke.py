@@ -291,3 +291,16 @@ def test_one_pass_goes_on_over_the_stream_and_takes_other_streams(tmp_path):
     assert [r["stream"] for r in records if r["kind"] == "stream" and r["reprocess"] == 1] \
         == ["Phishing", "Agrawal-f3"]
     assert "| passes |" in out.with_suffix(".md").read_text()
+
+
+def test_scaleout_noisy_serves_the_default_model(tmp_path):
+    """`scaleout.py --noisy`: one `advsvm serve` with no model options, and the same model's
+    call in process, over the same messages."""
+    out = tmp_path / "noisy.json"
+    subprocess.run([sys.executable, str(BENCHMARKS / "scaleout.py"), "--noisy", "--quick",
+                    "--out", str(out)], check=True, capture_output=True, text=True, timeout=300)
+    (record,) = json.loads(out.read_text())
+    assert record["model"] == "AdvKernelSVM()"
+    assert record["messages"] == 1500 and record["d"] == 784
+    for key in ("service_msg_per_s", "model_call_msg_per_s", "learner_msg_per_s"):
+        assert record[key] > 0
