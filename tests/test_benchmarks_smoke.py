@@ -293,14 +293,18 @@ def test_one_pass_goes_on_over_the_stream_and_takes_other_streams(tmp_path):
     assert "| passes |" in out.with_suffix(".md").read_text()
 
 
-def test_scaleout_noisy_serves_the_default_model(tmp_path):
-    """`scaleout.py --noisy`: one `advsvm serve` with no model options, and the same model's
-    call in process, over the same messages."""
+@pytest.mark.parametrize("flags, options", [([], ""), (["--last-iterate"], "--averaging 0")])
+def test_scaleout_noisy_serves_the_model_it_names(tmp_path, flags, options):
+    """`scaleout.py --noisy`: one `advsvm serve` with no model options (the default model), or
+    with `--averaging 0`, and the same model's call in process, over the same messages."""
     out = tmp_path / "noisy.json"
     subprocess.run([sys.executable, str(BENCHMARKS / "scaleout.py"), "--noisy", "--quick",
-                    "--out", str(out)], check=True, capture_output=True, text=True, timeout=300)
+                    *flags, "--out", str(out)],
+                   check=True, capture_output=True, text=True, timeout=300)
     (record,) = json.loads(out.read_text())
-    assert record["model"] == "AdvKernelSVM()"
-    assert record["messages"] == 1500 and record["d"] == 784
+    assert record["serve_options"] == options
+    assert record["model"] == ("AdvKernelSVM()" if not flags else "AdvKernelSVM(averaging=None)")
+    assert record["messages"] == 1500 and record["d"] == 784 and record["runs"] == 1
     for key in ("service_msg_per_s", "model_call_msg_per_s", "learner_msg_per_s"):
         assert record[key] > 0
+    assert record["service_msg_per_s_min"] == record["service_msg_per_s"]
