@@ -60,9 +60,29 @@ from river_advsvm import AdvKernelSVM
 MNIST_GAP = 0.002
 STREAM_GAP = 0.005
 STREAMS = ("Phishing", "Bananas", "Agrawal")
-#: Streams beside `river_streams.py`'s, on which no setting of the package was chosen.
-EXTRA_STREAMS = {"Agrawal-f3": {"classification_function": 3}}
 SEED = 42  # of the River streams and their models, as in river_streams.py
+
+
+def _extra_streams() -> dict:
+    """Streams beside `river_streams.py`'s, on which no setting of the package was chosen:
+    name -> a function returning River's generator (Agrawal's other functions; binary
+    RandomRBF and RandomTree; Friedman's regression target thresholded at 14, near its
+    median)."""
+    from river.datasets import synth
+
+    def friedman():
+        return ((x, y > 14.0) for x, y in synth.Friedman(seed=SEED))
+
+    streams = {f"Agrawal-f{f}": (lambda f=f: synth.Agrawal(classification_function=f,
+                                                             seed=SEED))
+               for f in range(1, 10)}
+    streams["RandomRBF"] = lambda: synth.RandomRBF(seed_model=SEED, seed_sample=SEED,
+                                                   n_classes=2, n_features=10)
+    streams["RandomTree"] = lambda: synth.RandomTree(seed_tree=SEED, seed_sample=SEED,
+                                                     n_classes=2, n_num_features=5,
+                                                     n_cat_features=0)
+    streams["Friedman-14"] = friedman
+    return streams
 BLOCK = 250
 
 
@@ -160,12 +180,10 @@ def stream_samples(length: int, names=STREAMS) -> dict:
     import itertools
 
     import river_streams
-    from river.datasets import synth
 
-    draw = river_streams.streams(length)
+    draw, extra = river_streams.streams(length), _extra_streams()
     return {name: draw[name]() if name in draw else
-            list(itertools.islice(synth.Agrawal(seed=SEED, **EXTRA_STREAMS[name]), length))
-            for name in names}
+            list(itertools.islice(extra[name](), length)) for name in names}
 
 
 def progressive(samples: list, m) -> tuple[float, float]:
@@ -423,7 +441,7 @@ def main(argv=None) -> int:
     p.add_argument("--passes", type=int, default=1,
                    help="passes over each pair's stream (accuracy after each)")
     p.add_argument("--streams", nargs="+", default=list(STREAMS),
-                   choices=list(river_streams_names()) + list(EXTRA_STREAMS))
+                   choices=list(river_streams_names()) + list(_extra_streams()))
     p.add_argument("--seeds", type=int, default=3, help="stream orders of each pair")
     p.add_argument("--reprocess", type=int, nargs="+", default=[0, 1],
                    help="the values compared; the first is the reference of the cost")

@@ -278,10 +278,10 @@ def test_river_streams_runs_every_model_on_every_stream(quick_results):
 
 def test_one_pass_goes_on_over_the_stream_and_takes_other_streams(tmp_path):
     """`--passes` reports each model after every further pass; `--streams` draws the named
-    streams, one of them beside `river_streams.py`'s."""
+    streams, two of them beside `river_streams.py`'s (one a thresholded regression target)."""
     out = tmp_path / "one_pass.json"
     subprocess.run([sys.executable, str(BENCHMARKS / "one_pass.py"), "--quick", "--out", str(out),
-                    "--passes", "3", "--streams", "Phishing", "Agrawal-f3"],
+                    "--passes", "3", "--streams", "Phishing", "Agrawal-f3", "Friedman-14"],
                    check=True, capture_output=True, text=True, timeout=300)
     records = json.loads(out.read_text())
     firsts = {(r["pair"], r["seed"], r["reprocess"]) for r in records if r["kind"] == "mnist"}
@@ -289,7 +289,9 @@ def test_one_pass_goes_on_over_the_stream_and_takes_other_streams(tmp_path):
                     for r in records if r["kind"] == "passes")
     assert firsts and passes == sorted((*key, n) for key in firsts for n in (2, 3))
     assert [r["stream"] for r in records if r["kind"] == "stream" and r["reprocess"] == 1] \
-        == ["Phishing", "Agrawal-f3"]
+        == ["Phishing", "Agrawal-f3", "Friedman-14"]
+    friedman = [r for r in records if r["kind"] == "stream" and r["stream"] == "Friedman-14"]
+    assert all(0.5 <= r["holdout_svc"] <= 1 for r in friedman)
     assert "| passes |" in out.with_suffix(".md").read_text()
 
 
