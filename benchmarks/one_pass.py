@@ -61,6 +61,7 @@ MNIST_GAP = 0.002
 STREAM_GAP = 0.005
 STREAMS = ("Phishing", "Bananas", "Agrawal")
 SEED = 42  # of the River streams and their models, as in river_streams.py
+BLOCK = 250
 
 
 def _extra_streams() -> dict:
@@ -83,7 +84,6 @@ def _extra_streams() -> dict:
                                                      n_cat_features=0)
     streams["Friedman-14"] = friedman
     return streams
-BLOCK = 250
 
 
 def model(reprocess: int, seed: int, **params) -> AdvKernelSVM:
