@@ -395,24 +395,23 @@ def noisy_rate(args, root: pathlib.Path) -> list[dict]:
     d, n = 784, 1500 if args.quick else args.messages
     values = noisy_messages(n, d)
     options = LAST_ITERATE_OPTIONS if args.last_iterate else []
-    model = "AdvKernelSVM(averaging=None)" if args.last_iterate else "AdvKernelSVM()"
+    about = {"data": "noisy", "d": d, "form": "array", "messages": n, "workers": 1,
+             "model": "AdvKernelSVM(averaging=None)" if options else "AdvKernelSVM()",
+             "serve_options": " ".join(options), "budget": 1024,
+             "target_msg_per_s": NOISY_TARGET, "message_bytes": round(sum(map(len, values)) / n)}
     runs = []
     for i in range(args.repeats):
-        record = {"data": "noisy", "d": d, "form": "array", "messages": n, "workers": 1,
-                  "model": model, "serve_options": " ".join(options), "budget": 1024,
-                  "target_msg_per_s": NOISY_TARGET,
-                  "message_bytes": round(sum(map(len, values)) / n)}
         (root / f"run-{i}").mkdir()
-        record.update(service_rate(values, d, root / f"run-{i}", "merge", options=options))
-        record.update(model_call_rates(values, options))
+        record = {**about, **service_rate(values, d, root / f"run-{i}", "merge", options=options),
+                  **model_call_rates(values, options)}
         record["target_met"] = record["service_msg_per_s"] >= NOISY_TARGET
         record["ratio_service_to_model_call"] = (record["service_msg_per_s"]
                                                  / record["model_call_msg_per_s"])
         runs.append(record)
-    rates = sorted(r["service_msg_per_s"] for r in runs)
-    median = sorted(runs, key=lambda r: r["service_msg_per_s"])[(len(runs) - 1) // 2]
-    return [{**median, "runs": len(runs), "service_msg_per_s_min": rates[0],
-             "service_msg_per_s_max": rates[-1]}]
+    runs.sort(key=lambda r: r["service_msg_per_s"])
+    return [{**runs[(len(runs) - 1) // 2], "runs": len(runs),
+             "service_msg_per_s_min": runs[0]["service_msg_per_s"],
+             "service_msg_per_s_max": runs[-1]["service_msg_per_s"]}]
 
 
 def print_noisy_table(records: list[dict]) -> None:
