@@ -155,7 +155,7 @@ def describe(value) -> str:
         if abs(value) < 10**18:
             return repr(value)
         return f"an integer of about {round(value.bit_length() * math.log10(2))} digits"
-    text = repr(value)
+    text = _repr(value)
     if len(text) > 60:
         text = text[:57] + "..."
     kind = type(value).__name__
@@ -175,7 +175,16 @@ def _plain(value):
 def shown_name(name) -> str:
     """A feature name as a message shows it: its repr, a numpy scalar's as the Python value it
     holds (`'a'` for `np.str_('a')`, `3` for `np.int64(3)`: names that are one name)."""
-    return repr(_plain(name))
+    return _repr(_plain(name))
+
+
+def _repr(value) -> str:
+    """`repr(value)`, or what it is when Python refuses to write it (an int, or a tuple
+    holding one, past 4,300 digits)."""
+    try:
+        return repr(value)
+    except ValueError:
+        return "a value holding an integer too long to show"
 
 
 def _encode(name, depth: int):
@@ -184,7 +193,13 @@ def _encode(name, depth: int):
     if isinstance(name, bool):
         return ["b", name]
     if isinstance(name, numbers.Integral):
-        return ["i", int(name)]
+        value = int(name)
+        # (Past 4 bits a digit it has more digits than a name may have characters, and past
+        # 4,300 digits Python refuses to write it at all.)
+        if value.bit_length() > 4 * MAX_NAME_LENGTH:
+            raise InvalidInput(f"feature name {describe(value)} is too long: its encoding is "
+                               f"longer than {MAX_NAME_LENGTH} characters", "bad_name")
+        return ["i", value]
     if isinstance(name, numbers.Real):
         value = float(name)
         if not math.isfinite(value):
@@ -491,14 +506,17 @@ def check_batch(X) -> None:
 def frame_values(X, missing_ok=False, needs: str | None = None) -> tuple[list, np.ndarray]:
     """Column names and a float matrix from a pandas DataFrame or a 2-D numpy array.
 
-    A numpy array's columns are named 0..d-1, as `river.stream.iter_array` names them. With
-    `missing_ok` (inference), NaN entries become 0: absent, in River's sparse semantics;
-    `missing_ok` may also be one bool per row. `needs` is `dict_values`'.
+    A numpy array's columns are named 0..d-1, as `river.stream.iter_array` names them; a
+    masked array's masked entries are NaN. With `missing_ok` (inference), NaN entries become
+    0: absent, in River's sparse semantics; `missing_ok` may also be one bool per row. `needs`
+    is `dict_values`'.
     """
     check_batch(X)
     if isinstance(X, np.ndarray):
         names = list(range(X.shape[1]))
         values = X
+        if isinstance(X, np.ma.MaskedArray):  # a masked entry is missing, as NaN is
+            values = np.where(np.ma.getmaskarray(X), np.nan, np.ma.getdata(X))
     else:
         names = list(X.columns)
         if len(set(names)) != len(names):
@@ -566,6 +584,11 @@ class FeatureIndex:
         self._hashes = np.empty(16, dtype=np.uint64)
         self._last_names: list | None = None
         self._last: Columns | None = None
+
+    def __getstate__(self) -> dict:
+        # The lookup cache is not state: a pickle does not depend on which rows were looked
+        # up (nor does a call refused after its lookup change one).
+        return {**self.__dict__, "_last_names": None, "_last": None}
 
     def __len__(self) -> int:
         return len(self.names)

@@ -471,7 +471,10 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         more often than a constant guess; in a block with under a tenth of one label, the
         decisions one class (if that label came 7 times or more) or `f` 0 at every sample,
         and in the first 256 samples (a model starts at `f = 0`) the latter (see
-        `river_advsvm.collapse`).
+        `river_advsvm.collapse`). A model that predicts with the average of its iterates
+        (`averaging`) has collapsed when the function it learns has: the average, still
+        deciding as before, follows it to that constant over the next `averaging` or so
+        samples.
         A warning (`river_advsvm.collapse.CollapseWarning`) is issued when it happens; the
         robustness monitor raises an alert."""
         return self._collapse.collapsed

@@ -194,6 +194,11 @@ class SupportVectors(KernelExpansion):
         #: `river_advsvm.support_average`): told of every change of the vectors.
         self.averaged = None
 
+    def __getstate__(self) -> dict:
+        # The latest row `value` computed, and what `add` takes of it, serve within one call
+        # or the next on the same row (recomputed to the same bits without them): not state.
+        return {**super().__getstate__(), "_last_row": None, "_pending": None}
+
     @property
     def norm(self) -> float:
         """`||f||_H = |s| sqrt(a^T K a)`."""

@@ -88,6 +88,10 @@ class VectorStore:
         # gamma * dist(x_i, x_j) between stored vectors, when kept (see `_keeps_gram`).
         self._gram: np.ndarray | None = None
 
+    def __getstate__(self) -> dict:
+        # `_x` only carries a row within one call (`value`, then `add`): not state.
+        return {**self.__dict__, "_x": np.zeros_like(self._x)}
+
     @property
     def vectors(self) -> np.ndarray:
         """The support vectors, one per row (a read-only view)."""

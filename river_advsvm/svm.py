@@ -331,6 +331,13 @@ class AdvKernelSVM(MarginClassifier):
         # The held rows with what gamma='scale' fits on them, and their signs.
         self._warm_rows = bandwidth.WarmUpRows(kernel)
 
+    def __getstate__(self) -> dict:
+        # Not state: the scaled copy of the row being learned (it serves within one call),
+        # and the warm-up's held rows laid out for its vote (rebuilt from the held rows,
+        # in their order, when next asked).
+        return {**self.__dict__, "_scaled_row": None,
+                "_warm_rows": bandwidth.WarmUpRows(self.kernel)}
+
     @property
     def _gamma(self) -> float | None:
         """The bandwidth the store uses: the number given, or `reference_gamma` of the

@@ -301,6 +301,31 @@ def test_pickle_round_trip_keeps_learning_identically():
         assert copy.decision_one(x) == model.decision_one(x)
 
 
+@pytest.mark.parametrize("learned", [5, 150])  # in gamma='scale''s warm-up, and past it
+@pytest.mark.parametrize("make", [lambda: AdvKernelSVM(seed=0), FACTORIES["merge"]],
+                         ids=["default", "merge"])
+def test_a_pickle_holds_state_not_caches_and_learns_on_identically(make, learned):
+    """A pickle taken right after a prediction (the row's kernel values and the lookup of its
+    names cached) equals one taken before it, and its model predicts then learns on to the
+    same bits as the model it copies (to the checkpoint's every byte): the caches it leaves
+    out are rebuilt exactly."""
+    model = make()
+    data = list(stream(learned + 150, seed=6))
+    for x, y in data[:learned]:
+        model.learn_one(x, y)
+    before = pickle.dumps(model)
+    model.predict_proba_one(data[learned][0])
+    assert pickle.dumps(model) == before
+    copy = pickle.loads(pickle.dumps(model))
+    for x, y in data[learned:]:
+        assert copy.predict_proba_one(x) == model.predict_proba_one(x)
+        model.learn_one(x, y)
+        copy.learn_one(x, y)
+    (meta, arrays), (copy_meta, copy_arrays) = model.to_checkpoint(), copy.to_checkpoint()
+    assert copy_meta == meta and copy_arrays.keys() == arrays.keys()
+    assert all(copy_arrays[k].tobytes() == a.tobytes() for k, a in arrays.items())
+
+
 @pytest.fixture
 def saved(tmp_path):
     model = FACTORIES["compact"]()
