@@ -11,7 +11,7 @@ import argparse
 import importlib.util
 import sys
 
-from river_advsvm.streams.serve_parser import build_parser
+from river_advsvm.streams.serve_parser import LOCAL_DEFAULTS, LOCAL_ONLY, build_parser
 
 __all__ = ["build_inspect_parser", "build_parser", "inspect_group", "inspect_main", "main"]
 
@@ -126,6 +126,14 @@ def _serve(args: argparse.Namespace) -> int:
     if args.workers and not args.local_broker:
         raise ValueError("--workers starts workers next to a local broker (--local-broker); "
                          "elsewhere start one `advsvm serve --sync-every N` per worker")
+    given = [flag for flag, dest in LOCAL_ONLY.items()
+             if getattr(args, dest) is not None]
+    if given and not args.local_broker:
+        raise ValueError(f"{', '.join(given)}: for the bundled broker and its replay "
+                         "(--local-broker)")
+    for dest, value in LOCAL_DEFAULTS.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, value)
     if args.local_broker and settings != security.SecuritySettings():
         raise ValueError("--local-broker starts a plaintext broker on 127.0.0.1: the security "
                          "settings are for a cluster of your own (--bootstrap-servers)")

@@ -29,10 +29,12 @@ INTERRUPTED = 128 + signal.SIGINT
 #: its systemd unit restarts 1, 3 and 5 and not 2 and 4).
 UNEXPECTED, USAGE_ERROR, NO_BROKER, SETTINGS_REFUSED, ENVIRONMENT_FAULT = 1, 2, 3, 4, 5
 #: Errors of the machine rather than of the command line: a restart may find them gone
-#: (space freed, a disk remounted, memory or descriptors released).
+#: (space freed, a disk remounted, memory or descriptors released, a file size limit raised:
+#: EFBIG is a container's or systemd's RLIMIT_FSIZE, or a file system's largest file).
 RETRIABLE_ERRNOS = frozenset([errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.ENOMEM,
                               errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.EAGAIN,
-                              errno.EBUSY, errno.ETIMEDOUT, errno.ESTALE, errno.ENOLCK])
+                              errno.EBUSY, errno.ETIMEDOUT, errno.ESTALE, errno.ENOLCK,
+                              errno.EFBIG])
 
 
 #: One connection check at start-up takes at most this long (then it is tried again, until

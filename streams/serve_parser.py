@@ -231,26 +231,36 @@ def _add_model(model) -> None:
                        help="seed of the model's random choices (default 0: restarts reproduce)")
 
 
+#: The options of --local-broker alone (each None unless given), and the defaults of those
+#: that have one: given without it, they are refused rather than ignored.
+LOCAL_ONLY = {"--replay": "replay", "--replay-target": "replay_target",
+              "--replay-limit": "replay_limit", "--replay-pair": "replay_pair",
+              "--replay-unlabelled-every": "replay_unlabelled_every",
+              "--partitions": "partitions", "--show": "show", "--outputs-file": "outputs_file"}
+LOCAL_DEFAULTS = {"replay": "phishing", "replay_target": "y", "replay_unlabelled_every": 10,
+                  "show": 5}
+
+
 def _add_local(local) -> None:
     local.add_argument("--local-broker", action="store_true",
                        help="start the bundled broker on 127.0.0.1, create the topics, replay a "
                        "data set into the input topic, serve it until idle, show a sample of "
                        "the predictions and alerts, and stop the broker")
-    local.add_argument("--replay", default="phishing", metavar="SOURCE",
+    local.add_argument("--replay", metavar="SOURCE",
                        help="'phishing' (default), a .parquet file or an .npz with X_train/y_train")
-    local.add_argument("--replay-target", default="y", metavar="COLUMN",
+    local.add_argument("--replay-target", metavar="COLUMN",
                        help="label column of a Parquet file (default y)")
     local.add_argument("--replay-limit", type=whole_numbers(1), metavar="N",
                        help="replay only the first N samples")
     local.add_argument("--replay-pair", nargs=2, type=_label, metavar=("A", "B"),
                        help="keep only these two labels (e.g. 1 7 for MNIST)")
-    local.add_argument("--replay-unlabelled-every", type=whole_numbers(0), default=10, metavar="K",
+    local.add_argument("--replay-unlabelled-every", type=whole_numbers(0), metavar="K",
                        help="send every K-th message without its label (default 10; 0: never)")
     local.add_argument("--partitions", type=whole_numbers(1), metavar="N",
                        help="partitions of the input topic (default 1, or 2 per worker)")
     local.add_argument("--workers", type=whole_numbers(1), metavar="N",
                        help="run N worker processes that sync (default --sync-every 1000)")
-    local.add_argument("--show", type=whole_numbers(0), default=5, metavar="N",
+    local.add_argument("--show", type=whole_numbers(0), metavar="N",
                        help="print the first N predictions and alerts before the broker stops "
                        "(default 5; 0: none)")
     local.add_argument("--outputs-file", metavar="PATH",

@@ -266,6 +266,11 @@ def test_serve_without_a_broker_exits_with_one_line(tmp_path, servers):
     (["--gamma", "wide", "--local-broker"], "--gamma"),
     (["--local-broker", "--replay", "/nonexistent/data.parquet"], "no such file"),
     (["--workers", "2"], "--local-broker"),
+    # Options of the local demo's replay were ignored without --local-broker: the service
+    # served the topic and replayed nothing.
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--replay", "x.parquet", "--show", "3"],
+     "--replay, --show: for the bundled broker and its replay (--local-broker)"),
     # The bundled broker was served instead, silently.
     (["--local-broker", "--bootstrap-servers", "kafka-1:9092", "--replay-limit", "20"],
      "--bootstrap-servers is for a cluster of your own"),
