@@ -133,6 +133,15 @@ def first_bad_label(labels: list):
     return None
 
 
+def check_finite(X: np.ndarray, what: str = "the inputs") -> None:
+    """`ValueError` unless every value of `X` is finite."""
+    if X.dtype.kind in "fc" and not np.isfinite(X).all():
+        n = int(np.size(X) - np.isfinite(X).sum())
+        values = "1 value that is" if n == 1 else f"{n} values that are"
+        raise ValueError(f"{what} hold {values} NaN or infinite; the models learn finite "
+                         "numbers only")
+
+
 def to_unit_box(X_train: np.ndarray, X_test: np.ndarray | None = None):
     """Inputs scaled into [0, 1] with the training stream's range, and how.
 
@@ -143,10 +152,8 @@ def to_unit_box(X_train: np.ndarray, X_test: np.ndarray | None = None):
     if X_train.ndim != 2 or not X_train.size:
         raise ValueError(f"no inputs to learn from: the samples have shape {X_train.shape}")
     for what, X in (("the inputs", X_train), ("the test inputs", X_test)):
-        if X is not None and not np.isfinite(X).all():
-            # One NaN would make every scaled value NaN: said here, where it is.
-            raise ValueError(f"{what} hold {int(np.size(X) - np.isfinite(X).sum())} values that "
-                             "are NaN or infinite; the models learn finite numbers only")
+        if X is not None:  # (one NaN would make every scaled value NaN: said here, where it is)
+            check_finite(X, what)
     lo, hi = float(X_train.min()), float(X_train.max())
     if lo >= 0.0 and hi <= 1.0:
         scale, shift, how = 1.0, 0.0, "inputs already in [0, 1]"

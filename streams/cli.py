@@ -113,8 +113,10 @@ def _check_group_options(args: argparse.Namespace, model_factory) -> None:
         return
     if args.model != "kernel":
         raise ValueError("workers that sync need --model kernel (AdvKernelSVM)")
-    from river_advsvm.streams import merge
+    from river_advsvm.streams import group, merge
 
+    if args.worker_id is not None:  # (before the checkpoint directory is made)
+        group.check_worker_id(args.worker_id)
     merge.check_mergeable_params(model_factory()._get_params())
 
 

@@ -146,13 +146,18 @@ def worker_id(checkpoint_dir: str, requested: str | None = None) -> str:
     else:
         host = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname())[:64] or "worker"
         chosen = f"{host}-{uuid.uuid4().hex[:8]}"
-    if not _WORKER_ID.match(chosen) or chosen.encode().startswith(FENCE_PREFIX):
-        raise ValueError(f"invalid worker id {chosen!r}: 1 to 128 of A-Z a-z 0-9 . _ -")
+    check_worker_id(chosen)
     if not os.path.exists(path):
         from river_advsvm.checkpoint import write_bytes
 
         write_bytes(path, (chosen + "\n").encode())
     return chosen
+
+
+def check_worker_id(chosen: str) -> None:
+    """`ValueError` unless `chosen` can name a worker (its snapshots' key)."""
+    if not _WORKER_ID.match(chosen) or chosen.encode().startswith(FENCE_PREFIX):
+        raise ValueError(f"invalid worker id {chosen!r}: 1 to 128 of A-Z a-z 0-9 . _ -")
 
 
 def _read_small_file(path: str, limit: int = 256) -> str | None:

@@ -55,9 +55,10 @@ def replay_samples(source: str, target: str = "y", limit: int | None = None,
     elif source.endswith(".npz"):
         import numpy as np
 
-        from river_advsvm.demo import load_npz
+        from river_advsvm.demo import check_finite, load_npz
 
         X, y, _, _ = load_npz(source)  # (checked as the demo checks its --data)
+        check_finite(X)  # (a message cannot carry a NaN)
         scale = 255.0 if X.dtype == np.uint8 else 1.0
         samples = ((row / scale, label) for row, label in zip(X, y.tolist()))
     else:

@@ -27,7 +27,7 @@ advsvm_messages_predicted_total                           messages predicted (ev
 advsvm_predictions_correct_total                          learned ones predicted right first
 advsvm_dead_letters_total{code}                           invalid messages, by reason
 advsvm_checkpoints_written_total                          checkpoints written
-advsvm_topic_resets_total                                 input topics found recreated
+advsvm_topic_resets_total                                 topics recreated, logs ended early
 advsvm_monitor_skipped_total                              messages the monitor cannot attack
 advsvm_monitor_alerts_total{kind}                         monitor alerts since start, by kind
 advsvm_group_syncs_total                                  snapshots published (one worker)
@@ -212,8 +212,9 @@ METRICS = [
             lambda r: _labelled(r.dead_letters), ("code",)),
     _Metric("advsvm_checkpoints_written_total", "counter", "Checkpoints written.",
             lambda r: r.checkpoints),
-    _Metric("advsvm_topic_resets_total", "counter", "Input topics found recreated (their "
-            "checkpointed offsets were gone).", lambda r: r.topic_resets),
+    _Metric("advsvm_topic_resets_total", "counter", "Input topics found recreated, and "
+            "partitions whose log ended before the checkpointed offset.",
+            lambda r: r.topic_resets),
     _Metric("advsvm_monitor_skipped_total", "counter", "Labelled messages the robustness "
             "monitor could not attack (outside the box of --monitor-bounds); they are learned.",
             lambda r: r.monitor_skipped),

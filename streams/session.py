@@ -313,6 +313,38 @@ class Session:
         self.progress.lag = metrics.partition_lag(self.consumer, self.state.offsets,
                                                   self.assignment)
 
+    def resume_where_logs_end(self) -> bool:
+        """Each assigned partition whose next offset to learn lies past the end of its log
+        (the high watermark its fetches report) resumes from that end, with a warning; True
+        if one did. The log lost messages the state had read (a broker that lost its tail), or
+        the state is of another log: waiting at the old offset, the consumer would skip what
+        arrives meanwhile (the bundled broker answers there with nothing; Kafka's client
+        resets to the log's beginning, and the records before the old offset are skipped as
+        learned). Call it on the thread that polls, before the poll's records are filtered."""
+        from kafka.errors import KafkaError
+
+        moved = False
+        offsets = self.state.offsets
+        for tp in sorted(self.assignment):
+            expected = offsets.get(tp.topic, {}).get(tp.partition)
+            try:
+                end = self.consumer.highwater(tp)
+            except KafkaError:  # e.g. no longer assigned (a rebalance in between)
+                continue
+            if expected is None or end is None or expected <= end:
+                continue
+            log.warning("the log of %s partition %d ends at offset %d, before offset %d where "
+                        "the state resumes it: the broker lost messages it had read, or the "
+                        "state is of another log; resuming from the log's end", tp.topic,
+                        tp.partition, end, expected, extra=self.log_fields())
+            offsets[tp.topic][tp.partition] = int(end)
+            self.consumer.seek(tp, int(end))
+            # Outputs published for the old offsets name messages this log no longer has.
+            self.published.forget([tp])
+            self.state.counters["topic_resets"] += 1
+            moved = True
+        return moved
+
     def watch_brokers(self) -> None:
         """Whether the consumer holds a connection to a broker (kafka-python's
         `connection-count`), looked at once a second on the thread that polls: after

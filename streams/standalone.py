@@ -154,6 +154,7 @@ class Standalone:
         if self._handed_over:
             self._log_handed_over()
         session.watch_brokers()
+        session.resume_where_logs_end()
         session.measure_lag()
         if not session.topic_recreated():
             return False

@@ -187,7 +187,7 @@ def new_counters() -> dict:
         "dead_letters_by_code": {},
         "alerts": 0,  # alerts the monitor raised
         "alerts_by_kind": {},  # of those, how many of each kind (clean_drift, ...)
-        "topic_resets": 0,  # topics found recreated (the broker lost them)
+        "topic_resets": 0,  # topics found recreated, partitions whose log ended before the offset
         "monitor_skipped": 0,  # labelled messages the monitor's attack refuses (outside its box)
         "checkpoints": 0,  # checkpoints (or, in a group, snapshots) written
     }

@@ -221,6 +221,7 @@ class GroupWorker:
             self.restore()
             session.measure_lag()
             return True  # what this poll returned was fetched before the partitions were placed
+        session.resume_where_logs_end()
         session.measure_lag()
         if session.topic_recreated():
             timeout = session.config.shutdown_timeout

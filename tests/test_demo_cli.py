@@ -606,3 +606,21 @@ def test_serve_replay_of_an_npz_declaring_terabytes_is_a_usage_error(capsys, tmp
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
     assert "declares 8,000,000,000,000 bytes" in err
+
+
+def test_serve_replay_of_an_npz_holding_nan_is_refused_before_the_broker(capsys, tmp_path):
+    """A NaN in an .npz's inputs was found only once the bundled broker ran, as a message
+    JSON cannot carry ('Out of range float values are not JSON compliant')."""
+    pytest.importorskip("kafka")
+    from river_advsvm.streams import cli as streams_cli
+
+    path = tmp_path / "nan.npz"
+    X = np.full((20, 3), 0.5)
+    X[7, 1] = np.nan
+    np.savez(path, X_train=X, y_train=np.resize([0, 1], 20))
+    code = streams_cli.main(["--local-broker", "--replay", str(path),
+                             "--checkpoint-dir", str(tmp_path / "ck")])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.err.count("\n") == 1 and captured.out == "", captured.err
+    assert "the inputs hold 1 value that is NaN or infinite" in captured.err
+    assert not (tmp_path / "ck").exists()

@@ -304,13 +304,18 @@ def test_serve_without_a_broker_exits_with_one_line(tmp_path, servers):
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
       "--sync-every", "0"], "--sync-every: 0 is not a whole number >= 1"),
     (["--checkpoint-every", "0"], "--checkpoint-every: 0 is not a whole number >= 1"),
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--sync-every", "10", "--worker-id", "a/b"], "invalid worker id 'a/b'"),
 ])
-def test_every_usage_error_is_one_line_with_status_2(argv, message, capsys):
+def test_every_usage_error_is_one_line_with_status_2(argv, message, capsys, tmp_path,
+                                                     monkeypatch):
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_:
         sys.exit(streams_cli.main(argv))
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0] and err[0].startswith("advsvm serve: ")
+    assert not any(tmp_path.iterdir())  # refused before anything was made (the directory d)
 
 
 def test_an_outputs_file_that_cannot_be_written_fails_before_the_demo_runs(tmp_path, capsys):
