@@ -41,6 +41,10 @@ MISSING_TOPIC_EVERY = 60.0
 #: Seconds without a connection to any broker before the service says so (and is not ready):
 #: longer than a broker restart's own reconnection.
 BROKERS_AWAY_WARNING = 10.0
+#: Seconds a partition's log must keep ending before the offset the service resumes it from
+#: before it resumes from that end: after a leader change the new leader may briefly report
+#: an end (its high watermark) short of one the old leader had reported.
+LOG_END_CONFIRM = 5.0
 
 
 @dataclasses.dataclass
@@ -162,6 +166,8 @@ class Session:
         # Outputs an earlier run published for messages learned again now (`output_log`).
         self.published = output_log.Published()
         self._ends_reader = None  # a Kafka client reading where the output topics end
+        # Partition -> (since when, the lowest end seen) while its log ends before its offset.
+        self._short_logs: dict = {}
         self._output_partitions: dict = {}  # output topic -> its partitions, as last asked
         self.output_topics = [t for t in (config.predictions_topic, config.alerts_topic,
                                           config.dead_letter_topic) if t]
@@ -314,35 +320,45 @@ class Session:
                                                   self.assignment)
 
     def resume_where_logs_end(self) -> bool:
-        """Each assigned partition whose next offset to learn lies past the end of its log
-        (the high watermark its fetches report) resumes from that end, with a warning; True
-        if one did. The log lost messages the state had read (a broker that lost its tail), or
-        the state is of another log: waiting at the old offset, the consumer would skip what
-        arrives meanwhile (the bundled broker answers there with nothing; Kafka's client
-        resets to the log's beginning, and the records before the old offset are skipped as
-        learned). Call it on the thread that polls, before the poll's records are filtered."""
+        """Each assigned partition whose next offset to learn has lain past the end of its log
+        (the high watermark its fetches report) for `LOG_END_CONFIRM` seconds resumes from
+        the lowest end seen meanwhile, with a warning; True if one did. The log lost messages
+        the state had read (a broker that lost its tail), or the state is of another log:
+        waiting at the old offset, the consumer would skip what arrives (the bundled broker
+        answers there with nothing; Kafka's client resets to the log's beginning, and the
+        records before the old offset are skipped as learned). Call it on the thread that
+        polls, before the poll's records are filtered."""
         from kafka.errors import KafkaError
 
-        moved = False
-        offsets = self.state.offsets
+        moved, now = False, time.monotonic()
+        offsets, short = self.state.offsets, self._short_logs
         for tp in sorted(self.assignment):
             expected = offsets.get(tp.topic, {}).get(tp.partition)
             try:
                 end = self.consumer.highwater(tp)
             except KafkaError:  # e.g. no longer assigned (a rebalance in between)
-                continue
+                end = None
             if expected is None or end is None or expected <= end:
+                short.pop(tp, None)
                 continue
+            since, lowest = short.setdefault(tp, (now, end))
+            lowest = min(lowest, end)
+            short[tp] = (since, lowest)
+            if now - since < LOG_END_CONFIRM:
+                continue
+            del short[tp]
             log.warning("the log of %s partition %d ends at offset %d, before offset %d where "
                         "the state resumes it: the broker lost messages it had read, or the "
                         "state is of another log; resuming from the log's end", tp.topic,
-                        tp.partition, end, expected, extra=self.log_fields())
-            offsets[tp.topic][tp.partition] = int(end)
-            self.consumer.seek(tp, int(end))
+                        tp.partition, lowest, expected, extra=self.log_fields())
+            offsets[tp.topic][tp.partition] = int(lowest)
+            self.consumer.seek(tp, int(lowest))
             # Outputs published for the old offsets name messages this log no longer has.
             self.published.forget([tp])
             self.state.counters["topic_resets"] += 1
             moved = True
+        for tp in set(short) - self.assignment:
+            del short[tp]
         return moved
 
     def watch_brokers(self) -> None:

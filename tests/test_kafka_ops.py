@@ -406,3 +406,51 @@ def test_a_broker_gone_while_the_service_idles_is_said_and_makes_it_not_ready(ow
                       log)
     finally:
         assert kh.stop_service(process) == 0, kh.tail(log)
+
+
+def test_a_checkpoint_past_the_end_of_its_log_resumes_from_the_end(broker, tmp_path):
+    """A checkpoint whose offset lies past the end of the log it names (the broker lost the
+    log's tail, or the file is of another log): the service waited at that offset for ever,
+    `--exit-when-idle` took it for caught up, and every message that came meanwhile went
+    unlearned. It resumes from the end its first fetch found, says so, counts a
+    `topic_resets`, and learns and predicts each message from there once, those that came
+    while it made sure of the end included."""
+    bootstrap = broker.bootstrap_servers
+    topic = "pastend"
+    clients.create_topics(bootstrap, {topic: 1, f"{topic}-predictions": 1})
+    X, y = kh.stream(460, seed=12)
+    values = kh.messages(X, y)
+    kh.produce(bootstrap, topic, values[:400], partition=0)
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    options = ("--predictions-topic", f"{topic}-predictions")
+    command = kh.serve_command(bootstrap, topic, "pastend-group", directory, *options,
+                               "--exit-when-idle", "1")
+    assert kh.start_service(command, log).wait(90) == 0, kh.tail(log)
+    saved = state.load(directory)
+    assert saved.offsets == {topic: {0: 400}}
+    saved.offsets[topic][0] = 100_000
+    state.save(directory, saved)
+
+    port = free_port()
+    command = kh.serve_command(bootstrap, topic, "pastend-group", directory, *options,
+                               "--checkpoint-interval", "0.5", "--exit-when-idle", "60",
+                               "--metrics-port", str(port))
+    process = kh.start_service(command, log)
+    # The lag of a partition is reported once a fetch reported the end of its log.
+    kh.wait_until(lambda: probe(port, "/readyz")[0] == 200
+                  and ("0", topic) in scrape(port).get("advsvm_consumer_lag_messages", {}),
+                  60, "the first fetch", process, log)
+    kh.produce(bootstrap, topic, values[400:420], partition=0)  # while it makes sure
+    kh.wait_until(lambda: "ends at offset 400, before offset 100000" in log.read_text(), 60,
+                  "the service to resume from the log's end", process, log)
+    kh.produce(bootstrap, topic, values[420:], partition=0)
+    kh.wait_until(lambda: kh.checkpoint_info(directory)["offsets"] == {topic: {"0": 460}}, 60,
+                  "the new messages", process, log)
+    assert kh.stop_service(process) == 0, kh.tail(log)
+
+    info = kh.checkpoint_info(directory)
+    assert info["counters"]["topic_resets"] == 1
+    assert info["samples_learned"] == 460
+    predictions = kh.read_topic(bootstrap, f"{topic}-predictions", 460)
+    offsets = sorted(json.loads(r.value)["offset"] for r in predictions)
+    assert offsets == list(range(460))  # each message's prediction once

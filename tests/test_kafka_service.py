@@ -361,46 +361,6 @@ def test_a_topic_deleted_and_created_again_is_learned_once(broker, tmp_path):
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
 
 
-def test_a_checkpoint_past_the_end_of_its_log_resumes_from_the_end(broker, tmp_path):
-    """A checkpoint whose offset lies past the end of the log it names (the broker lost the
-    log's tail, or the file is of another log): the service waited at that offset for ever,
-    `--exit-when-idle` took it for caught up, and every message that came meanwhile went
-    unlearned. It resumes from the log's end, says so, counts a `topic_resets`, and learns
-    and predicts each new message once."""
-    bootstrap = broker.bootstrap_servers
-    topic = _topics(broker, "pastend", outputs=("predictions",))
-    X, y = kh.stream(460, seed=12)
-    values = kh.messages(X, y)
-    kh.produce(bootstrap, topic, values[:400], partition=0)
-    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
-    command = kh.serve_command(bootstrap, topic, "pastend-group", directory,
-                               "--predictions-topic", f"{topic}-predictions",
-                               "--exit-when-idle", "1")
-    assert kh.start_service(command, log).wait(90) == 0, kh.tail(log)
-    saved = state.load(directory)
-    assert saved.offsets == {topic: {0: 400}}
-    saved.offsets[topic][0] = 100_000
-    state.save(directory, saved)
-
-    command = kh.serve_command(bootstrap, topic, "pastend-group", directory,
-                               "--predictions-topic", f"{topic}-predictions",
-                               "--checkpoint-interval", "0.5", "--exit-when-idle", "60")
-    process = kh.start_service(command, log)
-    kh.wait_until(lambda: "ends at offset 400, before offset 100000" in log.read_text(), 60,
-                  "the service to see the log's end", process, log)
-    kh.produce(bootstrap, topic, values[400:], partition=0)
-    kh.wait_until(lambda: kh.checkpoint_info(directory)["offsets"] == {topic: {"0": 460}}, 60,
-                  "the new messages", process, log)
-    assert kh.stop_service(process) == 0, kh.tail(log)
-
-    info = kh.checkpoint_info(directory)
-    assert info["counters"]["topic_resets"] == 1
-    assert info["samples_learned"] == 460
-    predictions = kh.read_topic(bootstrap, f"{topic}-predictions", 460)
-    offsets = sorted(json.loads(r.value)["offset"] for r in predictions)
-    assert offsets == list(range(460))  # each message's prediction once
-
-
 def test_broker_outage_without_data_loss_resumes(own_broker, tmp_path):
     """The broker freezes (SIGSTOP: a network cut, data kept) while the service is
     learning and publishing; afterwards everything is learned once and every output is out."""
