@@ -118,7 +118,7 @@ def robustness_report(
     attacks
         `river_advsvm.attacks` instances, as a list (named by class) or a dict of names to
         attacks, or one attack. Each is run at every radius of its norm, its own `epsilon`
-        ignored.
+        ignored (`ValueError` if `epsilons` gives its norm none).
     epsilons
         Radii: a list (or one radius) used for every attack in its own norm, or a dict from
         norm ('l2', 'linf') to a list of radii (or one).
@@ -185,6 +185,11 @@ def robustness_report(
     for name, attack in named.items():
         if not isinstance(attack, Attack):
             raise TypeError(f"{name!r} is not a river_advsvm.attacks.Attack")
+        if not radii_of.get(attack.norm):  # (it would leave the report without a word)
+            given = [norm for norm, radii in radii_of.items() if radii]
+            raise ValueError(f"the attack {name!r} is in the {attack.norm} norm, and epsilons "
+                             f"gives no radius of that norm (it gives "
+                             f"{' and '.join(given) or 'none'})")
     runs = {name: (1 if attack.minimizes_norm else len(radii_of.get(attack.norm, [])))
             for name, attack in named.items()}
     if progress_.enabled(progress):

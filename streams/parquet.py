@@ -22,7 +22,8 @@ null label is None, a row without a label (the Kafka replay sends it unlabelled;
 refuses to learn it). A file that cannot be read raises `ParquetError`, naming it and the row;
 a column it lacks, `MissingColumnError` (a `ParquetError`, and a `KeyError`).
 
-Writing (`write`, `from_npz`, `from_river`) goes chunk by chunk with one row group per chunk.
+Writing (`write`, `from_npz`, `from_river`) goes chunk by chunk with one row group per chunk,
+into a temporary file beside the path, renamed into place once the last chunk is written.
 
 Examples
 --------
@@ -44,8 +45,10 @@ Examples
 from __future__ import annotations
 
 import collections
+import numbers
 import os
 import typing
+import uuid
 
 import numpy as np
 import pandas as pd
@@ -608,8 +611,10 @@ def _feature_columns(X: np.ndarray, layout: str, feature_name: str, y,
     return names
 
 
-def _feature_table(X: np.ndarray, y, layout: str, names: list[str], target_name: str):
-    """A chunk of `write` as a table whose feature columns are `names` (`_feature_columns`)."""
+def _feature_table(X: np.ndarray, y: pa.Array | None, layout: str, names: list[str],
+                   target_name: str):
+    """A chunk of `write` as a table whose feature columns are `names` (`_feature_columns`)
+    and, with labels `y` (`_label_array`'s, sliced), a target column."""
     names = list(names)
     if layout == "list":
         flat = pa.array(np.ascontiguousarray(X).reshape(-1))
@@ -617,9 +622,58 @@ def _feature_table(X: np.ndarray, y, layout: str, names: list[str], target_name:
     else:
         arrays = [pa.array(X[:, j]) for j in range(X.shape[1])]
     if y is not None:
-        arrays.append(pa.array(np.asarray(y)))
+        arrays.append(y)
         names.append(target_name)
     return pa.Table.from_arrays(arrays, names=names)
+
+
+#: The column type of each kind of label a file holds.
+_LABEL_TYPES = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}
+
+
+def _label(y, sample: int, kind: type | None) -> tuple:
+    """`(label, kind)`: `y` as `as_label` takes it (None stays None: a row without a label),
+    or `ValueError` naming the sample; a label of another kind than `kind` (the first label's:
+    a column holds one) is refused, as 1 and "1", or True and 1, are told apart nowhere
+    else."""
+    if y is None:
+        return None, kind
+    try:
+        y = as_label(y)
+    except inputs.InvalidInput as error:
+        raise ValueError(f"sample {sample}: {error}") from None
+    if kind is not None and type(y) is not kind:
+        raise ValueError(f"sample {sample} has label {inputs.describe(y)}, another kind than "
+                         f"the labels before it ({kind.__name__}): a label column holds labels "
+                         "of one kind")
+    return y, type(y)
+
+
+def _label_array(y) -> pa.Array:
+    """The labels `y` (None: no label) as one column, of the type of their kind."""
+    kind = None
+    labels = []
+    for i, value in enumerate(y.tolist() if isinstance(y, np.ndarray) else y):
+        value, kind = _label(value, i, kind)
+        labels.append(value)
+    return pa.array(labels, type=_LABEL_TYPES.get(kind, pa.null()))
+
+
+def _written(path, write_to: typing.Callable[[str], typing.Any]):
+    """`write_to(a file beside path)`, then that file renamed to `path`: a write that fails
+    leaves no file behind (a partial Parquet file reads as a whole, shorter one)."""
+    path = os.fspath(path)
+    head, tail = os.path.split(os.path.abspath(path))
+    partial = os.path.join(head, f".{tail}.{uuid.uuid4().hex[:12]}.partial")
+    try:
+        result = write_to(partial)
+        if os.path.exists(partial):  # (nothing to write makes no file)
+            os.replace(partial, path)
+    except BaseException:
+        if os.path.exists(partial):
+            os.unlink(partial)
+        raise
+    return result
 
 
 def _check_row_group_size(row_group_size) -> None:
@@ -653,22 +707,26 @@ def write(
     _check_row_group_size(row_group_size)
     X = np.asarray(X)
     names = _feature_columns(X, layout, feature_name, y, target_name)  # before any writing
+    if X.dtype.kind not in "biuf":
+        raise ValueError("X must be an array of numbers (bool, int or float)")
+    if not X.shape[1]:
+        raise ValueError("X has no columns: a sample needs at least one input")
     if y is not None and len(y) != len(X):
         raise ValueError(f"{len(X)} samples but {len(y)} labels")
-    writer = None
-    try:
-        for start in range(0, max(len(X), 1), row_group_size):
-            stop = start + row_group_size
-            table = _feature_table(
-                X[start:stop], None if y is None else np.asarray(y)[start:stop],
-                layout, names, target_name,
-            )
-            if writer is None:
-                writer = pq.ParquetWriter(os.fspath(path), table.schema, compression=compression)
-            writer.write_table(table, row_group_size=row_group_size)
-    finally:
-        if writer is not None:
-            writer.close()
+    labels = None if y is None else _label_array(y)
+
+    def write_to(sink: str) -> None:
+        with pq.ParquetWriter(sink, _feature_table(X[:0], None if labels is None else
+                                                   labels[:0], layout, names,
+                                                   target_name).schema,
+                              compression=compression) as writer:
+            for start in range(0, max(len(X), 1), row_group_size):
+                stop = start + row_group_size
+                chunk = None if labels is None else labels[start:stop]
+                writer.write_table(_feature_table(X[start:stop], chunk, layout, names,
+                                                  target_name), row_group_size=row_group_size)
+
+    _written(path, write_to)
 
 
 def from_npz(
@@ -721,44 +779,72 @@ def from_river(
     """Write a River dataset (an iterable of `(x, y)`) as a wide table, one column per feature.
 
     The columns are the features of the first sample, each named by its text (`ValueError` if
-    two features have one text, such as 1 and '1'); a later sample with another feature raises
-    `ValueError`, a missing one is written as null. Returns the number of rows written.
+    two features have one text, such as 1 and '1'), each of float64 values (a bool as 0 or 1);
+    a later sample with another feature raises `ValueError`, a missing one is written as null
+    (which the readers refuse as a feature value). A value that is no number, or a label of
+    another kind than the first (1 beside "1" or True), raises `ValueError` naming the sample;
+    a label None is a row without a label. Nothing is left at `path` after an error. Returns
+    the number of rows written.
     """
     _check_row_group_size(row_group_size)
-    writer = None
-    names: dict | None = None
-    known: set = set()
-    rows: list = []
-    labels: list = []
-    count = 0
 
-    def flush():
-        nonlocal writer
-        columns = {column: [row.get(name) for row in rows] for name, column in names.items()}
-        columns[target_name] = labels
-        table = pa.table(columns)
-        if writer is None:
-            writer = pq.ParquetWriter(os.fspath(path), table.schema, compression=compression)
-        writer.write_table(table.cast(writer.schema), row_group_size=row_group_size)
-        rows.clear()
-        labels.clear()
+    def write_to(sink: str) -> int:
+        writer = None
+        names: dict | None = None
+        rows: list = []
+        labels: list = []
+        kind = None
+        count = 0
 
-    try:
-        for x, y in dataset:
-            if names is None:
-                names = _column_names(list(x), target_name)
-                known = set(names)
-            unknown = [name for name in x if name not in known]
-            if unknown:
-                raise ValueError(f"sample {count} has features {unknown} the first one lacks")
-            rows.append(x)
-            labels.append(y)
-            count += 1
-            if len(rows) == row_group_size:
+        def flush():
+            nonlocal writer
+            columns = {column: pa.array([row.get(name) for row in rows], type=pa.float64())
+                       for name, column in names.items()}
+            columns[target_name] = pa.array(labels, type=_LABEL_TYPES.get(kind, pa.null()))
+            table = pa.table(columns)
+            if writer is None:
+                writer = pq.ParquetWriter(sink, table.schema, compression=compression)
+            elif table.schema != writer.schema:  # (only the label's type can differ)
+                raise ValueError(f"sample {count - len(rows)} is the first with a label, after "
+                                 f"a row group of rows without one: the row group sets the "
+                                 f"label column's type (give a larger row_group_size)")
+            writer.write_table(table, row_group_size=row_group_size)
+            rows.clear()
+            labels.clear()
+
+        try:
+            for x, y in dataset:
+                if names is None:
+                    names = _column_names(list(x), target_name)
+                unknown = [name for name in x if name not in names]
+                if unknown:
+                    raise ValueError(f"sample {count} has features {unknown} the first one lacks")
+                rows.append({name: _feature_value(value, count, name)
+                             for name, value in x.items()})
+                y, kind = _label(y, count, kind)
+                labels.append(y)
+                count += 1
+                if len(rows) == row_group_size:
+                    flush()
+            if rows:
                 flush()
-        if rows:
-            flush()
-    finally:
-        if writer is not None:
-            writer.close()
-    return count
+        finally:
+            if writer is not None:
+                writer.close()
+        return count
+
+    return _written(path, write_to)
+
+
+def _feature_value(value, sample: int, name) -> float | None:
+    """A feature's value as written (None: null), or `ValueError` naming the sample."""
+    if value is None:
+        return None
+    what = "a feature is a number (or None: missing)"
+    if isinstance(value, (numbers.Real, np.bool_)):
+        try:
+            return float(value)
+        except OverflowError:  # (an int past float's range)
+            what = "too large for a float"
+    raise ValueError(f"sample {sample}: feature {inputs.shown_name(name)} is "
+                     f"{inputs.describe(value)}: {what}")

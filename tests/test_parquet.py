@@ -733,6 +733,67 @@ def test_from_river_names_each_column_by_the_text_of_its_feature(tmp_path):
     assert not (tmp_path / "c.parquet").exists() and not (tmp_path / "t.parquet").exists()
 
 
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), n=st.integers(1, 12), row_group_size=st.integers(1, 5),
+       kind=st.sampled_from([bool, int, str]))
+def test_from_river_writes_every_value_and_label_as_given(tmp_path_factory, data, n,
+                                                          row_group_size, kind):
+    """Values of any number type, in any row group, read back as the floats they are, and
+    labels as themselves. A column's type was the first row group's: a bool column turned a
+    later 3 into 1.0, a later 0.5 into an error after a partial file was written."""
+    value = st.one_of(st.booleans(), st.integers(-10**6, 10**6),
+                      st.floats(-1e6, 1e6, allow_nan=False))
+    label = {bool: st.booleans(), int: st.integers(-5, 5), str: st.sampled_from(["a", "1"])}
+    samples = data.draw(st.lists(st.tuples(st.fixed_dictionaries({"a": value, 2: value}),
+                                           label[kind]), min_size=n, max_size=n))
+    path = tmp_path_factory.mktemp("river") / "r.parquet"
+    assert parquet.from_river(samples, path, row_group_size=row_group_size) == n
+    rows = list(parquet.iter_rows(path, target="y"))
+    assert [x for x, _ in rows] == [{"a": float(x["a"]), "2": float(x[2])} for x, _ in samples]
+    assert [y for _, y in rows] == [y for _, y in samples]
+    assert all(type(y) is kind for _, y in rows)
+
+
+def test_the_writers_refuse_what_they_cannot_write_and_leave_no_file(tmp_path):
+    """Raw pyarrow errors came out of `write` and `from_river` after a partial file was written
+    (one that reads back as a whole, shorter file), and mixed labels became strings."""
+    path = tmp_path / "w.parquet"
+    path.write_bytes(b"what was there")
+    cases = [
+        (lambda: parquet.from_river([({"a": 0.1}, True), ({"a": 0.2}, False), ({"a": 0.3}, 2)],
+                                    path, row_group_size=2),
+         "sample 2 has label 2, another kind than the labels before it (bool)"),
+        (lambda: parquet.from_river([({"a": 0.1}, 0), ({"a": "x"}, 1)], path),
+         "sample 1: feature 'a' is 'x' (a str): a feature is a number"),
+        (lambda: parquet.from_river([({"a": 0.1}, None), ({"a": 0.2}, 1)], path,
+                                    row_group_size=1),
+         "sample 1 is the first with a label, after a row group of rows without one"),
+        (lambda: parquet.from_river([({"a": 0.1}, np.nan)], path), "sample 0: label nan"),
+        (lambda: parquet.write(path, np.ones((2, 2)), [1, "a"]),
+         "sample 1 has label 'a' (a str), another kind than the labels before it (int)"),
+        (lambda: parquet.write(path, np.ones((3, 0)), [1, 0, 1]), "X has no columns"),
+        (lambda: parquet.write(path, np.array([["a", "b"]]), [1]), "X must be an array of numbers"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            call()
+        assert sorted(os.listdir(tmp_path)) == ["w.parquet"]
+        assert path.read_bytes() == b"what was there"
+
+
+def test_the_writers_take_a_column_that_is_null_at_first(tmp_path):
+    """A feature missing from every sample of the first row group, or labels missing there,
+    failed on the next row group ('Unsupported cast from double to null', 'Table schema does
+    not match')."""
+    assert parquet.from_river([({"a": 0.1, "b": None}, 0), ({"a": 0.2, "b": None}, 1),
+                               ({"a": 0.3, "b": 1.0}, 0)], tmp_path / "r.parquet",
+                              row_group_size=2) == 3
+    assert pq.read_table(tmp_path / "r.parquet")["b"].to_pylist() == [None, None, 1.0]
+    parquet.write(tmp_path / "w.parquet", np.ones((4, 2)), [None, None, 1, 0], row_group_size=2)
+    assert [y for _, y in parquet.iter_rows(tmp_path / "w.parquet", target="y")] == [None, None,
+                                                                                    1, 0]
+
+
 # -- arguments, missing columns and labels ---------------------------------------------------------
 
 

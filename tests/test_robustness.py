@@ -187,3 +187,17 @@ def test_a_nan_input_is_refused_in_the_reports_words():
     with pytest.raises(InvalidInput, match="feature 'b' is nan; robustness_report needs finite "
                                            "values$"):
         robustness_report(model, X, y, [FGSM()], [0.1], progress=False)
+
+
+@pytest.mark.parametrize("attacks, epsilons, norm, given", [
+    ([PGD(norm="l2")], {"linf": [0.1]}, "l2", "linf"),
+    ([CarliniWagnerL2()], {"linf": 0.1}, "l2", "linf"),
+    ([FGSM()], [], "linf", "none"),
+])
+def test_an_attack_without_a_radius_of_its_norm_is_refused(attacks, epsilons, norm, given):
+    """Such an attack was left out of the report without a word (its docstring: every attack
+    is run at every radius of its norm)."""
+    model, X, y = _small_linear()
+    with pytest.raises(ValueError, match=f"is in the {norm} norm, and epsilons gives no radius "
+                                         rf"of that norm \(it gives {given}\)"):
+        robustness_report(model, X, y, attacks, epsilons, progress=False)
