@@ -633,9 +633,8 @@ _LABEL_TYPES = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.
 
 def _label(y, sample: int, kind: type | None) -> tuple:
     """`(label, kind)`: `y` as `as_label` takes it (None stays None: a row without a label),
-    or `ValueError` naming the sample; a label of another kind than `kind` (the first label's:
-    a column holds one) is refused, as 1 and "1", or True and 1, are told apart nowhere
-    else."""
+    or `ValueError` naming the sample. A label of another kind than `kind` (the first label's)
+    is refused: a column holds one type, and in it "1" would become 1, or 2 become True."""
     if y is None:
         return None, kind
     try:
@@ -805,9 +804,10 @@ def from_river(
             if writer is None:
                 writer = pq.ParquetWriter(sink, table.schema, compression=compression)
             elif table.schema != writer.schema:  # (only the label's type can differ)
-                raise ValueError(f"sample {count - len(rows)} is the first with a label, after "
-                                 f"a row group of rows without one: the row group sets the "
-                                 f"label column's type (give a larger row_group_size)")
+                first = count - len(rows) + next(i for i, y in enumerate(labels) if y is not None)
+                raise ValueError(f"sample {first} is the first with a label, after a row group "
+                                 "of rows without one: the row group sets the label column's "
+                                 "type (give a larger row_group_size)")
             writer.write_table(table, row_group_size=row_group_size)
             rows.clear()
             labels.clear()
