@@ -66,8 +66,9 @@ def user_path(text: str) -> str:
     return os.path.expanduser(text)
 
 
-def whole_numbers(low: int):
-    """An argparse type: whole numbers >= `low` (argparse names the flag in its error)."""
+def whole_numbers(low: int, high: int | None = None):
+    """An argparse type: whole numbers >= `low` (and <= `high`; argparse names the flag in its
+    error)."""
 
     def parse(text: str) -> int:
         try:
@@ -76,6 +77,8 @@ def whole_numbers(low: int):
             value = low - 1
         if value < low:
             raise argparse.ArgumentTypeError(f"{_shown(text)} is not a whole number >= {low}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is more than {high}")
         return value
 
     return parse

@@ -110,9 +110,9 @@ from river_advsvm.streams.snapshot import (FENCE_PREFIX, Snapshot, fence_key, fe
 from river_advsvm.streams.snapshot_topic import SnapshotReader, read_group
 from river_advsvm.support_basis import SharedBasis
 
-__all__ = ["FENCE_PREFIX", "GROUP_MODELS", "Fenced", "GroupSync", "Snapshot", "SnapshotReader",
-           "claims", "group_model", "new_bookkeeping", "newer", "parse_snapshot", "read_group",
-           "superseded", "totals", "worker_id"]
+__all__ = ["FENCE_PREFIX", "GROUP_MODELS", "DuplicateWorker", "Fenced", "GroupSync", "Snapshot",
+           "SnapshotReader", "check_worker_id", "claims", "group_model", "new_bookkeeping",
+           "newer", "parse_snapshot", "read_group", "superseded", "totals", "worker_id"]
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +129,13 @@ _WORKER_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 class Fenced(Exception):
     """The topic ignored a snapshot this worker published: the group was assigned in a newer
     generation first. This worker is a zombie and must roll back."""
+
+
+class DuplicateWorker(ValueError):
+    """Another live process publishes snapshots under this worker's id (two workers given one
+    `--worker-id`, or a checkpoint directory copied with the id it keeps): this one's
+    snapshots no longer count, and it must stop (a usage error: restarting it would repeat
+    it)."""
 
 
 def worker_id(checkpoint_dir: str, requested: str | None = None) -> str:
@@ -211,6 +218,9 @@ class GroupSync:
         self.limits = state_io.Limits() if limits is None else limits
         self.topic = topic
         self.worker = worker
+        # This process's mark on its snapshots: another process publishing under the same id
+        # has another.
+        self.instance = uuid.uuid4().hex[:16]
         self.checkpoint_dir = checkpoint_dir
         self.sink = sink
         self.reader: SnapshotReader | None = None
@@ -231,7 +241,7 @@ class GroupSync:
         self._ensure_topic()
         self.reader = SnapshotReader(self.clients, self.topic,
                                      client_id=f"advsvm-group-{self.worker}", limits=self.limits,
-                                     basis=self.choice)
+                                     basis=self.choice, own=(self.worker, self.instance))
 
     def _ensure_topic(self) -> None:
         """The snapshot topic, created if it is missing (one partition, compacted);
@@ -556,6 +566,7 @@ class GroupSync:
         group = state.group
         group["seq"] += 1  # never reused, even if this attempt fails: the highest seq wins
         group["generation"] = generation
+        group["instance"] = self.instance
         state.counters["checkpoints"] += 1
         data, whole = self._snapshot_bytes(state)
         if self._last_sent is not None:
@@ -573,6 +584,13 @@ class GroupSync:
                         group["seq"], self.topic)
             return False
         faults.reach("snapshot.published", seq=group["seq"])
+        twin = self.reader.twin
+        if twin is not None:
+            raise DuplicateWorker(
+                f"another process publishes snapshots as worker {self.worker!r} (its snapshot "
+                f"{twin.seq}, record {twin.position} of {self.topic}): give each worker its "
+                "own --worker-id and checkpoint directory (a copied directory keeps the id of "
+                "the one it was copied from)")
         own = self.own()
         if own is None or own.position != offset:
             raise Fenced(f"snapshot {group['seq']} of {self.worker} (generation {generation}) "

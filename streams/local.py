@@ -24,6 +24,7 @@ import itertools
 import json
 import logging
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -243,9 +244,22 @@ def _run_workers(broker, config: ServiceConfig, workers: int, worker_argv,
     sync_topic = config.sync_topic or ServiceConfig(
         bootstrap_servers="", topic=config.topic, group=config.group, checkpoint_dir="",
         sync_every=1).sync_topic
+    from river_advsvm.streams import lifecycle
+
     processes = []
+    stopped = []
+
+    def stop() -> None:  # SIGTERM or SIGINT: each worker drains, then the broker stops
+        stopped.append(True)
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+
+    signals = lifecycle.Signals(stop)
     try:
         for i in range(workers):
+            if stopped:
+                break
             directory = os.path.join(checkpoint_dir, f"worker-{i}")
             os.makedirs(directory, exist_ok=True)
             command = worker_argv(broker.bootstrap_servers, config.topic, config.group,
@@ -266,6 +280,7 @@ def _run_workers(broker, config: ServiceConfig, workers: int, worker_argv,
         started = time.monotonic()
         statuses = [process.wait() for process in processes]
     finally:
+        signals.restore()
         for process in processes:  # on an interrupt: drain them, by their own pids
             if process.poll() is None:
                 process.terminate()
@@ -291,7 +306,10 @@ def _run_workers(broker, config: ServiceConfig, workers: int, worker_argv,
     summary["merged_model_samples"] = None if model is None else model.n_learned
     print(json.dumps(summary, indent=2))
     print(f"inspect a worker with: advsvm inspect {checkpoint_dir}/worker-0")
-    return max(statuses, default=0)
+    # A worker our SIGTERM stopped before it could drain (still starting) stopped as asked;
+    # one a signal killed otherwise is an unexpected end.
+    return signals.status(max((0 if stopped and status == -signal.SIGTERM else
+                               1 if status < 0 else status for status in statuses), default=0))
 
 
 def _show_outputs(bootstrap_servers: str, config: ServiceConfig, show: int,

@@ -239,6 +239,8 @@ LOCAL_ONLY = {"--replay": "replay", "--replay-target": "replay_target",
               "--partitions": "partitions", "--show": "show", "--outputs-file": "outputs_file"}
 LOCAL_DEFAULTS = {"replay": "phishing", "replay_target": "y", "replay_unlabelled_every": 10,
                   "show": 5}
+#: The most worker processes --local-broker starts (each a Python process on this machine).
+MAX_LOCAL_WORKERS = 32
 
 
 def _add_local(local) -> None:
@@ -258,8 +260,9 @@ def _add_local(local) -> None:
                        help="send every K-th message without its label (default 10; 0: never)")
     local.add_argument("--partitions", type=whole_numbers(1), metavar="N",
                        help="partitions of the input topic (default 1, or 2 per worker)")
-    local.add_argument("--workers", type=whole_numbers(1), metavar="N",
-                       help="run N worker processes that sync (default --sync-every 1000)")
+    local.add_argument("--workers", type=whole_numbers(1, MAX_LOCAL_WORKERS), metavar="N",
+                       help=f"run N worker processes that sync (default --sync-every 1000; at "
+                       f"most {MAX_LOCAL_WORKERS}: a group on one machine)")
     local.add_argument("--show", type=whole_numbers(0), metavar="N",
                        help="print the first N predictions and alerts before the broker stops "
                        "(default 5; 0: none)")

@@ -47,7 +47,7 @@ class SnapshotReader:
     """
 
     def __init__(self, clients, topic: str, client_id: str = "advsvm-group", limits=None,
-                 basis=None):
+                 basis=None, own: tuple[str, str] | None = None):
         from kafka import TopicPartition
 
         self.topic = topic
@@ -56,6 +56,11 @@ class SnapshotReader:
         # they are skipped (a group that folds by the union, `advsvm inspect`).
         self.basis = basis
         self.latest: dict[str, Snapshot] = {}
+        # `(worker id, instance)` of the process reading, if a worker: a snapshot of its id
+        # from another instance that counts, after one of its own, is a live twin's (`twin`).
+        self.own = own
+        self.twin: Snapshot | None = None
+        self._own_seen = False
         self.invalid = 0
         self.stale = 0  # zombie snapshots ignored
         # For each worker whose fence was read: the highest generation fenced since (and by)
@@ -110,6 +115,12 @@ class SnapshotReader:
                         snapshot.seq, snapshot.worker, record.offset, snapshot.generation,
                         fenced)
             return
+        if self.own is not None and snapshot.worker == self.own[0]:
+            instance = snapshot.meta["extra"]["group"].get("instance")
+            if instance == self.own[1]:
+                self._own_seen = True
+            elif self._own_seen and instance is not None:
+                self.twin = snapshot
         if newer(self.latest.get(snapshot.worker), snapshot):
             self.latest[snapshot.worker] = snapshot
 

@@ -124,6 +124,9 @@ class GroupWorker:
                         "last snapshot that counts is rolled back at its next assignment", error)
             self._evicted = self._ignored = True
             return False
+        except group_io.DuplicateWorker:
+            self._evicted = True  # publishes nothing more, not even at its shutdown
+            raise
         progress.checkpointed()
         counters = session.state.counters
         log.info(

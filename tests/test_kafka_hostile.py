@@ -298,6 +298,7 @@ def test_serve_without_a_broker_exits_with_one_line(tmp_path, servers):
      "--replay-unlabelled-every: -1 is not a whole number >= 0"),
     (["--local-broker", "--partitions", "0"], "--partitions: 0 is not a whole number >= 1"),
     (["--local-broker", "--workers", "-1"], "--workers: -1 is not a whole number >= 1"),
+    (["--local-broker", "--workers", "1000"], "--workers: 1000 is more than 32"),
     (["--local-broker", "--replay-limit", "-5"], "--replay-limit: -5 is not a whole number >= 1"),
     (["--local-broker", "--show", "-1"], "--show: -1 is not a whole number >= 0"),
     # Reported as the group's need for a numeric gamma, checked first.
