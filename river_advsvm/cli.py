@@ -206,6 +206,9 @@ def _demo_data(args: argparse.Namespace):
         X, y = demo.select_labels(X, y, (first, second))
         if X_test is not None:
             kept = [label in (first, second) for label in y_test.tolist()]
+            if not any(kept):  # (the held-out table would vanish without a word)
+                raise ValueError(f"{source}: no sample of the test set is labelled {first!r} "
+                                 f"or {second!r}")
             X_test, y_test = X_test[kept], y_test[kept]
         pair = f"{first} vs {second}"
     if scaling is None:

@@ -156,9 +156,18 @@ def fetch(name: str, directory=None, *, force: bool = False,
     if not force and all(_is_complete(path) for path in paths):
         log(f"{name}: already in {directory}")
         return paths
+    made = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
-    downloads = {key: _fetch_file(source, directory / "downloads", log)
-                 for key, source in DATASETS[name].items()}
+    try:
+        downloads = {key: _fetch_file(source, directory / "downloads", log)
+                     for key, source in DATASETS[name].items()}
+    except BaseException:
+        # Files that came whole stay for the next try; folders left empty go.
+        with contextlib.suppress(OSError):
+            (directory / "downloads").rmdir()
+            if made:
+                directory.rmdir()
+        raise
     log(f"{name}: converting")
     if name == "cifar10":
         full = _read_cifar(downloads["archive"])

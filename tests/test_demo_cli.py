@@ -440,6 +440,18 @@ def test_an_npz_label_that_is_no_label_is_named_with_its_row(capsys, tmp_path, m
     assert code == 2 and out == ""
     assert err == f"advsvm demo: bad.npz: row 3 of y_{part}: {message}\n"
 
+def test_a_test_set_without_the_pairs_labels_is_refused(capsys, tmp_path, monkeypatch):
+    """The held-out table vanished without a word when no test sample had either label of the
+    pair (the demo still exited 0)."""
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(0)
+    np.savez("pair.npz", X_train=rng.random((40, 4)), y_train=np.resize([0, 1], 40),
+             X_test=rng.random((10, 4)), y_test=np.resize([5, 6], 10))
+    code, out, err = run(capsys, "--data", "pair.npz", "--pair", "0", "1")
+    assert code == 2 and out == ""
+    assert err == "advsvm demo: pair.npz: no sample of the test set is labelled 0 or 1\n"
+
+
 def _compression_method(good: bytes, method: int) -> bytes:
     """`good` (a zip) with every member's compression method set to `method`."""
     data = bytearray(good)
