@@ -31,7 +31,8 @@ class AdvLinearSVM(MarginClassifier):
         `λ`, the weight of `(λ/2) ||w||²` per sample (`λ = 1 / C` for the paper's C).
     step_size
         `η` with the 'constant' schedule; the first step with 'diminishing'. At most 1e6, as
-        is `bias_step_size`.
+        is `bias_step_size`, and below `1 / regularization` (the shrink `1 - η λ` of each
+        step stays positive).
     schedule
         'constant' or 'diminishing' (`η_t = step_size / (1 + step_size λ t)`).
     bias_step_size

@@ -114,7 +114,8 @@ class AdvKernelSVM(MarginClassifier):
         sets how fast a drifting stream is forgotten.
     step_size
         `η` with the 'constant' schedule; the first step with 'diminishing'. At most 1e6, as
-        is `bias_step_size`.
+        is `bias_step_size`, and below `1 / regularization` (the shrink `1 - η λ` of each
+        step stays positive).
     schedule
         'constant' (`η_t = step_size`, adv-SVM(C)) or 'diminishing'
         (`η_t = step_size / (1 + step_size λ t)`, adv-SVM(D)).
