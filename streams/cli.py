@@ -285,7 +285,15 @@ def build_inspect_parser() -> argparse.ArgumentParser:
 def inspect_main(argv: list[str] | None = None) -> int:
     """`advsvm inspect --bootstrap-servers B --sync-topic S [security flags]`; the exit
     status (0, or 2 with one line on stderr)."""
-    return inspect_group(build_inspect_parser().parse_args(argv))
+    parser = build_inspect_parser()
+    args, extra = parser.parse_known_args(argv)
+    directories = [arg for arg in extra if not arg.startswith("-")]
+    if directories:  # (argparse would call it an unrecognized argument)
+        parser.error(f"give a checkpoint directory ({directories[0]}) or --bootstrap-servers "
+                     "and --sync-topic, not both")
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return inspect_group(args)
 
 
 def main(argv: list[str] | None = None) -> int:

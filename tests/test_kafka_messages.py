@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import os
+import sys
 import re
 
 import pytest
@@ -531,6 +532,23 @@ def test_inspect_refuses_a_sync_topic_that_is_no_topic_name_before_connecting(to
     assert status == 2 and len(err) == 1
     assert err[0].startswith(f"advsvm inspect: --sync-topic {topic!r:.60} is not a Kafka topic "
                              "name"), err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["ckpt", "--bootstrap-servers", "127.0.0.1:1", "--sync-topic", "s"],
+     "give a checkpoint directory (ckpt) or --bootstrap-servers and --sync-topic, not both"),
+    (["--bootstrap-servers", "127.0.0.1:1", "--sync-topic", "s", "--nope"],
+     "unrecognized arguments: --nope"),
+])
+def test_inspect_of_a_group_says_what_it_cannot_take(argv, message, capsys):
+    """A checkpoint directory beside --bootstrap-servers was 'unrecognized arguments: ckpt'."""
+    from river_advsvm import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        sys.exit(cli.main(["inspect", *argv]))
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"advsvm inspect: {message}"), err
 
 
 @settings(max_examples=300, deadline=None)
