@@ -135,8 +135,10 @@ def first_bad_label(labels: list):
 
 def check_finite(X: np.ndarray, what: str = "the inputs") -> None:
     """`ValueError` unless every value of `X` is finite."""
-    if X.dtype.kind in "fc" and not np.isfinite(X).all():
-        n = int(np.size(X) - np.isfinite(X).sum())
+    if X.dtype.kind not in "fc":
+        return
+    n = int(X.size - np.count_nonzero(np.isfinite(X)))
+    if n:
         values = "1 value that is" if n == 1 else f"{n} values that are"
         raise ValueError(f"{what} hold {values} NaN or infinite; the models learn finite "
                          "numbers only")

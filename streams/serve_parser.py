@@ -249,15 +249,18 @@ def _add_local(local) -> None:
                        "data set into the input topic, serve it until idle, show a sample of "
                        "the predictions and alerts, and stop the broker")
     local.add_argument("--replay", metavar="SOURCE",
-                       help="'phishing' (default), a .parquet file or an .npz with X_train/y_train")
+                       help=f"{LOCAL_DEFAULTS['replay']!r} (default), a .parquet file or an .npz "
+                       "with X_train/y_train")
     local.add_argument("--replay-target", metavar="COLUMN",
-                       help="label column of a Parquet file (default y)")
+                       help=f"label column of a Parquet file (default "
+                       f"{LOCAL_DEFAULTS['replay_target']})")
     local.add_argument("--replay-limit", type=whole_numbers(1), metavar="N",
                        help="replay only the first N samples")
     local.add_argument("--replay-pair", nargs=2, type=_label, metavar=("A", "B"),
                        help="keep only these two labels (e.g. 1 7 for MNIST)")
     local.add_argument("--replay-unlabelled-every", type=whole_numbers(0), metavar="K",
-                       help="send every K-th message without its label (default 10; 0: never)")
+                       help=f"send every K-th message without its label (default "
+                       f"{LOCAL_DEFAULTS['replay_unlabelled_every']}; 0: never)")
     local.add_argument("--partitions", type=whole_numbers(1), metavar="N",
                        help="partitions of the input topic (default 1, or 2 per worker)")
     local.add_argument("--workers", type=whole_numbers(1, MAX_LOCAL_WORKERS), metavar="N",
@@ -265,7 +268,7 @@ def _add_local(local) -> None:
                        f"most {MAX_LOCAL_WORKERS}: a group on one machine)")
     local.add_argument("--show", type=whole_numbers(0), metavar="N",
                        help="print the first N predictions and alerts before the broker stops "
-                       "(default 5; 0: none)")
+                       f"(default {LOCAL_DEFAULTS['show']}; 0: none)")
     local.add_argument("--outputs-file", metavar="PATH",
                        help="also write every prediction, alert and dead letter there, one "
                        "JSON object per line")

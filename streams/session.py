@@ -319,10 +319,10 @@ class Session:
         self.progress.lag = metrics.partition_lag(self.consumer, self.state.offsets,
                                                   self.assignment)
 
-    def resume_where_logs_end(self) -> bool:
+    def resume_where_logs_end(self) -> None:
         """Each assigned partition whose next offset to learn has lain past the end of its log
         (the high watermark its fetches report) for `LOG_END_CONFIRM` seconds resumes from
-        the lowest end seen meanwhile, with a warning; True if one did. The log lost messages
+        the lowest end seen meanwhile, with a warning. The log lost messages
         the state had read (a broker that lost its tail), or the state is of another log:
         waiting at the old offset, the consumer would skip what arrives (the bundled broker
         answers there with nothing; Kafka's client resets to the log's beginning, and the
@@ -330,7 +330,7 @@ class Session:
         polls, before the poll's records are filtered."""
         from kafka.errors import KafkaError
 
-        moved, now = False, time.monotonic()
+        now = time.monotonic()
         offsets, short = self.state.offsets, self._short_logs
         for tp in sorted(self.assignment):
             expected = offsets.get(tp.topic, {}).get(tp.partition)
@@ -351,15 +351,13 @@ class Session:
                         "the state resumes it: the broker lost messages it had read, or the "
                         "state is of another log; resuming from the log's end", tp.topic,
                         tp.partition, lowest, expected, extra=self.log_fields())
-            offsets[tp.topic][tp.partition] = int(lowest)
-            self.consumer.seek(tp, int(lowest))
+            offsets[tp.topic][tp.partition] = lowest
+            self.consumer.seek(tp, lowest)
             # Outputs published for the old offsets name messages this log no longer has.
             self.published.forget([tp])
             self.state.counters["topic_resets"] += 1
-            moved = True
         for tp in set(short) - self.assignment:
             del short[tp]
-        return moved
 
     def watch_brokers(self) -> None:
         """Whether the consumer holds a connection to a broker (kafka-python's
