@@ -92,9 +92,19 @@ def small_models(draw):
     )
 
 
-@settings(max_examples=300, deadline=None)
-@given(problem=small_models())
-def test_no_certified_point_is_ever_flipped(problem):
+def test_no_certified_point_is_ever_flipped():
+    """100 random models here; 1,000 in the slow run."""
+    settings(max_examples=100, deadline=None)(given(problem=small_models())(
+        check_no_certified_point_is_flipped))()
+
+
+@pytest.mark.slow
+def test_no_certified_point_is_ever_flipped_1000_models():
+    settings(max_examples=1000, deadline=None)(given(problem=small_models())(
+        check_no_certified_point_is_flipped))()
+
+
+def check_no_certified_point_is_flipped(problem):
     q, norm, bounds, bias = problem["q"], problem["norm"], problem["bounds"], problem["bias"]
     store = build(
         problem["kernel"], problem["gamma"], problem["vectors"] * q, problem["coefficients"],
