@@ -39,7 +39,10 @@ gives both margins: its decisions are judged as above on the function it learns,
 it predicts with, which lags behind (an average looks constant while the model learns its first
 rule). Its collapse is then either the learned function's, or the predicting function's over
 `blocks` blocks in which the learned function's decisions were no better than a guess (balanced
-accuracy at most `1/2 + SLACK`): the average of iterates that guess is a constant.
+accuracy at most `1/2 + SLACK`): the average of iterates that guess is a constant. A model
+that has collapsed stays so while the function it predicts with looks constant: once the
+learned function recovers, the average takes about as many samples as it averages over to
+follow it, and a constant still answers until then.
 
 The model has collapsed when the last `blocks` judged blocks all look constant, or at once when
 `f` was 0 at every sample of the last judged block: a model that took a block of samples of
@@ -113,6 +116,7 @@ class CollapseWatch:
         self._verdicts: list[bool] = []
         self._empty = False  # f was 0 at every sample of the last judged block
         self._guesses: list[bool] = []  # the decisions no better than a guess, per judged block
+        self._latched = False  # collapsed at the last judged block (held while `deployed` is)
         # The function the model predicts with, when it is another (see the module).
         self.deployed: CollapseWatch | None = None
         self.restart_block()
@@ -170,6 +174,7 @@ class CollapseWatch:
                 self._empty = self._squares == 0.0
                 self._guesses = [*self._guesses, self._balanced_accuracy() <= 0.5 + SLACK][
                     -self.blocks:]
+                self._latched = self.collapsed
             self.restart_block()
 
     def _balanced_accuracy(self) -> float:
@@ -204,10 +209,10 @@ class CollapseWatch:
     def collapsed(self) -> bool:
         """True when the last `blocks` judged blocks all looked constant, or `f` was 0 at every
         sample of the last; or the function the model predicts with collapsed while the one it
-        learns guessed (see the module)."""
+        learns guessed, or while the model had collapsed (see the module)."""
         return self._own_collapse or (
             self.deployed is not None and self.deployed.collapsed
-            and len(self._guesses) == self.blocks and all(self._guesses))
+            and (self._latched or (len(self._guesses) == self.blocks and all(self._guesses))))
 
     @property
     def _own_collapse(self) -> bool:
@@ -223,7 +228,7 @@ class CollapseWatch:
     def state(self) -> dict:
         """The verdicts of the last judged blocks and the sums of the block under way, as JSON."""
         state = {"verdicts": list(self._verdicts), "empty": self._empty,
-                 "guesses": list(self._guesses),
+                 "guesses": list(self._guesses), "latched": self._latched,
                  "counts": [int(c) for c in (self._seen, self._positive,
                                              self._predicted_positive, self._right,
                                              self._right_positive)],
@@ -237,6 +242,7 @@ class CollapseWatch:
         verdicts, counts, sums = state["verdicts"], state["counts"], state["sums"]
         # (Not in states saved before they were kept.)
         empty, guesses = state.get("empty", False), state.get("guesses", [])
+        latched = state.get("latched", False)
         deployed = None
         if state.get("deployed") is not None:
             deployed = CollapseWatch(self.block, self.blocks, self.min_share)
@@ -249,6 +255,8 @@ class CollapseWatch:
         if not (isinstance(guesses, list) and len(guesses) <= self.blocks
                 and all(type(v) is bool for v in guesses)):
             raise ValueError(f"collapse guesses {guesses!r:.60} are not those of a watch")
+        if type(latched) is not bool:
+            raise ValueError(f"collapse flag 'latched' {latched!r:.60} is not a bool")
         if not (isinstance(counts, list) and len(counts) == 5
                 and all(type(c) is int for c in counts)):
             raise ValueError(f"collapse counts {counts!r:.60} are not 5 ints")
@@ -261,6 +269,7 @@ class CollapseWatch:
                 and sums[1] >= 0):
             raise ValueError(f"collapse sums {sums!r:.60} are not finite, or negative squares")
         self._verdicts, self._empty, self._guesses = list(verdicts), empty, list(guesses)
+        self._latched = latched
         self.deployed = deployed
         (self._seen, self._positive, self._predicted_positive, self._right,
          self._right_positive) = counts

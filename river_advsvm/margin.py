@@ -474,7 +474,9 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         `river_advsvm.collapse`). A model that predicts with the average of its iterates
         (`averaging`) has collapsed when the function it learns has: the average, still
         deciding as before, follows it to that constant over the next `averaging` or so
-        samples.
+        samples; and it stays collapsed, once it has, while the average's decisions are
+        still those of a constant (after the function it learns recovers, the average takes
+        as long to follow).
         A warning (`river_advsvm.collapse.CollapseWarning`) is issued when it happens; the
         robustness monitor raises an alert."""
         return self._collapse.collapsed

@@ -918,6 +918,35 @@ def test_an_average_that_decides_as_a_constant_while_the_iterate_guesses_has_col
         assert twin.state() == watch.state() and twin.collapsed == expected
 
 
+def test_a_collapse_holds_while_the_average_still_decides_as_a_constant():
+    """A collapse (the learned function one-sided), then the learned function right again
+    while the average it predicts with still answers one class: the model predicts a
+    constant, and `collapsed` stays true (it went back to false with the first right block of
+    the learned function, while every prediction was still one class); it ends once the
+    average's decisions are no longer a constant. A checkpoint keeps the flag."""
+    watch = CollapseWatch(block=4, blocks=2)
+    labels = [1.0, -1.0, 1.0, -1.0]
+    constant = (-0.5, -0.5)  # f = 0: the bias decides, every decision negative
+    for label in labels * 2:
+        watch.update(label, *constant, deployed=constant)
+    assert watch.collapsed and not watch.collapsed_deployed
+    for _ in range(3):  # the learned function is right; the average still one class
+        for label in labels:
+            watch.update(label, 0.8 * label, 0.0, deployed=constant)
+        assert watch.collapsed and watch.collapsed_deployed
+        twin = CollapseWatch(block=4, blocks=2)
+        twin.restore(watch.state())
+        assert twin.collapsed
+    for label in labels:  # the average follows
+        watch.update(label, 0.8 * label, 0.0, deployed=(0.6 * label, 0.0))
+    assert not watch.collapsed
+    for label in labels:  # and a later constant average beside a right iterate is no collapse
+        watch.update(label, 0.8 * label, 0.0, deployed=constant)
+    for label in labels:
+        watch.update(label, 0.8 * label, 0.0, deployed=constant)
+    assert not watch.collapsed
+
+
 def test_the_averaged_model_on_phishing_at_a_radius_past_its_margins_is_reported():
     """River's Phishing at the closed form's L-inf 0.3: the average predicts one class on every
     sample from the second block on while the latest iterate swings between the classes."""
