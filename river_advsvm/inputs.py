@@ -120,21 +120,44 @@ def check_box(bounds) -> tuple[float, float] | None:
     return float(bounds[0]), float(bounds[1])
 
 
+#: How far outside a box, in units of its width, an input counts as rounding (a min-max
+#: scaler's 1.0000000000000002 for 1): the attacks and certificates take it on the box's edge.
+BOX_ROUNDING = 1e-9
+
+
 def check_inside(values: np.ndarray, bounds: tuple[float, float] | None) -> None:
-    """InvalidInput unless every value lies in the box `bounds`: outside it, a threat set
-    (the ball intersected with the box) would not hold the sample itself."""
-    if bounds is not None and values.size and (values.min() < bounds[0]
-                                               or values.max() > bounds[1]):
+    """InvalidInput unless every value lies in the box `bounds`, give or take rounding
+    (`BOX_ROUNDING`): outside it, a threat set (the ball intersected with the box) would not
+    hold the sample itself."""
+    if bounds is None or not values.size:
+        return
+    low, high = float(values.min()), float(values.max())
+    slack = BOX_ROUNDING * (bounds[1] - bounds[0])
+    if low < bounds[0] - slack or high > bounds[1] + slack:
+        # (repr: the shortest digits that tell a value apart from the bound)
         raise InvalidInput(
-            f"inputs range over [{values.min():g}, {values.max():g}], outside bounds "
-            f"({bounds[0]:g}, {bounds[1]:g}): the threat set would be empty; pass the box the "
-            "data lives in, or bounds=None")
+            f"inputs range over [{low!r}, {high!r}], outside bounds ({float(bounds[0])!r}, "
+            f"{float(bounds[1])!r}): the threat set would be empty; pass the box the data "
+            "lives in, or bounds=None")
 
 
 def check_present_inside(values: np.ndarray, bounds: tuple[float, float] | None) -> None:
     """`check_inside` for the inputs a sample has: a 0 is an absent input (a missing one in a
     frame too), which a certificate over the sample's own inputs does not move."""
     check_inside(values[values != 0], bounds)
+
+
+def onto_box(values: np.ndarray, bounds: tuple[float, float] | None,
+             present_only: bool = False) -> np.ndarray:
+    """`values` with the inputs outside the box by rounding moved onto its edge (a copy if any
+    moves); InvalidInput, as `check_inside`, if one lies further out. With `present_only`,
+    as `check_present_inside`: a 0 stays (an absent input)."""
+    (check_present_inside if present_only else check_inside)(values, bounds)
+    if bounds is None or not values.size or (values.min() >= bounds[0]
+                                             and values.max() <= bounds[1]):
+        return values
+    moved = np.clip(values, *bounds)
+    return np.where(values != 0, moved, values) if present_only else moved
 
 
 def describe(value) -> str:

@@ -246,10 +246,17 @@ class MarginPredictions:
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
         bounds = inputs.check_box(bounds)
-        inputs.check_present_inside(values, bounds)
+        moved = inputs.onto_box(values, bounds, present_only=True)
         signs = np.array([self.sign_of(y) for y in labels])
-        margins = signs * self._decision(names, values)
-        return self._certified_radii(names, values, margins, norm, bounds)
+        margins = signs * self._decision(names, moved)
+        radii = self._certified_radii(names, moved, margins, norm, bounds)
+        if moved is values:
+            return radii
+        # An input moved onto the box's edge (rounding): the ball around the sample lies in
+        # the one around the moved point, of the radius plus the move.
+        shift = np.nan_to_num(np.abs(moved - values))  # (a missing input stays missing)
+        moves = np.sqrt(np.square(shift).sum(axis=1)) if norm == "l2" else shift.max(axis=1)
+        return np.maximum(radii - moves, 0.0)
 
     def certified_radius_one(self, x: dict, y, norm: str | None = None, bounds=None) -> float:
         """The radius within which the model provably keeps predicting `y` around `x`.

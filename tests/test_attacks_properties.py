@@ -119,6 +119,31 @@ def test_inputs_outside_the_box_are_refused(model, kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_inputs_past_the_box_by_rounding_are_attacked_from_its_edge(model, kind):
+    """A min-max scaler's output holds 1.0000000000000002 for 1: it was refused, with a
+    message that printed it as 1, inside the bounds it named. Past the box by rounding (at
+    most 1e-9 of its width) an input is taken on the edge; further out the message shows the
+    value as it is."""
+    rng = np.random.default_rng(3)
+    X = rng.random((6, D))
+    X[:, 1] = np.nextafter(1.0, 2.0)
+    X[2, 0] = -1e-12
+    y = [bool(v) for v in model.predict_many(X)]
+    norm = NORM_OF[kind][0]
+    attack = make_attack(kind, 0.2, norm, (0.0, 1.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoGradientWarning)
+        X_adv = attack.perturb_many(model, X, y)
+        twin = attack.perturb_many(model, np.clip(X, 0.0, 1.0), y)
+    assert X[0, 1] > 1.0  # (the caller's data untouched)
+    assert_in_threat_set(X_adv, np.clip(X, 0.0, 1.0), 0.2, norm, (0.0, 1.0))
+    np.testing.assert_array_equal(X_adv, twin)
+    X[3, 2] = 1.000001
+    with pytest.raises(InvalidInput, match=r"range over \[.*, 1\.000001\], outside bounds"):
+        attack.perturb_many(model, X, y)
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_invalid_values_are_refused_by_the_models_validation(model, kind):
     attack = make_attack(kind, 0.1, NORM_OF[kind][0], None)
     with pytest.raises(InvalidInput):

@@ -223,6 +223,29 @@ def test_saturating_bound_is_inverted_exactly_across_its_kinks():
         assert bound(r * (1 - 1e-6)) < m
 
 
+@pytest.mark.parametrize("norm", ["linf", "l2"])
+@pytest.mark.parametrize("make", [lambda: AdvLinearSVM(), lambda: AdvKernelSVM(gamma=1.0, seed=0)])
+def test_a_sample_past_the_box_by_rounding_is_certified_from_its_edge(make, norm):
+    """An input past the box by rounding (a min-max scaler's 1.0000000000000002) was refused:
+    the sample is certified as the one on the box's edge, less the move (sound: the ball around
+    it lies in the one around the moved sample)."""
+    rng = np.random.default_rng(4)
+    X = rng.random((150, 3))
+    y = X[:, 0] > 0.5
+    model = make()
+    model.learn_many(X, y)
+    rounded = X[:8].copy()
+    rounded[:, 2] = np.nextafter(1.0, 2.0)
+    edge = np.clip(rounded, 0.0, 1.0)
+    got = model.certified_radius_many(rounded, y[:8], norm=norm, bounds=(0.0, 1.0))
+    want = model.certified_radius_many(edge, y[:8], norm=norm, bounds=(0.0, 1.0))
+    assert (want > 0).any()
+    assert ((got <= want) & (got >= want - 1e-15)).all()
+    one, want_one = (model.certified_radius_one(dict(enumerate(row)), y[0], norm=norm,
+                                                bounds=(0.0, 1.0)) for row in (rounded[0], edge[0]))
+    assert want_one - 1e-15 <= one <= want_one
+
+
 @pytest.mark.parametrize("make", [lambda: AdvLinearSVM(), lambda: AdvKernelSVM(gamma=1.0, seed=0)])
 def test_a_sample_outside_the_box_is_refused_as_the_attacks_refuse_it(make):
     """With `bounds`, the threat set is the ball intersected with the box; for a sample outside

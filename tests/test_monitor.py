@@ -391,6 +391,13 @@ def test_a_sample_the_attack_refuses_is_refused_before_anything_is_counted(sampl
     with pytest.raises(ValueError, match="must be numbers"):
         monitor.update({"a": "high", "b": 0.6}, True, y_pred=True)
     assert monitor.state() == saved
+    # Past the box by rounding (a min-max scaler's 1.0000000000000002): attacked and
+    # certified from its edge, as the sample on the edge.
+    twin = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=sample_rate)
+    twin.restore(saved)
+    monitor.update({"a": 0.8, "b": float(np.nextafter(1.0, 2.0))}, True)
+    twin.update({"a": 0.8, "b": 1.0}, True)
+    assert monitor.snapshot() == twin.snapshot()
 
 
 def test_numpy_labels_give_a_json_state_that_restores():

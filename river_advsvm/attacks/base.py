@@ -542,10 +542,11 @@ class Attack(base.Base):
     ) -> AttackResult:
         if len(labels) != len(values):
             raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels")
-        X = np.array(values, dtype=np.float64, copy=True)  # the caller's data is never touched
-        X.setflags(write=False)
         bounds = self.bounds
-        inputs.check_inside(X, bounds)
+        # (a copy: the caller's data is never touched; inputs past the box by rounding are
+        # attacked from its edge)
+        X = inputs.onto_box(np.array(values, dtype=np.float64, copy=True), bounds)
+        X.setflags(write=False)
         name, total = type(self).__name__, self._progress_total()
         if len(X) and progress_.enabled(progress):
             estimate = self._estimate(model, names, X, labels)
