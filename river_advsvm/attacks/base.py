@@ -385,6 +385,9 @@ class AttackResult:
     fooled
         Whether the model no longer predicts the label at the attacked point: its margin is
         below 0, or 0 for a sample of the positive class (`g = 0` predicts the negative one).
+        The margins are the batch's (`decision_many`): at a point within the model's rounding
+        of the boundary, where a smallest-flip attack (C&W, ZOO) may end, a float32 model
+        predicting that point alone can round its margin (of order 1e-6) the other way.
     no_gradient
         Samples the attack did not fool that met a zero, non-finite or vanishing gradient (or
         gradient estimate) on the way: their robust accuracy may be an artefact of the

@@ -20,9 +20,10 @@ _TANH_MARGIN = 1e-2
 class TanhBox:
     """The change of variables `x = lo + (hi - lo) (tanh(w) + 1) / 2` that keeps `x` in the box.
 
-    With `bounds=None` it is the identity. `to_inputs(to_variables(x)) == x` up to rounding: the
-    small margin that keeps `w` finite on the box's faces is undone on the way back (and the
-    result clipped), so the search starts exactly at `x`.
+    With `bounds=None` it is the identity, within the inputs the models accept.
+    `to_inputs(to_variables(x)) == x` up to rounding: the small margin that keeps `w` finite
+    on the box's faces is undone on the way back (and the result clipped), so the search
+    starts exactly at `x`.
     """
 
     def __init__(self, bounds):
@@ -40,8 +41,8 @@ class TanhBox:
         return np.arctanh(z * (1.0 - _TANH_MARGIN))
 
     def to_inputs(self, W: np.ndarray) -> np.ndarray:
-        if self.bounds is None:
-            return W.copy()
+        if self.bounds is None:  # (Adam's steps may overshoot past what the models accept)
+            return np.clip(W, *accepted_box(None))
         lo, hi = self.bounds
         z = np.tanh(W) / (1.0 - _TANH_MARGIN)
         return np.clip(lo + (hi - lo) * (z + 1.0) / 2.0, lo, hi)
@@ -127,7 +128,10 @@ class CarliniWagnerL2(Attack):
         Adam iterations per value of `c`.
     learning_rate
         Adam's initial step, in the variables `w`; it decays (cosine, to 1%) over the `steps`
-        of each `c`, so that the search ends precisely on the decision boundary.
+        of each `c`, so that the search ends precisely on the decision boundary. Without a
+        box the variables are the inputs, in the data's units: the step is then this many
+        times the sample's linearised distance to the boundary, `|g(x)| / ||grad g(x)||_2`
+        (at least 1), so that a flip far from the sample is within reach.
     bounds
         `(lo, hi)` box of the inputs, or `None`.
 
@@ -185,7 +189,16 @@ class CarliniWagnerL2(Attack):
     def _attack(self, oracle, X, bar):
         box = TanhBox(self.bounds)
         W0 = box.to_variables(X)
-        best = BestFound(X, oracle.margins(X), self.confidence)
+        margins, G = oracle.margins_and_gradients(X)
+        best = BestFound(X, margins, self.confidence)
+        # Adam moves each variable by about its step: without a box, by the step in the data's
+        # units, which must then reach the boundary (DeepFool's linearised distance to it).
+        rate = np.full((len(X), 1), self.learning_rate)
+        if self.bounds is None:
+            lengths = np.sqrt(np.einsum("ij,ij->i", G, G))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                reach = np.where(lengths > 0, np.abs(margins) / lengths, 1.0)
+            rate[:, 0] *= np.clip(np.nan_to_num(reach, nan=1.0), 1.0, inputs.MAX_ABS_VALUE)
         search = ConstantSearch(len(X), self.initial_const)
         no_gradient = np.zeros(len(X), dtype=bool)
         kappa = self.confidence
@@ -205,7 +218,7 @@ class CarliniWagnerL2(Attack):
                 no_gradient |= unusable_gradients(G, margins) & (margins > -kappa)
                 hinge_active = (search.const * (margins + kappa > 0.0))[:, None]
                 grad = (2.0 * (X_t - X) + hinge_active * G) * box.input_derivative(W)
-                adam_step(W, grad, M, V, t + 1, self.learning_rate * decay[t], 0.9, 0.999)
+                adam_step(W, grad, M, V, t + 1, rate * decay[t], 0.9, 0.999)
                 bar.update()
             search.update(succeeded)
         return best.points, no_gradient
