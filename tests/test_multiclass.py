@@ -438,3 +438,43 @@ def test_batch_labels_are_one_per_row(y):
     with pytest.raises(InvalidInput, match="one label per row"):
         model.certified_radius_many(X, y)
     assert not model.classifiers
+
+
+@pytest.mark.parametrize("make", ["pgd", "cw", "zoo"])
+def test_an_attack_on_many_labels_is_fooled_only_where_another_label_is_predicted(make):
+    """The black-box margin was `log p(y) - log(1 - p(y))`: with more than two labels that
+    is below 0 wherever p(y) < 1/2, also where y is still the likeliest label. 35 of 40
+    digits C&W called fooled were predicted right, and its smallest flips were no flips.
+    The margin is now against the likeliest other label."""
+    from sklearn.datasets import load_digits
+
+    from river_advsvm import AdvLinearSVM
+    from river_advsvm.attacks import ZOO, CarliniWagnerL2
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    model = OneVsRest(AdvLinearSVM())
+    model.learn_many(*_frame(X[:600], y[:600]))
+    attack = {"pgd": PGD(epsilon=0.5, norm="l2"), "cw": CarliniWagnerL2(search_steps=4),
+              "zoo": ZOO(steps=40, search_steps=2, seed=0)}[make]
+    X_test, y_test = X[600:630], y[600:630]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoGradientWarning)
+        result = attack.run(model, X_test, y_test)
+    wrong = model.predict_many(pd.DataFrame(result.adversarial)).to_numpy() != y_test
+    np.testing.assert_array_equal(result.fooled, wrong)
+    assert wrong.any()
+
+
+def test_a_tie_of_probabilities_is_won_by_the_label_river_predicts():
+    """River's `predict_one` takes the first label of the highest probability: a black box at
+    1/2 each is not fooled for that label, and is for the other."""
+    from river import linear_model
+
+    from river_advsvm.attacks import Oracle
+
+    model = linear_model.LogisticRegression()  # untrained: {False: 0.5, True: 0.5}
+    first = model.predict_one({"a": 0.3})
+    for label in (False, True):
+        oracle = Oracle(model, ["a"], [label])
+        assert oracle.fooled(np.array([[0.3]]))[0] == (label != first)

@@ -6,9 +6,11 @@ margin (and its gradient) for any River binary classifier:
 - white box, for models with the margin API of this package (`decision_many`,
   `decision_gradient_many`, `sign_of`): `m = sign_of(y) g(x)` and the analytic gradient;
 - black box, for any other classifier (River's `LogisticRegression`, a `Pipeline`, ...), or
-  when an attack is told to use scores only: `m = log p(y|x) - log(1 - p(y|x))`, the log-odds
-  of the true label from `predict_proba_*`, whose sign is the prediction's correctness, and its
-  gradient by central finite differences.
+  when an attack is told to use scores only: `m = log p(y|x) - log max_{y' != y} p(y'|x)`, the
+  log-odds of the true label against the likeliest other one from `predict_proba_*` (with two
+  labels, `log p - log(1 - p)`), whose sign is the prediction's correctness (on a tie, the
+  label River's `predict_one` meets first wins), and its gradient by central finite
+  differences.
 
 The threat set is the ball `||x' - x|| <= epsilon` (L2 or L-inf) intersected with the box
 `bounds`. Each attack works on a dense float batch in `_attack`; `Attack` turns dicts and frames
@@ -249,51 +251,66 @@ class Oracle:
         self.n_queries += len(V)
         if self.white_box:
             return self._signs[rows] * np.asarray(self.model.decision_many(self._frame(V)))
-        return self._log_odds(V, rows)
+        return self._log_odds(V, rows)[0]
 
     def fooled(self, V: np.ndarray) -> np.ndarray:
         """Whether the model's prediction at each row of `V` (one per sample) is not its label."""
-        m = self.margins(V)
         if self._margin_model:
+            m = self.margins(V)
             # g = 0 predicts the negative class (its probabilities are 1/2 each): a margin of
             # 0 fools a sample of the positive class only.
             return (m < 0.0) | ((m == 0.0) & (self._signs > 0))
-        return m <= 0.0
+        self.n_queries += len(V)
+        m, first = self._log_odds(V, np.arange(len(V)))
+        # On a tie River predicts the label it meets first (`max` over the probabilities).
+        return (m < 0.0) | ((m == 0.0) & ~first)
 
-    def _log_odds(self, V: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        p_true, p_rest = self._probabilities(V, [self.labels[r] for r in rows.tolist()])
-        # p_rest is what the model gave the other label: 1 - p_true would lose every digit
+    def _log_odds(self, V: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`log p(y|x) - log max_{y' != y} p(y'|x)` per row (the log-odds of two labels: below
+        0 where another label is predicted), and whether `y` comes before that label (it wins
+        a tie)."""
+        p_true, p_other, first = self._probabilities(V, [self.labels[r] for r in rows.tolist()])
+        # p_other is what the model gave another label: 1 - p_true would lose every digit
         # once p_true is close to 1.
         return np.log(np.maximum(p_true, _TINY_PROBABILITY)) - np.log(
-            np.maximum(p_rest, _TINY_PROBABILITY)
-        )
+            np.maximum(p_other, _TINY_PROBABILITY)
+        ), first
 
-    def _probabilities(self, V: np.ndarray, labels: list) -> tuple[np.ndarray, np.ndarray]:
-        """`p(y|x)` and `1 - p(y|x)` (as the model's other entries) per row."""
+    def _probabilities(self, V: np.ndarray, labels: list) -> tuple[np.ndarray, ...]:
+        """`p(y|x)`, the largest probability of another label, and whether `y` comes before
+        every other label of that probability, per row."""
         if self._batch_scores is None:
             self._batch_scores = self._batch_agrees(V[:1], labels[:1])
         if self._batch_scores:
             return self._batch_probabilities(V, labels)
-        p_true, p_rest = np.zeros(len(V)), np.zeros(len(V))
+        p_true, p_other = np.zeros(len(V)), np.zeros(len(V))
+        first = np.zeros(len(V), dtype=bool)
         for i, (v, label) in enumerate(zip(V.tolist(), labels)):
             proba = self.model.predict_proba_one(dict(zip(self.columns, v)))
             if not i:
                 self._check_known(proba, labels)
             p_true[i] = proba.get(label, 0.0)
-            p_rest[i] = sum(proba.values()) - p_true[i]
-        return p_true, p_rest
+            p_other[i] = max((p for y, p in proba.items() if y != label), default=0.0)
+            first[i] = bool(proba) and max(proba, key=proba.get) == label
+        return p_true, p_other, first
 
-    def _batch_probabilities(self, V: np.ndarray, labels: list) -> tuple[np.ndarray, np.ndarray]:
+    def _batch_probabilities(self, V: np.ndarray, labels: list) -> tuple[np.ndarray, ...]:
         P = self.model.predict_proba_many(self._frame(V))
         values = P.to_numpy(dtype=float)
         column = {c: k for k, c in enumerate(P.columns)}
         self._check_known(column, labels)
-        p_true = np.zeros(len(V))
+        p_true, p_other = np.zeros(len(V)), np.zeros(len(V))
+        first = np.zeros(len(V), dtype=bool)
+        predicted = values.argmax(axis=1) if values.size else np.zeros(len(V), dtype=np.intp)
         for label in set(labels):
             if label in column:
                 mask = np.fromiter((y == label for y in labels), bool, count=len(labels))
-                p_true[mask] = values[mask, column[label]]
-        return p_true, values.sum(axis=1) - p_true
+                k = column[label]
+                p_true[mask] = values[mask, k]
+                others = np.delete(values[mask], k, axis=1)
+                p_other[mask] = others.max(axis=1, initial=0.0)
+                first[mask] = predicted[mask] == k  # (as `predict_many`: the first maximum)
+        return p_true, p_other, first
 
     def _check_known(self, classes, labels: list) -> None:
         """A black box's labels are among the classes its probabilities name: another would
@@ -321,8 +338,8 @@ class Oracle:
         except Exception:  # noqa: BLE001 - any failure just means: ask one row at a time
             return False
         proba = self.model.predict_proba_one(dict(zip(self.columns, V[0].tolist())))
-        p_true = proba.get(labels[0], 0.0)
-        one = (p_true, sum(proba.values()) - p_true)
+        one = (proba.get(labels[0], 0.0),
+               max((p for y, p in proba.items() if y != labels[0]), default=0.0))
         return bool(np.allclose([batch[0][0], batch[1][0]], one, rtol=1e-9, atol=1e-12))
 
     # -- gradients ------------------------------------------------------------------------------

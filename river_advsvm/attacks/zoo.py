@@ -17,10 +17,11 @@ class ZOO(Attack):
     """Zeroth-order optimisation attack (ZOO-ADAM): a black-box C&W-L2 attack.
 
     It sees the model's probabilities only (`predict_proba_*`, even for a model with the margin
-    API) and attacks the log-odds of the true label, `m = log p(y|x) - log(1 - p(y|x))`, which
-    is negative exactly when the prediction is wrong. Each iteration picks `coordinates` random
-    coordinates per sample, estimates `dm/dw` along them by symmetric finite differences
-    (2 queries each), and takes a coordinate-wise Adam step on the C&W objective
+    API) and attacks the log-odds of the true label against the likeliest other one,
+    `m = log p(y|x) - log max_{y' != y} p(y'|x)`, which is negative exactly when another label
+    is predicted. Each iteration picks `coordinates` random coordinates per sample, estimates
+    `dm/dw` along them by symmetric finite differences (2 queries each), and takes a
+    coordinate-wise Adam step on the C&W objective
     `||x' - x||_2^2 + c max(m(x') + confidence, 0)`, in the same tanh variables as
     `CarliniWagnerL2`; `c` follows the same binary search. The distance term is known to the
     attacker, so its gradient is exact; only the model's is estimated. As in ZOO's code, a
