@@ -20,6 +20,7 @@ one after the other in one array, each read with its own checks and bound.
 
 from __future__ import annotations
 
+import math
 import typing
 
 import numpy as np
@@ -145,7 +146,7 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         nested = [checkpoint.dumps(*form) for form in stored]
         meta = {"class": type(self).__name__, "classifier": type(self.classifier).__name__,
                 "params": stored[0][0]["params"], "labels": list(self.classifiers),
-                "y_name": self._y_name if isinstance(self._y_name, str) else None,
+                "y_name": _saved_name(self._y_name),
                 "extra": extra or {}}
         lengths = np.array([len(data) for data in nested], dtype=np.int64)
         return meta, {"models": np.frombuffer(b"".join(nested), dtype=np.uint8),
@@ -203,25 +204,27 @@ class OneVsRest(multiclass.OneVsRestClassifier):
                     f"classes {list(binary_model.classes)!r:.60}, not True and False")
         model = cls(template)
         model.classifiers = dict(zip(labels, per_label))
-        y_name = meta.get("y_name")
-        model._y_name = y_name if isinstance(y_name, str) else None
+        model._y_name = _saved_name(meta.get("y_name"))
         return model
 
     @classmethod
     def load(cls, path) -> OneVsRest:
-        """Read a model written by `save`. It predicts and learns exactly as the saved one."""
+        """Read a model written by `save`. It predicts and learns exactly as the saved one (the
+        name its `predict_many` gives the labels is kept when a str, bool, int or float)."""
         return cls.from_checkpoint(
             *checkpoint.read(path, max_array_bytes=cls.checkpoint_array_bytes))
 
     def _learn(self, learn, *args, **kwargs) -> None:
-        known = list(self.classifiers)
+        known, y_name = list(self.classifiers), self._y_name
         try:
             learn(*args, **kwargs)
         except Exception:
             # Refused: the models of the labels it brought, added first, go too (an untrained
-            # model would take a share of every prediction and zero every certificate).
+            # model would take a share of every prediction and zero every certificate), and
+            # the labels' name is as it was.
             for label in [label for label in self.classifiers if label not in known]:
                 del self.classifiers[label]
+            self._y_name = y_name
             raise
 
     def certified_radius_many(self, X, y, norm: str | None = None, bounds=None) -> np.ndarray:
@@ -262,6 +265,14 @@ class OneVsRest(multiclass.OneVsRestClassifier):
                 return 0.0
             radius = min(radius, model.certified_radius_one(x, label == y, norm, bounds))
         return float(radius)
+
+
+def _saved_name(name):
+    """The name of the labels' Series as a checkpoint keeps it: a str, bool, 64-bit int or
+    finite float as it is; None for any other (a tuple, an object)."""
+    if type(name) in (str, bool) or (type(name) is int and -2**63 <= name < 2**63):
+        return name
+    return name if type(name) is float and math.isfinite(name) else None
 
 
 # What a binary checkpoint holds besides its arrays: its metadata (deflated, at most its bound),

@@ -175,6 +175,28 @@ def test_a_refused_batch_leaves_the_name_of_the_labels_as_it_was():
         model.learn_many(X, pd.Series(["low", "up"], name="other"))
     assert _ovr_bytes(model) == before
     assert model.predict_many(X.iloc[:1]).name == "kind"
+    # ... and one refused for its sample weights, after the rows were checked.
+    with pytest.raises(TypeError):
+        model.learn_many(X.iloc[:1], pd.Series(["low"], name="other"), w=2.0)
+    assert _ovr_bytes(model) == before
+    assert model.predict_many(X.iloc[:1]).name == "kind"
+
+
+@pytest.mark.parametrize("name", ["kind", 0, 7, -2.5, True, ("a", 1), None])
+def test_the_name_of_the_labels_is_saved_when_json_holds_it(tmp_path, name):
+    """Only a str name was saved: a loaded model named its predictions None where the saved
+    one said 0. A str, bool, int or float is kept as it is; a tuple is not (None)."""
+    import pandas as pd
+
+    from river_advsvm import AdvLinearSVM
+
+    X = pd.DataFrame({"a": [0.0, 1.0, 2.0]})
+    model = OneVsRest(AdvLinearSVM())
+    model.learn_many(X, pd.Series(["x", "y", "z"], name=name))
+    model.save(tmp_path / "m.ckpt")
+    loaded = OneVsRest.load(tmp_path / "m.ckpt")
+    got = loaded.predict_many(X).name
+    assert (got is None) if isinstance(name, tuple) else (got == name and type(got) is type(name))
 
 
 @pytest.mark.parametrize("batch", [False, True])
