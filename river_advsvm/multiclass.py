@@ -235,7 +235,7 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         `bounds = (lo, hi)` restricts the attacker's points to that box, as for the binary
         models.
         """
-        labels = batch_labels(y)
+        labels = [as_label(label) for label in batch_labels(y)]  # (InvalidInput as binary's)
         # NaN is a missing input here too, as for the binary models (and `certified_radius_one`).
         _, values = inputs.frame_values(X, missing_ok=True)
         if len(labels) != len(values):
@@ -253,6 +253,7 @@ class OneVsRest(multiclass.OneVsRestClassifier):
 
     def certified_radius_one(self, x: dict, y, norm: str | None = None, bounds=None) -> float:
         """`certified_radius_many` for one sample."""
+        y = as_label(y)
         bounds = inputs.check_box(bounds)
         if bounds is not None:
             _, values = inputs.dict_values(x, missing_ok=True)

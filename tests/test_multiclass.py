@@ -500,3 +500,21 @@ def test_a_tie_of_probabilities_is_won_by_the_label_river_predicts():
     for label in (False, True):
         oracle = Oracle(model, ["a"], [label])
         assert oracle.fooled(np.array([[0.3]]))[0] == (label != first)
+
+
+@pytest.mark.parametrize("label", [[1], None, float("nan")])
+def test_a_label_no_model_takes_is_refused_by_the_certificate_as_by_a_binary_model(label):
+    """`certified_radius_one` and `_many` of a one-vs-rest model said 0.0 for None or NaN and
+    raised Python's TypeError for a list, where its binary models refuse them all with
+    `InvalidInput`; a valid label it never saw is still certified 0."""
+    import pandas as pd
+
+    from river_advsvm import AdvLinearSVM, InvalidInput
+
+    model = OneVsRest(AdvLinearSVM())
+    model.learn_many(pd.DataFrame({"a": [0.0, 1.0, 2.0]}), pd.Series(["x", "y", "z"]))
+    with pytest.raises(InvalidInput):
+        model.certified_radius_one({"a": 0.5}, label)
+    with pytest.raises(InvalidInput):
+        model.certified_radius_many(pd.DataFrame({"a": [0.5]}), [label])
+    assert model.certified_radius_one({"a": 0.5}, "never") == 0.0
