@@ -46,8 +46,9 @@ REPORT_COLUMNS = [
 
 
 def _predictions(model, names: list, values: np.ndarray) -> list:
-    # This package's models predict batches exactly as they predict samples; for any other
-    # model, predict_one is the contract (some River pipelines fail on integer column names).
+    # This package's models predict batches as they predict samples (but for a margin within
+    # rounding of 0); for any other model, predict_one is the contract (some River pipelines
+    # fail on integer column names).
     if has_margin_api(model):
         import pandas as pd
 
