@@ -78,7 +78,7 @@ class FeatureStore:
     max_inputs
         The most input columns there will ever be (the model's `max_features`): the spare
         capacity for new inputs never goes beyond it, so memory stays within
-        `max_inputs x budget` weights.
+        `max_inputs x budget` weights (and `max_inputs x NORM_PROBES` for a norm sketch).
 
     """
 
