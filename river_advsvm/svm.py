@@ -737,7 +737,7 @@ class AdvKernelSVM(MarginClassifier):
     def budget_maintenance(self) -> dict:
         """What keeping the support vectors within the budget has cost so far: merges,
         removals and the summed `||f_before - f_after||^2` of those events (empty for random
-        features)."""
+        features, and before the model's first step: during a warm-up)."""
         return {} if self._store is None else dict(self._store.maintenance)
 
     @property
