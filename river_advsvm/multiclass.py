@@ -270,7 +270,10 @@ class OneVsRest(multiclass.OneVsRestClassifier):
 
 def _saved_name(name):
     """The name of the labels' Series as a checkpoint keeps it: a str, bool, 64-bit int or
-    finite float as it is; None for any other (a tuple, an object)."""
+    finite float as it is (a numpy scalar as the value it holds); None for any other (a tuple,
+    an object)."""
+    if isinstance(name, np.generic):
+        name = name.item()
     if type(name) in (str, bool) or (type(name) is int and -2**63 <= name < 2**63):
         return name
     return name if type(name) is float and math.isfinite(name) else None

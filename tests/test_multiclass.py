@@ -182,7 +182,7 @@ def test_a_refused_batch_leaves_the_name_of_the_labels_as_it_was():
     assert model.predict_many(X.iloc[:1]).name == "kind"
 
 
-@pytest.mark.parametrize("name", ["kind", 0, 7, -2.5, True, ("a", 1), None])
+@pytest.mark.parametrize("name", ["kind", 0, 7, -2.5, True, ("a", 1), None, np.int64(3)])
 def test_the_name_of_the_labels_is_saved_when_json_holds_it(tmp_path, name):
     """Only a str name was saved: a loaded model named its predictions None where the saved
     one said 0. A str, bool, int or float is kept as it is; a tuple is not (None)."""
@@ -196,7 +196,8 @@ def test_the_name_of_the_labels_is_saved_when_json_holds_it(tmp_path, name):
     model.save(tmp_path / "m.ckpt")
     loaded = OneVsRest.load(tmp_path / "m.ckpt")
     got = loaded.predict_many(X).name
-    assert (got is None) if isinstance(name, tuple) else (got == name and type(got) is type(name))
+    kept = name.item() if isinstance(name, np.generic) else name
+    assert (got is None) if isinstance(name, tuple) else (got == kept and type(got) is type(kept))
 
 
 @pytest.mark.parametrize("batch", [False, True])

@@ -189,16 +189,18 @@ class CarliniWagnerL2(Attack):
     def _attack(self, oracle, X, bar):
         box = TanhBox(self.bounds)
         W0 = box.to_variables(X)
-        margins, G = oracle.margins_and_gradients(X)
-        best = BestFound(X, margins, self.confidence)
         # Adam moves each variable by about its step: without a box, by the step in the data's
         # units, which must then reach the boundary (DeepFool's linearised distance to it).
         rate = np.full((len(X), 1), self.learning_rate)
         if self.bounds is None:
+            margins, G = oracle.margins_and_gradients(X)
             lengths = np.sqrt(np.einsum("ij,ij->i", G, G))
             with np.errstate(divide="ignore", invalid="ignore"):
                 reach = np.where(lengths > 0, np.abs(margins) / lengths, 1.0)
             rate[:, 0] *= np.clip(np.nan_to_num(reach, nan=1.0), 1.0, inputs.MAX_ABS_VALUE)
+        else:
+            margins = oracle.margins(X)
+        best = BestFound(X, margins, self.confidence)
         search = ConstantSearch(len(X), self.initial_const)
         no_gradient = np.zeros(len(X), dtype=bool)
         kappa = self.confidence
