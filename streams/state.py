@@ -105,13 +105,13 @@ class Limits:
     @classmethod
     def of(cls, model) -> Limits:
         """The limits a model made by the operator's options implies; a linear model has no
-        budget, so a kernel checkpoint keeps the library's."""
+        budget, warm-up or average, so a kernel checkpoint keeps the library's."""
         budget = getattr(model, "budget", cls.budget)
         if getattr(model, "budget_policy", None) == "grow":  # random features without bound
             budget = None
+        averaging = model.averaging is not None if hasattr(model, "averaging") else cls.averaging
         return cls(budget=budget, max_features=model.max_features,
-                   warm_up=getattr(model, "warm_up", cls.warm_up),
-                   averaging=getattr(model, "averaging", None) is not None)
+                   warm_up=getattr(model, "warm_up", cls.warm_up), averaging=averaging)
 
     def check(self, meta: dict, where: str) -> None:
         """`CheckpointError` (one line naming the limit and its flag) if the model in the
@@ -137,10 +137,13 @@ class Limits:
                 else model.budget
         for name, value in held.items():
             limit = getattr(self, name)
-            if limit is not None and (value is None or value > limit):
-                what = "no bound on its budget" if value is None else f"{name}={value}"
-                return (f"its model has {what}, over this service's limit {name}={limit}; to "
-                        f"load it, raise {self.FLAGS[name]}")
+            if limit is not None and value is None:  # (only random features are unbounded)
+                return (f"its model has no bound on its budget, over this service's limit "
+                        f"{name}={limit}; to load it, start the service with --budget-policy "
+                        f"grow")
+            if limit is not None and value > limit:
+                return (f"its model has {name}={value}, over this service's limit "
+                        f"{name}={limit}; to load it, raise {self.FLAGS[name]}")
         averaging = getattr(model, "averaging", None)
         if averaging is not None and not self.averaging:
             return (f"its model keeps an average of its iterates (averaging={averaging}), which "

@@ -111,6 +111,30 @@ def test_the_limits_of_a_linear_service_are_its_max_features_and_the_default_bud
         state.load(tmp_path, limits)
 
 
+def test_a_linear_service_loads_a_default_kernel_checkpoint_whose_model_keeps_an_average(
+        tmp_path):
+    """`--model linear` over a default kernel checkpoint (`averaging=1000`) was refused, telling
+    the operator to leave out an `--averaging 0` never given: a linear model has no average,
+    and the checkpoint wins (the docs), within the library's limits as for the budget."""
+    saved = _learned_state(AdvKernelSVM(seed=0))
+    state.save(tmp_path, saved)
+    loaded = state.load(tmp_path, state.Limits.of(AdvLinearSVM()))
+    assert loaded.model.averaging == 1000 and loaded.model.n_learned == saved.model.n_learned
+    # A kernel service with `--averaging 0` still refuses it, as documented.
+    with pytest.raises(CheckpointError, match="leave out --averaging 0"):
+        state.load(tmp_path, state.Limits.of(AdvKernelSVM(averaging=None)))
+
+
+def test_an_unbounded_checkpoint_is_refused_naming_the_option_that_loads_it(tmp_path):
+    """The refusal of a `grow` checkpoint said "raise --budget": no budget loads it."""
+    state.save(tmp_path, _learned_state(AdvKernelSVM(seed=0, budget_policy="grow", budget=16)))
+    with pytest.raises(CheckpointError, match="no bound on its budget, .* limit budget=1024; "
+                                              "to load it, start the service with "
+                                              "--budget-policy grow"):
+        state.load(tmp_path, state.Limits.of(AdvKernelSVM()))
+    assert state.load(tmp_path, state.Limits.of(AdvKernelSVM(budget_policy="grow"))).model
+
+
 def test_a_checkpoint_within_the_limits_loads_and_keeps_its_own_smaller_ones(tmp_path):
     saved = _learned_state(AdvKernelSVM(seed=0, budget=16, max_features=50))
     state.save(tmp_path, saved)
