@@ -309,7 +309,8 @@ def _by_hand(data, model, attack, every: int, step: int) -> list:
             if correct:
                 robust += model.predict_one(attack.perturb_one(model, x, y)) == y
                 if can_certify:
-                    radius = model.certified_radius_one(x, y, norm=attack.norm)
+                    radius = model.certified_radius_one(x, y, norm=attack.norm,
+                                                        bounds=attack.bounds)
                     certified += radius > 0 and radius >= attack.epsilon
             n_certified += can_certify
         model.learn_one(x, y)
