@@ -223,17 +223,23 @@ def test_saturating_bound_is_inverted_exactly_across_its_kinks():
         assert bound(r * (1 - 1e-6)) < m
 
 
+def _learned_in_the_unit_cube(make):
+    """A model from `make` that learned 150 samples in [0, 1]^3, with the samples."""
+    rng = np.random.default_rng(4)
+    X = rng.random((150, 3))
+    y = X[:, 0] > 0.5
+    model = make()
+    model.learn_many(X, y)
+    return model, X, y
+
+
 @pytest.mark.parametrize("norm", ["linf", "l2"])
 @pytest.mark.parametrize("make", [lambda: AdvLinearSVM(), lambda: AdvKernelSVM(gamma=1.0, seed=0)])
 def test_a_sample_past_the_box_by_rounding_is_certified_from_its_edge(make, norm):
     """An input past the box by rounding (a min-max scaler's 1.0000000000000002) was refused:
     the sample is certified as the one on the box's edge, less the move (sound: the ball around
     it lies in the one around the moved sample)."""
-    rng = np.random.default_rng(4)
-    X = rng.random((150, 3))
-    y = X[:, 0] > 0.5
-    model = make()
-    model.learn_many(X, y)
+    model, X, y = _learned_in_the_unit_cube(make)
     rounded = X[:8].copy()
     rounded[:, 2] = np.nextafter(1.0, 2.0)
     edge = np.clip(rounded, 0.0, 1.0)
@@ -253,11 +259,7 @@ def test_a_sample_outside_the_box_is_refused_as_the_attacks_refuse_it(make):
     with the attacks' words; inside the box, and without a box, the sample is certified."""
     from river_advsvm import InvalidInput
 
-    rng = np.random.default_rng(4)
-    X = rng.random((150, 3))
-    y = X[:, 0] > 0.5
-    model = make()
-    model.learn_many(X, y)
+    model, X, y = _learned_in_the_unit_cube(make)
     outside = X[:5].copy()
     outside[2, 1] = 1.25
     with pytest.raises(InvalidInput, match="outside bounds"):
