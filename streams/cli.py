@@ -11,7 +11,8 @@ import argparse
 import importlib.util
 import sys
 
-from river_advsvm.streams.serve_parser import LOCAL_DEFAULTS, LOCAL_ONLY, build_parser
+from river_advsvm.streams.serve_parser import (KERNEL_ONLY, LOCAL_DEFAULTS, LOCAL_ONLY,
+                                               build_parser)
 
 __all__ = ["build_inspect_parser", "build_parser", "inspect_group", "inspect_main", "main"]
 
@@ -31,6 +32,12 @@ def _model_factory(args: argparse.Namespace):
     if args.max_features is not None:
         common["max_features"] = args.max_features
     if args.model == "linear":
+        defaults = build_parser()
+        given = [flag for flag, dest in KERNEL_ONLY.items()
+                 if getattr(args, dest) != defaults.get_default(dest)]
+        if given:  # (refused rather than ignored, as the local broker's options are)
+            raise ValueError(f"{', '.join(given)}: for the kernel model (--model kernel), not "
+                             "the linear one")
         AdvLinearSVM(**common)  # invalid options fail now, not at the first message
         return lambda: AdvLinearSVM(**common)
     try:

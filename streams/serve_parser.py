@@ -231,6 +231,12 @@ def _add_model(model) -> None:
                        help="seed of the model's random choices (default 0: restarts reproduce)")
 
 
+#: The options of the kernel model alone, by dest: with --model linear, one that differs from
+#: its default is refused rather than ignored.
+KERNEL_ONLY = {"--kernel": "kernel", "--gamma": "gamma", "--budget": "budget",
+               "--budget-policy": "budget_policy", "--seed": "seed", "--adversary": "adversary",
+               "--adversary-steps": "adversary_steps", "--reprocess": "reprocess",
+               "--averaging": "averaging", "--input-bounds": "input_bounds"}
 #: The options of --local-broker alone (each None unless given), and the defaults of those
 #: that have one: given without it, they are refused rather than ignored.
 LOCAL_ONLY = {"--replay": "replay", "--replay-target": "replay_target",

@@ -307,6 +307,10 @@ def test_serve_without_a_broker_exits_with_one_line(tmp_path, servers):
     (["--checkpoint-every", "0"], "--checkpoint-every: 0 is not a whole number >= 1"),
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
       "--sync-every", "10", "--worker-id", "a/b"], "invalid worker id 'a/b'"),
+    # The kernel model's options were ignored by the linear model, without a word.
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--model", "linear", "--budget", "64", "--averaging", "0"],
+     "--budget, --averaging: for the kernel model (--model kernel), not the linear one"),
 ])
 def test_every_usage_error_is_one_line_with_status_2(argv, message, capsys, tmp_path,
                                                      monkeypatch):
