@@ -125,12 +125,12 @@ def check_box(bounds) -> tuple[float, float] | None:
 BOX_ROUNDING = 1e-9
 
 
-def check_inside(values: np.ndarray, bounds: tuple[float, float] | None) -> None:
+def check_inside(values: np.ndarray, bounds: tuple[float, float] | None) -> bool:
     """InvalidInput unless every value lies in the box `bounds`, give or take rounding
     (`BOX_ROUNDING`): outside it, a threat set (the ball intersected with the box) would not
-    hold the sample itself."""
+    hold the sample itself. Returns whether every value lies in the box itself."""
     if bounds is None or not values.size:
-        return
+        return True
     low, high = float(values.min()), float(values.max())
     slack = BOX_ROUNDING * (bounds[1] - bounds[0])
     if low < bounds[0] - slack or high > bounds[1] + slack:
@@ -139,12 +139,13 @@ def check_inside(values: np.ndarray, bounds: tuple[float, float] | None) -> None
             f"inputs range over [{low!r}, {high!r}], outside bounds ({float(bounds[0])!r}, "
             f"{float(bounds[1])!r}): the threat set would be empty; pass the box the data "
             "lives in, or bounds=None")
+    return bounds[0] <= low and high <= bounds[1]
 
 
-def check_present_inside(values: np.ndarray, bounds: tuple[float, float] | None) -> None:
+def check_present_inside(values: np.ndarray, bounds: tuple[float, float] | None) -> bool:
     """`check_inside` for the inputs a sample has: a 0 is an absent input (a missing one in a
     frame too), which a certificate over the sample's own inputs does not move."""
-    check_inside(values[values != 0], bounds)
+    return check_inside(values[values != 0], bounds)
 
 
 def onto_box(values: np.ndarray, bounds: tuple[float, float] | None,
@@ -152,9 +153,7 @@ def onto_box(values: np.ndarray, bounds: tuple[float, float] | None,
     """`values` with the inputs outside the box by rounding moved onto its edge (a copy if any
     moves); InvalidInput, as `check_inside`, if one lies further out. With `present_only`,
     as `check_present_inside`: a 0 stays (an absent input)."""
-    (check_present_inside if present_only else check_inside)(values, bounds)
-    if bounds is None or not values.size or (values.min() >= bounds[0]
-                                             and values.max() <= bounds[1]):
+    if (check_present_inside if present_only else check_inside)(values, bounds):
         return values
     moved = np.clip(values, *bounds)
     return np.where(values != 0, moved, values) if present_only else moved

@@ -32,12 +32,6 @@ def _model_factory(args: argparse.Namespace):
     if args.max_features is not None:
         common["max_features"] = args.max_features
     if args.model == "linear":
-        defaults = build_parser()
-        given = [flag for flag, dest in KERNEL_ONLY.items()
-                 if getattr(args, dest) != defaults.get_default(dest)]
-        if given:  # (refused rather than ignored, as the local broker's options are)
-            raise ValueError(f"{', '.join(given)}: for the kernel model (--model kernel), not "
-                             "the linear one")
         AdvLinearSVM(**common)  # invalid options fail now, not at the first message
         return lambda: AdvLinearSVM(**common)
     try:
@@ -143,6 +137,13 @@ def _serve(args: argparse.Namespace) -> int:
     for dest, value in LOCAL_DEFAULTS.items():
         if getattr(args, dest) is None:
             setattr(args, dest, value)
+    if args.model == "linear":  # (the kernel model's options: refused too, not ignored)
+        defaults = build_parser()
+        given = [flag for flag, dest in KERNEL_ONLY.items()
+                 if getattr(args, dest) != defaults.get_default(dest)]
+        if given:
+            raise ValueError(f"{', '.join(given)}: for the kernel model (--model kernel), not "
+                             "the linear one")
     if args.local_broker and settings != security.SecuritySettings():
         raise ValueError("--local-broker starts a plaintext broker on 127.0.0.1: the security "
                          "settings are for a cluster of your own (--bootstrap-servers)")

@@ -137,7 +137,7 @@ class Limits:
                 else model.budget
         for name, value in held.items():
             limit = getattr(self, name)
-            if limit is not None and value is None:  # (only random features are unbounded)
+            if limit is not None and value is None:  # (only --budget-policy grow holds it)
                 return (f"its model has no bound on its budget, over this service's limit "
                         f"{name}={limit}; to load it, start the service with --budget-policy "
                         f"grow")
