@@ -135,10 +135,22 @@ def kill_leftovers() -> None:
             process.wait(30)
 
 
-def stop_service(process: subprocess.Popen, timeout: float = 60.0) -> int:
+def exit_status(process: subprocess.Popen, timeout: float, log_path=None) -> int:
+    """The service's exit status once it exits; if it is still running after `timeout`, it is
+    killed and the test fails with the end of its log (what it was doing)."""
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(30)
+        raise AssertionError(f"the service was still running after {timeout:g}s\n"
+                             f"{tail(log_path)}") from None
+
+
+def stop_service(process: subprocess.Popen, timeout: float = 60.0, log_path=None) -> int:
     """SIGTERM, and wait for the drain to finish."""
     process.send_signal(signal.SIGTERM)
-    return process.wait(timeout)
+    return exit_status(process, timeout, log_path)
 
 
 def kill_service(process: subprocess.Popen) -> None:
@@ -157,7 +169,8 @@ def stop_when_consumed(processes: dict, logs: dict, read_group, total: int,
         wait_until(lambda: (s := read_group()) and totals(s.values())["consumed"] >= total,
                    timeout, "the group to learn the whole stream", poll=0.5)
         for worker in list(processes):
-            assert stop_service(processes.pop(worker)) == 0, tail(logs[worker])
+            status = stop_service(processes.pop(worker), log_path=logs[worker])
+            assert status == 0, tail(logs[worker])
     finally:
         for process in processes.values():
             kill_service(process)

@@ -45,7 +45,7 @@ def _mark(marks, point) -> dict:
 def _killed_at(command, log, marks, point: str, n: int) -> dict:
     """Run the service until it kills itself the `n`-th time it reaches `point`; its mark."""
     process = _start(command, log, marks, f"{point}:kill:{n}")
-    assert process.wait(180) == -signal.SIGKILL, kh.tail(log)
+    assert kh.exit_status(process, 180, log) == -signal.SIGKILL, kh.tail(log)
     mark = _mark(marks, point)
     assert mark["reached"] == n
     return mark
@@ -81,7 +81,7 @@ def test_kills_inside_a_write_and_between_delivery_and_checkpoint_lose_nothing(b
         seen.append((point, after["samples_learned"]))
     assert kh.learned(directory) < total, "the kills came too late to test anything"
     process = kh.start_service(command + ["--exit-when-idle", "2"], log)
-    assert process.wait(180) == 0, kh.tail(log)
+    assert kh.exit_status(process, 180, log) == 0, kh.tail(log)
     print(f"\naimed kills (point, learned after it): {seen}")
     info = kh.checkpoint_info(directory)
     assert info["samples_learned"] == info["counters"]["consumed"] == total
@@ -105,7 +105,7 @@ def test_offsets_a_kill_kept_from_the_group_are_committed_at_the_next_start(brok
     command = kh.serve_command(broker.bootstrap_servers, topic, group, directory,
                                "--checkpoint-every", "300")
     process = _start(command, log, marks, "checkpoint.written:kill:1")
-    assert process.wait(120) == -signal.SIGKILL, kh.tail(log)
+    assert kh.exit_status(process, 120, log) == -signal.SIGKILL, kh.tail(log)
     assert _mark(marks, "checkpoint.written")["reached"] == 1
 
     def committed():
@@ -118,7 +118,7 @@ def test_offsets_a_kill_kept_from_the_group_are_committed_at_the_next_start(brok
 
     assert committed() is None  # the kill came before the commit
     process = kh.start_service(command + ["--exit-when-idle", "1"], log)
-    assert process.wait(120) == 0, kh.tail(log)
+    assert kh.exit_status(process, 120, log) == 0, kh.tail(log)
     assert kh.checkpoint_info(directory)["offsets"] == {topic: {"0": 300}}
     assert committed() == 300
 
@@ -153,7 +153,7 @@ def test_outputs_are_published_once_across_kills_that_make_the_service_learn_aga
         assert kh.learned(directory) >= before
     assert kh.learned(directory) < total, "the kills came too late to test anything"
     process = kh.start_service(command + ["--exit-when-idle", "2"], log)
-    assert process.wait(180) == 0, kh.tail(log)
+    assert kh.exit_status(process, 180, log) == 0, kh.tail(log)
     read = kh.read_topic(broker.bootstrap_servers, predictions, total - len(invalid), drain=True)
     offsets = sorted(json.loads(r.value)["offset"] for r in read)
     assert offsets == sorted(set(range(total)) - invalid), \
@@ -216,7 +216,8 @@ def test_a_worker_frozen_with_unpublished_work_is_a_zombie_that_counts_nothing(b
             os.kill(processes["w0"].pid, signal.SIGCONT)
         snapshots, summary = _summary(broker, f"{topic}-{group}-snapshots", total)
         for worker in list(processes):
-            assert kh.stop_service(processes.pop(worker)) == 0, kh.tail(logs[worker])
+            status = kh.stop_service(processes.pop(worker), log_path=logs[worker])
+            assert status == 0, kh.tail(logs[worker])
     finally:
         for process in processes.values():
             kh.kill_service(process)
@@ -248,7 +249,7 @@ def test_a_worker_killed_between_its_snapshot_and_its_local_copy_resumes_exactly
         marks = tmp_path / f"marks-{point}"
         local_before = kh.checkpoint_info(directory)
         process = _start(command, log, marks, f"{point}:kill:{n}")
-        assert process.wait(180) == -signal.SIGKILL, kh.tail(log)
+        assert kh.exit_status(process, 180, log) == -signal.SIGKILL, kh.tail(log)
         assert _mark(marks, point)["reached"] == n
         local = kh.checkpoint_info(directory)
         published = group_io.read_group(broker.bootstrap_servers,
@@ -262,7 +263,7 @@ def test_a_worker_killed_between_its_snapshot_and_its_local_copy_resumes_exactly
     process = kh.start_service(command, log)
     try:
         snapshots, summary = _summary(broker, f"{topic}-{group}-snapshots", total)
-        assert kh.stop_service(process) == 0, kh.tail(log)
+        assert kh.stop_service(process, log_path=log) == 0, kh.tail(log)
     finally:
         if process.poll() is None:
             kh.kill_service(process)

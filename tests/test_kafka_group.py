@@ -167,7 +167,8 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
         # part is produced.
         sent += kh.produce(broker.bootstrap_servers, topic, phases[2],
                            partition=list(range(partitions)))
-        assert kh.stop_service(processes.pop("w0")) == 0, kh.tail(logs["w0"])
+        status = kh.stop_service(processes.pop("w0"), log_path=logs["w0"])
+        assert status == 0, kh.tail(logs["w0"])
         sent += kh.produce(broker.bootstrap_servers, topic, phases[3],
                            partition=list(range(partitions)))
 
@@ -178,7 +179,8 @@ def test_workers_killed_joining_and_leaving_learn_every_message_once(broker, tmp
                                   poll=0.5)
         elapsed = time.monotonic() - started
         for worker in list(processes):
-            assert kh.stop_service(processes.pop(worker)) == 0, kh.tail(logs[worker])
+            status = kh.stop_service(processes.pop(worker), log_path=logs[worker])
+            assert status == 0, kh.tail(logs[worker])
     finally:
         for process in processes.values():
             kh.kill_service(process)
@@ -277,7 +279,8 @@ def test_a_frozen_worker_evicted_from_the_group_publishes_nothing_stale(broker, 
             and group_io.totals(s.values())["consumed"] >= total and s,
             120, "the whole stream", poll=0.5)
         for worker in list(processes):
-            assert kh.stop_service(processes.pop(worker)) == 0, kh.tail(logs[worker])
+            status = kh.stop_service(processes.pop(worker), log_path=logs[worker])
+            assert status == 0, kh.tail(logs[worker])
     finally:
         for process in processes.values():
             kh.kill_service(process)

@@ -197,7 +197,7 @@ def test_a_huge_key_is_cut_in_its_dead_letter(broker, tmp_path):
     command = kh.serve_command(broker.bootstrap_servers, topic, "huge-key-group", directory,
                                "--dead-letter-topic", f"{topic}-dead", "--exit-when-idle", "2")
     process = kh.start_service(command, log)
-    assert process.wait(120) == 0, kh.tail(log)
+    assert kh.exit_status(process, 120, log) == 0, kh.tail(log)
 
     records = kh.read_topic(broker.bootstrap_servers, f"{topic}-dead", 2)
     letters = {json.loads(r.value)["offset"]: (r.key, json.loads(r.value)) for r in records}
@@ -233,7 +233,7 @@ def test_a_valid_message_under_a_huge_key_gets_its_prediction(broker, tmp_path):
                                directory, "--predictions-topic", f"{topic}-predictions",
                                "--exit-when-idle", "2")
     process = kh.start_service(command, log)
-    assert process.wait(120) == 0, kh.tail(log)
+    assert kh.exit_status(process, 120, log) == 0, kh.tail(log)
 
     records = kh.read_topic(broker.bootstrap_servers, f"{topic}-predictions", 3)
     keys = {json.loads(r.value)["id"]: r.key for r in records}
@@ -391,7 +391,7 @@ def test_sigint_drains_checkpoints_and_exits_130(broker, tmp_path):
     process = kh.start_service(command, log)
     kh.wait_until(lambda: kh.learned(directory) >= 500, 60, "progress", process, log)
     process.send_signal(signal.SIGINT)
-    assert process.wait(60) == 130, kh.tail(log)
+    assert kh.exit_status(process, 60, log) == 130, kh.tail(log)
     info = kh.checkpoint_info(directory)
     assert info["offsets"] == {topic: {"0": info["samples_learned"]}}
     kh.assert_same_model(state.load(directory).model,
@@ -435,7 +435,7 @@ def test_a_restart_continues_the_monitors_windows(broker, tmp_path):
     for half in (values[:total // 2 + 7], values[total // 2 + 7:]):
         kh.produce(broker.bootstrap_servers, topic, half, partition=0)
         process = kh.start_service(command, log)
-        assert process.wait(120) == 0, kh.tail(log)
+        assert kh.exit_status(process, 120, log) == 0, kh.tail(log)
         saved = state.load(directory).monitor
         assert saved is not None and saved["n_seen"] == kh.learned(directory)
 
@@ -476,7 +476,7 @@ def test_corrupt_snapshot_records_do_not_stop_a_group(broker, tmp_path):
                                "--sync-every", "300", "--sync-topic", sync_topic,
                                "--worker-id", "w0", "--gamma", "0.05", "--exit-when-idle", "2")
     process = kh.start_service(command, log)
-    assert process.wait(120) == 0, kh.tail(log)
+    assert kh.exit_status(process, 120, log) == 0, kh.tail(log)
     assert kh.checkpoint_info(directory)["counters"]["consumed"] == 1500
     text = log.read_text()
     assert text.count("not a readable snapshot") >= len(garbage) + 1, kh.tail(log)

@@ -164,7 +164,7 @@ def test_metrics_count_the_stream_and_readiness_waits_for_the_assignment(own_bro
     assert "advsvm_monitor_clean_accuracy_ratio" not in after  # no monitor: absent, not 0
     assert "advsvm_group_syncs_total" not in after
 
-    assert kh.stop_service(process) == 0, kh.tail(log)
+    assert kh.stop_service(process, log_path=log) == 0, kh.tail(log)
     saved = state.load(directory).counters
     assert state.load(directory).model.n_support_vectors == support_vectors > 0
     assert saved["consumed"] == len(everything) and saved["learned"] == expected["learned"]
@@ -195,7 +195,7 @@ def test_monitor_metrics_match_the_alerts_topic_and_the_checkpoint(broker, tmp_p
     kh.wait_until(lambda: probe(port, "/readyz")[0] == 200 and scrape(port)[
         "advsvm_messages_learned_total"] == total, 120, "the stream", process, log)
     samples = scrape(port)
-    assert kh.stop_service(process) == 0, kh.tail(log)
+    assert kh.stop_service(process, log_path=log) == 0, kh.tail(log)
 
     published = [json.loads(r.value) for r in kh.read_topic(
         broker.bootstrap_servers, f"{topic}-alerts", 1)]
@@ -242,7 +242,7 @@ def test_liveness_of_a_frozen_service(broker, tmp_path):
     finally:
         os.kill(process.pid, signal.SIGCONT)
     kh.wait_until(lambda: probe(port, "/healthz")[0] == 200, 30, "liveness again", process, log)
-    assert process.wait(90) == 0, kh.tail(log)
+    assert kh.exit_status(process, 90, log) == 0, kh.tail(log)
     assert kh.learned(directory) == len(values)
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
 
@@ -367,7 +367,7 @@ def test_a_collapse_is_a_json_log_line_and_a_metric(broker, tmp_path):
         kh.wait_until(lambda: processed(port) >= len(values), 60, "the stream", process, log)
         assert scrape(port)["advsvm_model_collapsed"] in (0.0, 1.0)
     finally:
-        assert kh.stop_service(process) == 0, kh.tail(log)
+        assert kh.stop_service(process, log_path=log) == 0, kh.tail(log)
     lines = [json.loads(line) for line in log.read_text().splitlines()]  # all of them JSON
     warned = [line for line in lines if line["logger"] == "py.warnings"]
     assert warned and all(line["level"] == "warning" for line in warned)
@@ -405,7 +405,7 @@ def test_a_broker_gone_while_the_service_idles_is_said_and_makes_it_not_ready(ow
         kh.wait_until(lambda: probe(port, "/readyz")[0] == 200, 60, "readiness again", process,
                       log)
     finally:
-        assert kh.stop_service(process) == 0, kh.tail(log)
+        assert kh.stop_service(process, log_path=log) == 0, kh.tail(log)
 
 
 def test_a_checkpoint_past_the_end_of_its_log_resumes_from_the_end(broker, tmp_path):
@@ -425,7 +425,7 @@ def test_a_checkpoint_past_the_end_of_its_log_resumes_from_the_end(broker, tmp_p
     options = ("--predictions-topic", f"{topic}-predictions")
     command = kh.serve_command(bootstrap, topic, "pastend-group", directory, *options,
                                "--exit-when-idle", "1")
-    assert kh.start_service(command, log).wait(90) == 0, kh.tail(log)
+    assert kh.exit_status(kh.start_service(command, log), 90, log) == 0, kh.tail(log)
     saved = state.load(directory)
     assert saved.offsets == {topic: {0: 400}}
     saved.offsets[topic][0] = 100_000
@@ -446,7 +446,7 @@ def test_a_checkpoint_past_the_end_of_its_log_resumes_from_the_end(broker, tmp_p
     kh.produce(bootstrap, topic, values[420:], partition=0)
     kh.wait_until(lambda: kh.checkpoint_info(directory)["offsets"] == {topic: {"0": 460}}, 60,
                   "the new messages", process, log)
-    assert kh.stop_service(process) == 0, kh.tail(log)
+    assert kh.stop_service(process, log_path=log) == 0, kh.tail(log)
 
     info = kh.checkpoint_info(directory)
     assert info["counters"]["topic_resets"] == 1

@@ -51,7 +51,7 @@ def _serve_until_idle(cluster, topic, directory, log, *flags):
                                "--predictions-topic", f"{topic}-predictions",
                                "--exit-when-idle", "2", *flags)
     process = kh.start_service(command, log)
-    assert process.wait(120) == 0, kh.tail(log)
+    assert kh.exit_status(process, 120, log) == 0, kh.tail(log)
 
 
 def _learned_and_predicted(cluster, settings, topic, values, directory, reference=True):
