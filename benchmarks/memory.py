@@ -314,7 +314,7 @@ def main(argv=None) -> int:
     parser.add_argument("--samples", type=int, default=1_000_000)
     args = parser.parse_args(argv)
     if args.quick:  # a small budget, so that the support vectors fill it early
-        n, budget, hostile_n, dtype_at, dtype_n = 10_000, 128, 2_000, (64, 256), 1_000
+        n, budget, hostile_n, dtype_at, dtype_n = 3_000, 128, 1_000, (64, 256), 500
         hostile_limits = [(200, 64)]
     else:
         n, budget, hostile_n, dtype_at, dtype_n = args.samples, 1024, 100_000, (784, 1024), 4_000

@@ -441,7 +441,7 @@ def main(argv=None) -> int:
     parser.add_argument("--setting", action="append",
                         help="with --explore: only these settings of the grid, by label")
     args = parser.parse_args(argv)
-    length = 500 if args.quick else LENGTH
+    length = 250 if args.quick else LENGTH
     data = {}
     for name, draw in streams(length).items():
         samples = draw()

@@ -64,7 +64,7 @@ def message_texts(draw) -> bytes:
     return text.encode()
 
 
-@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(message_texts())
 def test_fast_decoding_agrees_with_the_strict_decoder(value):
     """msgspec's typed pass (taken when it accepts) and the standard library's strict pass
@@ -176,7 +176,7 @@ def _monitor():
                              sample_rate=0.3, window_size=50, min_sampled=5)
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=5, deadline=None)
 @given(st.lists(st.integers(0, 10_000), min_size=2, max_size=6),
        st.lists(st.integers(0, 400), max_size=6))
 def test_the_monitor_sees_each_message_with_the_model_just_before_it(draws, cuts):

@@ -25,6 +25,8 @@ from river_advsvm.monitor import RobustnessMonitor
 #: 100-sample window reached 0.21 once in 20,000 samples with seed 0).
 EPSILON = 0.02
 T = 3000
+#: The detection tests' streams: one in the default run, all three in the slow one.
+SEEDS = [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)]
 
 
 def hyperplane(seed: int, n: int):
@@ -51,7 +53,7 @@ def new_monitor(model, seed, **kwargs):
 # -- the three scenarios --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", SEEDS)
 def test_label_flip_raises_clean_drift_within_100_samples(seed):
     """Abrupt concept drift: every label is flipped from step T on.
 
@@ -88,7 +90,7 @@ def stealthy_pgd(model, adversary, x, y):
     return {k: x[k] + right * (x_adv[k] - x[k]) for k in x}
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", SEEDS)
 def test_adversary_from_step_t_raises_a_robust_alert_within_500_samples(seed):
     """From step T every sample is replaced by a stealthy PGD point (L-inf, radius 0.1, against
     the current model) on an otherwise stationary stream.

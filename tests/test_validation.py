@@ -505,7 +505,7 @@ def assert_finite_after(model):
     assert all(np.isfinite(a).all() for a in arrays.values() if a.dtype.kind == "f")
 
 
-@settings(max_examples=1200, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(x=samples, y=st.sampled_from([True, False]))
 def test_fuzzed_dicts_are_refused_cleanly_or_learned_finitely(x, y):
     for model in (kernel_model(), trained(AdvLinearSVM())):
@@ -569,7 +569,7 @@ frames = st.integers(min_value=1, max_value=4).flatmap(
         min_size=1, max_size=5))
 
 
-@settings(max_examples=800, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 @given(rows=frames)
 def test_fuzzed_frames_are_refused_cleanly_or_learned_finitely(rows):
     X = pd.DataFrame(rows, columns=[f"c{j}" for j in range(len(rows[0]))])
