@@ -21,8 +21,8 @@ import numpy as np
 
 from river_advsvm import inputs, kernels
 
-__all__ = ["FAR_FROM_ZERO", "OTHER_UNITS", "RANGE_POWERS", "SCALE_FACTOR", "HeldRows",
-           "WarmUpRows", "check_gamma"]
+__all__ = ["FAR_FROM_ZERO", "MAX_SHORTFALL", "OTHER_UNITS", "RANGE_POWERS", "SCALE_FACTOR",
+           "HeldRows", "WarmUpRows", "check_gamma"]
 
 #: `gamma='scale'` is this many times scikit-learn's `1 / (d Var X)` (see `AdvKernelSVM`).
 SCALE_FACTOR = 2.0
@@ -36,6 +36,10 @@ FAR_FROM_ZERO = 2.0
 #: exponent holds squared differences, the Laplacian's their absolute values, so that either
 #: is then the same kernel of the inputs in units of their ranges, `c sum_j (Δ_j / s_j)^p`.
 RANGE_POWERS = {"rbf": 2, "laplacian": 1}
+#: `gamma='scale'`: inputs whose median range calls for a width up to this many times past the
+#: largest accepted (`kernels.MAX_GAMMA`) take the largest (RBF: median ranges down to about
+#: 1e-7, where it still tells samples apart); past that, the fit falls back to 1/d.
+MAX_SHORTFALL = 1e4
 #: The rows of `HeldRows._stats`: the running statistics kept per input.
 _LOW, _HIGH, _SHIFT, _SUMS, _SQUARES, _NONZERO, _UNIT = range(7)
 #: An input whose values lie within this of its shift sums its squares in its own units
@@ -186,7 +190,7 @@ class HeldRows:
         weighted squared norm with them."""
         fitted, why = self.gammas(other_units=False)
         d = len(self.index)
-        self._vote_gammas = np.full(d, fitted) if why else fitted
+        self._vote_gammas = np.full(d, fitted) if np.ndim(fitted) == 0 else fitted
         self._vote_gammas32 = self._vote_gammas.astype(np.float32)
         self._vote_median = None
         squares = self._X2[: self.size, :d] @ self._vote_gammas32
@@ -235,8 +239,9 @@ class HeldRows:
 
     def gammas(self, other_units: bool = True) -> tuple[np.ndarray | float, str | None]:
         """`gamma='scale'` on the rows held: one bandwidth per input (in the order of the name
-        hashes, as the matrix's columns), or 1/d and why not. Without `other_units`, every
-        range is floored at the median. Cached until a row is added."""
+        hashes, as the matrix's columns), or 1/d; and why they are not the widths the ranges
+        call for (None when they are). Without `other_units`, every range is floored at the
+        median. Cached until a row is added."""
         fitted = self._fitted_with_centres(other_units)
         return fitted[0], fitted[1]
 
@@ -306,14 +311,19 @@ class HeldRows:
                 # (Divided twice: a median range below 1e-154 squares to 0. Multiplied, not
                 # raised to a power: a float's ** raises OverflowError where * gives inf.)
                 squared = power == 2
+                wanted = c / median / (median if squared else 1.0)  # the median input's
                 if (c * (widest * widest if squared else widest) > 0
-                        and c / median / (median if squared else 1.0) <= kernels.MAX_GAMMA):
+                        and wanted <= MAX_SHORTFALL * kernels.MAX_GAMMA):
                     with np.errstate(over="ignore"):  # (inf: capped just below)
                         if squared:
                             inverse *= inverse
                         inverse *= c
                     np.minimum(inverse, kernels.MAX_GAMMA, out=inverse)
-                    return inverse, None, centres
+                    # Inputs in small units (ranges of 1e-6) take the largest width: still
+                    # narrow enough to tell their samples apart, where 1/d would not.
+                    too_narrow = (f"vary by too little for their widths (median range "
+                                  f"{median:.3g})" if wanted > kernels.MAX_GAMMA else None)
+                    return inverse, too_narrow, centres
         why = "do not vary" if median == 0 else f"vary by too little (median range {median:.3g})"
         return 1.0 / d, why, np.zeros(0)
 
@@ -321,10 +331,10 @@ class HeldRows:
         """`gammas` as a dict of one bandwidth per input name, in the order of their hashes,
         and the centres of the inputs far from 0 by name (None if there are none)."""
         fitted, why, centres = self._fitted_with_centres(True)
-        if why:
+        if np.ndim(fitted) == 0:  # 1/d
             return fitted, why, None
         far = {n: c for n, c in zip(self.names, centres.tolist()) if c != 0.0}
-        return dict(zip(self.names, fitted.tolist())), None, far or None
+        return dict(zip(self.names, fitted.tolist())), why, far or None
 
     def vote(self, names: list, values: np.ndarray, signs: np.ndarray, kernel: str) -> np.ndarray:
         """`sum_i y_i k(x, x_i) / n` over the held rows for each row of `values` (over

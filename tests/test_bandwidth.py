@@ -138,6 +138,21 @@ def test_the_vote_is_the_kernel_vote_of_the_held_rows(kernel):
     assert model.decision_one(z) == pytest.approx(expected, rel=1e-5, abs=1e-7)
 
 
+def test_inputs_in_small_units_take_the_largest_width_not_one_over_d():
+    """Inputs of ranges about 5e-6 call for widths past the largest accepted (1e10): the fit
+    fell back to 1/d, a kernel of about 1 everywhere, and the model predicted at chance (43%
+    here, 98% on the same data in units of 1). They now take the largest width, with a
+    warning."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3))
+    y = X[:, 0] + 0.5 * X[:, 1] > 0
+    model = AdvKernelSVM(seed=0)
+    with pytest.warns(UserWarning, match="takes at most the largest width"):
+        model.learn_many(X[:500] * 1e-6, y[:500])
+    assert model.fitted_gamma == dict.fromkeys(range(3), kernels.MAX_GAMMA)
+    assert np.mean(model.predict_many(X[500:] * 1e-6).to_numpy() == y[500:]) > 0.9
+
+
 def test_inputs_whose_median_range_squares_to_0_fall_back_to_one_over_d():
     # A median range of 1e-256 squares to 0 in float64: the check that the fit is not absurd
     # divided by it (ZeroDivisionError, and every later sample raised it again).
