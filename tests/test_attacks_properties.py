@@ -14,6 +14,7 @@ from hypothesis.extra import numpy as hnp
 from river_advsvm import AdvKernelSVM, AdvLinearSVM, InvalidInput
 from river_advsvm.inputs import MAX_ABS_VALUE
 from river_advsvm.attacks import FGSM, PGD, ZOO, CarliniWagnerL2, NoGradientWarning
+from river_advsvm.attacks.cw import MAX_CONST, ConstantSearch
 
 D = 4
 
@@ -193,6 +194,30 @@ def test_a_parameter_that_is_not_a_number_in_range_is_refused_by_name(make, name
         value = 1.5  # -1 is refused too; 1.5 is the seed numpy would refuse later
     with pytest.raises(ValueError, match=name):
         make(**{name: value})
+
+
+@pytest.mark.parametrize("make", [CarliniWagnerL2, ZOO])
+def test_the_constant_of_the_search_stays_where_adam_cannot_overflow(make):
+    """A first constant of 1e160 was taken: Adam's second moment overflowed, every step went to
+    NaN, and every sample read as robust, none as without a gradient (19 of 20 fooled with
+    1). The first constant is at most 1e10; from there the search finds the flips, and it never
+    raises the constant past 1e10 however many steps fail."""
+    with pytest.raises(ValueError, match="initial_const"):
+        make(initial_const=1e160)
+    rng = np.random.default_rng(7)
+    X = rng.uniform(size=(150, 3))
+    y = X[:, 0] + X[:, 1] > 1
+    model = AdvKernelSVM(seed=0, gamma=3.0)
+    model.learn_many(X, y)
+    low = make(initial_const=1.0, search_steps=2).run(model, X[:20], y[:20])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no overflow on the way
+        high = make(initial_const=MAX_CONST, search_steps=2).run(model, X[:20], y[:20])
+    assert high.fooled.sum() >= low.fooled.sum() - 2 and high.fooled.sum() > 10
+    search = ConstantSearch(3, 1.0)
+    for _ in range(30):
+        search.update(np.zeros(3, dtype=bool))
+    assert (search.const == MAX_CONST).all()
 
 
 def test_a_numpy_seed_is_the_number_it_holds():

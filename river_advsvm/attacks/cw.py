@@ -9,7 +9,12 @@ import numpy as np
 from river_advsvm import inputs
 from river_advsvm.attacks.base import Attack, accepted_box, adam_step, unusable_gradients
 
-__all__ = ["CarliniWagnerL2"]
+__all__ = ["MAX_CONST", "CarliniWagnerL2"]
+
+#: The largest `c` of the binary search (C&W's own bound): past it, `c` times the margin's
+#: gradient squared in Adam's second moment can overflow, and a sample whose steps all went to
+#: NaN would read as robust.
+MAX_CONST = 1e10
 
 # tanh(w) never reaches +-1: inputs on the box's faces start from atanh(+-(1 - _TANH_MARGIN)),
 # +-2.65 rather than C&W's +-7.25 (margin 1e-6), so that Adam can move them off the face within
@@ -58,8 +63,8 @@ class TanhBox:
 class ConstantSearch:
     """Per-sample binary search on the constant `c` that weighs the margin against `||delta||^2`.
 
-    `c` grows tenfold until an attack succeeds, then bisects between the largest `c` that
-    failed and the smallest that succeeded (Carlini & Wagner's schedule).
+    `c` grows tenfold (up to `MAX_CONST`) until an attack succeeds, then bisects between the
+    largest `c` that failed and the smallest that succeeded (Carlini & Wagner's schedule).
     """
 
     def __init__(self, n: int, initial: float):
@@ -71,7 +76,8 @@ class ConstantSearch:
         self.upper = np.where(succeeded, np.minimum(self.upper, self.const), self.upper)
         self.lower = np.where(succeeded, self.lower, np.maximum(self.lower, self.const))
         bracketed = np.isfinite(self.upper)
-        self.const = np.where(bracketed, (self.lower + self.upper) / 2.0, self.const * 10.0)
+        self.const = np.where(bracketed, (self.lower + self.upper) / 2.0,
+                              np.minimum(self.const * 10.0, MAX_CONST))
 
 
 class BestFound:
@@ -120,8 +126,9 @@ class CarliniWagnerL2(Attack):
     confidence
         `kappa`: how far past the decision boundary the point must be.
     initial_const
-        The first `c` of the binary search. Margins and their gradients are of order 1 here
-        (not the large logits of a deep network), so the search starts at 1, not at 1e-3.
+        The first `c` of the binary search, at most 1e10 (`MAX_CONST`, which the search
+        never passes either). Margins and their gradients are of order 1 here (not the large
+        logits of a deep network), so the search starts at 1, not at 1e-3.
     search_steps
         Number of values of `c` tried per sample (Carlini & Wagner's 9).
     steps
@@ -231,7 +238,8 @@ def _check_search(confidence, initial_const, search_steps, steps,
     """The parameters C&W and ZOO share checked; their counts `search_steps` and `steps` as
     plain ints."""
     inputs.check_number("confidence", confidence, lambda v: v >= 0, ">= 0")
-    inputs.check_number("initial_const", initial_const, lambda v: v > 0, "> 0")
+    inputs.check_number("initial_const", initial_const, lambda v: 0 < v <= MAX_CONST,
+                        f"in (0, {MAX_CONST:g}]")
     counts = (inputs.check_count("search_steps", search_steps),
               inputs.check_count("steps", steps))
     inputs.check_number("learning_rate", learning_rate, lambda v: v > 0, "> 0")

@@ -36,7 +36,7 @@ class ZOO(Attack):
     confidence
         `kappa`: how far past the decision boundary (in log-odds) the point must be.
     initial_const
-        The first `c` of the binary search.
+        The first `c` of the binary search, at most 1e10 (as for `CarliniWagnerL2`).
     search_steps
         Number of values of `c` tried per sample.
     steps
