@@ -21,8 +21,8 @@ import numpy as np
 
 from river_advsvm import inputs, kernels
 
-__all__ = ["FAR_FROM_ZERO", "MAX_SHORTFALL", "OTHER_UNITS", "RANGE_POWERS", "SCALE_FACTOR",
-           "HeldRows", "WarmUpRows", "check_gamma"]
+__all__ = ["FAR_FROM_ZERO", "MAX_SHORTFALL", "MIN_INPUT_GAMMA", "OTHER_UNITS", "RANGE_POWERS",
+           "SCALE_FACTOR", "HeldRows", "WarmUpRows", "check_gamma"]
 
 #: `gamma='scale'` is this many times scikit-learn's `1 / (d Var X)` (see `AdvKernelSVM`).
 SCALE_FACTOR = 2.0
@@ -40,6 +40,10 @@ RANGE_POWERS = {"rbf": 2, "laplacian": 1}
 #: largest accepted (`kernels.MAX_GAMMA`) take the largest (RBF: median ranges down to about
 #: 1e-7, where it still tells samples apart); past that, the fit falls back to 1/d.
 MAX_SHORTFALL = 1e4
+#: The smallest width of one input in a `gamma` dict: an input's factor `(gamma_j / gamma)^p`
+#: then stays a number the certificate can divide by (1e-320 beside 1e10 made it 0). Inputs are
+#: at most 1e15 in size, so at this width an input adds at most 4e-70 to the kernel's exponent.
+MIN_INPUT_GAMMA = 1e-100
 #: The rows of `HeldRows._stats`: the running statistics kept per input.
 _LOW, _HIGH, _SHIFT, _SUMS, _SQUARES, _NONZERO, _UNIT = range(7)
 #: An input whose values lie within this of its shift sums its squares in its own units
@@ -437,9 +441,9 @@ def check_gamma(gamma) -> dict | None:
             raise ValueError("a gamma dict needs at least one feature")
         for name, value in gamma.items():
             inputs.encode_name(name)
-            if not (inputs.is_number(value) and 0 < value <= kernels.MAX_GAMMA):
+            if not (inputs.is_number(value) and MIN_INPUT_GAMMA <= value <= kernels.MAX_GAMMA):
                 raise ValueError(f"gamma[{name!r}] must be a number in "
-                                 f"(0, {kernels.MAX_GAMMA:g}], got {value!r}")
+                                 f"[{MIN_INPUT_GAMMA:g}, {kernels.MAX_GAMMA:g}], got {value!r}")
         return {n: float(g) for n, g in gamma.items()}
     if not (inputs.is_number(gamma) and 0 < gamma <= kernels.MAX_GAMMA):
         raise ValueError(f"gamma must be 'scale', a dict of per-feature bandwidths or a number "

@@ -88,9 +88,10 @@ class AdvKernelSVM(MarginClassifier):
     kernel
         'rbf' (`exp(-gamma ||x - x'||_2^2)`) or 'laplacian' (`exp(-gamma ||x - x'||_1)`).
     gamma
-        Kernel bandwidth: a number; a dict of one bandwidth per feature name (the kernel is
-        then `exp(-sum_j gamma_j (x_j - x'_j)^2)`, or `exp(-sum_j gamma_j |x_j - x'_j|)` for
-        'laplacian', and features the dict lacks take its median); or 'scale', which fits
+        Kernel bandwidth: a number in (0, 1e10]; a dict of one bandwidth per feature name,
+        each in [1e-100, 1e10] (the kernel is then `exp(-sum_j gamma_j (x_j - x'_j)^2)`, or
+        `exp(-sum_j gamma_j |x_j - x'_j|)` for 'laplacian', and features the dict lacks take
+        its median); or 'scale', which fits
         such a dict on the first `warm_up` labelled samples: each input is measured in units
         of its range over the warm-up (floored at the median range, so that an input that
         barely varies is not blown up, except for a mostly nonzero input whose range is below

@@ -3,6 +3,7 @@ any order of a sample's keys, and the vote predicts from them."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -151,6 +152,21 @@ def test_inputs_in_small_units_take_the_largest_width_not_one_over_d():
         model.learn_many(X[:500] * 1e-6, y[:500])
     assert model.fitted_gamma == dict.fromkeys(range(3), kernels.MAX_GAMMA)
     assert np.mean(model.predict_many(X[500:] * 1e-6).to_numpy() == y[500:]) > 0.9
+
+
+@pytest.mark.filterwarnings("ignore::river_advsvm.support.PrecisionWarning")  # (gamma 1e10 at 1)
+def test_a_gamma_dict_is_refused_where_an_inputs_factor_would_be_0():
+    """1e-320 beside 1e10 was taken: the input's factor `sqrt(gamma_j / gamma)` was 0, and the
+    certificate raised an internal error about a `scale` the user never passed."""
+    with pytest.raises(ValueError, match=r"gamma\['a'\] must be a number in \[1e-100, 1e\+10\]"):
+        AdvKernelSVM(gamma={"a": 1e-320, "b": 1e10})
+    for kernel in ("rbf", "laplacian"):
+        model = AdvKernelSVM(gamma={"a": 1e-100, "b": 1e10}, kernel=kernel, seed=0)
+        model.learn_one({"a": 0.0, "b": 0.0}, True)
+        model.learn_one({"a": 1.0, "b": 1.0}, False)
+        for norm in ("l2", "linf"):
+            radius = model.certified_radius_one({"a": 0.0, "b": 0.0}, True, norm=norm)
+            assert radius >= 0 and not math.isnan(radius)
 
 
 def test_inputs_whose_median_range_squares_to_0_fall_back_to_one_over_d():
