@@ -115,6 +115,11 @@ class FeatureStore:
         # `river_advsvm.feature_average`): told when a slot gets a new feature and on negate.
         self.averaged = None
 
+    def __getstate__(self) -> dict:
+        # The latest row's cosines serve the step on that row, which computes them first: not
+        # state (a pickle taken after a prediction equals one taken before it).
+        return {**self.__dict__, "_cos": np.empty(0, dtype=self.dtype)}
+
     # -- features -------------------------------------------------------------------------------
 
     @property

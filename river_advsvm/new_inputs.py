@@ -80,6 +80,11 @@ class NewInputs:
         # The lookup whose unknown names were last validated (see `check`).
         self.names_checked: inputs.Columns | None = None
 
+    def __getstate__(self) -> dict:
+        # Which lookup was checked last is a cache (set before a sample can be refused): not
+        # state, as the index's own lookup is not.
+        return {**self.__dict__, "names_checked": None}
+
     def check_unknown(self, n_unknown: int) -> None:
         """`InvalidInput` for a sample with more inputs the model does not know than
         `max_features`."""

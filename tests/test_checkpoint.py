@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import river_advsvm
-from river_advsvm import AdvKernelSVM, AdvLinearSVM, CheckpointError, checkpoint, model_checkpoint
+from river_advsvm import (AdvKernelSVM, AdvLinearSVM, CheckpointError, InvalidInput, checkpoint,
+                          model_checkpoint)
 
 FACTORIES = {
     "compact": lambda: AdvKernelSVM(epsilon=0.1, budget=64, budget_policy="compact", seed=3),
@@ -302,8 +303,8 @@ def test_pickle_round_trip_keeps_learning_identically():
 
 
 @pytest.mark.parametrize("learned", [5, 150])  # in gamma='scale''s warm-up, and past it
-@pytest.mark.parametrize("make", [lambda: AdvKernelSVM(seed=0), FACTORIES["merge"]],
-                         ids=["default", "merge"])
+@pytest.mark.parametrize("make", [lambda: AdvKernelSVM(seed=0), *FACTORIES.values()],
+                         ids=["default", *FACTORIES])
 def test_a_pickle_holds_state_not_caches_and_learns_on_identically(make, learned):
     """A pickle taken right after a prediction (the row's kernel values and the lookup of its
     names cached) equals one taken before it, and its model predicts then learns on to the
@@ -324,6 +325,21 @@ def test_a_pickle_holds_state_not_caches_and_learns_on_identically(make, learned
     (meta, arrays), (copy_meta, copy_arrays) = model.to_checkpoint(), copy.to_checkpoint()
     assert copy_meta == meta and copy_arrays.keys() == arrays.keys()
     assert all(copy_arrays[k].tobytes() == a.tobytes() for k, a in arrays.items())
+
+
+@pytest.mark.parametrize("policy", ["merge", "compact", "compact_slot", "truncate", "grow"])
+def test_a_sample_refused_for_its_new_inputs_leaves_the_pickle_as_it_was(policy):
+    """The names of a sample refused as `too_many_features` were checked, and the lookup that
+    passed that check was kept in the pickle."""
+    model = AdvKernelSVM(gamma=0.5, budget=16, budget_policy=policy, max_features=5, seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        x = {f"f{j}": float(v) for j, v in enumerate(rng.normal(size=3))}
+        model.learn_one(x, x["f0"] > 0)
+    before = pickle.dumps(model)
+    with pytest.raises(InvalidInput, match="max_features"):
+        model.learn_one({f"new{i}": 1.0 for i in range(9)}, True)
+    assert pickle.dumps(model) == before
 
 
 @pytest.fixture
