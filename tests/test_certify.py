@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -353,3 +354,21 @@ def test_a_box_never_makes_the_radius_smaller_beyond_the_searchs_precision(
     free = small_support_model.certified_radius_one(point, label, norm=norm)
     boxed = small_support_model.certified_radius_one(point, label, norm=norm, bounds=(lo, hi))
     assert boxed >= free * (1 - 1e-6)
+
+
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_a_width_so_small_that_every_radius_is_infinite_says_nothing_of_an_overflow(norm):
+    """At gamma = 5e-324 the largest radius of the kernel-norm bound overflowed to inf (the
+    right answer) with numpy's RuntimeWarning on the way."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = X[:, 0] > 0
+    model = AdvKernelSVM(gamma=5e-324, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the model's own warnings about such a width)
+        model.learn_many(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        radii = model.certified_radius_many(X[:20], y[:20], norm=norm)
+    right = model.predict_many(X[:20]).to_numpy() == y[:20]
+    assert (radii[right] == np.inf).all() and (radii[~right] == 0).all()

@@ -45,7 +45,7 @@ class NormBound:
         chunk, model = self.chunk, self.chunk.model
         room = chunk.margins[idx] - 2 * chunk.error_at_x[idx]
         # Beyond this radius the bound fails even without the rounding's growth with r.
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # (inf: every radius)
             ratio = room / (model.norm_bound * (1 + 8 * U))
             target = np.where(ratio**2 < 2, -np.log1p(-0.5 * ratio**2) / model.gamma, math.inf)
         upper = chunk.ball.radius_for_reach(idx, target)
