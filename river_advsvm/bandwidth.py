@@ -41,9 +41,8 @@ RANGE_POWERS = {"rbf": 2, "laplacian": 1}
 #: 1e-7, where it still tells samples apart); past that, the fit falls back to 1/d.
 MAX_SHORTFALL = 1e4
 #: The smallest width of one input in a `gamma` dict: an input's factor `(gamma_j / gamma)^p`
-#: then stays a number the certificate can divide by (1e-320 beside 1e10 made it 0). Inputs are
-#: at most 1e15 in size, so at this width an input adds at most 4e-70 to the kernel's exponent.
-MIN_INPUT_GAMMA = 1e-100
+#: then stays a number the certificate can divide by (1e-320 beside 1e10 made it 0).
+MIN_INPUT_GAMMA = 1e-300
 #: The rows of `HeldRows._stats`: the running statistics kept per input.
 _LOW, _HIGH, _SHIFT, _SUMS, _SQUARES, _NONZERO, _UNIT = range(7)
 #: An input whose values lie within this of its shift sums its squares in its own units

@@ -89,7 +89,7 @@ class AdvKernelSVM(MarginClassifier):
         'rbf' (`exp(-gamma ||x - x'||_2^2)`) or 'laplacian' (`exp(-gamma ||x - x'||_1)`).
     gamma
         Kernel bandwidth: a number in (0, 1e10]; a dict of one bandwidth per feature name,
-        each in [1e-100, 1e10] (the kernel is then `exp(-sum_j gamma_j (x_j - x'_j)^2)`, or
+        each in [1e-300, 1e10] (the kernel is then `exp(-sum_j gamma_j (x_j - x'_j)^2)`, or
         `exp(-sum_j gamma_j |x_j - x'_j|)` for 'laplacian', and features the dict lacks take
         its median); or 'scale', which fits
         such a dict on the first `warm_up` labelled samples: each input is measured in units

@@ -158,10 +158,10 @@ def test_inputs_in_small_units_take_the_largest_width_not_one_over_d():
 def test_a_gamma_dict_is_refused_where_an_inputs_factor_would_be_0():
     """1e-320 beside 1e10 was taken: the input's factor `sqrt(gamma_j / gamma)` was 0, and the
     certificate raised an internal error about a `scale` the user never passed."""
-    with pytest.raises(ValueError, match=r"gamma\['a'\] must be a number in \[1e-100, 1e\+10\]"):
+    with pytest.raises(ValueError, match=r"gamma\['a'\] must be a number in \[1e-300, 1e\+10\]"):
         AdvKernelSVM(gamma={"a": 1e-320, "b": 1e10})
     for kernel in ("rbf", "laplacian"):
-        model = AdvKernelSVM(gamma={"a": 1e-100, "b": 1e10}, kernel=kernel, seed=0)
+        model = AdvKernelSVM(gamma={"a": 1e-300, "b": 1e10}, kernel=kernel, seed=0)
         model.learn_one({"a": 0.0, "b": 0.0}, True)
         model.learn_one({"a": 1.0, "b": 1.0}, False)
         for norm in ("l2", "linf"):
