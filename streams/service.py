@@ -35,8 +35,9 @@ with:
   final checkpoint (or the service met an unexpected error); the last checkpoint stays valid
   and what came after it is learned again at the next start;
 - 2: a usage error: bad options, an unreadable checkpoint or one beyond the operator's limits
-  (`river_advsvm.streams.state.Limits`), a checkpoint directory in use, a group's snapshot
-  topic of more than one partition;
+  (`river_advsvm.streams.state.Limits`), a checkpoint directory in use, a checkpoint deleted or
+  moved while the service ran (found at the next assignment), a group's snapshot topic of more
+  than one partition;
 - 3: no broker answered within `connect_timeout` at start-up (`BrokerUnreachable`), or the
   consumer group's rebalance did not end within the members' rebalance timeout
   (`max_poll_interval_ms`) and a session timeout: a restart joins the group anew;

@@ -408,6 +408,36 @@ def test_a_broker_gone_while_the_service_idles_is_said_and_makes_it_not_ready(ow
         assert kh.stop_service(process, log_path=log) == 0, kh.tail(log)
 
 
+def test_a_checkpoint_deleted_while_the_service_runs_stops_it_at_the_next_assignment(broker,
+                                                                                   tmp_path):
+    """Every assignment reloads the checkpoint. Deleted while the service ran, it was taken for
+    a new start: a new model replaced all it had learned, went on from the group's committed
+    offsets, and the service exited 0 later. It now stops with status 2, naming the file."""
+    from kafka import KafkaConsumer
+
+    topic, group = "ops-gone", "ops-gone-group"
+    bootstrap = broker.bootstrap_servers
+    clients.create_topics(bootstrap, {topic: 1})
+    X, y = kh.stream(200, seed=21)
+    kh.produce(bootstrap, topic, kh.messages(X, y), partition=0)
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    process = kh.start_service(kh.serve_command(bootstrap, topic, group, directory), log)
+    kh.wait_until(lambda: kh.learned(directory) == 200, 60, "the messages", process, log)
+    os.unlink(state.checkpoint_path(directory))
+    # Another member joins the group: a rebalance, whose assignment reloads the checkpoint.
+    member = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                           enable_auto_commit=False, session_timeout_ms=1500,
+                           heartbeat_interval_ms=500)
+    try:
+        kh.wait_until(lambda: member.poll(timeout_ms=200) is not None
+                      and process.poll() is not None, 60, "the service to stop", log_path=log)
+    finally:
+        member.close()
+    assert process.returncode == 2, kh.tail(log)
+    assert "the checkpoint this service wrote or read is gone" in log.read_text(), kh.tail(log)
+    assert kh.checkpoint_info(directory) is None  # nothing written over it
+
+
 def test_a_checkpoint_past_the_end_of_its_log_resumes_from_the_end(broker, tmp_path):
     """A checkpoint whose offset lies past the end of the log it names (the broker lost the
     log's tail, or the file is of another log): the service waited at that offset for ever,
