@@ -107,11 +107,13 @@ class CheckpointError(ValueError):
 
 
 def write_bytes(path: str | os.PathLike, data: bytes, *,
-                before_rename: typing.Callable[[], None] | None = None) -> None:
+                before_rename: typing.Callable[[], None] | None = None,
+                what: str = "checkpoint") -> None:
     """Atomically replace `path` by `data` (temporary file, fsync, rename, directory fsync).
 
     `before_rename` is called once the temporary file is synced, right before the rename (a
-    crash test's window inside the write).
+    crash test's window inside the write). `what` the file is, for the message of an
+    `OSError`.
     """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
@@ -137,10 +139,10 @@ def write_bytes(path: str | os.PathLike, data: bytes, *,
             os.close(dir_fd)
     except OSError as error:
         # A full disk or an I/O error says nothing of which file: name it, and what is left.
-        left = ("the previous one is unchanged" if os.path.exists(path)
-                else "no checkpoint is there")
-        raise type(error)(error.errno, f"{error.strerror or error} (the checkpoint could not "
-                          f"be written; {left})", path) from error
+        left = ("the previous one is unchanged" if os.path.isfile(path)
+                else f"no {what} is there")
+        raise type(error)(error.errno, f"{error.strerror or error} (the {what} could not be "
+                          f"written; {left})", path) from error
 
 
 def dumps(meta: dict, arrays: dict[str, np.ndarray]) -> bytes:

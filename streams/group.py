@@ -157,7 +157,7 @@ def worker_id(checkpoint_dir: str, requested: str | None = None) -> str:
     if not os.path.exists(path):
         from river_advsvm.checkpoint import write_bytes
 
-        write_bytes(path, (chosen + "\n").encode())
+        write_bytes(path, (chosen + "\n").encode(), what="worker id")
     return chosen
 
 

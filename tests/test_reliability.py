@@ -643,3 +643,20 @@ def test_with_no_partition_assigned_the_service_is_not_idle_before_twice_the_ses
     assert not service._caught_up()
     progress.last_activity = time.monotonic() - 8.1
     assert service._caught_up()
+
+
+def test_a_directory_in_the_checkpoints_place_is_no_previous_checkpoint(tmp_path):
+    """A directory where the file goes was called "the previous one", said unchanged."""
+    (tmp_path / "model.ckpt").mkdir()
+    with pytest.raises(IsADirectoryError) as caught:
+        AdvKernelSVM(seed=0).save(tmp_path / "model.ckpt")
+    assert "no checkpoint is there" in str(caught.value) and "previous" not in str(caught.value)
+
+
+def test_a_file_that_is_no_checkpoint_is_not_called_one_when_it_cannot_be_written(tmp_path):
+    from river_advsvm.checkpoint import write_bytes
+
+    with pytest.raises(FileNotFoundError) as caught:
+        write_bytes(tmp_path / "missing" / "worker-id", b"w0\n", what="worker id")
+    assert "the worker id could not be written; no worker id is there" in str(caught.value)
+    assert "the checkpoint could not" not in str(caught.value)
