@@ -237,7 +237,11 @@ class RobustnessMonitor:
         # gap alert (a rate of 0.02 over 1,000 samples samples 20, against 30).
         self.robust_window_size = max(min_sampled, math.ceil(window_size * rate))
         self._rng = random.Random(seed)
+        # Fed whether each prediction was right, as the other windows are: fed the labels,
+        # River's confusion matrix kept a row for every label it ever saw. The labels the
+        # window's samples had are kept beside it, for `state()`.
         self._clean = utils.Rolling(metrics.Accuracy, window_size=window_size)
+        self._clean_pairs: collections.deque = collections.deque(maxlen=window_size)
         # The sampled samples, clean and attacked: their difference is the gap, on the same points.
         self._sampled_clean = utils.Rolling(metrics.Accuracy, window_size=self.robust_window_size)
         self._robust = utils.Rolling(metrics.Accuracy, window_size=self.robust_window_size)
@@ -288,7 +292,8 @@ class RobustnessMonitor:
             self.attack_seconds += seconds
 
         self.n_seen = step
-        self._clean.update(y, y_pred)
+        self._clean.update(True, correct)
+        self._clean_pairs.append((y, y_pred))
         alerts = []
         if self._clean_drift.update(int(not correct)):
             alerts.append(self._alert("clean_drift", type(self.detector).__name__))

@@ -27,7 +27,7 @@ def state_of(monitor) -> dict:
     past what it may hold.
     """
     version, internal, gauss = monitor._rng.getstate()
-    labels, pairs = _positions([args for args, _ in monitor._clean.window])
+    labels, pairs = _positions(list(monitor._clean_pairs))
     return {
         "params": monitor._params(),
         "n_seen": monitor.n_seen,
@@ -87,8 +87,10 @@ def restored(monitor, state: dict) -> dict:
     if any(robust and not right
            for right, robust in zip(flags["sampled_clean"], flags["robust"])):
         raise ValueError("an attacked sample is right under attack and wrong without it")
-    rolling = {}
-    for name, entries in [("_clean", clean), *((f"_{k}", [(True, v) for v in flags[k]])
+    rolling = {"_clean_pairs": collections.deque((tuple(pair) for pair in clean),
+                                                 maxlen=monitor.window_size)}
+    right = [(True, bool(y_pred == y)) for y, y_pred in clean]
+    for name, entries in [("_clean", right), *((f"_{k}", [(True, v) for v in flags[k]])
                                                for k in flags)]:
         size = monitor.window_size if name == "_clean" else monitor.robust_window_size
         window = utils.Rolling(metrics.Accuracy, window_size=size)

@@ -41,6 +41,9 @@ class OneVsRest(multiclass.OneVsRestClassifier):
     ----------
     classifier
         A binary classifier of this package (`AdvKernelSVM`, `AdvLinearSVM`), cloned per label.
+        Every label seen adds one, kept for ever, and every sample is learned by each: memory
+        and time grow with the number of labels (up to that many times the binary model's
+        bound), as in River's; a stream of open labels needs them mapped to a known set.
 
     Examples
     --------

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from river import drift, linear_model
 from river.datasets import synth
 
-from river_advsvm import AdvKernelSVM, AdvLinearSVM
+from river_advsvm import AdvKernelSVM, AdvLinearSVM, InvalidInput
 from river_advsvm.attacks import FGSM, PGD
 from river_advsvm.alerts import ALERT_KINDS, RECENT_SAMPLES, Alert, Worsening
 from river_advsvm.monitor import RobustnessMonitor
@@ -306,6 +306,35 @@ def test_nan_is_a_missing_input_and_a_refused_sample_is_not_counted():
     with pytest.raises(ValueError, match="dict"):
         with_nan.update(list(stream[0][0].values()), stream[0][1])
     assert with_nan.n_seen == 50 and with_nan.n_sampled == 50
+
+
+def test_memory_is_bounded_on_a_stream_of_ever_new_labels():
+    """The clean window was River's rolling accuracy fed the labels, whose confusion matrix
+    keeps a row for every label it ever saw: 450 bytes more a new label, with a window of 100
+    (a binary model refuses each, after the monitor counted it; a model of open labels takes
+    them). The window's accuracy and its saved state are those of the labels as before."""
+    model = AdvLinearSVM()
+    monitor = RobustnessMonitor(model, sample_rate=10**9, window_size=100)
+
+    def window_size():  # (ADWIN's own bounded growth, tested below, left out)
+        return len(pickle.dumps({k: v for k, v in vars(monitor).items()
+                                 if k not in ("model", "_clean_drift", "_robust_drift")}))
+
+    sizes = []
+    for i in range(1, 6_001):
+        x, y = {"a": 0.5, "b": 0.25}, (i % 2 == 0 if i <= 100 else f"label-{i}")
+        monitor.update(x, y, y_pred=model.predict_one(x))
+        try:
+            model.learn_one(x, y)
+        except InvalidInput:
+            pass
+        if i in (2_000, 6_000):
+            sizes.append(window_size())
+    assert sizes[1] < 1.05 * sizes[0], sizes
+    assert monitor.snapshot()["clean_accuracy"] == 0.0  # no new label is ever predicted
+    restored = RobustnessMonitor(model, sample_rate=10**9, window_size=100)
+    restored.restore(json.loads(json.dumps(monitor.state())))
+    assert restored.state() == monitor.state()
 
 
 def test_memory_is_bounded_on_a_long_stream():
