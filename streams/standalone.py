@@ -40,8 +40,6 @@ class Standalone:
         # Partitions assigned without a checkpointed offset, whose resume point is not logged
         # yet.
         self._handed_over: list = []
-        # Whether this service read or wrote a checkpoint: one gone since is not a new start.
-        self._on_disk = False
 
     def start(self) -> bool:
         return True
@@ -91,7 +89,6 @@ class Standalone:
         session.learner.save_monitor()
         session.note_output_ends()
         state_io.save(session.config.checkpoint_dir, session.state)
-        self._on_disk = True
         faults.reach("checkpoint.written")
         progress = session.progress
         progress.checkpointed()
@@ -174,13 +171,12 @@ class Standalone:
         session = self.session
         directory = session.config.checkpoint_dir
         loaded = state_io.load(directory, session.limits)
-        if loaded is None and self._on_disk:
-            # (Deleted or moved while the service ran: a new model would silently replace
-            # everything learned, from the group's committed offsets on.)
+        if loaded is None and session.state.counters["checkpoints"]:
+            # The state in hand was written there (by this run or the one it resumed): deleted
+            # or moved since, a new model would silently replace everything learned.
             raise CheckpointError(f"{state_io.checkpoint_path(directory)}: the checkpoint this "
                                   f"service wrote or read is gone; put it back, or start the "
                                   f"service on an empty directory to learn anew")
-        self._on_disk = self._on_disk or loaded is not None
         session.state = loaded if loaded is not None else session.new_state()
         session.progress.since_checkpoint = 0
         saved = session.state
