@@ -370,14 +370,12 @@ class AdvKernelSVM(MarginClassifier):
     def _fit_gamma(self) -> None:
         """`gamma='scale'`: the bandwidths, from the held-back warm-up rows."""
         fitted, why, centres = self._warm_rows.rows(self._held, self._held_inputs).fitted()
-        if why and isinstance(fitted, dict):
-            warn_caller(f"gamma='scale': the {len(self._held)} warm-up samples {why}; each "
-                        f"input takes at most the largest width, gamma = "
-                        f"{kernels.MAX_GAMMA:g}: rescale the inputs (to [0, 1], say) for the "
-                        f"kernel to see them in units of their ranges", UserWarning)
-        elif why:
-            warn_caller(f"gamma='scale': the {len(self._held)} warm-up samples {why}; "
-                        f"falling back to gamma = 1/d = {fitted:.6g} for every input",
+        if why:
+            taken = (f"each input takes at most the largest width, gamma = "
+                     f"{kernels.MAX_GAMMA:g}: rescale the inputs (to [0, 1], say) for the kernel "
+                     f"to see them in units of their ranges" if isinstance(fitted, dict)
+                     else f"falling back to gamma = 1/d = {fitted:.6g} for every input")
+            warn_caller(f"gamma='scale': the {len(self._held)} warm-up samples {why}; {taken}",
                         UserWarning)
         # (The names were validated when they arrived, the bandwidths when they were fitted;
         # no input has a column yet: the model starts after the fit.)

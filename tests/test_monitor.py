@@ -316,7 +316,7 @@ def test_memory_is_bounded_on_a_stream_of_ever_new_labels():
     model = AdvLinearSVM()
     monitor = RobustnessMonitor(model, sample_rate=10**9, window_size=100)
 
-    def window_size():  # (ADWIN's own bounded growth, tested below, left out)
+    def windows_bytes():  # (ADWIN's own bounded growth, tested below, left out)
         return len(pickle.dumps({k: v for k, v in vars(monitor).items()
                                  if k not in ("model", "_clean_drift", "_robust_drift")}))
 
@@ -329,7 +329,7 @@ def test_memory_is_bounded_on_a_stream_of_ever_new_labels():
         except InvalidInput:
             pass
         if i in (2_000, 6_000):
-            sizes.append(window_size())
+            sizes.append(windows_bytes())
     assert sizes[1] < 1.05 * sizes[0], sizes
     assert monitor.snapshot()["clean_accuracy"] == 0.0  # no new label is ever predicted
     restored = RobustnessMonitor(model, sample_rate=10**9, window_size=100)
