@@ -113,10 +113,11 @@ def write_bytes(path: str | os.PathLike, data: bytes, *,
 
     `before_rename` is called once the temporary file is synced, right before the rename (a
     crash test's window inside the write). `what` the file is, for the message of an
-    `OSError`.
+    `OSError`. A `path` that is a symbolic link stays one: the file it points to is replaced.
     """
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
+    target = os.path.realpath(path)
+    directory = os.path.dirname(target)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".ckpt", dir=directory)
         try:
@@ -126,7 +127,7 @@ def write_bytes(path: str | os.PathLike, data: bytes, *,
                 os.fsync(f.fileno())
             if before_rename is not None:
                 before_rename()
-            os.replace(tmp, path)
+            os.replace(tmp, target)
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)

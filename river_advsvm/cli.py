@@ -360,7 +360,12 @@ def _inspect(args: argparse.Namespace) -> int:
     try:
         info = state.describe(args.path)
     except FileNotFoundError:
-        print(f"advsvm inspect: no checkpoint in {args.path}", file=sys.stderr)
+        where = state.checkpoint_path(args.path) if os.path.isdir(args.path) else args.path
+        if os.path.islink(where):  # (a link whose target is gone)
+            print(f"advsvm inspect: {where} is a link to {os.readlink(where)}, which does not "
+                  "exist", file=sys.stderr)
+        else:
+            print(f"advsvm inspect: no checkpoint in {args.path}", file=sys.stderr)
         return 2
     except CheckpointError as error:
         print(f"advsvm inspect: {error}", file=sys.stderr)

@@ -152,6 +152,9 @@ def fetch(name: str, directory=None, *, force: bool = False,
     directory = pathlib.Path(default_dir() if directory is None else directory).expanduser()
     if directory.exists() and not directory.is_dir():
         raise ValueError(f"{directory} is not a directory")
+    if directory.is_symlink() and not directory.exists():  # (mkdir would say "File exists")
+        raise ValueError(f"{directory} is a link to {os.readlink(directory)}, which leads to no "
+                         "directory (it does not exist, or the links make a loop)")
     paths = [directory / file for file in FILES[name]]
     if not force and all(_is_complete(path) for path in paths):
         log(f"{name}: already in {directory}")

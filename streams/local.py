@@ -312,6 +312,17 @@ def _run_workers(broker, config: ServiceConfig, workers: int, worker_argv,
                                1 if status < 0 else status for status in statuses), default=0))
 
 
+def _write_outputs(found: dict, outputs_file: typing.TextIO) -> None:
+    """Every output of `found` (kind -> JSON values) as a line of `outputs_file`."""
+    try:
+        for kind, values in found.items():
+            for value in values:
+                outputs_file.write(json.dumps({"output": kind, **json.loads(value)}) + "\n")
+        outputs_file.flush()
+    except OSError as error:  # (a write's error names no file: a full disk, a size limit)
+        raise OSError(error.errno, error.strerror or str(error), outputs_file.name) from None
+
+
 def _show_outputs(bootstrap_servers: str, config: ServiceConfig, show: int,
                   outputs_file: typing.TextIO | None) -> None:
     """Print the first `show` predictions and alerts; write every output to `outputs_file`."""
@@ -322,10 +333,7 @@ def _show_outputs(bootstrap_servers: str, config: ServiceConfig, show: int,
     found = {kind: read_outputs(bootstrap_servers, topic, security=config.security)
              for kind, topic in topics if topic}
     if outputs_file:
-        for kind, values in found.items():
-            for value in values:
-                outputs_file.write(json.dumps({"output": kind, **json.loads(value)}) + "\n")
-        outputs_file.flush()
+        _write_outputs(found, outputs_file)
         print(f"every output ({', '.join(f'{len(v)} {k}s' for k, v in found.items())}) "
               f"written to {outputs_file.name}")
     for kind in ("prediction", "alert"):

@@ -265,9 +265,19 @@ def remove_temporaries(directory: str | os.PathLike) -> list[str]:
     """Delete the temporary files a crash during a checkpoint write can leave behind."""
     removed = []
     for path in glob.glob(os.path.join(os.fspath(directory), ".tmp-*.ckpt")):
-        os.unlink(path)
+        try:
+            os.unlink(path)
+        except OSError as error:
+            raise OSError(error.errno, f"{error.strerror or error} ({_NOT_REMOVABLE})",
+                          path) from None
         removed.append(path)
     return removed
+
+
+# Why a file the service made cannot be removed matters: a checkpoint replaces the previous one
+# by a rename, which an append-only or sticky directory of another owner refuses too.
+_NOT_REMOVABLE = ("a temporary file of a checkpoint write that cannot be removed: no checkpoint "
+                  "can replace the previous one in this directory")
 
 
 def check_writable(directory: str | os.PathLike) -> None:
@@ -282,7 +292,11 @@ def check_writable(directory: str | os.PathLike) -> None:
         raise OSError(error.errno, f"{error.strerror or error} (a checkpoint cannot be written "
                                    "in this directory)", os.fspath(directory)) from None
     os.close(fd)
-    os.unlink(path)
+    try:
+        os.unlink(path)
+    except OSError as error:
+        raise OSError(error.errno, f"{error.strerror or error} ({os.path.basename(path)}, "
+                      f"{_NOT_REMOVABLE})", os.fspath(directory)) from None
 
 
 def to_bytes(state: ServiceState) -> bytes:

@@ -369,3 +369,15 @@ def test_missing_benchmark_data_names_the_command(tmp_path):
     assert done.returncode != 0
     assert "advsvm data fetch mnist --out" in done.stderr and str(tmp_path) in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("link", ["loop", "dangling"])
+def test_an_out_link_that_leads_nowhere_is_refused_in_one_line(tmp_path, capsys, link):
+    """`advsvm data fetch --out` a link in a loop, or to a path that does not exist, said
+    `[Errno 17] File exists`: the link exists where the fetch made its directory."""
+    out = tmp_path / "data"
+    os.symlink(out if link == "loop" else tmp_path / "gone" / "data", out)
+    assert cli.main(["data", "fetch", "mnist", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{out} is a link to" in err and "leads to no directory" in err
+    assert "File exists" not in err

@@ -655,3 +655,68 @@ def test_the_first_dead_letter_of_each_code_is_a_warning_with_its_reason(caplog)
     assert [level for level, _ in levels] == ["WARNING", "DEBUG", "WARNING"]
     assert "unknown_label" in levels[0][1] and "label False is not one of" in levels[0][1]
     assert "t[0]@2" in levels[2][1] and "not JSON" in levels[2][1]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_an_outputs_file_that_cannot_take_the_outputs_is_named():
+    """`serve --local-broker --outputs-file` on a full disk (or past `ulimit -f`) said `[Errno
+    28] No space left on device` without the file: a write's error carries no file name."""
+    import contextlib
+    import errno
+
+    from river_advsvm.streams import local
+
+    full = open("/dev/full", "w")  # every write reaching it: ENOSPC
+    try:
+        with pytest.raises(OSError) as caught:
+            local._write_outputs({"prediction": [b'{"prediction": 1}']}, full)
+    finally:
+        with contextlib.suppress(OSError):  # (closing flushes what is still buffered)
+            full.close()
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == "/dev/full"
+    assert cli._one_line(caught.value) == "/dev/full: No space left on device"
+
+
+def test_a_checkpoint_that_is_a_link_stays_one_and_a_dangling_one_is_named(tmp_path, capsys):
+    """A checkpoint file linked to another place was replaced by a regular file at the next
+    write (the target kept the old state); `inspect` on a link to a file gone said only "no
+    checkpoint"."""
+    model = AdvKernelSVM(budget=16, seed=0)
+    model.learn_one({"a": 1.0}, "x")
+    elsewhere = tmp_path / "volume"
+    elsewhere.mkdir()
+    directory = tmp_path / "service"
+    directory.mkdir()
+    link = state.checkpoint_path(directory)
+    os.symlink(elsewhere / "checkpoint.ckpt", link)  # dangling until the first write
+    assert cli.main(["inspect", str(directory)]) == 2
+    err = capsys.readouterr().err
+    assert "is a link to" in err and str(elsewhere / "checkpoint.ckpt") in err
+    saved = state.ServiceState(model=model, width=None, labels=None)
+    for learned in (1, 2):
+        saved.counters.update(learned=learned)
+        state.save(directory, saved)
+        assert os.path.islink(link)
+        assert state.load(elsewhere).counters["learned"] == learned
+    assert sorted(os.listdir(elsewhere)) == ["checkpoint.ckpt"]  # no temporary file left
+
+
+def test_a_directory_whose_files_cannot_be_removed_is_refused_by_name(tmp_path, monkeypatch):
+    """An append-only checkpoint directory (`chattr +a`) took files but refused to remove
+    them: the write check raised the kernel's error naming its own temporary file, which every
+    later start then named again, and never the directory or why it matters."""
+    import errno
+
+    def refused(path, *args, **kwargs):
+        raise PermissionError(errno.EPERM, "Operation not permitted", path)
+
+    monkeypatch.setattr(os, "unlink", refused)
+    with pytest.raises(OSError) as caught:
+        state.check_writable(tmp_path)
+    assert caught.value.errno == errno.EPERM and caught.value.filename == str(tmp_path)
+    assert "no checkpoint can replace the previous one" in caught.value.strerror
+    (left,) = os.listdir(tmp_path)
+    with pytest.raises(OSError) as caught:
+        state.remove_temporaries(tmp_path)
+    assert caught.value.filename == str(tmp_path / left)
+    assert "no checkpoint can replace the previous one" in caught.value.strerror
