@@ -49,6 +49,8 @@ def _model_factory(args: argparse.Namespace):
         kernel["averaging"] = args.averaging or None  # (0: the last iterate predicts)
     if args.input_bounds is not None:
         kernel["bounds"] = tuple(args.input_bounds)
+    if args.dtype is not None:
+        kernel["dtype"] = args.dtype
     AdvKernelSVM(**common, **kernel)  # invalid options fail now, not at the first message
     return lambda: AdvKernelSVM(**common, **kernel)
 
@@ -61,7 +63,7 @@ _WORKER_OPTIONS = [
     "gamma", "regularization", "step_size", "bias_step_size", "schedule", "budget",
     "budget_policy", "max_features", "seed", "monitor_sample_rate", "monitor_epsilon",
     "monitor_norm", "monitor_bounds", "log_format", "adversary", "adversary_steps",
-    "input_bounds", "reprocess", "averaging", "group_model", "basis_refresh_every",
+    "input_bounds", "reprocess", "averaging", "group_model", "basis_refresh_every", "dtype",
 ]
 
 

@@ -223,6 +223,9 @@ def _add_model(model) -> None:
                        help="'merge' or 'remove' keep support vectors (exact kernel), the others "
                        "random features; what happens past the budget (default merge, as the "
                        "library's)")
+    model.add_argument("--dtype", choices=["float32", "float64"],
+                       help="the number type of the stored vectors or features (default: the "
+                       "model's, float32: half the memory and time of float64)")
     model.add_argument("--max-features", type=int, metavar="N",
                        help="most input names the model learns; a message that would add more "
                        "is a dead letter, code too_many_features (default: the model's, "
@@ -236,7 +239,8 @@ def _add_model(model) -> None:
 KERNEL_ONLY = {"--kernel": "kernel", "--gamma": "gamma", "--budget": "budget",
                "--budget-policy": "budget_policy", "--seed": "seed", "--adversary": "adversary",
                "--adversary-steps": "adversary_steps", "--reprocess": "reprocess",
-               "--averaging": "averaging", "--input-bounds": "input_bounds"}
+               "--averaging": "averaging", "--input-bounds": "input_bounds",
+               "--dtype": "dtype"}
 #: The options of --local-broker alone (each None unless given), and the defaults of those
 #: that have one: given without it, they are refused rather than ignored.
 LOCAL_ONLY = {"--replay": "replay", "--replay-target": "replay_target",

@@ -309,8 +309,9 @@ def test_serve_without_a_broker_exits_with_one_line(tmp_path, servers):
       "--sync-every", "10", "--worker-id", "a/b"], "invalid worker id 'a/b'"),
     # The kernel model's options were ignored by the linear model, without a word.
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--model", "linear", "--budget", "64", "--averaging", "0"],
-     "--budget, --averaging: for the kernel model (--model kernel), not the linear one"),
+      "--model", "linear", "--budget", "64", "--averaging", "0", "--dtype", "float64"],
+     "--budget, --averaging, --dtype: for the kernel model (--model kernel), not the linear "
+     "one"),
 ])
 def test_every_usage_error_is_one_line_with_status_2(argv, message, capsys, tmp_path,
                                                      monkeypatch):
@@ -349,13 +350,13 @@ def test_serve_model_flags_reach_the_model():
     parser = streams_cli.build_parser()
     args = parser.parse_args([*kh.MODEL_ARGS, "--epsilon", "0.1", "--norm", "linf",
                               "--adversary-steps", "2", "--input-bounds", "0", "1",
-                              "--reprocess", "0", "--averaging", "500"])
+                              "--reprocess", "0", "--averaging", "500", "--dtype", "float64"])
     model = streams_cli._model_factory(args)()
-    assert (model.adversary_steps, model.bounds, model.reprocess, model.averaging) == (
-        2, (0.0, 1.0), 0, 500)
+    assert (model.adversary_steps, model.bounds, model.reprocess, model.averaging,
+            model.dtype) == (2, (0.0, 1.0), 0, 500, "float64")
     default = streams_cli._model_factory(parser.parse_args(kh.MODEL_ARGS))()
-    assert (default.reprocess, default.averaging) == (AdvKernelSVM().reprocess,
-                                                      AdvKernelSVM().averaging)
+    assert (default.reprocess, default.averaging, default.dtype) == (
+        AdvKernelSVM().reprocess, AdvKernelSVM().averaging, AdvKernelSVM().dtype)
     last = streams_cli._model_factory(parser.parse_args([*kh.MODEL_ARGS, "--averaging", "0"]))()
     assert last.averaging is None  # (0: the last iterate predicts)
     for flag, bad in [("--reprocess", "-1"), ("--averaging", "-1")]:
