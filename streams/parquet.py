@@ -47,6 +47,7 @@ from __future__ import annotations
 import collections
 import numbers
 import os
+import re
 import typing
 import uuid
 
@@ -312,6 +313,12 @@ def _files(source: Source) -> tuple[list, typing.Any]:
     try:
         dataset = ds.dataset(path, format="parquet")
     except (pa.ArrowException, OSError) as error:
+        # pyarrow names the first file that is not Parquet deep in its own words.
+        found = re.search(r"Could not open Parquet input source '(.+?)'", str(error))
+        if found:
+            raise ParquetError(f"{path}: a directory is read as Parquet files, and "
+                               f"{found.group(1)} is not one: give a Parquet file, or a "
+                               "directory of Parquet files only") from None
         raise ParquetError(f"{path}: {_one_line(error)}") from None
     # pyarrow follows links: a link to a file of the directory (or to a directory above it, a
     # loop it follows as deep as paths go) would have the same rows learned again.

@@ -376,6 +376,20 @@ def test_a_directory_with_a_bad_file_is_refused_before_the_first_batch(tmp_path)
             next(batches)  # not one batch of 1.parquet first
 
 
+def test_a_directory_of_other_files_first_is_refused_in_the_users_words(tmp_path):
+    """A directory whose first file is not Parquet (`advsvm demo --data .` in a working
+    directory) was refused in pyarrow's words: "Error creating dataset. Could not read schema
+    ... Parquet magic bytes not found in footer"."""
+    X = np.random.default_rng(2).random((30, 4))
+    parquet.write(tmp_path / "b.parquet", X, np.arange(30) % 2)
+    (tmp_path / "a.txt").write_text("notes")
+    with pytest.raises(parquet.ParquetError) as caught:
+        next(parquet.iter_batches(tmp_path, target="y"))
+    assert str(caught.value) == (f"{tmp_path}: a directory is read as Parquet files, and "
+                                 f"{tmp_path / 'a.txt'} is not one: give a Parquet file, or a "
+                                 "directory of Parquet files only")
+
+
 @pytest.mark.parametrize("names, features, twice", [
     (["a", "a", "y"], None, "a"),  # two feature columns named alike
     (["a", "y", "y"], None, "y"),  # two label columns
