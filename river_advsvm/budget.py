@@ -111,6 +111,9 @@ class FeatureStore:
         self.version = 0
         self._sketch: Compact | None = None
         self._cos = np.empty(0, dtype=self.dtype)  # cos(z) of the row last given to value()
+        # The rounding of the phases w . x of the learned rows, in radians, once it passes
+        # kernels.ROUNDING_LIMIT (None until then): the model warns (see `support.SupportVectors`).
+        self.rounding: float | None = None
         # The average of f the model predicts with, if it keeps one (see
         # `river_advsvm.feature_average`): told when a slot gets a new feature and on negate.
         self.averaged = None
@@ -254,6 +257,19 @@ class FeatureStore:
         """`f <- f + c k(x, .)`, approximated as the policy says, for the row `v` last given to
         `value` (here over every input column, new ones included)."""
         raise NotImplementedError
+
+    def _note_rounding(self, v: np.ndarray) -> None:
+        """Keep the phases' rounding for a learned row `v` once past `kernels.ROUNDING_LIMIT`:
+        a phase `w . x` spreads about `sqrt(2 gamma) ||x||_2` (RBF; Laplacian: Cauchy weights,
+        `gamma ||x||_1`) and is rounded by about eps times that; past a hundredth of a
+        radian the cosines, and so the margins, are noise (one row and a batch disagree)."""
+        if getattr(self, "rounding", None) is not None:  # (a pickle made before it existed)
+            return
+        with np.errstate(over="ignore"):
+            spread = (math.sqrt(2.0 * self.gamma) * float(np.linalg.norm(v))
+                      if self.kernel == "rbf" else self.gamma * float(np.abs(v).sum()))
+        rounding = spread * float(np.finfo(self.dtype).eps)
+        self.rounding = rounding if rounding > kernels.ROUNDING_LIMIT else None
 
     def _add_to_sketch(self, v: np.ndarray, c: float) -> None:
         sketch = self._sketch
@@ -399,6 +415,7 @@ class Compact(FeatureStore):
         self._set_features(np.arange(self.budget), np.arange(self.budget))
 
     def add(self, c, v):
+        self._note_rounding(v)
         coef = self.coef[: self.size]
         coef += (_SQRT2 * c / self.size) * self._cos
         self.norm = _pool_norm(coef)
@@ -416,6 +433,7 @@ class CompactSlot(Compact):
     sketches_norm = True
 
     def add(self, c, v):
+        self._note_rounding(v)
         j = self.n_added % self.size
         self.coef[j] += c * _SQRT2 * float(self._cos[j])
         self._add_to_sketch(v, c)
@@ -445,6 +463,7 @@ class Grow(FeatureStore):
         return np.arange(n_added)  # (called once the saved ids' shape says there are n_added)
 
     def add(self, c, v):
+        self._note_rounding(v)
         slot = self._slot_for_new_feature()
         self._set_features(np.array([slot]), np.array([self.n_added]))
         if self.averaged is not None:

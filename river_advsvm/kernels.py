@@ -20,6 +20,7 @@ import numpy as np
 __all__ = [
     "KERNELS",
     "NORMS",
+    "ROUNDING_LIMIT",
     "adversarial_radius",
     "feature_seeds",
     "kernel_value",
@@ -38,6 +39,10 @@ NORMS = ("l2", "linf")
 MAX_GAMMA = 1e10
 #: Bound on the standard Cauchy samples behind the Laplacian kernel's features.
 CAUCHY_CAP = 1e6
+#: The rounding past which a kernel model warns that its inputs lose their differences: of a
+#: kernel exponent (support vectors: gamma ||x||^2 times the dtype's eps) or of a random
+#: feature's phase, in radians. Kernel values are off by about that much (1%).
+ROUNDING_LIMIT = 0.01
 # `l2_lengths` measures float64 rows shorter than this scaled: their squares would be subnormal
 # or 0.
 _SHORTEST_PLAIN_LENGTH = 1e-150

@@ -48,7 +48,7 @@ import math
 import numpy as np
 
 from river_advsvm import checkpoint, inputs, support_budget, support_saved
-from river_advsvm.kernels import KERNELS
+from river_advsvm.kernels import KERNELS, ROUNDING_LIMIT
 from river_advsvm.support_budget import POLICIES
 from river_advsvm.support_predict import KernelExpansion
 from river_advsvm.support_store import (DTYPES, GRAM_MAX_BUDGET, GRAM_MIN_INPUTS, SCALE_RANGE,
@@ -68,9 +68,6 @@ _CANCELLED = 0.5
 _SMALL_STORE = 16
 # `reprocess` steps on a stored vector whose margin is at least this (and below 1).
 _REPROCESS_FLOOR = 0.0
-#: The rounding of kernel exponents (gamma ||x||^2 times the dtype's eps) past which the model
-#: warns: kernel values off by about 1%.
-ROUNDING_LIMIT = 0.01
 
 
 class PrecisionWarning(UserWarning):

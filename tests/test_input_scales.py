@@ -448,3 +448,29 @@ def test_a_scale_model_warned_of_inputs_after_its_warm_up_is_not_told_to_use_sca
 def test_a_bad_width_in_a_gamma_dict_is_refused_naming_its_input(value):
     with pytest.raises(ValueError, match=r"gamma\['b'\] must be a number in \[1e-300, "):
         AdvKernelSVM(gamma={"a": 0.5, "b": value})
+
+
+@pytest.mark.parametrize("policy", ["compact", "compact_slot", "truncate", "grow"])
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_random_features_warn_when_their_phases_lose_their_digits(policy, kernel):
+    """Random features on inputs near 1e15 at gamma 1e10 (float64): each phase `w . x`, about
+    1e20 radians, keeps no digit below a thousand radians, so a sample's margin from one row
+    and from a batch differ in sign for many samples; the support vectors warned of such
+    inputs and random features did not. They warn once; on inputs of 1 with gamma='scale'
+    they do not."""
+    rng = np.random.default_rng(0)
+    X = rng.random((120, 5))
+    y = X[:, 0] > 0.5
+    for scale, gamma, expected in [(1e15, 1e10, 1), (1.0, "scale", 0)]:
+        model = AdvKernelSVM(kernel=kernel, gamma=gamma, budget=64, budget_policy=policy,
+                             dtype="float64", seed=0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.learn_many(X[:60] * scale, y[:60])
+            for x, label in zip(X[60:] * scale, y[60:]):
+                model.learn_one(dict(enumerate(x)), label)
+        precision = [w for w in caught if issubclass(w.category, PrecisionWarning)]
+        assert len(precision) == expected, (scale, gamma)
+        if expected:
+            assert "lose their differences in float64" in str(precision[0].message)
+            assert "off wholly" in str(precision[0].message)
