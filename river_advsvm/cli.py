@@ -11,6 +11,7 @@ import argparse
 import math
 import os
 import sys
+import warnings
 
 
 PLOT_NAME = "advsvm-demo.png"
@@ -512,6 +513,18 @@ def _escape_what_the_output_cannot_encode() -> None:
             stream.reconfigure(errors="backslashreplace")
 
 
+def _warning_line(command: str):
+    """`warnings.showwarning` for a command: one line, `advsvm COMMAND: warning: ...`, where
+    Python prints the file and line that warned (the script `advsvm`) and its source. The
+    package's own kinds keep their names (`CollapseWarning: ...`), as the service logs them."""
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        text = " ".join(str(message).split())
+        kind = "warning" if category is UserWarning else category.__name__
+        print(f"advsvm {command}: {kind}: {text}", file=sys.stderr if file is None else file)
+
+    return show
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     _escape_what_the_output_cannot_encode()
@@ -525,7 +538,10 @@ def main(argv: list[str] | None = None) -> int:
             return exit_.code
         raise  # --help, --version
     try:
-        code = args.run(args)
+        with warnings.catch_warnings():  # (restores `showwarning` after the command)
+            if not args.debug:
+                warnings.showwarning = _warning_line(args.command)
+            code = args.run(args)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
     except BrokenPipeError:

@@ -161,7 +161,13 @@ def _checkpoint_directory(directory: str | None):
         state_io.check_writable(directory)
         yield directory
     else:
-        yield tempfile.mkdtemp(prefix="advsvm-local-")
+        made = tempfile.mkdtemp(prefix="advsvm-local-")
+        try:
+            yield made
+        except BaseException:  # (the broker could not start, say: nothing to inspect)
+            with contextlib.suppress(OSError):
+                os.rmdir(made)  # only when empty
+            raise
 
 
 def run_local(config_overrides: dict, model_factory, source: str = "phishing",

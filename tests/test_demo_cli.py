@@ -369,6 +369,32 @@ def test_unexpected_errors_are_one_line_unless_debug(capsys, monkeypatch, debug)
         assert err.count("\n") == (1 if not debug else err.count("\n"))
 
 
+@pytest.mark.parametrize("debug", [[], ["--debug"]])
+def test_a_warning_is_one_line_naming_the_command_unless_debug(capsys, monkeypatch, debug):
+    """A model's warning in `advsvm demo` (epsilon as large as the box, on data of few inputs)
+    printed Python's form: the `advsvm` script's path and line, then its source line
+    `sys.exit(main())`."""
+    import warnings
+
+    from river_advsvm.collapse import CollapseWarning
+
+    def warning(args):
+        warnings.warn("epsilon=1 is at least half\nthe diagonal of the box", UserWarning)
+        warnings.warn("AdvKernelSVM predicts a constant", CollapseWarning)
+        return 0
+
+    monkeypatch.setattr(cli, "_demo", warning)
+    before = warnings.showwarning
+    assert cli.main([*debug, "demo"]) == 0
+    err = capsys.readouterr().err
+    if debug:  # Python's own form (which pytest records here)
+        assert "advsvm demo: warning" not in err
+    else:
+        assert err == ("advsvm demo: warning: epsilon=1 is at least half the diagonal of the "
+                       "box\nadvsvm demo: CollapseWarning: AdvKernelSVM predicts a constant\n")
+    assert warnings.showwarning is before  # (a program that ran `main` keeps its own)
+
+
 @pytest.mark.parametrize(
     "error, code, message",
     [(KeyboardInterrupt(), 130, "advsvm demo: interrupted\n"),

