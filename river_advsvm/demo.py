@@ -126,6 +126,9 @@ def first_bad_label(labels: list):
     from river_advsvm.labels import as_label
 
     for row, label in enumerate(labels):
+        if label is None:
+            return row, ("no label (a null): the demo learns every row it streams, so each "
+                         "needs one")
         try:
             as_label(label)
         except InvalidInput as error:

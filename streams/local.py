@@ -119,7 +119,22 @@ def _checked_samples(source: str, target: str, limit, pair):
         raise ValueError(f"--replay {source}: cannot read it ({text})") from None
     if first is None:
         raise ValueError(f"--replay {source}: no samples to replay")
-    return itertools.chain([first], samples)
+    samples = itertools.chain([first], samples)
+    return samples if pair else _two_labels(samples, source)
+
+
+def _two_labels(samples, source: str):
+    """`samples`, refused at the first sample of a third label: the service's model is
+    binary, and would learn the first two labels and dead-letter every sample of the others."""
+    seen: list = []
+    for x, y in samples:
+        if y is not None and (type(y), y) not in seen:  # (True is not 1 here)
+            if len(seen) == 2:
+                shown = ", ".join(repr(label) for _, label in seen)
+                raise ValueError(f"--replay {source}: more than two labels ({shown}, {y!r}, "
+                                 "...): the model is binary; choose two with --replay-pair")
+            seen.append((type(y), y))
+        yield x, y
 
 
 def replay(bootstrap_servers: str, topic: str, samples, unlabelled_every: int = 0,

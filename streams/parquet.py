@@ -152,8 +152,10 @@ class _Layout:
                                "features")
         self.names = names
 
-    def matrix(self, batch: pa.RecordBatch, where: str) -> np.ndarray:
-        """The batch's features as one float64 matrix, validated."""
+    def matrix(self, batch: pa.RecordBatch, path: str, first: int) -> np.ndarray:
+        """The batch's features as one float64 matrix, validated; the batch is the rows of the
+        file `path` from row `first` (for the errors)."""
+        where = f"{path} (rows from {first})"
         n = batch.num_rows
         blocks = []
         for i, name in enumerate(self.features):
@@ -174,11 +176,16 @@ class _Layout:
                                       "values (empty lists); a row needs at least one")
         try:
             inputs.frame_values(X)  # NaN, inf, nulls (as NaN) and huge values are refused here
-        except inputs.InvalidInput as error:
+        except inputs.InvalidInput:
             # (NaN fails the comparison too.)
             bad = np.flatnonzero(~(np.abs(X) <= inputs.MAX_ABS_VALUE).all(axis=1))
             row = int(bad[0]) if len(bad) else 0
-            raise inputs.InvalidInput(f"{where}, row {row} of the batch: {error}") from None
+            try:  # that row alone, as a sample of named inputs: its error names the column
+                inputs.dict_values(dict(zip(self.names, X[row].tolist())))
+            except inputs.InvalidInput as named:
+                raise inputs.InvalidInput(f"{path}, row {first + row}: {named}", named.code) \
+                    from None
+            raise  # (not a value of one row)
         return X
 
     def _list_block(self, column, name, n, i, where) -> np.ndarray:
@@ -513,7 +520,7 @@ def _file_batches(path: str, batches, layout: _Layout):
                 return
             if batch.num_rows == 0:
                 continue
-            X = layout.matrix(batch, where)
+            X = layout.matrix(batch, path, row)
             labels = layout.labels(batch, path, row)
         except inputs.InvalidInput:
             raise

@@ -267,7 +267,8 @@ def _add_local(local) -> None:
     local.add_argument("--replay-limit", type=whole_numbers(1), metavar="N",
                        help="replay only the first N samples")
     local.add_argument("--replay-pair", nargs=2, type=_label, metavar=("A", "B"),
-                       help="keep only these two labels (e.g. 1 7 for MNIST)")
+                       help="keep only these two labels (e.g. 1 7 for MNIST); needed when the "
+                       "source has more than two")
     local.add_argument("--replay-unlabelled-every", type=whole_numbers(0), metavar="K",
                        help=f"send every K-th message without its label (default "
                        f"{LOCAL_DEFAULTS['replay_unlabelled_every']}; 0: never)")

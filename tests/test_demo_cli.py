@@ -299,8 +299,8 @@ def test_a_parquet_file_with_boolean_labels(capsys, tmp_path):
     # A null label counted as a third label (pandas read an integer column with nulls as
     # floats: NaN), and only nulls, lists or timestamps raised 'unexpected TypeError' or
     # 'unexpected IndexError'. A null is None among ints as in a column of nulls.
-    ([1, None, 2, 1], "row 1 of the label column 'y': label None is not supported"),
-    ([None] * 4, "row 0 of the label column 'y': label None is not supported"),
+    ([1, None, 2, 1], "row 1 of the label column 'y': no label (a null): the demo learns"),
+    ([None] * 4, "row 0 of the label column 'y': no label (a null)"),
     ([[1], [2], [1], [2]], "row 0 of the label column 'y': label [1] (a list) is not supported"),
     ([datetime.datetime(2020, 1, 1)] * 4, "row 0 of the label column 'y': label "),
 ])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -737,3 +738,22 @@ def test_a_local_run_that_cannot_start_its_broker_leaves_no_directory(tmp_path, 
     with pytest.raises(ModuleNotFoundError):
         local.run_local({}, AdvKernelSVM, source="phishing", limit=10)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_replay_of_more_than_two_labels_without_a_pair_is_refused(tmp_path):
+    """`serve --local-broker --replay digits.parquet` without `--replay-pair` learned the first
+    two labels it met and dead-lettered the other 71% of the messages, with one warning line;
+    `advsvm demo` refuses the same file and asks for two labels."""
+    import numpy as np
+
+    from river_advsvm.streams import local
+
+    path = tmp_path / "digits.npz"
+    np.savez(path, X_train=np.zeros((40, 4), dtype=np.uint8), y_train=np.arange(40) % 3)
+    samples = local._checked_samples(str(path), "y", None, None)
+    assert [y for _, y in itertools.islice(samples, 2)] == [0, 1]
+    with pytest.raises(ValueError, match=r"more than two labels \(0, 1, 2, \.\.\.\): the model "
+                                         r"is binary; choose two with --replay-pair"):
+        next(samples)
+    kept = [y for _, y in local._checked_samples(str(path), "y", None, (0, 2))]
+    assert kept == [y for y in (np.arange(40) % 3).tolist() if y != 1]
