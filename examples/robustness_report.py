@@ -111,19 +111,26 @@ def report(model, X, y, cw_samples: int, zoo_samples: int, zoo: ZOO,
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("data", choices=["digits", "mnist"])
+    parser.add_argument("data", choices=["digits", "mnist"],
+                        help="scikit-learn's bundled digits, or MNIST (advsvm data fetch mnist)")
     parser.add_argument("--mnist", default=str(datasets.default_dir() / "mnist.npz"),
                         help="path of mnist.npz (default: where advsvm data fetch puts it)")
-    parser.add_argument("--test-samples", type=int, default=2000)
-    parser.add_argument("--cw-samples", type=int, default=500)
-    parser.add_argument("--zoo-samples", type=int, default=40)
+    parser.add_argument("--test-samples", type=int, default=2000,
+                        help="held-out samples the models are attacked on (default 2000)")
+    parser.add_argument("--cw-samples", type=int, default=500,
+                        help="of those, how many C&W-L2 attacks (default 500: it is slow)")
+    parser.add_argument("--zoo-samples", type=int, default=40,
+                        help="of those, how many ZOO attacks, black box (default 40: slower)")
     parser.add_argument("--zoo-learning-rate", type=float, default=0.01,
                         help="ZOO-ADAM's step (the paper's 0.01 needs many steps in 784-d)")
-    parser.add_argument("--zoo-search-steps", type=int, default=4)
+    parser.add_argument("--zoo-search-steps", type=int, default=4,
+                        help="ZOO's binary search steps over its constant (default 4)")
     parser.add_argument("--adv-epsilon", type=float, default=None,
                         help="radius of adversarial training (default: 0.1 digits, 8/255 MNIST)")
-    parser.add_argument("--adv-norm", default="linf", choices=["linf", "l2"])
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--adv-norm", default="linf", choices=["linf", "l2"],
+                        help="norm of that radius (default linf)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the models and the attacks (default 0)")
     parser.add_argument("--no-progress", action="store_true",
                         help="no progress bars or cost estimates on stderr")
     args = parser.parse_args()
@@ -158,8 +165,8 @@ def main():
                       f"should take at most ~{progress.duration(sum(costs.values()))} "
                       f"({parts}; --cw-samples and --zoo-samples make C&W and ZOO shorter)")
     for name, model in models.items():
-        progress.write(f"\n{args.data} 1 vs 7, {name}: trained on {len(X_train)} in "
-                       f"{trained[name]:.1f} s")
+        progress.write(f"\n{args.data} 1 vs 7, {name}: trained on {len(X_train)} samples in "
+                       f"{trained[name]:.2g} s")
         table = report(model, X_test, y_test, args.cw_samples, args.zoo_samples, zoo,
                        show_progress)
         columns = ["attack", "norm", "epsilon", "samples", "accuracy", "mean_perturbation",

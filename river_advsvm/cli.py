@@ -365,6 +365,8 @@ def _inspect(args: argparse.Namespace) -> int:
         if os.path.islink(where):  # (a link whose target is gone)
             print(f"advsvm inspect: {where} is a link to {os.readlink(where)}, which does not "
                   "exist", file=sys.stderr)
+        elif not os.path.exists(args.path):
+            print(f"advsvm inspect: {args.path}: no such file or directory", file=sys.stderr)
         else:
             print(f"advsvm inspect: no checkpoint in {args.path}", file=sys.stderr)
         return 2

@@ -298,7 +298,10 @@ def test_state_round_trip_and_inspect(tmp_path, capsys):
     assert info["model"]["params"]["budget"] == 16 and info["created_at"]
 
     assert cli.main(["inspect", str(tmp_path / "nowhere")]) == 2
-    assert "no checkpoint" in capsys.readouterr().err
+    assert capsys.readouterr().err.endswith("nowhere: no such file or directory\n")
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["inspect", str(tmp_path / "empty")]) == 2
+    assert capsys.readouterr().err == f"advsvm inspect: no checkpoint in {tmp_path / 'empty'}\n"
     model.save(tmp_path / "plain.ckpt")  # a model file, not a service checkpoint
     assert cli.main(["inspect", str(tmp_path / "plain.ckpt")]) == 2
     assert state.load(tmp_path / "empty-dir") is None
