@@ -37,7 +37,7 @@ with:
 - 2: a usage error: bad options, an unreadable checkpoint or one beyond the operator's limits
   (`river_advsvm.streams.state.Limits`), a checkpoint directory in use, a checkpoint deleted or
   moved while the service ran (found at the next assignment), a group's snapshot topic of more
-  than one partition;
+  than one partition, an input batch compressed with a codec whose library is not installed;
 - 3: no broker answered within `connect_timeout` at start-up (`BrokerUnreachable`), or the
   consumer group's rebalance did not end within the members' rebalance timeout
   (`max_poll_interval_ms`) and a session timeout: a restart joins the group anew;
@@ -82,7 +82,7 @@ import time
 import typing
 
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, UnsupportedCodecError
 
 from river_advsvm.streams import faults, lifecycle
 from river_advsvm.streams import state as state_io
@@ -296,6 +296,14 @@ class Service:
                     # (The poll of the first records also waited for the group: not fetching.)
                     progress.seconds["fetch"] += time.perf_counter() - started
                 backoff = 0.1
+            except UnsupportedCodecError as error:
+                # A poll after this one never returns (kafka-python loops over the batch it
+                # cannot decompress): stop, naming what to install.
+                raise ValueError(f"the input topic holds batches compressed with a codec whose "
+                                 f"library is not installed ({error}): install the service's "
+                                 "dependencies with the kafka extra (pip install "
+                                 "'river-advsvm[kafka]': lz4, python-snappy, zstandard)") \
+                    from None
             except KafkaError as error:
                 if self._fatal is None:
                     log.warning("poll failed (%r); retrying in %.1fs", error, backoff)
