@@ -38,6 +38,8 @@ import json
 import logging
 import time
 
+from river_advsvm.streams import clients as clients_io
+
 __all__ = ["Published", "end_offsets", "partitions_of", "read", "read_as_now", "resume_offsets"]
 
 log = logging.getLogger(__name__)
@@ -155,13 +157,16 @@ def end_offsets(consumer, partitions: list, timeout: float) -> dict:
     return ends
 
 
-def read(clients, ends: dict, topics: list[str], inputs: dict, timeout: float) -> Published:
+def read(clients, ends: dict, topics: list[str], inputs: dict, timeout: float,
+         ids: dict | None = None) -> Published:
     """The outputs in `topics` from the offsets `ends` (`end_offsets` at a checkpoint) to the
     topics' current ends that name a message to be learned again (`inputs`: see
     `Published.add`). A topic without noted
-    ends is not read (its outputs may come twice); a partition added since is read whole.
-    After `timeout` seconds, what was read so far (with a warning); `KafkaError` if the broker
-    cannot be read."""
+    ends is not read (its outputs may come twice); a partition added since is read whole, and
+    so is a topic whose id is not the one noted with the ends (`ids`: deleted and made again
+    since, every output in it came after them). After `timeout` seconds, what was read so far
+    (with a warning); `KafkaError` if the broker cannot be read."""
+
     published = Published()
     topics = [topic for topic in topics if topic in ends]
     if not topics or not inputs:
@@ -172,9 +177,18 @@ def read(clients, ends: dict, topics: list[str], inputs: dict, timeout: float) -
         if not partitions:
             return published
         first = reader.beginning_offsets(partitions)
+        renewed = set()
+        for topic in topics:
+            noted, now = (ids or {}).get(topic), clients_io.topic_id(reader, topic)
+            if noted is not None and now is not None and noted != now:
+                log.warning("output topic %r was deleted and made again since the checkpoint "
+                            "(id %s now, %s then): read back from its beginning", topic, now,
+                            noted)
+                renewed.add(topic)
         reader.assign(partitions)
         for tp in partitions:
-            reader.seek(tp, max(ends[tp.topic].get(tp.partition, first[tp]), first[tp]))
+            start = ends[tp.topic].get(tp.partition, first[tp])
+            reader.seek(tp, first[tp] if tp.topic in renewed else max(start, first[tp]))
         # Up to the high watermark each fetch reports: `end_offsets` may answer less (the
         # bundled broker's ListOffsets), which would leave outputs unread.
         todo, deadline = set(partitions), time.monotonic() + timeout

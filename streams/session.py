@@ -268,6 +268,10 @@ class Session:
                     noted = ends.setdefault(topic, {})
                     noted[partition] = max(noted.get(partition, 0), end)
             self.state.output_ends = {topic: ends.get(topic, {}) for topic in self.output_topics}
+            # (The reader's metadata, fetched with the partitions: a topic deleted and made
+            # again since has another id, and its outputs all came after this state.)
+            self.state.output_ids = {topic: clients_io.topic_id(self._ends_reader, topic)
+                                     for topic in self.output_topics}
         except KafkaError as error:
             log.debug("output topics' ends not known (%r): the checkpoint keeps older ones", error)
 
@@ -280,12 +284,14 @@ class Session:
             except Exception as error:  # noqa: BLE001 - the broker may be gone
                 log.debug("output reader close failed: %r", error)
 
-    def read_published(self, ends: dict, partitions, resume: dict) -> None:
-        """Read the outputs published since `ends` of the messages of `partitions` to be
-        learned again (from `resume`, `{topic: {partition: offset}}`) into `published` (see
-        `output_log`), retrying while the broker is away. A partition `resume` lacks (none
-        known, or its topic was recreated) is not read back: outputs of a topic's earlier
-        incarnation name the same offsets as its new messages, which must not go unsent."""
+    def read_published(self, ends: dict, partitions, resume: dict,
+                       ids: dict | None = None) -> None:
+        """Read the outputs published since `ends` (in output topics of `ids`, if known) of
+        the messages of `partitions` to be learned again (from `resume`, `{topic: {partition:
+        offset}}`) into `published` (see `output_log`), retrying while the broker is away. A
+        partition `resume` lacks (none known, or its topic was recreated) is not read back:
+        outputs of a topic's earlier incarnation name the same offsets as its new messages,
+        which must not go unsent."""
         inputs = {(tp.topic, tp.partition): resume[tp.topic][tp.partition]
                   for tp in partitions if tp.partition in resume.get(tp.topic, {})}
         self._output_partitions = {}  # (topics may have gained partitions)
@@ -294,7 +300,7 @@ class Session:
         def attempt():
             try:
                 return output_log.read(self.clients, ends, self.output_topics, inputs,
-                                       self.config.shutdown_timeout)
+                                       self.config.shutdown_timeout, ids)
             except AuthorizationError as error:  # not an outage: waiting would not help
                 log.warning("cannot read the output topics back (%r): outputs of the messages "
                             "learned again may be published twice", error)

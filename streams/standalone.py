@@ -205,7 +205,7 @@ class Standalone:
                 saved.topic_ids[topic] = now
         consumer = session.consumer
         # What the run before this one published of what is learned again: not sent twice.
-        session.read_published(saved.output_ends, partitions, resume)
+        session.read_published(saved.output_ends, partitions, resume, saved.output_ids)
         for tp in sorted(partitions):
             offset = saved.offsets.get(tp.topic, {}).get(tp.partition)
             if tp.topic in recreated:

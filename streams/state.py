@@ -11,6 +11,7 @@ together or not at all, which is what makes learning exactly-once across crashes
      "samples_learned": 20000,
      "offsets": {"topic": {"0": 20000}},          # next offset to learn, per partition
      "output_ends": {"preds": {"0": 19990}},      # where the output topics ended then
+     "output_ids": {"preds": "0195...", ...},     # the output topics' incarnation, then
      "topic_ids": {"topic": "0194...", ...},      # the topic incarnation those offsets are in
      "counters": {...}, "width": 8, "labels": null,
      "monitor": {...},                            # the robustness monitor's state, if any
@@ -218,8 +219,9 @@ class ServiceState:
     group: dict | None = None  # a group worker's bookkeeping (see the module docs)
     monitor: dict | None = None  # the monitor's state (`RobustnessMonitor.state()`)
     # output topic -> {partition: end offset} once the outputs before this state were
-    # delivered (`river_advsvm.streams.output_log`)
+    # delivered (`river_advsvm.streams.output_log`), and the id of the topic those ends are in
     output_ends: dict = dataclasses.field(default_factory=dict)
+    output_ids: dict = dataclasses.field(default_factory=dict)  # output topic -> id or None
 
     def extra(self) -> dict:
         extra = {
@@ -232,6 +234,7 @@ class ServiceState:
             "offsets": _by_partition(self.offsets),
             "topic_ids": dict(self.topic_ids),
             "output_ends": _by_partition(self.output_ends),
+            "output_ids": dict(self.output_ids),
             "counters": self.counters,
             "width": self.width,
             "labels": self.labels,
@@ -402,8 +405,8 @@ def check_labels(labels) -> list:
 
 def parse_extra(meta: dict, where: str) -> dict:
     """The service fields of a checkpoint's metadata, validated: offsets and output ends
-    (partitions as ints), topic_ids, counters, width, labels, group; `CheckpointError` if they
-    are invalid."""
+    (partitions as ints), topic_ids and output_ids, counters, width, labels, group;
+    `CheckpointError` if they are invalid."""
     extra = _service_extra(meta, where)
     try:
         offsets = _parsed_offsets(extra["offsets"], "offset")
@@ -427,6 +430,11 @@ def parse_extra(meta: dict, where: str) -> dict:
             raise ValueError(f"{len(extra['topic_ids'])} topic ids")
         topic_ids = {_name(t, "topic"): (None if i is None else _name(i, "topic id"))
                      for t, i in extra["topic_ids"].items()}
+        saved_ids = extra.get("output_ids", {})  # (optional: ids unknown read as unknown)
+        if len(saved_ids) > _MAX_PARTITIONS:
+            raise ValueError(f"{len(saved_ids)} output topic ids")
+        output_ids = {_name(t, "topic"): (None if i is None else _name(i, "topic id"))
+                      for t, i in saved_ids.items()}
         width = extra["width"]
         if width is not None and (type(width) is not int
                                   or not 1 <= width <= margin.MAX_FEATURES_LIMIT):
@@ -438,7 +446,8 @@ def parse_extra(meta: dict, where: str) -> dict:
         detail = " ".join(str(error).split())[:200] or type(error).__name__
         raise CheckpointError(f"invalid service metadata in {where}: {detail}") from None
     return {"offsets": offsets, "topic_ids": topic_ids, "counters": counters, "width": width,
-            "labels": labels, "group": group, "monitor": monitor, "output_ends": output_ends}
+            "labels": labels, "group": group, "monitor": monitor, "output_ends": output_ends,
+            "output_ids": output_ids}
 
 
 def _by_partition(offsets: dict) -> dict:

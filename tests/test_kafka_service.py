@@ -419,6 +419,45 @@ def test_a_topic_deleted_and_created_again_is_learned_once(broker, tmp_path):
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
 
 
+def test_an_output_topic_made_again_since_the_checkpoint_is_read_back_whole(broker, tmp_path):
+    """The predictions topic is deleted and made again after a checkpoint, the service
+    publishes into the new one and is SIGKILLed: the restarted service read the new topic
+    back from the end the checkpoint noted in the old one (past the new one's end: nothing),
+    and published every prediction since the checkpoint a second time."""
+    from kafka import KafkaAdminClient
+
+    bootstrap = broker.bootstrap_servers
+    topic = _topics(broker, "outputs-again", outputs=("predictions",))
+    predictions = f"{topic}-predictions"
+    X, y = kh.stream(50, seed=10)
+    values = kh.messages(X, y)
+    kh.produce(bootstrap, topic, values[:30], partition=0)
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(bootstrap, topic, "outputs-again-group", directory,
+                               "--predictions-topic", predictions, "--checkpoint-every", "30",
+                               "--checkpoint-interval", "3600")
+    process = kh.start_service(command, log)
+    kh.wait_until(lambda: kh.learned(directory) >= 30, 60, "the first checkpoint", process, log)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_topics([predictions])
+    finally:
+        admin.close()
+    clients.create_topics(bootstrap, {predictions: 1})
+    kh.produce(bootstrap, topic, values[30:], partition=0)
+    first = kh.read_topic(bootstrap, predictions, 20)
+    assert sorted(json.loads(r.value)["id"] for r in first) == list(range(30, 50))
+    kh.kill_service(process)
+    assert kh.learned(directory) == 30  # (the 20 after it are learned again)
+
+    process = kh.start_service([*command, "--exit-when-idle", "2"], log)
+    assert kh.exit_status(process, 60, log) == 0, kh.tail(log)
+    assert kh.learned(directory) == 50
+    every = kh.read_topic(bootstrap, predictions, 20, drain=True)
+    assert sorted(json.loads(r.value)["id"] for r in every) == list(range(30, 50))
+    assert "was deleted and made again since the checkpoint" in log.read_text()
+
+
 def test_broker_outage_without_data_loss_resumes(own_broker, tmp_path):
     """The broker freezes (SIGSTOP: a network cut, data kept) while the service is
     learning and publishing; afterwards everything is learned once and every output is out."""
