@@ -993,3 +993,11 @@ def test_a_model_emptied_while_its_bias_follows_the_labels_saves_and_loads(tmp_p
     model.save(tmp_path / "m.ckpt")
     loaded = AdvLinearSVM.load(tmp_path / "m.ckpt")
     assert loaded.collapsed and loaded._collapse.state() == model._collapse.state()
+
+
+def test_each_step_is_the_radius_for_one_and_madrys_two_and_a_half_over_the_steps():
+    """One step goes the whole radius (FGSM); k > 2 steps go 2.5 eps / k each (Madry et al.),
+    so that k steps can cross the ball (2.5 eps in all, more than its diameter of 2 eps)."""
+    assert step_length(0.3, 1) == 0.3 and step_length(0.3, 2) == 0.3
+    for steps in (3, 10, 100):
+        assert step_length(0.4, steps) == pytest.approx(2.5 * 0.4 / steps, rel=1e-15)

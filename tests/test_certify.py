@@ -372,3 +372,22 @@ def test_a_width_so_small_that_every_radius_is_infinite_says_nothing_of_an_overf
         radii = model.certified_radius_many(X[:20], y[:20], norm=norm)
     right = model.predict_many(X[:20]).to_numpy() == y[:20]
     assert (radii[right] == np.inf).all() and (radii[~right] == 0).all()
+
+
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_a_sample_certified_at_exactly_epsilon_counts(norm):
+    """`certified_accuracy` counts a sample whose certified radius is the threat radius itself:
+    no attack within epsilon flips it (the radius is the largest such, inclusive)."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 3))
+    y = X[:, 0] + 0.5 * X[:, 1] > 0
+    model = AdvLinearSVM(norm=norm)
+    for x, label in zip(X, y):
+        model.learn_one(dict(enumerate(x)), bool(label))
+    radii = model.certified_radius_many(X[:20], y[:20], norm=norm)
+    j = int(np.argmax(radii))
+    assert 0 < radii[j] < math.inf
+    assert certify.certified_accuracy(model, X[j:j + 1], y[j:j + 1], float(radii[j]),
+                                      norm=norm) == 1.0
+    assert certify.certified_accuracy(model, X[j:j + 1], y[j:j + 1],
+                                      float(np.nextafter(radii[j], math.inf)), norm=norm) == 0.0

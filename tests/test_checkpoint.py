@@ -1204,3 +1204,25 @@ def test_an_input_name_that_is_not_a_tag_and_a_value_is_refused_as_one(name):
     meta["state"]["names"][0] = name
     with pytest.raises(CheckpointError, match="bad feature name .*: not a \\[tag, value\\] pair"):
         AdvLinearSVM.from_checkpoint(meta, arrays)
+
+
+@pytest.mark.parametrize("cls", [AdvKernelSVM, AdvLinearSVM])
+def test_a_checkpoint_with_a_name_twice_or_a_bias_past_the_bound_is_refused(cls):
+    """`from_checkpoint` on the form `to_checkpoint` gives (not only on the packed form a file
+    holds): an input named twice (two columns for one input) and a bias past `MAX_ABS_BIAS`
+    are refused, not restored."""
+    from river_advsvm.model_checkpoint import MAX_ABS_BIAS
+
+    model = cls(**({"budget": 8, "seed": 0, "gamma": 0.5} if cls is AdvKernelSVM else {}))
+    model.learn_one({"a": 1.0, "b": 2.0}, True)
+    model.learn_one({"a": -1.0, "b": 0.5}, False)
+    meta, arrays = model.to_checkpoint()
+    cls.from_checkpoint(meta, arrays)  # (as made: restored)
+    twice = json.loads(json.dumps(meta))
+    twice["state"]["names"] = [twice["state"]["names"][0]] * 2
+    with pytest.raises(CheckpointError, match="duplicate feature names"):
+        cls.from_checkpoint(twice, arrays)
+    biased = json.loads(json.dumps(meta))
+    biased["state"]["bias"] = 2 * MAX_ABS_BIAS
+    with pytest.raises(CheckpointError, match="bias"):
+        cls.from_checkpoint(biased, arrays)

@@ -144,3 +144,18 @@ def test_l2_lengths_of_rows_whose_squares_under_or_overflow():
     np.testing.assert_allclose([kernels.l2_length(row) for row in rows], lengths, rtol=1e-15)
     # (rows of no entries, as the attacker's step of a sample with no inputs has)
     assert kernels.l2_lengths(np.zeros((2, 0))).tolist() == [0.0, 0.0]
+
+
+def test_the_models_kernel_radius_follows_the_inputs_of_each_sample():
+    """Under L-inf the kernel-space radius grows with the inputs an attacker may move (`d` in
+    `eps' = sqrt(2 - 2 exp(-gamma d eps^2))`): on a stream whose samples bring more inputs, the
+    model's radius is the one of each sample's inputs, not of the first sample's."""
+    from river_advsvm import AdvKernelSVM
+
+    gamma, epsilon = 0.5, 0.1
+    model = AdvKernelSVM(epsilon=epsilon, norm="linf", gamma=gamma, adversary="closed_form",
+                         seed=0)
+    for d in (1, 2, 5, 5, 3):
+        model.learn_one({f"x{j}": 0.1 * (j + 1) * (-1) ** d for j in range(d)}, d % 2 == 0)
+        assert model.kernel_radius == pytest.approx(
+            math.sqrt(2 - 2 * math.exp(-gamma * d * epsilon**2)), rel=1e-12)

@@ -82,3 +82,31 @@ def test_a_tiny_step_learns_the_same_model_scaled(norm):
         assert np.isfinite(radii).all() and (radii > 0).sum() > 25
         np.testing.assert_allclose(tiny.certified_radius_many(X[150:], y[150:]), radii,
                                    rtol=1e-12)
+
+
+def test_an_l_inf_step_zeroes_small_weights_and_counts_the_attack_in_the_hinge():
+    """By hand, with `norm='linf'` (dual norm L1, prox = soft-thresholding at eta eps):
+    the first step sets a weight below the threshold to exactly 0 (never to the other sign);
+    a later sample classified with margin above 1 but below `1 + eps ||w||_1` is active (the
+    attack can push it inside), and one above it only shrinks the weights."""
+    eta, lam, eps = 0.5, 0.01, 0.1
+    model = AdvLinearSVM(epsilon=eps, norm="linf", step_size=eta, regularization=lam)
+    eta_b = model.bias_step_size
+    model.learn_one({0: 2.0, 1: 0.05, 2: -1.0}, True)
+    w = np.array([model.weights[i] for i in range(3)])
+    np.testing.assert_allclose(w, [2.0 * eta - eta * eps, 0.0, -(eta - eta * eps)], rtol=1e-12)
+    assert model.weights[1] == 0.0 and model._bias == eta_b
+    # y g = 1.12: inside 1 + eps ||w||_1 = 1.14, but not 1 + eps max |w_j| = 1.095, nor 1.
+    t = (1.12 - eta_b) / w[0]
+    model.learn_one({0: t, 1: 0.0, 2: 0.0}, True)
+    expected = (1 - eta * lam) * w + eta * np.array([t, 0.0, 0.0])
+    expected = np.sign(expected) * np.maximum(np.abs(expected) - eta * eps, 0.0)
+    np.testing.assert_allclose([model.weights[i] for i in range(3)], expected, rtol=1e-12)
+    assert model._bias == pytest.approx(2 * eta_b)
+    # y g past 1 + eps ||w||_1: not active, the weights only shrink.
+    w, b = np.array([model.weights[i] for i in range(3)]), model._bias
+    t = (1.0 + eps * np.abs(w).sum() + 0.05 - b) / w[0]
+    model.learn_one({0: t, 1: 0.0, 2: 0.0}, True)
+    np.testing.assert_allclose([model.weights[i] for i in range(3)], (1 - eta * lam) * w,
+                               rtol=1e-12)
+    assert model._bias == b

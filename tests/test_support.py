@@ -85,6 +85,21 @@ def test_values_and_norm_match_brute_force_after_merges_and_removals(kernel, pol
     assert store.norm == pytest.approx(exact_norm(store), rel=1e-6 if dtype == "float32" else 1e-9)
 
 
+@pytest.mark.parametrize("factor", [1e-70, 1e70, -1e-70])
+def test_a_scale_folded_into_the_coefficients_keeps_the_norm(factor):
+    """Past `SCALE_RANGE` the global scale is folded into the coefficients (and into the
+    running `a^T K a`, by its square): the norm is `|factor|` times the one before, and the
+    brute-force one over the folded coefficients, with no recomputation."""
+    X, y = stream(n=60)
+    store = new_store(budget=None)
+    learn(store, X, y)
+    before = store.norm
+    store.scale(factor)
+    assert store._scale == 1.0  # (folded)
+    assert store.norm == pytest.approx(abs(factor) * before, rel=1e-12, abs=0)
+    assert store.norm == pytest.approx(exact_norm(store), rel=1e-9, abs=0)
+
+
 @pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
 def test_tracked_norm_stays_exact_without_recomputation(kernel, monkeypatch):
     monkeypatch.setitem(support._RECOMPUTE_AFTER, kernel, 10**9)

@@ -824,3 +824,17 @@ def test_a_sample_weight_is_refused_plainly_and_changes_nothing(make):
                                             "weight: it takes no 'w' argument"):
             call()
         assert fingerprint(model) == before
+
+
+@pytest.mark.parametrize("bounds", [(0.5, 0.5), (1, 1), (2.0, 1.0)])
+def test_a_box_without_room_is_refused(bounds):
+    """`bounds=(a, a)` (a box of width 0: no input could move, every attack and certificate
+    divides by its width) is refused as `(lo, hi)` with `lo > hi` is, by the model and the
+    attacks alike."""
+    from river_advsvm.attacks import PGD
+    from river_advsvm.inputs import check_box
+
+    for make in (lambda: check_box(bounds), lambda: AdvKernelSVM(bounds=bounds),
+                 lambda: PGD(epsilon=0.1, bounds=bounds)):
+        with pytest.raises(ValueError, match="finite lo < hi"):
+            make()
