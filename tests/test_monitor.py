@@ -226,12 +226,61 @@ def test_gap_alert_has_hysteresis_and_needs_min_sampled():
     for i in range(60):
         kinds += [a.kind for a in monitor.update(*(near if i % 5 < 2 else far))]
     assert kinds.count("robust_gap") == 1
+    # Down to 0.2, below the threshold but not below threshold - hysteresis, then up to 0.4
+    # again: still the one alert.
+    for i in range(40):
+        kinds += [a.kind for a in monitor.update(*(near if i % 5 == 0 else far))]
+    assert monitor.snapshot()["robust_accuracy"] == pytest.approx(0.8)
+    for i in range(40):
+        kinds += [a.kind for a in monitor.update(*(near if i % 5 < 2 else far))]
+    assert kinds.count("robust_gap") == 1
     # Below 0.1 for a while, then up again: a second alert.
     for _ in range(20):
         monitor.update(*far)
     for _ in range(20):
         kinds += [a.kind for a in monitor.update(*near)]
     assert kinds.count("robust_gap") == 2
+
+
+def test_the_gap_compares_the_attacked_samples_with_themselves():
+    """The gap is the clean accuracy of the attacked samples less their robust accuracy: the
+    samples not attacked never enter it. Here every attacked sample is misclassified (neither
+    right nor robust: no gap) and every other one is right; the clean accuracy over all of
+    them, 0.5, would make a gap of 0.5 and an alert."""
+    model = AdvLinearSVM()
+    for _ in range(200):
+        model.learn_one({"a": 0.2, "b": 0.3}, False)
+        model.learn_one({"a": 0.8, "b": 0.6}, True)
+    wrong, right = ({"a": 0.9, "b": 0.9}, False), ({"a": 0.9, "b": 0.9}, True)
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=2, window_size=20,
+                                gap_threshold=0.3, min_sampled=5)
+    kinds = []
+    for step in range(1, 61):  # (step 2, 4, ... is attacked)
+        kinds += [a.kind for a in monitor.update(*(wrong if step % 2 == 0 else right))]
+    snapshot = monitor.snapshot()
+    assert snapshot["clean_accuracy"] == pytest.approx(0.5)
+    assert snapshot["robust_accuracy"] == 0.0 and "robust_gap" not in kinds
+
+
+class _Collapsing:
+    """A model that says whether it has collapsed to one class (`collapsed`), as
+    `AdvKernelSVM` does."""
+
+    collapsed = False
+    classes = (False, True)
+
+    def predict_one(self, x, **kwargs):
+        return True
+
+
+def test_a_collapse_is_one_alert_until_the_model_recovers():
+    model = _Collapsing()
+    monitor = RobustnessMonitor(model, sample_rate=10**6)
+    kinds = []
+    for collapsed in [False] * 3 + [True] * 5 + [False] * 2 + [True] * 4:
+        model.collapsed = collapsed
+        kinds += [a.kind for a in monitor.update({"a": 1.0}, True)]
+    assert kinds == ["collapsed", "collapsed"]
 
 
 # -- what the monitor does and costs --------------------------------------------------------------
