@@ -418,3 +418,24 @@ def test_the_verified_eigenvalue_is_a_lower_bound():
     assert exact - 1e-6 <= lower <= exact - 1e-12
     assert verified_lowest_eigenvalue(np.zeros((0, 0))) == 0.0
     assert verified_lowest_eigenvalue(np.array([[1.0, math.nan], [math.nan, 1.0]])) == -math.inf
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_the_radius_of_a_function_as_steep_as_its_norm_allows_is_within_the_exact_one(kernel):
+    """`f = k(z1, .) - k(z0, .)` with `z0 = 0`, `z1 = 1` in one input: at `x = z0`, `f` changes
+    by `2 (1 - kappa)` towards `z1`, which is `||f|| sqrt(2 - 2 kappa)` exactly (the kernel-norm
+    bound is tight there), and `f` is 0 at the midpoint 0.5. The certified radius of `x` is at
+    most 0.5 however the bounds combine (sound), and at least the norm bound's own radius
+    (solved by hand)."""
+    store = build(kernel, 1.0, np.array([[0.0], [1.0]]), [-1.0, 1.0])
+    kappa = math.exp(-1.0)  # k(z0, z1): distance 1 (squared or not)
+    margin = 1.0 - kappa  # y g(x) at x = z0, label negative
+    norm = math.sqrt(2.0 - 2.0 * kappa)
+    assert store.norm == pytest.approx(norm, rel=1e-12)
+    # The norm bound's radius: margin = ||f|| sqrt(2 - 2 k(r)), k(r) = exp(-r^2) or exp(-r).
+    k_r = 1.0 - (margin / norm) ** 2 / 2.0
+    by_norm = math.sqrt(-math.log(k_r)) if kernel == "rbf" else -math.log(k_r)
+    for ball in ("l2", "linf"):  # (one input: the two balls are one)
+        (radius,) = support_radii(store, margins=np.array([margin]), X=np.array([[0.0]]),
+                                  norm=ball)
+        assert by_norm * (1 - 1e-6) <= radius <= 0.5
