@@ -166,7 +166,6 @@ def read(clients, ends: dict, topics: list[str], inputs: dict, timeout: float,
     so is a topic whose id is not the one noted with the ends (`ids`: deleted and made again
     since, every output in it came after them). After `timeout` seconds, what was read so far
     (with a warning); `KafkaError` if the broker cannot be read."""
-
     published = Published()
     topics = [topic for topic in topics if topic in ends]
     if not topics or not inputs:
