@@ -760,3 +760,65 @@ def test_a_replay_of_more_than_two_labels_without_a_pair_is_refused(tmp_path):
         next(samples)
     kept = [y for _, y in local._checked_samples(str(path), "y", None, (0, 2))]
     assert kept == [y for y in (np.arange(40) % 3).tolist() if y != 1]
+
+
+# -- edges of the service's checkpoint metadata, decoding and counters ----------------------------
+
+
+def test_the_output_topics_ids_come_back_from_a_checkpoint(tmp_path):
+    """(`output_ids`: which incarnation of each output topic the noted ends are in.)"""
+    model = AdvKernelSVM(budget=16, seed=0)
+    model.learn_one({"a": 1.0}, "x")
+    saved = state.ServiceState(model=model, output_ends={"preds": {0: 7}},
+                               output_ids={"preds": "id-1", "dead": None})
+    state.save(tmp_path, saved)
+    assert state.load(tmp_path).output_ids == {"preds": "id-1", "dead": None}
+
+
+def _service_meta(**changes):
+    model = AdvKernelSVM(budget=16, seed=0)
+    model.learn_one({"a": 1.0}, "x")
+    meta, arrays = model.to_checkpoint(state.ServiceState(model=model).extra())
+    meta = json.loads(json.dumps(meta))
+    meta["extra"].update(changes)
+    return meta, arrays
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"width": 0}, "width '0' is out of range"),
+    ({"width": 10_001}, "more inputs than its model learns"),
+    ({"offsets": {"t": {"12345678901": 1}}}, "partition"),
+    ({"offsets": {"t": {"0": 2**63}}}, "offset"),
+    ({"counters": {"dead_letters_by_code": {f"c{i}": 1 for i in range(101)}}}, "101 kinds"),
+])
+def test_service_metadata_at_and_past_its_bounds(changes, message, tmp_path):
+    """A checkpoint's service fields at their bounds load, one past them is refused."""
+    with pytest.raises(CheckpointError, match=message):
+        state.from_checkpoint(*_service_meta(**changes), "ckpt")
+    at_bounds = {"width": 10_000, "offsets": {"t": {"1234567890": 2**63 - 1}},
+                 "counters": {"dead_letters_by_code": {f"c{i}": 1 for i in range(100)}}}
+    loaded = state.from_checkpoint(*_service_meta(**at_bounds), "ckpt")
+    assert loaded.width == 10_000 and loaded.offsets == {"t": {1234567890: 2**63 - 1}}
+    assert len(loaded.counters["dead_letters_by_code"]) == 100
+
+
+def test_a_message_of_exactly_max_bytes_is_read_and_one_byte_more_is_a_dead_letter():
+    value = kafka_io.encode([1.0, 2.0], True)
+    assert kafka_io.decode(value, max_bytes=len(value)).labelled
+    with pytest.raises(kafka_io.InvalidMessage) as caught:
+        kafka_io.decode(value, max_bytes=len(value) - 1)
+    assert caught.value.code == "message_too_large"
+
+
+@pytest.mark.parametrize("value", [b'{"x":[1],"y":null}', b'{"y":null,"x":{"a":1}}',
+                                   b'{"x":[1]}'])
+def test_a_null_or_absent_label_is_unlabelled(value):
+    sample = kafka_io.decode(value, max_bytes=100)
+    assert not sample.labelled and sample.y is None
+
+
+def test_dead_letters_are_counted_by_code_each_time():
+    learner = Learner(state.ServiceState(model=AdvKernelSVM(budget=16, seed=0)), 2**12)
+    for value in (b"not json", b"{", kafka_io.encode([1.0], True), b"[]"):
+        learner.process(value)
+    assert learner.state.counters["dead_letters_by_code"] == {"not_json": 2, "not_object": 1}

@@ -312,3 +312,32 @@ def test_a_collapsed_model_shows_in_the_metrics(serve):
     state.model = object()  # a model without the verdict
     reading = Reading.from_state(state)
     assert reading.collapsed is None and "model_collapsed" not in metrics.log_fields(reading)
+
+
+class _Consumer:
+    """What `partition_lag` asks of a consumer: the high watermark and the position of each
+    partition after its last fetch."""
+
+    def __init__(self, highwater: dict, position: dict):
+        self._highwater, self._position = highwater, position
+
+    def highwater(self, tp):
+        return self._highwater.get(tp)
+
+    def position(self, tp, timeout_ms=None):
+        return self._position.get(tp)
+
+
+def test_the_lag_counts_from_the_furthest_of_the_checkpoint_and_the_consumer():
+    """Lag = high watermark - the next offset to process: the checkpoint's, or the consumer's
+    position where it is further (offsets past a transaction's marker hold no message), never
+    below 0; a partition without a fetch is left out."""
+    from kafka import TopicPartition
+
+    from river_advsvm.streams.metrics import partition_lag
+
+    a, b, c, d = (TopicPartition("t", p) for p in range(4))
+    consumer = _Consumer(highwater={a: 10, b: 10, c: 4}, position={a: 8, b: 3, c: 6, d: 1})
+    offsets = {"t": {0: 5, 1: 5, 2: 6, 3: 0}}
+    assert partition_lag(consumer, offsets, [a, b, c, d]) == {("t", 0): 2, ("t", 1): 5,
+                                                              ("t", 2): 0}

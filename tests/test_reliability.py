@@ -328,10 +328,9 @@ def test_a_dangling_symlink_checkpoint_is_refused_not_started_over(tmp_path, cap
 
 
 @pytest.mark.parametrize("code, status", [
-    (errno.ENOSPC, lifecycle.ENVIRONMENT_FAULT), (errno.EIO, lifecycle.ENVIRONMENT_FAULT),
-    (errno.EDQUOT, lifecycle.ENVIRONMENT_FAULT), (errno.EFBIG, lifecycle.ENVIRONMENT_FAULT),
-    (errno.EACCES, lifecycle.USAGE_ERROR),
-    (errno.ENOTDIR, lifecycle.USAGE_ERROR),
+    *((code, lifecycle.ENVIRONMENT_FAULT) for code in sorted(lifecycle.RETRIABLE_ERRNOS)),
+    (errno.EACCES, lifecycle.USAGE_ERROR), (errno.EPERM, lifecycle.USAGE_ERROR),
+    (errno.ENOTDIR, lifecycle.USAGE_ERROR), (errno.ENOENT, lifecycle.USAGE_ERROR),
 ])
 def test_an_os_error_exits_by_whether_a_restart_can_help(code, status):
     assert lifecycle.exit_status(OSError(code, os.strerror(code), "/somewhere")) == status
