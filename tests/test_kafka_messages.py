@@ -822,3 +822,31 @@ def test_dead_letters_are_counted_by_code_each_time():
     for value in (b"not json", b"{", kafka_io.encode([1.0], True), b"[]"):
         learner.process(value)
     assert learner.state.counters["dead_letters_by_code"] == {"not_json": 2, "not_object": 1}
+
+
+def test_a_version_1_checkpoints_counters_read_under_todays_names():
+    meta, arrays = _service_meta(version=1, counters={"messages": 30, "learned": 5, "correct": 3,
+                                                      "predicted": 2})
+    counters = state.from_checkpoint(meta, arrays, "ckpt").counters
+    assert (counters["consumed"], counters["learned"], counters["learned_correct"],
+            counters["unlabelled"], counters["predicted"]) == (30, 5, 3, 2, 7)
+
+
+def test_without_topic_ids_a_state_reads_a_topic_as_now_if_it_has_offsets_there():
+    from river_advsvm.streams import output_log
+
+    assert not output_log.read_as_now({}, {}, "t", None)
+    assert output_log.read_as_now({}, {"t": {0: 1}}, "t", None)
+    assert output_log.read_as_now({"t": "id-1"}, {"t": {0: 1}}, "t", "id-1")
+    assert not output_log.read_as_now({"t": "id-1"}, {"t": {0: 1}}, "t", "id-2")
+
+
+@pytest.mark.parametrize("weight", [math.inf, math.nan, -1.0])
+def test_a_group_average_refuses_a_weight_that_is_not_finite_and_non_negative(weight):
+    from river_advsvm.streams import merge
+
+    a, b = AdvKernelSVM(gamma=0.5, budget=8, seed=0), AdvKernelSVM(gamma=0.5, budget=8, seed=0)
+    a.learn_one({"u": 1.0}, True)
+    b.learn_one({"v": -1.0}, False)
+    with pytest.raises(ValueError, match="weights must be finite and >= 0"):
+        merge.average([(*a.to_checkpoint(), 1.0), (*b.to_checkpoint(), weight)], n_learned=2)
