@@ -75,3 +75,17 @@ def test_probabilities_keep_their_digits_far_from_the_margin(digits_1v7):
     assert math.log(max(proba.values())) - math.log(min(proba.values())) == pytest.approx(100)
     many = model.predict_proba_many(X_test[:1]).iloc[0].to_dict()
     assert many == pytest.approx(proba, rel=1e-12)
+
+
+@pytest.mark.parametrize("margin", [1e-20, -1e-20, 5e-324, -5e-324])
+def test_a_margin_too_small_for_the_sigmoid_still_sides_with_its_label(margin):
+    """sigmoid(1e-20) rounds to 0.5: the probability of the predicted class is kept above 0.5
+    (and the other below), one margin at a time as in a batch, so that `predict_proba_one`'s
+    larger probability is always `predict_one`'s label."""
+    import numpy as np
+
+    from river_advsvm import calibration
+
+    one = calibration.probability_one(1.0, margin)
+    assert one == calibration.probability(1.0, np.array([margin]))[0]
+    assert (one > 0.5) if margin > 0 else (one < 0.5)

@@ -519,3 +519,19 @@ def test_a_label_no_model_takes_is_refused_by_the_certificate_as_by_a_binary_mod
     with pytest.raises(InvalidInput):
         model.certified_radius_many(pd.DataFrame({"a": [0.5]}), [label])
     assert model.certified_radius_one({"a": 0.5}, "never") == 0.0
+
+
+def test_a_label_never_seen_gets_zero_in_a_batch_too():
+    """Where every binary margin is negative (x between the classes), the largest of them
+    still gives a positive radius; a label the model never saw must get 0 there, in
+    `certified_radius_many` as in `certified_radius_one`."""
+    model = OneVsRest(AdvKernelSVM(gamma=5.0, seed=0))
+    centres = {"A": (0.1, 0.1), "B": (0.9, 0.1), "C": (0.1, 0.9)}
+    for _ in range(30):
+        for label, (u, v) in centres.items():
+            model.learn_one({0: u, 1: v}, label)
+    X = np.array([[0.5, 0.5], [0.1, 0.1]])
+    radii = model.certified_radius_many(X, ["Z", "Z"], norm="l2")
+    assert radii.tolist() == [0.0, 0.0]
+    assert model.certified_radius_one({0: 0.5, 1: 0.5}, "Z", norm="l2") == 0.0
+    assert model.certified_radius_many(X[1:], ["A"], norm="l2")[0] > 0

@@ -509,3 +509,19 @@ def test_a_strong_shrink_within_a_step_before_a_revisit_keeps_the_average_exact(
         explicit = (1.0 - rho) * explicit + rho * store.coefficients
         np.testing.assert_allclose(store.averaged.shared, explicit, rtol=1e-9,
                                    atol=1e-9 * np.abs(explicit).max())
+
+
+@pytest.mark.parametrize("policy", ["merge", "compact"])
+@pytest.mark.parametrize("horizon", [0, -1, 1.5])
+def test_a_saved_average_of_no_horizon_is_refused(policy, horizon):
+    """A checkpoint is input: an average over a horizon of 0 would divide by it at the first
+    step after the restore."""
+    from river_advsvm import CheckpointError
+
+    model = AdvKernelSVM(budget=8, budget_policy=policy, gamma=0.5, seed=0)
+    model.learn_one({"a": 1.0}, True)
+    model.learn_one({"a": -1.0}, False)
+    meta, arrays = model.to_checkpoint()
+    meta["state"]["model"]["average"]["horizon"] = horizon
+    with pytest.raises(CheckpointError):
+        AdvKernelSVM.from_checkpoint(meta, arrays)

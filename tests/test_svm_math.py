@@ -359,3 +359,53 @@ def test_a_tiny_step_learns_the_same_compact_pool_scaled():
     assert tiny.rkhs_norm * 2.0**690 == pytest.approx(big.rkhs_norm, rel=1e-12)
     np.testing.assert_allclose(tiny.decision_many(X) * 2.0**690, big.decision_many(X),
                                rtol=1e-9, atol=1e-12)
+
+
+# -- the step schedule and the labels: exact values and refusals -----------------------------------
+
+
+def test_the_schedule_refuses_what_would_flip_or_divide_by_zero():
+    from river_advsvm.schedule import StepSchedule
+
+    with pytest.raises(ValueError, match="must be < 1"):  # a shrink factor of 0
+        StepSchedule("constant", 1.0, 0.1, 1.0)
+    with pytest.raises(ValueError, match="needs regularization > 0"):
+        StepSchedule("diminishing", 0.5, 0.05, 0.0)
+    schedule = StepSchedule("constant", 0.5, 0.05, 0.1)
+    with pytest.raises(ValueError, match="starts at a sample learned"):
+        schedule.join_group(start=5, rate=2.0, n_learned=3)
+
+
+def test_a_group_workers_step_is_the_rate_times_its_own_capped_at_half_over_lambda():
+    """`rate` samples of the group per own sample: `rate` times the step, but the shrink
+    factor `1 - eta lambda` stays at least 1/2 (eta at most 0.5 / lambda = 5 here); the bias
+    step is not capped."""
+    from river_advsvm.schedule import StepSchedule
+
+    schedule = StepSchedule("constant", 0.5, 0.05, 0.1)
+    schedule.join_group(0, 4.0, 0)
+    assert schedule.sizes(7) == (2.0, 0.2)
+    schedule.join_group(0, 100.0, 0)
+    assert schedule.sizes(7) == (5.0, 5.0)
+
+
+def test_the_negative_class_is_the_smaller_label_whichever_came_first():
+    """River's binary convention for orderable labels: `classes` sorted, the margin positive
+    for the larger one, whichever label the stream brought first."""
+    for first, second in (("b", "a"), ("a", "b"), (7, 3)):
+        model = AdvKernelSVM(gamma=1.0, seed=0)
+        for _ in range(20):
+            model.learn_one({"u": 1.0}, first)
+            model.learn_one({"u": -1.0}, second)
+        assert model.classes == tuple(sorted((first, second)))
+        larger = max(first, second)
+        x = {"u": 1.0} if larger == first else {"u": -1.0}
+        assert model.decision_one(x) > 0 and model.predict_one(x) == larger
+
+
+@pytest.mark.parametrize("label", [math.inf, -math.inf, math.nan])
+def test_a_label_that_is_not_a_finite_number_is_refused(label):
+    model = AdvKernelSVM(gamma=1.0, seed=0)
+    with pytest.raises(inputs.InvalidInput) as caught:
+        model.learn_one({"u": 1.0}, label)
+    assert caught.value.code == "bad_label" and model.n_learned == 0
