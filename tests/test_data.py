@@ -381,3 +381,22 @@ def test_an_out_link_that_leads_nowhere_is_refused_in_one_line(tmp_path, capsys,
     err = capsys.readouterr().err.strip()
     assert f"{out} is a link to" in err and "leads to no directory" in err
     assert "File exists" not in err
+
+
+def test_a_download_left_by_an_earlier_run_is_used_only_if_its_bytes_are_right(tmp_path,
+                                                                              mirrors):
+    """A file left in `downloads/` by a run that failed later is taken as it is only when its
+    SHA-256 is the source's; a damaged one is downloaded again."""
+    contents = {k: idx_bytes(v) for k, v in mnist_like().items()}
+    serve(mirrors, "mnist", contents)
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    names = {key: data.DATASETS["mnist"][key].name for key in contents}
+    for key, content in contents.items():  # one right, the others damaged
+        damaged = content[:-1] + bytes([content[-1] ^ 1])
+        (downloads / names[key]).write_bytes(content if key == "X_train" else damaged)
+    data.fetch("mnist", tmp_path, log=lambda message: None)
+    asked = {url.rsplit("/", 1)[1] for url in mirrors.requests}
+    assert asked == {names[key] for key in contents if key != "X_train"}
+    with np.load(tmp_path / "mnist.npz") as arrays:
+        np.testing.assert_array_equal(arrays["y_test"], mnist_like()["y_test"])
