@@ -201,3 +201,16 @@ def test_an_attack_without_a_radius_of_its_norm_is_refused(attacks, epsilons, no
     with pytest.raises(ValueError, match=f"is in the {norm} norm, and epsilons gives no radius "
                                          rf"of that norm \(it gives {given}\)"):
         robustness_report(model, X, y, attacks, epsilons, progress=False)
+
+
+def test_certified_at_radius_zero_is_the_clean_accuracy(natural, digits_1v7):
+    """At radius 0 the certificate vouches for exactly the right predictions: a wrong one has
+    radius 0 too, and must not count."""
+    _, X_test, _, y_test = digits_1v7
+    y = np.array(y_test)
+    y[:5] = np.where(y[:5] == 7, 1, 7)  # five labels the model gets wrong: the case that matters
+    report = robustness_report(natural, X_test, y, [PGD(norm="l2")], {"l2": [0.0, 0.5]})
+    clean = accuracy(report, "clean", "", 0.0)
+    assert clean < 1.0
+    assert accuracy(report, "certified", "l2", 0.0) == clean
+    assert accuracy(report, "certified", "l2", 0.5) <= clean
