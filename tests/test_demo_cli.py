@@ -544,6 +544,19 @@ def test_to_unit_box_maps_constant_inputs_into_the_box():
     assert np.isfinite(X_test).all() and ((X_test >= 0) & (X_test <= 1)).all()
 
 
+def test_to_unit_box_scales_by_the_training_range_and_clips_the_test_inputs():
+    """Pixels 0..255 are divided by 255 (not min-max: a 0 stays 0); test values past the
+    training range are clipped into the box; a stream shorter than the attack budget is
+    attacked at every sample."""
+    train = np.array([[0.0, 255.0], [51.0, 102.0]])
+    X, X_test, how = demo.to_unit_box(train, np.array([[-10.0, 510.0], [51.0, 0.0]]))
+    assert how == "inputs / 255"
+    np.testing.assert_array_equal(X, train / 255)
+    np.testing.assert_array_equal(X_test, [[0.0, 1.0], [0.2, 0.0]])
+    assert demo.auto_sample_rate(5, False) == demo.auto_sample_rate(5, True) == 1.0
+    assert demo.auto_sample_rate(10**9, False) == demo.WHITE_BOX_ATTACKS / 10**9
+
+
 def test_no_test_samples_means_no_held_out_table(capsys, tmp_path, monkeypatch):
     """`--test-samples 0` printed a held-out table of 0 samples and 'nan' accuracies."""
     monkeypatch.chdir(tmp_path)
