@@ -63,6 +63,21 @@ def produce(bootstrap: str, topic: str, values: list[bytes], partition=None,
         producer.close()
 
 
+def recreate_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    """Delete `topic` and create it again (a new log, under a new id), unless a client's
+    metadata request made it again first (the bundled broker creates topics on first use)."""
+    from kafka import KafkaAdminClient
+
+    from river_advsvm.streams import clients
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_topics([topic])
+    finally:
+        admin.close()
+    clients.create_topics(bootstrap, {topic: partitions})
+
+
 def read_topic(bootstrap: str, topic: str, count: int, timeout: float = 60.0,
                security=None, drain: bool = False) -> list:
     """The first `count` records of every partition of `topic` (fails if fewer arrive).

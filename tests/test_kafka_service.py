@@ -385,8 +385,6 @@ def test_a_topic_deleted_and_created_again_is_learned_once(broker, tmp_path):
     minutes), and the new log is learned from its beginning. Before the new id is seen, the
     new log's messages past the old offsets are taken for the old log's sequel, and learned a
     second time once it is."""
-    from kafka import KafkaAdminClient
-
     bootstrap = broker.bootstrap_servers
     topic = _topics(broker, "recreated", outputs=())
     X, y = kh.stream(2000, seed=9)
@@ -397,12 +395,7 @@ def test_a_topic_deleted_and_created_again_is_learned_once(broker, tmp_path):
                                "--checkpoint-every", "100", "--checkpoint-interval", "0.5")
     process = kh.start_service(command, log)
     kh.wait_until(lambda: kh.learned(directory) >= 600, 60, "the first log", process, log)
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.delete_topics([topic])
-    finally:
-        admin.close()
-    clients.create_topics(bootstrap, {topic: 1})  # unless the service's metadata request did
+    kh.recreate_topic(bootstrap, topic)
     # Fewer messages than the old offset: nothing of the new log is read before its id is seen.
     kh.produce(bootstrap, topic, values[600:900], partition=0)
     kh.wait_until(lambda: kh.checkpoint_info(directory)["counters"]["topic_resets"], 60,
@@ -424,8 +417,6 @@ def test_an_output_topic_made_again_since_the_checkpoint_is_read_back_whole(brok
     publishes into the new one and is SIGKILLed: the restarted service read the new topic
     back from the end the checkpoint noted in the old one (past the new one's end: nothing),
     and published every prediction since the checkpoint a second time."""
-    from kafka import KafkaAdminClient
-
     bootstrap = broker.bootstrap_servers
     topic = _topics(broker, "outputs-again", outputs=("predictions",))
     predictions = f"{topic}-predictions"
@@ -438,12 +429,7 @@ def test_an_output_topic_made_again_since_the_checkpoint_is_read_back_whole(brok
                                "--checkpoint-interval", "3600")
     process = kh.start_service(command, log)
     kh.wait_until(lambda: kh.learned(directory) >= 30, 60, "the first checkpoint", process, log)
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.delete_topics([predictions])
-    finally:
-        admin.close()
-    clients.create_topics(bootstrap, {predictions: 1})
+    kh.recreate_topic(bootstrap, predictions)
     kh.produce(bootstrap, topic, values[30:], partition=0)
     first = kh.read_topic(bootstrap, predictions, 20)
     assert sorted(json.loads(r.value)["id"] for r in first) == list(range(30, 50))

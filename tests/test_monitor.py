@@ -207,10 +207,7 @@ def test_alerts_are_ready_for_json():
 def test_gap_alert_has_hysteresis_and_needs_min_sampled():
     """The gap flaps around the threshold: one alert until it has fallen below threshold -
     hysteresis, and none before `min_sampled` attacked samples."""
-    model = AdvLinearSVM()
-    for _ in range(200):
-        model.learn_one({"a": 0.2, "b": 0.3}, False)
-        model.learn_one({"a": 0.8, "b": 0.6}, True)
+    model = _two_class_linear(rounds=200)
     near = ({"a": 0.55, "b": 0.45}, True)   # flipped by PGD at 0.3 (see below)
     far = ({"a": 0.95, "b": 0.95}, True)    # never flipped
     assert PGD(epsilon=0.3).perturb_one(model, *near) != near[0]
@@ -247,10 +244,7 @@ def test_the_gap_compares_the_attacked_samples_with_themselves():
     samples not attacked never enter it. Here every attacked sample is misclassified (neither
     right nor robust: no gap) and every other one is right; the clean accuracy over all of
     them, 0.5, would make a gap of 0.5 and an alert."""
-    model = AdvLinearSVM()
-    for _ in range(200):
-        model.learn_one({"a": 0.2, "b": 0.3}, False)
-        model.learn_one({"a": 0.8, "b": 0.6}, True)
+    model = _two_class_linear(rounds=200)
     wrong, right = ({"a": 0.9, "b": 0.9}, False), ({"a": 0.9, "b": 0.9}, True)
     monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=2, window_size=20,
                                 gap_threshold=0.3, min_sampled=5)
@@ -449,9 +443,10 @@ def test_bad_parameters_are_refused(kwargs):
         RobustnessMonitor(AdvLinearSVM(), **kwargs)
 
 
-def _two_class_linear():
+def _two_class_linear(rounds: int = 20):
+    """A linear model of two classes: (0.2, 0.3) False, (0.8, 0.6) True, `rounds` each."""
     model = AdvLinearSVM()
-    for _ in range(20):
+    for _ in range(rounds):
         model.learn_one({"a": 0.2, "b": 0.3}, False)
         model.learn_one({"a": 0.8, "b": 0.6}, True)
     return model
@@ -639,10 +634,7 @@ def test_a_hysteresis_that_would_never_let_a_gap_alert_come_again_is_refused(thr
 def test_gap_alerts_come_again_after_the_gap_closed():
     """The other side: with a threshold above the hysteresis, a gap that closes and opens
     again raises a second alert."""
-    model = AdvLinearSVM()
-    for _ in range(200):
-        model.learn_one({"a": 0.2, "b": 0.3}, False)
-        model.learn_one({"a": 0.8, "b": 0.6}, True)
+    model = _two_class_linear(rounds=200)
     near, far = ({"a": 0.55, "b": 0.45}, True), ({"a": 0.95, "b": 0.95}, True)
     monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.3), sample_rate=1, window_size=10,
                                 gap_threshold=0.15, gap_hysteresis=0.1, min_sampled=10)
@@ -674,10 +666,7 @@ def test_numpy_counts_are_the_counts_they_hold():
 def test_a_gap_alert_can_come_at_a_rate_whose_window_is_below_min_sampled():
     """At a rate of 0.02 a window of 1,000 samples held 20 sampled samples, fewer than the 30
     a gap alert needs: no gap alert could ever come. The window holds at least `min_sampled`."""
-    model = AdvLinearSVM()
-    for _ in range(200):
-        model.learn_one({"a": 0.2, "b": 0.3}, False)
-        model.learn_one({"a": 0.8, "b": 0.6}, True)
+    model = _two_class_linear(rounds=200)
     near = ({"a": 0.55, "b": 0.45}, True)  # right, and fooled at epsilon 0.3
     monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.3), sample_rate=50,
                                 window_size=1000, min_sampled=30)
