@@ -32,7 +32,8 @@ def table(out: str, first_column: str = "model") -> dict[str, dict[str, str]]:
     """The table printed after a header line starting with `first_column`, as {model: row};
     cells are separated by two spaces or more."""
     lines = out.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(first_column))
+    start = next(i for i, line in enumerate(lines)
+                 if re.match(rf"{re.escape(first_column)}\s{{2,}}", line))
     header = re.split(r"\s{2,}", lines[start].strip())
     rows = {}
     for line in lines[start + 2:]:
