@@ -297,19 +297,3 @@ def test_a_full_disk_exits_with_the_status_a_supervisor_restarts(broker, tmp_pat
     assert status == lifecycle.ENVIRONMENT_FAULT, err
     assert err.startswith(f"advsvm serve: {directory / state.CHECKPOINT_FILE}: No space left")
     assert not list(directory.glob("*.ckpt")) and not list(directory.glob(".tmp-*"))
-
-
-@pytest.mark.parametrize("text", ["batch.learned", "batch.learned:kill:x", "batch.learned:kill:0",
-                                  "batch.learned:kill:-2", "batch.learned:kill:1:2",
-                                  "nowhere:kill", "batch.learned:pause"])
-def test_a_fault_plan_that_cannot_act_is_refused_naming_the_variable(text):
-    """A plan that parsed to nothing an `advsvm serve` user could read ("not enough values to
-    unpack", "invalid literal for int()"), or a count of 0 that never fires: a crash test
-    believed a fault armed that never came."""
-    from river_advsvm.streams import faults
-
-    with pytest.raises(ValueError, match=f"ADVSVM_FAULTS: {re.escape(repr(text))} is not "
-                                         "POINT:kill|stop"):
-        faults._plan(text)
-    assert faults._plan(" batch.learned:kill:3 , outputs.flushed:stop") == {
-        "batch.learned": ("kill", 3), "outputs.flushed": ("stop", 1)}

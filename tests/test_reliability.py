@@ -11,6 +11,7 @@ import io
 import json
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -27,7 +28,7 @@ pytest.importorskip("kafka")
 from river_advsvm import (AdvKernelSVM, AdvLinearSVM, CheckpointError, InvalidInput,  # noqa: E402
                           checkpoint)
 from river_advsvm import cli  # noqa: E402
-from river_advsvm.streams import lifecycle, metrics, state  # noqa: E402
+from river_advsvm.streams import faults, lifecycle, metrics, state  # noqa: E402
 from river_advsvm.streams import kafka as kafka_io  # noqa: E402
 from river_advsvm.streams.snapshot import parse_snapshot  # noqa: E402
 
@@ -659,3 +660,17 @@ def test_a_file_that_is_no_checkpoint_is_not_called_one_when_it_cannot_be_writte
         write_bytes(tmp_path / "missing" / "worker-id", b"w0\n", what="worker id")
     assert "the worker id could not be written; no worker id is there" in str(caught.value)
     assert "the checkpoint could not" not in str(caught.value)
+
+
+@pytest.mark.parametrize("text", ["batch.learned", "batch.learned:kill:x", "batch.learned:kill:0",
+                                  "batch.learned:kill:-2", "batch.learned:kill:1:2",
+                                  "nowhere:kill", "batch.learned:pause"])
+def test_a_fault_plan_that_cannot_act_is_refused_naming_the_variable(text):
+    """A plan that parsed to nothing an `advsvm serve` user could read ("not enough values to
+    unpack", "invalid literal for int()"), or a count of 0 that never fires: a crash test
+    believed a fault armed that never came."""
+    with pytest.raises(ValueError, match=f"ADVSVM_FAULTS: {re.escape(repr(text))} is not "
+                                         "POINT:kill|stop"):
+        faults._plan(text)
+    assert faults._plan(" batch.learned:kill:3 , outputs.flushed:stop") == {
+        "batch.learned": ("kill", 3), "outputs.flushed": ("stop", 1)}
