@@ -250,6 +250,9 @@ class Service:
                             "from the group's committed offsets or their beginning, and what its "
                             "peers learned there, in the model already, is learned again",
                             loaded.group["worker"])
+        # Before Kafka too: refused after, it made the output topics first, and while the
+        # broker was away it stopped with the status of a fault a restart mends.
+        self.checkpoints.check_model()
         signals = lifecycle.Signals(self.stop)
         # Room for the largest dead letter: its value and key in base64 (4/3 of the cap each),
         # the key again as its own, and the envelope's few fields.

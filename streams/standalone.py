@@ -41,6 +41,9 @@ class Standalone:
         # yet.
         self._handed_over: list = []
 
+    def check_model(self) -> None:
+        """A service alone serves any model."""
+
     def start(self) -> bool:
         return True
 

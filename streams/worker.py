@@ -40,11 +40,9 @@ class GroupWorker:
 
     def start(self) -> bool:
         """Join the group's snapshot topic (retrying while the broker is away); False if
-        stopped first. `ValueError` if the model (a checkpoint's, which wins over the options)
-        cannot be averaged with a group's."""
+        stopped first."""
         session = self.session
         config = session.config
-        self._check_model()
         worker = group_io.worker_id(config.checkpoint_dir, config.worker_id)
         group = group_io.GroupSync(session.clients, config.sync_topic, worker,
                                    config.checkpoint_dir, session.sink, session.limits,
@@ -62,7 +60,9 @@ class GroupWorker:
         if self.group is not None:
             self.group.close()
 
-    def _check_model(self) -> None:
+    def check_model(self) -> None:
+        """`ValueError` if the model (a checkpoint's, which wins over the options) cannot be
+        averaged with a group's."""
         model = self.session.state.model
         try:
             if type(model).__name__ != "AdvKernelSVM":

@@ -594,7 +594,9 @@ def test_a_worker_with_a_smaller_budget_takes_partitions_over_from_their_claims(
 
 def test_a_worker_refuses_a_checkpoint_whose_model_cannot_be_averaged(broker, tmp_path):
     """The checkpoint wins over the model options: one of `gamma='scale'` (each worker would
-    have its own bandwidth) stops a worker at start with a one-line error."""
+    have its own bandwidth) stops a worker at start with a one-line error, before it reaches
+    Kafka: with the broker away too (not the status of a fault a restart mends), and having
+    made no topic."""
     from river_advsvm import AdvKernelSVM
     from river_advsvm.streams import state as state_io
 
@@ -602,13 +604,20 @@ def test_a_worker_refuses_a_checkpoint_whose_model_cannot_be_averaged(broker, tm
     for x, label in zip(*kh.stream(20, d=D)):
         model.learn_one(dict(enumerate(x)), label)
     state_io.save(tmp_path, state_io.ServiceState(model=model))
-    result = subprocess.run(
-        worker_command(broker, "refused", "refused-group", tmp_path, "w", "--sync-every", "100"),
-        capture_output=True, text=True, timeout=60, cwd=kh.REPO,
-    )
-    assert result.returncode == 2, result.stderr
-    assert "wins over the model options, and its model cannot be averaged: workers that sync " \
-           "need a numeric gamma" in result.stderr
+    command = worker_command(broker, "refused", "refused-group", tmp_path, "w", "--sync-every",
+                             "100", "--predictions-topic", "refused-predictions")
+    away = command.copy()
+    away[away.index(broker.bootstrap_servers)] = "127.0.0.1:1"  # nothing answers there
+    for argv in (command, away):
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=kh.REPO)
+        assert result.returncode == 2, result.stderr
+        assert "wins over the model options, and its model cannot be averaged: workers that " \
+               "sync need a numeric gamma" in result.stderr
+    admin = clients.Clients(broker.bootstrap_servers).admin()
+    try:
+        assert "refused-predictions" not in admin.list_topics()
+    finally:
+        admin.close()
 
 
 def test_serve_refuses_options_that_cannot_share_a_pool(tmp_path):
