@@ -92,22 +92,29 @@ def _worker_argv(args: argparse.Namespace):
     return argv
 
 
-def _monitor(args: argparse.Namespace):
-    """The robustness monitor of `serve`, or None: on when there is an alerts topic."""
+def _monitor(args: argparse.Namespace, model) -> tuple:
+    """The robustness monitor of `serve` and its attack as a function of the model served, or
+    `(None, None)`: on when there is an alerts topic."""
     if not args.alerts_topic:
-        return None
+        return None, None
     from river_advsvm.attacks import PGD
     from river_advsvm.monitor import RobustnessMonitor
 
-    epsilon = args.monitor_epsilon
-    if epsilon is None:
-        epsilon = args.epsilon if args.epsilon > 0 else 8 / 255
-    norm = args.monitor_norm or args.norm
+    bounds = tuple(args.monitor_bounds) if args.monitor_bounds else None
+
+    def attack_for(model):
+        # Unless given, the threat is the one the model served trains against: a checkpoint's
+        # model wins over --epsilon and --norm, so its radius does too.
+        epsilon = args.monitor_epsilon
+        if epsilon is None:
+            epsilon = model.epsilon if model.epsilon > 0 else 8 / 255
+        return PGD(epsilon=epsilon, norm=args.monitor_norm or model.norm, bounds=bounds)
+
     # The service points the monitor at its current model before each update (checkpoint
     # reloads and group merges replace the model object), hence no model here.
-    bounds = tuple(args.monitor_bounds) if args.monitor_bounds else None
-    return RobustnessMonitor(None, attack=PGD(epsilon=epsilon, norm=norm, bounds=bounds),
-                             sample_rate=args.monitor_sample_rate)
+    monitor = RobustnessMonitor(None, attack=attack_for(model),
+                                sample_rate=args.monitor_sample_rate)
+    return monitor, attack_for
 
 
 def _check_group_options(args: argparse.Namespace, model_factory) -> None:
@@ -158,7 +165,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.workers and args.sync_every is None:
         args.sync_every = 1000
     model_factory = _model_factory(args)
-    monitor = _monitor(args)
+    monitor, monitor_attack = _monitor(args, model_factory())
     _check_group_options(args, model_factory)
     options = dict(
         predictions_topic=args.predictions_topic,
@@ -193,7 +200,8 @@ def _serve(args: argparse.Namespace) -> int:
                                target=args.replay_target, limit=args.replay_limit, pair=pair,
                                partitions=partitions,
                                unlabelled_every=args.replay_unlabelled_every,
-                               monitor=monitor, workers=args.workers or 0,
+                               monitor=monitor, monitor_attack=monitor_attack,
+                               workers=args.workers or 0,
                                worker_argv=_worker_argv(args) if args.workers else None,
                                show=args.show, outputs_file=args.outputs_file,
                                observe=lambda s: metrics.from_args(args, s.session.reading))
@@ -208,7 +216,7 @@ def _serve(args: argparse.Namespace) -> int:
         bootstrap_servers=args.bootstrap_servers, topic=args.topic, group=args.group,
         checkpoint_dir=args.checkpoint_dir, **options,
     )
-    served = service.Service(config, model_factory, monitor)
+    served = service.Service(config, model_factory, monitor, monitor_attack)
     # Up before the service connects: /healthz and /readyz answer during start-up too.
     server = metrics.from_args(args, served.session.reading)
     try:

@@ -73,6 +73,10 @@ class Learner:
         learned, its `model` is set to the current model and `monitor.update(x, y, y_pred=...)`
         returns a list of alerts (dataclasses). With `upcoming(n)` (which of its next `n`
         updates it will attack) the runs are cut there; without it, at every labelled message.
+    monitor_attack
+        Optional: the monitor's attack for the model served (a function of the model), set
+        whenever the state's model comes from elsewhere (a checkpoint's model wins over the
+        options, so the radius it was trained at does too).
 
     Examples
     --------
@@ -91,9 +95,11 @@ class Learner:
 
     """
 
-    def __init__(self, state: state_io.ServiceState, max_message_bytes: int, monitor=None):
+    def __init__(self, state: state_io.ServiceState, max_message_bytes: int, monitor=None,
+                 monitor_attack=None):
         self.max_message_bytes = max_message_bytes
         self.monitor = monitor
+        self._monitor_attack = monitor_attack
         saves = monitor is not None and hasattr(monitor, "state") and hasattr(monitor, "restore")
         self._fresh_monitor = monitor.state() if saves else None
         self._tracebacks_logged: set = set()
@@ -111,12 +117,23 @@ class Learner:
         self._state = state
         if self._fresh_monitor is None:
             return
+        if self._monitor_attack is not None:
+            self._attack_at(self._monitor_attack(state.model))
         try:
             self.monitor.restore(state.monitor if state.monitor is not None
                                  else self._fresh_monitor)
         except ValueError as error:
             log.warning("the monitor starts over: its saved state does not fit (%s)", error)
             self.monitor.restore(self._fresh_monitor)
+            state.monitor = None  # (said once: the same state may be taken again)
+
+    def _attack_at(self, attack) -> None:
+        """Make a fresh monitor attack with `attack` from now on."""
+        if attack._get_params() == self.monitor.attack._get_params():
+            return
+        self.monitor.restore(self._fresh_monitor)
+        self.monitor.attack = attack
+        self._fresh_monitor = self.monitor.state()
 
     def save_monitor(self) -> None:
         """Put the monitor's state into `state`, for the next checkpoint."""

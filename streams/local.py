@@ -187,9 +187,9 @@ def _checkpoint_directory(directory: str | None):
 
 def run_local(config_overrides: dict, model_factory, source: str = "phishing",
               target: str = "y", limit: int | None = None, pair: tuple | None = None,
-              partitions: int = 1, unlabelled_every: int = 10, monitor=None, workers: int = 0,
-              worker_argv=None, show: int = 5, outputs_file: str | None = None,
-              observe=None) -> int:
+              partitions: int = 1, unlabelled_every: int = 10, monitor=None,
+              monitor_attack=None, workers: int = 0, worker_argv=None, show: int = 5,
+              outputs_file: str | None = None, observe=None) -> int:
     """Broker, topics, replay, service (or `workers` worker processes), summary; returns the
     exit status (the worst of the workers').
 
@@ -231,7 +231,7 @@ def run_local(config_overrides: dict, model_factory, source: str = "phishing",
         if workers:
             status = _run_workers(broker, config, workers, worker_argv, checkpoint_dir)
         else:
-            service = Service(config, model_factory, monitor)
+            service = Service(config, model_factory, monitor, monitor_attack)
             observer = observe(service) if observe is not None else None
             try:
                 status = service.run()

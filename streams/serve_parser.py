@@ -164,10 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("--monitor-sample-rate", type=float, default=0.05, metavar="R",
                        help="share of labelled messages attacked (default 0.05)")
     watch.add_argument("--monitor-epsilon", type=float, metavar="EPS",
-                       help="radius of the monitor's attack (default: --epsilon if > 0, "
-                       "else 8/255)")
+                       help="radius of the monitor's attack (default: the model's epsilon "
+                       "if > 0, a checkpoint's when one is restored, else 8/255)")
     watch.add_argument("--monitor-norm", choices=["l2", "linf"],
-                       help="norm of the monitor's attack (default: --norm)")
+                       help="norm of the monitor's attack (default: the model's norm)")
     watch.add_argument("--monitor-bounds", nargs=2, type=float, metavar=("LOW", "HIGH"),
                        help="the box the inputs live in, which attacked inputs stay in (e.g. "
                        "0 1 for pixels; default: no box)")

@@ -146,6 +146,8 @@ class Service:
         `ValueError` otherwise); a checkpoint always wins over it.
     monitor
         Optional object with `update(x, y) -> list of alert dataclasses`.
+    monitor_attack
+        Optional: the monitor's attack as a function of the model served (see `Learner`).
 
     Attributes
     ----------
@@ -156,10 +158,10 @@ class Service:
     """
 
     def __init__(self, config: ServiceConfig, model_factory: typing.Callable[[], typing.Any],
-                 monitor=None):
+                 monitor=None, monitor_attack=None):
         self.config = config
         self.model_factory = model_factory
-        learner = Learner(self._new_state(), config.max_message_bytes, monitor)
+        learner = Learner(self._new_state(), config.max_message_bytes, monitor, monitor_attack)
         state_io.check_model(learner.state.model)
         _check_width(config.width, learner.state.model)
         self.session = Session(config, learner, self._new_state)

@@ -441,9 +441,9 @@ def test_a_restart_continues_the_monitors_windows(broker, tmp_path):
         assert saved is not None and saved["n_seen"] == kh.learned(directory)
 
     args = streams_cli.build_parser().parse_args([*kh.MODEL_ARGS, *options])
-    monitor = streams_cli._monitor(args)
-    learner = Learner(state.ServiceState(model=streams_cli._model_factory(args)()),
-                      max_message_bytes=2**20, monitor=monitor)
+    model = streams_cli._model_factory(args)()
+    monitor, _ = streams_cli._monitor(args, model)
+    learner = Learner(state.ServiceState(model=model), max_message_bytes=2**20, monitor=monitor)
     learner.process_many(values)
     expected = {**monitor.state(), "attack_seconds": None}
     assert {**state.load(directory).monitor, "attack_seconds": None} == expected

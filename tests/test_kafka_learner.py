@@ -195,6 +195,46 @@ def test_the_monitor_sees_each_message_with_the_model_just_before_it(draws, cuts
     kh.assert_same_model(batched.state.model, one_by_one.state.model)
 
 
+def test_the_monitor_attacks_at_the_radius_of_the_model_served(caplog):
+    """A checkpoint's model wins over --epsilon and --norm, and so does its radius for the
+    monitor's attack unless --monitor-epsilon and --monitor-norm are given: a restart with
+    another --epsilon continues the monitor's windows (it started them over, attacking at a
+    radius the model served was not trained for)."""
+    parser = cli.build_parser()
+
+    def served(*flags):
+        args = parser.parse_args(["--alerts-topic", "alerts", "--monitor-sample-rate", "0.5",
+                                  "--gamma", "1.0", *flags])
+        model = cli._model_factory(args)()
+        monitor, attack_for = cli._monitor(args, model)
+        return Learner(state.ServiceState(model=model), 2**20, monitor, attack_for)
+
+    first = served("--epsilon", "0.1", "--norm", "l2")
+    assert (first.monitor.attack.epsilon, first.monitor.attack.norm) == (0.1, "l2")
+    X, y = kh.stream(60, d=4)
+    first.process_many(kh.messages(X, y))
+    first.save_monitor()
+    assert first.monitor.n_sampled > 0
+    saved = first.state
+
+    restarted = served()  # the options' model: epsilon 0, so 8/255 in their norm
+    assert restarted.monitor.attack.epsilon == pytest.approx(8 / 255)
+    with caplog.at_level("WARNING"):
+        restarted.state = saved
+    assert not caplog.records
+    assert (restarted.monitor.attack.epsilon, restarted.monitor.attack.norm) == (0.1, "l2")
+    assert restarted.monitor.state() == {**saved.monitor}
+
+    given = served("--monitor-epsilon", "0.2", "--monitor-norm", "linf")
+    with caplog.at_level("WARNING"):
+        given.state = saved
+        given.state = saved  # (taken again: said once)
+    assert (given.monitor.attack.epsilon, given.monitor.attack.norm) == (0.2, "linf")
+    assert given.monitor.n_sampled == 0
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+        "the monitor starts over"]
+
+
 def test_messages_outside_the_monitors_box_are_learned_counted_and_logged_sparsely(caplog):
     """A box (--monitor-bounds) the stream leaves: those messages are learned as any other;
     the monitor skips them, the counter says how many, and the log has a line at the 1st, 2nd,
