@@ -357,8 +357,9 @@ def _name(value, what: str) -> str:
 def _parse_group(group) -> dict | None:
     if group is None:
         return None
-    run = group.get("run") or {}
-    if len(group["folded"]) > _MAX_WORKERS:
+    group = _object(group, "group")
+    run = _object(group.get("run") or {}, "the group's run")
+    if len(_object(group["folded"], "the group's folded")) > _MAX_WORKERS:
         raise ValueError(f"{len(group['folded'])} peers folded in, over {_MAX_WORKERS}")
     return {
         "worker": _name(group["worker"], "worker id"),
@@ -409,9 +410,10 @@ def parse_extra(meta: dict, where: str) -> dict:
     `CheckpointError` if they are invalid."""
     extra = _service_extra(meta, where)
     try:
-        offsets = _parsed_offsets(extra["offsets"], "offset")
-        output_ends = _parsed_offsets(extra.get("output_ends", {}), "output end")
-        saved = extra["counters"]
+        offsets = _parsed_offsets(_object(extra["offsets"], "offsets"), "offset")
+        output_ends = _parsed_offsets(_object(extra.get("output_ends", {}), "output_ends"),
+                                      "output end")
+        saved = _object(extra["counters"], "counters")
         if extra["version"] == 1:
             saved = _v1_counters(saved)
         counters = new_counters()
@@ -426,11 +428,12 @@ def parse_extra(meta: dict, where: str) -> dict:
         monitor = extra.get("monitor")
         if monitor is not None and not isinstance(monitor, dict):
             raise ValueError("the monitor's state is not an object")
-        if len(extra["topic_ids"]) > _MAX_PARTITIONS:
+        if len(_object(extra["topic_ids"], "topic_ids")) > _MAX_PARTITIONS:
             raise ValueError(f"{len(extra['topic_ids'])} topic ids")
         topic_ids = {_name(t, "topic"): (None if i is None else _name(i, "topic id"))
                      for t, i in extra["topic_ids"].items()}
-        saved_ids = extra.get("output_ids", {})  # (optional: ids unknown read as unknown)
+        # (optional: ids unknown read as unknown)
+        saved_ids = _object(extra.get("output_ids", {}), "output_ids")
         if len(saved_ids) > _MAX_PARTITIONS:
             raise ValueError(f"{len(saved_ids)} output topic ids")
         output_ids = {_name(t, "topic"): (None if i is None else _name(i, "topic id"))
@@ -443,11 +446,19 @@ def parse_extra(meta: dict, where: str) -> dict:
         labels = None if extra["labels"] is None else check_labels(extra["labels"])
         group = _parse_group(extra.get("group"))
     except (KeyError, TypeError, ValueError, AttributeError) as error:
-        detail = " ".join(str(error).split())[:200] or type(error).__name__
+        detail = (f"{str(error.args[0])[:40]} is missing" if isinstance(error, KeyError)
+                  else " ".join(str(error).split())[:200] or type(error).__name__)
         raise CheckpointError(f"invalid service metadata in {where}: {detail}") from None
     return {"offsets": offsets, "topic_ids": topic_ids, "counters": counters, "width": width,
             "labels": labels, "group": group, "monitor": monitor, "output_ends": output_ends,
             "output_ids": output_ids}
+
+
+def _object(value, what: str) -> dict:
+    """`value` if it is a JSON object, else `ValueError` naming `what`."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} is a {type(value).__name__}, not an object")
+    return value
 
 
 def _by_partition(offsets: dict) -> dict:
@@ -532,28 +543,33 @@ def describe(path: str | os.PathLike) -> dict:
         path = checkpoint_path(path)
     meta = checkpoint.read_meta(path)  # no array is decompressed
     extra = _service_extra(meta, path)
-    counters = extra.get("counters", {})
-    if isinstance(counters, dict) and extra.get("version") == 1:
-        counters = _v1_counters(counters)
-    learned = counters.get("learned", 0)
-    state = meta.get("state", {})
+    # What the service would refuse, inspect refuses too (the arrays aside): a figure it
+    # printed from such a file (a negative count, an accuracy past 100%) is none the service
+    # resumes from.
+    fields = parse_extra(meta, path)
+    try:
+        state = _object(meta.get("state", {}), "its state")
+        n_learned = _count(state.get("n_learned", 0), "the model's n_learned")
+    except ValueError as error:
+        raise CheckpointError(f"invalid model state in {path}: {error}") from None
+    counters = fields["counters"]
+    learned = counters["learned"]
     return {
         "path": os.path.abspath(path),
         "created_at": extra.get("created_at"),
-        "samples_learned": extra.get("samples_learned"),
-        "offsets": extra.get("offsets"),
-        "output_ends": extra.get("output_ends", {}),
-        "topic_ids": extra.get("topic_ids"),
+        "samples_learned": learned,
+        "offsets": _by_partition(fields["offsets"]),
+        "output_ends": _by_partition(fields["output_ends"]),
+        "topic_ids": fields["topic_ids"],
         "counters": counters,
-        "test_then_train_accuracy": (counters.get("learned_correct", 0) / learned
-                                     if learned else None),
-        "width": extra.get("width"),
-        "labels": extra.get("labels"),
-        **({"group": extra["group"]} if extra.get("group") is not None else {}),
+        "test_then_train_accuracy": counters["learned_correct"] / learned if learned else None,
+        "width": fields["width"],
+        "labels": fields["labels"],
+        **({"group": extra["group"]} if fields["group"] is not None else {}),
         "model": {
             "class": meta.get("class"),
             "params": meta.get("params"),
-            "n_learned": state.get("n_learned"),
+            "n_learned": n_learned,
             "classes": state.get("labels"),
             "n_inputs": model_checkpoint.input_count(meta) or 0,
         },

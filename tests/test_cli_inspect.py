@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from river_advsvm import AdvKernelSVM, checkpoint, cli
+from river_advsvm.checkpoint import CheckpointError
 
 state = pytest.importorskip("river_advsvm.streams.state")
 
@@ -37,19 +39,37 @@ def edit(directory, change_meta=None, add_arrays=None):
 
 
 @pytest.mark.parametrize(
-    "change",
-    [lambda m: m["extra"].update(counters=[1, 2]),
-     lambda m: m.update(state=[]),
-     lambda m: m.update(extra={"kind": "advsvm-serve", "version": 1, "counters": "x"}),
+    "change, says",
+    [(lambda m: m["extra"].update(counters=[1, 2]), "counters is a list, not an object"),
+     (lambda m: m.update(state=[]), "its state is a list, not an object"),
+     (lambda m: m.update(extra={"kind": "advsvm-serve", "version": 1, "counters": "x"}),
+      "offsets is missing"),
      # learned_correct / learned: an OverflowError, which said "unexpected".
-     lambda m: m["extra"]["counters"].update(learned_correct=10**400)],
+     (lambda m: m["extra"]["counters"].update(learned_correct=10**400),
+      "counter learned_correct"),
+     # What the service refuses, inspect printed: an accuracy of -112.7%, offsets of -1.
+     (lambda m: m["extra"]["counters"].update(learned=-3), "counter learned -3 is out of range"),
+     (lambda m: m["extra"]["offsets"]["in"].update({"0": -1}), "offset of in[0] -1"),
+     (lambda m: m["state"].update(n_learned=-1), "the model's n_learned -1"),
+     (lambda m: m["extra"].update(group=[]), "group is a list, not an object")],
 )
-def test_type_confused_metadata_is_one_line(service_checkpoint, capsys, change):
+def test_metadata_the_service_refuses_is_refused_in_one_line(service_checkpoint, capsys, change,
+                                                               says):
     edit(service_checkpoint, change)
+    with pytest.raises(CheckpointError):
+        state.load(service_checkpoint)
     assert cli.main(["inspect", str(service_checkpoint)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
-    assert err.startswith(f"advsvm inspect: {service_checkpoint}: invalid service metadata (")
+    assert err.startswith("advsvm inspect: invalid ") and says in err
+    assert str(state.checkpoint_path(service_checkpoint)) in err
+
+
+def test_samples_learned_is_what_the_service_resumes_from(service_checkpoint, capsys):
+    """The counter the service resumes from, not the copy beside it that it never reads."""
+    edit(service_checkpoint, lambda m: m["extra"].update(samples_learned="lots"))
+    assert cli.main(["inspect", str(service_checkpoint)]) == 0
+    assert json.loads(capsys.readouterr().out)["samples_learned"] == 1
 
 
 def test_a_closed_pipe_ends_quietly(service_checkpoint):
