@@ -225,7 +225,8 @@ def _add_model(model) -> None:
                        "library's)")
     model.add_argument("--dtype", choices=["float32", "float64"],
                        help="the number type of the stored vectors or features (default: the "
-                       "model's, float32: half the memory and time of float64)")
+                       "model's, float32: half the memory and time of float64; a checkpoint "
+                       "of float64 vectors needs float64)")
     model.add_argument("--max-features", type=int, metavar="N",
                        help="most input names the model learns; a message that would add more "
                        "is a dead letter, code too_many_features (default: the model's, "

@@ -61,6 +61,8 @@ import math
 import os
 import typing
 
+import numpy as np
+
 import river_advsvm
 from river_advsvm import _MODELS, checkpoint, margin, model_checkpoint
 from river_advsvm.checkpoint import CheckpointError
@@ -92,13 +94,15 @@ class Limits:
     one whose model is still in a longer warm-up than the operator's model (`gamma='scale'`): it
     would hold back that many rows of up to `max_features` inputs each. So is one that keeps an
     average of its iterates (`averaging`) when the operator's model does not: with support vectors,
-    up to half the budget in vectors of its own.
+    up to half the budget in vectors of its own. So is one whose vectors take more bytes a number
+    than the operator's (`--dtype`): float64 vectors under float32 take twice the memory.
     """
 
     budget: int | None = river_advsvm.AdvKernelSVM().budget
     max_features: int = river_advsvm.AdvKernelSVM().max_features
     warm_up: int = river_advsvm.AdvKernelSVM().warm_up
     averaging: bool = river_advsvm.AdvKernelSVM().averaging is not None
+    dtype: str = river_advsvm.AdvKernelSVM().dtype
 
     #: The flag that raises each limit, named in the error.
     FLAGS: typing.ClassVar[dict] = {"budget": "--budget", "max_features": "--max-features"}
@@ -112,7 +116,8 @@ class Limits:
             budget = None
         averaging = model.averaging is not None if hasattr(model, "averaging") else cls.averaging
         return cls(budget=budget, max_features=model.max_features,
-                   warm_up=getattr(model, "warm_up", cls.warm_up), averaging=averaging)
+                   warm_up=getattr(model, "warm_up", cls.warm_up), averaging=averaging,
+                   dtype=getattr(model, "dtype", cls.dtype))
 
     def check(self, meta: dict, where: str) -> None:
         """`CheckpointError` (one line naming the limit and its flag) if the model in the
@@ -145,6 +150,10 @@ class Limits:
             if limit is not None and value > limit:
                 return (f"its model has {name}={value}, over this service's limit "
                         f"{name}={limit}; to load it, raise {self.FLAGS[name]}")
+        dtype = getattr(model, "dtype", None)
+        if dtype is not None and np.dtype(dtype).itemsize > np.dtype(self.dtype).itemsize:
+            return (f"its model stores its vectors in {dtype}, more memory than this service's "
+                    f"{self.dtype}; to load it, pass --dtype {dtype}")
         averaging = getattr(model, "averaging", None)
         if averaging is not None and not self.averaging:
             return (f"its model keeps an average of its iterates (averaging={averaging}), which "

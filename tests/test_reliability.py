@@ -68,6 +68,8 @@ def _serve(directory, *flags) -> list[str]:
     (dict(max_features=20_000), [], "max_features=10000", "--max-features"),
     (dict(max_features=50), ["--max-features", "40"], "max_features=40", "--max-features"),
     (dict(averaging=500), ["--averaging", "0"], "averaging=500", "--averaging"),
+    # Twice the memory a number: the operator's float32 is a limit as a budget is.
+    (dict(dtype="float64"), [], "float32", "--dtype float64"),
 ])
 def test_a_checkpoint_beyond_the_operators_limits_is_refused_in_one_line(
         tmp_path, capsys, params, flags, limit, flag):
@@ -80,6 +82,12 @@ def test_a_checkpoint_beyond_the_operators_limits_is_refused_in_one_line(
         state.save(tmp_path, _learned_state(AdvKernelSVM(seed=0, **params), n=150))
         loaded = state.load(tmp_path, state.Limits.of(AdvKernelSVM()))
         assert loaded.model._store.averaged is not None
+    if "dtype" in params:  # with the operator's consent it loads; float32 under float64 too
+        assert state.load(tmp_path, state.Limits.of(AdvKernelSVM(dtype="float64"))
+                          ).model.dtype == "float64"
+        state.save(tmp_path, _learned_state(AdvKernelSVM(seed=0)))
+        assert state.load(tmp_path, state.Limits.of(AdvKernelSVM(dtype="float64"))
+                          ).model.dtype == "float32"
 
 
 def test_a_checkpoint_in_a_longer_warm_up_than_the_services_is_refused_in_one_line(
