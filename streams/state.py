@@ -530,10 +530,16 @@ def load(directory: str | os.PathLike, limits: Limits | None = None) -> ServiceS
     return from_checkpoint(meta, arrays, path, limits)
 
 
-def overridden(state: ServiceState, labels, width: int | None) -> list[str]:
+def overridden(state: ServiceState, labels, width: int | None,
+               topic: str | None = None) -> list[str]:
     """What a restored checkpoint overrides of the labels and the width the operator pinned
-    (`--labels`, `--features`): the checkpoint wins, and the operator should hear so."""
+    (`--labels`, `--features`): the checkpoint wins, and the operator should hear so; and
+    whether its model learned from another topic than `topic` (it goes on learning there)."""
     notes = []
+    if topic is not None and state.offsets and topic not in state.offsets:
+        learned = ", ".join(repr(t) for t in sorted(state.offsets))
+        notes.append(f"the checkpoint's model learned from {learned}, not from --topic "
+                     f"{topic!r}: it goes on learning there")
     if labels is not None and list(labels) != state.labels:
         notes.append(f"--labels {' '.join(map(str, labels))} is ignored: the checkpoint's pinned "
                      f"labels are {state.labels!r}")

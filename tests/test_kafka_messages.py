@@ -384,6 +384,16 @@ def test_a_restored_checkpoint_names_the_pinned_options_it_overrides():
         "--labels 0 1 is ignored: the checkpoint's pinned labels are None"]
 
 
+def test_a_restored_checkpoint_of_another_topic_says_so():
+    """A restart on another --topic went on with the old model there, saying nothing."""
+    saved = state.ServiceState(model=AdvLinearSVM(), offsets={"in1": {0: 300}, "in0": {0: 2}})
+    assert state.overridden(saved, None, None, "in1") == []
+    assert state.overridden(saved, None, None, "in2") == [
+        "the checkpoint's model learned from 'in0', 'in1', not from --topic 'in2': it goes on "
+        "learning there"]
+    assert state.overridden(state.ServiceState(model=AdvLinearSVM()), None, None, "in2") == []
+
+
 def test_a_replayed_list_column_is_sent_as_arrays_named_as_the_file_names_them(tmp_path):
     """`serve --local-broker --replay FILE.parquet` with one list column: each row goes out as
     an array, whose inputs the service names 0..d-1 as the file's rows are named. It went out
