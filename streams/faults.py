@@ -7,6 +7,7 @@ happens unless the environment asks for it:
 
     ADVSVM_FAULTS="checkpoint.temp-written:kill:3"   # the 3rd time: SIGKILL itself
     ADVSVM_FAULTS="batch.learned:stop:2"             # the 2nd time: SIGSTOP itself
+    ADVSVM_FAULTS="group.joining:term"               # the 1st time: SIGTERM itself
     ADVSVM_FAULT_MARKS=/some/directory               # where a point reached leaves a mark
 
 Several faults are separated by commas; the count defaults to 1. Before acting, the point
@@ -23,7 +24,10 @@ Points:
 - `snapshot.published`: a group worker's snapshot is acknowledged by the broker; its local
   copy is not written yet;
 - `batch.learned`: a batch was learned and its outputs handed over, with work not yet in a
-  checkpoint or snapshot (`unpublished`: how many messages).
+  checkpoint or snapshot (`unpublished`: how many messages);
+- `group.joining`: a poll returned while the consumer's join of its group waits for the
+  broker's answer;
+- `service.closing`: the service stopped and closes its Kafka clients.
 """
 
 from __future__ import annotations
@@ -35,8 +39,9 @@ import signal
 __all__ = ["POINTS", "reach"]
 
 POINTS = ("outputs.flushed", "checkpoint.temp-written", "checkpoint.written",
-          "snapshot.published", "batch.learned")
-_ACTIONS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP}
+          "snapshot.published", "batch.learned", "group.joining",
+          "service.closing")
+_ACTIONS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP, "term": signal.SIGTERM}
 
 
 def _plan(text: str) -> dict[str, tuple[str, int]]:
@@ -49,8 +54,8 @@ def _plan(text: str) -> dict[str, tuple[str, int]]:
         # (A count of 0 never fires: a crash test would believe a fault armed that never came.)
         if (point not in POINTS or action not in _ACTIONS or not count.isdecimal()
                 or int(count) < 1):
-            raise ValueError(f"ADVSVM_FAULTS: {item!r} is not POINT:kill|stop[:N] (N >= 1) with "
-                             f"a point of {', '.join(POINTS)}")
+            raise ValueError(f"ADVSVM_FAULTS: {item!r} is not POINT:kill|stop|term[:N] "
+                             f"(N >= 1) with a point of {', '.join(POINTS)}")
         plan[point] = (action, int(count))
     return plan
 

@@ -140,9 +140,9 @@ def reach_broker(clients, topics: list[str], timeout: float, stopping: threading
 
 
 class Signals:
-    """SIGTERM and SIGINT call `stop` (the loop drains); a second SIGINT raises
-    KeyboardInterrupt at once. Installed from the main thread only; `restore` puts the
-    previous handlers back."""
+    """SIGTERM, SIGHUP (the terminal closed) and SIGINT call `stop` (the loop drains); a second
+    SIGINT raises KeyboardInterrupt at once. Installed from the main thread only; `restore`
+    puts the previous handlers back."""
 
     def __init__(self, stop):
         self.interrupted = False
@@ -157,11 +157,15 @@ class Signals:
             signal.signal(signal.SIGINT, signal.default_int_handler)  # the second one stops
             stop()
 
-        def terminate(*_):
-            log.info("terminated (SIGTERM): draining, then a final checkpoint")
+        def terminate(number, _):
+            log.info("terminated (%s): draining, then a final checkpoint",
+                     signal.Signals(number).name)
             stop()
 
         self._previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, terminate)
+        # A hang-up killed the service with no drain and no checkpoint, and with a status
+        # systemd's Restart=on-failure takes for a clean exit.
+        self._previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, terminate)
         self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt)
 
     def status(self, status: int) -> int:

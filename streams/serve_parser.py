@@ -21,14 +21,15 @@ DESCRIPTION = (
 
 EPILOG = """\
 signals and exit statuses:
-  SIGTERM and SIGINT (Ctrl-C) drain: the batch in hand is finished, outputs are flushed, a
-  final checkpoint is written; a second Ctrl-C stops at once (the last checkpoint stays valid).
-    0    stopped by SIGTERM or --exit-when-idle, final checkpoint written
+  SIGTERM, SIGHUP and SIGINT (Ctrl-C) drain: the batch in hand is finished, outputs are
+  flushed, a final checkpoint is written; a second Ctrl-C stops at once (the last checkpoint
+  stays valid).
+    0    stopped by SIGTERM, SIGHUP or --exit-when-idle, final checkpoint written
     1    outputs not delivered within --shutdown-timeout (no final checkpoint; what came
          after the last one is learned again at the next start), or an unexpected error
     2    usage error: bad options, unusable security settings or files, unreadable
-         checkpoint or one beyond --budget / --max-features, checkpoint directory in use,
-         a group's snapshot topic of more than one partition
+         checkpoint or one beyond --budget / --max-features / --dtype, checkpoint directory
+         in use, a group's snapshot topic of more than one partition, --metrics-port in use
     3    no broker answered within --connect-timeout at start-up, or the consumer group's
          rebalance did not end within the group's rebalance timeout (it may come back: restart)
     4    at start-up the cluster answered and refused the connection settings (wrong CA,

@@ -114,6 +114,13 @@ def _check_width(width: int | None, model) -> None:
                          f"(--max-features {most}): every array message would be a dead letter")
 
 
+def _join_in_flight(consumer) -> bool:
+    """Whether `consumer` waits for its group's answer to a join (kafka-python keeps the task
+    of a join under way, JoinGroup then SyncGroup, on its coordinator)."""
+    task = getattr(getattr(consumer, "_coordinator", None), "_join_task", None)
+    return task is not None and not task.is_done
+
+
 class _Rebalance(ConsumerRebalanceListener):
     """Forwards kafka-python's rebalance callbacks (run while the main thread is in `poll`) to
     the checkpoint strategy; an exception is kept and re-raised by the loop."""
@@ -280,9 +287,14 @@ class Service:
                 status = lifecycle.NO_BROKER  # (a restart joins the group anew)
             return signals.status(status)
         finally:
-            signals.restore()
-            self.checkpoints.close()
-            session.close_clients(1.0)
+            try:
+                faults.reach("service.closing")
+                self.checkpoints.close()
+                session.close_clients(1.0)
+            finally:
+                # Last: a second SIGTERM while the clients close (up to a second) killed the
+                # process by the default handler, status 143, after a clean stop.
+                signals.restore()
 
     def _connect(self):
         config, session = self.config, self.session
@@ -298,6 +310,8 @@ class Service:
             try:
                 started = time.perf_counter()
                 records = session.consumer.poll(timeout_ms=config.poll_timeout_ms)
+                if not records and _join_in_flight(session.consumer):
+                    faults.reach("group.joining")
                 if records and progress.first_message is not None:
                     # (The poll of the first records also waited for the group: not fetching.)
                     progress.seconds["fetch"] += time.perf_counter() - started
@@ -426,6 +440,12 @@ class Service:
         # a frozen broker must not hold the stop for the clients' own (longer) timeouts.
         timeout = self.config.shutdown_timeout
         session.drain_deadline = time.monotonic() + timeout
+        # Stopped while its JoinGroup (or SyncGroup) waits for the group: kafka-python would
+        # leave the group, then answer the join as its leader for the member that left, and
+        # the bundled broker keeps that member for good: every later member of the group waits
+        # for it. The join ends first (its records are not learned: nothing is committed).
+        while _join_in_flight(session.consumer) and session.drain_left(timeout) > 0:
+            session.consumer.poll(timeout_ms=100, max_records=1)
         status = self.checkpoints.final()
         try:
             session.consumer.close(autocommit=False,

@@ -162,9 +162,10 @@ def exit_status(process: subprocess.Popen, timeout: float, log_path=None) -> int
                              f"{tail(log_path)}") from None
 
 
-def stop_service(process: subprocess.Popen, timeout: float = 60.0, log_path=None) -> int:
-    """SIGTERM, and wait for the drain to finish."""
-    process.send_signal(signal.SIGTERM)
+def stop_service(process: subprocess.Popen, timeout: float = 60.0, log_path=None,
+                 signal_number: int = signal.SIGTERM) -> int:
+    """SIGTERM (or `signal_number`), and wait for the drain to finish."""
+    process.send_signal(signal_number)
     return exit_status(process, timeout, log_path)
 
 

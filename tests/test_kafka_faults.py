@@ -26,8 +26,8 @@ pytestmark = pytest.mark.kafka
 
 
 def _start(command, log, marks, fault):
-    """Start a service that dies or freezes at `fault` ("POINT:kill|stop:N"); its mark goes to
-    `marks`."""
+    """Start a service that dies, freezes or is stopped at `fault` ("POINT:kill|stop|term:N");
+    its mark goes to `marks`."""
     marks.mkdir(exist_ok=True)
     env = dict(os.environ, ADVSVM_FAULTS=fault, ADVSVM_FAULT_MARKS=str(marks),
                PYTHONPATH=kh.REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -121,6 +121,43 @@ def test_offsets_a_kill_kept_from_the_group_are_committed_at_the_next_start(brok
     assert kh.exit_status(process, 120, log) == 0, kh.tail(log)
     assert kh.checkpoint_info(directory)["offsets"] == {topic: {"0": 300}}
     assert committed() == 300
+
+
+def test_a_stop_while_the_group_answers_the_join_leaves_the_group_joinable(broker, tmp_path):
+    """SIGTERM while the consumer's JoinGroup waited for the broker: kafka-python left the
+    group, then answered the join as the leader of the member that had left, and the broker
+    kept that member: every later member of the group waited for good (the restart consumed
+    nothing). The stop now waits for the join to end, then leaves."""
+    topic, group = "aimed-join", "aimed-join-group"
+    clients.create_topics(broker.bootstrap_servers, {topic: 1})
+    X, y = kh.stream(200, seed=31)
+    kh.produce(broker.bootstrap_servers, topic, kh.messages(X, y), partition=0)
+    directory, log, marks = tmp_path / "ckpt", tmp_path / "service.log", tmp_path / "marks"
+    command = kh.serve_command(broker.bootstrap_servers, topic, group, directory)
+    process = _start(command, log, marks, "group.joining:term")
+    assert kh.exit_status(process, 120, log) == 0, kh.tail(log)
+    assert _mark(marks, "group.joining")["reached"] == 1
+    process = kh.start_service(command + ["--exit-when-idle", "1"], log)
+    kh.wait_until(lambda: kh.learned(directory) == 200, 90, "the restart to learn the stream",
+                  process, log)
+    assert kh.exit_status(process, 120, log) == 0, kh.tail(log)
+
+
+def test_a_second_sigterm_while_the_clients_close_keeps_the_clean_status(broker, tmp_path):
+    """The default handlers came back before the Kafka clients closed (up to a second): a
+    second SIGTERM then killed the process after its clean stop (status 143 for a supervisor,
+    a failure)."""
+    topic, group = "aimed-closing", "aimed-closing-group"
+    clients.create_topics(broker.bootstrap_servers, {topic: 1})
+    X, y = kh.stream(50, seed=37)
+    kh.produce(broker.bootstrap_servers, topic, kh.messages(X, y), partition=0)
+    directory, log, marks = tmp_path / "ckpt", tmp_path / "service.log", tmp_path / "marks"
+    command = kh.serve_command(broker.bootstrap_servers, topic, group, directory,
+                               "--exit-when-idle", "1")
+    process = _start(command, log, marks, "service.closing:term")
+    assert kh.exit_status(process, 120, log) == 0, kh.tail(log)
+    assert _mark(marks, "service.closing")["reached"] == 1
+    assert kh.learned(directory) == 50
 
 
 def test_outputs_are_published_once_across_kills_that_make_the_service_learn_again(

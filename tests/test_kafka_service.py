@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -732,28 +733,32 @@ def test_messages_of_an_open_transaction_wait_for_its_commit(broker, tmp_path):
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
 
 
-def test_sigterm_drains_and_checkpoints_what_was_learned(broker, tmp_path):
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_drains_and_checkpoints_what_was_learned(broker, tmp_path, signal_number):
     """With no periodic checkpoint, SIGTERM mid-stream still leaves a checkpoint covering
-    exactly what was learned, after every output of it is out; a restart then finishes."""
+    exactly what was learned, after every output of it is out; a restart then finishes. A
+    hang-up (the terminal closed) does the same: it killed the service at once."""
     total = 5_000
-    topic = _topics(broker, "drain", outputs=("predictions",))
+    name = signal.Signals(signal_number).name
+    topic = _topics(broker, f"drain-{name.lower()}", outputs=("predictions",))
     X, y = kh.stream(total, seed=8)
     values = kh.messages(X, y)
     kh.produce(broker.bootstrap_servers, topic, values, partition=0)
     directory, log = tmp_path / "ckpt", tmp_path / "service.log"
     command = kh.serve_command(
-        broker.bootstrap_servers, topic, "drain-group", directory,
+        broker.bootstrap_servers, topic, f"drain-group-{name}", directory,
         "--predictions-topic", f"{topic}-predictions",
         "--checkpoint-every", "1000000", "--checkpoint-interval", "1000000",
     )
     process = kh.start_service(command, log)
     kh.read_topic(broker.bootstrap_servers, f"{topic}-predictions", 300)  # progress, seen
     assert kh.checkpoint_info(directory) is None  # nothing checkpointed yet
-    assert kh.stop_service(process, log_path=log) == 0, kh.tail(log)
-    assert "terminated (SIGTERM): draining" in log.read_text()
+    assert kh.stop_service(process, log_path=log, signal_number=signal_number) == 0, \
+        kh.tail(log)
+    assert f"terminated ({name}): draining" in log.read_text()
     info = kh.checkpoint_info(directory)
     drained = info["samples_learned"]
-    print(f"\nSIGTERM drained at {drained} learned")
+    print(f"\n{name} drained at {drained} learned")
     assert 300 <= drained < total and info["offsets"] == {topic: {"0": drained}}
     predictions = kh.read_topic(broker.bootstrap_servers, f"{topic}-predictions", drained)
     assert sorted(json.loads(r.value)["id"] for r in predictions) == list(range(drained))

@@ -678,7 +678,8 @@ def test_a_fault_plan_that_cannot_act_is_refused_naming_the_variable(text):
     unpack", "invalid literal for int()"), or a count of 0 that never fires: a crash test
     believed a fault armed that never came."""
     with pytest.raises(ValueError, match=f"ADVSVM_FAULTS: {re.escape(repr(text))} is not "
-                                         "POINT:kill|stop"):
+                                         "POINT:kill|stop|term"):
         faults._plan(text)
-    assert faults._plan(" batch.learned:kill:3 , outputs.flushed:stop") == {
-        "batch.learned": ("kill", 3), "outputs.flushed": ("stop", 1)}
+    assert faults._plan(" batch.learned:kill:3 , outputs.flushed:stop, group.joining:term") == {
+        "batch.learned": ("kill", 3), "outputs.flushed": ("stop", 1),
+        "group.joining": ("term", 1)}
