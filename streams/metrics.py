@@ -33,6 +33,7 @@ advsvm_monitor_alerts_total{kind}                         monitor alerts since s
 advsvm_group_syncs_total                                  snapshots published (one worker)
 advsvm_group_folds_total                                  peer snapshots averaged in
 advsvm_last_checkpoint_age_seconds                        since the last checkpoint
+advsvm_messages_since_checkpoint                          processed since, learned again if lost
 advsvm_consumer_lag_messages{topic,partition}             messages behind the high watermark
 advsvm_assigned_partitions                                partitions this service reads
 advsvm_processing_rate_messages_per_second                messages per second while busy
@@ -81,6 +82,9 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from river_advsvm.alerts import ALERT_KINDS
+from river_advsvm.streams.kafka import REASONS
+
 __all__ = ["MetricsServer", "Reading", "ServiceCollector", "add_arguments", "from_args",
            "log_fields", "partition_lag", "read_session"]
 
@@ -112,6 +116,7 @@ class Reading:
     group_syncs: int | None = None
     group_folds: int | None = None
     last_checkpoint_age_seconds: float | None = None
+    since_checkpoint: int = 0
     lag: dict = dataclasses.field(default_factory=dict)
     assigned_partitions: int = 0
     processing_rate: float | None = None
@@ -137,8 +142,11 @@ class Reading:
         fields = dict(
             messages=counters["consumed"], learned=counters["learned"],
             correct=counters["learned_correct"], predicted=counters["predicted"],
-            dead_letters=dict(counters["dead_letters_by_code"]),
-            alerts=dict(counters.get("alerts_by_kind", {})),
+            # Every code (and, with a monitor, every kind) from the start, at 0: a series that
+            # appears with its first count shows Prometheus no increase.
+            dead_letters={**dict.fromkeys(REASONS, 0), **counters["dead_letters_by_code"]},
+            alerts={**dict.fromkeys(ALERT_KINDS if monitor is not None else (), 0),
+                    **counters.get("alerts_by_kind", {})},
             checkpoints=counters["checkpoints"], topic_resets=counters["topic_resets"],
             monitor_skipped=counters["monitor_skipped"],
             support_vectors=_count(model, "n_support_vectors"),
@@ -226,6 +234,8 @@ METRICS = [
             "model.", lambda r: r.group_folds),
     _Metric("advsvm_last_checkpoint_age_seconds", "gauge", "Seconds since the last checkpoint "
             "was written.", lambda r: r.last_checkpoint_age_seconds),
+    _Metric("advsvm_messages_since_checkpoint", "gauge", "Messages processed since the last "
+            "checkpoint (learned again after a crash).", lambda r: r.since_checkpoint),
     _Metric("advsvm_consumer_lag_messages", "gauge", "Messages between the service's position "
             "and the partition's high watermark.", _lag, ("topic", "partition")),
     _Metric("advsvm_assigned_partitions", "gauge", "Partitions assigned to this service.",
@@ -305,8 +315,8 @@ def log_fields(reading: Reading) -> dict:
         if isinstance(value, dict):
             if len(metric.labels) == 2:  # topic, partition
                 value = {f"{topic}[{partition}]": v for (topic, partition), v in value.items()}
-            else:
-                value = {labels[0]: v for labels, v in value.items()}
+            else:  # (the counts that are not 0: the series stand at 0 for Prometheus alone)
+                value = {labels[0]: v for labels, v in value.items() if v}
             fields[name] = value
         elif _present(value):
             fields[name] = value
@@ -377,7 +387,8 @@ def read_session(session) -> Reading:
         state, monitor=session.learner.monitor, group_folds=progress.group_folds,
         group_peers=progress.group_peers, lag=dict(progress.lag),
         assigned_partitions=len(session.assignment), processing_rate=progress.throughput(),
-        last_checkpoint_age_seconds=age, seconds_since_poll=now - last_poll,
+        last_checkpoint_age_seconds=age, since_checkpoint=progress.since_checkpoint,
+        seconds_since_poll=now - last_poll,
         ready=not reason, not_ready_reason=reason or "ready")
 
 

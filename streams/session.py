@@ -54,6 +54,8 @@ class Progress:
     started: float = dataclasses.field(default_factory=time.monotonic)
     processed: int = 0  # records processed in this run
     first_message: float | None = None  # when the first poll with records returned
+    busy: float = 0.0  # seconds from each poll with records to the end of their processing
+    _busy_since: float | None = None
     last_message: float | None = None  # when the processing of the last records ended
     first_wall: float | None = None
     last_wall: float | None = None
@@ -90,6 +92,7 @@ class Progress:
         self.polls += 1
         if count:
             self.last_activity = now
+            self._busy_since = now
             if self.first_message is None:
                 self.first_message = now
 
@@ -116,19 +119,23 @@ class Progress:
 
     def worked(self) -> None:
         """The records of a poll are processed: idle time restarts from now."""
-        self.last_activity = self.last_message = time.monotonic()
+        self.last_activity = self.last_message = now = time.monotonic()
+        if self._busy_since is not None:
+            self.busy += now - self._busy_since
+            self._busy_since = None
 
     def checkpointed(self) -> None:
         self.since_checkpoint = 0
         self.last_checkpoint = time.monotonic()
 
     def throughput(self) -> float:
-        """Messages per second in this run, from the first poll with messages to the end of
-        the processing of the last one (idle time excluded)."""
-        if self.first_message is None:
-            return 0.0
-        end = self.last_message or time.monotonic()
-        return self.processed / max(end - self.first_message, 1e-9)
+        """Messages per second in this run while busy: over the time from each poll that
+        returned messages to the end of their processing (polls that waited for messages,
+        idle time, excluded: the rate says what the service can do, not what came in)."""
+        busy = self.busy
+        if self._busy_since is not None:  # (records in hand)
+            busy += time.monotonic() - self._busy_since
+        return self.processed / busy if busy > 0 else 0.0
 
 
 class Session:

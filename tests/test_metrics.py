@@ -19,6 +19,8 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from river_advsvm import AdvKernelSVM  # noqa: E402
+from river_advsvm.alerts import ALERT_KINDS  # noqa: E402
+from river_advsvm.streams.kafka import REASONS  # noqa: E402
 from river_advsvm.streams import metrics  # noqa: E402
 from river_advsvm.streams.metrics import MetricsServer, Reading  # noqa: E402
 from river_advsvm.streams.state import ServiceState  # noqa: E402
@@ -90,6 +92,7 @@ def test_a_scrape_reports_the_counters_of_the_source(serve):
         ("advsvm_monitor_skipped_total", ()): 0,
         ("advsvm_monitor_alerts_total", (("kind", "robust_gap"),)): 2,
         ("advsvm_last_checkpoint_age_seconds", ()): 1.5,
+        ("advsvm_messages_since_checkpoint", ()): 0,
         ("advsvm_consumer_lag_messages", (("partition", "0"), ("topic", "digits"))): 5,
         ("advsvm_consumer_lag_messages", (("partition", "1"), ("topic", "digits"))): 0,
         ("advsvm_assigned_partitions", ()): 2,
@@ -248,7 +251,13 @@ def test_a_reading_of_a_service_state_and_a_monitor():
         state.counters["learned"] += 1
     state.counters["dead_letters_by_code"]["empty"] = 3
     reading = Reading.from_state(state, monitor=monitor, processing_rate=9.0)
-    assert (reading.messages, reading.learned, reading.dead_letters) == (20, 20, {"empty": 3})
+    # Every code and kind from the start: an alert on a counter's increase misses the first
+    # count of a series that appears with it.
+    assert (reading.messages, reading.learned) == (20, 20)
+    assert reading.dead_letters == {**dict.fromkeys(REASONS, 0), "empty": 3}
+    assert reading.alerts == dict.fromkeys(ALERT_KINDS, 0)
+    assert Reading.from_state(state).alerts == {}  # no monitor, no alerts to count
+    assert metrics.log_fields(reading)["dead_letters_total"] == {"empty": 3}
     assert reading.model_samples == model.n_learned == 20
     assert reading.random_features == model.n_features
     now = monitor.snapshot()
@@ -257,7 +266,7 @@ def test_a_reading_of_a_service_state_and_a_monitor():
     assert reading.processing_rate == 9.0 and reading.group_syncs is None
     # The reading is a copy: the service counting on does not change a reading taken.
     state.counters["dead_letters_by_code"]["empty"] = 4
-    assert reading.dead_letters == {"empty": 3}
+    assert reading.dead_letters["empty"] == 3
 
 
 @pytest.mark.kafka
@@ -341,3 +350,28 @@ def test_the_lag_counts_from_the_furthest_of_the_checkpoint_and_the_consumer():
     offsets = {"t": {0: 5, 1: 5, 2: 6, 3: 0}}
     assert partition_lag(consumer, offsets, [a, b, c, d]) == {("t", 0): 2, ("t", 1): 5,
                                                               ("t", 2): 0}
+
+
+def test_the_processing_rate_leaves_the_idle_time_out(monkeypatch):
+    """It counted from the first message to the last: after five idle minutes it fell from
+    235 to 152 messages/s and stayed there, what came in rather than what the service can do."""
+    from river_advsvm.streams import session
+
+    clock = [0.0]
+    monkeypatch.setattr(session.time, "monotonic", lambda: clock[0])
+    progress = session.Progress()
+    assert progress.throughput() == 0.0
+    progress.polled(5)
+    progress.record(5)
+    clock[0] = 2.0
+    progress.worked()
+    clock[0] = 300.0
+    progress.polled(0)  # idle
+    progress.polled(5)
+    progress.record(5)
+    clock[0] = 300.5
+    assert progress.throughput() == 10 / 2.5  # the records in hand count as busy
+    clock[0] = 301.0
+    progress.worked()
+    clock[0] = 900.0
+    assert progress.throughput() == 10 / 3
