@@ -256,7 +256,8 @@ def _demo(args: argparse.Namespace) -> int:
     print(textwrap.fill(
         f"Test, then train, one sample at a time. Each model has a RobustnessMonitor: PGD-10 "
         f"({result.threat}, {how}) on {result.sample_rate:.0%} of the samples, certificates at "
-        f"the same radius (a proof, so a lower bound on robust accuracy), ADWIN on the clean and robust error, a gap alert above 20%."
+        f"the same radius (a proof, so a lower bound on robust accuracy), ADWIN on the clean "
+        f"and robust error, a gap alert above 20%."
         f"{warm_up} Accuracies are over the whole stream (progressive validation), robust and "
         f"certified ones over the attacked samples; samples/s include the monitor.", width=100))
     print()

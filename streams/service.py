@@ -445,7 +445,11 @@ class Service:
         # the bundled broker keeps that member for good: every later member of the group waits
         # for it. The join ends first (its records are not learned: nothing is committed).
         while _join_in_flight(session.consumer) and session.drain_left(timeout) > 0:
-            session.consumer.poll(timeout_ms=100, max_records=1)
+            try:
+                session.consumer.poll(timeout_ms=100, max_records=1)
+            except KafkaError as error:  # the broker gone: nothing left to wait for
+                log.warning("the group's join did not end (%r)", error)
+                break
         status = self.checkpoints.final()
         try:
             session.consumer.close(autocommit=False,
