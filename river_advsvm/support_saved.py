@@ -29,7 +29,7 @@ _SUBNORMAL_SLACK = float(np.finfo(np.float64).tiny)
 # The most a restored store's coefficients may add up to (in units of its scale, itself at
 # most 1e64): far past any model's, and small enough that the square checking the norm against
 # them is finite.
-_MAX_SAVED_WEIGHT = 1e150
+MAX_SAVED_WEIGHT = 1e150
 # A restored exponent matrix may differ from the one recomputed from the vectors by this much,
 # relative to 1 + gamma (||x_i||^2 + ||x_j||^2): the rounding of merged vectors to the storage
 # precision.
@@ -79,9 +79,9 @@ def checked_state(store, scalars: dict, arrays: dict, n_inputs: int):
     # far larger than the distances) can put the running a^T K a below 0.
     rounding = exponent_rounding(store.kernel, store.gamma, vectors, norms)
     weight = float(np.abs(alpha).sum())
-    if not weight <= _MAX_SAVED_WEIGHT:  # (its square bounds the norm's check, below)
+    if not weight <= MAX_SAVED_WEIGHT:  # (its square bounds the norm's check, below)
         raise ValueError(f"the saved coefficients are too large: their magnitudes add up to "
-                         f"{weight:.3g}, over {_MAX_SAVED_WEIGHT:g}")
+                         f"{weight:.3g}, over {MAX_SAVED_WEIGHT:g}")
     # Below float64's normal range (coefficients under about 1e-154) the norm's updates round
     # to the subnormal spacing, and the relative tolerance squares to 0.
     tolerance = (1e-6 + rounding) * weight ** 2 + _SUBNORMAL_SLACK

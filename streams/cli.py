@@ -274,7 +274,14 @@ def inspect_group(args: argparse.Namespace) -> int:
             **({"left_out": summary["left_out"][w]} if w in summary["left_out"] else {})}
         for w, s in sorted(snapshots.items())
     }
-    model = group.group_model(snapshots.values())
+    try:
+        model = group.group_model(snapshots.values())
+    except (ValueError, KeyError, TypeError) as error:  # CheckpointError included
+        # The group's state is shown all the same: the snapshots that would not average are
+        # the operator's lead.
+        model = None
+        summary["merged_model_error"] = ("the snapshots do not average: "
+                                         + " ".join(str(error).split()))
     summary["merged_model"] = None if model is None else {
         "n_learned": model.n_learned, "classes": list(model.classes),
         "params": model._get_params()}

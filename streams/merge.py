@@ -76,6 +76,7 @@ from river_advsvm.checkpoint import CheckpointError
 from river_advsvm.support import SupportVectors
 from river_advsvm.support_average import saved_expansion, saved_without_orphans
 from river_advsvm.support_basis import SharedBasis
+from river_advsvm.support_saved import MAX_SAVED_WEIGHT
 
 __all__ = ["IncompatibleModels", "POLICIES", "average", "check_mergeable_params",
            "check_over_basis", "incompatibility", "options_incompatibility", "over_basis",
@@ -518,19 +519,27 @@ def _check_basis(members: list, basis: SharedBasis) -> None:
 
 def check_over_basis(meta: dict, arrays: dict, most: int | None) -> None:
     """`ValueError` unless `arrays` are a model's coefficients over a basis, as `over_basis`
-    makes them: `alpha`, at most `most` finite float64 coefficients, and `average_alpha`, as
-    many, exactly when the model (`meta`) holds an average of its iterates."""
+    makes them: `alpha`, at most `most` finite float64 coefficients whose magnitudes add up to
+    at most `MAX_SAVED_WEIGHT` (as a store's), and `average_alpha`, as many, exactly when the
+    model (`meta`) holds an average of its iterates."""
     names = {"alpha", "average_alpha"} if "average" in meta["state"].get("model", {}) \
         else {"alpha"}
     if set(arrays) != names:
         raise ValueError(f"expected the arrays {sorted(names)}, got {sorted(arrays)}")
     size = arrays["alpha"].shape
-    for a in arrays.values():
-        if a.ndim != 1 or a.shape != size or a.dtype != np.float64 \
-                or (most is not None and len(a) > most) or not np.isfinite(a).all():
-            most_text = "" if most is None else f"at most {most} "
-            raise ValueError(f"expected {most_text}finite float64 coefficients per array, as "
-                             "many in each")
+    for name, a in sorted(arrays.items()):
+        if a.ndim != 1 or a.dtype != np.float64:
+            raise ValueError(f"{name} is not a row of float64 coefficients")
+        if a.shape != size:
+            raise ValueError(f"{name} has {len(a)} coefficients, alpha {size[0]}")
+        if most is not None and len(a) > most:
+            raise ValueError(f"{name} has {len(a)} coefficients, over {most}")
+        # Finite but huge ones overflowed the group's average: the fold of every peer failed.
+        with np.errstate(over="ignore"):
+            weight = float(np.abs(a).sum())
+        if not weight <= MAX_SAVED_WEIGHT:
+            raise ValueError(f"the coefficients of {name} are not finite or too large: their "
+                             f"magnitudes add up to {weight:.3g}, over {MAX_SAVED_WEIGHT:g}")
 
 
 def _average_over_basis(meta: dict, arrays: dict, active: list, weights: list[float],

@@ -296,10 +296,10 @@ def test_a_coefficient_snapshot_folds_as_the_hand_computation(workers, broker, t
 
 
 def test_hostile_or_other_basis_coefficient_snapshots_change_nothing(workers, broker):
-    """Coefficient snapshots with NaN, too many or too few coefficients, or metadata no model
-    can be made of (three labels), are skipped as unreadable; one over an epoch the reader does
-    not hold, or over another basis of its epoch, counts for the claims but is not folded: the
-    worker's model stays what it was."""
+    """Coefficient snapshots with NaN, huge, too many or too few coefficients, or metadata no
+    model can be made of (three labels), are skipped as unreadable; one over an epoch the
+    reader does not hold, or over another basis of its epoch, counts for the claims but is not
+    folded: the worker's model stays what it was."""
     w0, w1 = workers["w0"], workers["w1"]
     s0 = service_state("w0", learned_model(60, seed=1), 60, 60, 0)
     assert w0.fence(1) and w0.publish(s0, 1)
@@ -330,16 +330,19 @@ def test_hostile_or_other_basis_coefficient_snapshots_change_nothing(workers, br
     def three_labels(m, a):
         m["state"]["labels"] = [0, 1, 2]
 
+    def huge(m, a):  # finite: it overflowed the group's average, and every fold failed
+        a["alpha"][:] = 1e300
+
     def unchanged(m, a):
         pass
 
     records = [hostile("w4", three_labels), hostile("w5", nan), hostile("w6", short),
-               hostile("w7", over_budget), hostile("w8", unchanged, epoch=7),
-               hostile("w9", unchanged, over=other)]
+               hostile("w7", over_budget), hostile("w3", huge),
+               hostile("w8", unchanged, epoch=7), hostile("w9", unchanged, over=other)]
     kh.produce(broker.bootstrap_servers, w0.topic, [value for _, value in records], partition=0,
                keys=[key for key, _ in records])
     before = s1.model.to_checkpoint()
-    assert w1.fence(1) and w1.reader.invalid == 4
+    assert w1.fence(1) and w1.reader.invalid == 5
     assert {w for w, s in w1.reader.latest.items() if s.coefficients_only} == {"w8", "w9"}
     assert w1.claims({})["in"][2] == 5  # their claims count
     assert w1.fold(s1) == 0  # w0 was folded already; w8 and w9 are refused
@@ -397,3 +400,28 @@ def test_a_worker_deletes_its_bases_older_than_any_reader_keeps(workers):
     assert kept == {f"basis/{e}/w0".encode() for e in range(rounds - KEPT_EPOCHS, rounds + 1)}
     assert w1.choice.invalid == 0 and w1.reader.invalid == 0
     assert w1.choice.stale_keys("w0") == []
+
+
+def test_inspect_shows_the_group_when_its_snapshots_do_not_average(workers, broker, capsys,
+                                                                  monkeypatch):
+    """A group whose snapshots would not average (one with finite coefficients too large for
+    the sum, say) made `advsvm inspect --sync-topic` stop with a traceback, showing nothing."""
+    import json
+
+    from river_advsvm.streams import cli as streams_cli
+
+    w0 = workers["w0"]
+    assert w0.fence(1) and w0.publish(service_state("w0", learned_model(60, seed=1), 60, 60, 0),
+                                       1)
+
+    def fails(snapshots):
+        raise ValueError("saved support vector field 'squared_norm' must be a finite number")
+
+    monkeypatch.setattr(group_io, "group_model", fails)
+    status = streams_cli.inspect_main(["--bootstrap-servers", broker.bootstrap_servers,
+                                       "--sync-topic", w0.topic])
+    summary = json.loads(capsys.readouterr().out)
+    assert status == 0 and list(summary["per_worker"]) == ["w0"]
+    assert summary["merged_model"] is None and summary["merged_model_error"] == (
+        "the snapshots do not average: saved support vector field 'squared_norm' must be a "
+        "finite number")
