@@ -78,7 +78,8 @@ def checked_state(store, scalars: dict, arrays: dict, n_inputs: int):
     # they differ by rounding, which on inputs far from 0 (exponents taken from squared norms
     # far larger than the distances) can put the running a^T K a below 0.
     rounding = exponent_rounding(store.kernel, store.gamma, vectors, norms)
-    weight = float(np.abs(alpha).sum())
+    with np.errstate(over="ignore"):  # (a sum past float64's range is said below)
+        weight = float(np.abs(alpha).sum())
     if not weight <= MAX_SAVED_WEIGHT:  # (its square bounds the norm's check, below)
         raise ValueError(f"the saved coefficients are too large: their magnitudes add up to "
                          f"{weight:.3g}, over {MAX_SAVED_WEIGHT:g}")
