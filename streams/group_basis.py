@@ -319,8 +319,9 @@ class BasisChoice:
             parsed = parse_basis(key, value, self.limits)
         except CheckpointError as error:
             self.invalid += 1
-            log.error("ignoring record %d, not a usable basis (%d so far): %s", position,
-                      self.invalid, " ".join(str(error).split())[:300])
+            if self.invalid & (self.invalid - 1) == 0:  # (as the snapshots' reader does)
+                log.error("ignoring record %d, not a usable basis (%d so far): %s", position,
+                          self.invalid, " ".join(str(error).split())[:300])
             return False
         if parsed is None:
             return False

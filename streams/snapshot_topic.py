@@ -101,9 +101,12 @@ class SnapshotReader:
             raise
         except Exception as error:  # noqa: BLE001 - whatever a record holds, the group goes on
             self.invalid += 1
-            log.error("ignoring record %d of %s, not a readable snapshot (%d so far): %s",
-                      record.offset, self.topic, self.invalid,
-                      " ".join(str(error).split())[:300] or type(error).__name__)
+            # At the 1st, 2nd, 4th, 8th... such record: a flood written to the topic is not
+            # one log line per record.
+            if self.invalid & (self.invalid - 1) == 0:
+                log.error("ignoring record %d of %s, not a readable snapshot (%d so far): %s",
+                          record.offset, self.topic, self.invalid,
+                          " ".join(str(error).split())[:300] or type(error).__name__)
             return
         if snapshot is None:
             return
