@@ -4,10 +4,12 @@ The checkpoint file (`river_advsvm.streams.state`) is the one source of truth: t
 offset of every partition and the counters, replaced atomically. On every partition assignment
 (start-up included) the service reloads that file and seeks each partition to its offset, so
 whatever was learned after the last checkpoint is read and learned again, and nothing twice. Kafka's
-committed offsets are written after each checkpoint and after each reload; they never override the
-checkpoint, and decide only where a partition it does not know resumes (one another service of the
-group handed over, or every partition of a new checkpoint directory; without a committed offset, its
-beginning). The log says where each such partition resumes.
+committed offsets are written after each checkpoint and after each reload. They decide where a
+partition the checkpoint does not know resumes (one another service of the group handed over, or
+every partition of a new checkpoint directory; without a committed offset, its beginning), and where
+one it knows resumes when they are past the checkpoint's offset: another service of the group
+learned that partition since (it was handed back), and its messages are not learned or published
+again. The log says where each such partition resumes.
 
 If a topic comes back with a new topic id (a broker restarted without its data), the
 checkpointed offsets belong to a log that is gone: that topic restarts at its beginning, a
@@ -38,8 +40,9 @@ class Standalone:
     def __init__(self, session: Session):
         self.session = session
         # Partitions assigned without a checkpointed offset, whose resume point is not logged
-        # yet.
+        # yet; and those with one, not compared with the group's committed offset yet.
         self._handed_over: list = []
+        self._handed_back: list = []
 
     def check_model(self) -> None:
         """A service alone serves any model."""
@@ -84,6 +87,38 @@ class Standalone:
                         where, extra=session.log_fields())
         else:
             log.info("not in the checkpoint: resuming %s", where, extra=session.log_fields())
+
+    def _resume_past_the_group(self) -> None:
+        """Resume the partitions assigned with a checkpointed offset at the group's committed
+        offset where that is further: another service of the group learned and published
+        their messages since this checkpoint (the partition went there and came back). Behind
+        it (a kill between a checkpoint and its commit), the checkpoint's offset is committed.
+
+        The records of this poll before the new offset are dropped as learned (the loop keeps
+        a partition's records from its known offset on), and the partition is sought there."""
+        partitions, self._handed_back = self._handed_back, []
+        session = self.session
+        offsets = session.state.offsets
+        ahead = []
+        for tp in partitions:
+            try:
+                committed = session.consumer.committed(
+                    tp, timeout_ms=int(1000 * session.drain_left(5.0)))
+            except Exception as error:  # noqa: BLE001 - then the checkpoint's offset holds
+                log.debug("committed offset of %s not read: %r", tp, error)
+                continue
+            own = offsets.get(tp.topic, {}).get(tp.partition)
+            if isinstance(committed, int) and own is not None and committed > own:
+                offsets[tp.topic][tp.partition] = committed
+                session.consumer.seek(tp, committed)
+                ahead.append(f"{tp.topic}[{tp.partition}] at {committed} (checkpoint: {own})")
+        if ahead:
+            log.info("the group's committed offsets are past the checkpoint's: another service "
+                     "of the group learned and published those messages; resuming %s",
+                     ", ".join(ahead), extra=session.log_fields())
+        # The group's offsets as the checkpoint has them: a kill between a checkpoint and its
+        # commit left them behind, and a run with nothing new to learn would not commit.
+        session.commit_offsets()
 
     # -- saving ---------------------------------------------------------------------------------
 
@@ -157,6 +192,8 @@ class Standalone:
         session = self.session
         if self._handed_over:
             self._log_handed_over()
+        if self._handed_back:
+            self._resume_past_the_group()
         session.watch_brokers()
         session.resume_where_logs_end()
         session.measure_lag()
@@ -226,8 +263,9 @@ class Standalone:
         self._handed_over = sorted(
             tp for tp in partitions if tp.topic not in recreated
             and saved.offsets.get(tp.topic, {}).get(tp.partition) is None)
+        # (Compared after the poll, which may not ask for them here; committed then.)
+        self._handed_back = sorted(
+            tp for tp in partitions if tp.topic not in recreated
+            and saved.offsets.get(tp.topic, {}).get(tp.partition) is not None)
         if recreated:
             self.save()  # the resync point, for an upstream that replays what the broker lost
-        # The group's offsets as the checkpoint has them: a kill between a checkpoint and its
-        # commit left them behind, and a run with nothing new to learn would not commit.
-        session.commit_offsets()
