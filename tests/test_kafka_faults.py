@@ -42,6 +42,15 @@ def _mark(marks, point) -> dict:
     return json.loads((marks / point).read_text())
 
 
+def _one_partition(broker, tmp_path, topic: str, n: int, seed: int) -> tuple:
+    """A topic of one partition holding `n` messages; the service's checkpoint directory, log
+    and fault marks."""
+    clients.create_topics(broker.bootstrap_servers, {topic: 1})
+    X, y = kh.stream(n, seed=seed)
+    kh.produce(broker.bootstrap_servers, topic, kh.messages(X, y), partition=0)
+    return tmp_path / "ckpt", tmp_path / "service.log", tmp_path / "marks"
+
+
 def _killed_at(command, log, marks, point: str, n: int) -> dict:
     """Run the service until it kills itself the `n`-th time it reaches `point`; its mark."""
     process = _start(command, log, marks, f"{point}:kill:{n}")
@@ -98,10 +107,7 @@ def test_offsets_a_kill_kept_from_the_group_are_committed_at_the_next_start(brok
     from kafka import KafkaConsumer, TopicPartition
 
     topic, group = "aimed-commit", "aimed-commit-group"
-    clients.create_topics(broker.bootstrap_servers, {topic: 1})
-    X, y = kh.stream(300, seed=23)
-    kh.produce(broker.bootstrap_servers, topic, kh.messages(X, y), partition=0)
-    directory, log, marks = tmp_path / "ckpt", tmp_path / "service.log", tmp_path / "marks"
+    directory, log, marks = _one_partition(broker, tmp_path, topic, 300, seed=23)
     command = kh.serve_command(broker.bootstrap_servers, topic, group, directory,
                                "--checkpoint-every", "300")
     process = _start(command, log, marks, "checkpoint.written:kill:1")
@@ -164,10 +170,7 @@ def test_a_stop_while_the_group_answers_the_join_leaves_the_group_joinable(broke
     kept that member: every later member of the group waited for good (the restart consumed
     nothing). The stop now waits for the join to end, then leaves."""
     topic, group = "aimed-join", "aimed-join-group"
-    clients.create_topics(broker.bootstrap_servers, {topic: 1})
-    X, y = kh.stream(200, seed=31)
-    kh.produce(broker.bootstrap_servers, topic, kh.messages(X, y), partition=0)
-    directory, log, marks = tmp_path / "ckpt", tmp_path / "service.log", tmp_path / "marks"
+    directory, log, marks = _one_partition(broker, tmp_path, topic, 200, seed=31)
     command = kh.serve_command(broker.bootstrap_servers, topic, group, directory)
     process = _start(command, log, marks, "group.joining:term")
     assert kh.exit_status(process, 120, log) == 0, kh.tail(log)
@@ -183,10 +186,7 @@ def test_a_second_sigterm_while_the_clients_close_keeps_the_clean_status(broker,
     second SIGTERM then killed the process after its clean stop (status 143 for a supervisor,
     a failure)."""
     topic, group = "aimed-closing", "aimed-closing-group"
-    clients.create_topics(broker.bootstrap_servers, {topic: 1})
-    X, y = kh.stream(50, seed=37)
-    kh.produce(broker.bootstrap_servers, topic, kh.messages(X, y), partition=0)
-    directory, log, marks = tmp_path / "ckpt", tmp_path / "service.log", tmp_path / "marks"
+    directory, log, marks = _one_partition(broker, tmp_path, topic, 50, seed=37)
     command = kh.serve_command(broker.bootstrap_servers, topic, group, directory,
                                "--exit-when-idle", "1")
     process = _start(command, log, marks, "service.closing:term")
