@@ -291,6 +291,10 @@ class Service:
                 faults.reach("service.closing")
                 self.checkpoints.close()
                 session.close_clients(1.0)
+                # Stopped at once (a second Ctrl-C) or by an error: the producer is closed
+                # here; kafka-python's exit handler would flush what a frozen broker never
+                # acknowledged, time out, and print its traceback after the service's line.
+                session.sink.close(timeout=0)
             finally:
                 # Last: a second SIGTERM while the clients close (up to a second) killed the
                 # process by the default handler, status 143, after a clean stop.
@@ -450,6 +454,9 @@ class Service:
             except KafkaError as error:  # the broker gone: nothing left to wait for
                 log.warning("the group's join did not end (%r)", error)
                 break
+        if session.sink.pending:
+            log.info("stopping: %d outputs to deliver first (within %gs)", session.sink.pending,
+                     timeout)
         status = self.checkpoints.final()
         try:
             session.consumer.close(autocommit=False,

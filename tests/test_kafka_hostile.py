@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import pathlib
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -397,6 +398,35 @@ def test_sigint_drains_checkpoints_and_exits_130(broker, tmp_path):
     assert info["offsets"] == {topic: {"0": info["samples_learned"]}}
     kh.assert_same_model(state.load(directory).model,
                          kh.reference_model(values[:info["samples_learned"]]))
+
+
+def test_a_second_ctrl_c_while_the_broker_is_frozen_stops_in_one_line(own_broker, tmp_path):
+    """The stop at once left the producer with outputs the frozen broker never acknowledged:
+    kafka-python's exit handler flushed them, timed out, and printed its traceback after the
+    service's one line."""
+    bootstrap = own_broker.bootstrap_servers
+    topic = _topics(own_broker, "frozen-interrupt", outputs=("predictions",))
+    X, y = kh.stream(20_000, seed=13)
+    kh.produce(bootstrap, topic, kh.messages(X, y), partition=0)
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(bootstrap, topic, "frozen-interrupt-group", directory,
+                               "--predictions-topic", f"{topic}-predictions",
+                               "--checkpoint-every", "500", "--shutdown-timeout", "60")
+    process = kh.start_service(command, log)
+    try:
+        kh.wait_until(lambda: kh.learned(directory) >= 1000, 60, "progress", process, log)
+        own_broker.pause()
+        process.send_signal(signal.SIGINT)
+        # The drain waits for the outputs the frozen broker does not acknowledge.
+        kh.wait_until(lambda: re.search(r"stopping: [1-9]\d* outputs to deliver first",
+                                        log.read_text()), 60, "the drain", process, log)
+        process.send_signal(signal.SIGINT)
+        assert kh.exit_status(process, 60, log) == 130, kh.tail(log)
+    finally:
+        own_broker.resume()
+    text = log.read_text()
+    assert "interrupted: stopped at once" in text
+    assert "Traceback" not in text and "Exception ignored" not in text, kh.tail(log)
 
 
 def test_a_first_ctrl_c_during_the_local_replay_is_not_called_a_second_one(tmp_path,
