@@ -316,7 +316,7 @@ class Session:
         published = self.retry_while_away(attempt)
         self.published = output_log.Published() if published is None else published
         if self.published:
-            log.info("%d outputs of the messages learned again were published before (read "
+            log.info("%d outputs of messages past the checkpoint were published before (read "
                      "back in %.2fs): they are not sent again", len(self.published),
                      time.monotonic() - started)
 
