@@ -877,3 +877,28 @@ def test_a_fold_over_the_budget_projects_the_averages_onto_its_vectors():
     assert folded_average <= folded_f + 1e-9 and folded_average < 0.9 * folded_f
     assert len(arrays["average_orphans"]) == 0
     merge.to_model(meta, arrays).learn_many(np.ones((3, 4)), [0, 1, 1])
+
+
+@pytest.mark.parametrize("arrays, averaging, error", [
+    ({"alpha": np.ones(4)}, False, None),
+    ({"alpha": np.ones(5)}, False, "alpha has 5 coefficients, over 4"),
+    ({"alpha": np.ones(4), "average_alpha": np.ones(4)}, True, None),
+    ({"alpha": np.ones(4), "average_alpha": np.ones(3)}, True,
+     "average_alpha has 3 coefficients, alpha 4"),
+    ({"alpha": np.ones((2, 2))}, False, "alpha is not a row of float64 coefficients"),
+    ({"alpha": np.ones(4, dtype=np.float32)}, False, "not a row of float64"),
+    ({"alpha": np.array([1.0, np.nan, 0.0, 0.0])}, False, "not finite or too large"),
+    ({"alpha": np.full(4, 3e149)}, False, r"add up to 1\.2e\+150, over 1e\+150"),
+    ({"alpha": np.full(4, 2.5e149)}, False, None),  # the bound itself
+    ({"alpha": np.ones(4)}, True, r"expected the arrays \['alpha', 'average_alpha'\]"),
+])
+def test_coefficients_over_a_basis_are_checked_one_way_each(arrays, averaging, error):
+    """At most the basis' size, as many in the average as in `alpha`, float64 in one row, and
+    magnitudes adding up to at most a store's bound (finite but huge ones overflowed the
+    group's average, and every fold failed)."""
+    meta = {"state": {"model": {"average": {}} if averaging else {}}}
+    if error is None:
+        merge.check_over_basis(meta, arrays, most=4)
+    else:
+        with pytest.raises(ValueError, match=error):
+            merge.check_over_basis(meta, arrays, most=4)

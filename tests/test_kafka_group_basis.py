@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 
 import numpy as np
 import pytest
@@ -193,6 +194,9 @@ def test_hostile_basis_records_and_snapshots_change_nothing(workers, broker, cap
         np.testing.assert_array_equal(after[1][name], before[1][name])
     text = caplog.text
     assert "not a usable basis" in text and "over --budget" in text
+    # The 1st, 2nd and 4th unusable basis said, with the count: not one line a record.
+    assert [m for m in re.findall(r"not a usable basis \((\d+) so far\)", text)] == [
+        "1", "2", "4"]
 
 
 def test_serve_workers_learn_their_partitions_and_fold_over_one_basis(broker, tmp_path):

@@ -209,21 +209,31 @@ def test_the_monitor_attacks_at_the_radius_of_the_model_served(caplog):
         monitor, attack_for = cli._monitor(args, model)
         return Learner(state.ServiceState(model=model), 2**20, monitor, attack_for)
 
-    first = served("--epsilon", "0.1", "--norm", "l2")
-    assert (first.monitor.attack.epsilon, first.monitor.attack.norm) == (0.1, "l2")
+    first = served("--epsilon", "0.1", "--norm", "linf")
+    assert (first.monitor.attack.epsilon, first.monitor.attack.norm) == (0.1, "linf")
     X, y = kh.stream(60, d=4)
     first.process_many(kh.messages(X, y))
     first.save_monitor()
     assert first.monitor.n_sampled > 0
     saved = first.state
 
-    restarted = served()  # the options' model: epsilon 0, so 8/255 in their norm
-    assert restarted.monitor.attack.epsilon == pytest.approx(8 / 255)
+    restarted = served()  # the options' model: epsilon 0, so 8/255 in their norm (L2)
+    assert (restarted.monitor.attack.epsilon, restarted.monitor.attack.norm) == (
+        pytest.approx(8 / 255), "l2")
     with caplog.at_level("WARNING"):
         restarted.state = saved
     assert not caplog.records
-    assert (restarted.monitor.attack.epsilon, restarted.monitor.attack.norm) == (0.1, "l2")
+    assert (restarted.monitor.attack.epsilon, restarted.monitor.attack.norm) == (0.1, "linf")
     assert restarted.monitor.state() == {**saved.monitor}
+
+    # A monitor that attacked at the options' radius already, then given the model of
+    # another radius with no saved monitor: it starts fresh at the model's radius.
+    used = served()
+    used.process_many(kh.messages(X, y))
+    assert used.monitor.n_sampled > 0
+    used.state = state.ServiceState(model=saved.model)
+    assert (used.monitor.attack.epsilon, used.monitor.attack.norm) == (0.1, "linf")
+    assert used.monitor.n_sampled == 0
 
     given = served("--monitor-epsilon", "0.2", "--monitor-norm", "linf")
     with caplog.at_level("WARNING"):

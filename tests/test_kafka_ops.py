@@ -485,3 +485,24 @@ def test_a_checkpoint_past_the_end_of_its_log_resumes_from_the_end(broker, tmp_p
     predictions = kh.read_topic(bootstrap, f"{topic}-predictions", 460)
     offsets = sorted(json.loads(r.value)["offset"] for r in predictions)
     assert offsets == list(range(460))  # each message's prediction once
+
+
+def test_messages_since_the_checkpoint_are_what_a_crash_would_learn_again(broker, tmp_path):
+    """`advsvm_messages_since_checkpoint`: every message processed while no checkpoint was
+    written (what tells a quiet topic from unsaved work)."""
+    topic = "ops-unsaved"
+    clients.create_topics(broker.bootstrap_servers, {topic: 1})
+    X, y = kh.stream(200, seed=17)
+    kh.produce(broker.bootstrap_servers, topic, kh.messages(X, y), partition=0)
+    port = free_port()
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    command = kh.serve_command(broker.bootstrap_servers, topic, "ops-unsaved-group", directory,
+                               "--metrics-port", str(port), "--checkpoint-every", "1000000",
+                               "--checkpoint-interval", "1000000")
+    process = kh.start_service(command, log)
+    kh.wait_until(lambda: probe(port, "/readyz")[0] == 200 and processed(port) == 200, 60,
+                  "the stream", process, log)
+    assert scrape(port)["advsvm_messages_since_checkpoint"] == 200
+    assert kh.checkpoint_info(directory) is None
+    assert kh.stop_service(process, log_path=log) == 0, kh.tail(log)
+    assert kh.learned(directory) == 200
