@@ -387,6 +387,17 @@ def test_one_input_in_micro_units_does_not_throw_the_fit_away():
     assert accuracies[1] > 0.9 and accuracies[0] >= accuracies[1] - 0.02
 
 
+def _precision_warnings(model, X_batch, y_batch, X_rows, y_rows) -> list:
+    """The PrecisionWarnings of `learn_many` on a batch, then of `learn_one` on each row
+    (named 0..d-1, as the batch's columns are)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.learn_many(X_batch, y_batch)
+        for x, label in zip(X_rows, y_rows):
+            model.learn_one(dict(enumerate(x)), label)
+    return [w for w in caught if issubclass(w.category, PrecisionWarning)]
+
+
 def test_inputs_whose_distances_float32_loses_are_warned_of_once():
     # Two readings of 10,000 +- a few with a numeric gamma: float32 keeps about 7 digits, so
     # the kernel values are rounding noise (a model no better than a guess). The model says
@@ -398,12 +409,7 @@ def test_inputs_whose_distances_float32_loses_are_warned_of_once():
              (10_000.0, {"gamma": 0.5, "dtype": "float64"}, 0)]
     for offset, params, expected in cases:
         model = AdvKernelSVM(seed=0, **params)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            model.learn_many(Z + offset, y)
-            for x, label in zip(Z[:50] + offset, y[:50]):
-                model.learn_one(dict(enumerate(x)), label)
-        precision = [w for w in caught if issubclass(w.category, PrecisionWarning)]
+        precision = _precision_warnings(model, Z + offset, y, Z[:50] + offset, y[:50])
         assert len(precision) == expected, (offset, params)
         if expected:
             assert "lose their differences in float32" in str(precision[0].message)
@@ -464,12 +470,7 @@ def test_random_features_warn_when_their_phases_lose_their_digits(policy, kernel
     for scale, gamma, expected in [(1e15, 1e10, 1), (1.0, "scale", 0)]:
         model = AdvKernelSVM(kernel=kernel, gamma=gamma, budget=64, budget_policy=policy,
                              dtype="float64", seed=0)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            model.learn_many(X[:60] * scale, y[:60])
-            for x, label in zip(X[60:] * scale, y[60:]):
-                model.learn_one(dict(enumerate(x)), label)
-        precision = [w for w in caught if issubclass(w.category, PrecisionWarning)]
+        precision = _precision_warnings(model, X[:60] * scale, y[:60], X[60:] * scale, y[60:])
         assert len(precision) == expected, (scale, gamma)
         if expected:
             assert "lose their differences in float64" in str(precision[0].message)
