@@ -437,16 +437,9 @@ def parse_extra(meta: dict, where: str) -> dict:
         monitor = extra.get("monitor")
         if monitor is not None and not isinstance(monitor, dict):
             raise ValueError("the monitor's state is not an object")
-        if len(_object(extra["topic_ids"], "topic_ids")) > _MAX_PARTITIONS:
-            raise ValueError(f"{len(extra['topic_ids'])} topic ids")
-        topic_ids = {_name(t, "topic"): (None if i is None else _name(i, "topic id"))
-                     for t, i in extra["topic_ids"].items()}
+        topic_ids = _topic_ids(extra["topic_ids"], "topic_ids", "topic ids")
         # (optional: ids unknown read as unknown)
-        saved_ids = _object(extra.get("output_ids", {}), "output_ids")
-        if len(saved_ids) > _MAX_PARTITIONS:
-            raise ValueError(f"{len(saved_ids)} output topic ids")
-        output_ids = {_name(t, "topic"): (None if i is None else _name(i, "topic id"))
-                      for t, i in saved_ids.items()}
+        output_ids = _topic_ids(extra.get("output_ids", {}), "output_ids", "output topic ids")
         width = extra["width"]
         if width is not None and (type(width) is not int
                                   or not 1 <= width <= margin.MAX_FEATURES_LIMIT):
@@ -461,6 +454,15 @@ def parse_extra(meta: dict, where: str) -> dict:
     return {"offsets": offsets, "topic_ids": topic_ids, "counters": counters, "width": width,
             "labels": labels, "group": group, "monitor": monitor, "output_ends": output_ends,
             "output_ids": output_ids}
+
+
+def _topic_ids(saved, field: str, what: str) -> dict:
+    """`{topic: id or None}` as saved in `field`, checked (`ValueError`): at most
+    `_MAX_PARTITIONS` of them (`what`, in the error)."""
+    if len(_object(saved, field)) > _MAX_PARTITIONS:
+        raise ValueError(f"{len(saved)} {what}")
+    return {_name(t, "topic"): (None if i is None else _name(i, "topic id"))
+            for t, i in saved.items()}
 
 
 def _object(value, what: str) -> dict:
