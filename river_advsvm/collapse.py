@@ -35,11 +35,14 @@ only when `f` was 0 at every sample: every step it took was undone (a radius too
 data empties `f`).
 
 A model that predicts with another function than the one it learns (an average of its iterates)
-gives both margins: its decisions are judged as above on the function it learns, and on the one
-it predicts with, which lags behind (an average looks constant while the model learns its first
-rule). Its collapse is then either the learned function's, or the predicting function's over
-`blocks` blocks in which the learned function's decisions were no better than a guess (balanced
-accuracy at most `1/2 + SLACK`): the average of iterates that guess is a constant. A model
+gives both margins, or only the first where the second would cost more than the sample's step:
+its decisions are judged as above on the function it learns, and in blocks of their own (of the
+samples that gave both) on the one it predicts with, which lags behind (an average looks
+constant while the model learns its first rule). Its collapse is then either the learned function's (unless the predicting function's
+latest judged block, past its first ones, did not look constant: an average of noisy iterates
+can decide well where each iterate guesses), or the predicting function's over `blocks` blocks
+in which the learned function's decisions were no better than a guess (balanced accuracy at
+most `1/2 + SLACK`): the average of iterates that guess is a constant. A model
 that has collapsed stays so while the function it predicts with looks constant: once the
 learned function recovers, the average takes about as many samples as it averages over to
 follow it, and a constant still answers until then.
@@ -117,6 +120,7 @@ class CollapseWatch:
         self._empty = False  # f was 0 at every sample of the last judged block
         self._guesses: list[bool] = []  # the decisions no better than a guess, per judged block
         self._latched = False  # collapsed at the last judged block (held while `deployed` is)
+        self._varied = False  # the last judged block, past the early ones, did not look constant
         # The function the model predicts with, when it is another (see the module).
         self.deployed: CollapseWatch | None = None
         self.restart_block()
@@ -127,6 +131,9 @@ class CollapseWatch:
         class turned out to be the negative one)."""
         if self.deployed is not None:
             self.deployed.restart_block()
+        self._new_block()
+
+    def _new_block(self) -> None:
         self._positive = 0
         self._predicted_positive = 0
         self._right = 0
@@ -151,11 +158,15 @@ class CollapseWatch:
         bias in that decision. With `early` (a model's first `window` samples: it starts at
         `f = 0` and is still learning), a block ending at this sample looks constant only when
         `f` was 0 at every sample of it. `deployed`: the margin and bias the model predicts
-        the sample with, when it predicts with another function (see the module)."""
+        the sample with, when it predicts with another function and that margin is known
+        (see the module)."""
         if deployed is not None:
             if self.deployed is None:
                 self.deployed = CollapseWatch(self.block, self.blocks, self.min_share)
-            self.deployed.update(label, *deployed, early)
+            # Its own first blocks are early too: it starts at f = 0, and it may be given
+            # fewer samples than this watch.
+            self.deployed.update(label, *deployed,
+                                 early or len(self.deployed._verdicts) < self.blocks)
         positive = label > 0
         f = margin - bias
         self._positive += positive
@@ -170,12 +181,15 @@ class CollapseWatch:
         self._seen += 1
         if self._seen == self.block:
             if 0 < self._positive < self.block:  # (a block of one label is not judged)
-                self._verdicts = [*self._verdicts, self._looks_constant(early)][-self.blocks:]
+                constant = self._looks_constant(early)
+                self._verdicts = [*self._verdicts, constant][-self.blocks:]
+                self._varied = not early and not constant
                 self._empty = self._squares == 0.0
                 self._guesses = [*self._guesses, self._balanced_accuracy() <= 0.5 + SLACK][
                     -self.blocks:]
                 self._latched = self.collapsed
-            self.restart_block()
+            # (The deployed watch counts its own blocks: it may be given fewer samples.)
+            self._new_block()
 
     def _balanced_accuracy(self) -> float:
         """The mean of the two labels' recalls over the block (both labels arrived)."""
@@ -216,8 +230,12 @@ class CollapseWatch:
 
     @property
     def _own_collapse(self) -> bool:
-        """The function the model learns collapsed (`collapsed` without the deployed one)."""
-        return self._empty or (len(self._verdicts) == self.blocks and all(self._verdicts))
+        """The function the model learns collapsed (`collapsed` without the deployed one): it
+        held nothing, or it looked constant while the one the model predicts with did not
+        over its latest judged block (an average's decisions can be better than a noisy
+        iterate's guesses)."""
+        return self._empty or (len(self._verdicts) == self.blocks and all(self._verdicts)
+                               and not (self.deployed is not None and self.deployed._varied))
 
     @property
     def collapsed_deployed(self) -> bool:
@@ -229,6 +247,7 @@ class CollapseWatch:
         """The verdicts of the last judged blocks and the sums of the block under way, as JSON."""
         state = {"verdicts": list(self._verdicts), "empty": self._empty,
                  "guesses": list(self._guesses), "latched": self._latched,
+                 "varied": self._varied,
                  "counts": [int(c) for c in (self._seen, self._positive,
                                              self._predicted_positive, self._right,
                                              self._right_positive)],
@@ -242,7 +261,7 @@ class CollapseWatch:
         verdicts, counts, sums = state["verdicts"], state["counts"], state["sums"]
         # (Not in states saved before they were kept.)
         empty, guesses = state.get("empty", False), state.get("guesses", [])
-        latched = state.get("latched", False)
+        latched, varied = state.get("latched", False), state.get("varied", False)
         deployed = None
         if state.get("deployed") is not None:
             deployed = CollapseWatch(self.block, self.blocks, self.min_share)
@@ -255,6 +274,8 @@ class CollapseWatch:
         if not (isinstance(guesses, list) and len(guesses) <= self.blocks
                 and all(type(v) is bool for v in guesses)):
             raise ValueError(f"collapse guesses {guesses!r:.60} are not those of a watch")
+        if type(varied) is not bool or (varied and not (verdicts and not verdicts[-1])):
+            raise ValueError(f"collapse flag 'varied' {varied!r:.60} is not one of a watch")
         if type(latched) is not bool:
             raise ValueError(f"collapse flag 'latched' {latched!r:.60} is not a bool")
         if not (isinstance(counts, list) and len(counts) == 5
@@ -269,7 +290,7 @@ class CollapseWatch:
                 and sums[1] >= 0):
             raise ValueError(f"collapse sums {sums!r:.60} are not finite, or negative squares")
         self._verdicts, self._empty, self._guesses = list(verdicts), empty, list(guesses)
-        self._latched = latched
+        self._latched, self._varied = latched, varied
         self.deployed = deployed
         (self._seen, self._positive, self._predicted_positive, self._right,
          self._right_positive) = counts

@@ -414,7 +414,9 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
                                      "the model, not of the sample")
         # A fresh model starts as a constant (f = 0): in its first window, only an f that
         # stayed 0 counts.
-        self._watch_collapse(sign, g, early=self._n_learned < self._collapse.window)
+        deployed = self._deployed_margin()
+        self._watch_collapse(sign, g, self._n_learned < self._collapse.window, deployed)
+        self._follow(sign, g, deployed)
         self._step(v, sign, g, self._n_learned, names)
         self._calibration.update_one(g, sign)
         self._n_learned += 1
@@ -424,9 +426,15 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         in it, for the collapse watch; None when it predicts with the function it learns."""
         return None
 
-    def _watch_collapse(self, sign: float, g: float, early: bool) -> None:
+    def _follow(self, sign: float, g: float, deployed: tuple[float, float] | None) -> None:
+        """Before the step on a sample of sign `sign`: its learned margin `g` and the one the
+        model predicts it with, if another (`_deployed_margin`), for a model that predicts
+        with an average of its iterates to tell when that lags behind the stream."""
+
+    def _watch_collapse(self, sign: float, g: float, early: bool,
+                        deployed: tuple[float, float] | None) -> None:
         was_collapsed = self._collapse.collapsed
-        self._collapse.update(sign, g, self._bias, early, self._deployed_margin())
+        self._collapse.update(sign, g, self._bias, early, deployed)
         if self._collapse.collapsed and not was_collapsed:
             watch = self._collapse
             if watch.collapsed_deployed:
@@ -472,11 +480,12 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         decisions one class (if that label came 7 times or more) or `f` 0 at every sample,
         and in the first 256 samples (a model starts at `f = 0`) the latter (see
         `river_advsvm.collapse`). A model that predicts with the average of its iterates
-        (`averaging`) has collapsed when the function it learns has: the average, still
+        (`averaging`) has collapsed when the function it learns has (the average, still
         deciding as before, follows it to that constant over the next `averaging` or so
-        samples; and it stays collapsed, once it has, while the average's decisions are
-        still those of a constant (after the function it learns recovers, the average takes
-        as long to follow).
+        samples), unless the average decided both ways over its latest judged block; when
+        the average decided as a constant while the function it learns guessed; and it stays
+        collapsed, once it has, while the average's decisions are still those of a constant
+        (after the function it learns recovers, the average takes as long to follow).
         A warning (`river_advsvm.collapse.CollapseWarning`) is issued when it happens; the
         robustness monitor raises an alert."""
         return self._collapse.collapsed

@@ -10,6 +10,7 @@ import numpy as np
 
 from river_advsvm import adversary, bandwidth, certify, checkpoint, inputs, kernels
 from river_advsvm import budget as rf
+from river_advsvm.average_lag import LagWatch
 from river_advsvm.feature_average import AveragedFeatures
 from river_advsvm.input_advice import InputAdvice
 from river_advsvm.input_scales import InputScales, as_pairs, from_pairs, reference_gamma
@@ -28,6 +29,9 @@ POLICIES = (*SUPPORT_POLICIES, *rf.POLICIES)
 SCALE_POWERS = {"rbf": 0.5, "laplacian": 1.0}
 #: How the worst case of an attack is found while learning (see `AdvKernelSVM`).
 ADVERSARIES = ("pgd", "closed_form")
+#: Without a decision on the row to reuse, the collapse watch judges the average's decisions
+#: on every this-many learned samples (see `AdvKernelSVM._deployed_margin`).
+DEPLOYED_EVERY = 4
 #: Samples over which the share of active ones is averaged (an exponential moving average).
 ACTIVE_WINDOW = 64
 #: The share of active samples above which the bias step shrinks, to 0 at a share of 1.
@@ -184,7 +188,10 @@ class AdvKernelSVM(MarginClassifier):
         more kernel row over those vectors; random features keep one averaged coefficient per
         feature. Each learned sample costs one more pass over the coefficients; after
         `group_steps(rate)` it weighs as the `rate` samples of the group's stream it stands
-        for. None: the last iterate predicts.
+        for. The average starts over from the last iterate when that has clearly been the
+        better of the two on the samples learned lately (`river_advsvm.average_lag`: the
+        stream changed, and the average would take about `averaging` samples to follow;
+        `average_restarts` counts them). None: the last iterate predicts.
 
     Attributes
     ----------
@@ -328,6 +335,11 @@ class AdvKernelSVM(MarginClassifier):
         self._store = None
         # (a row, the same scaled): see _row_margin
         self._scaled_row: tuple | None = None
+        # (the row, the average and its count, and the margin of the latest decision with an
+        # average: see _deployed_margin)
+        self._decided: tuple | None = None
+        # Whether the average lags behind the stream (see _follow).
+        self._lag = LagWatch()
         self.kernel_radius = 0.0
         self._radius_names: list | None = None
         # The recent share of active samples; no sample has shown the hinge is not flat yet.
@@ -339,7 +351,7 @@ class AdvKernelSVM(MarginClassifier):
         # Not state: the scaled copy of the row being learned (it serves within one call),
         # and the warm-up's held rows laid out for its vote (rebuilt from the held rows,
         # in their order, when next asked).
-        return {**self.__dict__, "_scaled_row": None,
+        return {**self.__dict__, "_scaled_row": None, "_decided": None,
                 "_warm_rows": bandwidth.WarmUpRows(self.kernel)}
 
     @property
@@ -564,16 +576,37 @@ class AdvKernelSVM(MarginClassifier):
             return super()._row_decision(v, u, u_names, u_hashes, margin)
         if margin is None:  # the store's kernel row, which the average shares
             self._row_margin(v, u, u_names, u_hashes)
-        return average.value_at_latest_row() + bias
+        decision = average.value_at_latest_row() + bias
+        if getattr(average, "orphans", None) is not None:
+            self._decided = (self._store.latest_row(), average, average.count, decision)
+        return decision
+
+    def _follow(self, sign, g, deployed):
+        if deployed is None:
+            return
+        if self._lag.update((g > 0) == (sign > 0), (deployed[0] > 0) == (sign > 0)):
+            # The step about to be taken starts a new average at the last iterate.
+            self._store.averaged = None
 
     def _deployed_margin(self):
         average, bias = self._predicting()
         if average is self._store:
             return None
-        # The average over the vectors f holds, from the row's kernel values learning computed;
-        # the vectors f gave up aside (a product over them at every learned sample would cost
-        # about a fifth of the step): the decision itself until the first merge.
-        return average.value_at_latest_row(given_up=False) + bias, bias
+        orphans = getattr(average, "orphans", None)
+        if orphans is None or not orphans.size:  # the row learning computed gives it whole
+            return average.value_at_latest_row(given_up=False) + bias, bias
+        # The vectors f gave up need a product of their own, so the margin is given at every
+        # DEPLOYED_EVERY-th learned sample only (at every one it would cost about a fifth of
+        # the step), whether or not the sample was predicted first: predictions never change
+        # what the model learns. Without those vectors the average's decisions can look
+        # one-sided where they are not (sparse inputs, whose vectors are mostly given up).
+        if self._n_learned % DEPLOYED_EVERY:
+            return None
+        decided = getattr(self, "_decided", None)  # (not in models pickled without it)
+        if (decided is not None and decided[0] is self._store.latest_row()
+                and decided[1] is average and decided[2] == average.count):
+            return decided[3], bias  # the decision just made on this row: the same bits
+        return average.value_at_latest_row() + bias, bias
 
     def _decision_block(self, V, U, u_names, u_hashes):
         if self._input_scales.centres is not None:
@@ -648,6 +681,7 @@ class AdvKernelSVM(MarginClassifier):
         return 0, 0
 
     def _negate(self):
+        self._decided = None
         if self._store is not None:
             self._store.negate()
         self._bias = -self._bias
@@ -671,7 +705,7 @@ class AdvKernelSVM(MarginClassifier):
 
     def _model_state(self):
         scalars = {"seed": self._seed, "kernel_radius": self.kernel_radius,
-                   "active_share": self._active_share,
+                   "active_share": self._active_share, "average_lag": self._lag.state(),
                    **self._input_scales.state(fitted=isinstance(self.gamma, str))}
         arrays = {}
         if self._store is not None:
@@ -703,6 +737,8 @@ class AdvKernelSVM(MarginClassifier):
         self._active_share = float(scalars.get("active_share", 0.0))
         if not 0.0 <= self._active_share <= 1.0:
             raise ValueError(f"active_share {self._active_share!r} is out of range")
+        if "average_lag" in scalars:  # (not in checkpoints of models that never kept it)
+            self._lag.restore(scalars["average_lag"])
         if ("store" in scalars) != self._started:
             # A model starts its store as it starts learning: one without the other would
             # predict from the bias alone, then start a second store over no inputs.
@@ -743,6 +779,12 @@ class AdvKernelSVM(MarginClassifier):
         removals and the summed `||f_before - f_after||^2` of those events (empty for random
         features, and before the model's first step: during a warm-up)."""
         return {} if self._store is None else dict(self._store.maintenance)
+
+    @property
+    def average_restarts(self) -> int:
+        """How many times the average of the iterates (`averaging`) started over from the last
+        iterate, which had clearly been deciding better: the stream changed."""
+        return self._lag.restarts
 
     @property
     def rkhs_norm(self) -> float:

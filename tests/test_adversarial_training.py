@@ -466,7 +466,10 @@ def test_a_fresh_model_still_learning_is_not_a_collapse(seed):
 def test_the_closed_form_collapses_visibly_and_stays_finite():
     # In 50 inputs the L-inf ball's corner makes eps' exceed the margins the data allows.
     X, y = blobs(n=900, d=50, seed=5, separation=0.2)
-    model = AdvKernelSVM(epsilon=0.1, norm="linf", adversary="closed_form", seed=0)
+    # The last iterate predicts: here the average of the crushed iterates still decides well
+    # (test_an_average_that_decides_well_is_no_collapse), the iterate itself does not.
+    model = AdvKernelSVM(epsilon=0.1, norm="linf", adversary="closed_form", seed=0,
+                         averaging=None)
     monitor = RobustnessMonitor(model, sample_rate=50)
     alerts = []
     with pytest.warns(CollapseWarning, match="predicts a constant") as caught:
@@ -583,11 +586,76 @@ def test_a_constant_with_a_few_scattered_guesses_is_a_collapse():
     assert not watch.collapsed
 
 
+def test_an_average_that_decides_well_is_no_collapse():
+    """The closed form crushes each iterate to noise around the bias, but the average of them,
+    which predicts, decides every sample right: the model predicts no constant, so it is not
+    flagged (it once was, on the iterate's verdicts alone)."""
+    X, y = blobs(n=900, d=50, seed=5, separation=0.2)
+    model = AdvKernelSVM(epsilon=0.1, norm="linf", adversary="closed_form", seed=0)
+    right = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CollapseWarning)
+        for row, label in zip(X, y):
+            x = dict(enumerate(row))
+            right += model.predict_one(x) == label
+            model.learn_one(x, label)
+    assert not model.collapsed
+    assert right / len(y) > 0.95
+    iterate = AdvKernelSVM(epsilon=0.1, norm="linf", adversary="closed_form", seed=0,
+                           averaging=None)
+    with pytest.warns(CollapseWarning):
+        iterate.learn_many(X, y)
+
+
+def test_the_collapse_watch_judges_the_average_with_the_vectors_it_gave_up():
+    """Once the average keeps vectors f gave up, the average's margin the watch is given is
+    the model's decision, those vectors included, at every DEPLOYED_EVERY-th learned sample
+    (the others give the watch none), whether the sample was predicted first or not."""
+    import copy
+
+    from river_advsvm.svm import DEPLOYED_EVERY
+
+    rng = np.random.default_rng(3)
+    X = rng.random((700, 5))
+    y = rng.random(700) < 0.5  # noise: nearly every sample merges once the budget is full
+    model = AdvKernelSVM(budget=16, seed=0)
+    given = []
+    watch = model._collapse
+    learn = watch.update
+
+    def update(label, margin, bias, early=False, deployed=None):
+        given.append(deployed)
+        learn(label, margin, bias, early, deployed)
+
+    watch.update = update
+    decided = []
+    for row, label in zip(X[:600], y[:600]):
+        x = dict(enumerate(row))
+        decided.append(model.decision_one(x))
+        model.learn_one(x, label)
+    orphans = model._store.averaged.orphans
+    assert orphans.size > 0
+    # (the first samples are held by gamma='scale', then learned at once without a prediction)
+    first = model.n_learned - 300
+    for n, (d, g) in enumerate(zip(decided[-300:], given[-300:]), start=first):
+        assert (g is not None) == (n % DEPLOYED_EVERY == 0)
+        assert g is None or g[0] == d
+    for row, label in zip(X[600:], y[600:]):
+        x = dict(enumerate(row))
+        reference = copy.deepcopy(model).decision_one(x)
+        counted = model.n_learned % DEPLOYED_EVERY == 0
+        model.learn_one(x, label)
+        assert (given[-1] is not None) == counted
+        if counted:
+            assert given[-1][0] == reference
+
+
 def test_the_collapse_warning_says_what_to_change():
     """Trained at a threat, the radius; learning naturally with a kernel too narrow for the
     inputs (every sample far from all others: f is 0 everywhere), the kernel's width."""
     X, y = blobs(n=900, d=50, seed=5, separation=0.2)
-    model = AdvKernelSVM(epsilon=0.1, norm="linf", adversary="closed_form", seed=0)
+    model = AdvKernelSVM(epsilon=0.1, norm="linf", adversary="closed_form", seed=0,
+                         averaging=None)  # (see test_the_closed_form_collapses_visibly...)
     with pytest.warns(CollapseWarning, match="epsilon=0.1 may be more than"):
         model.learn_many(X, y)
     narrow = AdvKernelSVM(gamma=1e4, seed=0)
@@ -916,6 +984,28 @@ def test_an_average_that_decides_as_a_constant_while_the_iterate_guesses_has_col
         twin = CollapseWatch()
         twin.restore(watch.state())
         assert twin.state() == watch.state() and twin.collapsed == expected
+
+
+def test_an_iterate_that_looks_constant_beside_an_average_that_decides_is_no_collapse():
+    """The learned function one-sided for blocks on end while the average it predicts with
+    decided both ways and rightly over its latest judged block (past its first ones): no
+    collapse; the same learned function alone (no average) has collapsed. The flag the
+    verdict rests on is kept by `state` and checked by `restore`."""
+    labels = [1.0, -1.0, 1.0, -1.0]
+    watch, alone = CollapseWatch(block=4, blocks=2), CollapseWatch(block=4, blocks=2)
+    for _ in range(4):
+        for label in labels:
+            watch.update(label, -0.4 + 0.05 * label, -0.5, deployed=(0.6 * label, 0.0))
+            alone.update(label, -0.4 + 0.05 * label, -0.5)
+    assert alone.collapsed and not watch.collapsed
+    twin = CollapseWatch(block=4, blocks=2)
+    twin.restore(watch.state())
+    assert twin.state() == watch.state() and not twin.collapsed
+    state = watch.state()
+    for bad in ("yes", True):  # (a varied block is one judged not constant)
+        deployed = {**state["deployed"], "varied": bad, "verdicts": [True, True]}
+        with pytest.raises(ValueError, match="varied"):
+            CollapseWatch(block=4, blocks=2).restore({**state, "deployed": deployed})
 
 
 def test_a_collapse_holds_while_the_average_still_decides_as_a_constant():

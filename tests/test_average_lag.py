@@ -1,0 +1,95 @@
+"""The average of the iterates starts over when the stream changes (`river_advsvm.average_lag`):
+after a swap of the labels it follows within a few hundred samples, on a stream that does not
+change it never starts over, predictions never change what is learned, and a checkpoint keeps
+the watch."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from river_advsvm import AdvKernelSVM
+from river_advsvm.average_lag import LagWatch
+
+
+def swapped(n: int, swap: int, seed: int = 0):
+    """Two Gaussian inputs, the label the sign of the first; swapped from sample `swap` on."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 2))
+    y = (X[:, 0] > 0) != (np.arange(n) >= swap)
+    return [dict(enumerate(row)) for row in X.tolist()], y.tolist()
+
+
+def progressive(model, xs, ys, predict=True) -> list[bool]:
+    right = []
+    for x, y in zip(xs, ys):
+        if predict:
+            right.append(model.predict_one(x) == y)
+        model.learn_one(x, y)
+    return right
+
+
+def same_state(a, b) -> bool:
+    (meta_a, arrays_a), (meta_b, arrays_b) = a.to_checkpoint(), b.to_checkpoint()
+    return meta_a == meta_b and arrays_a.keys() == arrays_b.keys() and all(
+        np.asarray(arrays_a[k]).tobytes() == np.asarray(arrays_b[k]).tobytes() for k in arrays_a)
+
+
+@pytest.mark.parametrize("policy", ["merge", "compact"])
+def test_after_a_swap_of_the_labels_the_average_starts_over_and_follows(policy):
+    xs, ys = swapped(2500, 1500)
+    model = AdvKernelSVM(seed=0, budget_policy=policy)
+    kept = AdvKernelSVM(seed=0, budget_policy=policy)
+    kept._lag.threshold = math.inf  # the same model whose average never starts over
+    right, right_kept = progressive(model, xs, ys), progressive(kept, xs, ys)
+    assert model.average_restarts >= 1 and kept.average_restarts == 0
+    after, after_kept = np.mean(right[1500:2000]), np.mean(right_kept[1500:2000])
+    # (the average over 1,000 samples answers the old rule for most of the 500 after)
+    assert after > 0.6 > 0.3 > after_kept
+    assert np.mean(right[2000:]) > 0.9
+
+
+def test_on_a_stream_that_does_not_change_the_average_never_starts_over():
+    xs, ys = swapped(4000, 4000, seed=1)
+    rng = np.random.default_rng(2)
+    noisy = [y != (rng.random() < 0.15) for y in ys]  # 15% of the labels wrong
+    model = AdvKernelSVM(seed=0)
+    progressive(model, xs, noisy)
+    assert model.average_restarts == 0 and model.n_learned == 4000
+
+
+def test_predictions_never_change_what_the_model_learns():
+    xs, ys = swapped(2200, 1200)
+    predicted, learned = AdvKernelSVM(seed=0, budget=64), AdvKernelSVM(seed=0, budget=64)
+    progressive(predicted, xs, ys, predict=True)
+    progressive(learned, xs, ys, predict=False)
+    assert predicted.average_restarts >= 1
+    assert same_state(predicted, learned)
+
+
+def test_a_checkpoint_keeps_the_watch():
+    xs, ys = swapped(2200, 1200)
+    model = AdvKernelSVM(seed=0)
+    progressive(model, xs[:1215], ys[:1215])
+    assert model._lag.total > 0 and model.average_restarts == 0  # (the lead under way)
+    restored = AdvKernelSVM.from_checkpoint(*model.to_checkpoint())
+    assert restored._lag.state() == model._lag.state()
+    progressive(model, xs[1215:], ys[1215:])
+    progressive(restored, xs[1215:], ys[1215:])
+    assert model.average_restarts >= 1 and same_state(model, restored)
+
+
+@pytest.mark.parametrize("state", [
+    None, [], {"total": 1.0}, {"total": -1.0, "restarts": 0}, {"total": math.nan, "restarts": 0},
+    {"total": 21.0, "restarts": 0}, {"total": 1.0, "restarts": -1}, {"total": 1.0, "restarts": 1.5},
+    {"total": "1", "restarts": 0},
+])
+def test_a_bad_saved_watch_is_refused_and_changes_nothing(state):
+    watch = LagWatch()
+    watch.update(True, False)
+    before = watch.state()
+    with pytest.raises(ValueError, match="lag watch"):
+        watch.restore(state)
+    assert watch.state() == before
