@@ -26,6 +26,7 @@ import hashlib
 import json
 import math
 import numbers
+from decimal import Decimal
 import struct
 import typing
 
@@ -371,9 +372,11 @@ def _first_bad_value(names: typing.Sequence, raw: typing.Sequence) -> InvalidInp
     """The error for the first value among `raw` that is not a number within bounds."""
     for name, value in zip(names, raw):  # an error path: a Python loop is fine
         if not _is_number(value):
+            # (A Decimal is a number, but not a float's kind: a database's NUMERIC column)
+            hint = ": convert Decimal values with float()" if isinstance(value, Decimal) else ""
             return InvalidInput(
-                f"feature {shown_name(name)} is {describe(value)}; feature values must be numbers",
-                "not_a_number")
+                f"feature {shown_name(name)} is {describe(value)}; feature values must be "
+                f"numbers{hint}", "not_a_number")
         if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
             if abs(int(value)) > MAX_ABS_VALUE:
                 return _too_large(name, value)

@@ -59,8 +59,10 @@ def as_label(y):
     if isinstance(y, numbers.Real):
         if math.isfinite(y):
             return float(y)
+        # (pandas stores a missing value as NaN, in a column of str labels too)
+        missing = " (a missing label is None, not NaN)" if math.isnan(y) else ""
         raise inputs.InvalidInput(f"label {inputs.describe(y)} is not allowed: a number label "
-                                  "must be finite", "bad_label")
+                                  f"must be finite{missing}", "bad_label")
     raise inputs.InvalidInput(
         f"label {inputs.describe(y)} is not supported: use a bool, a number or a str",
         "bad_label")

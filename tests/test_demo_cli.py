@@ -445,7 +445,8 @@ def test_an_npz_the_demo_cannot_stream_is_one_line(capsys, tmp_path, monkeypatch
 
 @pytest.mark.parametrize("part", ["train", "test"])
 @pytest.mark.parametrize("label, message", [
-    (np.nan, "label nan is not allowed: a number label must be finite"),
+    (np.nan, "label nan is not allowed: a number label must be finite (a missing label is "
+             "None, not NaN)"),
     (np.inf, "label inf is not allowed: a number label must be finite"),
 ])
 @pytest.mark.parametrize("pair", [[], ["--all"]])

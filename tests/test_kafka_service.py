@@ -820,4 +820,4 @@ def test_a_replayed_label_no_message_can_carry_is_named(broker, tmp_path):
     assert result.returncode == 2
     assert result.stderr == (f"advsvm serve: --replay {path}: cannot read it (row 1 of the "
                              "label column 'y': label nan is not allowed: a number label must "
-                             "be finite)\n")
+                             "be finite (a missing label is None, not NaN))\n")

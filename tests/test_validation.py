@@ -838,3 +838,12 @@ def test_a_box_without_room_is_refused(bounds):
                  lambda: PGD(epsilon=0.1, bounds=bounds)):
         with pytest.raises(ValueError, match="finite lo < hi"):
             make()
+
+
+def test_a_decimal_feature_is_refused_with_the_conversion_that_helps():
+    model = AdvKernelSVM(seed=0)
+    for call in (lambda: model.learn_one({"a": Decimal("0.5")}, True),
+                 lambda: model.learn_many(pd.DataFrame({"a": [Decimal("0.5")]}), [True])):
+        with pytest.raises(InvalidInput, match=r"convert Decimal values with float\(\)$"):
+            call()
+    assert model.n_learned == 0
