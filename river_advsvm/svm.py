@@ -354,6 +354,10 @@ class AdvKernelSVM(MarginClassifier):
         return {**self.__dict__, "_scaled_row": None, "_decided": None,
                 "_warm_rows": bandwidth.WarmUpRows(self.kernel)}
 
+    def __setstate__(self, state: dict) -> None:
+        # A model pickled before the average could start over has no lag watch: a fresh one.
+        self.__dict__.update({"_decided": None, "_lag": LagWatch(), **state})
+
     @property
     def _gamma(self) -> float | None:
         """The bandwidth the store uses: the number given, or `reference_gamma` of the
@@ -602,7 +606,7 @@ class AdvKernelSVM(MarginClassifier):
         # one-sided where they are not (sparse inputs, whose vectors are mostly given up).
         if self._n_learned % DEPLOYED_EVERY:
             return None
-        decided = getattr(self, "_decided", None)  # (not in models pickled without it)
+        decided = self._decided
         if (decided is not None and decided[0] is self._store.latest_row()
                 and decided[1] is average and decided[2] == average.count):
             return decided[3], bias  # the decision just made on this row: the same bits

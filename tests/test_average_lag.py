@@ -93,3 +93,18 @@ def test_a_bad_saved_watch_is_refused_and_changes_nothing(state):
     with pytest.raises(ValueError, match="lag watch"):
         watch.restore(state)
     assert watch.state() == before
+
+
+def test_a_model_pickled_before_the_watch_existed_learns_on():
+    import pickle
+
+    xs, ys = swapped(400, 400)
+    model = AdvKernelSVM(seed=0, warm_up=20)
+    progressive(model, xs[:200], ys[:200])
+    old = pickle.loads(pickle.dumps(model))
+    del old._lag, old._decided  # as such a pickle holds it
+    old = pickle.loads(pickle.dumps(old))
+    model._lag = LagWatch()  # (the one the old pickle gets)
+    progressive(old, xs[200:], ys[200:])
+    progressive(model, xs[200:], ys[200:])
+    assert same_state(old, model)
