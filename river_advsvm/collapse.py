@@ -38,13 +38,19 @@ A model that predicts with another function than the one it learns (an average o
 gives both margins, or only the first where the second would cost more than the sample's step:
 its decisions are judged as above on the function it learns, and in blocks of their own (of the
 samples that gave both) on the one it predicts with, which lags behind (an average looks
-constant while the model learns its first rule). Its collapse is then either the learned function's (unless the predicting function's
-latest judged block, past its first ones, did not look constant: an average of noisy iterates
-can decide well where each iterate guesses), or the predicting function's over `blocks` blocks
-in which the learned function's decisions were no better than a guess (balanced accuracy at
-most `1/2 + SLACK`): the average of iterates that guess is a constant. A model
-that has collapsed stays so while the function it predicts with looks constant: once the
-learned function recovers, the average takes about as many samples as it averages over to
+constant while the model learns its first rule). Its collapse is then either the learned
+function's (unless the predicting function's latest judged block, past its first ones, decided
+as no constant does: an average of noisy iterates can decide well where each iterate
+guesses), or the predicting function's over `blocks` blocks in which the learned function's
+decisions were no better than a guess (balanced accuracy at most `1/2 + SLACK`): the average of
+iterates that guess is a constant.
+
+A model that has collapsed stays so until the function it predicts with decides again: over
+`blocks` judged blocks in a row, past its first ones, its decisions did not look constant and
+were better than a guess (balanced accuracy above `1/2 + SLACK`). One such block is not
+enough: a flat `f` whose level drifts with the steps decides both ways over a block (by time,
+not by input), and about one block in eight of a guess is that right by luck. After the
+learned function recovers, an average takes about as many samples as it averages over to
 follow it, and a constant still answers until then.
 
 The model has collapsed when the last `blocks` judged blocks all look constant, or at once when
@@ -120,7 +126,9 @@ class CollapseWatch:
         self._empty = False  # f was 0 at every sample of the last judged block
         self._guesses: list[bool] = []  # the decisions no better than a guess, per judged block
         self._latched = False  # collapsed at the last judged block (held while `deployed` is)
-        self._varied = False  # the last judged block, past the early ones, did not look constant
+        # Per judged block: past the early ones, it decided as no constant does (both ways,
+        # and better than a guess).
+        self._decisive: list[bool] = []
         # The function the model predicts with, when it is another (see the module).
         self.deployed: CollapseWatch | None = None
         self.restart_block()
@@ -150,7 +158,11 @@ class CollapseWatch:
     def samples_before_verdict(self) -> int:
         """How many samples the watch takes before its next verdict, which may change
         `collapsed` (that sample included): it judges whole blocks."""
-        return self.block - self._seen
+        left = self.block - self._seen
+        if self.deployed is not None:  # (its verdicts change `collapsed` too, at its own blocks
+            # of at most one margin a learned sample)
+            left = min(left, self.deployed.samples_before_verdict())
+        return left
 
     def update(self, label: float, margin: float, bias: float, early: bool = False,
                deployed: tuple[float, float] | None = None) -> None:
@@ -183,10 +195,11 @@ class CollapseWatch:
             if 0 < self._positive < self.block:  # (a block of one label is not judged)
                 constant = self._looks_constant(early)
                 self._verdicts = [*self._verdicts, constant][-self.blocks:]
-                self._varied = not early and not constant
-                self._empty = self._squares == 0.0
-                self._guesses = [*self._guesses, self._balanced_accuracy() <= 0.5 + SLACK][
+                guess = self._balanced_accuracy() <= 0.5 + SLACK
+                self._decisive = [*self._decisive, not early and not constant and not guess][
                     -self.blocks:]
+                self._empty = self._squares == 0.0
+                self._guesses = [*self._guesses, guess][-self.blocks:]
                 self._latched = self.collapsed
             # (The deployed watch counts its own blocks: it may be given fewer samples.)
             self._new_block()
@@ -215,6 +228,12 @@ class CollapseWatch:
         return variance < MIN_SPREAD**2 and fewest - slack <= self._right <= most + slack
 
     @property
+    def _decides(self) -> bool:
+        """The last `blocks` judged blocks each decided as no constant does (one such block
+        in a model at chance is a matter of luck: about one in eight)."""
+        return len(self._decisive) == self.blocks and all(self._decisive)
+
+    @property
     def emptied(self) -> bool:
         """True when `f` was 0 at every sample of the last judged block."""
         return self._empty
@@ -223,19 +242,22 @@ class CollapseWatch:
     def collapsed(self) -> bool:
         """True when the last `blocks` judged blocks all looked constant, or `f` was 0 at every
         sample of the last; or the function the model predicts with collapsed while the one it
-        learns guessed, or while the model had collapsed (see the module)."""
-        return self._own_collapse or (
+        learns guessed; and, once collapsed, until the function the model predicts with
+        decides again (see the module)."""
+        predicting = self if self.deployed is None else self.deployed
+        return self._own_collapse or (self._latched and not predicting._decides) or (
             self.deployed is not None and self.deployed.collapsed
-            and (self._latched or (len(self._guesses) == self.blocks and all(self._guesses))))
+            and len(self._guesses) == self.blocks and all(self._guesses))
 
     @property
     def _own_collapse(self) -> bool:
         """The function the model learns collapsed (`collapsed` without the deployed one): it
-        held nothing, or it looked constant while the one the model predicts with did not
-        over its latest judged block (an average's decisions can be better than a noisy
-        iterate's guesses)."""
+        held nothing, or it looked constant unless the one the model predicts with decided
+        as no constant does over its latest judged block (an average's decisions can be
+        better than a noisy iterate's guesses)."""
+        deployed = self.deployed
         return self._empty or (len(self._verdicts) == self.blocks and all(self._verdicts)
-                               and not (self.deployed is not None and self.deployed._varied))
+                               and not (deployed is not None and deployed._decisive[-1:] == [True]))
 
     @property
     def collapsed_deployed(self) -> bool:
@@ -247,7 +269,7 @@ class CollapseWatch:
         """The verdicts of the last judged blocks and the sums of the block under way, as JSON."""
         state = {"verdicts": list(self._verdicts), "empty": self._empty,
                  "guesses": list(self._guesses), "latched": self._latched,
-                 "varied": self._varied,
+                 "decisive": list(self._decisive),
                  "counts": [int(c) for c in (self._seen, self._positive,
                                              self._predicted_positive, self._right,
                                              self._right_positive)],
@@ -261,7 +283,7 @@ class CollapseWatch:
         verdicts, counts, sums = state["verdicts"], state["counts"], state["sums"]
         # (Not in states saved before they were kept.)
         empty, guesses = state.get("empty", False), state.get("guesses", [])
-        latched, varied = state.get("latched", False), state.get("varied", False)
+        latched, decisive = state.get("latched", False), state.get("decisive", [])
         deployed = None
         if state.get("deployed") is not None:
             deployed = CollapseWatch(self.block, self.blocks, self.min_share)
@@ -274,8 +296,12 @@ class CollapseWatch:
         if not (isinstance(guesses, list) and len(guesses) <= self.blocks
                 and all(type(v) is bool for v in guesses)):
             raise ValueError(f"collapse guesses {guesses!r:.60} are not those of a watch")
-        if type(varied) is not bool or (varied and not (verdicts and not verdicts[-1])):
-            raise ValueError(f"collapse flag 'varied' {varied!r:.60} is not one of a watch")
+        if not (isinstance(decisive, list) and len(decisive) <= len(verdicts)
+                and all(type(v) is bool for v in decisive)
+                and not any(d and v for d, v in zip(decisive[::-1], verdicts[::-1]))):
+            # (a block that decided did not look constant)
+            raise ValueError(f"collapse flags 'decisive' {decisive!r:.60} are not those of a "
+                             "watch")
         if type(latched) is not bool:
             raise ValueError(f"collapse flag 'latched' {latched!r:.60} is not a bool")
         if not (isinstance(counts, list) and len(counts) == 5
@@ -290,7 +316,7 @@ class CollapseWatch:
                 and sums[1] >= 0):
             raise ValueError(f"collapse sums {sums!r:.60} are not finite, or negative squares")
         self._verdicts, self._empty, self._guesses = list(verdicts), empty, list(guesses)
-        self._latched, self._varied = latched, varied
+        self._latched, self._decisive = latched, list(decisive)
         self.deployed = deployed
         (self._seen, self._positive, self._predicted_positive, self._right,
          self._right_positive) = counts

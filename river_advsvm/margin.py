@@ -482,10 +482,11 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         `river_advsvm.collapse`). A model that predicts with the average of its iterates
         (`averaging`) has collapsed when the function it learns has (the average, still
         deciding as before, follows it to that constant over the next `averaging` or so
-        samples), unless the average decided both ways over its latest judged block; when
-        the average decided as a constant while the function it learns guessed; and it stays
-        collapsed, once it has, while the average's decisions are still those of a constant
-        (after the function it learns recovers, the average takes as long to follow).
+        samples), unless the average decided both ways, better than a guess, over its latest
+        judged block; or when the average decided as a constant while the function it learns
+        guessed. A model that has collapsed stays so until the decisions it predicts with are
+        both ways and better than a guess over two blocks in a row (with `averaging`, about
+        `averaging` samples after the function it learns recovers).
         A warning (`river_advsvm.collapse.CollapseWarning`) is issued when it happens; the
         robustness monitor raises an alert."""
         return self._collapse.collapsed
