@@ -29,8 +29,8 @@ POLICIES = (*SUPPORT_POLICIES, *rf.POLICIES)
 SCALE_POWERS = {"rbf": 0.5, "laplacian": 1.0}
 #: How the worst case of an attack is found while learning (see `AdvKernelSVM`).
 ADVERSARIES = ("pgd", "closed_form")
-#: Without a decision on the row to reuse, the collapse watch judges the average's decisions
-#: on every this-many learned samples (see `AdvKernelSVM._deployed_margin`).
+#: Once the average keeps vectors f gave up, its decisions are judged (for a collapse, and for
+#: lagging behind the stream) on every this-many learned samples (`_deployed_margin`).
 DEPLOYED_EVERY = 4
 #: Samples over which the share of active ones is averaged (an exponential moving average).
 ACTIVE_WINDOW = 64
