@@ -133,6 +133,11 @@ class CollapseWatch:
         self.deployed: CollapseWatch | None = None
         self.restart_block()
 
+    def __setstate__(self, state: dict) -> None:
+        # A watch pickled before some of its flags were kept: as `restore` reads its state.
+        self.__dict__.update({"_empty": False, "_guesses": [], "_latched": False,
+                              "_decisive": [], "deployed": None, **state})
+
     def restart_block(self) -> None:
         """Start a block: after a full one, or dropping the one under way when its samples were
         counted under labels' signs that no longer hold (a binary model's provisional positive

@@ -433,6 +433,9 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
 
     def _watch_collapse(self, sign: float, g: float, early: bool,
                         deployed: tuple[float, float] | None) -> None:
+        if self._collapse.samples_before_verdict() > 1:  # (`collapsed` stays as it is)
+            self._collapse.update(sign, g, self._bias, early, deployed)
+            return
         was_collapsed = self._collapse.collapsed
         self._collapse.update(sign, g, self._bias, early, deployed)
         if self._collapse.collapsed and not was_collapsed:

@@ -30,8 +30,9 @@ SCALE_POWERS = {"rbf": 0.5, "laplacian": 1.0}
 #: How the worst case of an attack is found while learning (see `AdvKernelSVM`).
 ADVERSARIES = ("pgd", "closed_form")
 #: Once the average keeps vectors f gave up, its decisions are judged (for a collapse, and for
-#: lagging behind the stream) on every this-many learned samples (`_deployed_margin`).
-DEPLOYED_EVERY = 4
+#: lagging behind the stream) on every sample just predicted, and on every this-many learned
+#: samples otherwise (`_deployed_margin`).
+DEPLOYED_EVERY = 16
 #: Samples over which the share of active ones is averaged (an exponential moving average).
 ACTIVE_WINDOW = 64
 #: The share of active samples above which the bias step shrinks, to 0 at a share of 1.
@@ -592,24 +593,28 @@ class AdvKernelSVM(MarginClassifier):
             # The step about to be taken starts a new average at the last iterate.
             self._store.averaged = None
 
+    def _keeps_given_up(self) -> bool:
+        """Whether the model predicts with an average that keeps vectors f gave up."""
+        orphans = getattr(self._predicting()[0], "orphans", None)
+        return orphans is not None and orphans.size > 0
+
     def _deployed_margin(self):
         average, bias = self._predicting()
         if average is self._store:
             return None
-        orphans = getattr(average, "orphans", None)
-        if orphans is None or not orphans.size:  # the row learning computed gives it whole
+        if not self._keeps_given_up():  # the row learning computed gives it whole
             return average.value_at_latest_row(given_up=False) + bias, bias
-        # The vectors f gave up need a product of their own, so the margin is given at every
-        # DEPLOYED_EVERY-th learned sample only (at every one it would cost about a fifth of
-        # the step), whether or not the sample was predicted first: predictions never change
-        # what the model learns. Without those vectors the average's decisions can look
-        # one-sided where they are not (sparse inputs, whose vectors are mostly given up).
-        if self._n_learned % DEPLOYED_EVERY:
-            return None
+        # The vectors f gave up need a product of their own: the decision just made on this row
+        # when there is one (predicting, then learning), else computed at every
+        # DEPLOYED_EVERY-th learned sample (at every one it would cost about a fifth of the
+        # step). Without them the average's decisions can look one-sided where they are not
+        # (sparse inputs, whose vectors are mostly given up).
         decided = self._decided
         if (decided is not None and decided[0] is self._store.latest_row()
                 and decided[1] is average and decided[2] == average.count):
-            return decided[3], bias  # the decision just made on this row: the same bits
+            return decided[3], bias
+        if self._n_learned % DEPLOYED_EVERY:
+            return None
         return average.value_at_latest_row() + bias, bias
 
     def _decision_block(self, V, U, u_names, u_hashes):
