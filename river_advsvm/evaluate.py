@@ -122,8 +122,8 @@ def robustness_report(
         ignored (`ValueError` if `epsilons` gives its norm none).
     epsilons
         Radii: a list (or one radius) used for every attack in its own norm, or a dict from
-        norm ('l2', 'linf') to a list of radii (or one); `ValueError` if the dict gives radii
-        in a norm no attack is in.
+        norm ('l2', 'linf') to a list of radii (or one). Radii of a norm no attack is in give
+        no rows (one dict can serve reports of different attacks).
     certified
         Add the certified accuracy at every (norm, radius) of the report, for models that have
         `certified_radius_many`: within the attacks' box when every attack of that norm keeps
@@ -192,13 +192,6 @@ def robustness_report(
             raise ValueError(f"the attack {name!r} is in the {attack.norm} norm, and epsilons "
                              f"gives no radius of that norm (it gives "
                              f"{' and '.join(given) or 'none'})")
-    attacked = {attack.norm for attack in named.values()}
-    unused = [norm for norm, radii in radii_of.items()
-              if isinstance(epsilons, dict) and radii and norm not in attacked]
-    if unused:  # (as silent as an attack without radii: its rows would just not be there)
-        raise ValueError(f"epsilons gives radii in the {' and '.join(unused)} norm, and no "
-                         f"attack is in that norm (the attacks are in "
-                         f"{' and '.join(sorted(attacked)) or 'none'})")
     runs = {name: (1 if attack.minimizes_norm else len(radii_of.get(attack.norm, [])))
             for name, attack in named.items()}
     if progress_.enabled(progress):

@@ -203,21 +203,6 @@ def test_an_attack_without_a_radius_of_its_norm_is_refused(attacks, epsilons, no
         robustness_report(model, X, y, attacks, epsilons, progress=False)
 
 
-@pytest.mark.parametrize("attacks, epsilons, unused, used", [
-    ([FGSM(), PGD()], {"linf": [0.05], "l2": [0.1]}, "l2", "linf"),
-    ([PGD(norm="l2")], {"linf": 0.1, "l2": 0.5}, "linf", "l2"),
-])
-def test_radii_of_a_norm_no_attack_is_in_are_refused(attacks, epsilons, unused, used):
-    """Their rows, certified ones included, were left out of the report without a word. A list
-    of radii is for every attack in its own norm, so it names no norm to refuse."""
-    model, X, y = _small_linear()
-    with pytest.raises(ValueError, match=f"gives radii in the {unused} norm, and no attack is in "
-                                         rf"that norm \(the attacks are in {used}\)"):
-        robustness_report(model, X, y, attacks, epsilons, progress=False)
-    report = robustness_report(model, X, y, attacks, [0.1], progress=False)
-    assert set(report["norm"]) == {"", used}
-
-
 def test_certified_at_radius_zero_is_the_clean_accuracy(natural, digits_1v7):
     """At radius 0 the certificate vouches for exactly the right predictions: a wrong one has
     radius 0 too, and must not count."""
