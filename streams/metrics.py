@@ -41,6 +41,7 @@ advsvm_model_support_vectors                              support vectors (kerne
 advsvm_model_random_features                              random features (kernel models)
 advsvm_model_inputs                                       input columns the model knows
 advsvm_model_samples                                      samples in the model (group: merged)
+advsvm_model_average_restarts_total                       the model's average started over
 advsvm_monitor_{clean,robust,certified}_accuracy_ratio    the monitor's rolling accuracies
 advsvm_group_peers                                        peer snapshots seen
 advsvm_seconds_since_last_poll                            what liveness looks at
@@ -125,6 +126,7 @@ class Reading:
     inputs: int | None = None
     model_samples: int | None = None
     collapsed: bool | None = None
+    average_restarts: int | None = None
     clean_accuracy: float | None = None
     robust_accuracy: float | None = None
     certified_accuracy: float | None = None
@@ -154,6 +156,7 @@ class Reading:
             inputs=_count(model, "n_inputs"),
             model_samples=_count(model, "n_learned"),
             collapsed=_collapsed(model),
+            average_restarts=_count(model, "average_restarts"),
         )
         if state.group is not None:
             fields["group_syncs"] = state.group["seq"]
@@ -252,6 +255,9 @@ METRICS = [
             "merged model's).", lambda r: r.model_samples),
     _Metric("advsvm_model_collapsed", "gauge", "1 while the model's decisions have collapsed "
             "to one class, else 0.", lambda r: None if r.collapsed is None else int(r.collapsed)),
+    _Metric("advsvm_model_average_restarts_total", "counter", "Times the average of the "
+            "model's iterates started over from its last iterate (the stream changed).",
+            lambda r: r.average_restarts),
     _Metric("advsvm_monitor_clean_accuracy_ratio", "gauge", "The monitor's rolling accuracy "
             "on the labelled messages.", lambda r: r.clean_accuracy),
     _Metric("advsvm_monitor_robust_accuracy_ratio", "gauge", "The monitor's rolling accuracy "

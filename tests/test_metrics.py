@@ -18,7 +18,7 @@ pytest.importorskip("prometheus_client")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from river_advsvm import AdvKernelSVM  # noqa: E402
+from river_advsvm import AdvKernelSVM, AdvLinearSVM  # noqa: E402
 from river_advsvm.alerts import ALERT_KINDS  # noqa: E402
 from river_advsvm.streams.kafka import REASONS  # noqa: E402
 from river_advsvm.streams import metrics  # noqa: E402
@@ -377,3 +377,21 @@ def test_the_processing_rate_leaves_the_idle_time_out(monkeypatch):
     progress.worked()
     clock[0] = 900.0
     assert progress.throughput() == 10 / 3
+
+
+def test_the_averages_restarts_are_a_counter(serve):
+    """`advsvm_model_average_restarts_total` is the model's `average_restarts`: 0 on a fresh
+    model, the restarts after its labels swap; absent for a model without one."""
+    from test_average_lag import progressive, swapped
+
+    model = AdvKernelSVM(seed=0)
+    state = ServiceState(model=model)
+    assert metrics.log_fields(Reading.from_state(state))["model_average_restarts_total"] == 0
+    xs, ys = swapped(2500, 1500)
+    progressive(model, xs, ys)
+    reading = Reading.from_state(state)
+    assert reading.average_restarts == model.average_restarts >= 1
+    server = serve(Source(**dataclasses.asdict(reading)))
+    assert scrape(server)[("advsvm_model_average_restarts_total", ())] == model.average_restarts
+    state.model = AdvLinearSVM()
+    assert "model_average_restarts_total" not in metrics.log_fields(Reading.from_state(state))
