@@ -35,9 +35,9 @@ only when `f` was 0 at every sample: every step it took was undone (a radius too
 data empties `f`).
 
 A model that predicts with another function than the one it learns (an average of its iterates)
-gives both margins, or only the first where the second would cost more than the sample's step:
-its decisions are judged as above on the function it learns, and in blocks of their own (of the
-samples that gave both) on the one it predicts with, which lags behind (an average looks
+gives both margins (or the first alone): its decisions are judged as above on the function it
+learns, and in blocks of their own (of the samples that gave both) on the one it predicts with,
+which lags behind (an average looks
 constant while the model learns its first rule). Its collapse is then either the learned
 function's (unless the predicting function's latest judged block, past its first ones, decided
 as no constant does: an average of noisy iterates can decide well where each iterate

@@ -10,7 +10,11 @@ changes, registers new inputs, and maps labels to signs.
 
 Learning is strictly one row at a time, also inside `learn_many`: a row's arithmetic depends
 on the model's state and the row alone, never on the batch it came in, so a `learn_one` loop
-and any batching of `learn_many` (or of `decision_then_learn_many`) give bit-identical models.
+and any batching of `learn_many` give bit-identical models, as do a loop that decides each row
+before learning it (`decision_one`, `predict_one`...) and any batching of
+`decision_then_learn_many`. (A model that predicts with an average of its iterates uses the
+decision just made on a row to tell whether the average lags behind the stream: with or
+without predictions first, the models may differ once it restarts the average.)
 
 """
 
@@ -421,18 +425,20 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         self._calibration.update_one(g, sign)
         self._n_learned += 1
 
-    def _deployed_margin(self) -> tuple[float, float] | None:
-        """The margin the model predicts the row of the latest `_row_margin` with, and the bias
-        in it, for the collapse watch; None when it predicts with the function it learns."""
+    def _deployed_margin(self) -> tuple[float, float, bool] | None:
+        """The margin the model predicts the row of the latest `_row_margin` with, the bias in
+        it, and whether the margin is exact (else an estimate, for the collapse watch alone);
+        None when it predicts with the function it learns."""
         return None
 
-    def _follow(self, sign: float, g: float, deployed: tuple[float, float] | None) -> None:
+    def _follow(self, sign: float, g: float, deployed: tuple[float, float, bool] | None) -> None:
         """Before the step on a sample of sign `sign`: its learned margin `g` and the one the
         model predicts it with, if another (`_deployed_margin`), for a model that predicts
         with an average of its iterates to tell when that lags behind the stream."""
 
     def _watch_collapse(self, sign: float, g: float, early: bool,
-                        deployed: tuple[float, float] | None) -> None:
+                        deployed: tuple[float, float, bool] | None) -> None:
+        deployed = None if deployed is None else deployed[:2]
         if self._collapse.samples_before_verdict() > 1:  # (`collapsed` stays as it is)
             self._collapse.update(sign, g, self._bias, early, deployed)
             return

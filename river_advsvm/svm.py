@@ -29,9 +29,9 @@ POLICIES = (*SUPPORT_POLICIES, *rf.POLICIES)
 SCALE_POWERS = {"rbf": 0.5, "laplacian": 1.0}
 #: How the worst case of an attack is found while learning (see `AdvKernelSVM`).
 ADVERSARIES = ("pgd", "closed_form")
-#: Once the average keeps vectors f gave up, its decisions are judged (for a collapse, and for
-#: lagging behind the stream) on every sample just predicted, and on every this-many learned
-#: samples otherwise (`_deployed_margin`).
+#: Once the average keeps vectors f gave up, its exact decisions (for lagging behind the
+#: stream) are those of every sample just predicted, and of every this-many learned samples
+#: otherwise (`_deployed_margin`).
 DEPLOYED_EVERY = 16
 #: Samples over which the share of active ones is averaged (an exponential moving average).
 ACTIVE_WINDOW = 64
@@ -587,35 +587,32 @@ class AdvKernelSVM(MarginClassifier):
         return decision
 
     def _follow(self, sign, g, deployed):
-        if deployed is None:
+        if deployed is None or not deployed[2]:  # (an estimate does not decide a restart)
             return
         if self._lag.update((g > 0) == (sign > 0), (deployed[0] > 0) == (sign > 0)):
             # The step about to be taken starts a new average at the last iterate.
             self._store.averaged = None
 
-    def _keeps_given_up(self) -> bool:
-        """Whether the model predicts with an average that keeps vectors f gave up."""
-        orphans = getattr(self._predicting()[0], "orphans", None)
-        return orphans is not None and orphans.size > 0
-
     def _deployed_margin(self):
         average, bias = self._predicting()
         if average is self._store:
             return None
-        if not self._keeps_given_up():  # the row learning computed gives it whole
-            return average.value_at_latest_row(given_up=False) + bias, bias
+        orphans = getattr(average, "orphans", None)
+        if orphans is None or not orphans.size:  # the row learning computed gives it whole
+            return average.value_at_latest_row(given_up=False) + bias, bias, True
         # The vectors f gave up need a product of their own: the decision just made on this row
         # when there is one (predicting, then learning), else computed at every
         # DEPLOYED_EVERY-th learned sample (at every one it would cost about a fifth of the
-        # step). Without them the average's decisions can look one-sided where they are not
-        # (sparse inputs, whose vectors are mostly given up).
+        # step); in between, the average over the vectors f holds, an estimate for the
+        # collapse watch alone (it can look one-sided where the average is not: sparse inputs,
+        # whose vectors are mostly given up).
         decided = self._decided
         if (decided is not None and decided[0] is self._store.latest_row()
                 and decided[1] is average and decided[2] == average.count):
-            return decided[3], bias
+            return decided[3], bias, True
         if self._n_learned % DEPLOYED_EVERY:
-            return None
-        return average.value_at_latest_row() + bias, bias
+            return average.value_at_latest_row(given_up=False) + bias, bias, False
+        return average.value_at_latest_row() + bias, bias, True
 
     def _decision_block(self, V, U, u_names, u_hashes):
         if self._input_scales.centres is not None:
@@ -690,7 +687,9 @@ class AdvKernelSVM(MarginClassifier):
         return 0, 0
 
     def _negate(self):
-        self._decided = None
+        if self._decided is not None:  # (negating every term negates the sum exactly)
+            row, average, count, decision = self._decided
+            self._decided = (row, average, count, -decision)
         if self._store is not None:
             self._store.negate()
         self._bias = -self._bias

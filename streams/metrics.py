@@ -256,7 +256,8 @@ METRICS = [
     _Metric("advsvm_model_collapsed", "gauge", "1 while the model's decisions have collapsed "
             "to one class, else 0.", lambda r: None if r.collapsed is None else int(r.collapsed)),
     _Metric("advsvm_model_average_restarts_total", "counter", "Times the average of the "
-            "model's iterates started over from its last iterate (the stream changed).",
+            "model's iterates started over from its last iterate, which had clearly been "
+            "deciding better (the stream changed, or the average lagged for another reason).",
             lambda r: r.average_restarts),
     _Metric("advsvm_monitor_clean_accuracy_ratio", "gauge", "The monitor's rolling accuracy "
             "on the labelled messages.", lambda r: r.clean_accuracy),

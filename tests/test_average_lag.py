@@ -1,7 +1,7 @@
 """The average of the iterates starts over when the stream changes (`river_advsvm.average_lag`):
 after a swap of the labels it follows within a few hundred samples, on a stream that does not
-change it never starts over, predictions never change what is learned, and a checkpoint keeps
-the watch."""
+change it never starts over, the decisions just made count as the batches' do, and a
+checkpoint keeps the watch."""
 
 from __future__ import annotations
 
@@ -118,3 +118,32 @@ def test_a_model_pickled_before_the_watch_existed_learns_on():
     progressive(old, xs[200:], ys[200:])
     progressive(model, xs[200:], ys[200:])
     assert same_state(old, model)
+
+
+def test_a_decision_made_before_the_model_negates_itself_still_counts():
+    """The second label sorts above the first (the model negates itself) once the average
+    keeps vectors f gave up: a `decision_one` + `learn_one` loop is the batch's
+    `decision_then_learn_many` bit for bit (the loop's decision, made before the negation,
+    was dropped, and the watches saw one sample fewer)."""
+    X = np.random.default_rng(5).standard_normal((400, 2))
+    xs = [dict(enumerate(row)) for row in X.tolist()]
+    labels = ["a"] * 20 + ["b" if row[0] > 0 else "a" for row in X[20:]]
+    labels[20] = "b"
+    batched = AdvKernelSVM(seed=0, budget=3, gamma=1.0)
+    looped = AdvKernelSVM(seed=0, budget=3, gamma=1.0)
+    seen = {}
+    for name, model in [("batched", batched), ("looped", looped)]:
+        def counted(*args, update=model._lag.update, name=name):
+            seen[name] = seen.get(name, 0) + 1
+            return update(*args)
+        model._lag.update = counted
+    margins = batched.decision_then_learn_many(xs, labels)
+    loop_margins = []
+    for x, y in zip(xs, labels):
+        loop_margins.append(looped.decision_one(x))
+        if len(loop_margins) == 21:
+            assert looped._store.averaged.orphans.size > 0  # (before "b" arrives)
+        looped.learn_one(x, y)
+    assert list(margins) == loop_margins
+    assert seen["looped"] == seen["batched"] == len(xs) - 1  # (each but the first: no average)
+    assert same_state(batched, looped)
