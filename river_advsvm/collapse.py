@@ -35,10 +35,9 @@ only when `f` was 0 at every sample: every step it took was undone (a radius too
 data empties `f`).
 
 A model that predicts with another function than the one it learns (an average of its iterates)
-gives both margins (or the first alone): its decisions are judged as above on the function it
-learns, and in blocks of their own (of the samples that gave both) on the one it predicts with,
-which lags behind (an average looks
-constant while the model learns its first rule). Its collapse is then either the learned
+gives both margins: its decisions are judged as above on the function it learns, and in blocks
+of their own on the one it predicts with, which lags behind (an average looks constant while
+the model learns its first rule). Its collapse is then either the learned
 function's (unless the predicting function's latest judged block, past its first ones, decided
 as no constant does: an average of noisy iterates can decide well where each iterate
 guesses), or the predicting function's over `blocks` blocks in which the learned function's
@@ -68,6 +67,13 @@ Examples
 >>> watch = CollapseWatch(block=4, blocks=2, min_share=0.25)
 >>> for label, margin, bias in [(1, -0.35, -0.3), (-1, -0.3, -0.25), (1, 0.3, 0.35),
 ...                             (-1, 0.42, 0.4)] * 2:
+...     watch.update(label, margin, bias)
+>>> watch.collapsed
+True
+
+Two blocks that decide both ways, and rightly, end it (one could be luck):
+
+>>> for label, margin, bias in [(1, 0.8, 0.1), (-1, -0.9, 0.1), (1, 0.7, 0.1), (-1, -0.6, 0.1)]:
 ...     watch.update(label, margin, bias)
 >>> watch.collapsed
 True
@@ -125,7 +131,7 @@ class CollapseWatch:
         self._verdicts: list[bool] = []
         self._empty = False  # f was 0 at every sample of the last judged block
         self._guesses: list[bool] = []  # the decisions no better than a guess, per judged block
-        self._latched = False  # collapsed at the last judged block (held while `deployed` is)
+        self._latched = False  # collapsed at the last judged block (held until it decides)
         # Per judged block: past the early ones, it decided as no constant does (both ways,
         # and better than a guess).
         self._decisive: list[bool] = []
@@ -175,8 +181,7 @@ class CollapseWatch:
         bias in that decision. With `early` (a model's first `window` samples: it starts at
         `f = 0` and is still learning), a block ending at this sample looks constant only when
         `f` was 0 at every sample of it. `deployed`: the margin and bias the model predicts
-        the sample with, when it predicts with another function and that margin is known
-        (see the module)."""
+        the sample with, when it predicts with another function (see the module)."""
         if deployed is not None:
             if self.deployed is None:
                 self.deployed = CollapseWatch(self.block, self.blocks, self.min_share)

@@ -12,9 +12,7 @@ Learning is strictly one row at a time, also inside `learn_many`: a row's arithm
 on the model's state and the row alone, never on the batch it came in, so a `learn_one` loop
 and any batching of `learn_many` give bit-identical models, as do a loop that decides each row
 before learning it (`decision_one`, `predict_one`...) and any batching of
-`decision_then_learn_many`. (A model that predicts with an average of its iterates uses the
-decision just made on a row to tell whether the average lags behind the stream: with or
-without predictions first, the models may differ once it restarts the average.)
+`decision_then_learn_many`: predictions change nothing the model keeps.
 
 """
 

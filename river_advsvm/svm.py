@@ -30,8 +30,7 @@ SCALE_POWERS = {"rbf": 0.5, "laplacian": 1.0}
 #: How the worst case of an attack is found while learning (see `AdvKernelSVM`).
 ADVERSARIES = ("pgd", "closed_form")
 #: Once the average keeps vectors f gave up, its exact decisions (for lagging behind the
-#: stream) are those of every sample just predicted, and of every this-many learned samples
-#: otherwise (`_deployed_margin`).
+#: stream, and for a collapse) are those of every this-many learned samples (`_deployed_margin`).
 DEPLOYED_EVERY = 16
 #: Samples over which the share of active ones is averaged (an exponential moving average).
 ACTIVE_WINDOW = 64
@@ -600,18 +599,18 @@ class AdvKernelSVM(MarginClassifier):
         orphans = getattr(average, "orphans", None)
         if orphans is None or not orphans.size:  # the row learning computed gives it whole
             return average.value_at_latest_row(given_up=False) + bias, bias, True
-        # The vectors f gave up need a product of their own: the decision just made on this row
-        # when there is one (predicting, then learning), else computed at every
-        # DEPLOYED_EVERY-th learned sample (at every one it would cost about a fifth of the
-        # step); in between, the average over the vectors f holds, an estimate for the
-        # collapse watch alone (it can look one-sided where the average is not: sparse inputs,
-        # whose vectors are mostly given up).
+        # The vectors f gave up need a product of their own: at every DEPLOYED_EVERY-th learned
+        # sample (at every one it would cost about a fifth of the step), the same bits whether
+        # the sample was just predicted or not (predicting changes nothing the model keeps); in
+        # between, the average over the vectors f holds, an estimate for the collapse watch
+        # alone (it can look one-sided where the average is not: sparse inputs, whose vectors
+        # are mostly given up).
+        if self._n_learned % DEPLOYED_EVERY:
+            return average.value_at_latest_row(given_up=False) + bias, bias, False
         decided = self._decided
         if (decided is not None and decided[0] is self._store.latest_row()
                 and decided[1] is average and decided[2] == average.count):
-            return decided[3], bias, True
-        if self._n_learned % DEPLOYED_EVERY:
-            return average.value_at_latest_row(given_up=False) + bias, bias, False
+            return decided[3], bias, True  # (the decision just made on this row)
         return average.value_at_latest_row() + bias, bias, True
 
     def _decision_block(self, V, U, u_names, u_hashes):
