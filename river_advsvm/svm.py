@@ -790,7 +790,7 @@ class AdvKernelSVM(MarginClassifier):
     @property
     def average_restarts(self) -> int:
         """How many times the average of the iterates (`averaging`) started over from the last
-        iterate, which had clearly been deciding better: the stream changed."""
+        iterate, which had clearly been deciding better: most often, the stream changed."""
         return self._lag.restarts
 
     @property
