@@ -597,16 +597,16 @@ class AdvKernelSVM(MarginClassifier):
         if average is self._store:
             return None
         orphans = getattr(average, "orphans", None)
-        if orphans is None or not orphans.size:  # the row learning computed gives it whole
-            return average.value_at_latest_row(given_up=False) + bias, bias, True
-        # The vectors f gave up need a product of their own: at every DEPLOYED_EVERY-th learned
-        # sample (at every one it would cost about a fifth of the step), the same bits whether
-        # the sample was just predicted or not (predicting changes nothing the model keeps); in
-        # between, the average over the vectors f holds, an estimate for the collapse watch
-        # alone (it can look one-sided where the average is not: sparse inputs, whose vectors
-        # are mostly given up).
-        if self._n_learned % DEPLOYED_EVERY:
-            return average.value_at_latest_row(given_up=False) + bias, bias, False
+        keeps_given_up = orphans is not None and orphans.size > 0
+        # Without vectors f gave up, the row learning computed gives the average whole. Those
+        # need a product of their own: at every DEPLOYED_EVERY-th learned sample (at every one
+        # it would cost about a fifth of the step), the same bits whether the sample was just
+        # predicted or not (predicting changes nothing the model keeps); in between, the
+        # average over the vectors f holds, an estimate for the collapse watch alone (it can
+        # look one-sided where the average is not: sparse inputs, whose vectors are mostly
+        # given up).
+        if not keeps_given_up or self._n_learned % DEPLOYED_EVERY:
+            return average.value_at_latest_row(given_up=False) + bias, bias, not keeps_given_up
         decided = self._decided
         if (decided is not None and decided[0] is self._store.latest_row()
                 and decided[1] is average and decided[2] == average.count):

@@ -12,6 +12,7 @@ import pytest
 
 from river_advsvm import AdvKernelSVM
 from river_advsvm.average_lag import LagWatch
+from test_adversarial_training import same_state
 
 
 def swapped(n: int, swap: int, seed: int = 0):
@@ -29,12 +30,6 @@ def progressive(model, xs, ys, predict=True) -> list[bool]:
             right.append(model.predict_one(x) == y)
         model.learn_one(x, y)
     return right
-
-
-def same_state(a, b) -> bool:
-    (meta_a, arrays_a), (meta_b, arrays_b) = a.to_checkpoint(), b.to_checkpoint()
-    return meta_a == meta_b and arrays_a.keys() == arrays_b.keys() and all(
-        np.asarray(arrays_a[k]).tobytes() == np.asarray(arrays_b[k]).tobytes() for k in arrays_a)
 
 
 @pytest.mark.parametrize("policy", ["merge", "compact"])
