@@ -746,6 +746,9 @@ class AdvKernelSVM(MarginClassifier):
             raise ValueError(f"active_share {self._active_share!r} is out of range")
         if "average_lag" in scalars:  # (not in checkpoints of models that never kept it)
             self._lag.restore(scalars["average_lag"])
+            if self._lag.restarts > self._n_learned:  # (each restart follows a learned sample)
+                raise ValueError(f"{self._lag.restarts} restarts of the average, more than the "
+                                 f"{self._n_learned} samples learned")
         if ("store" in scalars) != self._started:
             # A model starts its store as it starts learning: one without the other would
             # predict from the bias alone, then start a second store over no inputs.

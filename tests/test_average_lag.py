@@ -100,6 +100,28 @@ def test_a_bad_saved_watch_is_refused_and_changes_nothing(state):
     assert watch.state() == before
 
 
+def test_a_checkpoint_with_more_restarts_than_samples_is_refused():
+    """A checkpoint is input: a count of restarts no model makes (each follows a learned
+    sample) is refused rather than reported as the model's."""
+    import copy
+
+    from river_advsvm.checkpoint import CheckpointError
+
+    xs, ys = swapped(300, 300)
+    model = AdvKernelSVM(seed=0)
+    progressive(model, xs, ys)
+    state, arrays = model.to_checkpoint()
+    for restarts, refused in [(model.n_learned, False), (model.n_learned + 1, True),
+                              (10**30, True)]:
+        edited = copy.deepcopy(state)
+        edited["state"]["model"]["average_lag"]["restarts"] = restarts
+        if refused:
+            with pytest.raises(CheckpointError, match="restarts of the average"):
+                AdvKernelSVM.from_checkpoint(edited, arrays)
+        else:
+            assert AdvKernelSVM.from_checkpoint(edited, arrays).average_restarts == restarts
+
+
 def test_a_model_pickled_before_the_watch_existed_learns_on():
     import pickle
 
