@@ -426,7 +426,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
     def _deployed_margin(self) -> tuple[float, float, bool] | None:
         """The margin the model predicts the row of the latest `_row_margin` with, the bias in
         it, and whether the margin is exact (else an estimate, for the collapse watch alone);
-        None when it predicts with the function it learns."""
+        None when it predicts with the function it learns, or has neither at hand."""
         return None
 
     def _follow(self, sign: float, g: float, deployed: tuple[float, float, bool] | None) -> None:

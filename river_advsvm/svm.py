@@ -12,10 +12,11 @@ from river_advsvm import adversary, bandwidth, certify, checkpoint, inputs, kern
 from river_advsvm import budget as rf
 from river_advsvm.average_lag import LagWatch
 from river_advsvm.feature_average import AveragedFeatures
+from river_advsvm.given_up_estimate import GivenUpEstimate
 from river_advsvm.input_advice import InputAdvice
 from river_advsvm.input_scales import InputScales, as_pairs, from_pairs, reference_gamma
 from river_advsvm.margin import MarginClassifier
-from river_advsvm.model_checkpoint import MAX_ABS_BIAS
+from river_advsvm.model_checkpoint import MAX_ABS_BIAS, MAX_ABS_MARGIN
 from river_advsvm.support import SupportVectors
 from river_advsvm.support_average import AveragedVectors, orphan_capacity
 from river_advsvm.warn import warn_caller
@@ -340,6 +341,8 @@ class AdvKernelSVM(MarginClassifier):
         self._decided: tuple | None = None
         # Whether the average lags behind the stream (see _follow).
         self._lag = LagWatch()
+        # The average's margin between its exact ones (see _deployed_margin).
+        self._given_up = GivenUpEstimate()
         self.kernel_radius = 0.0
         self._radius_names: list | None = None
         # The recent share of active samples; no sample has shown the hinge is not flat yet.
@@ -356,7 +359,8 @@ class AdvKernelSVM(MarginClassifier):
 
     def __setstate__(self, state: dict) -> None:
         # A model pickled before the average could start over has no lag watch: a fresh one.
-        self.__dict__.update({"_decided": None, "_lag": LagWatch(), **state})
+        self.__dict__.update({"_decided": None, "_lag": LagWatch(),
+                              "_given_up": GivenUpEstimate(), **state})
 
     @property
     def _gamma(self) -> float | None:
@@ -591,6 +595,7 @@ class AdvKernelSVM(MarginClassifier):
         if self._lag.update((g > 0) == (sign > 0), (deployed[0] > 0) == (sign > 0)):
             # The step about to be taken starts a new average at the last iterate.
             self._store.averaged = None
+            self._given_up.reset()
 
     def _deployed_margin(self):
         average, bias = self._predicting()
@@ -601,17 +606,22 @@ class AdvKernelSVM(MarginClassifier):
         # Without vectors f gave up, the row learning computed gives the average whole. Those
         # need a product of their own: at every DEPLOYED_EVERY-th learned sample (at every one
         # it would cost about a fifth of the step), the same bits whether the sample was just
-        # predicted or not (predicting changes nothing the model keeps); in between, the
-        # average over the vectors f holds, an estimate for the collapse watch alone (it can
-        # look one-sided where the average is not: sparse inputs, whose vectors are mostly
-        # given up).
-        if not keeps_given_up or self._n_learned % DEPLOYED_EVERY:
-            return average.value_at_latest_row(given_up=False) + bias, bias, not keeps_given_up
+        # predicted or not (predicting changes nothing the model keeps); in between, an
+        # estimate for the collapse watch alone (`river_advsvm.given_up_estimate`).
+        held = average.value_at_latest_row(given_up=False) + bias
+        if not keeps_given_up:
+            return held, bias, True
+        if self._n_learned % DEPLOYED_EVERY:
+            estimate = self._given_up.of(held)
+            return None if estimate is None else (estimate, bias, False)
         decided = self._decided
         if (decided is not None and decided[0] is self._store.latest_row()
                 and decided[1] is average and decided[2] == average.count):
-            return decided[3], bias, True  # (the decision just made on this row)
-        return average.value_at_latest_row() + bias, bias, True
+            exact = decided[3]  # (the decision just made on this row)
+        else:
+            exact = average.value_at_latest_row() + bias
+        self._given_up.exact(held, exact)
+        return exact, bias, True
 
     def _decision_block(self, V, U, u_names, u_hashes):
         if self._input_scales.centres is not None:
@@ -689,6 +699,7 @@ class AdvKernelSVM(MarginClassifier):
         if self._decided is not None:  # (negating every term negates the sum exactly)
             row, average, count, decision = self._decided
             self._decided = (row, average, count, -decision)
+        self._given_up.negate()
         if self._store is not None:
             self._store.negate()
         self._bias = -self._bias
@@ -713,6 +724,7 @@ class AdvKernelSVM(MarginClassifier):
     def _model_state(self):
         scalars = {"seed": self._seed, "kernel_radius": self.kernel_radius,
                    "active_share": self._active_share, "average_lag": self._lag.state(),
+                   "given_up_estimate": self._given_up.state(),
                    **self._input_scales.state(fitted=isinstance(self.gamma, str))}
         arrays = {}
         if self._store is not None:
@@ -749,6 +761,8 @@ class AdvKernelSVM(MarginClassifier):
             if self._lag.restarts > self._n_learned:  # (each restart follows a learned sample)
                 raise ValueError(f"{self._lag.restarts} restarts of the average, more than the "
                                  f"{self._n_learned} samples learned")
+        if "given_up_estimate" in scalars:  # (not in checkpoints of models that never kept it)
+            self._given_up.restore(scalars["given_up_estimate"], MAX_ABS_MARGIN)
         if ("store" in scalars) != self._started:
             # A model starts its store as it starts learning: one without the other would
             # predict from the bias alone, then start a second store over no inputs.
