@@ -27,6 +27,7 @@ from river_advsvm import inputs
 from river_advsvm import progress as progress_
 from river_advsvm.attacks.base import NOTE_SECONDS, Attack, NoGradientWarning, has_margin_api
 from river_advsvm.kernels import NORMS
+from river_advsvm.margin_predict import batch_labels
 
 __all__ = ["iter_progressive_robust_val", "progressive_robust_val", "robustness_report"]
 
@@ -174,9 +175,9 @@ def robustness_report(
     import pandas as pd
 
     names, values = inputs.frame_values(X, needs="robustness_report")
-    labels = list(y)
+    labels = batch_labels(y, X)
     if len(labels) != len(values):
-        raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels")
+        raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels", "bad_shape")
 
     def right_at(points: np.ndarray) -> np.ndarray:
         predictions = _predictions(model, names, points)

@@ -25,11 +25,24 @@ def in_hash_order(u: np.ndarray, u_names: list, u_hashes: list) -> tuple[np.ndar
     return u[order], [u_names[j] for j in order], [u_hashes[j] for j in order]
 
 
-def batch_labels(y) -> list:
+def batch_labels(y, X=None) -> list:
     """The labels of a batch as a list, one per row: from a list, a tuple, a 1-d array or a
-    pandas Series. `InvalidInput` for what `list(y)` would misread: a DataFrame (its column
-    names), a str (its characters), a dict (its keys), a 2-d array, or a single label."""
+    pandas Series, whose missing values (NaN, None, NA: pandas keeps a None among str labels
+    as NaN) are None. `InvalidInput` for what `list(y)` would misread: a DataFrame (its column
+    names), a str (its characters), a dict (its keys), a 2-d array, or a single label; and for
+    a Series whose index is not that of the DataFrame `X` (rows are matched by position)."""
     ndim = getattr(y, "ndim", 1)
+    if _is_series(y):
+        index = getattr(X, "index", None)
+        if index is not None and hasattr(X, "columns") and not index.equals(y.index):
+            raise inputs.InvalidInput(
+                "y's index is not X's: rows and labels are matched by position, so align them "
+                "first (y.loc[X.index]) or pass y.to_numpy()", "bad_shape")
+        missing = y.isna().to_numpy()
+        labels = y.tolist()
+        if missing.any():
+            labels = [None if m else label for label, m in zip(labels, missing.tolist())]
+        return labels
     if not isinstance(y, (str, bytes, dict)) and ndim == 1:
         try:
             return list(y)
@@ -38,6 +51,10 @@ def batch_labels(y) -> list:
     shape = f" of shape {y.shape}" if ndim != 1 else ""
     raise inputs.InvalidInput(f"y must hold one label per row (a list, a 1-d array or a "
                               f"pandas Series), got a {type(y).__name__}{shape}", "bad_shape")
+
+
+def _is_series(y) -> bool:
+    return hasattr(y, "isna") and hasattr(y, "index") and getattr(y, "ndim", 0) == 1
 
 
 class MarginPredictions:
@@ -274,4 +291,4 @@ class MarginPredictions:
         """`certified_radius_one` for each row of a DataFrame, or of an array whose columns are
         features 0..d-1."""
         names, values = inputs.frame_values(X, missing_ok=True)
-        return self._certified(names, values, batch_labels(y), norm, bounds)
+        return self._certified(names, values, batch_labels(y, X), norm, bounds)

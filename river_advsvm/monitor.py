@@ -339,7 +339,13 @@ class RobustnessMonitor:
         inputs.check_inside(values, self.attack.bounds)
         # A label as the models take it, a plain JSON scalar (River's iter_array gives numpy
         # ones; a missing one read from pandas is NaN): the windows go into `state()`.
-        return x, as_label(y)
+        y = as_label(y)
+        # A sample the model would refuse to learn next (a third label for a binary model, say)
+        # is not counted either.
+        check_learn_one = getattr(self.model, "_check_learn_one", None)
+        if check_learn_one is not None:
+            check_learn_one(x, y)
+        return x, y
 
     def _is_sampled(self, step: int) -> bool:
         if isinstance(self.sample_rate, int):

@@ -92,9 +92,9 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         for the binary models; `y` a sequence of labels. The same models, bit for bit, as a
         `learn_one` loop over the rows: a label's model starts at the label's first row."""
         X = _frame(X)
-        labels = batch_labels(y)
+        labels = batch_labels(y, X)
         if len(labels) != len(X):
-            raise inputs.InvalidInput(f"{len(X)} samples but {len(labels)} labels")
+            raise inputs.InvalidInput(f"{len(X)} samples but {len(labels)} labels", "bad_shape")
         labels = [as_label(label) for label in labels]
         y = pd.Series(labels, index=X.index, name=y.name if isinstance(y, pd.Series) else None,
                       dtype=object)
@@ -238,11 +238,12 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         `bounds = (lo, hi)` restricts the attacker's points to that box, as for the binary
         models.
         """
-        labels = [as_label(label) for label in batch_labels(y)]  # (InvalidInput as binary's)
+        labels = [as_label(label) for label in batch_labels(y, X)]  # (InvalidInput as binary's)
         # NaN is a missing input here too, as for the binary models (and `certified_radius_one`).
         _, values = inputs.frame_values(X, missing_ok=True)
         if len(labels) != len(values):
-            raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels")
+            raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels",
+                                      "bad_shape")
         bounds = inputs.check_box(bounds)
         inputs.check_present_inside(values, bounds)
         radii = np.full(len(labels), np.inf)

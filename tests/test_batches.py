@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import pickle
 
 import numpy as np
 import pandas as pd
@@ -222,6 +223,50 @@ def test_unlabelled_rows_are_not_learned():
     assert model.n_learned == 0 and model.n_inputs == 0
     model.decision_then_learn_many(rows, labels[:50] + [None] * 50)
     assert model.n_learned == 50
+
+
+@pytest.mark.parametrize("dtype", ["str", object, "float64"])
+def test_a_missing_label_in_a_pandas_series_means_predict_only(dtype):
+    """pandas keeps a None among str (or number) labels as NaN: in a Series it is a missing
+    label, as None is in a list, and learning it says so."""
+    X = pd.DataFrame({"a": [0.1, 0.9, 0.2, 0.8]})
+    labels = ["no", "yes", None, "yes"] if dtype != "float64" else [0.0, 1.0, None, 1.0]
+    listed, series = AdvKernelSVM(gamma=1.0, seed=0), AdvKernelSVM(gamma=1.0, seed=0)
+    expected = listed.decision_then_learn_many(X, labels)
+    margins = series.decision_then_learn_many(X, pd.Series(labels, dtype=dtype))
+    assert margins.tolist() == expected.tolist() and series.n_learned == 3
+    assert fingerprint(series) == fingerprint(listed)
+    with pytest.raises(InvalidInput, match="label None"):
+        AdvKernelSVM(gamma=1.0, seed=0).learn_many(X, pd.Series(labels, dtype=dtype))
+
+
+def test_labels_whose_index_is_not_the_frames_are_refused():
+    """Rows and labels are matched by position: a Series whose index says otherwise (the frame
+    shuffled, the labels not) is refused rather than learned scrambled."""
+    from river_advsvm.multiclass import OneVsRest
+
+    X = pd.DataFrame({"a": np.r_[np.zeros(5), np.ones(5)]})
+    y = pd.Series([False] * 5 + [True] * 5)
+    shuffled = X.sample(frac=1, random_state=0)
+    for model in (AdvKernelSVM(gamma=1.0, seed=0), OneVsRest(AdvKernelSVM(gamma=1.0, seed=0))):
+        before = pickle.dumps(model)
+        for call in (model.learn_many, model.decision_then_learn_many
+                     if hasattr(model, "decision_then_learn_many") else model.learn_many):
+            with pytest.raises(InvalidInput, match="y's index is not X's") as refused:
+                call(shuffled, y)
+            assert refused.value.code == "bad_shape" and pickle.dumps(model) == before
+        model.learn_many(shuffled, y.loc[shuffled.index])  # aligned: learned
+        model.learn_many(X.to_numpy(), y)  # an array has no index to match
+        assert model.predict_many(pd.DataFrame({"a": [0.0, 1.0]})).tolist() == [False, True]
+
+
+def test_a_batch_of_more_rows_than_labels_is_a_shape_error_for_every_model():
+    from river_advsvm.multiclass import OneVsRest
+
+    for model in (AdvKernelSVM(seed=0), OneVsRest(AdvKernelSVM(seed=0))):
+        with pytest.raises(InvalidInput, match="4 samples but 3 labels") as refused:
+            model.learn_many(pd.DataFrame({"a": [0.1, 0.2, 0.3, 0.4]}), ["a", "b", "a"])
+        assert refused.value.code == "bad_shape"
 
 
 def test_predict_one_knows_nothing_before_a_label():

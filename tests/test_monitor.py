@@ -354,9 +354,12 @@ def test_nan_is_a_missing_input_and_a_refused_sample_is_not_counted():
 def test_memory_is_bounded_on_a_stream_of_ever_new_labels():
     """The clean window was River's rolling accuracy fed the labels, whose confusion matrix
     keeps a row for every label it ever saw: 450 bytes more a new label, with a window of 100
-    (a binary model refuses each, after the monitor counted it; a model of open labels takes
-    them). The window's accuracy and its saved state are those of the labels as before."""
-    model = AdvLinearSVM()
+    (a model of open labels takes them; a binary model of this package refuses each, and so
+    does the monitor). The window's accuracy and its saved state are those of the labels as
+    before."""
+    from river import dummy
+
+    model = dummy.NoChangeClassifier()
     monitor = RobustnessMonitor(model, sample_rate=10**9, window_size=100)
 
     def windows_bytes():  # (ADWIN's own bounded growth, tested below, left out)
@@ -365,12 +368,9 @@ def test_memory_is_bounded_on_a_stream_of_ever_new_labels():
 
     sizes = []
     for i in range(1, 6_001):
-        x, y = {"a": 0.5, "b": 0.25}, (i % 2 == 0 if i <= 100 else f"label-{i}")
+        x, y = {"a": 0.5, "b": 0.25}, (f"even-{i % 2}" if i <= 100 else f"label-{i}")
         monitor.update(x, y, y_pred=model.predict_one(x))
-        try:
-            model.learn_one(x, y)
-        except InvalidInput:
-            pass
+        model.learn_one(x, y)
         if i in (2_000, 6_000):
             sizes.append(windows_bytes())
     assert sizes[1] < 1.05 * sizes[0], sizes
@@ -378,6 +378,23 @@ def test_memory_is_bounded_on_a_stream_of_ever_new_labels():
     restored = RobustnessMonitor(model, sample_rate=10**9, window_size=100)
     restored.restore(json.loads(json.dumps(monitor.state())))
     assert restored.state() == monitor.state()
+
+
+@pytest.mark.parametrize("label", ["cat", 3])
+def test_a_label_the_binary_model_would_refuse_is_refused_before_anything_is_counted(label):
+    """The monitor runs before `learn_one`: a third label, which the model would refuse, is
+    not counted as a clean error first (nor put in the drift detector's window)."""
+    model = AdvKernelSVM(gamma=1.0, seed=0)
+    for i in range(20):
+        model.learn_one({"a": i % 2, "b": 0.5}, bool(i % 2))
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.1), sample_rate=1)
+    monitor.update({"a": 1, "b": 0.5}, True)
+    before = json.dumps(monitor.state())
+    with pytest.raises(InvalidInput, match="third class"):
+        monitor.update({"a": 1, "b": 0.5}, label)
+    with pytest.raises(InvalidInput, match="third class"):
+        monitor.check({"a": 1, "b": 0.5}, label)
+    assert json.dumps(monitor.state()) == before and monitor.n_seen == 1
 
 
 def test_memory_is_bounded_on_a_long_stream():
