@@ -10,7 +10,9 @@ machine, an I/O error or a lack of memory, is the `OSError` or `MemoryError` it 
 memory a file can make the reader use is bounded before anything is allocated:
 
 - the file ends with a SHA-256 seal of everything before it (in the zip comment), checked
-  first, so a truncated file or any flipped byte is refused before it is parsed;
+  first, so a truncated file or any flipped byte is refused before it is parsed (a file over
+  64 MiB is first measured against the bytes its table says its members take, so that a huge
+  file is refused at once rather than after it is hashed);
 - arrays are stored uncompressed, and a compressed array member is refused: a file can never
   unpack into more array bytes than it holds, so a 1 MB file costs about 1 MB to read. Only
   the metadata is deflated, decompressed in chunks and never past its bound (a member's own
@@ -88,6 +90,10 @@ _ARRAY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 _NPY_PREFIX = b"\x93NUMPY\x01\x00"
 _MAX_NPY_HEADER = 4096
 _CHUNK = 2**20
+#: Files up to this size are hashed before anything else is read (see `_check_size`).
+_HASHED_AT_ONCE = 64 * 2**20
+#: A zip member's headers (local, central, zip64 extra fields, data descriptor) and its name.
+_MEMBER_OVERHEAD = 1024
 #: Errors of the machine rather than of the file, raised as the `OSError` they are.
 _SYSTEM_ERRNOS = frozenset([errno.EIO, errno.ENOMEM, errno.EMFILE, errno.ENFILE, errno.ESTALE])
 #: What a seek to an absurd offset a hostile zip names (a zip64 member at 2**62) raises on a
@@ -274,6 +280,7 @@ def _file_kind(mode: int) -> str:
 def _read(f: typing.BinaryIO, where: str, max_array_bytes: ArrayBudget | None):
     """Meta and arrays (`{}` when `max_array_bytes` is None) of the checkpoint in `f`."""
     try:
+        _check_size(f)
         _check_seal(f)
         with zipfile.ZipFile(f) as archive:
             members = _members(archive)
@@ -315,6 +322,26 @@ def _read(f: typing.BinaryIO, where: str, max_array_bytes: ArrayBudget | None):
 def _one_line(error: BaseException) -> str:
     text = " ".join(str(error).split())
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _check_size(f: typing.BinaryIO) -> None:
+    """A file larger than `_HASHED_AT_ONCE` must be no larger than its metadata says its
+    members take (read from its table, before the seal is checked): the seal is a hash of the
+    whole file, and a huge file would hold the reader up for as long as it takes to hash."""
+    size = f.seek(0, io.SEEK_END)
+    f.seek(0)
+    if size <= _HASHED_AT_ONCE:
+        return
+    with zipfile.ZipFile(f) as archive:
+        members = _members(archive)
+        info = members[_META]
+        _, specs = _parse_meta(_read_member(archive, info, MAX_META_BYTES))
+    arrays = sum(nbytes for _, _, nbytes in specs.values())  # (stored uncompressed)
+    most = (arrays + info.compress_size + _SEAL_SIZE
+            + (len(specs) + 1) * (_MAX_NPY_HEADER + _MEMBER_OVERHEAD))
+    if size > most:
+        raise CheckpointError(f"it is {size} bytes, more than the {most} its members take")
+    f.seek(0)
 
 
 def _check_seal(f: typing.BinaryIO) -> None:

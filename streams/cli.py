@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import re
 import sys
 
 from river_advsvm.streams.serve_parser import (KERNEL_ONLY, LOCAL_DEFAULTS, LOCAL_ONLY,
@@ -65,6 +66,27 @@ _WORKER_OPTIONS = [
     "monitor_norm", "monitor_bounds", "log_format", "adversary", "adversary_steps",
     "input_bounds", "reprocess", "averaging", "group_model", "basis_refresh_every", "dtype",
 ]
+
+
+#: Parameters whose flag is not their name with dashes.
+_FLAGS = {"bounds": "--input-bounds", "width": "--features"}
+
+
+def _named_as_flags(error: ValueError) -> ValueError:
+    """A model's or the service's `ValueError` about a parameter, naming the flag that sets
+    it: its first word, and words with an underscore, that are options of `serve`."""
+    if type(error) is not ValueError:  # (a CheckpointError says what a file holds)
+        return error
+    dests = {action.dest for action in build_parser()._actions} | set(_FLAGS)
+
+    def flag(match: re.Match) -> str:
+        name = match.group(0)
+        return _FLAGS.get(name, "--" + name.replace("_", "-")) if name in dests else name
+
+    text = str(error)
+    first = re.match(r"[a-z_]+", text)
+    head, rest = (flag(first), text[first.end():]) if first else ("", text)
+    return ValueError(head + re.sub(r"\b[a-z]+(?:_[a-z]+)+\b", flag, rest))
 
 
 def _worker_argv(args: argparse.Namespace):
@@ -164,7 +186,10 @@ def _serve(args: argparse.Namespace) -> int:
                          "need a port of its own")
     if args.workers and args.sync_every is None:
         args.sync_every = 1000
-    model_factory = _model_factory(args)
+    try:
+        model_factory = _model_factory(args)
+    except ValueError as error:
+        raise _named_as_flags(error) from None
     monitor, monitor_attack = _monitor(args, model_factory())
     _check_group_options(args, model_factory)
     options = dict(
@@ -212,10 +237,13 @@ def _serve(args: argparse.Namespace) -> int:
         raise ValueError(f"{', '.join(missing)} required (or use --local-broker)")
     from river_advsvm.streams import service
 
-    config = service.ServiceConfig(
-        bootstrap_servers=args.bootstrap_servers, topic=args.topic, group=args.group,
-        checkpoint_dir=args.checkpoint_dir, **options,
-    )
+    try:
+        config = service.ServiceConfig(
+            bootstrap_servers=args.bootstrap_servers, topic=args.topic, group=args.group,
+            checkpoint_dir=args.checkpoint_dir, **options,
+        )
+    except ValueError as error:
+        raise _named_as_flags(error) from None
     served = service.Service(config, model_factory, monitor, monitor_attack)
     # Up before the service connects: /healthz and /readyz answer during start-up too.
     server = metrics.from_args(args, served.session.reading)

@@ -169,7 +169,7 @@ class ServiceConfig:
                              f"{self.blas_threads}")
         # What the checkpoint holds is checked as it will be when read back.
         if self.width is not None and not 1 <= self.width <= margin.MAX_FEATURES_LIMIT:
-            raise ValueError(f"width (--features) must be in [1, {margin.MAX_FEATURES_LIMIT}], "
+            raise ValueError(f"width must be in [1, {margin.MAX_FEATURES_LIMIT}], "
                              f"got {self.width}")
         if self.labels is not None:
             try:  # numpy scalars (np.unique's) as the Python labels the checkpoint holds

@@ -215,6 +215,13 @@ def _no_duplicates(pairs):
     return obj
 
 
+def _json_type(value) -> str:
+    """The JSON name of a parsed value's type (what the sender wrote)."""
+    names = {dict: "object", list: "array", str: "string", type(None): "null", bool: "boolean",
+             int: "number", float: "number", _OutOfRange: "number"}
+    return names.get(type(value), type(value).__name__)
+
+
 def _describe(value) -> str:
     if isinstance(value, _OutOfRange):
         return f"an integer of {len(value.lstrip('-'))} digits"
@@ -237,7 +244,7 @@ def _check_values(values, where: str) -> None:
             raise InvalidMessage("not_finite", f"{where} holds {_describe(v)}, out of range")
         elif kind is not bool:
             raise InvalidMessage(
-                "not_a_number", f"{where} holds {_describe(v)} ({type(v).__name__})"
+                "not_a_number", f"{where} holds {_describe(v)} (a JSON {_json_type(v)})"
             )
 
 
@@ -267,7 +274,7 @@ def _decode_strictly(value: bytes) -> Sample:
     except RecursionError:
         raise InvalidMessage("not_json", "JSON nested too deeply") from None
     if not isinstance(message, dict):
-        raise InvalidMessage("not_object", f"a JSON {type(message).__name__}, not an object")
+        raise InvalidMessage("not_object", f"a JSON {_json_type(message)}, not an object")
 
     id_ = message.get("id")
     if id_ is not None and type(id_) is not str and (type(id_) is not int
@@ -283,7 +290,7 @@ def _decode_strictly(value: bytes) -> Sample:
     elif isinstance(x, list):
         _check_values(x, "x")
     else:
-        raise InvalidMessage("bad_x", f"x is a JSON {type(x).__name__}")
+        raise InvalidMessage("bad_x", f"x is a JSON {_json_type(x)}")
     if not x:
         raise InvalidMessage("empty_x", "x has no features")
     x = {k: float(v) if type(v) is int else v for k, v in x.items()} if isinstance(x, dict) \

@@ -380,6 +380,8 @@ def read_session(session) -> Reading:
     last_poll = progress.last_poll if progress.last_poll is not None else progress.started
     if session.stopping.is_set():
         reason = "stopping"
+    elif session.consumer is None:  # (the start-up: a broker to answer, the checkpoint)
+        reason = "starting: waiting for a Kafka broker to answer"
     elif progress.restoring:
         reason = "positioning the assigned partitions from the group's snapshots"
     elif not progress.assigned_once:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import warnings
 import zipfile
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -399,6 +400,29 @@ def npy_bytes(array, allow_pickle=False):
 class Boom:
     def __reduce__(self):
         return (os.system, ("touch /tmp/river-advsvm-pwned",))
+
+
+def test_a_huge_file_is_refused_before_it_is_hashed(tmp_path):
+    """The seal is a hash of the whole file: a file larger than its table says its members
+    take (8 GiB of sparse zeros in front of a valid checkpoint, which zip allows) is refused
+    from its table, without reading the 8 GiB."""
+    path = tmp_path / "huge.ckpt"
+    data = checkpoint.dumps({"note": 1}, {"w": np.arange(3.0)})
+    with open(path, "wb") as f:
+        f.truncate(8 * 2**30)  # (sparse: no disk used)
+        f.seek(0, os.SEEK_END)
+        f.write(data)
+    hashed = []
+    real = checkpoint._check_seal
+    with mock.patch.object(checkpoint, "_check_seal", lambda f: hashed.append(1) or real(f)):
+        with pytest.raises(CheckpointError, match="more than the .* its members take"):
+            checkpoint.read(path)
+        assert not hashed
+        # A checkpoint past that size whose members take it is read whole.
+        big = np.arange(9 * 2**20, dtype=np.float64)  # 72 MiB
+        checkpoint.write(path, {"note": 2}, {"w": big})
+        meta, arrays = checkpoint.read(path)
+        assert hashed and meta["note"] == 2 and np.array_equal(arrays["w"], big)
 
 
 def test_truncated_file(saved):

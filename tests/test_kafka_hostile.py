@@ -278,14 +278,22 @@ def test_serve_without_a_broker_exits_with_one_line(tmp_path, servers):
     # Refused up front: the consumer refused it only once a broker answered, and the service
     # retried that refusal forever as if the broker were away.
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--session-timeout-ms", "100"], "session_timeout_ms must be > 100"),
+      "--session-timeout-ms", "100"], "--session-timeout-ms must be > 100"),
     # Refused by the Kafka client only after a broker answered and the output topics were
     # created, in the words of settings the operator never gave (its request timeout).
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
       "--connect-timeout", "1", "--session-timeout-ms", "600000"],
-     "session_timeout_ms must be at most 534999"),
+     "--session-timeout-ms must be at most 534999"),
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--features", "0"], "--features"),
+      "--features", "0"], "--features must be in [1, "),
+    # The model's and the service's own words named their parameters, not the flags.
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--step-size", "-1"], "--step-size must be a finite number > 0"),
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--input-bounds", "1", "0"], "--input-bounds must be"),
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--checkpoint-interval", "-1"],
+     "--checkpoint-every must be >= 1 and --checkpoint-interval > 0"),
     # Arrays wider than the model learns: every one was a dead letter (too_many_features).
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
       "--connect-timeout", "1", "--features", "8", "--max-features", "4"],

@@ -63,6 +63,22 @@ def test_decode_refuses_with_a_reason(value, code):
     assert code in kafka_io.REASONS and str(error.value)
 
 
+@pytest.mark.parametrize("value, reason", [
+    (b"[1, 2]", "a JSON array, not an object"),
+    (b"\"just a string\"", "a JSON string, not an object"),
+    (b"{\"x\": null}", "x is a JSON null"),
+    (b"{\"x\": \"1\"}", "x is a JSON string"),
+    (b"{\"x\": 3}", "x is a JSON number"),
+    (b"{\"x\": {\"a\": \"1\"}}", 'x holds "1" (a JSON string)'),
+    (b"{\"x\": [null]}", "x holds null (a JSON null)"),
+    (b"{\"x\": [[1, 2]]}", "x holds [1, 2] (a JSON array)"),
+])
+def test_a_dead_letter_names_json_types_as_the_sender_wrote_them(value, reason):
+    with pytest.raises(kafka_io.InvalidMessage) as error:
+        kafka_io.decode(value, max_bytes=10_000)
+    assert reason in str(error.value)
+
+
 def test_decode_survives_deep_nesting():
     with pytest.raises(kafka_io.InvalidMessage) as error:
         kafka_io.decode(b"[" * 100_000 + b"]" * 100_000, max_bytes=10**6)

@@ -129,7 +129,7 @@ def test_metrics_count_the_stream_and_readiness_waits_for_the_assignment(own_bro
             ready, why = probe(port, "/readyz")
             live, body = probe(port, "/healthz")
             assert ready == 503 and why["reason"] == (
-                "waiting for the consumer group to assign partitions"), why
+                "starting: waiting for a Kafka broker to answer"), why
             assert live == 200 and body["seconds_since_last_poll"] <= liveness, body
         assert "waiting for a Kafka broker" in kh.tail(log)
     finally:
