@@ -1,6 +1,6 @@
 """What the RobustnessMonitor costs a test-then-train loop, in samples per second.
 
-    python benchmarks/monitor.py [--quick] [--out FILE]
+    python benchmarks/monitor.py [--quick] [--out FILE] [--rounds N]
 
 For input widths 64 (digits) and 784 (MNIST), on a learnable synthetic stream in [0, 1]^d, it
 times the loop `predict_one; learn_one` (AdvKernelSVM, B = 1024, natural) alone and with a
@@ -19,13 +19,13 @@ thread, as in the demo.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+import common
 from river_advsvm import AdvKernelSVM, progress
 from river_advsvm.attacks import PGD
 from river_advsvm.monitor import RobustnessMonitor
@@ -68,32 +68,52 @@ SETTINGS = {
 }
 
 
+COLUMNS = [("d", "inputs", ""), ("setting", "loop", ""), ("samples_per_s", "samples/s", ",.0f"),
+           ("ratio_to_bare", "ratio to the bare loop", ".3f"),
+           ("ratio_range", "(runs)", "")]
+
+
+def markdown(records: list[dict], host: dict) -> str:
+    return "\n".join([
+        "# What the robustness monitor costs (`benchmarks/monitor.py`)", "",
+        common.machine_line(host) + ".", "",
+        "Samples per second of `predict_one; monitor.update; learn_one` (`AdvKernelSVM`, B = 1024, "
+        "the last iterate predicting) on a learnable synthetic stream: the median of "
+        f"{records[0]['rounds']} runs interleaved with the bare loop's; the ratio is the median "
+        "of each run's ratio to the bare loop's run next to it.", "",
+        common.markdown_table(records, COLUMNS)])
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a few hundred samples only")
-    parser.add_argument("--out", help="write the records as JSON here")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser = common.parser(__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="runs of every setting, interleaved (default 3)")
     args = parser.parse_args()
     sizes = {64: 300, 784: 200} if args.quick else {64: 6000, 784: 3000}
+    rounds = 1 if args.quick else args.rounds
     records = []
-    bar = progress.bar(total=len(sizes) * len(SETTINGS), desc="monitor cost", unit="run",
-                       progress=not args.no_progress)
+    bar = progress.bar(total=len(sizes) * len(SETTINGS) * rounds, desc="monitor cost",
+                       unit="run", progress=not args.no_progress)
     for d, n in sizes.items():
         stream = make_stream(n, d)
-        bare = None
-        for setting, (monitor_for, pass_prediction) in SETTINGS.items():
-            samples_per_s, extra = run(stream, monitor_for, pass_prediction)
-            bare = bare or samples_per_s
-            record = {"d": d, "samples": n, "setting": setting,
-                      "samples_per_s": round(samples_per_s, 1),
-                      "ratio_to_bare": round(samples_per_s / bare, 3), **extra}
-            records.append(record)
-            progress.write(json.dumps(record))
-            bar.update()
+        speeds = {setting: [] for setting in SETTINGS}
+        extras = {}
+        for _ in range(rounds):  # (interleaved: each round runs every setting once)
+            for setting, (monitor_for, pass_prediction) in SETTINGS.items():
+                samples_per_s, extras[setting] = run(stream, monitor_for, pass_prediction)
+                speeds[setting].append(samples_per_s)
+                bar.update()
+        bare = speeds["bare loop"]
+        for setting, runs in speeds.items():
+            ratios = [s / b for s, b in zip(runs, bare)]
+            records.append({"d": d, "samples": n, "setting": setting, "rounds": rounds,
+                            "samples_per_s": round(float(np.median(runs)), 1),
+                            "ratio_to_bare": round(float(np.median(ratios)), 3),
+                            "ratio_range": f"{min(ratios):.2f}-{max(ratios):.2f}",
+                            **extras[setting]})
+            progress.write(json.dumps(records[-1]))
     bar.close()
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(records, f, indent=1)
+    common.save_run(records, args.out, "monitor", args.quick, markdown)
 
 
 if __name__ == "__main__":

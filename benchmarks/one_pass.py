@@ -56,7 +56,7 @@ import paper_tables
 import robust_training
 from river_advsvm import AdvKernelSVM
 
-#: The targets of issue 20: one pass within this of the exact SVC (accuracy, in [0, 1]).
+#: The targets: one pass within this of the exact SVC (accuracy, in [0, 1]).
 MNIST_GAP = 0.002
 STREAM_GAP = 0.005
 STREAMS = ("Phishing", "Bananas", "Agrawal")

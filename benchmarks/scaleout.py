@@ -14,7 +14,7 @@ returned records; decode: parsing and checking; model: the batched test-then-tra
 handing outputs to the producer; checkpoint: flushing outputs and writing the checkpoint).
 In the same process the same messages go through the service's `Learner` without Kafka, and
 through the decoder alone: the ratios say what Kafka costs and how far the model is from
-the decoder. Targets (issue 11): 4,000 msg/s at d = 784, 10,000 msg/s at d = 16.
+the decoder. Targets: 4,000 msg/s at d = 784, 10,000 msg/s at d = 16.
 
 The default model on the noisy stream (`--noisy`): `advsvm serve` with no model options
 (`AdvKernelSVM()`: gamma='scale', budget 1,024, merge, reprocess 1, predicting with the average
@@ -25,7 +25,7 @@ margin, so almost every one merges once the budget is full, after about 1,100 me
 same run the same messages go through the service's `Learner` without Kafka, in runs of 500 as
 the service polls them: the model call's own rate (`predict_proba_then_learn_many`), over all the
 messages and over those that arrived at full budget, says how much of the service's time the
-model takes. Target (issue 20): 4,000 msg/s.
+model takes. Target: 4,000 msg/s.
 
 A group (`--group`): for each number of workers, a fresh broker, an input topic of
 `--partitions` partitions and N worker processes (`advsvm serve --sync-every`), started first
@@ -201,7 +201,7 @@ def run(workers: int, values: list[bytes], args, root: pathlib.Path) -> dict:
 
 # -- one worker ------------------------------------------------------------------------------
 
-#: The service's targets (issue 11), msg/s, by d.
+#: The service's targets, msg/s, by d.
 TARGETS = {784: 4000, 16: 10000}
 STAGES = ("fetch", "decode", "model", "publish", "checkpoint")
 
@@ -383,7 +383,7 @@ def model_call_rates(values: list[bytes], options: list[str], run: int = 500) ->
             "n_support_vectors": learner.state.model.n_support_vectors}
 
 
-#: The service's target with the default model on the noisy stream (issue 20), msg/s.
+#: The service's target with the default model on the noisy stream, msg/s.
 NOISY_TARGET = 4000
 
 

@@ -171,6 +171,9 @@ def kernel_radii(
         store's inputs.
     U
         The same points over the inputs the store does not know (`unknown_hashes`).
+    unknown_hashes
+        The hashes of the names of those inputs, in the columns' order of `U`: a random
+        feature's weight for an input it never saw is drawn from its name's hash.
     scales
         The scale `q` of each of the store's inputs: an input-space change `delta` moves the
         point by `q * delta`, so the bounds use the input-space weights `q_j w_ij`.

@@ -250,6 +250,12 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         names, values = inputs.dict_values(x)
         self._checked(Rows([(names, values[None, :])]), [y], predict_only_ok=False)
 
+    def _check_label(self, y) -> None:
+        """`InvalidInput` if learning the label `y` (a label as `as_label` gives it) would make
+        a third class."""
+        if y not in self._labels:
+            classes_after(self._labels, [y])
+
     def _check_learn_many(self, X, y) -> None:
         """`_check_learn_one` for `learn_many(X, y)`."""
         rows = Rows.of(X, missing_ok=False)

@@ -42,7 +42,6 @@ import time
 import typing
 import warnings
 
-import numpy as np
 from river import metrics, utils
 
 from river_advsvm import inputs, monitor_state
@@ -55,10 +54,6 @@ from river_advsvm.labels import as_label
 
 __all__ = ["ALERT_KINDS", "MAX_HISTORY", "RECENT_SAMPLES", "Alert", "Observation",
            "RobustnessMonitor"]
-
-
-def _is_nan(value) -> bool:
-    return isinstance(value, (float, np.floating)) and math.isnan(value)
 
 
 def _label_or_none(y_pred):
@@ -329,22 +324,22 @@ class RobustnessMonitor:
 
     def _checked(self, x: dict, y) -> tuple[dict, typing.Any]:
         """The sample as `update` counts it, or `InvalidInput`."""
-        # NaN is a missing input, as for the model's predictions (the attacks refuse it); a
-        # sample the model refuses is refused before the monitor counts it.
-        if isinstance(x, dict) and any(_is_nan(v) for v in x.values()):
-            x = {name: v for name, v in x.items() if not _is_nan(v)}
-        # What the attack would refuse (a value that is no number, an input outside its box) is
-        # refused here, for every sample and before anything is counted, not only when drawn.
-        _, values = inputs.dict_values(x)
+        # NaN is a missing input, as for the model's predictions (the attacks refuse it): it
+        # is dropped. What the attack would refuse (a value that is no number, an input
+        # outside its box) is refused here, for every sample and before anything is counted,
+        # not only when drawn.
+        names, values = inputs.dict_values(x, missing_ok=True)
+        if len(names) != len(x):
+            x = {name: x[name] for name in names}
         inputs.check_inside(values, self.attack.bounds)
         # A label as the models take it, a plain JSON scalar (River's iter_array gives numpy
         # ones; a missing one read from pandas is NaN): the windows go into `state()`.
         y = as_label(y)
-        # A sample the model would refuse to learn next (a third label for a binary model, say)
-        # is not counted either.
-        check_learn_one = getattr(self.model, "_check_learn_one", None)
-        if check_learn_one is not None:
-            check_learn_one(x, y)
+        # A label the model would refuse to learn next (a third one for a binary model) is not
+        # counted either.
+        check_label = getattr(self.model, "_check_label", None)
+        if check_label is not None:
+            check_label(y)
         return x, y
 
     def _is_sampled(self, step: int) -> bool:

@@ -710,11 +710,23 @@ def write(
 
     Parameters
     ----------
+    path
+        The file to write (replaced if it exists).
+    X
+        The samples, a 2-D array of numbers (bool, int or float), one row each.
+    y
+        Their labels, one per row, or None for a file of unlabelled samples.
     layout
         'list': one fixed-size-list column `feature_name` holding each row (images);
         'wide': one column per feature, `feature_name_0`, `feature_name_1`, ...
+    feature_name
+        The name of the features' column ('list'), or the prefix of their columns ('wide').
+    target_name
+        The name of the labels' column.
     row_group_size
         Rows per row group: what a reader must decode at once.
+    compression
+        Parquet's compression codec for every column ('zstd', 'snappy', 'gzip', 'none', ...).
 
     """
     _check_row_group_size(row_group_size)
