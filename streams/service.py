@@ -399,6 +399,8 @@ class Service:
         progress = self.session.progress
         if progress.rebalancing_since is not None:
             return False  # (the rebalance may bring partitions here)
+        if self.session.past_log_end():
+            return False  # (it resumes from the log's end, then learns what arrives there)
         if not self.session.assignment:
             unassigned = time.monotonic() - progress.last_activity
             return unassigned >= 2 * self.config.session_timeout_ms / 1000

@@ -372,6 +372,12 @@ class Session:
         for tp in set(short) - self.assignment:
             del short[tp]
 
+    def past_log_end(self) -> bool:
+        """Whether an assigned partition's next offset to learn lies past the end of its log,
+        waiting for `resume_where_logs_end` to move it there: its lag reads 0, yet it is not
+        caught up."""
+        return bool(self._short_logs)
+
     def watch_brokers(self) -> None:
         """Whether the consumer holds a connection to a broker (kafka-python's
         `connection-count`), looked at once a second on the thread that polls: after

@@ -206,6 +206,14 @@ def new_counters() -> dict:
     }
 
 
+def _saturated(counters: dict) -> dict:
+    """The counters as a checkpoint holds them: each at most `MAX_COUNT` (a checkpoint with a
+    larger one is refused as out of range; past 2**63 - 1 messages a counter stops there)."""
+    return {key: ({code: min(n, MAX_COUNT) for code, n in value.items()}
+                  if isinstance(value, dict) else min(value, MAX_COUNT))
+            for key, value in counters.items()}
+
+
 def _v1_counters(counters: dict) -> dict:
     """Version-1 counter names in today's: `messages` were the consumed records, `correct` the
     right predictions of learned messages, `predicted` the unlabelled messages."""
@@ -239,12 +247,12 @@ class ServiceState:
             "created_at": datetime.datetime.now(datetime.timezone.utc).strftime(
                 "%Y-%m-%dT%H:%M:%S.%fZ"
             ),
-            "samples_learned": self.counters["learned"],
+            "samples_learned": min(self.counters["learned"], MAX_COUNT),
             "offsets": _by_partition(self.offsets),
             "topic_ids": dict(self.topic_ids),
             "output_ends": _by_partition(self.output_ends),
             "output_ids": dict(self.output_ids),
-            "counters": self.counters,
+            "counters": _saturated(self.counters),
             "width": self.width,
             "labels": self.labels,
         }

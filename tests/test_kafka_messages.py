@@ -850,6 +850,20 @@ def test_dead_letters_are_counted_by_code_each_time():
     assert learner.state.counters["dead_letters_by_code"] == {"not_json": 2, "not_object": 1}
 
 
+def test_a_counter_past_the_range_a_checkpoint_holds_is_saved_at_its_top(tmp_path):
+    """A service never writes a checkpoint it then refuses: a counter past 2**63 - 1 (or a
+    checkpoint edited near it) stays there."""
+    saved = state.ServiceState(model=AdvLinearSVM())
+    top = state.MAX_COUNT
+    saved.counters.update(consumed=top + 20, learned=top + 1,
+                          dead_letters_by_code={"not_json": top + 5, "empty": 3})
+    state.save(tmp_path, saved)
+    counters = state.load(tmp_path).counters
+    assert (counters["consumed"], counters["learned"]) == (top, top)
+    assert counters["dead_letters_by_code"] == {"not_json": top, "empty": 3}
+    assert saved.counters["consumed"] == top + 20  # (the running service's own count)
+
+
 def test_a_version_1_checkpoints_counters_read_under_todays_names():
     meta, arrays = _service_meta(version=1, counters={"messages": 30, "learned": 5, "correct": 3,
                                                       "predicted": 2})

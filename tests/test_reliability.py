@@ -653,6 +653,51 @@ def test_with_no_partition_assigned_the_service_is_not_idle_before_twice_the_ses
     assert service._caught_up()
 
 
+class _LogEndingAt:
+    """What the service's start of a run reads of a consumer: a log that ends at `end`."""
+
+    config = {"max_poll_interval_ms": 300_000}
+
+    def __init__(self, end: int):
+        self.end, self.sought = end, None
+
+    def highwater(self, tp):
+        return self.end
+
+    def position(self, tp, timeout_ms=0):
+        return None
+
+    def seek(self, tp, offset):
+        self.sought = offset
+
+
+def test_a_position_past_the_logs_end_is_not_caught_up_until_it_resumes_there(monkeypatch):
+    """A checkpoint whose offset lies past the log's end resumes from the end after
+    LOG_END_CONFIRM seconds; meanwhile its lag reads 0, and a run with a shorter
+    `--exit-when-idle` stopped there with status 0, keeping the offset for ever."""
+    from kafka import TopicPartition
+
+    from river_advsvm.streams import session as session_io
+    from river_advsvm.streams.service import Service, ServiceConfig
+
+    config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="t", group="g",
+                           checkpoint_dir="unused", exit_when_idle=1.0)
+    service = Service(config, model_factory=AdvLinearSVM)
+    session = service.session
+    session.consumer = _LogEndingAt(100)
+    session.assignment = {TopicPartition("t", 0)}
+    session.progress.assigned_once = True
+    session.state.offsets = {"t": {0: 2**62}}
+    session.resume_where_logs_end()  # (seen past the end: not yet confirmed)
+    session.measure_lag()
+    assert session.progress.lag == {("t", 0): 0} and not service._caught_up()
+    monkeypatch.setattr(session_io, "LOG_END_CONFIRM", 0.0)
+    session.resume_where_logs_end()  # (confirmed: it resumes from the log's end)
+    session.measure_lag()
+    assert session.state.offsets["t"][0] == session.consumer.sought == 100
+    assert service._caught_up()
+
+
 def test_a_directory_in_the_checkpoints_place_is_no_previous_checkpoint(tmp_path):
     """A directory where the file goes was called "the previous one", said unchanged."""
     (tmp_path / "model.ckpt").mkdir()
