@@ -450,6 +450,10 @@ class GroupSync:
         return len(fresh)
 
     def _refuse(self, peer: Snapshot, reason: str) -> None:
+        if peer.coefficients_only and self.choice is None:
+            # (only a worker of --group-model basis publishes over a basis)
+            reason += (": it comes from a worker of --group-model basis, this one has "
+                       "--group-model union, and the group's workers need the same one")
         if self._refused.get(peer.worker) != peer.seq:
             self._refused[peer.worker] = peer.seq
             log.error("not averaging the snapshot %d of %s: %s", peer.seq, peer.worker, reason)

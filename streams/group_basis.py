@@ -89,6 +89,9 @@ BASIS_PREFIX = b"basis/"
 #: Bases a reader keeps before the current one: a snapshot is made over the basis its worker
 #: held, which a newer proposal may have replaced by the time the snapshot is read.
 KEPT_EPOCHS = 4
+#: The largest epoch a basis record may name (as for offsets and counters): a record naming
+#: more is refused, so that a writer cannot push the group's epochs out of that range.
+MAX_EPOCH = 2**63 - 1
 
 
 def basis_record(epoch: int, worker: str, kernel: str, gamma: float, vectors: np.ndarray,
@@ -140,8 +143,8 @@ def parse_basis(key: bytes | None, value: bytes | None, limits=None
             if len(names) != fields["names"]:
                 raise ValueError(f"{len(names)} names in its table, its metadata says "
                                  f"{fields['names']}")
-        if type(epoch) is not int or epoch < 1:
-            raise ValueError(f"invalid epoch {epoch!r}")
+        if type(epoch) is not int or not 1 <= epoch <= MAX_EPOCH:
+            raise ValueError(f"invalid epoch {str(epoch)[:40]}")
         if key[len(BASIS_PREFIX):].split(b"/", 1)[0] != str(epoch).encode():
             raise ValueError("its key names another epoch")
         if kernel not in KERNELS or not isinstance(gamma, float) or not 0 < gamma < math.inf:

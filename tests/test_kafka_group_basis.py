@@ -356,6 +356,32 @@ def test_hostile_or_other_basis_coefficient_snapshots_change_nothing(workers, br
         np.testing.assert_array_equal(after[1][name], before[1][name])
 
 
+def test_a_union_worker_names_the_group_model_a_basis_worker_uses(workers, broker, tmp_path,
+                                                                   caplog):
+    """A worker of --group-model union among workers of basis said only that it did not hold
+    their basis, which reads as a matter of timing."""
+    w0, w1 = workers["w0"], workers["w1"]
+    s0 = service_state("w0", learned_model(60, seed=1), 60, 60, 0)
+    assert w0.fence(1) and w0.publish(s0, 1)  # (a whole snapshot: no basis yet)
+    s1 = service_state("w1", learned_model(90, seed=2), 90, 90, 1)
+    assert w1.fence(1) and w1.fold(s1) == 1 and w1.publish(s1, 1)  # (over its basis)
+    sink = OutputSink(clients.Clients(broker.bootstrap_servers).producer)
+    (tmp_path / "wu").mkdir()
+    union = group_io.GroupSync(clients.Clients(broker.bootstrap_servers), w0.topic, "wu",
+                               str(tmp_path / "wu"), sink,
+                               state_io.Limits.of(AdvKernelSVM(**PARAMS)), "union", 1)
+    union.start()
+    try:
+        su = service_state("wu", learned_model(30, seed=3), 30, 30, 2)
+        with caplog.at_level(logging.ERROR, logger="river_advsvm.streams.group"):
+            assert union.fence(1) and union.fold(su) == 1  # (w0's whole one; not w1's)
+        assert ("it comes from a worker of --group-model basis, this one has --group-model "
+                "union, and the group's workers need the same one") in caplog.text
+    finally:
+        union.close()
+        sink.close()
+
+
 def test_a_restart_resumes_the_whole_local_checkpoint_else_the_coefficient_snapshot(workers,
                                                                                    tmp_path):
     """A worker whose snapshot is coefficients only resumes from its local checkpoint of the

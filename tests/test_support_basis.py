@@ -89,6 +89,21 @@ def test_a_basis_refuses_bad_vectors_with_a_reason():
         basis.project(np.ones((1, 3)), np.array([np.inf]), None)
 
 
+@pytest.mark.parametrize("epoch, refused", [(1, False), (2**63 - 1, False), (2**63, True),
+                                            (10**30, True), (0, True)])
+def test_a_basis_record_of_an_epoch_past_the_range_is_refused(epoch, refused):
+    """A writer of the snapshot topic pushed every worker's epochs to 10**30 and beyond."""
+    from river_advsvm.streams import group_basis
+
+    names = [inputs.encode_name("a"), inputs.encode_name("b")]
+    record = group_basis.basis_record(epoch, "w", "rbf", 0.5, np.eye(2), names)
+    if refused:
+        with pytest.raises(checkpoint.CheckpointError, match="invalid epoch"):
+            group_basis.parse_basis(*record)
+    else:
+        assert group_basis.parse_basis(*record)[2].size == 2
+
+
 @pytest.mark.parametrize("magnitude", [1e155, 1e300])
 def test_a_basis_record_whose_kernel_values_overflow_is_refused(magnitude):
     # Finite vectors whose squared norms overflow: the RBF kernel matrix was NaN, the basis
