@@ -7,6 +7,7 @@ outside (process exit, topic contents, the checkpoint), never on sleeps.
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import random
 import re
@@ -408,6 +409,12 @@ def test_sigint_drains_checkpoints_and_exits_130(broker, tmp_path):
                          kh.reference_model(values[:info["samples_learned"]]))
 
 
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped (SIGSTOP), from its state in /proc."""
+    stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] == "T"
+
+
 def test_a_second_ctrl_c_while_the_broker_is_frozen_stops_in_one_line(own_broker, tmp_path):
     """The stop at once left the producer with outputs the frozen broker never acknowledged:
     kafka-python's exit handler flushed them, timed out, and printed its traceback after the
@@ -420,10 +427,21 @@ def test_a_second_ctrl_c_while_the_broker_is_frozen_stops_in_one_line(own_broker
     command = kh.serve_command(bootstrap, topic, "frozen-interrupt-group", directory,
                                "--predictions-topic", f"{topic}-predictions",
                                "--checkpoint-every", "500", "--shutdown-timeout", "60")
-    process = kh.start_service(command, log)
+    # The service stops itself (SIGSTOP) right after handing a batch's outputs to its producer,
+    # so that they are still unacknowledged when the broker freezes (a loaded machine could
+    # otherwise have every output acknowledged by then, and nothing to drain).
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = dict(os.environ, ADVSVM_FAULTS="batch.learned:stop:3", ADVSVM_FAULT_MARKS=str(marks),
+               PYTHONPATH=kh.REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    with open(log, "ab") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                   cwd=kh.REPO)
+    kh.STARTED.append(process)
     try:
-        kh.wait_until(lambda: kh.learned(directory) >= 1000, 60, "progress", process, log)
+        kh.wait_until(lambda: _stopped(process.pid), 60, "the stop after a batch", process, log)
         own_broker.pause()
+        process.send_signal(signal.SIGCONT)
         process.send_signal(signal.SIGINT)
         # The drain waits for the outputs the frozen broker does not acknowledge.
         kh.wait_until(lambda: re.search(r"stopping: [1-9]\d* outputs to deliver first",
