@@ -59,10 +59,12 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         bias_step_size: float,
         max_features: int,
     ):
-        # A numpy scalar (a float32 from an array, say) as the Python number it equals: the
-        # parameters are saved as JSON, and a float32 would make the arithmetic it enters float32.
-        epsilon, regularization, step_size, bias_step_size = map(
-            inputs.plain_number, (epsilon, regularization, step_size, bias_step_size))
+        # A numpy scalar (a float32 or an int64 from an array, say) as the Python number it
+        # equals: the parameters are saved as JSON, and a float32 would make the arithmetic it
+        # enters float32.
+        epsilon, regularization, step_size, bias_step_size, max_features = map(
+            inputs.plain_number, (epsilon, regularization, step_size, bias_step_size,
+                                  max_features))
         self.epsilon = epsilon
         self.norm = norm
         self.regularization = regularization

@@ -68,6 +68,9 @@ class OneVsRest(multiclass.OneVsRestClassifier):
     """
 
     def __init__(self, classifier):
+        if isinstance(classifier, type):
+            raise TypeError(f"classifier must be a model, not the class {classifier.__name__}: "
+                            f"OneVsRest({classifier.__name__}()) clones it per label")
         if not hasattr(classifier, "certified_radius_many"):
             raise TypeError(f"{type(classifier).__name__} has no certified radius; "
                             "use river.multiclass.OneVsRestClassifier")

@@ -278,6 +278,9 @@ class AdvKernelSVM(MarginClassifier):
             bias_step_size=bias_step_size,
             max_features=max_features,
         )
+        # A count taken from a numpy array is the int it holds (see MarginClassifier).
+        budget, warm_up, seed, adversary_steps, reprocess, averaging = map(
+            inputs.plain_number, (budget, warm_up, seed, adversary_steps, reprocess, averaging))
         self.kernel = kernel
         self.gamma = gamma
         self.budget = budget

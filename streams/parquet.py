@@ -48,6 +48,7 @@ import collections
 import numbers
 import os
 import re
+import stat
 import typing
 import uuid
 
@@ -96,7 +97,10 @@ class _Layout:
             raise MissingColumnError(
                 where, f"target column {target!r} is not in {schema.names}")
         if features is None:
-            features = [name for name in schema.names if name != target]
+            # pandas' `to_parquet` stores a DataFrame's index as a column its metadata names:
+            # the row's label in the frame, not an input.
+            index = _pandas_index_columns(schema)
+            features = [name for name in schema.names if name != target and name not in index]
         # (pyarrow says a column that appears twice "does not exist in schema".)
         twice = [name for name, count in collections.Counter(schema.names).items()
                  if count > 1 and (name == target or name in features)]
@@ -316,6 +320,9 @@ def _files(source: Source) -> tuple[list, typing.Any]:
     if not os.path.exists(path):
         raise FileNotFoundError(path)
     if not os.path.isdir(path):
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):  # (a FIFO would block the read until a writer comes)
+            raise ParquetError(f"{path}: not a regular file")
         return [path], None
     try:
         dataset = ds.dataset(path, format="parquet")
@@ -332,14 +339,24 @@ def _files(source: Source) -> tuple[list, typing.Any]:
     seen: dict = {}
     for file in dataset.files:
         try:
-            stat = os.stat(file)
+            info = os.stat(file)
         except OSError as error:
             raise ParquetError(f"{file}: {_one_line(error)}") from None
-        first = seen.setdefault((stat.st_dev, stat.st_ino), file)
+        first = seen.setdefault((info.st_dev, info.st_ino), file)
         if first != file:
             raise ParquetError(f"{path}: {file} is {first} again (through a link): its rows "
                                "would be read twice (remove the link)")
     return list(dataset.files), dataset.filesystem
+
+
+def _pandas_index_columns(schema: pa.Schema) -> set:
+    """The columns pandas stored a DataFrame's index in (named in the file's pandas metadata;
+    a RangeIndex is stored as no column)."""
+    try:
+        index = (schema.pandas_metadata or {}).get("index_columns", [])
+    except (ValueError, TypeError):  # (metadata that is not JSON: no index named)
+        return set()
+    return {name for name in index if isinstance(name, str)}
 
 
 def _open(path: str, filesystem):
@@ -470,6 +487,7 @@ def _batches(source, target, features, batch_size, max_list_bytes=MAX_LIST_BYTES
     """`(names, X, labels)` per batch of at most `batch_size` rows; with `max_read_bytes`, of
     at most as many rows as fit in it (as float64, by the row size the schema declares)."""
     batch_size = inputs.check_count("batch_size", batch_size)
+    max_list_bytes = inputs.check_count("max_list_bytes", max_list_bytes)
     features = _checked_features(features)
     layout, files, filesystem = _plan(source, target, features, max_list_bytes)
     if max_read_bytes is not None:

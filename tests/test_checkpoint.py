@@ -190,6 +190,14 @@ def test_a_gamma_dict_of_any_names_survives_save_and_load(tmp_path, gamma):
      {"epsilon": 0.25, "gamma": 0.5, "seed": 1}),
     (AdvKernelSVM, {"gamma": {"u": np.float32(0.5), 3: np.float64(2.0)}, "seed": 1},
      {"gamma": {"u": 0.5, 3: 2.0}, "seed": 1}),
+    # Counts were refused ("budget must be a positive int ..., got np.int64(16)").
+    (AdvKernelSVM, {"gamma": 0.5, "budget": np.int64(16), "warm_up": np.int32(5),
+                    "seed": np.uint16(1), "adversary_steps": np.int64(2),
+                    "reprocess": np.int8(2), "averaging": np.int64(50),
+                    "max_features": np.int64(40)},
+     {"gamma": 0.5, "budget": 16, "warm_up": 5, "seed": 1, "adversary_steps": 2, "reprocess": 2,
+      "averaging": 50, "max_features": 40}),
+    (AdvLinearSVM, {"max_features": np.int64(40)}, {"max_features": 40}),
 ])
 def test_numpy_scalar_parameters_save_and_learn_as_python_numbers(tmp_path, cls, given, plain):
     """A parameter given as a numpy scalar (taken from an array) made `save` raise TypeError

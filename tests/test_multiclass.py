@@ -131,6 +131,16 @@ def test_a_label_that_is_no_label_is_refused_and_adds_no_class(label):
     assert list(model.classifiers) == ["low", "right", "up"]
 
 
+@pytest.mark.parametrize("classifier, message", [
+    (AdvKernelSVM, r"not the class AdvKernelSVM: OneVsRest\(AdvKernelSVM\(\)\)"),
+    (None, "NoneType has no certified radius"),
+])
+def test_a_classifier_that_is_no_model_is_refused_when_made(classifier, message):
+    """A class given for a model was taken, and its first sample failed on `clone()`."""
+    with pytest.raises(TypeError, match=message):
+        OneVsRest(classifier)
+
+
 def test_a_refused_sample_of_a_new_label_leaves_no_class_behind():
     """The new label's model was added before the sample was refused: an untrained model then
     took a share of every prediction, and zeroed every certificate."""

@@ -630,6 +630,10 @@ class _CountingSchema:
     def field(self, name):
         return self._schema.field(name)
 
+    @property
+    def pandas_metadata(self):
+        return self._schema.pandas_metadata
+
 
 @pytest.mark.parametrize("features", [None, "all"])
 def test_planning_a_wide_table_takes_time_linear_in_its_columns(features):
@@ -929,3 +933,35 @@ def test_a_value_that_is_no_label_is_refused_naming_the_file_and_the_row(
     message = str(refused.value)
     assert message.startswith(f"{path}: row {bad_row} of the label column 'y': "), message
     assert shown in message and "\n" not in message
+
+
+def test_a_fifo_is_refused_rather_than_waited_on(tmp_path):
+    """A FIFO named as the source blocked the read until a writer came (for ever)."""
+    path = tmp_path / "rows.parquet"
+    os.mkfifo(path)
+    with pytest.raises(parquet.ParquetError, match="not a regular file"):
+        next(parquet.iter_batches(path, target="y"))
+
+
+def test_a_pandas_index_stored_in_the_file_is_not_a_feature(tmp_path):
+    """`DataFrame.to_parquet` stores a frame's index (here not a range) as a column its
+    metadata names: the row numbers were learned as an input."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"a": [0.1, 0.2, 0.3, 0.4], "y": [True, False, True, False]})
+    frame = frame[frame.a != 0.2]
+    frame.to_parquet(tmp_path / "rows.parquet")
+    assert "__index_level_0__" in pq.read_schema(tmp_path / "rows.parquet").names
+    X, y = next(parquet.iter_batches(tmp_path / "rows.parquet", target="y"))
+    assert list(X.columns) == ["a"] and X["a"].tolist() == [0.1, 0.3, 0.4]
+    # Named, it is read as any column.
+    X, _ = next(parquet.iter_batches(tmp_path / "rows.parquet", target="y",
+                                     features=["a", "__index_level_0__"]))
+    assert X["__index_level_0__"].tolist() == [0, 2, 3]
+
+
+@pytest.mark.parametrize("bound", [None, "1e9", -1, 2.5, True])
+def test_a_max_list_bytes_that_is_no_count_is_refused_naming_it(tmp_path, bound):
+    parquet.write(tmp_path / "rows.parquet", np.ones((3, 2)), np.array([0, 1, 0]))
+    with pytest.raises(ValueError, match="max_list_bytes must be a whole number >= 1"):
+        next(parquet.iter_batches(tmp_path / "rows.parquet", target="y", max_list_bytes=bound))
