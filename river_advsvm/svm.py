@@ -361,7 +361,8 @@ class AdvKernelSVM(MarginClassifier):
                 "_warm_rows": bandwidth.WarmUpRows(self.kernel)}
 
     def __setstate__(self, state: dict) -> None:
-        # A model pickled before the average could start over has no lag watch: a fresh one.
+        # A model pickled before the average could start over has no lag watch, nor one
+        # pickled before the average's estimate: fresh ones.
         self.__dict__.update({"_decided": None, "_lag": LagWatch(),
                               "_given_up": GivenUpEstimate(), **state})
 
