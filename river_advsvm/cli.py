@@ -295,8 +295,9 @@ def _add_demo(subparsers) -> None:
                       "radius of the binary models")
     data.add_argument("--data", metavar="PATH", type=user_path,
                       help="an .npz with X_train, y_train (and X_test, y_test: held out) or a "
-                      "Parquet file (needs the parquet extra); streamed in row order, inputs "
-                      "scaled into [0, 1] (non-negative data / its maximum: pixels / 255)")
+                      "Parquet file (needs the parquet extra), read whole into memory; "
+                      "streamed in row order, inputs scaled into [0, 1] (non-negative data / "
+                      "its maximum: pixels / 255)")
     data.add_argument("--target", metavar="COLUMN",
                       help="label column of a Parquet file (default: y)")
     data.add_argument("--test-fraction", type=_fraction, metavar="F",
