@@ -391,13 +391,18 @@ def _check_declared(path: str, metadata: pq.FileMetaData, layout: _Layout, schem
     if metadata.num_row_groups and len(owners) != metadata.row_group(0).num_columns:
         raise ParquetError(f"{path}: its schema has {len(owners)} leaf columns, its row groups "
                            f"{metadata.row_group(0).num_columns}")
-    for g in range(metadata.num_row_groups):
+    # Only the columns whose rows have no fixed size are looked at: with pyarrow 26, a column
+    # chunk's metadata whose size statistics are corrupt ends the process when it is read
+    # (its accessor lets the exception through), where the reader raises for it.
+    checked = [c for c, owner in enumerate(owners) if owner in variable]
+    for g in range(metadata.num_row_groups if checked else 0):
         group = metadata.row_group(g)
-        for c in range(group.num_columns):
+        if group.num_columns != len(owners):
+            raise ParquetError(f"{path}: row group {g} has {group.num_columns} leaf columns, "
+                               f"its schema {len(owners)}")
+        for c in checked:
             column = group.column(c)
-            owner = owners[c] if c < len(owners) else None
-            if owner not in variable:
-                continue
+            owner = owners[c]
             declared = 8 * max(column.num_values, 0) if owner != layout.target \
                 else max(column.total_uncompressed_size, 0)
             if declared > max_list_bytes:

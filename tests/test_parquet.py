@@ -965,3 +965,43 @@ def test_a_max_list_bytes_that_is_no_count_is_refused_naming_it(tmp_path, bound)
     parquet.write(tmp_path / "rows.parquet", np.ones((3, 2)), np.array([0, 1, 0]))
     with pytest.raises(ValueError, match="max_list_bytes must be a whole number >= 1"):
         next(parquet.iter_batches(tmp_path / "rows.parquet", target="y", max_list_bytes=bound))
+
+
+class _NoColumnChunks:
+    """File metadata whose column chunks fail the test when read."""
+
+    def __init__(self, metadata):
+        self._metadata = metadata
+        self.num_row_groups = metadata.num_row_groups
+
+    def row_group(self, g):
+        group = self._metadata.row_group(g)
+
+        class Group:
+            num_columns = group.num_columns
+
+            def column(self, c):
+                raise AssertionError(f"column chunk {c} of row group {g} was read")
+
+        return Group()
+
+
+def test_the_size_check_reads_no_column_chunk_of_fixed_size_columns(tmp_path):
+    """With pyarrow 26, reading a column chunk's metadata whose size statistics are corrupt
+    ends the process (SIGABRT) rather than raising; the reader itself raises for them. The
+    check of declared sizes concerns columns without a fixed row size only, so a file of
+    fixed-size lists and numbers (what `write` makes) has none of its chunks read by it."""
+    path = tmp_path / "rows.parquet"
+    parquet.write(path, np.ones((50, 4)), np.arange(50) % 2, row_group_size=10)
+    reader = pq.ParquetFile(path)
+    layout = parquet._Layout(reader.schema_arrow, "y", None)
+    parquet._check_declared(str(path), _NoColumnChunks(reader.metadata), layout,
+                            reader.schema_arrow, parquet.MAX_LIST_BYTES)
+    # A column of lists of any length is checked: its chunks are read.
+    table = pa.table({"x": pa.array([[1.0], [2.0, 3.0]]), "y": [0, 1]})
+    pq.write_table(table, tmp_path / "varying.parquet")
+    reader = pq.ParquetFile(tmp_path / "varying.parquet")
+    layout = parquet._Layout(reader.schema_arrow, "y", None)
+    with pytest.raises(AssertionError, match="column chunk 0 of row group 0 was read"):
+        parquet._check_declared(str(path), _NoColumnChunks(reader.metadata), layout,
+                                reader.schema_arrow, parquet.MAX_LIST_BYTES)
