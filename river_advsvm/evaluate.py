@@ -175,9 +175,7 @@ def robustness_report(
     import pandas as pd
 
     names, values = inputs.frame_values(X, needs="robustness_report")
-    labels = batch_labels(y, X)
-    if len(labels) != len(values):
-        raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels", "bad_shape")
+    labels = batch_labels(y, X, len(values))
 
     def right_at(points: np.ndarray) -> np.ndarray:
         predictions = _predictions(model, names, points)

@@ -238,7 +238,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         if kwargs:
             self._refuse_weights(kwargs)
         rows = Rows.of(X, missing_ok=False)
-        self._run(rows, self._labels_for(rows, y, X), predict_only_ok=False, vote=False)
+        self._run(rows, batch_labels(y, X, len(rows)), predict_only_ok=False, vote=False)
 
     def _refuse_weights(self, kwargs: dict) -> None:
         # River's ensembles pass on what a weighted stream yields (`w`): said plainly, and
@@ -261,7 +261,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
     def _check_learn_many(self, X, y) -> None:
         """`_check_learn_one` for `learn_many(X, y)`."""
         rows = Rows.of(X, missing_ok=False)
-        self._checked(rows, self._labels_for(rows, y, X), predict_only_ok=False)
+        self._checked(rows, batch_labels(y, X, len(rows)), predict_only_ok=False)
 
     def decision_then_learn_many(self, X, y) -> np.ndarray:
         """Test-then-train on a batch: each row's margin `g(x)` just before it is learned.
@@ -294,27 +294,17 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         index = X.index if isinstance(X, pd.DataFrame) else None
         return pd.DataFrame(data, columns=columns, index=index)
 
-    @classmethod
-    def _predicted_rows(cls, X, y) -> tuple[Rows, list]:
+    @staticmethod
+    def _predicted_rows(X, y) -> tuple[Rows, list]:
         """A test-then-train batch's rows and labels. NaN is a missing input in a row that is
         only predicted (label None), as in `decision_one`, and an error in a row to learn."""
-        labels = batch_labels(y, X)
-        predict_only = [label is None for label in labels]
         if isinstance(X, (list, tuple)) or getattr(X, "ndim", 0) == 2:
-            if len(X) != len(labels):  # before the mask of rows is matched with them
-                raise inputs.InvalidInput(f"{len(X)} samples but {len(labels)} labels",
-                                          "bad_shape")
-        else:
-            predict_only = False  # not a batch: `Rows.of` refuses it
-        rows = Rows.of(X, missing_ok=predict_only)
-        return rows, cls._labels_for(rows, labels)
-
-    @staticmethod
-    def _labels_for(rows: Rows, y, X=None) -> list:
-        labels = batch_labels(y, X)
-        if len(labels) != len(rows):
-            raise inputs.InvalidInput(f"{len(rows)} samples but {len(labels)} labels", "bad_shape")
-        return labels
+            # (counted before the mask of rows is matched with them)
+            labels = batch_labels(y, X, len(X))
+            predict_only = [label is None for label in labels]
+        else:  # not a batch: `Rows.of` refuses it
+            labels, predict_only = batch_labels(y, X), False
+        return Rows.of(X, missing_ok=predict_only), labels
 
     def _run(self, rows: Rows, labels: list, predict_only_ok: bool, vote: bool = True):
         """Predict each row, then learn it if it has a label; everything is checked first.

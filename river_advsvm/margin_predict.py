@@ -25,12 +25,20 @@ def in_hash_order(u: np.ndarray, u_names: list, u_hashes: list) -> tuple[np.ndar
     return u[order], [u_names[j] for j in order], [u_hashes[j] for j in order]
 
 
-def batch_labels(y, X=None) -> list:
+def batch_labels(y, X=None, rows: int | None = None) -> list:
     """The labels of a batch as a list, one per row: from a list, a tuple, a 1-d array or a
     pandas Series, whose missing values (NaN, None, NA: pandas keeps a None among str labels
     as NaN) are None. `InvalidInput` for what `list(y)` would misread: a DataFrame (its column
-    names), a str (its characters), a dict (its keys), a 2-d array, or a single label; and for
-    a Series whose index is not that of the DataFrame `X` (rows are matched by position)."""
+    names), a str (its characters), a dict (its keys), a 2-d array, or a single label; for
+    a Series whose index is not that of the DataFrame `X` (rows are matched by position); and,
+    given the batch's number of `rows`, for another number of labels."""
+    labels = _labels_of(y, X)
+    if rows is not None and len(labels) != rows:
+        raise inputs.InvalidInput(f"{rows} samples but {len(labels)} labels", "bad_shape")
+    return labels
+
+
+def _labels_of(y, X) -> list:
     ndim = getattr(y, "ndim", 1)
     if _is_series(y):
         index = getattr(X, "index", None)
@@ -256,9 +264,6 @@ class MarginPredictions:
 
     def _certified(self, names: list, values: np.ndarray, labels: list, norm: str | None,
                    bounds=None):
-        if len(labels) != len(values):
-            raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels",
-                                      "bad_shape")
         norm = self.norm if norm is None else norm
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
@@ -291,4 +296,4 @@ class MarginPredictions:
         """`certified_radius_one` for each row of a DataFrame, or of an array whose columns are
         features 0..d-1."""
         names, values = inputs.frame_values(X, missing_ok=True)
-        return self._certified(names, values, batch_labels(y, X), norm, bounds)
+        return self._certified(names, values, batch_labels(y, X, len(values)), norm, bounds)

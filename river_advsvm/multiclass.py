@@ -95,10 +95,7 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         for the binary models; `y` a sequence of labels. The same models, bit for bit, as a
         `learn_one` loop over the rows: a label's model starts at the label's first row."""
         X = _frame(X)
-        labels = batch_labels(y, X)
-        if len(labels) != len(X):
-            raise inputs.InvalidInput(f"{len(X)} samples but {len(labels)} labels", "bad_shape")
-        labels = [as_label(label) for label in labels]
+        labels = [as_label(label) for label in batch_labels(y, X, len(X))]
         y = pd.Series(labels, index=X.index, name=y.name if isinstance(y, pd.Series) else None,
                       dtype=object)
         self._learn(self._learn_batch, X, y, **kwargs)

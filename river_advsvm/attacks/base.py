@@ -519,7 +519,7 @@ class Attack(base.Base):
         `last_result` say which.
         """
         names, values = inputs.frame_values(X, needs=self._needs())
-        return self._run(model, names, values, batch_labels(y, X), progress)
+        return self._run(model, names, values, batch_labels(y, X, len(values)), progress)
 
     def estimate_seconds(self, model, X, y) -> float:
         """About how long `run(model, X, y)` would take, at most, without running it.
@@ -529,10 +529,7 @@ class Attack(base.Base):
         search; ZOO's early stops only shorten it).
         """
         names, values = inputs.frame_values(X, needs=self._needs())
-        labels = batch_labels(y, X)
-        if len(labels) != len(values):
-            raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels",
-                                      "bad_shape")
+        labels = batch_labels(y, X, len(values))
         return self._estimate(model, names, np.asarray(values, dtype=np.float64), labels)
 
     def _needs(self) -> str:
@@ -561,9 +558,6 @@ class Attack(base.Base):
     def _run(
         self, model, names: list, values: np.ndarray, labels: list, progress: bool = False
     ) -> AttackResult:
-        if len(labels) != len(values):
-            raise inputs.InvalidInput(f"{len(values)} samples but {len(labels)} labels",
-                                      "bad_shape")
         bounds = self.bounds
         # (a copy: the caller's data is never touched; inputs past the box by rounding are
         # attacked from its edge)
