@@ -37,6 +37,11 @@ DEPLOYED_EVERY = 16
 ACTIVE_WINDOW = 64
 #: The share of active samples above which the bias step shrinks, to 0 at a share of 1.
 FLAT_BIAS_SHARE = 0.9
+#: Samples over which the balance of the labels (the mean of y in {-1, +1}) is averaged.
+LABEL_WINDOW = 1024
+#: The part of the labels' balance that a damped bias step still follows starts past this
+#: (a balanced stream's average over LABEL_WINDOW samples stays within 0.03 or so of 0).
+BALANCE_SLACK = 0.1
 
 
 class AdvKernelSVM(MarginClassifier):
@@ -127,10 +132,13 @@ class AdvKernelSVM(MarginClassifier):
         (`η_t = step_size / (1 + step_size λ t)`, adv-SVM(D)).
     bias_step_size
         Step of the unregularised bias; kept well below `step_size` so that `b` does not swamp
-        `f` early on. Follows the same schedule. It shrinks to 0 as the share of the last ~64
-        samples that were active goes from 90% to 100%: with nearly every sample active the
-        hinge loss is flat in `b` (it moves every sample's loss at the rate of the labels'
-        balance), and steps of `η_b y` only make `b` wander.
+        `f` early on. Follows the same schedule. As the share of the last ~64 samples that
+        were active goes from 90% to 100%, the step `η_b y` gives way to `η_b` times the
+        labels' balance (the mean of `y` in {-1, +1} over the last ~1,000 samples) beyond
+        0.1: with nearly every sample active the hinge loss moves with `b` at the rate of
+        that balance, and steps of `η_b y` only make `b` wander; a balanced stream leaves
+        `b` where it is, an unbalanced one on which `f` learns nothing moves it towards the
+        majority.
     budget
         Most support vectors, or number of random features (`B`).
     budget_policy
@@ -350,6 +358,8 @@ class AdvKernelSVM(MarginClassifier):
         self._radius_names: list | None = None
         # The recent share of active samples; no sample has shown the hinge is not flat yet.
         self._active_share = 1.0
+        # The recent mean of the labels (-1 and +1): what a damped bias step follows.
+        self._label_balance = 0.0
         # The held rows with what gamma='scale' fits on them, and their signs.
         self._warm_rows = bandwidth.WarmUpRows(kernel)
 
@@ -364,7 +374,7 @@ class AdvKernelSVM(MarginClassifier):
         # A model pickled before the average could start over has no lag watch, nor one
         # pickled before the average's estimate: fresh ones.
         self.__dict__.update({"_decided": None, "_lag": LagWatch(),
-                              "_given_up": GivenUpEstimate(), **state})
+                              "_given_up": GivenUpEstimate(), "_label_balance": 0.0, **state})
 
     @property
     def _gamma(self) -> float | None:
@@ -502,18 +512,15 @@ class AdvKernelSVM(MarginClassifier):
             v = scaled if given is v else self._input_scales.row(v)
         self._scaled_row = None
         active = 1.0 - y * g + radius * store.norm > 0.0
-        # With nearly every sample active, the hinge loss is flat in b: damp its step (on
-        # CIFAR at L-inf 0.1, where every attacked sample is active, b wandered between -1
-        # and +1 while f varied by 0.3: every decision one class for hundreds of samples).
         self._active_share += (active - self._active_share) / ACTIVE_WINDOW
+        self._label_balance += (y - self._label_balance) / LABEL_WINDOW
         store.scale(1.0 - eta * self.regularization)
         if active:
             store.add(eta * y, v)
             rounding = getattr(store, "rounding", None)
             if rounding:
                 self._advice.rounding_swamps(rounding, self.gamma, self.dtype)
-            self._bias += eta_bias * y * min(1.0, (1.0 - self._active_share)
-                                             / (1.0 - FLAT_BIAS_SHARE))
+            self._bias += eta_bias * self._bias_direction(y)
             if radius > 0.0 and store.norm > 0.0:
                 store.scale(max(0.0, 1.0 - eta * radius / store.norm))
         self._reprocess_stored(eta, radius)
@@ -521,6 +528,20 @@ class AdvKernelSVM(MarginClassifier):
             if store.averaged is None:  # (a new store, or one loaded or folded without one)
                 store.averaged = _average_type(store)(store, self.averaging)
             store.averaged.update(self._bias, self.group_rate)
+
+    def _bias_direction(self, y: float) -> float:
+        """The bias step of an active sample, in units of `eta_bias`: its label, damped once
+        nearly every sample is active. Then the hinge loss is flat in b and its steps are a
+        random walk (on CIFAR at L-inf 0.1, where every attacked sample is active, b wandered
+        between -1 and +1 while f varied by 0.3: every decision one class for hundreds of
+        samples). What they average to, the labels' balance, is kept past `BALANCE_SLACK`: an
+        unbalanced stream on which f learns nothing (every sample active, f near 0) moves b
+        towards the majority instead of leaving it at 0, where it decides for the negative
+        class whichever is more frequent."""
+        damping = min(1.0, (1.0 - self._active_share) / (1.0 - FLAT_BIAS_SHARE))
+        balance = self._label_balance
+        drift = math.copysign(max(0.0, abs(balance) - BALANCE_SLACK), balance)
+        return damping * y + (1.0 - damping) * drift
 
     def _reprocess_stored(self, eta: float, radius: float) -> None:
         """`reprocess` hinge steps on stored vectors, after the sample's own step: the same step
@@ -707,6 +728,7 @@ class AdvKernelSVM(MarginClassifier):
         if self._store is not None:
             self._store.negate()
         self._bias = -self._bias
+        self._label_balance = -self._label_balance
 
     def _checkpoint_params(self):
         params = super()._checkpoint_params()
@@ -727,7 +749,8 @@ class AdvKernelSVM(MarginClassifier):
 
     def _model_state(self):
         scalars = {"seed": self._seed, "kernel_radius": self.kernel_radius,
-                   "active_share": self._active_share, "average_lag": self._lag.state(),
+                   "active_share": self._active_share, "label_balance": self._label_balance,
+                   "average_lag": self._lag.state(),
                    "given_up_estimate": self._given_up.state(),
                    **self._input_scales.state(fitted=isinstance(self.gamma, str))}
         arrays = {}
@@ -760,6 +783,9 @@ class AdvKernelSVM(MarginClassifier):
         self._active_share = float(scalars.get("active_share", 0.0))
         if not 0.0 <= self._active_share <= 1.0:
             raise ValueError(f"active_share {self._active_share!r} is out of range")
+        self._label_balance = float(scalars.get("label_balance", 0.0))
+        if not -1.0 <= self._label_balance <= 1.0:
+            raise ValueError(f"label_balance {self._label_balance!r} is out of range")
         if "average_lag" in scalars:  # (not in checkpoints of models that never kept it)
             self._lag.restore(scalars["average_lag"])
             if self._lag.restarts > self._n_learned:  # (each restart follows a learned sample)

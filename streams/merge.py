@@ -29,8 +29,9 @@ member's average is projected onto the basis as its `f` is, `over_basis`), and b
 projected onto the fold's vectors (the closest function of their span in the kernel's space);
 the folded average keeps no vectors of its own.
 
-The calibration temperature and the share of recent samples inside the margin
-(`active_share`, which damps the bias' steps) are averaged with the same weights; the input
+The calibration temperature, the share of recent samples inside the margin
+(`active_share`, which damps the bias' steps) and the labels' balance (which a damped bias step
+follows) are averaged with the same weights; the input
 names are the union (the base's first, in its order; over a basis, the basis' first).
 Everything works on the checkpoint form of the models (`to_checkpoint` / `from_checkpoint`,
 metadata and arrays), which is also what workers publish.
@@ -281,6 +282,9 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
                                      names)
         elif sign < 0:
             _negate(meta, arrays)
+        model_state = state.get("model", {})
+        if sign < 0 and "label_balance" in model_state:
+            model_state["label_balance"] = -float(model_state["label_balance"])
         return meta, arrays
 
     shares = [w / total for _, _, w in active]
@@ -304,6 +308,10 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
     meta["state"]["model"]["active_share"] = min(1.0, sum(
         share * float(m["state"]["model"].get("active_share", 0.0))
         for (m, _, _), share in zip(active, shares)))
+    # The labels' balance (what a damped bias step follows), in the fold's orientation.
+    meta["state"]["model"]["label_balance"] = max(-1.0, min(1.0, sum(
+        weight * float(m["state"]["model"].get("label_balance", 0.0))
+        for (m, _, _), weight in zip(active, weights))))
     return meta, arrays
 
 

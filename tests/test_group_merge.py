@@ -80,6 +80,12 @@ def test_models_that_saw_their_labels_in_another_order_are_aligned_exactly(repre
     x = {0: 0.1, 1: 0.2, 2: 0.3, 3: 0.4}
     assert model.decision_one(x) == pytest.approx(
         (only_b.decision_one(x) - only_a.decision_one(x)) / 2, rel=1e-12)
+    # So are the labels' balances: each saw its own label only, +1 provisionally.
+    assert only_a._label_balance == only_b._label_balance > 0
+    assert model._label_balance == 0.0
+    alone = merge.to_model(*merge.average([(*only_a.to_checkpoint(), 0.0),
+                                           (*only_b.to_checkpoint(), 0.0)], n_learned=7))
+    assert alone._label_balance == -only_a._label_balance
     # A third label cannot be averaged in.
     third = trained(10, 3, labels=("c",), **params)
     reason = merge.incompatibility(meta, third.to_checkpoint()[0])
@@ -736,7 +742,7 @@ def test_the_group_clock_of_an_average_restarts_at_its_count(representation):
 def test_the_share_of_active_samples_is_averaged_so_the_order_of_the_members_does_not_matter(
         representation):
     """`active_share` (recent samples inside the margin; it damps the bias' steps) was the
-    first member's: averaging the same models in another order gave models that learned on
+    first member's (and so is the labels' balance, which a damped bias step follows): averaging the same models in another order gave models that learned on
     differently (here 0.06 apart in f after 30 samples). It is averaged with the same shares."""
     params = REPRESENTATIONS.get(representation, SV_PARAMS)
     a, b = trained(40, 1, names="abc", **params), trained(5, 2, names="abc", **params)
@@ -754,11 +760,13 @@ def test_the_share_of_active_samples_is_averaged_so_the_order_of_the_members_doe
 
     expected = sum(s * m.to_checkpoint()[0]["state"]["model"]["active_share"]
                    for m, s in ((a, 0.25), (b, 0.75)))
-    assert a._active_share != b._active_share
+    balance = 0.25 * a._label_balance + 0.75 * b._label_balance  # (the same orientation)
+    assert a._active_share != b._active_share and a._label_balance != b._label_balance
     decisions = []
     for order in ((a, b), (b, a)):
         meta, arrays = merge.average([member(m) for m in order], 45, basis=basis)
         assert meta["state"]["model"]["active_share"] == pytest.approx(expected, rel=1e-12)
+        assert meta["state"]["model"]["label_balance"] == pytest.approx(balance, rel=1e-12)
         model = merge.to_model(meta, arrays)
         if basis is not None:
             model._store.revisit_from(0)  # (over a basis the base's revisit cursor is kept)

@@ -219,6 +219,8 @@ def _tampered(tmp_path, change) -> str:
     (lambda m: m["state"].update({"bias": 1e308}), "bias"),
     (lambda m: m["state"].update({"bias": -1e16}), "bias"),
     (lambda m: m["state"].update({"n_learned": 2**64}), "out of range"),
+    (lambda m: m["state"]["model"].update({"label_balance": 1.5}), "label_balance 1.5"),
+    (lambda m: m["state"]["model"].update({"label_balance": -2.0}), "label_balance -2.0"),
 ])
 def test_a_value_out_of_its_range_is_a_checkpoint_error_in_one_line(tmp_path, capsys, change,
                                                                     message):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from scipy.optimize import minimize
 from sklearn.datasets import make_moons
 from sklearn.svm import SVC
 
-from river_advsvm import AdvKernelSVM, inputs, kernels, svm
+from river_advsvm import AdvKernelSVM, collapse, inputs, kernels, svm
 
 POLICIES = ["compact", "compact_slot", "truncate", "grow"]
 
@@ -409,3 +410,68 @@ def test_a_label_that_is_not_a_finite_number_is_refused(label):
     with pytest.raises(inputs.InvalidInput) as caught:
         model.learn_one({"u": 1.0}, label)
     assert caught.value.code == "bad_label" and model.n_learned == 0
+
+
+def _samples_far_apart(n: int, positive_share: float, seed: int):
+    """Samples no two of which are near at gamma=1e4: f learns nothing (every sample active
+    while |b| < 1), labels True with `positive_share`."""
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, 3)) * 10.0
+    return X, rng.random(n) < positive_share
+
+
+def test_a_damped_bias_step_follows_the_labels_balance_past_its_slack():
+    """With every sample active the bias' steps are damped to 0; on a stream of 3 True to 1
+    False where f learns nothing, b stayed at 0 and the model decided False (the minority)
+    for ever. The damped part of the step follows the labels' balance past BALANCE_SLACK:
+    checked step by step against the state before it, then b decides for the majority."""
+    X, y = _samples_far_apart(1500, 0.75, seed=3)
+    model = AdvKernelSVM(gamma=1e4, seed=0, averaging=None, bias_step_size=0.01,
+                         dtype="float64")
+    model.learn_one(dict(enumerate(X[0])), bool(y[0]))
+    model.learn_one(dict(enumerate(X[1])), bool(not y[0]))  # both labels: no negation later
+    for i, (x, label) in enumerate(zip(X[2:], y[2:])):
+        if i == 300:  # (f held nothing: the collapse is reported, b or not)
+            assert model.collapsed
+        row, sign = dict(enumerate(x)), 1.0 if label else -1.0
+        g, b = model.decision_one(row), model._bias
+        active = 1.0 - sign * g > 0.0
+        share = model._active_share + (active - model._active_share) / svm.ACTIVE_WINDOW
+        balance = model._label_balance + (sign - model._label_balance) / svm.LABEL_WINDOW
+        damping = min(1.0, (1.0 - share) / (1.0 - svm.FLAT_BIAS_SHARE))
+        drift = math.copysign(max(0.0, abs(balance) - svm.BALANCE_SLACK), balance)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", collapse.CollapseWarning)
+            model.learn_one(row, bool(label))
+        assert model._label_balance == pytest.approx(balance, abs=1e-15)
+        expected = b + 0.01 * (damping * sign + (1 - damping) * drift) if active else b
+        assert model._bias == pytest.approx(expected, abs=1e-15)
+    assert model._bias > 0.5
+    X_test, _ = _samples_far_apart(50, 0.5, seed=4)
+    assert all(model.predict_one(dict(enumerate(x))) is True for x in X_test)
+
+
+def test_on_a_balanced_stream_where_every_sample_is_active_the_bias_stays_put():
+    """The damping's purpose: balanced labels with every sample active leave b where it is
+    (their balance stays inside the slack), not a random walk of full steps."""
+    X, _ = _samples_far_apart(600, 0.5, seed=5)
+    model = AdvKernelSVM(gamma=1e4, seed=0, averaging=None, dtype="float64")
+    with pytest.warns(collapse.CollapseWarning):  # (f holds nothing)
+        for i, x in enumerate(X):
+            model.learn_one(dict(enumerate(x)), i % 2 == 0)
+    assert abs(model._label_balance) < svm.BALANCE_SLACK
+    assert model._active_share > 0.99 and abs(model._bias) < 1e-3
+
+
+def test_the_labels_balance_turns_with_the_labels_when_the_model_negates():
+    """A stream that brings its larger label first is learned with it provisionally positive,
+    then negated: the labels' balance (-1 and +1 by the final orientation) turns with it."""
+    model = AdvKernelSVM(gamma=1.0, seed=0, averaging=None)
+    labels = ["b"] * 30 + ["a"] * 10
+    for i, label in enumerate(labels):
+        model.learn_one({"u": float(i)}, label)
+    balance = 0.0
+    for label in labels:
+        balance += ((1.0 if label == "b" else -1.0) - balance) / svm.LABEL_WINDOW
+    assert model.classes == ("a", "b")
+    assert model._label_balance == pytest.approx(balance, rel=1e-12)
