@@ -742,8 +742,9 @@ def test_the_group_clock_of_an_average_restarts_at_its_count(representation):
 def test_the_share_of_active_samples_is_averaged_so_the_order_of_the_members_does_not_matter(
         representation):
     """`active_share` (recent samples inside the margin; it damps the bias' steps) was the
-    first member's (and so is the labels' balance, which a damped bias step follows): averaging the same models in another order gave models that learned on
-    differently (here 0.06 apart in f after 30 samples). It is averaged with the same shares."""
+    first member's: averaging the same models in another order gave models that learned on
+    differently (here 0.06 apart in f after 30 samples). It is averaged with the same shares,
+    as is the labels' balance (which a damped bias step follows)."""
     params = REPRESENTATIONS.get(representation, SV_PARAMS)
     a, b = trained(40, 1, names="abc", **params), trained(5, 2, names="abc", **params)
     shares = {id(a): 0.25, id(b): 0.75}
