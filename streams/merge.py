@@ -317,8 +317,15 @@ def average(members: list[tuple[dict, dict, float]], n_learned: int,
 
 def _folded_model_state(first: dict, average: dict | None) -> dict:
     """The model state of a fold, from its first member's, with the fold's average of the
-    iterates (`_average_scalars`), if any."""
-    model = {key: value for key, value in first.items() if key != "average"}
+    iterates (`_average_scalars`), if any. What the first member's watches of its own average
+    gathered is not the fold's: the evidence that the average lags starts again at 0 (its
+    count of restarts, a counter, is kept), and the estimate of the part of the average made
+    of vectors f gave up (the fold's average holds none) starts afresh."""
+    model = {key: value for key, value in first.items()
+             if key not in ("average", "given_up_estimate")}
+    lag = first.get("average_lag")
+    if isinstance(lag, dict):
+        model["average_lag"] = {**lag, "total": 0.0}
     if average is not None:
         model["average"] = average
     return model
