@@ -190,11 +190,40 @@ class SupportVectors(KernelExpansion):
         #: The average of `f` over its recent steps, when the model keeps one (see
         #: `river_advsvm.support_average`): told of every change of the vectors.
         self.averaged = None
+        # Per vector: the same input came again with the other label (see `reprocess`).
+        self._mixed = np.zeros(0, dtype=bool)
+
+    _row_arrays = ("_norms", "_a", "_mixed")
 
     def __getstate__(self) -> dict:
         # The latest row `value` computed, and what `add` takes of it, serve within one call
         # or the next on the same row (recomputed to the same bits without them): not state.
         return {**super().__getstate__(), "_last_row": None, "_pending": None}
+
+    def __setstate__(self, state: dict) -> None:
+        # A store pickled before it kept which vectors hold both labels: none known to.
+        self.__dict__.update(state)
+        if "_mixed" not in state:
+            self._mixed = np.zeros(len(self._a), dtype=bool)
+
+    def _append(self, x: np.ndarray, a: float, norm: float | None = None) -> None:
+        super()._append(x, a, norm)
+        self._mixed[self.size - 1] = False
+
+    def _drop(self, i: int) -> None:
+        self._mixed[i] = self._mixed[self.size - 1]
+        super()._drop(i)
+
+    def _load(self, vectors: np.ndarray, alpha: np.ndarray, n_inputs: int,
+              norms: np.ndarray | None = None, mixed: np.ndarray | None = None) -> None:
+        super()._load(vectors, alpha, n_inputs, norms)
+        self._mixed[: self.size] = False if mixed is None else mixed
+
+    @property
+    def mixed(self) -> np.ndarray:
+        """Per support vector: True when its input came with both labels (its coefficient is
+        their net sum, and its sign no label of it; `reprocess` leaves it alone), a copy."""
+        return self._mixed[: self.size].copy()
 
     @property
     def norm(self) -> float:
@@ -370,6 +399,8 @@ class SupportVectors(KernelExpansion):
                 # nearly cancels, that rounding was the whole change of the norm, and the
                 # running norm drifted from a^T K a (its checkpoint was then refused).
                 a_n = float(self._a[nearest])
+                if a_n != 0.0 and (a_n > 0.0) != (a_new > 0.0):
+                    self._mixed[nearest] = True  # (the other label, on the same input)
                 q += 2.0 * a_new * a_n * -math.expm1(-float(exponents[nearest]))
                 if self.averaged is not None:
                     self.averaged.coefficient_added(nearest, a_new)
@@ -420,6 +451,10 @@ class SupportVectors(KernelExpansion):
         `||f||^2` changes by `2 c f(x_j) + c^2` as in `add`. A vector the model now gets wrong
         (`m < 0`) is left alone: on a drifting stream it is of the old concept, on a noisy one
         likely mislabelled, and pushing it back up would undo what the newer samples taught.
+        So is a vector whose input came with both labels (`mixed`): its sign is the net of
+        them, no label, and steps by it pushed `f` towards whichever label led, for ever (on a
+        stream of one input, 70% True, a model whose first label was False decided False at
+        every sample, its `f` and bias drifting apart without bound).
 
         The margin is one dot product with the vector's row of kernel exponents: read from the
         kept matrix (started here if the store keeps one), or computed from the vectors (one
@@ -431,7 +466,7 @@ class SupportVectors(KernelExpansion):
         j = self._cursor if self._cursor < size else 0
         self._cursor = j + 1 if j + 1 < size else 0
         a_j = self._a[j]
-        if a_j == 0.0:
+        if a_j == 0.0 or self._mixed[j]:
             return 0.0
         y_j = 1.0 if (a_j > 0.0) == (self._scale > 0.0) else -1.0
         G = self._started_gram()
@@ -518,6 +553,7 @@ class SupportVectors(KernelExpansion):
             self._S[n, :k] = z
             self._norms[n] = _squared_norms(self._S[n, :k])
             self._a[n] = event.coefficient
+            self._mixed[n] |= self._mixed[event.m]
             if G is not None:  # z's row, from the rows of the two vectors it replaces
                 G[n, :size] = event.partner_exponents
                 G[:size, n] = event.partner_exponents
@@ -558,6 +594,8 @@ class SupportVectors(KernelExpansion):
         }
         if self._gram is not None:
             arrays["gram"] = self._gram[: self.size, : self.size].copy()
+        if self._mixed[: self.size].any():
+            arrays["mixed"] = self.mixed
         return scalars, arrays
 
     def restore(self, scalars: dict, arrays: dict, inputs) -> None:
@@ -571,7 +609,7 @@ class SupportVectors(KernelExpansion):
         vectors, alpha, norms, gram = support_saved.checked_state(self, scalars, arrays, n_inputs)
         self.size = self.n_inputs = 0
         self._S = np.zeros((0, 0), dtype=self.dtype)
-        self._load(vectors, alpha, n_inputs, norms)
+        self._load(vectors, alpha, n_inputs, norms, arrays.get("mixed"))
         self._gram = gram
         self._scale = float(scalars["scale"])
         self._q = float(scalars["squared_norm"])
@@ -606,20 +644,27 @@ class SupportVectors(KernelExpansion):
         total = sum(store.size for store in stores)
         vectors = np.zeros((total, n), dtype=first.dtype)
         alpha = np.zeros(total)
+        mixed = np.zeros(total, dtype=bool)
         at = 0
         for store, w in zip(stores, weights):
             vectors[at : at + store.size, : store.n_inputs] = store.vectors
             alpha[at : at + store.size] = w * store.coefficients
+            mixed[at : at + store.size] = store.mixed
             at += store.size
         if total:
             vectors, inverse = np.unique(vectors, axis=0, return_inverse=True)
-            alpha = np.bincount(inverse.ravel(), weights=alpha, minlength=len(vectors))
+            inverse, rows = inverse.ravel(), len(vectors)
+            # A vector is mixed when one of its copies was, or its copies' signs differ.
+            mixed = (np.bincount(inverse, weights=mixed, minlength=rows) > 0) | (
+                (np.bincount(inverse, weights=alpha > 0, minlength=rows) > 0)
+                & (np.bincount(inverse, weights=alpha < 0, minlength=rows) > 0))
+            alpha = np.bincount(inverse, weights=alpha, minlength=rows)
             keep = alpha != 0.0
-            vectors, alpha = vectors[keep], alpha[keep]
+            vectors, alpha, mixed = vectors[keep], alpha[keep], mixed[keep]
         merged = cls(first.kernel, first.gamma, first.budget, first.policy, first.dtype,
                      first.max_inputs)
         merged.start()
-        merged._load(vectors, alpha, n)
+        merged._load(vectors, alpha, n, mixed=mixed)
         merged.recompute_norm()
         while merged.budget is not None and merged.size > merged.budget:
             merged._maintain()

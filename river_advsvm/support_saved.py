@@ -151,6 +151,10 @@ def _check_scalars_and_shapes(store, scalars: dict, arrays: dict, n_inputs: int)
         raise ValueError(f"saved coefficients must be float64 of shape ({size},)")
     if not (np.isfinite(vectors).all() and np.isfinite(alpha).all()):
         raise ValueError("saved support vectors or coefficients are not finite")
+    mixed = arrays.get("mixed")
+    if mixed is not None and not (isinstance(mixed, np.ndarray) and mixed.dtype == bool
+                                  and mixed.shape == (size,)):
+        raise ValueError(f"saved flags 'mixed' must be bool of shape ({size},)")
 
 
 def _check_gram(gram, size: int, dtype: str) -> None:

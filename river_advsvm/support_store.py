@@ -71,6 +71,9 @@ class VectorStore:
     only ever added, 0 in every vector stored before.
     """
 
+    #: The arrays with one entry per stored vector, besides the vectors.
+    _row_arrays = ("_norms", "_a")
+
     def __init__(self, kernel, gamma, budget, dtype, max_inputs):
         self.kernel = kernel
         self.gamma = float(gamma)
@@ -127,9 +130,10 @@ class VectorStore:
         S = np.zeros((rows, columns), dtype=self.dtype)
         S[: self.size, : self.n_inputs] = self._S[: self.size, : self.n_inputs]
         self._S = S
-        for name in ("_norms", "_a"):
-            grown = np.zeros(rows)
-            grown[: self.size] = getattr(self, name)[: self.size]
+        for name in self._row_arrays:
+            kept = getattr(self, name)
+            grown = np.zeros(rows, dtype=kept.dtype)
+            grown[: self.size] = kept[: self.size]
             setattr(self, name, grown)
         x = np.zeros(columns, dtype=self.dtype)
         x[: self.n_inputs] = self._x[: self.n_inputs]

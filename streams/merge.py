@@ -401,7 +401,9 @@ def _average_support_vectors(meta: dict, arrays: dict, active: list, weights: li
     scalars["total_degradation"] += before["total_degradation"]
     if merged.n_merges + merged.n_removals == 0:
         scalars["degradation"] = before["degradation"]
-    arrays.pop("gram", None)  # the base's kernel exponents: the average keeps its own, if any
+    # The base's kernel exponents and flags: the average keeps its own, if any.
+    arrays.pop("gram", None)
+    arrays.pop("mixed", None)
     arrays.update(merged_arrays)
     model = _folded_model_state(first, average)
     model["store"] = scalars
@@ -572,6 +574,7 @@ def _average_over_basis(meta: dict, arrays: dict, active: list, weights: list[fl
     vectors = np.zeros((basis.size, len(meta["state"]["names"])), dtype=basis.vectors.dtype)
     vectors[:, : basis.vectors.shape[1]] = basis.vectors  # the other inputs are 0 in each
     arrays.pop("gram", None)  # the base's kernel exponents are not the basis'
+    arrays.pop("mixed", None)  # nor are its flags of vectors that came with both labels
     arrays["vectors"], arrays["alpha"] = vectors, alpha
     _drop_average(arrays)
     average = _average_scalars(active, weights)
@@ -593,7 +596,10 @@ def _store(meta: dict, arrays: dict, position: dict, max_inputs: int | None) -> 
     scalars["n_inputs"] = len(position)
     store = SupportVectors(scalars["kernel"], scalars["gamma"], scalars["budget"],
                            scalars["policy"], scalars["dtype"], max_inputs)
-    store.restore(scalars, {"vectors": widened, "alpha": arrays["alpha"]}, len(position))
+    saved = {"vectors": widened, "alpha": arrays["alpha"]}
+    if "mixed" in arrays:
+        saved["mixed"] = arrays["mixed"]
+    store.restore(scalars, saved, len(position))
     return store
 
 

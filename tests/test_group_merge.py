@@ -928,3 +928,25 @@ def test_a_fold_starts_the_watches_of_the_average_afresh_whatever_the_members_or
         model = merge.to_model(meta, arrays)
         assert model._lag.total == 0.0 and model._lag.restarts == first._lag.restarts
         assert (model._given_up.part, model._given_up.misses) == (0.0, 0.0)
+
+
+def test_a_fold_keeps_which_vectors_came_with_both_labels():
+    """A member's vector whose input came with both labels is not reprocessed (its sign is no
+    label): the fold of the union keeps the flag, and adds it where equal vectors of the
+    members have different signs; the base's own flags do not outlive its vectors."""
+    def model(labels):
+        m = AdvKernelSVM(**{**SV_PARAMS, "epsilon": 0.0})
+        for i, label in enumerate(labels):
+            m.learn_one({0: 1.0, 1: float(i % 2)}, label)
+        return m
+
+    a, b = model([0, 1, 1]), model([1, 1, 1, 1])  # a: {0: 1, 1: 0} came as 0 and 1
+    assert a._store.mixed.tolist() == [True, False] and not b._store.mixed.any()
+    meta, arrays = merge.average([(*a.to_checkpoint(), 1.0), (*b.to_checkpoint(), 1.0)], 7)
+    folded = merge.to_model(meta, arrays)
+    rows = {tuple(v.astype(float)): m for v, m in zip(folded._store.vectors,
+                                                      folded._store.mixed)}
+    assert rows == {(1.0, 0.0): True, (1.0, 1.0): False}
+    meta, arrays = merge.average([(*a.to_checkpoint(), 0.0), (*b.to_checkpoint(), 1.0)], 4)
+    assert "mixed" not in arrays  # (a's vectors are not in the fold)
+    assert not merge.to_model(meta, arrays)._store.mixed.any()

@@ -900,3 +900,72 @@ def test_learning_with_reprocess_stays_finite(rows, repeats, gamma, step):
     assert np.isfinite(store.coefficients).all() and math.isfinite(store.norm)
     assert np.isfinite(store.values(X)).all()
     assert store.size <= 8
+
+
+def test_a_vector_whose_input_came_with_both_labels_is_not_reprocessed():
+    """Its coefficient is the net of both labels and its sign no label: steps by that sign
+    pushed f towards whichever label led, for ever. One input with both labels is `mixed`,
+    the others not; reprocess leaves it alone and steps the others."""
+    store = new_store(budget=None)
+    for x, c in [([0.0, 0.0, 0.0], 1.0), ([3.0, 0.0, 0.0], -1.0), ([0.0, 0.0, 0.0], -0.5)]:
+        store.value(np.array(x))
+        store.add(0.01 * c)
+    assert store.size == 2 and store.mixed.tolist() == [True, False]
+    assert [store.reprocess(0.0, 0.5) for _ in range(4)] == [0.0, -1.0, 0.0, -1.0]
+    np.testing.assert_allclose(store.coefficients, [0.005, -1.01])
+    twin = clone(store)  # kept in its state
+    assert twin.mixed.tolist() == [True, False] and twin.reprocess(0.0, 0.5) == 0.0
+    same = new_store(budget=None)
+    for c in (1.0, 0.5):  # the same label again: its coefficient grows, it is no mix
+        same.value(np.zeros(3))
+        same.add(0.01 * c)
+    assert same.mixed.tolist() == [False] and "mixed" not in same.state()[1]
+
+
+@pytest.mark.parametrize("policy", ["merge", "remove"])
+def test_the_mixed_flags_follow_their_vectors_through_maintenance_and_folds(policy):
+    """Budget maintenance moves vectors (the last into a dropped one's place) and merges two
+    into one (mixed if either was); a fold of stores combines equal vectors (mixed if a copy
+    was, or their signs differ). Checked against the flags recomputed from the inputs."""
+    X, y = stream(n=300)
+    X = np.round(X * 3) / 3  # a few distinct inputs, many with both labels
+    store = new_store(gamma=0.5, budget=12, policy=policy)
+    seen: dict = {}
+    for x, label in zip(X, y):
+        margin = label * store.value(x)
+        store.scale(0.999)
+        if margin < 1:
+            store.add(0.5 * label)
+            seen.setdefault(x.tobytes(), set()).add(label)
+            held = {v.astype(np.float64).tobytes() for v in store.vectors}
+            seen = {v: labels for v, labels in seen.items() if v in held}  # (since stored)
+    assert store.n_merges + store.n_removals > 0 and store.mixed.any()
+    if policy == "remove":  # (each vector is an input as given: its labels are known)
+        expected = [len(seen[v.astype(np.float64).tobytes()]) == 2 for v in store.vectors]
+        assert store.mixed.tolist() == expected
+    a, b = new_store(budget=None), new_store(budget=None)
+    for s, c in ((a, 1.0), (b, -1.0)):
+        s.value(np.zeros(3))
+        s.add(c)
+        s.value(np.ones(3))
+        s.add(c)
+    b.value(np.full(3, 2.0))
+    b.add(1.0)
+    b.value(np.full(3, 2.0))
+    b.add(-0.5)
+    fold = SupportVectors.average([a, b], [0.5, 0.25])
+    flags = {tuple(v.astype(float)): m for v, m in zip(fold.vectors, fold.mixed)}
+    assert flags == {(0.0,) * 3: True, (1.0,) * 3: True, (2.0,) * 3: True}
+    assert not SupportVectors.average([a], [1.0]).mixed.any()
+
+
+def test_saved_mixed_flags_of_another_shape_or_type_are_refused():
+    store = new_store(budget=None)
+    for c in (1.0, -0.5):
+        store.value(np.zeros(3))
+        store.add(c)
+    scalars, arrays = store.state()
+    for bad in (np.array([1]), np.array([True, False]), np.ones(1, dtype=np.float64)):
+        twin = SupportVectors(store.kernel, store.gamma, store.budget, store.policy, store.dtype)
+        with pytest.raises(ValueError, match="mixed"):
+            twin.restore(scalars, {**arrays, "mixed": bad}, store.n_inputs)

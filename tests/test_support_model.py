@@ -248,3 +248,25 @@ def test_reprocess_zero_takes_no_reprocess_step(monkeypatch):
     monkeypatch.setattr(SupportVectors, "reprocess", refuse)
     X = np.random.default_rng(3).random((100, 3))
     AdvKernelSVM(budget=8, gamma=4.0, reprocess=0, seed=1).learn_many(X, X[:, 0] > 0.5)
+
+
+@pytest.mark.parametrize("first", [False, True])
+def test_a_stream_of_one_input_is_decided_for_its_majority_whichever_label_came_first(first):
+    """One input (a sensor stuck, or every feature absent), 70% True: reprocess pushed the
+    stored vector towards the sign of its net coefficient, the first label's, and a model
+    whose first label was False decided False for good (32% right), its f and bias drifting
+    apart without bound. The vector holds both labels: reprocess leaves it alone."""
+    rng = np.random.default_rng(0)
+    labels = [first, not first] + (rng.random(3000) < 0.7).tolist()
+    model = AdvKernelSVM(seed=0)
+    right = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (f is a constant here: collapse warnings)
+        for label in labels:
+            right += model.predict_one({"a": 0.0}) == label
+            model.learn_one({"a": 0.0}, label)
+    assert model._store.mixed.tolist() == [True]
+    assert model.predict_one({"a": 0.0}) is True
+    assert right / len(labels) > 0.65 and abs(model._bias) < 5.0
+    saved = AdvKernelSVM.from_checkpoint(*model.to_checkpoint())
+    assert saved._store.mixed.tolist() == [True]
