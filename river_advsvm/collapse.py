@@ -18,7 +18,14 @@ sample). A block in which each label is at least `min_share` looks constant when
   side; a model that learns anything spreads its decisions by far more. As often as a guess:
   no more than the majority label's share, no less than the minority's (give or take
   `SLACK`). This catches a flat model whose bias, wandering with the labels, flips its
-  decisions between the classes.
+  decisions between the classes; or
+- the decisions followed time, not the input: on a stream whose labels switch as often as
+  independent labels would (at least `SHUFFLED` of that), the decisions switched class at most
+  `TIME_RUNS` as often as independent decisions of their shares would (a runs test; with at
+  least `MIN_SWITCHES` switches expected) and were right no more than `1/2 + 3 SLACK` of the
+  time (balanced). This catches a model constant at each moment whose level swings with its
+  steps (a radius as large as the gap between the classes, under a wide kernel): over a block
+  its decisions go both ways, in runs, and `f` spreads by time.
 
 A block in which one label is rarer than `min_share` (imbalanced data) looks constant when `f`
 was 0 at every sample: the model holds nothing (adversarial training can shrink `f` to 0) and
@@ -88,8 +95,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["LOPSIDED", "MIN_SPREAD", "ONE_SIDED", "RARE_SHARE", "SLACK", "CollapseWarning",
-           "CollapseWatch"]
+__all__ = ["LOPSIDED", "MIN_SPREAD", "MIN_SWITCHES", "ONE_SIDED", "RARE_SHARE", "SHUFFLED", "SLACK",
+           "TIME_RUNS", "CollapseWarning", "CollapseWatch"]
 
 #: `f(x)` varying less than this (standard deviation over a block) is flat.
 MIN_SPREAD = 0.1
@@ -102,6 +109,12 @@ SLACK = 0.05
 #: The least share of a block a label under `min_share` must have for one-sided decisions to
 #: count.
 RARE_SHARE = 0.05
+#: Decisions switching class at most this share of what independent ones would, follow time.
+TIME_RUNS = 0.4
+#: ... on a stream whose labels switched at least this share of what independent ones would.
+SHUFFLED = 0.7
+#: The least number of decision switches independent decisions would make, for the runs test.
+MIN_SWITCHES = 16
 
 
 class CollapseWarning(RuntimeWarning):
@@ -137,12 +150,15 @@ class CollapseWatch:
         self._decisive: list[bool] = []
         # The function the model predicts with, when it is another (see the module).
         self.deployed: CollapseWatch | None = None
+        # The previous sample's label and decision (1, 0; -1: none yet), for the runs test.
+        self._previous = (-1, -1)
         self.restart_block()
 
     def __setstate__(self, state: dict) -> None:
         # A watch pickled before some of its flags were kept: as `restore` reads its state.
         self.__dict__.update({"_empty": False, "_guesses": [], "_latched": False,
-                              "_decisive": [], "deployed": None, **state})
+                              "_decisive": [], "deployed": None, "_previous": (-1, -1),
+                              "_label_switches": 0, "_decision_switches": 0, **state})
 
     def restart_block(self) -> None:
         """Start a block: after a full one, or dropping the one under way when its samples were
@@ -160,6 +176,8 @@ class CollapseWatch:
         self._sum = 0.0
         self._squares = 0.0
         self._seen = 0
+        self._label_switches = 0
+        self._decision_switches = 0
 
     @property
     def window(self) -> int:
@@ -190,7 +208,13 @@ class CollapseWatch:
             self.deployed.update(label, *deployed,
                                  early or len(self.deployed._verdicts) < self.blocks)
         positive = label > 0
+        decided = margin > 0
         f = margin - bias
+        last_label, last_decision = self._previous
+        if self._seen and last_label >= 0:  # (switches within the block)
+            self._label_switches += positive != last_label
+            self._decision_switches += decided != last_decision
+        self._previous = (int(positive), int(decided))
         self._positive += positive
         self._predicted_positive += margin > 0
         self._right += (margin > 0) == positive
@@ -235,7 +259,22 @@ class CollapseWatch:
         mean = self._sum / n
         variance = max(self._squares / n - mean * mean, 0.0)
         slack = SLACK * n
-        return variance < MIN_SPREAD**2 and fewest - slack <= self._right <= most + slack
+        if variance < MIN_SPREAD**2 and fewest - slack <= self._right <= most + slack:
+            return True
+        return self._follows_time()
+
+    def _follows_time(self) -> bool:
+        """The block's decisions came in runs, on a stream whose labels did not, and were
+        hardly better than a guess (see the module)."""
+        n = self.block
+        def independent(positives):  # switches expected of independent values of this share
+            share = positives / n
+            return 2.0 * share * (1.0 - share) * (n - 1)
+        expected = independent(self._predicted_positive)
+        return (expected >= MIN_SWITCHES
+                and self._label_switches >= SHUFFLED * independent(self._positive)
+                and self._decision_switches <= TIME_RUNS * expected
+                and self._balanced_accuracy() <= 0.5 + 3 * SLACK)
 
     @property
     def _decides(self) -> bool:
@@ -283,6 +322,8 @@ class CollapseWatch:
                  "counts": [int(c) for c in (self._seen, self._positive,
                                              self._predicted_positive, self._right,
                                              self._right_positive)],
+                 "switches": [self._label_switches, self._decision_switches,
+                              *self._previous],
                  "sums": [float(self._sum), float(self._squares)]}
         if self.deployed is not None:
             state["deployed"] = self.deployed.state()
@@ -321,6 +362,14 @@ class CollapseWatch:
         if not (0 <= seen < self.block and 0 <= right_positive <= min(positive, predicted)
                 and max(positive, predicted, right) <= seen):
             raise ValueError(f"collapse counts {counts!r} are out of range")
+        # (Not in states saved before the runs test: none counted, no previous sample.)
+        switches = state.get("switches", [0, 0, -1, -1])
+        if not (isinstance(switches, list) and len(switches) == 4
+                and all(type(c) is int for c in switches)
+                and 0 <= switches[0] <= max(seen - 1, 0) and 0 <= switches[1] <= max(seen - 1, 0)
+                and all(c in (-1, 0, 1) for c in switches[2:])
+                and (switches[2] < 0) == (switches[3] < 0)):
+            raise ValueError(f"collapse switches {switches!r:.60} are not those of a watch")
         if not (isinstance(sums, list) and len(sums) == 2
                 and all(type(v) in (int, float) and math.isfinite(v) for v in sums)
                 and sums[1] >= 0):
@@ -330,4 +379,6 @@ class CollapseWatch:
         self.deployed = deployed
         (self._seen, self._positive, self._predicted_positive, self._right,
          self._right_positive) = counts
+        self._label_switches, self._decision_switches = switches[:2]
+        self._previous = (switches[2], switches[3])
         self._sum, self._squares = float(sums[0]), float(sums[1])

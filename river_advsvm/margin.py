@@ -481,7 +481,10 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         learned samples in which both labels arrived, in each block either all but 2% of the
         decisions were for one class, or `f(x) = g(x) - b` varied by less than 0.1 (a model
         that learns anything spreads its decisions far more) and the decisions were right no
-        more often than a constant guess; in a block with under a tenth of one label, the
+        more often than a constant guess, or the decisions came in runs (switching class
+        under 0.4 times as often as independent ones would) on labels that did not, hardly
+        better than a guess (a constant at each moment whose level swings with the steps: it
+        decides by time, not by input); in a block with under a tenth of one label, the
         decisions one class (if that label came 7 times or more) or `f` 0 at every sample,
         and in the first 256 samples (a model starts at `f = 0`) the latter (see
         `river_advsvm.collapse`). A model that predicts with the average of its iterates

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from river_advsvm import AdvKernelSVM, AdvLinearSVM
+from river_advsvm import AdvKernelSVM, AdvLinearSVM, collapse
 from river_advsvm.monitor import RobustnessMonitor
 from river_advsvm.adversary import ascent_step, attacker_point, step_length
 from river_advsvm.attacks import PGD
@@ -509,7 +509,22 @@ def looks_constant(block: list, min_share: float) -> bool:
         return True
     slack = 0.05 * len(block)
     flat = np.std([g - b for _, g, b in block]) < 0.1 - 1e-9
-    return flat and fewest - slack <= right <= most + slack
+    if flat and fewest - slack <= right <= most + slack:
+        return True
+    # Decisions in runs on labels that are not: they follow time, not the input.
+    n = len(block)
+    decisions = [g > 0 for _, g, _ in block]
+
+    def switches(values):
+        return sum(a != b for a, b in zip(values, values[1:]))
+
+    def independent(positives):
+        return 2 * (positives / n) * (1 - positives / n) * (n - 1)
+
+    expected = independent(predicted_positive)
+    return (expected >= 16 and switches(labels) >= 0.7 * independent(labels.count(1.0))
+            and switches(decisions) <= 0.4 * expected
+            and np.mean(recalls) <= 0.5 + 3 * collapse.SLACK)
 
 
 def decides(block: list, min_share: float) -> bool:
@@ -527,19 +542,52 @@ def test_the_watch_agrees_with_the_blocks_recomputed(samples, block, blocks, wig
     watch = CollapseWatch(block=block, blocks=blocks, min_share=0.2)
     for i, sample in enumerate(samples):
         watch.update(*sample)
-        full = [samples[j:j + block] for j in range(0, i + 2 - block, block)]
-        judged = [b for b in full if len({lab for lab, _, _ in b}) == 2]
-        collapsed = False
-        for k in range(len(judged)):
-            last = judged[max(0, k + 1 - blocks):k + 1]
-            own = k + 1 >= blocks and all(looks_constant(b, 0.2) for b in last)
-            # A judged block in which f was 0 at every sample is a collapse on its own; once
-            # collapsed, the model is until `blocks` blocks decide (both ways, better than a
-            # guess).
-            emptied = all(g - b == 0 for _, g, b in judged[k])
-            decided = k + 1 >= blocks and all(decides(b, 0.2) for b in last)
-            collapsed = own or emptied or (collapsed and not decided)
-        assert watch.collapsed == collapsed
+        assert watch.collapsed == recomputed_collapse(samples[: i + 1], block, blocks, 0.2)
+
+
+def recomputed_collapse(samples: list, block: int, blocks: int, min_share: float) -> bool:
+    full = [samples[j:j + block] for j in range(0, len(samples) + 1 - block, block)]
+    judged = [b for b in full if len({lab for lab, _, _ in b}) == 2]
+    collapsed = False
+    for k in range(len(judged)):
+        last = judged[max(0, k + 1 - blocks):k + 1]
+        own = k + 1 >= blocks and all(looks_constant(b, min_share) for b in last)
+        # A judged block in which f was 0 at every sample is a collapse on its own; once
+        # collapsed, the model is until `blocks` blocks decide (both ways, better than a
+        # guess).
+        emptied = all(g - b == 0 for _, g, b in judged[k])
+        decided = k + 1 >= blocks and all(decides(b, min_share) for b in last)
+        collapsed = own or emptied or (collapsed and not decided)
+    return collapsed
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_decisions_that_follow_time_and_not_the_input_are_a_collapse(seed):
+    """A model constant at each moment whose level swings with its steps decides both ways
+    over a block, in runs, with f spread by time: on make_circles trained at L2 0.5 under a
+    wide kernel it predicted one class on held-out data with `collapsed` False throughout.
+    Runs of decisions on shuffled labels, no better than a guess, are a collapse; decisions
+    of the same shares that follow the input, or runs that follow runs of the labels, are not.
+    Checked block by block against the blocks recomputed."""
+    rng = np.random.default_rng(seed)
+    n, block = 6 * 128, 128
+    shuffled = rng.choice([-1.0, 1.0], size=n)
+    level = np.cumsum(rng.normal(0.0, 0.3, size=n))  # a level wandering with the steps
+    level -= np.convolve(level, np.ones(60) / 60, mode="same")  # ... back and forth around 0
+    kinds = {
+        "runs": (shuffled, level + 0.01 * rng.normal(size=n)),
+        "by input": (shuffled, np.where(rng.random(n) < 0.6, shuffled, -shuffled)
+                     * np.abs(rng.normal(size=n))),
+        "ordered": (np.repeat(rng.choice([-1.0, 1.0], size=n // 32), 32),) * 2,
+    }
+    for kind, (labels, margins) in kinds.items():
+        samples = [(float(lab), float(g), 0.05) for lab, g in zip(labels, margins)]
+        watch = CollapseWatch()
+        for i, sample in enumerate(samples):
+            watch.update(*sample)
+            if (i + 1) % block == 0:
+                assert watch.collapsed == recomputed_collapse(samples[: i + 1], block, 2, 0.1)
+        assert watch.collapsed == (kind == "runs"), kind
 
 
 def test_a_bias_that_outweighs_f_is_a_collapse():
@@ -1140,3 +1188,19 @@ def test_each_step_is_the_radius_for_one_and_madrys_two_and_a_half_over_the_step
     assert step_length(0.3, 1) == 0.3 and step_length(0.3, 2) == 0.3
     for steps in (3, 10, 100):
         assert step_length(0.4, steps) == pytest.approx(2.5 * 0.4 / steps, rel=1e-15)
+
+
+def test_a_radius_as_large_as_the_gap_between_the_classes_is_a_visible_collapse():
+    """Two circles 0.5 apart, trained at L2 0.5 under a wide kernel: no classifier is robust
+    there, and the model is a constant at each moment (one class on held-out data) whose level
+    swings with its steps. `collapsed` said False; the decisions' runs show it."""
+    from sklearn.datasets import make_circles
+
+    X, y = make_circles(2000, noise=0.1, factor=0.5, random_state=0)
+    model = AdvKernelSVM(epsilon=0.5, norm="l2", gamma=0.1, averaging=None, seed=0)
+    with pytest.warns(CollapseWarning):
+        model.learn_many(X[:1500], y[:1500])
+    assert len(set(model.predict_many(X[1500:]).tolist())) == 1 and model.collapsed
+    natural = AdvKernelSVM(gamma=0.1, seed=0)
+    natural.learn_many(X[:1500], y[:1500])
+    assert np.mean(natural.predict_many(X[1500:]) == y[1500:]) > 0.95 and not natural.collapsed
