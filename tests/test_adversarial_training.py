@@ -1096,6 +1096,9 @@ def test_an_iterate_that_looks_constant_beside_an_average_that_decides_is_no_col
     twin.restore(watch.state())
     assert twin.state() == watch.state() and not twin.collapsed
     state = watch.state()
+    older = CollapseWatch(block=4, blocks=2)  # (saved before the runs test: none counted)
+    older.restore({k: v for k, v in state.items() if k != "switches"})
+    assert older.state()["switches"] == [0, 0, -1, -1]
     for bad in ("yes", [True], ["yes", False], [False, False, False]):
         # (a block that decided is one judged not constant; no more flags than verdicts)
         deployed = {**state["deployed"], "decisive": bad, "verdicts": [False, True]}

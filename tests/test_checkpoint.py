@@ -507,6 +507,14 @@ def test_object_arrays_are_never_unpickled(saved):
                                               "sums": [0.0, 0.0]}),
         lambda m: m["state"].update(collapse={"verdicts": [], "counts": [1, 1, 1, 1, 1],
                                               "sums": [0.0, -1.0]}),
+        # More switches than pairs of samples in the block, a decision that is no class, a
+        # label without its decision.
+        lambda m: m["state"].update(collapse={"verdicts": [], "counts": [2, 1, 1, 1, 1],
+                                              "sums": [0.0, 0.0], "switches": [2, 0, 1, 1]}),
+        lambda m: m["state"].update(collapse={"verdicts": [], "counts": [2, 1, 1, 1, 1],
+                                              "sums": [0.0, 0.0], "switches": [0, 0, 1, 2]}),
+        lambda m: m["state"].update(collapse={"verdicts": [], "counts": [2, 1, 1, 1, 1],
+                                              "sums": [0.0, 0.0], "switches": [0, 0, 1, -1]}),
         # Loaded, these predicted from the bias alone, then failed to learn (a second store
         # over no inputs), or raised OverflowError at the next random feature's id.
         lambda m: m["state"].update(started=False),
