@@ -134,13 +134,20 @@ class CollapseWatch:
         How many consecutive blocks must look constant.
     min_share
         The least share of a block each label must have for the block to be judged.
+    by_ranking
+        For the model of one label in a one-vs-rest model, whose decisions are not the
+        prediction (the label of the highest probability is): a block looks constant only when
+        `f` was 0 at every sample, or flat and its decisions right about as often as a constant
+        guess; its decisions for one class alone are what such a model of a rare label makes.
 
     """
 
-    def __init__(self, block: int = 128, blocks: int = 2, min_share: float = 0.1):
+    def __init__(self, block: int = 128, blocks: int = 2, min_share: float = 0.1,
+                 by_ranking: bool = False):
         self.block = block
         self.blocks = blocks
         self.min_share = min_share
+        self.by_ranking = by_ranking
         self._verdicts: list[bool] = []
         self._empty = False  # f was 0 at every sample of the last judged block
         self._guesses: list[bool] = []  # the decisions no better than a guess, per judged block
@@ -157,7 +164,8 @@ class CollapseWatch:
     def __setstate__(self, state: dict) -> None:
         # A watch pickled before some of its flags were kept: as `restore` reads its state.
         self.__dict__.update({"_empty": False, "_guesses": [], "_latched": False,
-                              "_decisive": [], "deployed": None, "_previous": (-1, -1),
+                              "_decisive": [], "deployed": None, "by_ranking": False,
+                              "_previous": (-1, -1),
                               "_label_switches": 0, "_decision_switches": 0, **state})
 
     def restart_block(self) -> None:
@@ -202,7 +210,8 @@ class CollapseWatch:
         the sample with, when it predicts with another function (see the module)."""
         if deployed is not None:
             if self.deployed is None:
-                self.deployed = CollapseWatch(self.block, self.blocks, self.min_share)
+                self.deployed = CollapseWatch(self.block, self.blocks, self.min_share,
+                                              self.by_ranking)
             # Its own first blocks are early too: it starts at f = 0, and it may be given
             # fewer samples than this watch.
             self.deployed.update(label, *deployed,
@@ -244,11 +253,20 @@ class CollapseWatch:
         return (self._right_positive / self._positive
                 + right_negative / (self.block - self._positive)) / 2
 
+    def judge_by_ranking(self) -> None:
+        """Judge as `by_ranking` says from now on (the watch of the function predicted with
+        too)."""
+        self.by_ranking = True
+        if self.deployed is not None:
+            self.deployed.by_ranking = True
+
     def _looks_constant(self, early: bool = False) -> bool:
         if self._squares == 0.0:  # f = 0 at every sample: the bias alone decides
             return True
         n = self.block
         fewest, most = sorted((self._positive, n - self._positive))
+        if self.by_ranking:
+            return not early and self._flat_guess(fewest, most)
         rarer = min(self._predicted_positive, n - self._predicted_positive)
         if early or fewest < self.min_share * n:
             return not early and fewest >= RARE_SHARE * n and rarer <= ONE_SIDED * n
@@ -256,12 +274,16 @@ class CollapseWatch:
             return True
         if rarer <= LOPSIDED * n and self._balanced_accuracy() <= 0.5 + SLACK:
             return True
+        return self._flat_guess(fewest, most) or self._follows_time()
+
+    def _flat_guess(self, fewest: int, most: int) -> bool:
+        """`f` flat over the block, and its decisions right about as often as a constant guess
+        (see the module)."""
+        n = self.block
         mean = self._sum / n
         variance = max(self._squares / n - mean * mean, 0.0)
         slack = SLACK * n
-        if variance < MIN_SPREAD**2 and fewest - slack <= self._right <= most + slack:
-            return True
-        return self._follows_time()
+        return variance < MIN_SPREAD**2 and fewest - slack <= self._right <= most + slack
 
     def _follows_time(self) -> bool:
         """The block's decisions came in runs, on a stream whose labels did not, and were
@@ -337,7 +359,7 @@ class CollapseWatch:
         latched, decisive = state.get("latched", False), state.get("decisive", [])
         deployed = None
         if state.get("deployed") is not None:
-            deployed = CollapseWatch(self.block, self.blocks, self.min_share)
+            deployed = CollapseWatch(self.block, self.blocks, self.min_share, self.by_ranking)
             deployed.restore(state["deployed"])
         if not (isinstance(verdicts, list) and len(verdicts) <= self.blocks
                 and all(type(v) is bool for v in verdicts)):

@@ -453,8 +453,17 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
                 why = (f"in its last {watch.blocks} blocks of {watch.block} samples with both "
                        "labels its decisions were one class, or mostly one class or flat and "
                        "no better than a guess")
-            warn_caller(f"{type(self).__name__} predicts a constant: {why} (see `collapsed`)"
+            # (A one-vs-rest model's label models say which label they are of.)
+            subject = getattr(self, "_subject", None) or type(self).__name__
+            warn_caller(f"{subject} predicts a constant: {why} (see `collapsed`)"
                         f"{self._collapse_advice()}", collapse.CollapseWarning)
+
+    def _join_one_vs_rest(self, label) -> None:
+        """Be the model of `label` in a one-vs-rest model: its decisions are not the
+        prediction, only whether `f` ranks the samples is judged for a collapse
+        (`CollapseWatch.by_ranking`), and its collapse warning names the label."""
+        self._collapse.judge_by_ranking()
+        self._subject = f"{type(self).__name__}, the model of label {label!r:.40} in a OneVsRest,"
 
     def _collapse_advice(self) -> str:
         """What the collapse warning suggests, after its text (empty: nothing)."""

@@ -81,9 +81,17 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         # check theirs (a NaN, never equal to itself, would be a new class at every sample).
         self._learn(self._learn_sample, x, as_label(y), **kwargs)
 
+    def _member(self, label):
+        """A new model of `label`: a clone of the binary model, judged for a collapse by
+        whether it ranks, not by its decisions (those of a rare label's model are one class
+        by right; the prediction is the label of the highest probability)."""
+        model = self.classifier.clone()
+        model._join_one_vs_rest(label)
+        return model
+
     def _learn_sample(self, x: dict, y, **kwargs) -> None:
         if y not in self.classifiers:
-            self.classifiers[y] = self.classifier.clone()
+            self.classifiers[y] = self._member(y)
         # Every label's model checks the sample before any learns it: one still in its warm-up
         # counts inputs (zero-valued ones) against max_features that a started one does not.
         for label, model in self.classifiers.items():
@@ -108,7 +116,7 @@ class OneVsRest(multiclass.OneVsRestClassifier):
             first.setdefault(label, 0 if label in self.classifiers else i)
         for label in first:
             if label not in self.classifiers:
-                self.classifiers[label] = self.classifier.clone()
+                self.classifiers[label] = self._member(label)
         batches = [(model, X.iloc[first.get(label, 0):], y.iloc[first.get(label, 0):] == label)
                    for label, model in self.classifiers.items()]
         for model, rows, mine in batches:  # each model checks its rows before any learns (above)
@@ -205,6 +213,8 @@ class OneVsRest(multiclass.OneVsRestClassifier):
                 raise checkpoint.CheckpointError(
                     f"invalid OneVsRest checkpoint: the model of label {label!r:.40} has the "
                     f"classes {list(binary_model.classes)!r:.60}, not True and False")
+        for label, binary_model in zip(labels, per_label):
+            binary_model._join_one_vs_rest(label)
         model = cls(template)
         model.classifiers = dict(zip(labels, per_label))
         model._y_name = _saved_name(meta.get("y_name"))

@@ -1207,3 +1207,24 @@ def test_a_radius_as_large_as_the_gap_between_the_classes_is_a_visible_collapse(
     natural = AdvKernelSVM(gamma=0.1, seed=0)
     natural.learn_many(X[:1500], y[:1500])
     assert np.mean(natural.predict_many(X[1500:]) == y[1500:]) > 0.95 and not natural.collapsed
+
+
+def test_a_watch_by_ranking_judges_f_not_the_decisions():
+    """The watch of a one-vs-rest label's model: decisions for one class with f spread is what
+    a rare label's model makes (no collapse); f flat and decisions no better than a constant
+    guess is one, as is f = 0. The watch of the function predicted with judges the same."""
+    rng = np.random.default_rng(0)
+    one_sided, flat = CollapseWatch(by_ranking=True), CollapseWatch(by_ranking=True)
+    plain = CollapseWatch()
+    for _ in range(4 * one_sided.block):
+        label = 1.0 if rng.random() < 0.08 else -1.0
+        margin = -1.0 + 0.5 * label + 0.2 * rng.normal()  # ranks, never positive
+        one_sided.update(label, margin, -1.0, deployed=(margin, -1.0))
+        plain.update(label, margin, -1.0)
+        flat.update(label, -0.5 + 0.01 * rng.normal(), -0.5)
+    assert plain.collapsed and not one_sided.collapsed and flat.collapsed
+    assert one_sided.deployed.by_ranking and not one_sided.deployed.collapsed
+    late = CollapseWatch()
+    late.update(1.0, 0.5, 0.0, deployed=(0.5, 0.0))
+    late.judge_by_ranking()
+    assert late.by_ranking and late.deployed.by_ranking
