@@ -383,26 +383,32 @@ def _first_bad_value(names: typing.Sequence, raw: typing.Sequence) -> InvalidInp
     return InvalidInput("feature values must be numbers", "not_a_number")
 
 
-def _too_large(name, value) -> InvalidInput:
+def _too_large(name, value, row: int | None = None) -> InvalidInput:
     return InvalidInput(
-        f"feature {shown_name(name)} is {describe(value)}, beyond the accepted magnitude "
+        f"{_feature(name, row)} is {describe(value)}, beyond the accepted magnitude "
         f"{MAX_ABS_VALUE:g}; rescale the input", "too_large")
 
 
-def _bounds_error(name, value, needs: str | None = None) -> InvalidInput:
+def _feature(name, row: int | None = None) -> str:
+    """How an error names a feature: after the row of a batch (by position), if one."""
+    where = "" if row is None else f"row {row} of the batch (counting from 0): "
+    return f"{where}feature {shown_name(name)}"
+
+
+def _bounds_error(name, value, needs: str | None = None, row: int | None = None
+                  ) -> InvalidInput:
     value = float(value)
+    feature = _feature(name, row)
     if math.isnan(value):
         if needs is not None:
-            return InvalidInput(f"feature {shown_name(name)} is nan; {needs} needs finite values",
-                                "not_finite")
+            return InvalidInput(f"{feature} is nan; {needs} needs finite values", "not_finite")
         return InvalidInput(
-            f"feature {shown_name(name)} is nan; learning needs finite values "
+            f"{feature} is nan; learning needs finite values "
             "(at prediction time NaN counts as a missing feature)", "not_finite")
     if math.isinf(value):
-        return InvalidInput(
-            f"feature {shown_name(name)} is {value!r}; feature values must be finite",
-            "not_finite")
-    return _too_large(name, value)
+        return InvalidInput(f"{feature} is {value!r}; feature values must be finite",
+                            "not_finite")
+    return _too_large(name, value, row)
 
 
 def _is_pandas_na(value) -> bool:
@@ -450,7 +456,8 @@ def _check_bounds(names: typing.Sequence, values: np.ndarray, missing_ok,
     if bad.any():
         flat = int(np.flatnonzero(bad)[0])
         column = flat % len(names) if values.ndim == 2 else flat
-        raise _bounds_error(names[column], values.flat[flat], needs)
+        row = flat // len(names) if values.ndim == 2 and len(values) > 1 else None
+        raise _bounds_error(names[column], values.flat[flat], needs, row)
     return missing
 
 

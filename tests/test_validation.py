@@ -136,7 +136,9 @@ def test_learn_many_refuses_a_batch_with_one_bad_row(make):
     model = make()
     before = fingerprint(model)
     X = pd.DataFrame({"a": [0.1, 0.2, np.nan], "b": [0.3, 0.4, 0.5], "c": [1.0, 2.0, 3.0]})
-    with pytest.raises(InvalidInput, match="'a' is nan"):
+    # (Which row, by position: a batch of thousands was refused naming the feature alone.)
+    with pytest.raises(InvalidInput, match=r"^row 2 of the batch \(counting from 0\): "
+                                           "feature 'a' is nan"):
         model.learn_many(X, pd.Series([True, False, True]))
     with pytest.raises(InvalidInput, match="'b' is 'y'"):
         model.learn_many(pd.DataFrame({"a": [0.1, 0.2], "b": [1.0, "y"]}), [True, False])
