@@ -128,7 +128,7 @@ class MarginPredictions:
         """`(V, U, unknown names, their hashes)`; unknown inputs that are 0 in every row are
         dropped (they cost nothing) unless `keep_zero` (an attacker may move them)."""
         V, unknown, U = self._index.dense(names, values)
-        if len(unknown) == len(names):
+        if len(unknown) == len(names) and len(V):  # (a batch of no rows has no sample)
             self._warn_if_nothing_known(names)
         nonzero = U != 0
         keep = nonzero.any(axis=0) | keep_zero

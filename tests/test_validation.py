@@ -849,3 +849,17 @@ def test_a_decimal_feature_is_refused_with_the_conversion_that_helps():
         with pytest.raises(InvalidInput, match=r"convert Decimal values with float\(\)$"):
             call()
     assert model.n_learned == 0
+
+
+def test_an_empty_frame_predicts_nothing_without_a_warning():
+    """A DataFrame of no rows and no columns was warned about as a sample with none of the
+    learned inputs: it holds no sample."""
+    model = AdvKernelSVM(seed=0)
+    model.learn_many(pd.DataFrame({"a": np.arange(200) % 5 * 1.0, "b": 1.0}),
+                     pd.Series(np.arange(200) % 2 == 0))  # (past the warm-up)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(model.predict_many(pd.DataFrame())) == 0
+        assert model.predict_proba_many(pd.DataFrame()).shape == (0, 2)
+    with pytest.warns(UserWarning, match="none of the inputs"):  # (a row of them still is)
+        model.predict_many(pd.DataFrame({"z": [1.0]}))
