@@ -23,6 +23,8 @@ Points:
 - `checkpoint.written`: the checkpoint is replaced; Kafka's offsets are not committed yet;
 - `snapshot.published`: a group worker's snapshot is acknowledged by the broker; its local
   copy is not written yet;
+- `batch.decided`: a batch was learned, its outputs not handed over yet (a test that freezes
+  the broker here has them unacknowledged, however fast it would have answered);
 - `batch.learned`: a batch was learned and its outputs handed over, with work not yet in a
   checkpoint or snapshot (`unpublished`: how many messages);
 - `group.joining`: a poll returned while the consumer's join of its group waits for the
@@ -39,7 +41,7 @@ import signal
 __all__ = ["POINTS", "reach"]
 
 POINTS = ("outputs.flushed", "checkpoint.temp-written", "checkpoint.written",
-          "snapshot.published", "batch.learned", "group.joining",
+          "snapshot.published", "batch.decided", "batch.learned", "group.joining",
           "service.closing")
 _ACTIONS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP, "term": signal.SIGTERM}
 

@@ -427,6 +427,7 @@ class Service:
             model = self.state.model
             n_learned = model.n_learned + getattr(model, "n_held", 0)
             outcomes = session.learner.process_many([record.value for record in batch])
+            faults.reach("batch.decided")
             started = time.perf_counter()
             offsets = self.state.offsets
             for record, outcome in zip(batch, outcomes):

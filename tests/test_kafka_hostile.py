@@ -427,12 +427,13 @@ def test_a_second_ctrl_c_while_the_broker_is_frozen_stops_in_one_line(own_broker
     command = kh.serve_command(bootstrap, topic, "frozen-interrupt-group", directory,
                                "--predictions-topic", f"{topic}-predictions",
                                "--checkpoint-every", "500", "--shutdown-timeout", "60")
-    # The service stops itself (SIGSTOP) right after handing a batch's outputs to its producer,
-    # so that they are still unacknowledged when the broker freezes (a loaded machine could
-    # otherwise have every output acknowledged by then, and nothing to drain).
+    # The service stops itself (SIGSTOP) after learning a batch, before handing its outputs to
+    # its producer: they go out to a broker frozen already, and stay unacknowledged (stopped
+    # just after handing them over, the local broker could acknowledge them first, and the
+    # drain had nothing to wait for).
     marks = tmp_path / "marks"
     marks.mkdir()
-    env = dict(os.environ, ADVSVM_FAULTS="batch.learned:stop:3", ADVSVM_FAULT_MARKS=str(marks),
+    env = dict(os.environ, ADVSVM_FAULTS="batch.decided:stop:3", ADVSVM_FAULT_MARKS=str(marks),
                PYTHONPATH=kh.REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with open(log, "ab") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
