@@ -360,9 +360,11 @@ def _pandas_index_columns(schema: pa.Schema) -> set:
 
 
 def _open(path: str, filesystem):
-    """A `pq.ParquetFile` that reads pages through a small buffer (no pre-buffering)."""
+    """A `pq.ParquetFile` that reads pages through a small buffer (no pre-buffering) and
+    checks the checksum of every page that has one (a page without one is read unchecked)."""
     source = path if filesystem is None else filesystem.open_input_file(path)
-    return pq.ParquetFile(source, buffer_size=_READ_BUFFER, pre_buffer=False)
+    return pq.ParquetFile(source, buffer_size=_READ_BUFFER, pre_buffer=False,
+                          page_checksum_verification=True)
 
 
 def _one_line(error: BaseException) -> str:
@@ -731,6 +733,8 @@ def write(
 ) -> None:
     """Write samples (rows of `X`) and labels to one Parquet file, a row group per chunk.
 
+    Every page carries a checksum, which the readers of this module check.
+
     Parameters
     ----------
     path
@@ -767,7 +771,7 @@ def write(
         with pq.ParquetWriter(sink, _feature_table(X[:0], None if labels is None else
                                                    labels[:0], layout, names,
                                                    target_name).schema,
-                              compression=compression) as writer:
+                              compression=compression, write_page_checksum=True) as writer:
             for start in range(0, max(len(X), 1), row_group_size):
                 stop = start + row_group_size
                 chunk = None if labels is None else labels[start:stop]
@@ -851,7 +855,8 @@ def from_river(
             columns[target_name] = pa.array(labels, type=_LABEL_TYPES.get(kind, pa.null()))
             table = pa.table(columns)
             if writer is None:
-                writer = pq.ParquetWriter(sink, table.schema, compression=compression)
+                writer = pq.ParquetWriter(sink, table.schema, compression=compression,
+                                          write_page_checksum=True)
             elif table.schema != writer.schema:  # (only the label's type can differ)
                 first = count - len(rows) + next(i for i, y in enumerate(labels) if y is not None)
                 raise ValueError(f"sample {first} is the first with a label, after a row group "

@@ -340,6 +340,35 @@ def test_a_corrupt_page_names_the_file_and_the_rows(tmp_path):
     assert rows <= 1500  # what came before row group 3, at most
 
 
+@pytest.mark.parametrize("writer", ["write", "from_river"])
+def test_a_flipped_bit_in_a_page_of_values_is_refused_by_its_checksum(tmp_path, writer):
+    """The writers add a checksum to every page and the readers check it: a bit flipped in a
+    value is refused, where it would read as another value (as it does unchecked)."""
+    good = tmp_path / "good.parquet"
+    X = np.random.default_rng(0).random((2000, 3))
+    if writer == "write":
+        parquet.write(good, X, np.arange(2000) % 2, layout="wide", row_group_size=500,
+                      compression="none")
+    else:
+        parquet.from_river(([{"a": a, "b": b, "c": c}, i % 2] for i, (a, b, c) in enumerate(X)),
+                           good, row_group_size=500, compression="none")
+    column = pq.ParquetFile(good).metadata.row_group(2).column(1)
+    bad = tmp_path / "bad.parquet"
+    # A byte in the middle of the column chunk: past the first page's header, among the 500
+    # values it holds (in its dictionary page, or its data page when it has none).
+    start = column.dictionary_page_offset if column.has_dictionary_page \
+        else column.data_page_offset
+    _corrupt(good, bad, start + column.total_compressed_size // 2, 1, 0x01)
+    unchecked = pq.read_table(bad).column(1).to_numpy()
+    assert (unchecked != X[:, 1]).sum() == 1  # a value changed, nothing else
+    rows = 0
+    with pytest.raises(parquet.ParquetError, match=r"bad\.parquet \(rows from \d+\): cannot be "
+                                                   r"read: .*checksum"):
+        for X_batch, _ in parquet.iter_batches(bad, target="y", batch_size=100):
+            rows += len(X_batch)
+    assert rows == 1000  # the row groups before it
+
+
 @settings(max_examples=40, deadline=None)
 @given(start=st.integers(0, 5000), length=st.integers(1, 64), mask=st.integers(1, 255))
 def test_any_flipped_bytes_raise_one_of_the_documented_errors(tmp_path_factory, start, length,
