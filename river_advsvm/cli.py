@@ -229,6 +229,15 @@ def _demo(args: argparse.Namespace) -> int:
         raise ValueError("--pair and --all exclude each other")
     with _one_blas_thread():
         X, y, X_test, y_test, title = _demo_data(args)
+        # Made (and checked) once the data is, before the stream runs: the plot goes there
+        # at the end.
+        try:
+            os.makedirs(args.out, exist_ok=True)
+        except OSError as error:
+            raise ValueError(f"--out {args.out}: cannot make the directory "
+                             f"({error.strerror or error})") from None
+        if not os.access(args.out, os.W_OK | os.X_OK):
+            raise ValueError(f"--out {args.out}: the directory is not writable")
         # (before the progress bars, which name the models only)
         print(f"\n{title}\n", flush=True)
         result = demo.run_demo(
@@ -237,7 +246,6 @@ def _demo(args: argparse.Namespace) -> int:
             norm=args.norm, sample_rate=args.sample_rate, seed=args.seed,
             progress=not args.no_progress, test_samples=args.test_samples,
         )
-        os.makedirs(args.out, exist_ok=True)
         path = demo.plot(result, os.path.join(args.out, PLOT_NAME))
 
     import textwrap

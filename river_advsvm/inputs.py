@@ -98,6 +98,15 @@ def check_count(name: str, value) -> int:
     return whole
 
 
+def check_flag(name: str, value) -> bool:
+    """`value` as a bool (numpy's too); ValueError naming `name` for anything else: a str
+    such as "no" would otherwise count as true."""
+    value = plain_number(value)
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {describe(value)}")
+    return value
+
+
 def is_number(value) -> bool:
     """Whether a parameter is a real number, and not a bool (`is_whole`'s reason)."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)

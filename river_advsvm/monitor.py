@@ -81,7 +81,9 @@ class RobustnessMonitor:
         `river_advsvm.attacks`), and its certified accuracy is `None`.
     attack
         A `river_advsvm.attacks.Attack` with a finite `epsilon`; default `PGD()` (L-inf 8/255,
-        10 steps, inputs in [0, 1]). Certificates are at its `epsilon`, in its norm.
+        10 steps, inputs in [0, 1]: a sample with an input outside its box is refused; for
+        other data give an attack the data's box, or `bounds=None`). Certificates are at its
+        `epsilon`, in its norm.
     sample_rate
         Which samples are attacked: a float in (0, 1] is the probability of each (drawn with
         `seed`, so that an adversary cannot predict which), an int `N >= 1` means every N-th.
@@ -318,17 +320,20 @@ class RobustnessMonitor:
 
     def check(self, x: dict, y) -> None:
         """`InvalidInput` if `update(x, y)` would refuse the sample (a value that is no number,
-        an input outside the attack's box, a label the models do not take); nothing changes.
+        NaN for a model of this package, an input outside the attack's box, a label the models
+        do not take); nothing changes.
         Lets a caller that learns samples before it hands them to `update` refuse them first."""
         self._checked(x, y)
 
     def _checked(self, x: dict, y) -> tuple[dict, typing.Any]:
         """The sample as `update` counts it, or `InvalidInput`."""
-        # NaN is a missing input, as for the model's predictions (the attacks refuse it): it
-        # is dropped. What the attack would refuse (a value that is no number, an input
-        # outside its box) is refused here, for every sample and before anything is counted,
-        # not only when drawn.
-        names, values = inputs.dict_values(x, missing_ok=True)
+        # A model of this package refuses NaN when it learns (it is a missing input when it
+        # predicts): so does `update`, which comes just before. For any other model NaN is a
+        # missing input, dropped (the attacks refuse it). What the attack would refuse (a
+        # value that is no number, an input outside its box) is refused here, for every
+        # sample and before anything is counted, not only when drawn.
+        check_label = getattr(self.model, "_check_label", None)
+        names, values = inputs.dict_values(x, missing_ok=check_label is None)
         if len(names) != len(x):
             x = {name: x[name] for name in names}
         inputs.check_inside(values, self.attack.bounds)
@@ -337,7 +342,6 @@ class RobustnessMonitor:
         y = as_label(y)
         # A label the model would refuse to learn next (a third one for a binary model) is not
         # counted either.
-        check_label = getattr(self.model, "_check_label", None)
         if check_label is not None:
             check_label(y)
         return x, y

@@ -33,6 +33,8 @@ from __future__ import annotations
 import sys
 import typing
 
+from river_advsvm import inputs
+
 __all__ = ["bar", "duration", "enabled", "note", "write"]
 
 
@@ -45,8 +47,9 @@ def _tqdm():
 
 
 def enabled(progress: bool = True) -> bool:
-    """Whether a bar would be drawn: asked for, stderr a terminal, and tqdm installed."""
-    if not progress:
+    """Whether a bar would be drawn: asked for, stderr a terminal, and tqdm installed.
+    ValueError if `progress` is no bool."""
+    if not inputs.check_flag("progress", progress):
         return False
     isatty = getattr(sys.stderr, "isatty", None)
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import re
 import sys
 
@@ -114,15 +115,38 @@ def _worker_argv(args: argparse.Namespace):
     return argv
 
 
+def _check_monitor_flags(args: argparse.Namespace) -> None:
+    """The monitor's flags, checked whether it is on or not: a bad value waiting in a unit
+    file for the day the monitor is turned on (--alerts-topic) is refused now."""
+    from river_advsvm.attacks import PGD
+    from river_advsvm.monitor import RobustnessMonitor
+
+    if args.monitor_bounds:
+        low, high = args.monitor_bounds
+        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise ValueError(f"--monitor-bounds: LOW and HIGH must be finite, LOW below HIGH, "
+                             f"got {low:g} {high:g}")
+    try:
+        if args.monitor_epsilon is not None:
+            PGD(epsilon=args.monitor_epsilon)
+    except ValueError as error:
+        raise ValueError(f"--monitor-epsilon: {error}") from None
+    try:
+        RobustnessMonitor(None, sample_rate=args.monitor_sample_rate)
+    except ValueError as error:
+        raise ValueError(f"--monitor-sample-rate: {error}") from None
+
+
 def _monitor(args: argparse.Namespace, model) -> tuple:
     """The robustness monitor of `serve` and its attack as a function of the model served, or
     `(None, None)`: on when there is an alerts topic."""
-    if not args.alerts_topic:
-        return None, None
+    _check_monitor_flags(args)
     from river_advsvm.attacks import PGD
     from river_advsvm.monitor import RobustnessMonitor
 
     bounds = tuple(args.monitor_bounds) if args.monitor_bounds else None
+    if not args.alerts_topic:
+        return None, None
 
     def attack_for(model):
         # Unless given, the threat is the one the model served trains against: a checkpoint's
@@ -186,6 +210,10 @@ def _serve(args: argparse.Namespace) -> int:
                          "need a port of its own")
     if args.workers and args.sync_every is None:
         args.sync_every = 1000
+    if args.worker_id is not None and args.sync_every is None:
+        raise ValueError("--worker-id names one worker of a group: it goes with --sync-every N")
+    if not args.liveness_timeout > 0:  # (checked with --metrics-port 0 too: NaN as well)
+        raise ValueError(f"--liveness-timeout must be > 0 seconds, got {args.liveness_timeout:g}")
     try:
         model_factory = _model_factory(args)
     except ValueError as error:

@@ -120,19 +120,26 @@ def _checked_samples(source: str, target: str, limit, pair):
     if first is None:
         raise ValueError(f"--replay {source}: no samples to replay")
     samples = itertools.chain([first], samples)
-    return samples if pair else _two_labels(samples, source)
+    if pair or not source.endswith(".npz"):
+        return samples if pair else _two_labels(samples)
+    try:  # (the labels of an archive are in memory: all of them checked before any broker)
+        list(_two_labels((None, y) for _, y in replay_samples(source, target, limit)))
+    except ValueError as error:
+        raise ValueError(f"--replay {source}: {error}") from None
+    return samples
 
 
-def _two_labels(samples, source: str):
+def _two_labels(samples):
     """`samples`, refused at the first sample of a third label: the service's model is
-    binary, and would learn the first two labels and dead-letter every sample of the others."""
+    binary, and would learn the first two labels and dead-letter every sample of the others.
+    (The error is named by the replay, which names its source.)"""
     seen: list = []
     for x, y in samples:
         if y is not None and (type(y), y) not in seen:  # (True is not 1 here)
             if len(seen) == 2:
                 shown = ", ".join(repr(label) for _, label in seen)
-                raise ValueError(f"--replay {source}: more than two labels ({shown}, {y!r}, "
-                                 "...): the model is binary; choose two with --replay-pair")
+                raise ValueError(f"more than two labels ({shown}, {y!r}, ...): the model is "
+                                 "binary; choose two with --replay-pair")
             seen.append((type(y), y))
         yield x, y
 

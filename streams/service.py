@@ -252,7 +252,7 @@ class Service:
             log.info("restored the checkpoint in %s (%d learned); it wins over model options",
                      config.checkpoint_dir, loaded.counters["learned"])
             for note in state_io.overridden(loaded, config.labels, config.width,
-                                              config.topic):
+                                              config.topic, self.model_factory()):
                 log.warning("%s", note)
             if loaded.group is not None and config.sync_every is None:
                 log.warning("the checkpoint is group worker %s's and this service runs alone "

@@ -541,11 +541,23 @@ def load(directory: str | os.PathLike, limits: Limits | None = None) -> ServiceS
 
 
 def overridden(state: ServiceState, labels, width: int | None,
-               topic: str | None = None) -> list[str]:
+               topic: str | None = None, model=None) -> list[str]:
     """What a restored checkpoint overrides of the labels and the width the operator pinned
-    (`--labels`, `--features`): the checkpoint wins, and the operator should hear so; and
-    whether its model learned from another topic than `topic` (it goes on learning there)."""
+    (`--labels`, `--features`) and of the model the options make (`model`, a fresh one): the
+    checkpoint wins, and the operator should hear so; and whether its model learned from
+    another topic than `topic` (it goes on learning there)."""
     notes = []
+    if model is not None:
+        kept = state.model
+        if type(kept) is not type(model):
+            notes.append(f"the checkpoint's model is an {type(kept).__name__}, kept: the model "
+                         f"options make an {type(model).__name__}")
+        else:
+            given, saved = model._get_params(), kept._get_params()
+            differ = [f"{name}={saved[name]!r} (the options: {given[name]!r})"
+                      for name in given if name in saved and saved[name] != given[name]]
+            if differ:
+                notes.append(f"the checkpoint's model is kept with {', '.join(differ)}")
     if topic is not None and state.offsets and topic not in state.offsets:
         learned = ", ".join(repr(t) for t in sorted(state.offsets))
         notes.append(f"the checkpoint's model learned from {learned}, not from --topic "

@@ -411,6 +411,20 @@ def test_random_start_is_a_bool(value):
     assert PGD(random_start=np.bool_(True)).random_start is True
 
 
+@pytest.mark.parametrize("value", ["no", 2, None])
+def test_progress_is_a_bool(model, value):
+    """`perturb_many(..., progress="no")` was taken as true, and `progress=None` as false."""
+    from river_advsvm import evaluate
+
+    X, y = np.full((2, D), 0.5), [True, False]
+    with pytest.raises(ValueError, match="progress must be True or False"):
+        PGD().perturb_many(model, X, y, progress=value)
+    with pytest.raises(ValueError, match="progress must be True or False"):
+        PGD().run(model, X[:0], [], progress=value)
+    with pytest.raises(ValueError, match="progress must be True or False"):
+        evaluate.progressive_robust_val([], model, PGD(), progress=value)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("how", ["one", "many", "frame", "estimate"])
 def test_a_nan_input_is_refused_in_the_attacks_words(model, kind, how):

@@ -227,6 +227,9 @@ def test_the_module_runs_as_the_advsvm_command():
      (["--data", "labels.npz", "--target", "label"], "--target applies to a Parquet file"),
      (["--test-fraction", "0.5"], "--test-fraction applies to a Parquet file"),
      (["--out", "labels.npz"], "--out labels.npz is not a directory"),
+     # Found before the stream runs (it was found once the stream, attacks and tables were).
+     (["--data", "labels.npz", "--out", "labels.npz/plots"],
+      "--out labels.npz/plots: cannot make the directory (Not a directory)"),
      (["--max-samples", "0"], "argument --max-samples: 0 is not a whole number >= 1"),
      (["--max-samples", "-5"], "argument --max-samples: -5 is not a whole number >= 1"),
      (["--test-samples", "-1"], "argument --test-samples: -1 is not a whole number >= 0"),

@@ -315,3 +315,19 @@ def test_every_method_the_api_reference_lists_has_a_docstring_of_its_own():
             owner = next(c for c in cls.__mro__ if member in vars(c))
             assert owner.__module__.startswith("river_advsvm"), (member, owner)
             assert vars(owner)[member].__doc__, member
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
+def test_the_extras_tables_name_every_package_an_extra_installs(page):
+    """The kafka extra's row once lacked the compression codecs it installs (lz4, ...)."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)` \| ([^|]+) \|",
+                                                        (ROOT / page).read_text(), re.M)}
+    for extra in ("demo", "parquet", "kafka", "peers"):
+        packages = [re.match(r"[A-Za-z0-9_.-]+", r).group(0) for r in extras[extra]]
+        listed = {name.strip().lower() for name in rows[extra].split(",")}
+        missing = [p for p in packages if p.lower() not in listed]
+        assert not missing, f"{page}: the {extra} extra's row lacks {missing}"

@@ -317,6 +317,24 @@ def test_serve_without_a_broker_exits_with_one_line(tmp_path, servers):
     (["--checkpoint-every", "0"], "--checkpoint-every: 0 is not a whole number >= 1"),
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
       "--sync-every", "10", "--worker-id", "a/b"], "invalid worker id 'a/b'"),
+    # Flags of a part that is off (the monitor without --alerts-topic, liveness without
+    # --metrics-port, a worker id without a group) were ignored, bad values included, and
+    # refused on the day the part was turned on.
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--monitor-sample-rate", "2"], "--monitor-sample-rate: a sample rate must be in (0, 1]"),
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--monitor-bounds", "1", "0"],
+     "--monitor-bounds: LOW and HIGH must be finite, LOW below HIGH, got 1 0"),
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--alerts-topic", "a", "--monitor-bounds", "0", "inf"],
+     "--monitor-bounds: LOW and HIGH must be finite, LOW below HIGH, got 0 inf"),
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--monitor-epsilon", "-1"], "--monitor-epsilon: epsilon must be a finite number >= 0"),
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--liveness-timeout", "0"], "--liveness-timeout must be > 0 seconds, got 0"),
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--worker-id", "w1"], "--worker-id names one worker of a group: it goes with "
+                            "--sync-every N"),
     # The kernel model's options were ignored by the linear model, without a word.
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
       "--model", "linear", "--budget", "64", "--averaging", "0", "--dtype", "float64"],

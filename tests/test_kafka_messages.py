@@ -400,6 +400,20 @@ def test_a_restored_checkpoint_names_the_pinned_options_it_overrides():
         "--labels 0 1 is ignored: the checkpoint's pinned labels are None"]
 
 
+def test_a_restored_checkpoint_names_the_model_options_it_overrides():
+    """A checkpoint of adversary_steps=100 went on at 100 under `--adversary-steps 1`, with the
+    one line "it wins over model options"."""
+    saved = state.ServiceState(model=AdvKernelSVM(adversary_steps=100, reprocess=5, seed=0))
+    assert state.overridden(saved, None, None, model=AdvKernelSVM(
+        adversary_steps=100, reprocess=5, seed=0)) == []
+    assert state.overridden(saved, None, None, model=AdvKernelSVM(seed=0)) == [
+        "the checkpoint's model is kept with adversary_steps=100 (the options: 1), "
+        "reprocess=5 (the options: 1)"]
+    assert state.overridden(saved, None, None, model=AdvLinearSVM()) == [
+        "the checkpoint's model is an AdvKernelSVM, kept: the model options make an "
+        "AdvLinearSVM"]
+
+
 def test_a_restored_checkpoint_of_another_topic_says_so():
     """A restart on another --topic went on with the old model there, saying nothing."""
     saved = state.ServiceState(model=AdvLinearSVM(), offsets={"in1": {0: 300}, "in0": {0: 2}})
@@ -777,15 +791,25 @@ def test_a_replay_of_more_than_two_labels_without_a_pair_is_refused(tmp_path):
 
     from river_advsvm.streams import local
 
+    from river_advsvm.streams import parquet
+
     path = tmp_path / "digits.npz"
     np.savez(path, X_train=np.zeros((40, 4), dtype=np.uint8), y_train=np.arange(40) % 3)
-    samples = local._checked_samples(str(path), "y", None, None)
-    assert [y for _, y in itertools.islice(samples, 2)] == [0, 1]
-    with pytest.raises(ValueError, match=r"more than two labels \(0, 1, 2, \.\.\.\): the model "
-                                         r"is binary; choose two with --replay-pair"):
-        next(samples)
+    # An archive's labels are all checked before any broker starts; the error names it once.
+    with pytest.raises(ValueError, match=r"^--replay \S*digits\.npz: more than two labels "
+                                         r"\(0, 1, 2, \.\.\.\): the model is binary; choose two "
+                                         r"with --replay-pair$"):
+        local._checked_samples(str(path), "y", None, None)
+    assert [y for _, y in local._checked_samples(str(path), "y", 2, None)] == [0, 1]
     kept = [y for _, y in local._checked_samples(str(path), "y", None, (0, 2))]
     assert kept == [y for y in (np.arange(40) % 3).tolist() if y != 1]
+    # A Parquet file is streamed: refused at the first sample of a third label, in words the
+    # replay prefixes with the source.
+    parquet.write(tmp_path / "digits.parquet", np.zeros((40, 4)), np.arange(40) % 3)
+    samples = local._checked_samples(str(tmp_path / "digits.parquet"), "y", None, None)
+    assert [y for _, y in itertools.islice(samples, 2)] == [0, 1]
+    with pytest.raises(ValueError, match=r"^more than two labels \(0, 1, 2, \.\.\.\)"):
+        next(samples)
 
 
 # -- edges of the service's checkpoint metadata, decoding and counters ----------------------------

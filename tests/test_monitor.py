@@ -331,13 +331,28 @@ def test_the_monitor_never_changes_the_model():
     assert monitor.n_sampled == 100
 
 
-def test_nan_is_a_missing_input_and_a_refused_sample_is_not_counted():
-    model = AdvKernelSVM(seed=0)
+def test_nan_is_refused_as_the_model_refuses_it_and_a_refused_sample_is_not_counted():
+    """A model of this package refuses NaN when it learns, so `update` (just before) refuses
+    it too; for any other model NaN is a missing input, dropped."""
+    from river import linear_model
+
     stream = list(hyperplane(0, 300))
+    model = AdvKernelSVM(seed=0)
+    other = linear_model.LogisticRegression()
     for x, y in stream:
         model.learn_one(x, y)
-    with_nan = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=1)
-    without = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=1)
+        other.learn_one(x, y)
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.05), sample_rate=1)
+    for x, y in stream[:50]:
+        monitor.update(x, y)
+    with pytest.raises(InvalidInput, match=r"feature 3 is nan; learning needs finite values"):
+        monitor.update({**stream[50][0], 3: np.nan}, stream[50][1])
+    with pytest.raises(InvalidInput):
+        monitor.check({**stream[50][0], 7: np.float32("nan")}, stream[50][1])
+    assert monitor.n_seen == monitor.n_sampled == 50
+
+    with_nan = RobustnessMonitor(other, attack=PGD(epsilon=0.05), sample_rate=1)
+    without = RobustnessMonitor(other, attack=PGD(epsilon=0.05), sample_rate=1)
     for x, y in stream[:50]:
         with_nan.update({**x, 3: np.nan, 7: np.float32("nan")}, y)
         without.update({k: v for k, v in x.items() if k not in (3, 7)}, y)
@@ -349,6 +364,14 @@ def test_nan_is_a_missing_input_and_a_refused_sample_is_not_counted():
     with pytest.raises(ValueError, match="dict"):
         with_nan.update(list(stream[0][0].values()), stream[0][1])
     assert with_nan.n_seen == 50 and with_nan.n_sampled == 50
+
+
+def test_an_input_outside_the_attacks_box_is_refused_with_a_hint():
+    model = AdvKernelSVM(seed=0)
+    monitor = RobustnessMonitor(model)  # the default PGD(): inputs in [0, 1]
+    with pytest.raises(InvalidInput, match="bounds=None"):
+        monitor.update({"a": 2.5, "b": 0.5}, True)
+    assert monitor.n_seen == 0
 
 
 def test_memory_is_bounded_on_a_stream_of_ever_new_labels():

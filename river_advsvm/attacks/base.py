@@ -70,15 +70,6 @@ def check_seed(seed) -> int | None:
     return seed
 
 
-def check_flag(name: str, value) -> bool:
-    """`value` as a bool (numpy's too); ValueError naming `name` for anything else: a str
-    such as "no" would otherwise count as true."""
-    value = inputs.plain_number(value)
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False, got {inputs.describe(value)}")
-    return value
-
-
 class NoGradientWarning(UserWarning):
     """Some samples of a batch got no usable gradient: their robust accuracy is suspect."""
 
@@ -518,6 +509,7 @@ class Attack(base.Base):
         Warns with `NoGradientWarning` when some samples got no usable gradient; the result and
         `last_result` say which.
         """
+        progress = inputs.check_flag("progress", progress)
         names, values = inputs.frame_values(X, needs=self._needs())
         return self._run(model, names, values, batch_labels(y, X, len(values)), progress)
 

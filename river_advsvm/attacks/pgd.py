@@ -6,7 +6,7 @@ import numpy as np
 
 from river_advsvm import inputs
 from river_advsvm.attacks.base import (
-    Attack, check_flag, check_seed, project, steepest_direction,
+    Attack, check_seed, project, steepest_direction,
     unusable_gradients,
 )
 
@@ -80,7 +80,7 @@ class PGD(Attack):
         # Numpy numbers (np.int64(3), taken from an array) as the plain ones they hold.
         self.steps = inputs.check_count("steps", steps)
         self.step_size = step_size
-        self.random_start = check_flag("random_start", random_start)
+        self.random_start = inputs.check_flag("random_start", random_start)
         self.seed = check_seed(seed)
         if not (inputs.is_whole(restarts) and 0 <= restarts <= 1000):
             raise ValueError(f"restarts must be an int in [0, 1000], got {restarts!r}")
