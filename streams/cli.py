@@ -115,17 +115,22 @@ def _worker_argv(args: argparse.Namespace):
     return argv
 
 
+def _check_box_flag(flag: str, box: list | None) -> None:
+    """A `LOW HIGH` pair of flag values: both finite, LOW below HIGH (or not given)."""
+    if box:
+        low, high = box
+        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise ValueError(f"{flag}: LOW and HIGH must be finite, LOW below HIGH, "
+                             f"got {low:g} {high:g}")
+
+
 def _check_monitor_flags(args: argparse.Namespace) -> None:
     """The monitor's flags, checked whether it is on or not: a bad value waiting in a unit
     file for the day the monitor is turned on (--alerts-topic) is refused now."""
     from river_advsvm.attacks import PGD
     from river_advsvm.monitor import RobustnessMonitor
 
-    if args.monitor_bounds:
-        low, high = args.monitor_bounds
-        if not (math.isfinite(low) and math.isfinite(high) and low < high):
-            raise ValueError(f"--monitor-bounds: LOW and HIGH must be finite, LOW below HIGH, "
-                             f"got {low:g} {high:g}")
+    _check_box_flag("--monitor-bounds", args.monitor_bounds)
     try:
         if args.monitor_epsilon is not None:
             PGD(epsilon=args.monitor_epsilon)
@@ -214,6 +219,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise ValueError("--worker-id names one worker of a group: it goes with --sync-every N")
     if not args.liveness_timeout > 0:  # (checked with --metrics-port 0 too: NaN as well)
         raise ValueError(f"--liveness-timeout must be > 0 seconds, got {args.liveness_timeout:g}")
+    _check_box_flag("--input-bounds", args.input_bounds)
     try:
         model_factory = _model_factory(args)
     except ValueError as error:

@@ -135,12 +135,14 @@ class ServiceConfig:
     def __post_init__(self):
         Clients(self.bootstrap_servers, self.client_settings, security=self.security)  # checks
         # `not x > 0` rather than `x <= 0`: NaN is refused too.
-        if self.checkpoint_every < 1 or not self.checkpoint_interval > 0:
-            raise ValueError("checkpoint_every must be >= 1 and checkpoint_interval > 0")
+        if self.checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be >= 1, got {self.checkpoint_every!r}")
+        if not self.checkpoint_interval > 0:
+            raise ValueError(f"checkpoint_interval must be > 0, got {self.checkpoint_interval!r}")
         if self.max_message_bytes < 1:
-            raise ValueError("max_message_bytes must be >= 1")
+            raise ValueError(f"max_message_bytes must be >= 1, got {self.max_message_bytes!r}")
         if not self.connect_timeout > 0:
-            raise ValueError("connect_timeout must be > 0")
+            raise ValueError(f"connect_timeout must be > 0, got {self.connect_timeout!r}")
         if not 0 <= self.shutdown_timeout < math.inf:  # (the clients take whole milliseconds)
             raise ValueError(f"shutdown_timeout must be a finite number >= 0, got "
                              f"{self.shutdown_timeout}")
@@ -172,13 +174,17 @@ class ServiceConfig:
             raise ValueError(f"width must be in [1, {margin.MAX_FEATURES_LIMIT}], "
                              f"got {self.width}")
         if self.labels is not None:
+            # (each label as written, cut short: one of a thousand characters made a line
+            # of two thousand)
+            shown = " ".join(text if len(text := repr(y)) <= 40 else text[:37] + "..."
+                             for y in list(self.labels)[:3])
             try:  # numpy scalars (np.unique's) as the Python labels the checkpoint holds
                 self.labels = state_io.check_labels([as_label(y) for y in self.labels])
             except ValueError as error:
-                raise ValueError(f"labels {list(self.labels)!r}: {error}") from None
+                raise ValueError(f"labels {shown}: {error}") from None
             for y in self.labels:  # a message is UTF-8 JSON: it cannot carry a lone surrogate
                 if type(y) is str and not inputs.is_utf8(y):
-                    raise ValueError(f"labels {list(self.labels)!r}: label {y!r} is not a label "
+                    raise ValueError(f"labels {shown}: label {inputs.describe(y)} is not a label "
                                      "the service takes: not valid UTF-8 text (a non-UTF-8 byte "
                                      "of the command line?)")
         # The client encodes the group as UTF-8: a group it cannot encode never found its

@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="stop cleanly after this long without a message, caught up with "
                          "every partition assigned (with none: after twice the session timeout "
                          "too) (default: run until SIGTERM)")
-    service.add_argument("--max-message-bytes", type=int, default=2**20, metavar="BYTES",
+    service.add_argument("--max-message-bytes", type=whole_numbers(1), default=2**20, metavar="BYTES",
                          help="larger messages are dead letters (default 1 MiB)")
     service.add_argument("--features", type=int, metavar="N",
                          help="length of array-form x, at most --max-features; other lengths are "
@@ -190,12 +190,12 @@ def _add_model(model) -> None:
     model.add_argument("--adversary", default="pgd", choices=["pgd", "closed_form"],
                        help="how the kernel model finds the worst case while learning: gradient "
                        "steps on its own margin (default) or the paper's closed-form bound")
-    model.add_argument("--adversary-steps", type=int, metavar="K",
+    model.add_argument("--adversary-steps", type=whole_numbers(1, 100), metavar="K",
                        help="gradient steps of the 'pgd' adversary (default: the model's, 1)")
-    model.add_argument("--reprocess", type=int, metavar="N",
+    model.add_argument("--reprocess", type=whole_numbers(0, 100), metavar="N",
                        help="hinge steps on stored support vectors after each message (default: "
                        "the model's, 1; 0 for plain SGD)")
-    model.add_argument("--averaging", type=int, metavar="H",
+    model.add_argument("--averaging", type=whole_numbers(0, 1_000_000), metavar="H",
                        help="predict with the average of the model's iterates over about H "
                        "messages (default: the model's, 1000); 0: the last iterate predicts")
     model.add_argument("--input-bounds", nargs=2, type=float, metavar=("LOW", "HIGH"),
@@ -215,7 +215,7 @@ def _add_model(model) -> None:
                        help="the step of the bias (default: the model's)")
     model.add_argument("--schedule", default="constant", choices=["constant", "diminishing"],
                        help="step schedule (default constant)")
-    model.add_argument("--budget", type=int, default=1024,
+    model.add_argument("--budget", type=whole_numbers(1, 1_000_000), default=1024,
                        help="support vectors or random features kept (default 1024): memory "
                        "and time per message")
     model.add_argument("--budget-policy", default="merge",

@@ -291,10 +291,8 @@ def test_serve_without_a_broker_exits_with_one_line(tmp_path, servers):
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
       "--step-size", "-1"], "--step-size must be a finite number > 0"),
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--input-bounds", "1", "0"], "--input-bounds must be"),
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--checkpoint-interval", "-1"],
-     "--checkpoint-every must be >= 1 and --checkpoint-interval > 0"),
+      "--input-bounds", "1", "0"],
+     "--input-bounds: LOW and HIGH must be finite, LOW below HIGH, got 1 0"),
     # Arrays wider than the model learns: every one was a dead letter (too_many_features).
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
       "--connect-timeout", "1", "--features", "8", "--max-features", "4"],
@@ -335,6 +333,16 @@ def test_serve_without_a_broker_exits_with_one_line(tmp_path, servers):
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
       "--worker-id", "w1"], "--worker-id names one worker of a group: it goes with "
                             "--sync-every N"),
+    # Said in the model's words: "budget must be a positive int (at most 10^6) or None" (no
+    # None on a command line), "averaging must be an int in [1, 1000000] or None" (0 is none
+    # there), "--checkpoint-every must be >= 1 and --checkpoint-interval > 0" (not given).
+    (["--budget", "0"], "argument --budget: 0 is not a whole number >= 1"),
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--labels", "1", "1"], "--labels 1 1: labels are not two distinct labels"),
+    (["--averaging", "-1"], "argument --averaging: -1 is not a whole number >= 0"),
+    (["--max-message-bytes", "-1"], "argument --max-message-bytes: -1 is not a whole number >= 1"),
+    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
+      "--checkpoint-interval", "-1"], "--checkpoint-interval must be > 0, got -1.0"),
     # The kernel model's options were ignored by the linear model, without a word.
     (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
       "--model", "linear", "--budget", "64", "--averaging", "0", "--dtype", "float64"],
