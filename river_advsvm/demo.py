@@ -140,11 +140,15 @@ def check_finite(X: np.ndarray, what: str = "the inputs") -> None:
     """`ValueError` unless every value of `X` is finite."""
     if X.dtype.kind not in "fc":
         return
-    n = int(X.size - np.count_nonzero(np.isfinite(X)))
+    finite = np.isfinite(X)
+    n = int(X.size - np.count_nonzero(finite))
     if n:
         values = "1 value that is" if n == 1 else f"{n} values that are"
-        raise ValueError(f"{what} hold {values} NaN or infinite; the models learn finite "
-                         "numbers only")
+        first = np.argwhere(~finite)[0].tolist()  # (rows and columns counted from 0)
+        where = (f"row {first[0]}, column {first[1]}" if len(first) == 2
+                 else f"index {tuple(first)}")
+        raise ValueError(f"{what} hold {values} NaN or infinite (the first at {where}, "
+                         "counting from 0); the models learn finite numbers only")
 
 
 def to_unit_box(X_train: np.ndarray, X_test: np.ndarray | None = None):

@@ -428,10 +428,13 @@ def test_interrupts_missing_modules_and_os_errors(capsys, monkeypatch, error, co
     (dict(X_train=np.zeros((40, 4)), y_train=np.resize([1, 2], 40), X_test=np.zeros((5, 4)),
           y_test=np.resize([1, 2], 6)), "bad.npz: X_test has 5 samples but y_test 6 labels"),
     (dict(X_train=np.where(np.eye(40, 4) > 0, np.nan, 0.5), y_train=np.resize([1, 2], 40)),
-     "the inputs hold 4 values that are NaN or infinite"),
+     "the inputs hold 4 values that are NaN or infinite (the first at row 0, column 0, "
+     "counting from 0)"),
     (dict(X_train=np.full((40, 4), 0.5), y_train=np.resize([1, 2], 40),
           X_test=np.full((5, 4), np.inf), y_test=np.resize([1, 2], 5)),
      "the test inputs hold 20 values that are NaN or infinite"),
+    (dict(X_train=np.where(np.eye(40, 4, k=-7) > 0, np.inf, 0.5), y_train=np.resize([1, 2], 40)),
+     "the inputs hold 4 values that are NaN or infinite (the first at row 7, column 0"),
 ])
 def test_an_npz_the_demo_cannot_stream_is_one_line(capsys, tmp_path, monkeypatch, arrays,
                                                     message):
