@@ -256,7 +256,7 @@ def test_service_config_validates():
     # consumer never found its coordinator and the service waited, silent, for ever.
     (dict(group="g\udcff"), "group 'g\\udcff' is not"), (dict(group=""), "group '' is not"),
     # A pinned label no message can carry (JSON text is UTF-8): that class is never learned.
-    (dict(labels=["\udcff", "b"]), "label '\\udcff' is not a label the service takes"),
+    (dict(labels=["\udcff", "b"]), "label '\\udcff' (a str) is not a label the service takes"),
 ])
 def test_service_config_refuses_what_the_service_cannot_run_or_read_back(bad, message):
     base = dict(bootstrap_servers="127.0.0.1:1", topic="t", group="g", checkpoint_dir="d")
