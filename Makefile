@@ -5,7 +5,7 @@
 #               JavaScript (npm ci), installs Chromium when it is missing and make runs as root
 #               (apt-get), then runs every test except those marked slow: the docs' code
 #               blocks, the strict build of the docs site and its formulas rendered offline in
-#               headless Chromium included, in two pytest workers. About 8 minutes on 2 shared
+#               headless Chromium included, in two pytest workers. 9 to 14 minutes on 2 shared
 #               cores (AMD EPYC).
 #               The slow ones, after make test: .venv/bin/python -m pytest -m slow (those on
 #               MNIST need .venv/bin/advsvm data fetch mnist first)
