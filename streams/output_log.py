@@ -134,6 +134,26 @@ def read_as_now(topic_ids: dict, offsets: dict, topic: str, current) -> bool:
     return topic_ids.get(topic) == current
 
 
+def lowest_ends(*noted: dict) -> dict:
+    """Ends to read back from that cover every one of `noted` (`{topic: {partition: end}}`):
+    the lowest of each partition (reading from lower ends reads more, never less); a partition
+    that one of them lacks for its topic (read whole) is left out, and a topic none of them
+    has is not read."""
+    lowest: dict = {}
+    for ends in noted:
+        for topic, parts in ends.items():
+            if topic not in lowest:
+                lowest[topic] = dict(parts)
+                continue
+            mine = lowest[topic]
+            for p in list(mine):
+                if p in parts:
+                    mine[p] = min(mine[p], parts[p])
+                else:
+                    del mine[p]
+    return lowest
+
+
 def partitions_of(consumer, topics: list[str]) -> list:
     """The `TopicPartition`s of the `topics` that exist (a metadata request, unless the
     consumer has them already)."""

@@ -274,6 +274,8 @@ class Session:
                 if topic in self.output_topics:
                     noted = ends.setdefault(topic, {})
                     noted[partition] = max(noted.get(partition, 0), end)
+            if self.config.sync_every is None:  # (a group worker takes its ends per claim)
+                self._hold_output_ends()
             self.state.output_ends = {topic: ends.get(topic, {}) for topic in self.output_topics}
             # (The reader's metadata, fetched with the partitions: a topic deleted and made
             # again since has another id, and its outputs all came after this state.)
@@ -281,6 +283,24 @@ class Session:
                                      for topic in self.output_topics}
         except KafkaError as error:
             log.debug("output topics' ends not known (%r): the checkpoint keeps older ones", error)
+
+    def _hold_output_ends(self) -> None:
+        """Before the output ends move on: keep the ends so far for each input partition the
+        state has an offset of that this service does not hold now. A run killed before its
+        checkpoint may have published outputs for it past them, which were not read back (the
+        partition went elsewhere first); when it comes back, they are read from there. A
+        partition held now was read back when it came: its entry goes."""
+        held, state = self.state.held_output_ends, self.state
+        assigned = {(tp.topic, tp.partition) for tp in self.assignment}
+        for topic, parts in state.offsets.items():
+            for partition in parts:
+                if (topic, partition) in assigned:
+                    held.get(topic, {}).pop(partition, None)
+                else:
+                    held.setdefault(topic, {}).setdefault(
+                        partition, {t: dict(ends) for t, ends in state.output_ends.items()})
+        for topic in [t for t, parts in held.items() if not parts]:
+            del held[topic]
 
     def close_clients(self, timeout: float) -> None:
         """Close the clients the session made itself (not the consumer, nor the sink)."""

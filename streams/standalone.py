@@ -243,8 +243,11 @@ class Standalone:
             if now is not None:
                 saved.topic_ids[topic] = now
         consumer = session.consumer
-        # What the run before this one published of what is learned again: not sent twice.
-        session.read_published(saved.output_ends, partitions, resume, saved.output_ids)
+        # What the run before this one published of what is learned again: not sent twice
+        # (from older ends for a partition that was elsewhere when the ends moved on).
+        held = [saved.held_output_ends.get(tp.topic, {}).get(tp.partition) for tp in partitions]
+        ends = output_log.lowest_ends(saved.output_ends, *[h for h in held if h is not None])
+        session.read_published(ends, partitions, resume, saved.output_ids)
         for tp in sorted(partitions):
             offset = saved.offsets.get(tp.topic, {}).get(tp.partition)
             if tp.topic in recreated:

@@ -12,6 +12,8 @@ together or not at all, which is what makes learning exactly-once across crashes
      "offsets": {"topic": {"0": 20000}},          # next offset to learn, per partition
      "output_ends": {"preds": {"0": 19990}},      # where the output topics ended then
      "output_ids": {"preds": "0195...", ...},     # the output topics' incarnation, then
+     "held_output_ends": {"topic": {"1": {"preds": {"0": 19000}}}},  # older ends of a
+                                                  # partition elsewhere when those moved on
      "topic_ids": {"topic": "0194...", ...},      # the topic incarnation those offsets are in
      "counters": {...}, "width": 8, "labels": null,
      "monitor": {...},                            # the robustness monitor's state, if any
@@ -239,6 +241,10 @@ class ServiceState:
     # delivered (`river_advsvm.streams.output_log`), and the id of the topic those ends are in
     output_ends: dict = dataclasses.field(default_factory=dict)
     output_ids: dict = dataclasses.field(default_factory=dict)  # output topic -> id or None
+    # input topic -> {partition: output ends}: for an input partition this service did not
+    # hold when the output ends moved on, the older ends its outputs are read back from when
+    # it comes back (a run killed before its checkpoint published outputs for it past them)
+    held_output_ends: dict = dataclasses.field(default_factory=dict)
 
     def extra(self) -> dict:
         extra = {
@@ -252,6 +258,9 @@ class ServiceState:
             "topic_ids": dict(self.topic_ids),
             "output_ends": _by_partition(self.output_ends),
             "output_ids": dict(self.output_ids),
+            "held_output_ends": {topic: {str(p): _by_partition(ends)
+                                         for p, ends in sorted(parts.items())}
+                                 for topic, parts in sorted(self.held_output_ends.items())},
             "counters": _saturated(self.counters),
             "width": self.width,
             "labels": self.labels,
@@ -430,6 +439,7 @@ def parse_extra(meta: dict, where: str) -> dict:
         offsets = _parsed_offsets(_object(extra["offsets"], "offsets"), "offset")
         output_ends = _parsed_offsets(_object(extra.get("output_ends", {}), "output_ends"),
                                       "output end")
+        held_output_ends = _parsed_held_ends(extra.get("held_output_ends", {}))
         saved = _object(extra["counters"], "counters")
         if extra["version"] == 1:
             saved = _v1_counters(saved)
@@ -461,7 +471,7 @@ def parse_extra(meta: dict, where: str) -> dict:
         raise CheckpointError(f"invalid service metadata in {where}: {detail}") from None
     return {"offsets": offsets, "topic_ids": topic_ids, "counters": counters, "width": width,
             "labels": labels, "group": group, "monitor": monitor, "output_ends": output_ends,
-            "output_ids": output_ids}
+            "output_ids": output_ids, "held_output_ends": held_output_ends}
 
 
 def _topic_ids(saved, field: str, what: str) -> dict:
@@ -493,6 +503,20 @@ def _parsed_offsets(saved, what: str) -> dict:
     return {_name(topic, "topic"): {_partition(p): _count(o, f"{what} of {topic[:40]}[{p}]")
                                     for p, o in parts.items()}
             for topic, parts in saved.items()}
+
+
+def _parsed_held_ends(saved) -> dict:
+    """`held_output_ends` as saved, checked (`ValueError`): at most `_MAX_PARTITIONS` ends in
+    all (optional: none in older checkpoints)."""
+    held, count = {}, 0
+    for topic, parts in _object(saved, "held_output_ends").items():
+        for p, ends in _object(parts, "held_output_ends").items():
+            ends = _parsed_offsets(_object(ends, "held_output_ends"), "held output end")
+            count += 1 + sum(len(ends_of) for ends_of in ends.values())
+            if count > _MAX_PARTITIONS:
+                raise ValueError(f"held output ends of over {_MAX_PARTITIONS} partitions")
+            held.setdefault(_name(topic, "topic"), {})[_partition(p)] = ends
+    return held
 
 
 def from_checkpoint(meta: dict, arrays: dict, where: str, limits: Limits | None = None

@@ -249,6 +249,95 @@ def test_outputs_are_published_once_across_kills_that_make_the_service_learn_aga
           f"{len(offsets)} predictions, {len(letters)} dead letters")
 
 
+class _Member:
+    """A plain member of a consumer group, on a thread of its own: it holds the partitions the
+    group gives it (paused: it reads and commits nothing) until `leave()`, as a killed service
+    holds its own until its session times out."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str):
+        import threading
+
+        from kafka import KafkaConsumer
+
+        self.held: set = set()
+        self._leave = threading.Event()
+        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                                       enable_auto_commit=False, session_timeout_ms=1500,
+                                       heartbeat_interval_ms=300)
+        self._consumer.subscribe([topic])
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        consumer = self._consumer
+        while not self._leave.is_set():
+            consumer.poll(timeout_ms=100)
+            if consumer.assignment():
+                consumer.pause(*consumer.assignment())
+            self.held = {tp.partition for tp in consumer.assignment()}
+        consumer.close()  # (leaves the group: a rebalance hands its partitions over)
+
+    def leave(self) -> None:
+        self._leave.set()
+        self._thread.join(30)
+
+
+def test_outputs_of_a_partition_held_elsewhere_at_the_restart_are_not_sent_twice(broker,
+                                                                                  tmp_path):
+    """Killed after publishing outputs past its checkpoint for two partitions, the service
+    restarts while another member holds one of them (as the killed member does until its
+    session times out): it reads back the outputs of the partition it gets, checkpoints, and
+    gets the other one later. The checkpoint had moved the output ends past the killed run's
+    outputs of that partition, which were then published again (199 duplicate predictions in
+    the report of the run this reproduces)."""
+    bootstrap = broker.bootstrap_servers
+    topic, group = "held-elsewhere", "held-elsewhere-group"
+    predictions = f"{topic}-predictions"
+    clients.create_topics(bootstrap, {topic: 2, predictions: 1})
+    X, y = kh.stream(600, seed=31)
+    values = kh.messages(X, y)
+    directory, log = tmp_path / "ckpt", tmp_path / "service.log"
+    options = [bootstrap, topic, group, directory, "--predictions-topic", predictions,
+               "--max-poll-records", "50"]
+    # A checkpoint of both partitions, then a run that learns and publishes 200 more of each
+    # and is killed once those outputs are delivered, before any checkpoint.
+    kh.produce(bootstrap, topic, values[:100], partition=0)
+    kh.produce(bootstrap, topic, values[300:400], partition=1)
+    process = kh.start_service(kh.serve_command(*options, "--exit-when-idle", "1"), log)
+    assert kh.exit_status(process, 120, log) == 0, kh.tail(log)
+    assert kh.checkpoint_info(directory)["offsets"][topic] == {"0": 100, "1": 100}
+    kh.produce(bootstrap, topic, values[100:300], partition=0)
+    kh.produce(bootstrap, topic, values[400:], partition=1)
+    process = kh.start_service(kh.serve_command(*options, "--checkpoint-every", "100000",
+                                                "--checkpoint-interval", "600"), log)
+    kh.read_topic(bootstrap, predictions, 600)  # (waits for them)
+    kh.kill_service(process)
+    assert kh.checkpoint_info(directory)["offsets"][topic] == {"0": 100, "1": 100}
+
+    member = _Member(bootstrap, topic, group)
+    kh.wait_until(lambda: member.held == {0, 1}, 60, "the other member holds both partitions")
+    process = kh.start_service(kh.serve_command(*options, "--checkpoint-every", "20",
+                                                "--checkpoint-interval", "0.3"), log)
+    try:
+        kh.wait_until(lambda: len(member.held) == 1, 60, "a partition each", process, log)
+        (elsewhere,) = member.held
+        mine = 1 - elsewhere
+        kh.wait_until(lambda: (kh.checkpoint_info(directory)["offsets"][topic]
+                               .get(str(mine)) == 300), 60, "its partition learned", process,
+                      log)
+        member.leave()
+        kh.wait_until(lambda: kh.checkpoint_info(directory)["offsets"][topic]
+                      == {"0": 300, "1": 300}, 60, "the other partition learned", process, log)
+        read = kh.read_topic(bootstrap, predictions, 600, drain=True)
+        outputs = sorted((json.loads(r.value)["partition"], json.loads(r.value)["offset"])
+                         for r in read)
+        assert outputs == [(p, o) for p in (0, 1) for o in range(300)], \
+            f"{len(outputs)} predictions for 600 messages"
+    finally:
+        member.leave()
+        assert kh.stop_service(process, log_path=log) == 0, kh.tail(log)
+
+
 def _worker(broker, topic, group, directory, worker, *extra):
     from test_kafka_group import worker_command
 

@@ -825,6 +825,33 @@ def test_the_output_topics_ids_come_back_from_a_checkpoint(tmp_path):
     assert state.load(tmp_path).output_ids == {"preds": "id-1", "dead": None}
 
 
+def test_held_output_ends_come_back_from_a_checkpoint_and_a_bad_one_is_refused(tmp_path):
+    """(`held_output_ends`: the older output ends of input partitions elsewhere when the ends
+    moved on; absent in older checkpoints.)"""
+    model = AdvKernelSVM(budget=16, seed=0)
+    model.learn_one({"a": 1.0}, "x")
+    held = {"in": {3: {"preds": {0: 7, 1: 2}, "dead": {}}}}
+    state.save(tmp_path, state.ServiceState(model=model, held_output_ends=held))
+    assert state.load(tmp_path).held_output_ends == held
+    assert state.from_checkpoint(*_service_meta(), "ckpt").held_output_ends == {}
+    for bad in [{"in": {"3": {"preds": {"0": -1}}}}, {"in": {"x": {}}}, {"in": []},
+                {"in": {"3": {"preds": {str(p): 1 for p in range(100_001)}}}}]:
+        with pytest.raises(CheckpointError, match="invalid service metadata"):
+            state.from_checkpoint(*_service_meta(held_output_ends=bad), "ckpt")
+
+
+def test_the_lowest_ends_cover_every_state_they_come_from():
+    from river_advsvm.streams import output_log
+
+    newer, older = {"preds": {0: 9, 1: 4}, "dead": {0: 3}}, {"preds": {0: 5, 1: 6}}
+    assert output_log.lowest_ends(newer, older) == {"preds": {0: 5, 1: 4}, "dead": {0: 3}}
+    # A partition one of them lacks is read whole (left out); the inputs are not changed.
+    assert output_log.lowest_ends(newer, {"preds": {0: 1}}) == {"preds": {0: 1},
+                                                                 "dead": {0: 3}}
+    assert newer == {"preds": {0: 9, 1: 4}, "dead": {0: 3}}
+    assert output_log.lowest_ends(newer) == newer and output_log.lowest_ends() == {}
+
+
 def _service_meta(**changes):
     model = AdvKernelSVM(budget=16, seed=0)
     model.learn_one({"a": 1.0}, "x")
