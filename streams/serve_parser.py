@@ -96,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="stop cleanly after this long without a message, caught up with "
                          "every partition assigned (with none: after twice the session timeout "
                          "too) (default: run until SIGTERM)")
-    service.add_argument("--max-message-bytes", type=whole_numbers(1), default=2**20, metavar="BYTES",
+    service.add_argument("--max-message-bytes", type=whole_numbers(1), default=2**20,
+                         metavar="BYTES",
                          help="larger messages are dead letters (default 1 MiB)")
     service.add_argument("--features", type=int, metavar="N",
                          help="length of array-form x, at most --max-features; other lengths are "
