@@ -176,6 +176,7 @@ class Session:
         # Partition -> (since when, the lowest end seen) while its log ends before its offset.
         self._short_logs: dict = {}
         self._output_partitions: dict = {}  # output topic -> its partitions, as last asked
+        self._input_partitions: list = []  # the input topic's, as last asked
         self.output_topics = [t for t in (config.predictions_topic, config.alerts_topic,
                                           config.dead_letter_topic) if t]
 
@@ -275,7 +276,10 @@ class Session:
                     noted = ends.setdefault(topic, {})
                     noted[partition] = max(noted.get(partition, 0), end)
             if self.config.sync_every is None:  # (a group worker takes its ends per claim)
-                self._hold_output_ends()
+                if not self._input_partitions:
+                    self._input_partitions = output_log.partitions_of(self._ends_reader,
+                                                                      [self.config.topic])
+                self._hold_output_ends(self._input_partitions)
             self.state.output_ends = {topic: ends.get(topic, {}) for topic in self.output_topics}
             # (The reader's metadata, fetched with the partitions: a topic deleted and made
             # again since has another id, and its outputs all came after this state.)
@@ -284,21 +288,23 @@ class Session:
         except KafkaError as error:
             log.debug("output topics' ends not known (%r): the checkpoint keeps older ones", error)
 
-    def _hold_output_ends(self) -> None:
-        """Before the output ends move on: keep the ends so far for each input partition the
-        state has an offset of that this service does not hold now. A run killed before its
-        checkpoint may have published outputs for it past them, which were not read back (the
-        partition went elsewhere first); when it comes back, they are read from there. A
-        partition held now was read back when it came: its entry goes."""
+    def _hold_output_ends(self, input_partitions: list) -> None:
+        """Before the output ends move on: keep the ends so far for each input partition that
+        this service does not hold now (of the input topic, `input_partitions`, or with an
+        offset in the state). A run killed before its checkpoint may have published outputs
+        for it past them, which were not read back (the partition went elsewhere first); when
+        it comes back, they are read from there. A partition held now was read back when it
+        came: its entry goes."""
         held, state = self.state.held_output_ends, self.state
         assigned = {(tp.topic, tp.partition) for tp in self.assignment}
-        for topic, parts in state.offsets.items():
-            for partition in parts:
-                if (topic, partition) in assigned:
-                    held.get(topic, {}).pop(partition, None)
-                else:
-                    held.setdefault(topic, {}).setdefault(
-                        partition, {t: dict(ends) for t, ends in state.output_ends.items()})
+        partitions = {(tp.topic, tp.partition) for tp in input_partitions}
+        partitions.update((topic, p) for topic, parts in state.offsets.items() for p in parts)
+        for topic, partition in sorted(partitions):
+            if (topic, partition) in assigned:
+                held.get(topic, {}).pop(partition, None)
+            else:
+                held.setdefault(topic, {}).setdefault(
+                    partition, {t: dict(ends) for t, ends in state.output_ends.items()})
         for topic in [t for t, parts in held.items() if not parts]:
             del held[topic]
 
@@ -322,6 +328,7 @@ class Session:
         inputs = {(tp.topic, tp.partition): resume[tp.topic][tp.partition]
                   for tp in partitions if tp.partition in resume.get(tp.topic, {})}
         self._output_partitions = {}  # (topics may have gained partitions)
+        self._input_partitions = []
         started = time.monotonic()
 
         def attempt():
