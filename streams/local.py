@@ -46,8 +46,9 @@ def replay_samples(source: str, target: str = "y", limit: int | None = None,
     """`(x, y)` pairs from 'phishing', a Parquet file, or an `.npz` with X_train/y_train.
 
     `pair` keeps only the samples of these two labels (for multi-class data like MNIST);
-    `.npz` pixels are scaled to [0, 1] and sent as arrays, as are the rows of a Parquet file's
-    single list column.
+    without it, a third label raises `ThirdLabel` (the service's model is binary): at once for
+    an `.npz`, whose labels are in memory, else at its first sample. `.npz` pixels are scaled
+    to [0, 1] and sent as arrays, as are the rows of a Parquet file's single list column.
     """
     if source == "phishing":
         from river import datasets
@@ -60,6 +61,9 @@ def replay_samples(source: str, target: str = "y", limit: int | None = None,
 
         X, y, _, _ = load_npz(source)  # (checked as the demo checks its --data)
         check_finite(X)  # (a message cannot carry a NaN)
+        if pair is None:
+            for _ in _two_labels((None, label) for label in y[:limit].tolist()):
+                pass
         scale = 255.0 if X.dtype == np.uint8 else 1.0
         samples = ((row / scale, label) for row, label in zip(X, y.tolist()))
     else:
@@ -67,13 +71,16 @@ def replay_samples(source: str, target: str = "y", limit: int | None = None,
 
         # (A single list column's rows are named 0..d-1: `kafka_io.encode` sends them as arrays.)
         samples = parquet.iter_rows(source, target=target)
-    if pair is not None:
-        samples = _of_pair(samples, pair)
+    samples = _two_labels(samples) if pair is None else _of_pair(samples, pair)
     return itertools.islice(samples, limit)
 
 
 class MissingLabel(ValueError):
     """A label of `--replay-pair` that the source does not have."""
+
+
+class ThirdLabel(ValueError):
+    """A third label in a source replayed without `--replay-pair`."""
 
 
 def _same_label(a, b) -> bool:
@@ -111,7 +118,7 @@ def _checked_samples(source: str, target: str, limit, pair):
         message = error.args[0] if len(error.args) == 1 else error
         raise ValueError(f"--replay {source}: cannot read it ({message}; name the label column "
                          "with --replay-target)") from None
-    except MissingLabel as error:
+    except (MissingLabel, ThirdLabel) as error:
         raise ValueError(f"--replay {source}: {error}") from None
     except (OSError, ValueError) as error:
         text = str(error)  # (a Parquet error names the file: once is enough)
@@ -119,14 +126,7 @@ def _checked_samples(source: str, target: str, limit, pair):
         raise ValueError(f"--replay {source}: cannot read it ({text})") from None
     if first is None:
         raise ValueError(f"--replay {source}: no samples to replay")
-    samples = itertools.chain([first], samples)
-    if pair or not source.endswith(".npz"):
-        return samples if pair else _two_labels(samples)
-    try:  # (the labels of an archive are in memory: all of them checked before any broker)
-        list(_two_labels((None, y) for _, y in replay_samples(source, target, limit)))
-    except ValueError as error:
-        raise ValueError(f"--replay {source}: {error}") from None
-    return samples
+    return itertools.chain([first], samples)
 
 
 def _two_labels(samples):
@@ -138,7 +138,7 @@ def _two_labels(samples):
         if y is not None and (type(y), y) not in seen:  # (True is not 1 here)
             if len(seen) == 2:
                 shown = ", ".join(repr(label) for _, label in seen)
-                raise ValueError(f"more than two labels ({shown}, {y!r}, ...): the model is "
+                raise ThirdLabel(f"more than two labels ({shown}, {y!r}, ...): the model is "
                                  "binary; choose two with --replay-pair")
             seen.append((type(y), y))
         yield x, y
