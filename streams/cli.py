@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import math
 import re
 import sys
 
+from river_advsvm import inputs
 from river_advsvm.streams.serve_parser import (KERNEL_ONLY, LOCAL_DEFAULTS, LOCAL_ONLY,
                                                build_parser)
 
@@ -116,12 +116,14 @@ def _worker_argv(args: argparse.Namespace):
 
 
 def _check_box_flag(flag: str, box: list | None) -> None:
-    """A `LOW HIGH` pair of flag values: both finite, LOW below HIGH (or not given)."""
-    if box:
+    """A `LOW HIGH` pair of flag values as `inputs.check_box` takes a box (or not given), in
+    the flag's words."""
+    try:
+        inputs.check_box(box or None)
+    except ValueError:
         low, high = box
-        if not (math.isfinite(low) and math.isfinite(high) and low < high):
-            raise ValueError(f"{flag}: LOW and HIGH must be finite, LOW below HIGH, "
-                             f"got {low:g} {high:g}")
+        raise ValueError(f"{flag}: LOW and HIGH must be finite, LOW below HIGH, "
+                         f"got {low:g} {high:g}") from None
 
 
 def _check_monitor_flags(args: argparse.Namespace) -> None:
@@ -146,12 +148,12 @@ def _monitor(args: argparse.Namespace, model) -> tuple:
     """The robustness monitor of `serve` and its attack as a function of the model served, or
     `(None, None)`: on when there is an alerts topic."""
     _check_monitor_flags(args)
+    if not args.alerts_topic:
+        return None, None
     from river_advsvm.attacks import PGD
     from river_advsvm.monitor import RobustnessMonitor
 
     bounds = tuple(args.monitor_bounds) if args.monitor_bounds else None
-    if not args.alerts_topic:
-        return None, None
 
     def attack_for(model):
         # Unless given, the threat is the one the model served trains against: a checkpoint's
