@@ -248,11 +248,12 @@ class Service:
         # published what it then learned again at every restart.
         state_io.check_writable(config.checkpoint_dir)
         if loaded is not None:
+            made = session.state.model  # (the model the options made, which the loaded replaces)
             session.state = loaded
             log.info("restored the checkpoint in %s (%d learned); it wins over model options",
                      config.checkpoint_dir, loaded.counters["learned"])
             for note in state_io.overridden(loaded, config.labels, config.width,
-                                              config.topic, self.model_factory()):
+                                              config.topic, made):
                 log.warning("%s", note)
             if loaded.group is not None and config.sync_every is None:
                 log.warning("the checkpoint is group worker %s's and this service runs alone "
