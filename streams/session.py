@@ -294,7 +294,7 @@ class Session:
         offset in the state). A run killed before its checkpoint may have published outputs
         for it past them, which were not read back (the partition went elsewhere first); when
         it comes back, they are read from there. A partition held now was read back when it
-        came: its entry goes."""
+        came: its entry goes. (Without ends so far, nothing was noted to read back from.)"""
         held, state = self.state.held_output_ends, self.state
         assigned = {(tp.topic, tp.partition) for tp in self.assignment}
         partitions = {(tp.topic, tp.partition) for tp in input_partitions}
@@ -302,7 +302,7 @@ class Session:
         for topic, partition in sorted(partitions):
             if (topic, partition) in assigned:
                 held.get(topic, {}).pop(partition, None)
-            else:
+            elif state.output_ends:
                 held.setdefault(topic, {}).setdefault(
                     partition, {t: dict(ends) for t, ends in state.output_ends.items()})
         for topic in [t for t, parts in held.items() if not parts]:
