@@ -260,45 +260,41 @@ def test_serve_without_a_broker_exits_with_one_line(tmp_path, servers):
     assert len(lines) == 1 and servers in lines[0] and "within 3s" in lines[0], result.stderr
 
 
+#: The options that name a cluster, a topic, a group and a checkpoint directory (never made:
+#: every error below comes first).
+CLUSTER = ["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d"]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--topic", "t"], "--bootstrap-servers"),
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--epsilon", "-1"], "epsilon"),
+    ([*CLUSTER, "--epsilon", "-1"], "epsilon"),
     (["--budget", "many"], "--budget"),
     (["--gamma", "wide", "--local-broker"], "--gamma"),
     (["--local-broker", "--replay", "/nonexistent/data.parquet"], "no such file"),
     (["--workers", "2"], "--local-broker"),
     # Options of the local demo's replay were ignored without --local-broker: the service
     # served the topic and replayed nothing.
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--replay", "x.parquet", "--show", "3"],
+    ([*CLUSTER, "--replay", "x.parquet", "--show", "3"],
      "--replay, --show: for the bundled broker and its replay (--local-broker)"),
     # The bundled broker was served instead, silently.
     (["--local-broker", "--bootstrap-servers", "kafka-1:9092", "--replay-limit", "20"],
      "--bootstrap-servers is for a cluster of your own"),
     # Refused up front: the consumer refused it only once a broker answered, and the service
     # retried that refusal forever as if the broker were away.
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--session-timeout-ms", "100"], "--session-timeout-ms must be > 100"),
+    ([*CLUSTER, "--session-timeout-ms", "100"], "--session-timeout-ms must be > 100"),
     # Refused by the Kafka client only after a broker answered and the output topics were
     # created, in the words of settings the operator never gave (its request timeout).
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--connect-timeout", "1", "--session-timeout-ms", "600000"],
+    ([*CLUSTER, "--connect-timeout", "1", "--session-timeout-ms", "600000"],
      "--session-timeout-ms must be at most 534999"),
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--features", "0"], "--features must be in [1, "),
+    ([*CLUSTER, "--features", "0"], "--features must be in [1, "),
     # The model's and the service's own words named their parameters, not the flags.
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--step-size", "-1"], "--step-size must be a finite number > 0"),
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--input-bounds", "1", "0"],
+    ([*CLUSTER, "--step-size", "-1"], "--step-size must be a finite number > 0"),
+    ([*CLUSTER, "--input-bounds", "1", "0"],
      "--input-bounds: LOW and HIGH must be finite, LOW below HIGH, got 1 0"),
     # Arrays wider than the model learns: every one was a dead letter (too_many_features).
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--connect-timeout", "1", "--features", "8", "--max-features", "4"],
+    ([*CLUSTER, "--connect-timeout", "1", "--features", "8", "--max-features", "4"],
      "--features 8 is more inputs than the model learns (--max-features 4)"),
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--connect-timeout", "1", "--model", "linear", "--features", "20000"],
+    ([*CLUSTER, "--connect-timeout", "1", "--model", "linear", "--features", "20000"],
      "--features 20000 is more inputs than the model learns (--max-features 10000)"),
     # The local demo's counts: -1 sent every message unlabelled (count % -1 == 0), --partitions
     # 0 meant 1, --workers -1 failed on the model options.
@@ -310,42 +306,33 @@ def test_serve_without_a_broker_exits_with_one_line(tmp_path, servers):
     (["--local-broker", "--replay-limit", "-5"], "--replay-limit: -5 is not a whole number >= 1"),
     (["--local-broker", "--show", "-1"], "--show: -1 is not a whole number >= 0"),
     # Reported as the group's need for a numeric gamma, checked first.
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--sync-every", "0"], "--sync-every: 0 is not a whole number >= 1"),
+    ([*CLUSTER, "--sync-every", "0"], "--sync-every: 0 is not a whole number >= 1"),
     (["--checkpoint-every", "0"], "--checkpoint-every: 0 is not a whole number >= 1"),
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--sync-every", "10", "--worker-id", "a/b"], "invalid worker id 'a/b'"),
+    ([*CLUSTER, "--sync-every", "10", "--worker-id", "a/b"], "invalid worker id 'a/b'"),
     # Flags of a part that is off (the monitor without --alerts-topic, liveness without
     # --metrics-port, a worker id without a group) were ignored, bad values included, and
     # refused on the day the part was turned on.
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--monitor-sample-rate", "2"], "--monitor-sample-rate: a sample rate must be in (0, 1]"),
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--monitor-bounds", "1", "0"],
+    ([*CLUSTER, "--monitor-sample-rate", "2"],
+     "--monitor-sample-rate: a sample rate must be in (0, 1]"),
+    ([*CLUSTER, "--monitor-bounds", "1", "0"],
      "--monitor-bounds: LOW and HIGH must be finite, LOW below HIGH, got 1 0"),
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--alerts-topic", "a", "--monitor-bounds", "0", "inf"],
+    ([*CLUSTER, "--alerts-topic", "a", "--monitor-bounds", "0", "inf"],
      "--monitor-bounds: LOW and HIGH must be finite, LOW below HIGH, got 0 inf"),
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--monitor-epsilon", "-1"], "--monitor-epsilon: epsilon must be a finite number >= 0"),
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--liveness-timeout", "0"], "--liveness-timeout must be > 0 seconds, got 0"),
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--worker-id", "w1"], "--worker-id names one worker of a group: it goes with "
+    ([*CLUSTER, "--monitor-epsilon", "-1"],
+     "--monitor-epsilon: epsilon must be a finite number >= 0"),
+    ([*CLUSTER, "--liveness-timeout", "0"], "--liveness-timeout must be > 0 seconds, got 0"),
+    ([*CLUSTER, "--worker-id", "w1"], "--worker-id names one worker of a group: it goes with "
                             "--sync-every N"),
     # Said in the model's words: "budget must be a positive int (at most 10^6) or None" (no
     # None on a command line), "averaging must be an int in [1, 1000000] or None" (0 is none
     # there), "--checkpoint-every must be >= 1 and --checkpoint-interval > 0" (not given).
     (["--budget", "0"], "argument --budget: 0 is not a whole number >= 1"),
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--labels", "1", "1"], "--labels 1 1: labels are not two distinct labels"),
+    ([*CLUSTER, "--labels", "1", "1"], "--labels 1 1: labels are not two distinct labels"),
     (["--averaging", "-1"], "argument --averaging: -1 is not a whole number >= 0"),
     (["--max-message-bytes", "-1"], "argument --max-message-bytes: -1 is not a whole number >= 1"),
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--checkpoint-interval", "-1"], "--checkpoint-interval must be > 0, got -1.0"),
+    ([*CLUSTER, "--checkpoint-interval", "-1"], "--checkpoint-interval must be > 0, got -1.0"),
     # The kernel model's options were ignored by the linear model, without a word.
-    (["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--checkpoint-dir", "d",
-      "--model", "linear", "--budget", "64", "--averaging", "0", "--dtype", "float64"],
+    ([*CLUSTER, "--model", "linear", "--budget", "64", "--averaging", "0", "--dtype", "float64"],
      "--budget, --averaging, --dtype: for the kernel model (--model kernel), not the linear "
      "one"),
 ])
