@@ -514,14 +514,15 @@ def test_support_vector_workers_average_their_models_in_function_space(broker, t
                   "two workers assigned", processes["v0"], logs["v0"])
     kh.produce(broker.bootstrap_servers, topic, values[:6_000],
                partition=list(range(partitions)))
-    # v2 joins once both workers have published, while the rest of the stream arrives.
+    # v2 joins once both workers have published; the rest of the stream arrives once it
+    # holds partitions (before, the other two could learn all of it while v2 starts).
     kh.wait_until(lambda: all(local_learned(directories[w]) >= 1000 for w in processes), 60,
                   "both workers to publish 1,000 messages", processes["v1"], logs["v1"])
     processes["v2"] = start("v2")
-    kh.produce(broker.bootstrap_servers, topic, values[6_000:],
-               partition=list(range(partitions)))
     kh.wait_until(lambda: assigned_lines(logs["v2"]), 60, "v2 to be assigned",
                   processes["v2"], logs["v2"])
+    kh.produce(broker.bootstrap_servers, topic, values[6_000:],
+               partition=list(range(partitions)))
     kh.stop_when_consumed(processes, logs, lambda: group_state(broker, sync_topic), total)
 
     snapshots = group_state(broker, sync_topic)
