@@ -104,7 +104,7 @@ from river_advsvm import model_checkpoint
 from river_advsvm.streams.group_basis import (BasisChoice, basis_record, coefficient_snapshot,
                                               proposed_vectors)
 from river_advsvm.streams.group_state import (claimed_output_ends, claims, group_model,
-                                              superseded, totals)
+                                              options_to_adopt, superseded, totals)
 from river_advsvm.streams.snapshot import (FENCE_PREFIX, Snapshot, fence_key, fence_value,
                                            new_bookkeeping, newer, parse_snapshot)
 from river_advsvm.streams.snapshot_topic import SnapshotReader, read_group
@@ -355,22 +355,21 @@ class GroupSync:
             state.group["seq"] = own.seq
             return state, True
         # (Never the options of a snapshot beyond this worker's limits: they would lift them.)
-        peers = sorted((p for p in self.peers() if p.beyond_limits is None),
-                       key=lambda s: s.position)
-        if peers:
-            meta, _ = state.model.to_checkpoint()
-            reason = merge.incompatibility(peers[0].meta, meta)
+        meta, _ = state.model.to_checkpoint()
+        group = options_to_adopt([p for p in self.peers() if p.beyond_limits is None], meta)
+        if group is not None:
+            reason = merge.incompatibility(group.meta, meta)
             # Options that cannot be averaged (another model class, gamma 'scale', a policy
             # without a shared representation) are no group's: the worker keeps its own.
-            unmergeable = merge.options_incompatibility(peers[0].meta)
+            unmergeable = merge.options_incompatibility(group.meta)
             if reason is not None and unmergeable is not None:
                 log.error("not adopting the model options of %s's snapshot, which no group can "
-                          "average (%s)", peers[0].worker, unmergeable)
+                          "average (%s)", group.worker, unmergeable)
             elif reason is not None:
                 log.warning("adopting the group's model options, those of %s's snapshot, over "
-                            "this worker's (%s, the group's first)", peers[0].worker, reason)
+                            "this worker's (%s, the group's first)", group.worker, reason)
                 cls = type(state.model)
-                state.model = cls(**cls._params_from_checkpoint(peers[0].meta["params"]))
+                state.model = cls(**cls._params_from_checkpoint(group.meta["params"]))
         return state, False
 
     def fold(self, state: state_io.ServiceState, timeout: float | None = None) -> int:

@@ -97,11 +97,7 @@ def members(snapshots) -> tuple[list[Snapshot], dict[str, str]]:
     ordered = sorted(snapshots, key=lambda s: s.position)
     if not ordered:
         return [], {}
-    votes: dict = {}
-    for s in ordered:
-        key = json.dumps(s.meta.get("params"), sort_keys=True, default=str)
-        votes.setdefault(key, []).append(s)
-    base = max(votes.values(), key=len)[0]  # (max keeps the first of equals: the earliest)
+    base = _votes(ordered)[0][0]
     kept, left_out = [], {}
     for s in ordered:
         reason = None if s is base else merge.incompatibility(base.meta, s.meta)
@@ -110,6 +106,33 @@ def members(snapshots) -> tuple[list[Snapshot], dict[str, str]]:
         else:
             left_out[s.worker] = reason
     return kept, left_out
+
+
+def _params_key(meta: dict) -> str:
+    return json.dumps(meta.get("params"), sort_keys=True, default=str)
+
+
+def _votes(ordered: list[Snapshot]) -> list[list[Snapshot]]:
+    """The snapshots (in the order given) grouped by their model options, most shared first
+    (ties: the group of the earliest snapshot first)."""
+    votes: dict = {}
+    for s in ordered:
+        votes.setdefault(_params_key(s.meta), []).append(s)
+    return sorted(votes.values(), key=len, reverse=True)  # (sorted is stable)
+
+
+def options_to_adopt(snapshots, meta: dict) -> Snapshot | None:
+    """The snapshot whose model options a worker starting with the options of `meta` adopts,
+    or None if it keeps its own: the group's (see `members`), unless the worker's own options
+    count more snapshots with the worker itself than the group's count (a snapshot of other
+    options, such as a misconfigured worker's that is gone, does not win over the options the
+    others share and the worker starts with)."""
+    ordered = sorted(snapshots, key=lambda s: s.position)
+    if not ordered:
+        return None
+    base = _votes(ordered)[0]
+    own = sum(_params_key(s.meta) == _params_key(meta) for s in ordered) + 1
+    return None if own > len(base) else base[0]
 
 
 def group_model(snapshots):

@@ -520,6 +520,30 @@ def test_a_new_worker_starts_from_the_group_and_adopts_its_options(tmp_path, rep
     assert state.model.n_learned == 100
 
 
+@pytest.mark.parametrize("others, adopted", [
+    (["odd", "same", "same"], None),  # the others' options, the worker's own: kept
+    (["odd", "same"], None),  # one snapshot each: the worker's own count one more
+    (["odd"], "odd"),  # the group is that one snapshot: a tie goes to the group's
+    (["odd", "odd", "same"], "odd"),  # 2 against 2: the group's
+    (["same", "odd", "odd"], "odd"),
+])
+def test_a_new_worker_adopts_the_options_most_snapshots_share(tmp_path, others, adopted):
+    """A misconfigured worker's snapshot (another budget), published before the others and
+    left behind when it was killed, was the one whose options a new worker adopted: a worker
+    started with the same options as its peers took that budget, and the peers and it then
+    refused to average each other. The worker counts as one more for its own options."""
+    models = {"same": trained(20, 1, **SV_PARAMS),
+              "odd": trained(20, 1, **{**SV_PARAMS, "budget": SV_PARAMS["budget"] // 2})}
+    peers = {f"w{i}": snapshot(f"w{i}", i, models[kind], {"t": {i: 20}}, learned=20)
+             for i, kind in enumerate(others)}
+    sync = group.GroupSync("127.0.0.1:1", "snaps", "new", str(tmp_path), sink=None)
+    sync.reader = FakeReader(peers)
+    state, _ = sync.initial_state(
+        lambda: state_io.ServiceState(model=AdvKernelSVM(**SV_PARAMS)))
+    expected = models["same" if adopted is None else adopted]
+    assert state.model._get_params() == expected._get_params()
+
+
 @pytest.mark.parametrize("foreign", ["linear", "gamma scale", "truncate"])
 def test_a_new_worker_keeps_its_options_over_a_snapshot_no_group_can_average(
         tmp_path, caplog, foreign):
