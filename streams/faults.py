@@ -26,7 +26,8 @@ Points:
 - `batch.decided`: a batch was learned, its outputs not handed over yet (a test that freezes
   the broker here has them unacknowledged, however fast it would have answered);
 - `batch.learned`: a batch was learned and its outputs handed over, with work not yet in a
-  checkpoint or snapshot (`unpublished`: how many messages);
+  checkpoint or snapshot (`unpublished`: how many messages; `left`: the records of the poll
+  after the batch);
 - `group.joining`: a poll returned while the consumer's join of its group waits for the
   broker's answer;
 - `service.closing`: the service stopped and closes its Kafka clients.

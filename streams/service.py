@@ -411,11 +411,13 @@ class Service:
 
     def _process(self, records: list) -> None:
         """Test-then-train the records of a poll in batches, checkpointing every
-        `checkpoint_every` messages; stops between batches when asked to."""
+        `checkpoint_every` messages; stops between batches when asked to, or once the group has
+        dropped this worker (what it would learn is rolled back)."""
         config, session = self.config, self.session
         progress = session.progress
         start = 0
-        while start < len(records) and not self.stopping.is_set():
+        while (start < len(records) and not self.stopping.is_set()
+               and not self.checkpoints.halted()):
             room = max(1, config.checkpoint_every - progress.since_checkpoint)
             end, size = start, 0
             while end < len(records) and end - start < room and (
@@ -438,7 +440,7 @@ class Service:
             progress.seconds["publish"] += time.perf_counter() - started
             progress.record(len(batch))
             faults.reach("batch.learned", unpublished=progress.since_checkpoint,
-                         learned=self.state.counters["learned"])
+                         learned=self.state.counters["learned"], left=len(records) - start)
             if progress.since_checkpoint >= config.checkpoint_every:
                 self.checkpoint()
 

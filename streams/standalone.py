@@ -185,6 +185,10 @@ class Standalone:
     def on_assigned(self, partitions) -> None:
         self.restore(set(partitions))
 
+    def halted(self) -> bool:
+        """Never: a single service keeps its partitions until a rebalance revokes them."""
+        return False
+
     def after_poll(self) -> bool:
         """Called after every poll; True if the records it returned must be dropped (they
         were read at positions of a topic's previous incarnation)."""

@@ -216,6 +216,12 @@ class GroupWorker:
         if partitions:
             session.consumer.pause(*partitions)
 
+    def halted(self) -> bool:
+        """True while the group has dropped this worker and no assignment has placed it again:
+        what it would learn is rolled back at that assignment, and what it would predict the
+        partitions' new owners predict too."""
+        return self._evicted and not self.session.progress.restoring
+
     def after_poll(self) -> bool:
         """Called after every poll; True if the records it returned must be dropped."""
         session = self.session
@@ -224,6 +230,15 @@ class GroupWorker:
             self.restore()
             session.measure_lag()
             return True  # what this poll returned was fetched before the partitions were placed
+        if self._evicted:
+            # Nothing is fetched until the group assigns partitions again (restore resumes
+            # them at their claims); a rebalance that does not come stops the service as a
+            # stalled one does, and a restart joins the group anew.
+            if session.assignment:
+                session.consumer.pause(*session.assignment)
+            session.progress.rebalancing()
+            session.progress.heartbeat()  # (alive: waiting for the group on purpose)
+            return True
         session.resume_where_logs_end()
         session.measure_lag()
         if session.topic_recreated():

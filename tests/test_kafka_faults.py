@@ -9,6 +9,7 @@ between a published snapshot and its local copy, and in a worker holding unpubli
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -415,6 +416,68 @@ def test_a_worker_frozen_with_unpublished_work_is_a_zombie_that_counts_nothing(b
     # What it held when it froze was never counted: dropped when it woke up.
     assert ("no longer counts worker w0" in w0_log or "not publishing at shutdown" in w0_log
             or (rolled_back and max(rolled_back) >= mark["unpublished"]))
+
+
+def test_a_worker_that_learns_the_group_dropped_it_predicts_nothing_more(broker, tmp_path):
+    """A worker frozen past the session timeout learns at its next sync that the group gave
+    its partitions to another (its commit is refused). It went on learning and predicting the
+    rest of the records its poll had returned, and the new owner predicted them too: each
+    was published twice (100 to 352 in streams of 6,000). Now it stops there until the group
+    places it again, and only the batch it froze in (predicted before it could know) may be
+    published twice."""
+    total, partitions = 4_000, 4
+    topic, group = "dropped", "dropped-group"
+    predictions = f"{topic}-predictions"
+    clients.create_topics(broker.bootstrap_servers, {topic: partitions, predictions: 1})
+    X, y = kh.stream(total, d=16, seed=24)
+    # Produced first, so that polls come back full: the freeze leaves records of its poll.
+    kh.produce(broker.bootstrap_servers, topic, kh.messages(X, y),
+               partition=list(range(partitions)))
+    directories = {w: tmp_path / w for w in ("w0", "w1")}
+    logs = {w: tmp_path / f"{w}.log" for w in directories}
+    marks = tmp_path / "marks"
+
+    def command(worker):
+        from test_kafka_group import worker_command
+
+        return worker_command(broker, topic, group, directories[worker], worker,
+                              "--sync-every", "100", "--checkpoint-interval", "0.3",
+                              "--max-poll-records", "500", "--predictions-topic", predictions)
+    processes = {"w0": _start(command("w0"), logs["w0"], marks, "batch.learned:stop:7"),
+                 "w1": kh.start_service(command("w1"), logs["w1"])}
+    try:
+        kh.wait_until(lambda: (marks / "batch.learned").exists(), 120, "w0 to freeze",
+                      processes["w0"], logs["w0"])
+        mark = _mark(marks, "batch.learned")
+        try:
+            # w1 takes the partitions over and predicts the rest of the stream, the records
+            # left in w0's poll included, before w0 wakes up.
+            _summary(broker, f"{topic}-{group}-snapshots", total)
+        finally:
+            os.kill(processes["w0"].pid, signal.SIGCONT)
+        kh.wait_until(lambda: "rolling back" in logs["w0"].read_text(errors="replace"), 60,
+                      "w0 to be placed again", processes["w0"], logs["w0"])
+        for worker in list(processes):
+            status = kh.stop_service(processes.pop(worker), log_path=logs[worker])
+            assert status == 0, kh.tail(logs[worker])
+    finally:
+        for process in processes.values():
+            kh.kill_service(process)
+    summary = group_io.totals(group_io.read_group(broker.bootstrap_servers,
+                                                  f"{topic}-{group}-snapshots").values())
+    assert summary["consumed"] == summary["claimed_messages"] == total
+    assert summary["samples_learned"] == total
+    records = kh.read_topic(broker.bootstrap_servers, predictions, total, drain=True)
+    sent = collections.Counter((p["partition"], p["offset"])
+                               for p in (json.loads(r.value) for r in records))
+    twice = sum(n - 1 for n in sent.values())
+    w0_log = logs["w0"].read_text(errors="replace")
+    print(f"\ndropped worker: froze with {mark['unpublished']} unpublished and {mark['left']} "
+          f"more records of its poll; {twice} predictions sent twice")
+    assert len(sent) == total
+    assert mark["left"] > 0  # (records of its poll were left to predict after the freeze)
+    assert "no longer counts worker w0" in w0_log, kh.tail(logs["w0"])
+    assert twice <= mark["unpublished"]
 
 
 def test_a_worker_killed_between_its_snapshot_and_its_local_copy_resumes_exactly(broker,
