@@ -591,10 +591,17 @@ def _frame_column(name, column) -> np.ndarray:
 
 def rows_values(rows: typing.Sequence, missing_ok=False) -> list[tuple[list, np.ndarray]]:
     """`dict_values` of each feature dict in `rows`; `missing_ok` is one bool for all of them
-    or one per row."""
+    or one per row. An error names the row, as a frame's does."""
     if isinstance(missing_ok, bool):
-        return [dict_values(x, missing_ok) for x in rows]
-    return [dict_values(x, ok) for x, ok in zip(rows, missing_ok, strict=True)]
+        missing_ok = [missing_ok] * len(rows)
+    out = []
+    for i, (x, ok) in enumerate(zip(rows, missing_ok, strict=True)):
+        try:
+            out.append(dict_values(x, ok))
+        except InvalidInput as error:
+            raise InvalidInput(f"row {i} of the batch (counting from 0): {error}",
+                               error.code) from None
+    return out
 
 
 # -- the index ------------------------------------------------------------------------------------

@@ -146,7 +146,9 @@ def test_learn_many_refuses_a_batch_with_one_bad_row(make):
         model.learn_many(pd.DataFrame({"a": [0.1]}), pd.Series([True, False]))
     with pytest.raises(InvalidInput, match="third class"):
         model.learn_many(pd.DataFrame({"a": [0.1, 0.2]}), pd.Series([True, "other"]))
-    with pytest.raises(InvalidInput, match="'q' is inf"):
+    # (A list of dicts names the row too.)
+    with pytest.raises(InvalidInput, match=r"^row 1 of the batch \(counting from 0\): "
+                                           "feature 'q' is inf"):
         model.learn_many([{"a": 0.1}, {"q": math.inf}], [True, False])
     assert fingerprint(model) == before
 
