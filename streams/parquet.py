@@ -60,7 +60,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from river_advsvm import inputs, npz
-from river_advsvm.labels import as_label
+from river_advsvm.labels import MAX_LABEL_LENGTH, as_label
 from river_advsvm.margin import MAX_FEATURES_LIMIT
 
 __all__ = ["MAX_LIST_BYTES", "MAX_ROW_BYTES", "MissingColumnError", "ParquetError", "from_npz",
@@ -75,6 +75,12 @@ def _is_list(arrow_type: pa.DataType) -> bool:
         or pa.types.is_large_list(arrow_type)
         or pa.types.is_fixed_size_list(arrow_type)
     )
+
+
+def _is_text(arrow_type: pa.DataType) -> bool:
+    return any(check(arrow_type) for check in (
+        pa.types.is_string, pa.types.is_large_string, pa.types.is_binary,
+        pa.types.is_large_binary))
 
 
 def _is_numeric(arrow_type: pa.DataType) -> bool:
@@ -126,6 +132,8 @@ class _Layout:
                     "of numbers are expected"
                 )
         self.target = target
+        # Labels that are strings (or bytes) are read as a dictionary (see `_open`).
+        self.text_target = target is not None and _is_text(schema.field(target).type)
         self.features = list(features)
         self.is_list = [_is_list(schema.field(name).type) for name in features]
         # A fixed-size list's width is in the schema; a variable list's is its first batch's.
@@ -134,8 +142,12 @@ class _Layout:
             if pa.types.is_fixed_size_list(schema.field(name).type) else None
             for name in features]
         self.names: list | None = None
-        # Values a row holds by the schema (a variable list counts 1: its width is the data's).
-        self.row_values = sum(width or 1 for width in self.widths)
+        # Lists of any length: their width is the data's (each row group's declared values).
+        self.variable = [is_list and width is None
+                         for is_list, width in zip(self.is_list, self.widths)]
+        # Values a row holds by the schema, variable lists aside.
+        self.fixed_values = sum(width or 1 for width, variable in zip(self.widths, self.variable)
+                                if not variable)
 
     def columns(self) -> list[str]:
         return self.features + ([self.target] if self.target is not None else [])
@@ -222,6 +234,8 @@ class _Layout:
         if self.target is None:
             return None
         column = batch.column(self.target)
+        if pa.types.is_dictionary(column.type):
+            column = self._expanded(column, path, first_row)
         labels = column.to_pylist()
         if not _plain_labels(column):
             for row, label in enumerate(labels):
@@ -234,6 +248,29 @@ class _Layout:
                         f"{path}: row {first_row + row} of the label column {self.target!r}: "
                         f"{error}", error.code) from None
         return labels
+
+
+    def _expanded(self, column: pa.DictionaryArray, path: str, first_row: int) -> pa.Array:
+        """The labels of a dictionary column, once no distinct label is longer than a label
+        may be: a label repeated over a row group is stored once, and expanding it first
+        could take the row group's rows times its length."""
+        dictionary = column.dictionary
+        if pa.types.is_string(dictionary.type) or pa.types.is_large_string(dictionary.type):
+            lengths = pc.utf8_length(dictionary)
+        else:
+            lengths = pc.binary_length(dictionary)
+        long = np.flatnonzero(lengths.to_numpy(zero_copy_only=False) > MAX_LABEL_LENGTH)
+        if long.size:
+            rows = np.flatnonzero(np.isin(column.indices.fill_null(-1).to_numpy(), long))
+            if rows.size:
+                row = int(rows[0])
+                try:
+                    as_label(column[row].as_py())
+                except inputs.InvalidInput as error:
+                    raise inputs.InvalidInput(
+                        f"{path}: row {first_row + row} of the label column {self.target!r}: "
+                        f"{error}", error.code) from None
+        return column.dictionary_decode()
 
 
 #: Label types whose every value is a label the models take (`as_label`), or null: ints of 64
@@ -359,12 +396,15 @@ def _pandas_index_columns(schema: pa.Schema) -> set:
     return {name for name in index if isinstance(name, str)}
 
 
-def _open(path: str, filesystem):
+def _open(path: str, filesystem, target: str | None = None):
     """A `pq.ParquetFile` that reads pages through a small buffer (no pre-buffering) and
-    checks the checksum of every page that has one (a page without one is read unchecked)."""
+    checks the checksum of every page that has one (a page without one is read unchecked).
+    A `target` column of strings is read as a dictionary: each distinct label once, as a
+    dictionary-encoded column stores it, checked before the batch is expanded."""
     source = path if filesystem is None else filesystem.open_input_file(path)
     return pq.ParquetFile(source, buffer_size=_READ_BUFFER, pre_buffer=False,
-                          page_checksum_verification=True)
+                          page_checksum_verification=True,
+                          read_dictionary=None if target is None else [target])
 
 
 def _one_line(error: BaseException) -> str:
@@ -372,9 +412,10 @@ def _one_line(error: BaseException) -> str:
 
 
 def _check_declared(path: str, metadata: pq.FileMetaData, layout: _Layout, schema: pa.Schema,
-                    max_list_bytes: int) -> None:
+                    max_list_bytes: int) -> list[tuple[int, int]]:
     """Refuse a file whose metadata declares rows, or rows of a variable-length list, larger
-    than the limits, before anything of it is read."""
+    than the limits, before anything of it is read. Returns, for each row group when the
+    features hold variable-length lists, its rows and the values they declare in them."""
     row_bytes = 0
     for name, is_list in zip(layout.features, layout.is_list):
         arrow_type = schema.field(name).type
@@ -397,22 +438,28 @@ def _check_declared(path: str, metadata: pq.FileMetaData, layout: _Layout, schem
     # chunk's metadata whose size statistics are corrupt ends the process when it is read
     # (its accessor lets the exception through), where the reader raises for it.
     checked = [c for c, owner in enumerate(owners) if owner in variable]
+    declared_values = []
     for g in range(metadata.num_row_groups if checked else 0):
         group = metadata.row_group(g)
         if group.num_columns != len(owners):
             raise ParquetError(f"{path}: row group {g} has {group.num_columns} leaf columns, "
                                f"its schema {len(owners)}")
+        values = 0
         for c in checked:
             column = group.column(c)
             owner = owners[c]
             declared = 8 * max(column.num_values, 0) if owner != layout.target \
                 else max(column.total_uncompressed_size, 0)
+            if owner != layout.target:
+                values += declared // 8
             if declared > max_list_bytes:
                 raise ParquetError(
                     f"{path}: row group {g} declares {declared} bytes of column "
                     f"{column.path_in_schema!r}, over the {max_list_bytes} allowed for a column "
                     "whose rows have no fixed size (max_list_bytes; or write the file with "
                     "smaller row groups, or as a fixed-size list)")
+        declared_values.append((max(group.num_rows, 0), values))
+    return declared_values if any(layout.variable) else []
 
 
 def _leaves(arrow_type: pa.DataType) -> int:
@@ -433,12 +480,13 @@ def _plan(source: Source, target, features, max_list_bytes: int):
     before any row is read: a bad file is named before the model learns from the good ones."""
     files, filesystem = _files(source)
     if isinstance(source, ds.Dataset) and not isinstance(source, ds.FileSystemDataset):
-        return _Layout(source.schema, target, features, where="the dataset"), [], None
+        return _Layout(source.schema, target, features, where="the dataset"), [], None, {}
     if not files:
         name = "the dataset" if isinstance(source, ds.Dataset) else os.fspath(source)
         raise ParquetError(f"{name} holds no Parquet file")
     layout = None
     label_kind = None
+    declared: dict = {}  # path -> `_check_declared`'s rows and values of each row group
     for path in files:
         try:
             with _open(path, filesystem) as reader:
@@ -470,8 +518,8 @@ def _plan(source: Source, target, features, max_list_bytes: int):
                 raise ParquetError(f"{path}: its label column {target!r} holds {kind}, "
                                    f"{label_kind} in {files[0]}: a label written both ways "
                                    "would be two classes (1 and '1')")
-        _check_declared(path, metadata, mine, schema, max_list_bytes)
-    return layout, files, filesystem
+        declared[path] = _check_declared(path, metadata, mine, schema, max_list_bytes)
+    return layout, files, filesystem, declared
 
 
 def _label_kind(arrow_type: pa.DataType) -> str | None:
@@ -496,22 +544,37 @@ def _batches(source, target, features, batch_size, max_list_bytes=MAX_LIST_BYTES
     batch_size = inputs.check_count("batch_size", batch_size)
     max_list_bytes = inputs.check_count("max_list_bytes", max_list_bytes)
     features = _checked_features(features)
-    layout, files, filesystem = _plan(source, target, features, max_list_bytes)
-    if max_read_bytes is not None:
-        batch_size = min(batch_size, max(1, max_read_bytes // (8 * layout.row_values)))
+    layout, files, filesystem, declared = _plan(source, target, features, max_list_bytes)
+
+    def rows_per_batch(row_values: int) -> int:
+        if max_read_bytes is None:
+            return batch_size
+        return min(batch_size, max(1, max_read_bytes // (8 * max(row_values, 1))))
+
     if isinstance(source, ds.Dataset) and not isinstance(source, ds.FileSystemDataset):
         yield from _file_batches("dataset", source.to_batches(
-            columns=layout.columns(), batch_size=batch_size), layout)
+            columns=layout.columns(),
+            batch_size=rows_per_batch(layout.fixed_values + sum(layout.variable))), layout)
         return
     for path in files:
         try:
-            reader = _open(path, filesystem)
+            reader = _open(path, filesystem, layout.target if layout.text_target else None)
         except (pa.ArrowException, OSError) as error:
             raise ParquetError(f"{path}: not a readable Parquet file: {_one_line(error)}") \
                 from None
         with reader:
-            yield from _file_batches(path, reader.iter_batches(
-                batch_size=batch_size, columns=layout.columns(), use_threads=False), layout)
+            if not declared[path]:
+                batches = reader.iter_batches(batch_size=rows_per_batch(layout.fixed_values),
+                                              columns=layout.columns(), use_threads=False)
+            else:
+                # Lists of any length: a row group at a time (a batch of pyarrow's would run
+                # on into the next), as many rows a batch as that row group's declare.
+                batches = (batch for g, (rows, values) in enumerate(declared[path])
+                           for batch in reader.iter_batches(
+                               batch_size=rows_per_batch(
+                                   layout.fixed_values + -(-values // max(rows, 1))),
+                               row_groups=[g], columns=layout.columns(), use_threads=False))
+            yield from _file_batches(path, batches, layout)
 
 
 def _checked_features(features) -> list | None:
@@ -578,8 +641,9 @@ def iter_batches(
         The feature columns, in order: a list of column names, each once (a str is refused,
         not read as its letters); by default every column but the target.
     batch_size
-        Rows per batch, a whole number >= 1 (at most: a batch never spans two files). Memory is
-        about this many rows, whatever the size of the file's row groups.
+        Rows per batch, a whole number >= 1 (at most: a batch never spans two files, nor two
+        row groups of a list column without a fixed size). Memory is about this many rows,
+        whatever the size of the file's row groups.
     max_list_bytes
         The most bytes (as float64) a row group of a list column without a fixed size may
         declare: one of its rows may hold them all. A file declaring more is refused with

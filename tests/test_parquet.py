@@ -714,14 +714,20 @@ _MEASURE_ROWS = textwrap.dedent("""
 """)
 
 
-def test_iter_rows_of_wide_rows_holds_a_few_rows_not_a_batch(tmp_path):
+@pytest.mark.parametrize("lists", ["fixed size", "any length"])
+def test_iter_rows_of_wide_rows_holds_a_few_rows_not_a_batch(tmp_path, lists):
     """Rows of 10,000 values: `iter_rows` read `batch_size` (1,024) of them at once and made
     every value of the batch a Python float before yielding the first row (for 1,024 rows of
     100,000 values, a 5 KB file, the process grew by 5.7 GB). It now reads as many rows as fit
-    in `_ROWS_READ_BYTES` (1 MB here) and converts a few at a time."""
+    in `_ROWS_READ_BYTES` (1 MB here) and converts a few at a time. Lists of any length have
+    no width in the schema: each row group's declared values give it (a batch of pyarrow's
+    runs on across row groups: 130 of 8 rows of a million values each took 8 GB)."""
     width, n = 10_000, 256
     path = tmp_path / "wide-rows.parquet"
-    column = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(width * n, np.uint8)), width)
+    values = pa.array(np.zeros(width * n, np.uint8))
+    column = (pa.FixedSizeListArray.from_arrays(values, width) if lists == "fixed size"
+              else pa.ListArray.from_arrays(pa.array(np.arange(n + 1) * width, pa.int32()),
+                                            values))
     pq.write_table(pa.table({"x": column, "y": np.zeros(n, np.int8)}), path, row_group_size=64)
     result = subprocess.run([sys.executable, "-c", _MEASURE_ROWS, str(path)],
                             capture_output=True, text=True, check=True, cwd=REPO,
@@ -731,6 +737,42 @@ def test_iter_rows_of_wide_rows_holds_a_few_rows_not_a_batch(tmp_path):
     batch_bytes = 8 * width * n  # 20 MB: the float64 batch read at once
     assert numbers["arrow_max"] <= batch_bytes / 4
     assert numbers["python_peak"] <= batch_bytes / 4  # (its Python floats: 80 MB)
+
+
+_MEASURE_LABELS = textwrap.dedent("""
+    import json, sys
+    import pyarrow as pa
+    from river_advsvm import InvalidInput
+    from river_advsvm.streams import parquet
+    pool = pa.default_memory_pool()
+    try:
+        for X, y in parquet.iter_batches(sys.argv[1], target="y", batch_size=1024):
+            pass
+        error = None
+    except InvalidInput as refused:
+        error = str(refused)
+    print(json.dumps({"error": error, "arrow_max": pool.max_memory()}))
+""")
+
+
+def test_a_long_label_stored_once_is_refused_before_it_is_repeated(tmp_path):
+    """A string label of 100,000 characters on 2,000 rows, stored once in a dictionary page
+    (pyarrow's default): the column declares about 100 kB, under `max_list_bytes`, and each
+    batch became 1,024 copies of it (100 MB; 4,096 rows of 4 MB took 3.6 GB) before the
+    length of a label was checked. The dictionary's labels are checked first now."""
+    path = tmp_path / "long-label.parquet"
+    n = 2_000
+    pq.write_table(pa.table({"x": np.zeros(n), "y": ["A" * 100_000] * n}), path)
+    result = subprocess.run([sys.executable, "-c", _MEASURE_LABELS, str(path)],
+                            capture_output=True, text=True, check=True, cwd=REPO,
+                            env=dict(os.environ, PYTHONPATH=REPO))
+    numbers = json.loads(result.stdout)
+    assert numbers["error"].startswith(f"{path}: row 0 of the label column 'y': label 'AAA")
+    assert "longer than 1000 characters" in numbers["error"]
+    assert numbers["arrow_max"] < 10 * 100_000
+    # Short labels from a dictionary are read as they are.
+    pq.write_table(pa.table({"x": np.arange(6.0), "y": ["a", "b", None] * 2}), path)
+    assert [y for _, y in parquet.iter_rows(path, target="y")] == ["a", "b", None] * 2
 
 
 @pytest.mark.parametrize("make, message", [
