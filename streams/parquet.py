@@ -541,7 +541,8 @@ def _batches(source, target, features, batch_size, max_list_bytes=MAX_LIST_BYTES
              max_read_bytes=None):
     """`(names, X, labels)` per batch of at most `batch_size` rows; with `max_read_bytes`, of
     at most as many rows as fit in it (as float64, by the row size the schema declares)."""
-    batch_size = inputs.check_count("batch_size", batch_size)
+    # (At most: a batch past what pyarrow counts in is the whole file, as a smaller one is.)
+    batch_size = min(inputs.check_count("batch_size", batch_size), 2**31 - 1)
     max_list_bytes = inputs.check_count("max_list_bytes", max_list_bytes)
     features = _checked_features(features)
     layout, files, filesystem, declared = _plan(source, target, features, max_list_bytes)

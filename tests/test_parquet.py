@@ -981,6 +981,15 @@ def test_a_numpy_batch_size_is_the_count_it_holds(tmp_path_factory, kind, size):
     assert shapes == [len(X) for X, _ in parquet.iter_batches(path, batch_size=size)]
 
 
+@pytest.mark.parametrize("batch_size", [2**31, 2**63, 10**30])
+def test_a_batch_size_past_the_file_is_the_whole_file(tmp_path, batch_size):
+    """(pyarrow raised its OverflowError for a count past 64 bits.)"""
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"a": [1.0, 2.0, 3.0]}), path)
+    assert [len(X) for X, _ in parquet.iter_batches(path, batch_size=batch_size)] == [3]
+    assert len(list(parquet.iter_rows(path, batch_size=batch_size))) == 3
+
+
 @pytest.mark.parametrize("column, bad_row, shown", [
     (pa.array([1.0, 0.0, float("nan"), 1.0, 0.0]), 2, "label nan is not allowed"),
     (pa.array([1.0, 0.0, 1.0, float("-inf"), 0.0]), 3, "label -inf is not allowed"),
