@@ -49,11 +49,25 @@ from river_advsvm.alerts import (
     ALERT_KINDS, MAX_HISTORY, RECENT_SAMPLES, Alert, Observation, Worsening, check_detector,
 )
 from river_advsvm.attacks import PGD, Attack, NoGradientWarning
-from river_advsvm.attacks.base import check_seed
+from river_advsvm.attacks.base import check_seed, has_margin_api
 from river_advsvm.labels import as_label
 
 __all__ = ["ALERT_KINDS", "MAX_HISTORY", "RECENT_SAMPLES", "Alert", "Observation",
            "RobustnessMonitor"]
+
+
+def check_sample_rate(sample_rate) -> float | int:
+    """`sample_rate` as the monitor takes it (a float in (0, 1], or every N-th sample for an
+    int N >= 1), a numpy number as the Python number it equals; TypeError or ValueError."""
+    sample_rate = inputs.plain_number(sample_rate)
+    if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, float)):
+        raise TypeError(f"sample_rate must be a float in (0, 1] or an int >= 1, "
+                        f"got {inputs.describe(sample_rate)}")
+    if isinstance(sample_rate, int) and sample_rate < 1:
+        raise ValueError(f"every N-th sample needs N >= 1, got {sample_rate}")
+    if isinstance(sample_rate, float) and not 0.0 < sample_rate <= 1.0:
+        raise ValueError(f"a sample rate must be in (0, 1], got {sample_rate}")
+    return sample_rate
 
 
 def _label_or_none(y_pred):
@@ -171,6 +185,12 @@ class RobustnessMonitor:
         max_alerts: int = 100,
         seed: int | None = 0,
     ):
+        if isinstance(model, type):
+            raise TypeError(f"model must be a River classifier (with predict_one), got the "
+                            f"class {model.__name__}: make one, {model.__name__}()")
+        if not callable(getattr(model, "predict_one", None)):
+            raise TypeError(f"model must be a River classifier (with predict_one), got "
+                            f"{inputs.describe(model)}")
         if detector is None:
             # Imported here: `river.drift` loads `river.stream`, which loads scikit-learn and
             # pandas when they are installed (seconds of start-up for every importer).
@@ -186,15 +206,8 @@ class RobustnessMonitor:
         check_detector(detector)
         # Numpy numbers (a rate computed from an array, say) as the Python numbers they equal.
         # Values are described in plain terms (`inputs.describe`), never by numpy's reprs.
-        sample_rate, gap_threshold, gap_hysteresis = map(
-            inputs.plain_number, (sample_rate, gap_threshold, gap_hysteresis))
-        if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, float)):
-            raise TypeError(f"sample_rate must be a float in (0, 1] or an int >= 1, "
-                            f"got {inputs.describe(sample_rate)}")
-        if isinstance(sample_rate, int) and sample_rate < 1:
-            raise ValueError(f"every N-th sample needs N >= 1, got {sample_rate}")
-        if isinstance(sample_rate, float) and not 0.0 < sample_rate <= 1.0:
-            raise ValueError(f"a sample rate must be in (0, 1], got {sample_rate}")
+        sample_rate = check_sample_rate(sample_rate)
+        gap_threshold, gap_hysteresis = map(inputs.plain_number, (gap_threshold, gap_hysteresis))
         window_size = inputs.check_count("window_size", window_size)
         if gap_threshold is not None and not (inputs.is_number(gap_threshold)
                                               and 0.0 <= gap_threshold < 1.0):
@@ -352,10 +365,13 @@ class RobustnessMonitor:
         return self._rng.random() < self.sample_rate
 
     def _can_attack(self, y) -> bool:
-        # A margin model knows its classes: until it has two, and this label among them, there
-        # is no margin of `y` to attack (and no certificate). Other models are asked as they are.
+        # A margin model of this package knows its classes: until it has two, and this label
+        # among them, there is no margin of `y` to attack (and no certificate). Other models
+        # (River's trees keep a set of classes too, of any number) are asked as they are.
         classes = getattr(self.model, "classes", None)
-        return classes is None or (len(classes) == 2 and y in classes)
+        if classes is None or not has_margin_api(self.model):
+            return True
+        return len(classes) == 2 and y in classes
 
     def _attack_and_certify(self, x: dict, y, correct: bool,
                             step: int) -> tuple[Observation, int, float]:

@@ -130,7 +130,7 @@ def _check_monitor_flags(args: argparse.Namespace) -> None:
     """The monitor's flags, checked whether it is on or not: a bad value waiting in a unit
     file for the day the monitor is turned on (--alerts-topic) is refused now."""
     from river_advsvm.attacks import PGD
-    from river_advsvm.monitor import RobustnessMonitor
+    from river_advsvm.monitor import check_sample_rate
 
     _check_box_flag("--monitor-bounds", args.monitor_bounds)
     try:
@@ -139,7 +139,7 @@ def _check_monitor_flags(args: argparse.Namespace) -> None:
     except ValueError as error:
         raise ValueError(f"--monitor-epsilon: {error}") from None
     try:
-        RobustnessMonitor(None, sample_rate=args.monitor_sample_rate)
+        check_sample_rate(args.monitor_sample_rate)
     except ValueError as error:
         raise ValueError(f"--monitor-sample-rate: {error}") from None
 
@@ -164,8 +164,8 @@ def _monitor(args: argparse.Namespace, model) -> tuple:
         return PGD(epsilon=epsilon, norm=args.monitor_norm or model.norm, bounds=bounds)
 
     # The service points the monitor at its current model before each update (checkpoint
-    # reloads and group merges replace the model object), hence no model here.
-    monitor = RobustnessMonitor(None, attack=attack_for(model),
+    # reloads and group merges replace the model object).
+    monitor = RobustnessMonitor(model, attack=attack_for(model),
                                 sample_rate=args.monitor_sample_rate)
     return monitor, attack_for
 

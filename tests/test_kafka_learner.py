@@ -172,7 +172,8 @@ def _restores_as_never_stopped(tmp_path, argv: list, values: list) -> None:
 
 
 def _monitor():
-    return RobustnessMonitor(None, attack=PGD(epsilon=0.1, norm="l2", bounds=None),
+    # (The learner points the monitor at the model it serves before each update.)
+    return RobustnessMonitor(AdvKernelSVM(), attack=PGD(epsilon=0.1, norm="l2", bounds=None),
                              sample_rate=0.3, window_size=50, min_sampled=5)
 
 
@@ -253,8 +254,8 @@ def test_messages_outside_the_monitors_box_are_learned_counted_and_logged_sparse
     X = np.clip(X, -1.0, 1.0)
     X[::2, 0] = 5.0  # every other message outside the box [-1, 1]
     values = kh.messages(X, y)
-    monitor = RobustnessMonitor(None, attack=PGD(epsilon=0.1, norm="l2", bounds=(-1.0, 1.0)),
-                                sample_rate=0.5, window_size=20, min_sampled=2)
+    monitor = RobustnessMonitor(AdvKernelSVM(), sample_rate=0.5, window_size=20, min_sampled=2,
+                                attack=PGD(epsilon=0.1, norm="l2", bounds=(-1.0, 1.0)))
     bare = Learner(state.ServiceState(model=AdvKernelSVM(seed=0)), max_message_bytes=2**20)
     bare.process_many(values)
     with caplog.at_level("WARNING", logger="river_advsvm.streams.learner"):

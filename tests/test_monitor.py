@@ -601,6 +601,34 @@ def test_an_on_alert_that_cannot_be_called_is_refused_when_the_monitor_is_made(o
         RobustnessMonitor(AdvLinearSVM(), on_alert=on_alert)
 
 
+@pytest.mark.parametrize("model", [None, "svm", AdvLinearSVM])
+def test_a_model_that_cannot_predict_is_refused_when_the_monitor_is_made(model):
+    """(It was taken, and the first `update` raised `AttributeError: 'NoneType' object has
+    no attribute 'predict_one'`.)"""
+    with pytest.raises(TypeError, match=r"^model must be a River classifier \(with "
+                                        r"predict_one\), got "):
+        RobustnessMonitor(model)
+
+
+def test_a_river_model_of_many_classes_is_attacked_through_its_probabilities():
+    """River's Hoeffding tree keeps a set of its classes, as this package's binary models do:
+    the monitor took it for one of those and, with more than two classes, never attacked a
+    sample (`n_sampled` 0, robust accuracy None, no robust alert possible)."""
+    from river import tree
+
+    model = tree.HoeffdingTreeClassifier(grace_period=20)
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.3, norm="l2", steps=2),
+                                sample_rate=4, seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        label = int(rng.integers(3))
+        x = {i: float(v) for i, v in enumerate(np.clip(rng.normal(label / 3, 0.1, 4), 0, 1))}
+        monitor.update(x, label)
+        model.learn_one(x, label)
+    assert len(model.classes) == 3
+    assert monitor.n_sampled == 50 and monitor.snapshot()["robust_accuracy"] is not None
+
+
 # -- the counters, recounted by hand ------------------------------------------------------------
 
 
