@@ -174,7 +174,7 @@ def _check_two_labels(present: list) -> None:
 
 def _demo_data(args: argparse.Namespace):
     """`(X, y, X_test, y_test, title)` for `advsvm demo`, inputs scaled into [0, 1]."""
-    from river_advsvm import demo
+    from river_advsvm import AdvKernelSVM, demo
 
     parquet = args.data is not None and (args.data.endswith((".parquet", ".pq"))
                                          or os.path.isdir(args.data))
@@ -212,6 +212,10 @@ def _demo_data(args: argparse.Namespace):
                                  f"or {second!r}")
             X_test, y_test = X_test[kept], y_test[kept]
         pair = f"{first} vs {second}"
+    most = AdvKernelSVM().max_features  # (the demo's models take their default)
+    if X.shape[1] > most:
+        raise ValueError(f"{source}: its samples hold {X.shape[1]:,} inputs, more than the "
+                         f"demo's models learn ({most:,}: max_features)")
     if scaling is None:
         X, X_test, scaling = demo.to_unit_box(X, X_test)
     if args.max_samples:

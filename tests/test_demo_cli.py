@@ -230,6 +230,9 @@ def test_the_module_runs_as_the_advsvm_command():
      # Found before the stream runs (it was found once the stream, attacks and tables were).
      (["--data", "labels.npz", "--out", "labels.npz/plots"],
       "--out labels.npz/plots: cannot make the directory (Not a directory)"),
+     # Wider than the models take: found once the data is, not after the title and --out.
+     (["--data", "wide.npz"], "wide.npz: its samples hold 10,001 inputs, more than the demo's "
+                              "models learn (10,000: max_features)"),
      (["--max-samples", "0"], "argument --max-samples: 0 is not a whole number >= 1"),
      (["--max-samples", "-5"], "argument --max-samples: -5 is not a whole number >= 1"),
      (["--test-samples", "-1"], "argument --test-samples: -1 is not a whole number >= 0"),
@@ -248,6 +251,7 @@ def test_demo_errors_are_one_line_and_exit_2(capsys, tmp_path, monkeypatch, argv
     np.savez("labels.npz", X_train=rng.random((40, 4)), y_train=np.resize([1, 2], 40))
     np.savez("three.npz", X_train=rng.random((40, 4)), y_train=np.resize([1, 2, 3], 40))
     np.savez("one.npz", X_train=rng.random((40, 4)), y_train=np.zeros(40, int))
+    np.savez("wide.npz", X_train=np.zeros((4, 10_001)), y_train=np.resize([1, 2], 4))
     code, out, err = run(capsys, *argv)
     assert code == 2
     assert err.startswith("advsvm demo:") and message in err, err
