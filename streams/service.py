@@ -340,6 +340,10 @@ class Service:
             if self._fatal is not None:
                 raise self._fatal
             if self.checkpoints.after_poll():
+                # (A group worker dropped by its group drops what it polls until it is
+                # assigned again: a rebalance that never comes stops it here too.)
+                if self._rebalance_stalled(time.monotonic()):
+                    break
                 continue
             progress.polled(sum(len(batch) for batch in records.values()))
             fresh = []

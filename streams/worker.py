@@ -234,8 +234,9 @@ class GroupWorker:
             # Nothing is fetched until the group assigns partitions again (restore resumes
             # them at their claims); a rebalance that does not come stops the service as a
             # stalled one does, and a restart joins the group anew.
-            if session.assignment:
-                session.consumer.pause(*session.assignment)
+            held = session.assignment & session.consumer.assignment()
+            if held:
+                session.consumer.pause(*held)
             session.progress.rebalancing()
             session.progress.heartbeat()  # (alive: waiting for the group on purpose)
             return True

@@ -636,6 +636,55 @@ def test_a_rebalance_that_does_not_end_stops_the_service_with_the_status_of_no_b
         assert not service._rebalance_stalled(time.monotonic())
 
 
+class _DroppedMember(_ConsumerSettings):
+    """A consumer whose group has dropped it and not assigned it again: it still holds its
+    partition (kafka-python's assignment changes when the group answers its join)."""
+
+    def __init__(self, partition):
+        self.held, self.paused = {partition}, set()
+
+    def assignment(self):
+        return set(self.held)
+
+    def pause(self, *partitions):
+        self.paused.update(partitions)
+
+    def metrics(self):
+        return {"consumer-metrics": {"connection-count": 1}}
+
+
+def test_a_dropped_group_worker_polls_nothing_and_stops_if_it_is_never_assigned_again():
+    """A worker that learned at a sync that its group dropped it went on with the records
+    of its poll and the polls after, predicting what the partitions' new owner predicted too.
+    It now drops them, its partitions paused, waiting for the group (not ready meanwhile);
+    one that never comes stops it as a rebalance that does not end does (status 3)."""
+    import time
+
+    from kafka import TopicPartition
+
+    from river_advsvm.streams.service import Service, ServiceConfig
+
+    config = ServiceConfig(bootstrap_servers="127.0.0.1:1", topic="t", group="g",
+                           checkpoint_dir="unused", session_timeout_ms=4000, sync_every=100)
+    service = Service(config, model_factory=lambda: AdvKernelSVM(gamma=0.5, seed=0))
+    worker, session = service.checkpoints, service.session
+    partition = TopicPartition("t", 0)
+    session.consumer, session.assignment = _DroppedMember(partition), {partition}
+    assert not worker.halted()
+    worker._evicted = True  # (what a refused commit at a sync, or a lost partition, sets)
+    assert worker.halted()
+    assert worker.after_poll()  # the poll's records are dropped
+    assert session.consumer.paused == {partition}
+    assert not metrics.read_session(session).ready
+    assert not service._rebalance_stalled(time.monotonic())
+    session.progress.rebalancing_since -= 300.0 + 4.0
+    assert service._rebalance_stalled(time.monotonic())
+    # Assigned again: the restore that follows takes the state back to the last snapshot.
+    session.progress.rebalanced()
+    worker.on_assigned({partition})
+    assert not worker.halted()
+
+
 def test_with_no_partition_assigned_the_service_is_not_idle_before_twice_the_session_timeout():
     """A member killed without leaving holds its partitions until the session timeout evicts
     it; a run assigned nothing in the meantime stopped on `--exit-when-idle` with status 0 and
