@@ -130,8 +130,8 @@ def options_to_adopt(snapshots, meta: dict) -> Snapshot | None:
     ordered = sorted(snapshots, key=lambda s: s.position)
     if not ordered:
         return None
-    base = _votes(ordered)[0]
-    own = sum(_params_key(s.meta) == _params_key(meta) for s in ordered) + 1
+    base, mine = _votes(ordered)[0], _params_key(meta)
+    own = sum(_params_key(s.meta) == mine for s in ordered) + 1
     return None if own > len(base) else base[0]
 
 

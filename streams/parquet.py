@@ -241,14 +241,16 @@ class _Layout:
             for row, label in enumerate(labels):
                 if label is None:
                     continue
-                try:
-                    as_label(label)
-                except inputs.InvalidInput as error:
-                    raise inputs.InvalidInput(
-                        f"{path}: row {first_row + row} of the label column {self.target!r}: "
-                        f"{error}", error.code) from None
+                self._check_label(label, path, first_row + row)
         return labels
 
+    def _check_label(self, label, path: str, row: int) -> None:
+        """`InvalidInput` naming the file and the row unless `label` is a label."""
+        try:
+            as_label(label)
+        except inputs.InvalidInput as error:
+            raise inputs.InvalidInput(f"{path}: row {row} of the label column "
+                                      f"{self.target!r}: {error}", error.code) from None
 
     def _expanded(self, column: pa.DictionaryArray, path: str, first_row: int) -> pa.Array:
         """The labels of a dictionary column, once no distinct label is longer than a label
@@ -264,12 +266,7 @@ class _Layout:
             rows = np.flatnonzero(np.isin(column.indices.fill_null(-1).to_numpy(), long))
             if rows.size:
                 row = int(rows[0])
-                try:
-                    as_label(column[row].as_py())
-                except inputs.InvalidInput as error:
-                    raise inputs.InvalidInput(
-                        f"{path}: row {first_row + row} of the label column {self.target!r}: "
-                        f"{error}", error.code) from None
+                self._check_label(column[row].as_py(), path, first_row + row)
         return column.dictionary_decode()
 
 

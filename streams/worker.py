@@ -230,7 +230,7 @@ class GroupWorker:
             self.restore()
             session.measure_lag()
             return True  # what this poll returned was fetched before the partitions were placed
-        if self._evicted:
+        if self.halted():
             # Nothing is fetched until the group assigns partitions again (restore resumes
             # them at their claims); a rebalance that does not come stops the service as a
             # stalled one does, and a restart joins the group anew.
