@@ -55,6 +55,7 @@ __all__ = [
 
 #: Largest accepted absolute feature value (see the module docstring for why it is enough).
 MAX_ABS_VALUE = 1e15
+_MAX_SQUARED_SUM = MAX_ABS_VALUE * MAX_ABS_VALUE
 #: Longest accepted feature name, in characters of its canonical JSON encoding.
 MAX_NAME_LENGTH = 1000
 #: `encode_name`'s fast paths: `["s", "..."]` is 9 characters around the escaped text.
@@ -498,7 +499,10 @@ def _plain_floats(x: dict) -> np.ndarray | None:
         struct.pack_into(f"{n}d", array, 0, *values)
     except Exception:  # as for the sum: the general path decides
         return None
-    if n and not (array.max() <= MAX_ABS_VALUE and array.min() >= -MAX_ABS_VALUE):
+    # Every value within bounds, in one dot product: a sum of squares at most the bound's
+    # square bounds each value. NaN, an overflow, and values within bounds one by one but not
+    # in this sum take the general path, which decides each.
+    if n and not float(array @ array) <= _MAX_SQUARED_SUM:
         return None
     return array
 

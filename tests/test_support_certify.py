@@ -439,3 +439,28 @@ def test_the_radius_of_a_function_as_steep_as_its_norm_allows_is_within_the_exac
         (radius,) = support_radii(store, margins=np.array([margin]), X=np.array([[0.0]]),
                                   norm=ball)
         assert by_norm * (1 - 1e-6) <= radius <= 0.5
+
+
+@pytest.mark.parametrize("size", [1, 2, 127, 128, 129, 300])
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_the_norm_bound_is_the_norm_up_to_its_rounding(kernel, size):
+    """`||f||` from the whole kernel matrix, each distance summed from its differences and the
+    quadratic form with `math.fsum`, against the bound the certificate computes block by
+    block (sizes around the block of rows, so that its triangle and its partial last block
+    are both checked): never below, and above only by its rounding allowance."""
+    from river_advsvm.support_certificate.points import norm_upper_bound
+
+    rng = np.random.default_rng(size)
+    vectors = rng.normal(size=(size, 5))
+    coefficients = rng.normal(size=size)
+    store = build(kernel, 0.3, vectors, coefficients)
+    store.scale(0.75)
+    S, a = store.vectors, store.coefficients
+    gaps = S[:, None, :] - S[None, :, :]
+    distances = (gaps**2).sum(axis=2) if kernel == "rbf" else np.abs(gaps).sum(axis=2)
+    K = np.exp(-0.3 * distances)
+    exact = math.sqrt(math.fsum((a[:, None] * K * a[None, :]).ravel()))
+    weight = float(np.abs(a).sum())
+    bound = norm_upper_bound(store)
+    assert exact <= bound
+    assert bound**2 - exact**2 <= 1e-12 * weight**2
