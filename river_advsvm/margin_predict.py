@@ -288,6 +288,11 @@ class MarginPredictions:
         does not predict `y` at `x`. `bounds = (lo, hi)` restricts `x'` to that box, as the
         attacks do: the radius is then never smaller than without it, up to the radius
         search's relative precision (1e-6). See `river_advsvm.certify`.
+
+        `x'` may change every input the model knows (learned, or named in a `gamma` dict; one
+        absent from `x` is the 0 it counts as) and the inputs of `x`. It does not add inputs
+        beyond those: in L-inf each added input could move by the whole radius, and enough of
+        them take the point arbitrarily far. (A frame's or an array's inputs are its columns.)
         """
         names, values = inputs.dict_values(x, missing_ok=True)
         return float(self._certified(names, values[None, :], [y], norm, bounds)[0])

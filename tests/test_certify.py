@@ -332,6 +332,29 @@ def test_an_absent_input_is_certified_as_the_zero_it_is(make):
             assert (model.predict_one(moved) == y) is same
 
 
+@pytest.mark.parametrize("policy", ["merge", "compact"])
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_an_input_the_bandwidths_name_moves_in_the_certificate_before_it_is_learned(policy,
+                                                                                     norm):
+    """`gamma` names an input of large bandwidth that was 0 in every sample learned: the model
+    has no column for it, but an attacker may still set it, and the model then reads it at its
+    own bandwidth. The radius of a sample lacking it is the one with it at 0 (it was the
+    radius of the learned inputs alone, 100 times larger), and moving it alone within the
+    radius, either way, keeps the prediction."""
+    rng = np.random.default_rng(0)
+    model = AdvKernelSVM(gamma={"a": 0.01, "b": 0.01, "c": 100.0}, budget_policy=policy,
+                         budget=128, seed=0)
+    for row in rng.normal(size=(300, 2)) * 10:
+        model.learn_one({"a": row[0], "b": row[1], "c": 0.0}, bool((row**2).sum() < 100.0))
+    assert "c" not in model._index.position  # (never nonzero: never learned)
+    x = {"a": 0.0, "b": 0.0}
+    y = model.predict_one(x)
+    radius = model.certified_radius_one(x, y, norm=norm)
+    assert 0.0 < radius == model.certified_radius_one({**x, "c": 0.0}, y, norm=norm)
+    for move in (0.999 * radius, -0.999 * radius):
+        assert model.predict_one({**x, "c": move}) == y
+
+
 @pytest.fixture(scope="module")
 def small_support_model():
     rng = np.random.default_rng(0)
