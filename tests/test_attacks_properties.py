@@ -474,3 +474,35 @@ def test_pgd_with_restarts_is_never_weaker_and_finds_what_one_run_misses():
     np.testing.assert_array_equal(X_more, more.perturb_many(model, X_test, y_test))
     with pytest.raises(ValueError, match="restarts"):
         PGD(restarts=-1)
+
+
+def test_the_attacks_find_the_same_flips_whatever_the_units_of_the_inputs():
+    """One problem in units of 1, 1e6 and 1e9: with gamma='scale' the models are the same up
+    to the units, and so are the flips. C&W counted distances in raw units, whose squares
+    (1e11) outweighed c times the margin at every c: 1 flip of 40 at 1e6 against 31 at 1; and
+    a gradient of 1e-9 per unit at 1e9 units, steep there, was taken for a vanishing one
+    (PGD warned that most samples had none)."""
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(400, 2))
+    labels = Z[:, 0] + Z[:, 1] > 0
+    fooled = {}
+    for unit in (1.0, 1e6, 1e9):
+        model = AdvKernelSVM(seed=0)
+        model.learn_many(Z * unit, labels)
+        X = Z[:40] * unit
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", NoGradientWarning)
+            pgd = PGD(epsilon=0.5 * unit, norm="l2", bounds=None).run(model, X, labels[:40],
+                                                                     progress=False)
+            cw = CarliniWagnerL2(bounds=None).run(model, X, labels[:40], progress=False)
+        assert pgd.n_no_gradient == cw.n_no_gradient == 0
+        fooled[unit] = (pgd.fooled, cw.fooled, cw.norms / unit)
+    pgd, cw, norms = fooled[1.0]
+    assert cw.sum() >= 30
+    for unit in (1e6, 1e9):
+        np.testing.assert_array_equal(fooled[unit][0], pgd)
+        # C&W's steps are not the same in every unit (the unit it counts in is at least 1):
+        # about as many flips within each radius.
+        for radius in (0.25, 0.5, 1.0, np.inf):
+            within = lambda flips, found: int((flips & (found <= radius)).sum())  # noqa: E731
+            assert abs(within(*fooled[unit][1:]) - within(cw, norms)) <= 2, radius

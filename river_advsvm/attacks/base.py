@@ -44,8 +44,9 @@ __all__ = [
     "project",
 ]
 
-#: A gradient whose L2 norm is below this, relative to `max(1, |margin|)`, points nowhere: the
-#: attack treats it as missing (white box: a flat model; black box: saturated probabilities).
+#: A gradient whose L2 norm, times the size of the input (`max(1, ||x||_inf)`: the units of the
+#: data), is below this, relative to `max(1, |margin|)`, points nowhere: the attack treats it as
+#: missing (white box: a flat model; black box: saturated probabilities).
 GRADIENT_TOLERANCE = 1e-8
 #: Central-difference step of the black-box gradient, in input units.
 FINITE_DIFFERENCE_STEP = 1e-4
@@ -154,11 +155,16 @@ def _rounded_into_ball(X_adv: np.ndarray, X: np.ndarray, epsilon: float, norm: s
     return np.clip(X_adv, *accepted_box(bounds))
 
 
-def unusable_gradients(G: np.ndarray, margins: np.ndarray) -> np.ndarray:
-    """Rows of `G` that are non-finite or vanishing (see `GRADIENT_TOLERANCE`)."""
+def unusable_gradients(G: np.ndarray, margins: np.ndarray,
+                       X: np.ndarray | None = None) -> np.ndarray:
+    """Rows of `G` that are non-finite or vanishing (see `GRADIENT_TOLERANCE`): gradients in
+    the units of the inputs `X` (whose size scales the tolerance: 1 per unit at 1e9 units is a
+    steep slope), or in units of order 1 (`X` None)."""
     finite = np.isfinite(G)
     G = np.where(finite, G, 0.0)
     length = np.sqrt(np.einsum("ij,ij->i", G, G))
+    if X is not None:
+        length *= np.maximum(1.0, np.abs(X).max(axis=1, initial=0.0))
     small = length <= GRADIENT_TOLERANCE * np.maximum(1.0, np.abs(margins))
     return ~finite.all(axis=1) | small
 

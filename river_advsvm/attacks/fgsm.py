@@ -57,6 +57,6 @@ class FGSM(Attack):
 
     def _attack(self, oracle, X, bar):
         margins, G = oracle.margins_and_gradients(X)
-        no_gradient = unusable_gradients(G, margins) & (margins > 0)
+        no_gradient = unusable_gradients(G, margins, X) & (margins > 0)
         bar.update()
         return X - self.epsilon * steepest_direction(G, self.norm), no_gradient

@@ -141,7 +141,7 @@ class PGD(Attack):
                 best_margins = np.where(better, margins, best_margins)
             if k == self.steps:
                 break
-            no_gradient |= unusable_gradients(G, margins) & (margins > 0)
+            no_gradient |= unusable_gradients(G, margins, X) & (margins > 0)
             bar.update()
             X_adv = project(
                 X_adv - step * steepest_direction(G, self.norm), X, self.epsilon, self.norm,
