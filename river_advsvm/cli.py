@@ -278,6 +278,11 @@ def _demo(args: argparse.Namespace) -> int:
     if held_out:
         print("\nHeld-out test set after the stream (evaluate.robustness_report):\n")
         print(demo.format_table(held_out))
+        notes = demo.held_out_notes(result)
+        if notes:
+            print()
+        for note in notes:
+            print(textwrap.fill(f"note, {note}", width=100, subsequent_indent="  "))
     if any(run.alerts for run in result.runs):
         print()
     for run in result.runs:
@@ -474,6 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
         # Also after the command; SUPPRESS keeps `advsvm --debug COMMAND` working.
         subparser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                                help="show the traceback of an error")
+    parser.commands = subparsers.choices
     return parser
 
 
@@ -548,7 +554,10 @@ def main(argv: list[str] | None = None) -> int:
     if code is not None:
         return code
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # named by the command's own parser, as its other errors are
+            parser.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exit_:
         if exit_.code:  # a usage error, already printed in one line
             return exit_.code

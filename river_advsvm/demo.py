@@ -36,6 +36,7 @@ __all__ = [
     "ModelRun",
     "auto_sample_rate",
     "format_table",
+    "held_out_notes",
     "held_out_rows",
     "load_digits_all",
     "load_digits_pair",
@@ -431,6 +432,23 @@ def held_out_rows(result: DemoResult) -> list[dict] | None:
             "certified %": accuracy.get("certified"),
         })
     return rows
+
+
+def held_out_notes(result: DemoResult) -> list[str]:
+    """A line per model whose held-out PGD-10 met no usable gradient at some test samples (a
+    model still in its warm-up has none): its PGD-10 accuracy counts them as robust."""
+    notes = []
+    for run in result.runs:
+        report = run.held_out
+        if report is None or "no_gradient" not in report:
+            continue
+        rows = report[report.attack == "PGD-10"]
+        stuck = int(rows.no_gradient.sum()) if len(rows) else 0
+        if stuck:
+            notes.append(f"{run.name}: PGD-10 met no usable gradient at {stuck} of "
+                         f"{run.held_out_samples} test samples and counts them as robust: its "
+                         "PGD-10 accuracy may be an overestimate")
+    return notes
 
 
 def format_table(rows: list[dict]) -> str:

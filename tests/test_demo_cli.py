@@ -243,7 +243,9 @@ def test_the_module_runs_as_the_advsvm_command():
      (["--train-epsilon", "-0.5"], "argument --train-epsilon: -0.5 is not a number >= 0"),
      (["--sample-rate", "1.5"], "argument --sample-rate: 1.5 is not a number in (0, 1]"),
      (["--test-fraction", "1"], "argument --test-fraction: 1 is not a number in [0, 1)"),
-     (["--norm", "l3"], "argument --norm: invalid choice: 'l3'")],
+     (["--norm", "l3"], "argument --norm: invalid choice: 'l3'"),
+     # (An option of no command was named by the top-level parser: "advsvm: ...".)
+     (["--pairs", "1", "7"], "unrecognized arguments: --pairs 1 7 (see advsvm demo --help)")],
 )
 def test_demo_errors_are_one_line_and_exit_2(capsys, tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
@@ -687,3 +689,23 @@ def test_serve_replay_of_an_npz_holding_nan_is_refused_before_the_broker(capsys,
     assert code == 2 and captured.err.count("\n") == 1 and captured.out == "", captured.err
     assert "the inputs hold 1 value that is NaN or infinite" in captured.err
     assert not (tmp_path / "ck").exists()
+
+
+def test_a_held_out_attack_that_met_no_gradient_says_so(capsys, tmp_path):
+    """Twenty samples leave both models in their warm-up: PGD-10 on the test set finds no
+    gradient to follow at most samples, and its accuracy counts them robust. The table said
+    97.2% under attack and nothing else."""
+    parquet = pytest.importorskip("river_advsvm.streams.parquet")
+    X, y = demo.load_digits_pair(1, 7, seed=1)
+    path = tmp_path / "digits.parquet"
+    parquet.write(path, (X * 16).astype(np.uint8), y, layout="list", target_name="label")
+    code, out, _ = run(capsys, "--data", str(path), "--target", "label", "--pair", "1", "7",
+                       "--max-samples", "20", "--out", str(tmp_path))
+    assert code == 0
+    rows = table(out.split("Held-out test set")[1])
+    assert rows["natural"]["test samples"] == "72"
+    notes = re.findall(r"note, (.+?): PGD-10 met no usable gradient at (\d+) of 72 test samples",
+                       words(out))
+    assert [name for name, _ in notes] == ["natural", "adversarial (L2 ε=1)"]
+    assert all(int(count) > 36 for _, count in notes)
+    assert "may be an overestimate" in words(out)

@@ -1085,3 +1085,13 @@ def test_the_size_check_reads_no_column_chunk_of_fixed_size_columns(tmp_path):
     with pytest.raises(AssertionError, match="column chunk 0 of row group 0 was read"):
         parquet._check_declared(str(path), _NoColumnChunks(reader.metadata), layout,
                                 reader.schema_arrow, parquet.MAX_LIST_BYTES)
+
+
+def test_without_its_extra_the_module_names_the_extra_to_install():
+    code = "import sys\nsys.modules['pandas'] = None\nimport river_advsvm.streams.parquet"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ModuleNotFoundError: No module named 'pandas': ")
+    assert "needs the parquet extra (pip install 'river-advsvm[parquet]'" in last
