@@ -217,7 +217,7 @@ class CarliniWagnerL2(Attack):
             unit[:, 0] = np.clip(np.nan_to_num(flip_unit, nan=1.0), 1.0, inputs.MAX_ABS_VALUE)
         else:
             margins = oracle.margins(X)
-            unit[:] = max(1.0, self.bounds[1] - self.bounds[0])
+            unit[:] = max(1.0, box.bounds[1] - box.bounds[0])  # (cut to the inputs accepted)
         best = BestFound(X, margins, self.confidence)
         search = ConstantSearch(len(X), self.initial_const)
         no_gradient = np.zeros(len(X), dtype=bool)
