@@ -25,7 +25,12 @@ sample). A block in which each label is at least `min_share` looks constant when
   least `MIN_SWITCHES` switches expected) and were right no more than `1/2 + 3 SLACK` of the
   time (balanced). This catches a model constant at each moment whose level swings with its
   steps (a radius as large as the gap between the classes, under a wide kernel): over a block
-  its decisions go both ways, in runs, and `f` spreads by time.
+  its decisions go both ways, in runs, and `f` spreads by time. Or, on such a stream, the
+  decisions echoed the previous sample's label: they agreed with it at least `ECHO_SIGMAS`
+  standard deviations more often than independent decisions of their share would, and were
+  right no more than `1/2 + 3 SLACK` of the time. This catches a model whose bias step
+  outweighs `f`: each label moves the bias past the margins, and the next decision is that
+  label's, whatever the input.
 
 A block in which one label is rarer than `min_share` (imbalanced data) looks constant when `f`
 was 0 at every sample: the model holds nothing (adversarial training can shrink `f` to 0) and
@@ -115,6 +120,9 @@ TIME_RUNS = 0.4
 SHUFFLED = 0.7
 #: The least number of decision switches independent decisions would make, for the runs test.
 MIN_SWITCHES = 16
+#: Decisions agreeing with the previous label this many standard deviations more often than
+#: independent ones would, echo it.
+ECHO_SIGMAS = 4.0
 
 
 class CollapseWarning(RuntimeWarning):
@@ -166,7 +174,8 @@ class CollapseWatch:
         self.__dict__.update({"_empty": False, "_guesses": [], "_latched": False,
                               "_decisive": [], "deployed": None, "by_ranking": False,
                               "_previous": (-1, -1),
-                              "_label_switches": 0, "_decision_switches": 0, **state})
+                              "_label_switches": 0, "_decision_switches": 0, "_echoes": 0,
+                              **state})
 
     def restart_block(self) -> None:
         """Start a block: after a full one, or dropping the one under way when its samples were
@@ -186,6 +195,7 @@ class CollapseWatch:
         self._seen = 0
         self._label_switches = 0
         self._decision_switches = 0
+        self._echoes = 0  # decisions equal to the previous sample's label, within the block
 
     @property
     def window(self) -> int:
@@ -223,6 +233,7 @@ class CollapseWatch:
         if self._seen and last_label >= 0:  # (switches within the block)
             self._label_switches += positive != last_label
             self._decision_switches += decided != last_decision
+            self._echoes += decided == last_label
         self._previous = (int(positive), int(decided))
         self._positive += positive
         self._predicted_positive += margin > 0
@@ -286,17 +297,23 @@ class CollapseWatch:
         return variance < MIN_SPREAD**2 and fewest - slack <= self._right <= most + slack
 
     def _follows_time(self) -> bool:
-        """The block's decisions came in runs, on a stream whose labels did not, and were
-        hardly better than a guess (see the module)."""
+        """The block's decisions came in runs or echoed the previous label, on a stream whose
+        labels did not come in runs, and were hardly better than a guess (see the module)."""
         n = self.block
         def independent(positives):  # switches expected of independent values of this share
             share = positives / n
             return 2.0 * share * (1.0 - share) * (n - 1)
         expected = independent(self._predicted_positive)
-        return (expected >= MIN_SWITCHES
+        if not (expected >= MIN_SWITCHES
                 and self._label_switches >= SHUFFLED * independent(self._positive)
-                and self._decision_switches <= TIME_RUNS * expected
-                and self._balanced_accuracy() <= 0.5 + 3 * SLACK)
+                and self._balanced_accuracy() <= 0.5 + 3 * SLACK):
+            return False
+        in_runs = self._decision_switches <= TIME_RUNS * expected
+        # Agreements of independent decisions with the previous label: a binomial count.
+        label, decision = self._positive / n, self._predicted_positive / n
+        agree = label * decision + (1.0 - label) * (1.0 - decision)
+        echoes = self._echoes - agree * (n - 1)
+        return in_runs or echoes >= ECHO_SIGMAS * math.sqrt((n - 1) * agree * (1.0 - agree))
 
     @property
     def _decides(self) -> bool:
@@ -346,6 +363,7 @@ class CollapseWatch:
                                              self._right_positive)],
                  "switches": [self._label_switches, self._decision_switches,
                               *self._previous],
+                 "echoes": self._echoes,
                  "sums": [float(self._sum), float(self._squares)]}
         if self.deployed is not None:
             state["deployed"] = self.deployed.state()
@@ -392,6 +410,9 @@ class CollapseWatch:
                 and all(c in (-1, 0, 1) for c in switches[2:])
                 and (switches[2] < 0) == (switches[3] < 0)):
             raise ValueError(f"collapse switches {switches!r:.60} are not those of a watch")
+        echoes = state.get("echoes", 0)  # (not in states saved before the echo test)
+        if not (type(echoes) is int and 0 <= echoes <= max(seen - 1, 0)):
+            raise ValueError(f"collapse echoes {echoes!r:.60} are not those of a watch")
         if not (isinstance(sums, list) and len(sums) == 2
                 and all(type(v) in (int, float) and math.isfinite(v) for v in sums)
                 and sums[1] >= 0):
@@ -402,5 +423,6 @@ class CollapseWatch:
         (self._seen, self._positive, self._predicted_positive, self._right,
          self._right_positive) = counts
         self._label_switches, self._decision_switches = switches[:2]
+        self._echoes = echoes
         self._previous = (switches[2], switches[3])
         self._sum, self._squares = float(sums[0]), float(sums[1])

@@ -40,10 +40,10 @@ class InputAdvice:
         over `d` inputs (a radius in the wrong units: 8 for 8/255 on pixels in (0, 1)). L-inf:
         half the box's width, whatever `d` (checked when the model is made); L2: half its
         diagonal over a sample's `d` inputs (checked as one is learned)."""
-        if self.box_warned:
+        linf = norm == "linf"
+        if self.box_warned or not (linf or d):  # (a sample of no input: nothing can move)
             return
         low, high = bounds
-        linf = norm == "linf"
         if epsilon >= (1.0 if linf else math.sqrt(d)) * (high - low) / 2:
             self.box_warned = True
             reach = ("half the width of the box" if linf else

@@ -451,8 +451,9 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
                        "held nothing (f = 0 at every sample: each step was undone)")
             else:
                 why = (f"in its last {watch.blocks} blocks of {watch.block} samples with both "
-                       "labels its decisions were one class, or mostly one class or flat and "
-                       "no better than a guess")
+                       "labels its decisions were one class, or mostly one class, flat or "
+                       "following time (in runs, or the previous label's), and no better than "
+                       "a guess")
             # (A one-vs-rest model's label models say which label they are of.)
             subject = getattr(self, "_subject", None) or type(self).__name__
             warn_caller(f"{subject} predicts a constant: {why} (see `collapsed`)"
@@ -493,7 +494,9 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         more often than a constant guess, or the decisions came in runs (switching class
         under 0.4 times as often as independent ones would) on labels that did not, hardly
         better than a guess (a constant at each moment whose level swings with the steps: it
-        decides by time, not by input); in a block with under a tenth of one label, the
+        decides by time, not by input), or echoed the previous sample's label (agreeing with
+        it 4 standard deviations more often than independent decisions would) on such labels,
+        hardly better than a guess (a bias step outweighing `f`); in a block with under a tenth of one label, the
         decisions one class (if that label came 7 times or more) or `f` 0 at every sample,
         and in the first 256 samples (a model starts at `f = 0`) the latter (see
         `river_advsvm.collapse`). A model that predicts with the average of its iterates

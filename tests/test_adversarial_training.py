@@ -522,9 +522,15 @@ def looks_constant(block: list, min_share: float) -> bool:
         return 2 * (positives / n) * (1 - positives / n) * (n - 1)
 
     expected = independent(predicted_positive)
-    return (expected >= 16 and switches(labels) >= 0.7 * independent(labels.count(1.0))
-            and switches(decisions) <= 0.4 * expected
-            and np.mean(recalls) <= 0.5 + 3 * collapse.SLACK)
+    if not (expected >= 16 and switches(labels) >= 0.7 * independent(labels.count(1.0))
+            and np.mean(recalls) <= 0.5 + 3 * collapse.SLACK):
+        return False
+    # ... or decisions echoing the previous label, 4 standard deviations past independent ones.
+    echoes = sum(d == (lab > 0) for d, lab in zip(decisions[1:], labels))
+    p, q = labels.count(1.0) / n, predicted_positive / n
+    agree = p * q + (1 - p) * (1 - q)
+    return (switches(decisions) <= 0.4 * expected
+            or echoes - agree * (n - 1) >= 4 * np.sqrt((n - 1) * agree * (1 - agree)))
 
 
 def decides(block: list, min_share: float) -> bool:
@@ -566,7 +572,10 @@ def test_decisions_that_follow_time_and_not_the_input_are_a_collapse(seed):
     """A model constant at each moment whose level swings with its steps decides both ways
     over a block, in runs, with f spread by time: on make_circles trained at L2 0.5 under a
     wide kernel it predicted one class on held-out data with `collapsed` False throughout.
-    Runs of decisions on shuffled labels, no better than a guess, are a collapse; decisions
+    Runs of decisions on shuffled labels, no better than a guess, are a collapse; so are
+    decisions that echo the previous label (a bias step outweighing `f`: each label moves the
+    bias past every margin, the next decision is that label's; an AdvLinearSVM with
+    bias_step_size=1e3 predicted one class on held-out data with `collapsed` False); decisions
     of the same shares that follow the input, or runs that follow runs of the labels, are not.
     Checked block by block against the blocks recomputed."""
     rng = np.random.default_rng(seed)
@@ -579,6 +588,8 @@ def test_decisions_that_follow_time_and_not_the_input_are_a_collapse(seed):
         "by input": (shuffled, np.where(rng.random(n) < 0.6, shuffled, -shuffled)
                      * np.abs(rng.normal(size=n))),
         "ordered": (np.repeat(rng.choice([-1.0, 1.0], size=n // 32), 32),) * 2,
+        "echo": (shuffled, np.concatenate([[0.5], shuffled[:-1]])
+                 * (0.2 + np.abs(rng.normal(size=n)))),
     }
     for kind, (labels, margins) in kinds.items():
         samples = [(float(lab), float(g), 0.05) for lab, g in zip(labels, margins)]
@@ -587,7 +598,31 @@ def test_decisions_that_follow_time_and_not_the_input_are_a_collapse(seed):
             watch.update(*sample)
             if (i + 1) % block == 0:
                 assert watch.collapsed == recomputed_collapse(samples[: i + 1], block, 2, 0.1)
-        assert watch.collapsed == (kind == "runs"), kind
+        assert watch.collapsed == (kind in ("runs", "echo")), kind
+
+
+@pytest.mark.parametrize("make", [
+    lambda: AdvLinearSVM(bias_step_size=1e3),
+    lambda: AdvKernelSVM(gamma=1e-12, bias_step_size=1.0, averaging=None, seed=0),
+], ids=["linear", "kernel"])
+def test_a_bias_step_that_outweighs_f_is_a_visible_collapse(make):
+    """A bias step of 1e3 (linear) or 1 under a kernel too wide to tell inputs apart: each
+    label moves the bias past every margin, and the next decision is that label's, so every
+    held-out input gets one class, changing with the latest label. The decisions go both ways
+    and `f` spreads over a block, but they echo the previous label: a collapse, with its
+    warning. The linear model at its default bias step learns the same stream."""
+    rng = np.random.default_rng(0)
+    X, X_test = rng.random((1500, 5)), rng.random((400, 5))
+    y = X.sum(axis=1) > 2.5
+    model = make()
+    with pytest.warns(CollapseWarning, match="the previous label"):
+        model.learn_many(X, y)
+    assert model.collapsed
+    assert len(set(model.predict_many(X_test))) == 1
+    learns = AdvLinearSVM()
+    learns.learn_many(X, y)
+    assert not learns.collapsed
+    assert np.mean(learns.predict_many(X_test) == (X_test.sum(axis=1) > 2.5)) > 0.8
 
 
 def test_a_bias_that_outweighs_f_is_a_collapse():
@@ -979,6 +1014,18 @@ def test_an_l2_training_radius_past_the_box_is_the_box_however_large():
     np.testing.assert_array_equal(decisions[1e300], decisions[1e3])
 
 
+def test_a_sample_of_no_input_says_nothing_of_the_radius():
+    """A sample without inputs has no ball: it was taken for one whose box's diagonal is 0, and
+    any L2 radius for one that holds the box's centre ("is epsilon in the inputs' units?").
+    The warning is kept for the samples that do reach past the box's centre."""
+    model = AdvKernelSVM(epsilon=0.9, norm="l2", bounds=(0.0, 1.0), gamma=1.0, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        model.learn_one({}, True)
+    with pytest.warns(UserWarning, match="half the diagonal of the box over a sample's 3 "):
+        model.learn_one({"a": 0.5, "b": 0.5, "c": 0.5}, True)
+
+
 @pytest.mark.parametrize("gamma", ["scale", 0.5])
 def test_samples_before_collapse_check_counts_to_the_watchs_next_verdict(gamma, monkeypatch):
     """What progressive validation relies on to learn runs at once: no verdict (nothing that
@@ -1097,8 +1144,11 @@ def test_an_iterate_that_looks_constant_beside_an_average_that_decides_is_no_col
     assert twin.state() == watch.state() and not twin.collapsed
     state = watch.state()
     older = CollapseWatch(block=4, blocks=2)  # (saved before the runs test: none counted)
-    older.restore({k: v for k, v in state.items() if k != "switches"})
-    assert older.state()["switches"] == [0, 0, -1, -1]
+    older.restore({k: v for k, v in state.items() if k not in ("switches", "echoes")})
+    assert older.state()["switches"] == [0, 0, -1, -1] and older.state()["echoes"] == 0
+    for bad in (-1, 4, 1.0, "1"):  # (at most one a pair of samples within the block)
+        with pytest.raises(ValueError, match="echoes"):
+            CollapseWatch(block=4, blocks=2).restore({**state, "echoes": bad})
     for bad in ("yes", [True], ["yes", False], [False, False, False]):
         # (a block that decided is one judged not constant; no more flags than verdicts)
         deployed = {**state["deployed"], "decisive": bad, "verdicts": [False, True]}
