@@ -172,12 +172,14 @@ class NewInputs:
                     found.update(dict.fromkeys(n for j in unknown[columns].tolist()
                                                if (n := names[j]) not in held))
             i += len(values)
-        total = len(index) + len(held) + len({**holding, **learned})
+        new = {**holding, **learned}
+        total = len(index) + len(held) + len(new)
         if total > self.max_features:
+            past = list(new)[self.max_features - len(index) - len(held)]
             raise inputs.InvalidInput(
-                f"learning this would give the model {total} inputs, "
-                f"more than max_features={self.max_features}{OPEN_VOCABULARY}",
-                "too_many_features")
+                f"learning this would give the model {total} inputs, more than "
+                f"max_features={self.max_features} (the first past it: "
+                f"{inputs.shown_name(past)}){OPEN_VOCABULARY}", "too_many_features")
         if not learned and not predicted:  # (a copy: the caller adds to it)
             return dict(held)
         names = [n for n in {**learned, **predicted} if n not in held]

@@ -148,8 +148,8 @@ class AdvKernelSVM(MarginClassifier):
         Weights, norms and the bias are float64 either way; certificates account for the
         rounding.
     max_features
-        The most inputs (feature names) the model will learn: a sample that would add more is
-        refused with `InvalidInput`. Memory is at most about `max_features x budget` stored
+        The most inputs (feature names) the model will learn (`n_inputs` counts them): a sample
+        that would add more is refused with `InvalidInput`. Memory is at most about `max_features x budget` stored
         numbers, whatever arrives (and, during a warm-up, `warm_up x max_features`): 1.5 times
         that with support vectors and `averaging` (the vectors its average keeps), and
         `max_features x (budget + 256)` for 'compact_slot' and 'truncate' (their norm sketch).
@@ -833,7 +833,8 @@ class AdvKernelSVM(MarginClassifier):
 
     @property
     def n_features(self) -> int:
-        """Number of random features in the model (0 for support vectors)."""
+        """Number of random features in the model (0 for support vectors; the inputs it knows
+        are `n_inputs`)."""
         return 0 if self._store is None else self._store.n_features
 
     @property

@@ -865,3 +865,16 @@ def test_an_empty_frame_predicts_nothing_without_a_warning():
         assert model.predict_proba_many(pd.DataFrame()).shape == (0, 2)
     with pytest.warns(UserWarning, match="none of the inputs"):  # (a row of them still is)
         model.predict_many(pd.DataFrame({"z": [1.0]}))
+
+
+def test_a_batch_past_max_features_names_the_first_input_past_it():
+    """A batch is refused whole when its rows would take the model past `max_features`; the
+    error named neither the row nor the input, where a `learn_one` loop stops at the row."""
+    model = AdvKernelSVM(max_features=50, gamma=1.0, seed=0)
+    for i in range(43):
+        model.learn_one({f"w{i}": 1.0}, i % 2 == 0)
+    rows = [{f"w{i}": 1.0} for i in range(43, 53)]
+    with pytest.raises(InvalidInput, match=r"53 inputs, more than max_features=50 \(the first "
+                                           r"past it: 'w50'\)"):
+        model.learn_many(rows, [True] * 10)
+    assert model.n_inputs == 43
