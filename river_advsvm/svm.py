@@ -148,10 +148,10 @@ class AdvKernelSVM(MarginClassifier):
         Weights, norms and the bias are float64 either way; certificates account for the
         rounding.
     max_features
-        The most inputs (feature names) the model will learn (`n_inputs` counts them): a sample
-        that would add more is refused with `InvalidInput`. Memory is at most about `max_features x budget` stored
-        numbers, whatever arrives (and, during a warm-up, `warm_up x max_features`): 1.5 times
-        that with support vectors and `averaging` (the vectors its average keeps), and
+        The most inputs (feature names) the model will learn (`n_inputs` counts them): a sample that
+        would add more is refused with `InvalidInput`. Memory is at most about
+        `max_features x budget` stored numbers, whatever arrives (and, during a warm-up,
+        `warm_up x max_features`): 1.5 times that with support vectors and `averaging` (the vectors its average keeps), and
         `max_features x (budget + 256)` for 'compact_slot' and 'truncate' (their norm sketch).
     warm_up
         Number of labelled samples `gamma='scale'` fits the bandwidths on; they are held back
