@@ -151,8 +151,9 @@ class AdvKernelSVM(MarginClassifier):
         The most inputs (feature names) the model will learn (`n_inputs` counts them): a sample that
         would add more is refused with `InvalidInput`. Memory is at most about
         `max_features x budget` stored numbers, whatever arrives (and, during a warm-up,
-        `warm_up x max_features`): 1.5 times that with support vectors and `averaging` (the vectors its average keeps), and
-        `max_features x (budget + 256)` for 'compact_slot' and 'truncate' (their norm sketch).
+        `warm_up x max_features`): 1.5 times that with support vectors and `averaging` (the
+        vectors its average keeps), and `max_features x (budget + 256)` for 'compact_slot' and
+        'truncate' (their norm sketch).
     warm_up
         Number of labelled samples `gamma='scale'` fits the bandwidths on; they are held back
         until then.
