@@ -337,7 +337,15 @@ class HeldRows:
         if np.ndim(fitted) == 0:  # 1/d
             return fitted, why, None
         far = {n: c for n, c in zip(self.names, centres.tolist()) if c != 0.0}
-        return dict(zip(self.names, fitted.tolist())), why, far or None
+        by_name = dict(zip(self.names, fitted.tolist()))
+        capped = [n for n, g in by_name.items() if g >= kernels.MAX_GAMMA]
+        if capped and why is None:  # (some inputs only: their ranges, not the median, are tiny)
+            shown = ", ".join(inputs.shown_name(n) for n in capped[:3])
+            why = (f"hold {len(capped)} input{'s' if len(capped) > 1 else ''} ({shown}"
+                   f"{', ...' if len(capped) > 3 else ''}) whose range calls for a width past "
+                   "the largest; such an input counts as much as the others (one constant but "
+                   "for rounding noise, as an adaptive scaler gives, is better dropped)")
+        return by_name, why, far or None
 
     def vote(self, names: list, values: np.ndarray, signs: np.ndarray, kernel: str) -> np.ndarray:
         """`sum_i y_i k(x, x_i) / n` over the held rows for each row of `values` (over

@@ -69,16 +69,17 @@ class InputAdvice:
             warn_caller(f"{self.model}: input {inputs.shown_name(names[j])} is 0, absent or NaN "
                         f"in a sample, but its values are far from 0 (gamma='scale' measures "
                         f"it about {centres[j]:g}): the sample is decided as if it were 0. "
-                        "Fill in missing values first (River's impute.StatImputer), or put a "
+                        "Fill in missing values first (River's preprocessing.StatImputer), or put a "
                         "StandardScaler in front", UserWarning)
 
-    def late_and_wide(self, names: list, values: np.ndarray, scales, n_columns: int) -> None:
+    def late_and_wide(self, names: list, values: np.ndarray, scales, n_columns: int,
+                      fitted: bool = True) -> None:
         """Inputs `names` (with the `values` of the sample that brought them) just given the
-        last columns of `n_columns`, by `scales` (the model's `InputScales`, fitted by
-        `gamma='scale'`). One that came after the warm-up takes the median of the widths it
-        fitted; one whose value alone puts the sample beyond the kernel's reach of every
-        vector (a factor below exp(-LATE_EXPONENT)) is in other units than the inputs the
-        widths were fitted on."""
+        last columns of `n_columns`, by `scales` (the model's `InputScales`: fitted by
+        `gamma='scale'`, or a `gamma` dict when not `fitted`). One that came after the warm-up
+        (or that the dict does not name) takes the median of the widths; one whose value alone
+        puts the sample beyond the kernel's reach of every vector (a factor below
+        exp(-LATE_EXPONENT)) is in other units than the inputs the widths are for."""
         if self.late_and_wide_warned:
             return
         late = np.fromiter((n not in scales.by_name for n in names), bool, len(names))
@@ -88,7 +89,15 @@ class InputAdvice:
         if exponents.max(initial=0.0) > LATE_EXPONENT:
             self.late_and_wide_warned = True
             j = int(exponents.argmax())
-            warn_caller(f"{self.model}: input {inputs.shown_name(names[j])} came after the "
+            name = inputs.shown_name(names[j])
+            if not fitted:
+                warn_caller(f"{self.model}: input {name} is not named in the gamma dict, so it "
+                            f"takes the median of the dict's widths, and at its value "
+                            f"{values[j]:g} the sample is out of the kernel's reach of every "
+                            "other: give it a width in the dict (under the feature's own name), "
+                            "or put a StandardScaler in front", UserWarning)
+                return
+            warn_caller(f"{self.model}: input {name} came after the "
                         "warm-up, so gamma='scale' gave it the median of the widths it "
                         f"fitted, and at its value {values[j]:g} the sample is out of the "
                         "kernel's reach of every other: set gamma yourself (a dict with a width "

@@ -55,7 +55,6 @@ __all__ = [
 
 #: Largest accepted absolute feature value (see the module docstring for why it is enough).
 MAX_ABS_VALUE = 1e15
-_MAX_SQUARED_SUM = MAX_ABS_VALUE * MAX_ABS_VALUE
 #: Longest accepted feature name, in characters of its canonical JSON encoding.
 MAX_NAME_LENGTH = 1000
 #: `encode_name`'s fast paths: `["s", "..."]` is 9 characters around the escaped text.
@@ -383,7 +382,9 @@ def _first_bad_value(names: typing.Sequence, raw: typing.Sequence) -> InvalidInp
     for name, value in zip(names, raw):  # an error path: a Python loop is fine
         if not _is_number(value):
             # (A Decimal is a number, but not a float's kind: a database's NUMERIC column)
-            hint = ": convert Decimal values with float()" if isinstance(value, Decimal) else ""
+            hint = (": convert Decimal values with float()" if isinstance(value, Decimal) else
+                    ": encode a category first (River's preprocessing.OneHotEncoder)"
+                    if isinstance(value, str) else "")
             return InvalidInput(
                 f"feature {shown_name(name)} is {describe(value)}; feature values must be "
                 f"numbers{hint}", "not_a_number")
@@ -499,10 +500,7 @@ def _plain_floats(x: dict) -> np.ndarray | None:
         struct.pack_into(f"{n}d", array, 0, *values)
     except Exception:  # as for the sum: the general path decides
         return None
-    # Every value within bounds, in one dot product: a sum of squares at most the bound's
-    # square bounds each value. NaN, an overflow, and values within bounds one by one but not
-    # in this sum take the general path, which decides each.
-    if n and not float(array @ array) <= _MAX_SQUARED_SUM:
+    if n and not (array.max() <= MAX_ABS_VALUE and array.min() >= -MAX_ABS_VALUE):
         return None
     return array
 

@@ -202,7 +202,8 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
     def learn_one(self, x: dict, y: base.typing.ClfTarget, **kwargs) -> None:
         """Learn one sample: a dict of features and its label (one of two: a bool, an int, a
         finite float or a str). `InvalidInput` if it cannot be learned; nothing changes then.
-        Every sample weighs the same: a sample weight (River's `w`) is a `TypeError`."""
+        Every sample weighs the same: a sample weight (River's `w`) other than 1 is a
+        `TypeError`."""
         if kwargs:
             self._refuse_weights(kwargs)
         names, values = inputs.dict_values(x)
@@ -241,10 +242,22 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         self._run(rows, batch_labels(y, X, len(rows)), predict_only_ok=False, vote=False)
 
     def _refuse_weights(self, kwargs: dict) -> None:
-        # River's ensembles pass on what a weighted stream yields (`w`): said plainly, and
-        # before anything changes, not as an unexpected argument of this base class.
-        raise TypeError(f"{type(self).__name__} learns every sample with the same weight: it "
-                        f"takes no {', '.join(map(repr, kwargs))} argument")
+        # River's evaluation and ensembles pass on what a weighted stream yields (`w`): said
+        # plainly, and before anything changes, not as an unexpected argument of this base
+        # class. A weight of 1 (for every row) is every sample's: it changes nothing.
+        name = type(self).__name__
+        others = [key for key in kwargs if key != "w"]
+        if others:
+            raise TypeError(f"{name}: unexpected argument {', '.join(map(repr, others))}")
+        w = kwargs["w"]
+        try:
+            ones = bool(np.all(np.asarray(w, dtype=float) == 1.0))
+        except (TypeError, ValueError):
+            ones = False
+        if not ones:
+            raise TypeError(f"{name} learns every sample with the same weight: it takes no 'w' "
+                            "argument other than 1; drop 'w' from the stream, or repeat or "
+                            "resample the samples to weigh them (River's imblearn)")
 
     def _check_learn_one(self, x: dict, y) -> None:
         """Raise the `InvalidInput` that `learn_one(x, y)` would, changing nothing: a
@@ -354,7 +367,8 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
     def _checked(self, rows: Rows, labels: list, predict_only_ok: bool) -> tuple[list, dict]:
         """The labels as labels and the hashes of the inputs the rows bring; `InvalidInput`
         (nothing changed) if the rows cannot all be learned."""
-        labels = [None if y is None and predict_only_ok else as_label(y) for y in labels]
+        labels = [None if y is None and predict_only_ok else _learnable(y, i, len(labels))
+                  for i, y in enumerate(labels)]
         if not all(y is None or y in self._labels for y in labels):
             classes_after(self._labels, [y for y in labels if y is not None])
         return labels, self._new_inputs.check(rows, labels, self._held, self._rows_to_hold())
@@ -530,3 +544,20 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
     def n_inputs(self) -> int:
         """Number of input columns (feature names) the model knows."""
         return len(self._index)
+
+
+def _learnable(y, row: int, rows: int):
+    """`as_label(y)` for a label to learn, row `row` of `rows`; its `InvalidInput` names the
+    row of a batch, and says where a sample without a label (None) goes."""
+    try:
+        if y is None:
+            raise inputs.InvalidInput("label None (no label) cannot be learned: predict such a "
+                                      "sample (predict_one), or in a batch "
+                                      "predict_proba_then_learn_many, which only predicts the "
+                                      "rows without one", "bad_label")
+        return as_label(y)
+    except inputs.InvalidInput as error:
+        if rows == 1:
+            raise
+        raise inputs.InvalidInput(f"row {row} of the batch (counting from 0): {error}",
+                                  error.code) from None

@@ -352,6 +352,10 @@ class RobustnessMonitor:
         inputs.check_inside(values, self.attack.bounds)
         # A label as the models take it, a plain JSON scalar (River's iter_array gives numpy
         # ones; a missing one read from pandas is NaN): the windows go into `state()`.
+        if y is None:
+            raise inputs.InvalidInput("label None (no label): the monitor judges labelled "
+                                      "samples only; pass it the ones whose label came",
+                                      "bad_label")
         y = as_label(y)
         # A label the model would refuse to learn next (a third one for a binary model) is not
         # counted either.

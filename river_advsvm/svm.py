@@ -458,7 +458,8 @@ class AdvKernelSVM(MarginClassifier):
         self._input_scales.add(names, len(self._index))
         self._store.add_inputs(hashes)
         if values is not None and self._input_scales.by_name is not None:
-            self._advice.late_and_wide(names, values, self._input_scales, len(self._index))
+            self._advice.late_and_wide(names, values, self._input_scales, len(self._index),
+                                       fitted=self.gamma == "scale")
 
     def _collapse_advice(self) -> str:
         if self.epsilon > 0:

@@ -236,7 +236,10 @@ def test_a_missing_label_in_a_pandas_series_means_predict_only(dtype):
     margins = series.decision_then_learn_many(X, pd.Series(labels, dtype=dtype))
     assert margins.tolist() == expected.tolist() and series.n_learned == 3
     assert fingerprint(series) == fingerprint(listed)
-    with pytest.raises(InvalidInput, match="label None"):
+    # (Which row, and where such a row goes: the message said only that None is no label.)
+    with pytest.raises(InvalidInput, match=r"^row 2 of the batch \(counting from 0\): label None "
+                                           r"\(no label\) cannot be learned: .*"
+                                           r"predict_proba_then_learn_many"):
         AdvKernelSVM(gamma=1.0, seed=0).learn_many(X, pd.Series(labels, dtype=dtype))
 
 

@@ -238,6 +238,17 @@ def test_an_input_after_the_warm_up_far_wider_than_the_fitted_ones_is_warned_abo
     assert sum("came after the warm-up" in str(w.message) for w in caught) == 1
 
 
+def test_an_input_a_gamma_dict_does_not_name_is_warned_about_as_the_dicts():
+    """A dict whose names are not the stream's (a typo: 'Long_URL' for 'long_url') leaves
+    every input at the median of its widths; the warning spoke of gamma='scale' and a warm-up,
+    which this model has not."""
+    model = AdvKernelSVM(gamma={"HTTPS": 50.0, "Long_URL": 0.02}, seed=0)
+    with pytest.warns(UserWarning, match="input 'long_url' is not named in the gamma dict, so "
+                                         "it takes the median of the dict's widths") as caught:
+        model.learn_one({"https": 0.0, "long_url": 1.0}, True)
+    assert not any("warm-up" in str(w.message) for w in caught)
+
+
 @settings(max_examples=40, deadline=None)
 @given(spread=st.floats(1e-3, 1e3), ratio=st.floats(-1e7, 1e7))
 def test_a_centred_model_is_the_kernel_of_its_raw_inputs(spread, ratio):
@@ -369,8 +380,8 @@ def test_the_warm_up_vote_does_not_depend_on_where_the_inputs_sit():
 
 def test_one_input_in_micro_units_does_not_throw_the_fit_away():
     """An input whose warm-up range asks for a bandwidth past the largest accepted (1e10) takes
-    that one; the other inputs keep theirs. Before, the whole fit fell back to 1/d with a
-    warning: on inputs of a thousand units that kernel is far too narrow."""
+    that one, with a warning naming it; the other inputs keep theirs. Before, the whole fit
+    fell back to 1/d: on inputs of a thousand units that kernel is far too narrow."""
     rng = np.random.default_rng(0)
     Z = rng.normal(size=(2000, 3))
     y = (Z[:, 1:] ** 2).sum(axis=1) < 1.4
@@ -378,9 +389,13 @@ def test_one_input_in_micro_units_does_not_throw_the_fit_away():
     accuracies = []
     for columns in ([0, 1, 2], [1, 2]):
         model = AdvKernelSVM(seed=0)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # no fallback warning
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             model.learn_many(X[:1500, columns], y[:1500])
+        # No fallback to 1/d; the input in micro-units named.
+        assert [str(w.message)[:85] for w in caught] == (
+            ["gamma='scale': the 100 warm-up samples hold 1 input (0) whose range calls for a "
+             "width"] if len(columns) == 3 else [])
         accuracies.append(np.mean(model.predict_many(X[1500:, columns]) == y[1500:]))
         if len(columns) == 3:
             assert model.fitted_gamma[0] == kernels.MAX_GAMMA

@@ -825,9 +825,28 @@ def test_a_sample_weight_is_refused_plainly_and_changes_nothing(make):
     for call in (lambda: model.learn_one({"x0": 0.5, "x1": 0.2}, "new", w=2.0),
                  lambda: model.learn_many(X, pd.Series(["new", True]), w=2.0)):
         with pytest.raises(TypeError, match=f"^{name} learns every sample with the same "
-                                            "weight: it takes no 'w' argument"):
+                                            "weight: it takes no 'w' argument other than 1; "
+                                            "drop 'w' from the stream"):
             call()
         assert fingerprint(model) == before
+    with pytest.raises(TypeError, match=f"^{name}: unexpected argument 'n_samples_seen'$"):
+        model.learn_one({"x0": 0.5, "x1": 0.2}, True, n_samples_seen=3)
+    assert fingerprint(model) == before
+
+
+@pytest.mark.parametrize("make", [lambda: AdvKernelSVM(gamma=1.0, seed=0), AdvLinearSVM,
+                                  lambda: OneVsRest(AdvKernelSVM(gamma=1.0, seed=0))])
+def test_a_weight_of_one_is_every_samples_and_changes_nothing(make):
+    """River's progressive validation passes a stream's `w` to a model whose `learn_one`
+    takes keywords: a stream weighing every sample 1 stopped the evaluation at its first
+    sample. Learned with `w=1` (or a batch of ones), the model is the one learned without."""
+    weighted, plain = trained(make()), trained(make())
+    X = pd.DataFrame({"x0": [0.5, 0.1], "x1": [0.2, 0.9]})
+    weighted.learn_one({"x0": 0.3, "x1": 0.7}, True, w=1.0)
+    plain.learn_one({"x0": 0.3, "x1": 0.7}, True)
+    weighted.learn_many(X, pd.Series([False, True]), w=pd.Series([1, 1]))
+    plain.learn_many(X, pd.Series([False, True]))
+    assert fingerprint(weighted) == fingerprint(plain)
 
 
 @pytest.mark.parametrize("bounds", [(0.5, 0.5), (1, 1), (2.0, 1.0)])
