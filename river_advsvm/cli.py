@@ -556,8 +556,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
         args, extra = parser.parse_known_args(argv)
-        if extra:  # named by the command's own parser, as its other errors are
-            parser.commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+        if extra:  # named by the command's parser ('data', for 'data fetch')
+            command = parser.commands[args.command.split()[0]]
+            command.error(f"unrecognized arguments: {' '.join(extra)}")
     except SystemExit as exit_:
         if exit_.code:  # a usage error, already printed in one line
             return exit_.code

@@ -25,12 +25,15 @@ sample). A block in which each label is at least `min_share` looks constant when
   least `MIN_SWITCHES` switches expected) and were right no more than `1/2 + 3 SLACK` of the
   time (balanced). This catches a model constant at each moment whose level swings with its
   steps (a radius as large as the gap between the classes, under a wide kernel): over a block
-  its decisions go both ways, in runs, and `f` spreads by time. Or, on such a stream, the
-  decisions echoed the previous sample's label: they agreed with it at least `ECHO_SIGMAS`
-  standard deviations more often than independent decisions of their share would, and were
-  right no more than `1/2 + 3 SLACK` of the time. This catches a model whose bias step
-  outweighs `f`: each label moves the bias past the margins, and the next decision is that
-  label's, whatever the input.
+  its decisions go both ways, in runs, and `f` spreads by time. Or the decisions echoed the
+  previous sample's label: they agreed with it at least `ECHO_SIGMAS` standard deviations
+  more often than independent decisions of their share would, on labels that switched as
+  often as independent ones (at least `ECHO_SHUFFLED` of that), and were right no more than
+  `1/2 + SLACK` of the time (balanced). This catches a model whose bias step outweighs `f`:
+  each label moves the bias past the margins, and the next decision is that label's, whatever
+  the input. (On labels that persist, the previous label is a fair guess of the next, and a
+  model given it as an input decides so by right: the labels' switches and the accuracy
+  that asks for keep such a model out.)
 
 A block in which one label is rarer than `min_share` (imbalanced data) looks constant when `f`
 was 0 at every sample: the model holds nothing (adversarial training can shrink `f` to 0) and
@@ -121,8 +124,10 @@ SHUFFLED = 0.7
 #: The least number of decision switches independent decisions would make, for the runs test.
 MIN_SWITCHES = 16
 #: Decisions agreeing with the previous label this many standard deviations more often than
-#: independent ones would, echo it.
+#: independent ones would, echo it ...
 ECHO_SIGMAS = 4.0
+#: ... on a stream whose labels switched at least this share of what independent ones would.
+ECHO_SHUFFLED = 0.9
 
 
 class CollapseWarning(RuntimeWarning):
@@ -304,16 +309,20 @@ class CollapseWatch:
             share = positives / n
             return 2.0 * share * (1.0 - share) * (n - 1)
         expected = independent(self._predicted_positive)
-        if not (expected >= MIN_SWITCHES
-                and self._label_switches >= SHUFFLED * independent(self._positive)
-                and self._balanced_accuracy() <= 0.5 + 3 * SLACK):
+        if expected < MIN_SWITCHES:
             return False
-        in_runs = self._decision_switches <= TIME_RUNS * expected
+        label_switches = self._label_switches / independent(self._positive)
+        accuracy = self._balanced_accuracy()
+        if (label_switches >= SHUFFLED and accuracy <= 0.5 + 3 * SLACK
+                and self._decision_switches <= TIME_RUNS * expected):
+            return True
+        if label_switches < ECHO_SHUFFLED or accuracy > 0.5 + SLACK:
+            return False
         # Agreements of independent decisions with the previous label: a binomial count.
         label, decision = self._positive / n, self._predicted_positive / n
         agree = label * decision + (1.0 - label) * (1.0 - decision)
         echoes = self._echoes - agree * (n - 1)
-        return in_runs or echoes >= ECHO_SIGMAS * math.sqrt((n - 1) * agree * (1.0 - agree))
+        return echoes >= ECHO_SIGMAS * math.sqrt((n - 1) * agree * (1.0 - agree))
 
     @property
     def _decides(self) -> bool:

@@ -205,7 +205,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         Every sample weighs the same: a sample weight (River's `w`) other than 1 is a
         `TypeError`."""
         if kwargs:
-            self._refuse_weights(kwargs)
+            self._refuse_weights(kwargs, None)
         names, values = inputs.dict_values(x)
         if self._started and not self._held:
             # The usual sample of a stream: a known label, and inputs the model knows or, under
@@ -236,24 +236,26 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         `X` is a pandas DataFrame, a 2-D numpy array whose columns are features 0..d-1, or a
         list of feature dicts.
         """
-        if kwargs:
-            self._refuse_weights(kwargs)
         rows = Rows.of(X, missing_ok=False)
+        if kwargs:
+            self._refuse_weights(kwargs, len(rows))
         self._run(rows, batch_labels(y, X, len(rows)), predict_only_ok=False, vote=False)
 
-    def _refuse_weights(self, kwargs: dict) -> None:
+    def _refuse_weights(self, kwargs: dict, rows: int | None) -> None:
         # River's evaluation and ensembles pass on what a weighted stream yields (`w`): said
         # plainly, and before anything changes, not as an unexpected argument of this base
-        # class. A weight of 1 (for every row) is every sample's: it changes nothing.
+        # class. No weight (None) or a weight of 1 (for a batch of `rows`, one number or one a
+        # row) is every sample's: it changes nothing.
         name = type(self).__name__
         others = [key for key in kwargs if key != "w"]
         if others:
             raise TypeError(f"{name}: unexpected argument {', '.join(map(repr, others))}")
         w = kwargs["w"]
-        try:
-            ones = bool(np.all(np.asarray(w, dtype=float) == 1.0))
-        except (TypeError, ValueError):
-            ones = False
+        if w is None or (inputs.is_number(w) and w == 1):
+            return
+        weights = None if rows is None or isinstance(w, (str, bytes)) else np.asarray(w)
+        ones = (weights is not None and weights.shape == (rows,) and weights.dtype.kind in "iuf"
+                and bool(np.all(weights == 1)))
         if not ones:
             raise TypeError(f"{name} learns every sample with the same weight: it takes no 'w' "
                             "argument other than 1; drop 'w' from the stream, or repeat or "
@@ -509,8 +511,8 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         independent ones would) on labels that did not, hardly better than a guess (a constant at
         each moment whose level swings with the steps: it decides by time, not by input), or echoed
         the previous sample's label (agreeing with it 4 standard deviations more often than
-        independent decisions would) on such labels, hardly better than a guess (a bias step
-        outweighing `f`); in a block with under a tenth of one label, the decisions one class (if
+        independent decisions would) on labels that switch as often as independent ones, no
+        better than a guess (a bias step outweighing `f`); in a block with under a tenth of one label, the decisions one class (if
         that label came 7 times or more) or `f` 0 at every sample, and in the first 256 samples (a
         model starts at `f = 0`) the latter (see `river_advsvm.collapse`). A model that predicts
         with the average of its iterates (`averaging`) has collapsed when the function it learns has

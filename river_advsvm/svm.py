@@ -668,8 +668,8 @@ class AdvKernelSVM(MarginClassifier):
             if self._held and len(self._labels) == 2:
                 return np.zeros(len(margins))  # the warm-up's provisional vote: no certificate
             return np.where(margins > 0, math.inf, 0.0)  # a constant model never changes
-        names, values = self._with_named_inputs(names, values)
-        V, U, u_names, u_hashes = self._dense(names, values, keep_zero=True)
+        V, U, u_names, u_hashes = self._with_named_inputs(
+            names, *self._dense(names, values, keep_zero=True))
         input_scales = self._input_scales
         Vs, Us = input_scales.scaled(V, U, u_names)
         q = input_scales.columns(V.shape[1])
@@ -693,18 +693,21 @@ class AdvKernelSVM(MarginClassifier):
                                     n_inputs=V.shape[1] + len(u_names),
                                     coefficients=average.coefficients)
 
-    def _with_named_inputs(self, names: list, values: np.ndarray) -> tuple[list, np.ndarray]:
-        """`names` and `values` with the inputs the bandwidths name that the model has not
-        learned and the rows lack, at 0: an attacker may move those too, each at its own
-        bandwidth (they are inputs of the model like the ones it learned)."""
+    def _with_named_inputs(self, names: list, V, U, u_names: list, u_hashes: list) -> tuple:
+        """`_dense`'s `(V, U, u_names, u_hashes)` of rows over `names`, with the inputs the
+        bandwidths name that the model has not learned and the rows lack, at 0: an attacker may
+        move those too, each at its own bandwidth (they are inputs of the model like the ones
+        it learned; at most `max_features`, checked when the model was made, so not counted
+        against the rows' own unknown inputs)."""
         by_name = self._input_scales.by_name
         if not by_name:
-            return names, values
+            return V, U, u_names, u_hashes
         given, known = set(names), self._index.position
         absent = [n for n in by_name if n not in known and n not in given]
         if not absent:
-            return names, values
-        return names + absent, np.hstack([values, np.zeros((len(values), len(absent)))])
+            return V, U, u_names, u_hashes
+        return (V, np.hstack([U, np.zeros((len(U), len(absent)))]), u_names + absent,
+                u_hashes + self._unknown_hashes(absent))
 
     def _max_state_bytes(self):
         most = self._store_type().max_state_bytes(self.budget, self.max_features, self.dtype)

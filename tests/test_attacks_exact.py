@@ -93,6 +93,23 @@ def test_carlini_wagner_without_a_box_reaches_flips_far_from_the_sample(scale):
     np.testing.assert_allclose(result.norms, exact, rtol=0.01)
 
 
+@pytest.mark.parametrize("bounds", [(0.0, 1.0), (-10.0, 10.0), (-100.0, 100.0)])
+def test_carlini_wagner_in_a_box_wider_than_the_data_finds_the_smallest_flip(bounds):
+    """The distance is counted in the unit of the problem at the sample, not in the box's
+    width: counted in units of a box 200 wide, it weighed almost nothing, and the flips found
+    were 7.5 times the smallest (median). (A flip 0.001 away is beyond what steps in the
+    variables of a wide box resolve: most, not all, are within 5%.)"""
+    rng = np.random.default_rng(0)
+    w = np.array([1.0, 2.0, -1.5, 0.5])
+    model = fixed_linear(w, -0.3)
+    X = rng.random((30, 4)) * 0.5 + 0.25
+    y = model.decision_many(X) > 0
+    result = CarliniWagnerL2(bounds=bounds).run(model, X, y)
+    ratio = result.norms / (np.abs(model.decision_many(X)) / np.linalg.norm(w))
+    assert result.fooled.all() and (ratio >= 1 - 1e-6).all()
+    assert np.median(ratio) < 1.01 and np.mean(ratio < 1.05) >= 0.9
+
+
 def test_zoo_is_within_ten_percent_of_carlini_wagner_in_low_dimension():
     rng = np.random.default_rng(3)
     w = rng.normal(size=4)

@@ -355,6 +355,20 @@ def test_an_input_the_bandwidths_name_moves_in_the_certificate_before_it_is_lear
         assert model.predict_one({**x, "c": move}) == y
 
 
+def test_the_inputs_the_bandwidths_name_do_not_count_as_the_samples_own():
+    """The inputs a `gamma` dict names but the model has not learned are the model's, at most
+    `max_features` (checked when it is made): certifying a sample that brings inputs of its
+    own counted them as the sample's ("45 inputs the model does not know, more than
+    max_features=40" for a sample of 15 such inputs) and refused a sample it predicts."""
+    rng = np.random.default_rng(0)
+    model = AdvKernelSVM(gamma={f"p{i}": 0.05 for i in range(40)}, max_features=40, seed=0)
+    for row in rng.random((200, 10)):
+        model.learn_one({f"p{i}": row[i] for i in range(10)}, bool(row[:5].sum() > 2.5))
+    x = {**{f"p{i}": 0.5 for i in range(10)}, **{f"q{i}": 0.1 for i in range(15)}}
+    y = model.predict_one(x)
+    assert 0.0 < model.certified_radius_one(x, y) < math.inf
+
+
 @pytest.fixture(scope="module")
 def small_support_model():
     rng = np.random.default_rng(0)

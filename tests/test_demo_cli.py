@@ -243,9 +243,7 @@ def test_the_module_runs_as_the_advsvm_command():
      (["--train-epsilon", "-0.5"], "argument --train-epsilon: -0.5 is not a number >= 0"),
      (["--sample-rate", "1.5"], "argument --sample-rate: 1.5 is not a number in (0, 1]"),
      (["--test-fraction", "1"], "argument --test-fraction: 1 is not a number in [0, 1)"),
-     (["--norm", "l3"], "argument --norm: invalid choice: 'l3'"),
-     # (An option of no command was named by the top-level parser: "advsvm: ...".)
-     (["--pairs", "1", "7"], "unrecognized arguments: --pairs 1 7 (see advsvm demo --help)")],
+     (["--norm", "l3"], "argument --norm: invalid choice: 'l3'")],
 )
 def test_demo_errors_are_one_line_and_exit_2(capsys, tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
@@ -709,3 +707,18 @@ def test_a_held_out_attack_that_met_no_gradient_says_so(capsys, tmp_path):
     assert [name for name, _ in notes] == ["natural", "adversarial (L2 ε=1)"]
     assert all(int(count) > 36 for _, count in notes)
     assert "may be an overestimate" in words(out)
+
+
+@pytest.mark.parametrize("argv, prog", [
+    (["demo", "--pairs", "1", "7"], "advsvm demo"),
+    (["inspect", "ckpt", "--bogus"], "advsvm inspect"),
+    (["data", "fetch", "mnist", "--bogus"], "advsvm data"),
+    (["--debug", "data", "fetch", "mnist", "--force", "--bogus"], "advsvm data"),
+])
+def test_an_unknown_option_is_one_line_naming_its_command(capsys, argv, prog):
+    """Named by the command's own parser (it was the top-level one's); `data fetch`, whose
+    command is two words, raised a KeyError with a traceback."""
+    assert cli.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith(f"{prog}: unrecognized arguments: ") and "Traceback" not in err

@@ -846,6 +846,17 @@ def test_a_weight_of_one_is_every_samples_and_changes_nothing(make):
     plain.learn_one({"x0": 0.3, "x1": 0.7}, True)
     weighted.learn_many(X, pd.Series([False, True]), w=pd.Series([1, 1]))
     plain.learn_many(X, pd.Series([False, True]))
+    weighted.learn_one({"x0": 0.2, "x1": 0.4}, False, w=None)
+    plain.learn_one({"x0": 0.2, "x1": 0.4}, False)
+    assert fingerprint(weighted) == fingerprint(plain)
+    # Not a weight of 1 for each row: refused, nothing changed.
+    for w, batch in [(True, False), ("1", False), ([1, 1], False), ([], True), ([1, 1, 1], True),
+                     (np.ones((2, 1)), True), (["1", "1"], True)]:
+        with pytest.raises(TypeError, match="takes no 'w' argument other than 1"):
+            if batch:
+                weighted.learn_many(X, pd.Series([False, True]), w=w)
+            else:
+                weighted.learn_one({"x0": 0.3, "x1": 0.7}, True, w=w)
     assert fingerprint(weighted) == fingerprint(plain)
 
 

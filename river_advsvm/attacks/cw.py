@@ -111,9 +111,9 @@ class CarliniWagnerL2(Attack):
     Minimises `||x' - x||_2^2 / u^2 + c max(y g(x') + confidence, 0)` with Adam over `w`, where
     `x' = lo + (hi - lo) (tanh(w) + 1) / 2` keeps `x'` in the box (no change of variables when
     `bounds` is None), for each `c` of a per-sample binary search. `u`, the unit distances are
-    counted in, is the box's width, or without a box the one in which the problem linearised
-    at `x` flips at `c = 1` (`u^2 = 2 |g(x)| / ||grad g(x)||_2^2`), at least 1 either way: the
-    search finds the same flips whatever the units of the inputs. Returns, per sample, the
+    counted in, is the one in which the problem linearised at `x` flips at `c = 1` (`u^2 = 2
+    |g(x)| / ||grad g(x)||_2^2`), at least 1 and within a box at most its width: the search
+    finds the same flips whatever the units of the inputs. Returns, per sample, the
     closest point found that the model misclassifies (with margin `<= -confidence`), or the
     input itself when none was found. On a linear model without a box it finds the exact
     minimum `|g(x)| / ||w||_2`.
@@ -202,22 +202,19 @@ class CarliniWagnerL2(Attack):
         # Adam moves each variable by about its step: without a box, by the step in the data's
         # units, which must then reach the boundary (DeepFool's linearised distance to it).
         rate = np.full((len(X), 1), self.learning_rate)
-        # The distance is counted in a unit `u` of the data: without a box, the one at which the
-        # linearised problem flips at c = 1 (`u^2 = 2 |g| / ||grad g||^2`), with a box its
-        # width, at least 1 either way. In raw units, with inputs in units of 1e6, a flip's
-        # squared distance outweighed c times the margin at every c the search may take.
-        unit = np.ones((len(X), 1))
+        # The distance is counted in a unit `u` of the data: the one at which the problem
+        # linearised at the sample flips at c = 1 (`u^2 = 2 |g| / ||grad g||^2`), at least 1
+        # and within a box at most its width. In raw units, with inputs in units of 1e6, a
+        # flip's squared distance outweighed c times the margin at every c the search may take.
+        margins, G = oracle.margins_and_gradients(X)
+        lengths = np.sqrt(np.einsum("ij,ij->i", G, G))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            reach = np.where(lengths > 0, np.abs(margins) / lengths, 1.0)
+            flip_unit = np.where(lengths > 0, np.sqrt(2.0 * np.abs(margins)) / lengths, 1.0)
+        widest = inputs.MAX_ABS_VALUE if self.bounds is None else box.bounds[1] - box.bounds[0]
+        unit = np.clip(np.nan_to_num(flip_unit, nan=1.0), 1.0, max(1.0, widest))[:, None]
         if self.bounds is None:
-            margins, G = oracle.margins_and_gradients(X)
-            lengths = np.sqrt(np.einsum("ij,ij->i", G, G))
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                reach = np.where(lengths > 0, np.abs(margins) / lengths, 1.0)
-                flip_unit = np.where(lengths > 0, np.sqrt(2.0 * np.abs(margins)) / lengths, 1.0)
             rate[:, 0] *= np.clip(np.nan_to_num(reach, nan=1.0), 1.0, inputs.MAX_ABS_VALUE)
-            unit[:, 0] = np.clip(np.nan_to_num(flip_unit, nan=1.0), 1.0, inputs.MAX_ABS_VALUE)
-        else:
-            margins = oracle.margins(X)
-            unit[:] = max(1.0, box.bounds[1] - box.bounds[0])  # (cut to the inputs accepted)
         best = BestFound(X, margins, self.confidence)
         search = ConstantSearch(len(X), self.initial_const)
         no_gradient = np.zeros(len(X), dtype=bool)
