@@ -69,8 +69,8 @@ class InputAdvice:
             warn_caller(f"{self.model}: input {inputs.shown_name(names[j])} is 0, absent or NaN "
                         f"in a sample, but its values are far from 0 (gamma='scale' measures "
                         f"it about {centres[j]:g}): the sample is decided as if it were 0. "
-                        "Fill in missing values first (River's preprocessing.StatImputer), or put a "
-                        "StandardScaler in front", UserWarning)
+                        "Fill in missing values first (River's preprocessing.StatImputer), or "
+                        "put a StandardScaler in front", UserWarning)
 
     def late_and_wide(self, names: list, values: np.ndarray, scales, n_columns: int,
                       fitted: bool = True) -> None:

@@ -504,22 +504,23 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
     @property
     def collapsed(self) -> bool:
         """True when the model has collapsed to a constant: over its last two blocks of 128 learned
-        samples in which both labels arrived, in each block either all but 2% of the decisions were
-        for one class, or `f(x) = g(x) - b` varied by less than 0.1 (a model that learns anything
-        spreads its decisions far more) and the decisions were right no more often than a constant
-        guess, or the decisions came in runs (switching class under 0.4 times as often as
-        independent ones would) on labels that did not, hardly better than a guess (a constant at
-        each moment whose level swings with the steps: it decides by time, not by input), or echoed
-        the previous sample's label (agreeing with it 4 standard deviations more often than
-        independent decisions would) on labels that switch as often as independent ones, no
-        better than a guess (a bias step outweighing `f`); in a block with under a tenth of one label, the decisions one class (if
-        that label came 7 times or more) or `f` 0 at every sample, and in the first 256 samples (a
-        model starts at `f = 0`) the latter (see `river_advsvm.collapse`). A model that predicts
-        with the average of its iterates (`averaging`) has collapsed when the function it learns has
-        (the average, still deciding as before, follows it to that constant over the next
-        `averaging` or so samples), unless the average decided both ways, better than a guess, over
-        its latest judged block; or when the average decided as a constant while the function it
-        learns guessed. A model that has collapsed stays so until the decisions it predicts with are
+        samples in which both labels arrived, in each block either all but 2% of the decisions
+        were for one class, or `f(x) = g(x) - b` varied by less than 0.1 (a model that learns
+        anything spreads its decisions far more) and the decisions were right no more often than
+        a constant guess, or the decisions came in runs (switching class under 0.4 times as
+        often as independent ones would) on labels that did not, hardly better than a guess (a
+        constant at each moment whose level swings with the steps: it decides by time, not by
+        input), or echoed the previous sample's label (agreeing with it 4 standard deviations
+        more often than independent decisions would) on labels that switch as often as
+        independent ones, no better than a guess (a bias step outweighing `f`); in a block with
+        under a tenth of one label, the decisions one class (if that label came 7 times or more)
+        or `f` 0 at every sample, and in the first 256 samples (a model starts at `f = 0`) the
+        latter (see `river_advsvm.collapse`). A model that predicts with the average of its
+        iterates (`averaging`) has collapsed when the function it learns has (the average, still
+        deciding as before, follows it to that constant over the next `averaging` or so
+        samples), unless the average decided both ways, better than a guess, over its latest
+        judged block; or when the average decided as a constant while the function it learns
+        guessed. A model that has collapsed stays so until the decisions it predicts with are
         both ways and better than a guess over two blocks in a row (with `averaging`, about
         `averaging` samples after the function it learns recovers).
         A warning (`river_advsvm.collapse.CollapseWarning`) is issued when it happens; the
