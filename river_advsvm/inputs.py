@@ -46,6 +46,7 @@ __all__ = [
     "dict_values",
     "encode_name",
     "frame_values",
+    "in_row",
     "is_number",
     "is_whole",
     "key_hash",
@@ -400,10 +401,19 @@ def _too_large(name, value, row: int | None = None) -> InvalidInput:
         f"{MAX_ABS_VALUE:g}; rescale the input", "too_large")
 
 
+def _in_row(row: int | None) -> str:
+    """How an error names the row of a batch it is of (by position): "" for none."""
+    return "" if row is None else f"row {row} of the batch (counting from 0): "
+
+
+def in_row(error: InvalidInput, row: int) -> InvalidInput:
+    """`error`, of row `row` of a batch."""
+    return InvalidInput(f"{_in_row(row)}{error}", error.code)
+
+
 def _feature(name, row: int | None = None) -> str:
     """How an error names a feature: after the row of a batch (by position), if one."""
-    where = "" if row is None else f"row {row} of the batch (counting from 0): "
-    return f"{where}feature {shown_name(name)}"
+    return f"{_in_row(row)}feature {shown_name(name)}"
 
 
 def _bounds_error(name, value, needs: str | None = None, row: int | None = None
@@ -601,8 +611,7 @@ def rows_values(rows: typing.Sequence, missing_ok=False) -> list[tuple[list, np.
         try:
             out.append(dict_values(x, ok))
         except InvalidInput as error:
-            raise InvalidInput(f"row {i} of the batch (counting from 0): {error}",
-                               error.code) from None
+            raise in_row(error, i) from None
     return out
 
 

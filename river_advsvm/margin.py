@@ -562,5 +562,4 @@ def _learnable(y, row: int, rows: int):
     except inputs.InvalidInput as error:
         if rows == 1:
             raise
-        raise inputs.InvalidInput(f"row {row} of the batch (counting from 0): {error}",
-                                  error.code) from None
+        raise inputs.in_row(error, row) from None
