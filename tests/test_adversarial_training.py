@@ -973,7 +973,9 @@ def test_the_bias_stays_put_while_nearly_every_sample_is_active():
     assert natural._bias < -0.1
 
 
-@pytest.mark.parametrize("policy", ["merge", "compact_slot", "compact"])
+@pytest.mark.parametrize("policy", [
+    "merge", pytest.param("compact_slot", marks=pytest.mark.slow),
+    pytest.param("compact", marks=pytest.mark.slow)])
 def test_a_sample_not_attacked_while_learning_cannot_be_made_active_within_epsilon(policy,
                                                                                    monkeypatch):
     """`adversary='pgd'` learns a sample as it is, unattacked, only where no point of its

@@ -295,7 +295,8 @@ def test_one_pass_goes_on_over_the_stream_and_takes_other_streams(tmp_path):
     assert "| passes |" in out.with_suffix(".md").read_text()
 
 
-@pytest.mark.parametrize("flags, options", [([], ""), (["--last-iterate"], "--averaging 0")])
+@pytest.mark.parametrize("flags, options", [
+    ([], ""), pytest.param(["--last-iterate"], "--averaging 0", marks=pytest.mark.slow)])
 def test_scaleout_noisy_serves_the_model_it_names(tmp_path, flags, options):
     """`scaleout.py --noisy`: one `advsvm serve` with no model options (the default model), or
     with `--averaging 0`, and the same model's call in process, over the same messages."""

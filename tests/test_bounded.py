@@ -26,7 +26,8 @@ def memory(model) -> int:
     return model._raw_memory_usage
 
 
-@pytest.mark.parametrize("policy", ["compact", "compact_slot", "truncate"])
+@pytest.mark.parametrize("policy", [
+    "compact", pytest.param("compact_slot", marks=pytest.mark.slow), "truncate"])
 def test_a_long_stream_stays_within_budget(policy):
     # The 20,000 steps after the reference point add 8 to 12 budgets' worth of features.
     model = AdvKernelSVM(epsilon=0.05, budget=1024, budget_policy=policy, seed=0)

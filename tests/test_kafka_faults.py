@@ -285,8 +285,9 @@ class _Member:
         self._thread.join(30)
 
 
-@pytest.mark.parametrize("checkpointed", [(0, 1), (0,)],
-                         ids=["both-checkpointed", "one-without-an-offset"])
+@pytest.mark.parametrize("checkpointed", [
+    pytest.param((0, 1), id="both-checkpointed"),
+    pytest.param((0,), id="one-without-an-offset", marks=pytest.mark.slow)])
 def test_outputs_of_a_partition_held_elsewhere_at_the_restart_are_not_sent_twice(
         broker, tmp_path, checkpointed):
     """Killed after publishing outputs past its checkpoint for two partitions, the service

@@ -168,6 +168,7 @@ def test_sigkill_at_random_points_learns_each_message_exactly_once(broker, tmp_p
     kh.assert_same_model(state.load(directory).model, kh.reference_model(values))
 
 
+@pytest.mark.slow  # `test_kafka_faults` kills a service of two partitions in the default run
 def test_sigkill_with_three_partitions_counts_exactly(broker, tmp_path):
     total = 4_500
     topic = _topics(broker, "crash3", partitions=3, outputs=())

@@ -117,7 +117,7 @@ def test_adversary_from_step_t_raises_a_robust_alert_within_500_samples(seed):
 
 
 @pytest.mark.parametrize("seed, length",
-                         [(0, 6_000), pytest.param(0, 20_000, marks=pytest.mark.slow)])
+                         [(0, 4_000), pytest.param(0, 20_000, marks=pytest.mark.slow)])
 def test_a_stationary_stream_raises_no_alert(seed, length):
     """The false-alarm test: a stationary stream, default detectors (ADWIN), gap threshold and
     sample rate (10%: ~2,000 attacks in 20,000 samples, the slow case). At the other tests'

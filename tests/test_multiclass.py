@@ -488,7 +488,7 @@ def test_an_attack_on_many_labels_is_fooled_only_where_another_label_is_predicte
     X = X / 16.0
     model = OneVsRest(AdvLinearSVM())
     model.learn_many(*_frame(X[:600], y[:600]))
-    attack = {"pgd": PGD(epsilon=0.5, norm="l2"), "cw": CarliniWagnerL2(search_steps=4),
+    attack = {"pgd": PGD(epsilon=0.5, norm="l2"), "cw": CarliniWagnerL2(search_steps=4, steps=30),
               "zoo": ZOO(steps=40, search_steps=2, seed=0)}[make]
     X_test, y_test = X[600:630], y[600:630]
     with warnings.catch_warnings():

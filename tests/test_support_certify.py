@@ -93,8 +93,8 @@ def small_models(draw):
 
 
 def test_no_certified_point_is_ever_flipped():
-    """100 random models here; 1,000 in the slow run."""
-    settings(max_examples=100, deadline=None)(given(problem=small_models())(
+    """50 random models here; 1,000 in the slow run."""
+    settings(max_examples=50, deadline=None)(given(problem=small_models())(
         check_no_certified_point_is_flipped))()
 
 
