@@ -293,7 +293,8 @@ class CheckpointMixin:
     def checkpoint_array_bytes(cls, meta: dict) -> int:
         """The most array bytes a checkpoint with this metadata may hold, from its parameters
         alone: `checkpoint.read` refuses a file declaring more before reading any array. The
-        names' arrays count only in the stored form (an older checkpoint has none)."""
+        names' arrays count only in the stored form (`pack`'s, a file's): `to_checkpoint`'s
+        own output keeps the names in the metadata."""
         try:
             model = cls._unlearned(meta, sizing=True)
             return model._max_state_bytes() + (model._max_table_bytes() if _is_stored(meta)

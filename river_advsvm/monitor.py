@@ -159,7 +159,7 @@ class RobustnessMonitor:
     >>> monitor.alerts
     []
 
-    An attacker with three times the budget flips some points: first the gap crosses its
+    An attacker with six times the budget flips some points: first the gap crosses its
     threshold, then the drift detector on the robust error fires.
 
     >>> monitor.attack = PGD(epsilon=0.3)

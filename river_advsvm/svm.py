@@ -237,7 +237,8 @@ class AdvKernelSVM(MarginClassifier):
 
     References
     ----------
-    Wu, Gu, Huang et al. Adversarial training of kernel SVMs by doubly stochastic gradients.
+    Wu, Hu & Gu. Fast and scalable adversarial training of kernel SVM via doubly stochastic
+    gradients. AAAI 2021.
     Wang, Crammer & Vucetic. Breaking the curse of kernelization: budgeted stochastic gradient
     descent for large-scale SVM training. JMLR 13, 2012.
     Madry, Makelov, Schmidt, Tsipras & Vladu. Towards deep learning models resistant to

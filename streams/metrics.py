@@ -42,6 +42,7 @@ advsvm_model_random_features                              random features (kerne
 advsvm_model_inputs                                       input columns the model knows
 advsvm_model_samples                                      samples in the model (group: merged)
 advsvm_model_average_restarts_total                       the model's average started over
+advsvm_model_collapsed                                    1 while its decisions are one class
 advsvm_monitor_{clean,robust,certified}_accuracy_ratio    the monitor's rolling accuracies
 advsvm_group_peers                                        peer snapshots seen
 advsvm_seconds_since_last_poll                            what liveness looks at
