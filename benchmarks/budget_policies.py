@@ -256,7 +256,7 @@ def markdown(records: list[dict]) -> str:
         for epsilon in (0.0, EPSILON):
             rows = [shown(r) for r in summaries
                     if r["pair"] == pair and r["epsilon"] == epsilon and r["dtype"] == "float32"]
-            out += [f"## {pair}, trained {'naturally' if epsilon == 0 else 'at L∞ 8/255'} "
+            out += [f"#### {pair}, trained {'naturally' if epsilon == 0 else 'at L∞ 8/255'} "
                     "(float32)", "", common.markdown_table(rows, columns), ""]
     gaps = [r for r in records if r["kind"] == "dtype_gap"]
     if gaps:
@@ -267,7 +267,7 @@ def markdown(records: list[dict]) -> str:
                                 f"({100 * r['gap_min']:+.2f}…{100 * r['gap_max']:+.2f})",
                    **{k: 100 * r[k] for k in ("float32", "float64", "seed_std")}}
                   for r in gaps if not r["within_noise"]]
-        out += ["## float32 against float64", "",
+        out += ["#### float32 against float64", "",
                 f"Paired by seed, the same stream and features: {within} of {len(gaps)} gaps "
                 "(float32 − float64, every configuration, clean, PGD 8/255 and PGD 0.1) are "
                 "within the seed noise σ (the larger standard deviation over seeds of the two "

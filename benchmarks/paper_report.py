@@ -130,7 +130,7 @@ def markdown(records: list[dict]) -> str:
         "chosen on a validation split (the script's docstring says how). `¹`: the paper's pair "
         "comes from MNIST8M. CIFAR pixels are mostly JPEG-decoded.",
         "",
-        "## Both representations",
+        "#### Both representations",
         "",
         "Accuracy (%) clean, under PGD-10 (L∞ 8/255, L∞ 0.1, L2 1.0) and certified by the "
         "model's own certificate (L∞ 8/255, L2 1.0, in the pixel box); the seconds of one "
@@ -170,7 +170,7 @@ def markdown(records: list[dict]) -> str:
                 for r in small]
         rows += [[pair_label(pair), "exact SVC", pct(r["clean"], 2), pct(r["pgd_2"]), None,
                   pct(r["pgd"]), None] for pair, r in svc.items() if r.get("pgd_2") is not None]
-        out += ["## CIFAR at 2/255", "",
+        out += ["#### CIFAR at 2/255", "",
                 "No random-feature model withstands PGD at 8/255 on CIFAR; at a quarter of the "
                 "radius:", "",
                 grid(["pair", "model", "clean", "PGD L∞ 2/255", "cert. L∞ 2/255",
@@ -181,7 +181,7 @@ def markdown(records: list[dict]) -> str:
              f"{r['train_seconds']:.2f}"]
             + [pct(r.get(f"paper_{k}"), 2) for k in PAPER_COLUMNS]
             + [num(r.get("paper_train_minutes"), ".1f")] for r in summaries(records)]
-    out += ["## Against the paper", "",
+    out += ["#### Against the paper", "",
             "Ours (%) beside the paper's; C&W-L2 and ZOO on a subset of seed 0's test set, "
             "counted at the L2 radius √d·8/255; the paper's training time in minutes.", "",
             grid(["pair", "model", "clean", "FGSM", "PGD", "C&W", "ZOO", "cert.", "train s",
@@ -190,7 +190,7 @@ def markdown(records: list[dict]) -> str:
     rows = [[r["pair"], r["model"], f"{r['regularization']:g}", f"{r['step_size']:g}",
              training_radius(r), r["criterion"]]
             for r in records if r["kind"] == "selected"]
-    out += ["", "## Chosen hyper-parameters", "",
+    out += ["", "#### Chosen hyper-parameters", "",
             grid(["pair", "model", "λ", "η", "training radius", "criterion"], rows)]
 
     gaps = [r for r in records if r["kind"] == "dtype_gap"]
@@ -209,7 +209,7 @@ def markdown(records: list[dict]) -> str:
                              + ("" if g["within_noise"] else " **>σ**"))
             rows.append([pair_label(pair), model] + cells)
         out += [
-            "", "## float32 against float64", "",
+            "", "#### float32 against float64", "",
             "The same seeds and hyper-parameters with float64 features or vectors: the mean "
             "gap float32 − float64 in points (its range over seeds) against the seed noise σ "
             "(the larger standard deviation over seeds of the two). "
@@ -225,7 +225,7 @@ def markdown(records: list[dict]) -> str:
              r["attack"] + (f" + {r['restarts']} random starts" if "restarts" in r else ""),
              r["column"], f"{r['certified_points']} of {r['points']}", r["flipped"]]
             for r in checks] or [[None, None, None, None, "no point certified", None]]
-    out += ["", "## Are certified points ever flipped?", "",
+    out += ["", "#### Are certified points ever flipped?", "",
             "Seed 0: every certified point of a test subset attacked at the radius it is "
             "certified for by PGD-50 (from the point and from random starts), and every C&W-L2 "
             "flip compared with the point's certified L2 and L∞ radii.", "",
@@ -234,7 +234,7 @@ def markdown(records: list[dict]) -> str:
 
     merges = [r for r in summaries(records) if r.get("merges")]
     if merges:
-        out += ["", "## Budget maintenance of the support vectors", "",
+        out += ["", "#### Budget maintenance of the support vectors", "",
                 "Merges in one pass and the mean weight degradation ||f_before − f_after||² "
                 "per merge (seed mean).", "",
                 grid(["pair", "model", "merges", "degradation per merge"],
@@ -242,7 +242,7 @@ def markdown(records: list[dict]) -> str:
                        f"{r['degradation_per_merge']:.2e}"] for r in merges])]
 
     goals = [r for r in records if r["kind"] == "target"]
-    out += ["", "## Targets", "",
+    out += ["", "#### Targets", "",
             grid(["", "pair", "target", "measured"],
                  [["met" if t["met"] else "**not met**", t["pair"], t["target"],
                    target_line(t).split(": ", 1)[1]] for t in goals])]

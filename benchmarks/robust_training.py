@@ -584,7 +584,7 @@ def markdown(records: list[dict]) -> str:
              f"Measured on {common.machine_line({**records[0], 'cpu': cpus})}. Run as: "
              f"{commands}.", ""]
     for pair in dict.fromkeys(r["pair"] for r in records if "pair" in r):
-        lines += [f"## {pair}", ""]
+        lines += [f"#### {pair}", ""]
         note = _learned_point_note(records, pair)
         if note:
             lines += [note, ""]
@@ -658,7 +658,7 @@ def markdown(records: list[dict]) -> str:
         lines.append("")
     goals = [r for r in records if r["kind"] == "target"]
     if goals:
-        lines += ["## Targets", "", "| pair | target | reached | met |", "|---|---|---|---|"]
+        lines += ["#### Targets", "", "| pair | target | reached | met |", "|---|---|---|---|"]
         for r in goals:
             if "ratio_median" in r:
                 lines.append(f"| {r['pair']} | {r['target']} | {r['value']:.2f}x (median block "

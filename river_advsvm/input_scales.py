@@ -27,6 +27,9 @@ A checkpoint keeps the reference bandwidth, and the bandwidths and centres `gamm
 fitted (`state`); `InputScales.restored` reads them back, checked against the model's own
 parameters: a saved factor past what the model's `max_features` allows is refused.
 
+Examples
+--------
+
 >>> import numpy as np
 >>> from river_advsvm.input_scales import InputScales
 

@@ -3,7 +3,7 @@
 The Kafka clients are made in `river_advsvm.streams.clients`; outputs go out through
 `river_advsvm.streams.sink`.
 
-Input messages are UTF-8 JSON objects::
+Input messages are UTF-8 JSON objects:
 
     {"id": "a-17", "x": {"age": 31, "height": 1.7}, "y": true}
     {"id": 18, "x": [0.0, 0.5, 1.0]}
