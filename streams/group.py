@@ -101,6 +101,7 @@ from kafka.errors import KafkaError
 from river_advsvm.streams import faults, merge
 from river_advsvm.streams import state as state_io
 from river_advsvm import model_checkpoint
+from river_advsvm.checkpoint import CheckpointError
 from river_advsvm.streams.group_basis import (BasisChoice, basis_record, coefficient_snapshot,
                                               proposed_vectors)
 from river_advsvm.streams.group_state import (claimed_output_ends, claims, group_model,
@@ -308,12 +309,18 @@ class GroupSync:
 
     # -- state ----------------------------------------------------------------------------------
 
-    def initial_state(self, new_state) -> tuple[state_io.ServiceState, bool]:
+    def initial_state(self, new_state, overridden=None) -> tuple[state_io.ServiceState, bool]:
         """The state to continue from after a start or a rollback, and whether it must be
         republished (the topic lacks it). Call after `fence`.
 
         Own latest snapshot if any; else the local checkpoint (a topic that lost it); else a
         new model, with the group's model options if the peers have other ones.
+        `overridden(state)`: what a state resumed from the own snapshot overrides of the
+        operator's settings (`river_advsvm.streams.state.overridden`), logged as warnings.
+
+        Raises `CheckpointError` if the own snapshot, newer than the local checkpoint, holds
+        a model beyond this worker's limits: as for the local checkpoint, the operator raises
+        them to load it (starting over would publish an empty model over all it learned).
         """
         own = self.own()
         local = state_io.load(self.checkpoint_dir, self.limits)
@@ -321,6 +328,9 @@ class GroupSync:
             raise ValueError(f"{self.checkpoint_dir} holds the checkpoint of worker "
                              f"{local.group['worker']!r}, not {self.worker!r}")
         local_seq = None if local is None or local.group is None else local.group["seq"]
+        if own is not None and own.beyond_limits is not None and (local_seq or 0) < own.seq:
+            raise CheckpointError(f"this worker's snapshot {own.seq} in {self.topic}, newer "
+                                  f"than its local checkpoint: {own.beyond_limits}")
         if own is not None and own.over_basis is not None and local_seq == own.seq:
             # The same state as the snapshot, whose model is its projection onto the basis.
             log.info("resuming from the local checkpoint of own snapshot %d (%d learned)",
@@ -329,7 +339,10 @@ class GroupSync:
         if own is not None and own.model_unread is None and (local_seq is None
                                                              or local_seq <= own.seq):
             state = own.state()
-            log.info("resuming from own snapshot %d (%d learned)", own.seq, own.learned)
+            log.info("resuming from own snapshot %d (%d learned); it wins over model options",
+                     own.seq, own.learned)
+            for note in overridden(state) if overridden is not None else ():
+                log.warning("%s", note.replace("the checkpoint's", "the snapshot's"))
             return state, False
         if own is not None and own.model_unread is not None and (local_seq or 0) < own.seq:
             # What it learned since is rolled back, and learned again from the claims of the

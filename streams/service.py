@@ -258,7 +258,8 @@ class Service:
             if loaded.group is not None and config.sync_every is None:
                 log.warning("the checkpoint is group worker %s's and this service runs alone "
                             "(no --sync-every): the partitions that worker did not read start "
-                            "from the group's committed offsets or their beginning, and what its "
+                            "from the consumer group's committed offsets; where it has none "
+                            "(another --group), from their beginning, and what the worker's "
                             "peers learned there, in the model already, is learned again",
                             loaded.group["worker"])
         # Before Kafka too: refused after, it made the output topics first, and while the

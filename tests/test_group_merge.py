@@ -602,6 +602,50 @@ def test_a_worker_restarts_from_its_newest_snapshot_local_or_published(tmp_path)
         other.initial_state(lambda: None)
 
 
+@pytest.mark.parametrize("local_seq", [None, 2])
+def test_a_worker_whose_own_snapshot_is_beyond_its_limits_stops_saying_which(tmp_path,
+                                                                             local_seq):
+    """Restarted with a smaller --budget and no local checkpoint as recent as its snapshot, a
+    worker started over: it published an empty model over all it had learned (the claims
+    kept, so those messages were never learned again) and ran on. It now refuses to start,
+    as it does for a local checkpoint beyond its limits, and nothing is published."""
+    model = trained(100, 2, **SV_PARAMS)
+    limits = state_io.Limits(budget=SV_PARAMS["budget"] // 2, dtype="float64")
+    published = snapshot("w", 0, model, {"t": {0: 100}}, seq=4)
+    published = group.parse_snapshot(b"w", state_io.to_bytes(published.state()), 0, limits)
+    assert published.beyond_limits is not None
+    if local_seq is not None:  # an older local checkpoint, within the limits
+        local = snapshot("w", 0, trained(10, 2, **{**SV_PARAMS, "budget": 100}), {"t": {0: 10}},
+                         seq=local_seq).state()
+        state_io.save(tmp_path, local)
+    sync = group.GroupSync("127.0.0.1:1", "snaps", "w", str(tmp_path), sink=None,
+                           limits=limits)
+    sync.reader = FakeReader({"w": published})
+    message = (r"^this worker's snapshot 4 in snaps, newer than its local checkpoint: its model "
+               r"has budget=400, over this service's limit budget=200; to load it, raise "
+               r"--budget$")
+    with pytest.raises(checkpoint.CheckpointError, match=message):
+        sync.initial_state(lambda: pytest.fail("no new model"))
+
+
+def test_a_worker_resuming_from_its_own_snapshot_says_what_it_overrides(tmp_path, caplog):
+    """As a restored local checkpoint does: the options the operator changed lose to the
+    snapshot's model (an adversarially trained one asked for, a natural one kept), and the
+    log said nothing."""
+    model = trained(50, 2, **SV_PARAMS)
+    sync = group.GroupSync("127.0.0.1:1", "snaps", "w", str(tmp_path), sink=None)
+    sync.reader = FakeReader({"w": snapshot("w", 0, model, {"t": {0: 50}}, seq=4)})
+    made = AdvKernelSVM(**{**SV_PARAMS, "epsilon": 0.5, "norm": "linf"})
+    with caplog.at_level("WARNING", logger=group.__name__):
+        state, _ = sync.initial_state(
+            lambda: pytest.fail("no new model"),
+            lambda state: state_io.overridden(state, None, None, "t", made))
+    assert state.model.epsilon == 0.1
+    assert [r.getMessage() for r in caplog.records] == [
+        "the snapshot's model is kept with epsilon=0.1 (the options: 0.5), norm='l2' (the "
+        "options: 'linf')"]
+
+
 def test_totals_count_every_message_once_over_the_latest_snapshots():
     m = trained(10, 1)
     snaps = [snapshot("a", 0, m, {"t": {0: 60, 1: 20}}, learned=70, messages=80),
