@@ -216,8 +216,20 @@ def read(path: str | os.PathLike, *, max_array_bytes: ArrayBudget = MAX_ARRAY_BY
     A missing file raises `FileNotFoundError`; an I/O error `OSError` and a lack of memory
     `MemoryError`, as faults of the machine rather than of the file.
     """
+    _check_budget(max_array_bytes)
     with _open(path) as f:
         return _read(f, os.fspath(path), max_array_bytes)
+
+
+def _check_budget(max_array_bytes) -> None:
+    """TypeError for a `max_array_bytes` that is neither a count of bytes nor a function (None
+    read the metadata alone and returned no arrays: taken for "no limit", silently)."""
+    if callable(max_array_bytes):
+        return
+    count = isinstance(max_array_bytes, (int, np.integer)) and type(max_array_bytes) is not bool
+    if not (count and max_array_bytes >= 0):
+        raise TypeError("max_array_bytes must be a number of bytes (an int >= 0) or a function "
+                        f"of the metadata returning one, got {max_array_bytes!r:.60}")
 
 
 def loads(data: bytes, *, max_array_bytes: ArrayBudget = MAX_ARRAY_BYTES
@@ -225,6 +237,7 @@ def loads(data: bytes, *, max_array_bytes: ArrayBudget = MAX_ARRAY_BYTES
     """Read checkpoint bytes made by `dumps`; raises `CheckpointError` for anything else."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise CheckpointError(f"expected checkpoint bytes, got {type(data).__name__}")
+    _check_budget(max_array_bytes)
     return _read(io.BytesIO(data), f"checkpoint of {len(data)} bytes", max_array_bytes)
 
 

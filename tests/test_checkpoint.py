@@ -863,6 +863,21 @@ def test_the_budget_may_be_a_function_of_the_validated_metadata(tmp_path):
     assert checkpoint.read(path, max_array_bytes=24)[1]["w"].shape == (3,)
 
 
+@pytest.mark.parametrize("bound", [None, True, 1.5, -1, "1000"])
+def test_an_array_bound_that_is_no_count_of_bytes_is_refused(tmp_path, bound):
+    """None read the metadata alone and returned no arrays, as if the file held none; True
+    and 1.5 were compared as numbers ("over the True allowed")."""
+    path = tmp_path / "m.ckpt"
+    data = checkpoint.dumps({"n": 7}, {"w": np.arange(3.0)})
+    path.write_bytes(data)
+    message = r"^max_array_bytes must be a number of bytes \(an int >= 0\) or a function"
+    with pytest.raises(TypeError, match=message):
+        checkpoint.read(path, max_array_bytes=bound)
+    with pytest.raises(TypeError, match=message):
+        checkpoint.loads(data, max_array_bytes=bound)
+    assert checkpoint.read(path, max_array_bytes=np.int64(24))[1]["w"].tolist() == [0, 1, 2]
+
+
 def test_read_meta_decompresses_no_array(tmp_path):
     """A corrupt array member behind a valid seal: `read` refuses it, `read_meta` never opens
     it."""

@@ -353,6 +353,9 @@ def _hostile_checkpoints():
         ("a model of other parameters", meta,
          {"models": swapped, "model_bytes": swapped_lengths}, "other parameters"),
         ("more bytes than its parameters allow", *_oversized(), "over the"),
+        # The file said budget 16 (`read_meta`, and the bound on its arrays), its models 10**5.
+        ("binary models of a larger budget than it says", meta, _lifted(arrays, 10**5),
+         "a binary model has other parameters than the checkpoint's"),
         # Loaded, it stopped learning at the next sample ("label True would be a third class").
         ("a label's model of other classes", meta, _relabelled(arrays, ["no", "yes"]),
          r"the model of label 'mid' has the classes \['no', 'yes'\], not True and False"),
@@ -375,6 +378,23 @@ def _relabelled(arrays, labels):
     state["held"] = [[names, values, labels[old.index(y)]] for names, values, y in state["held"]]
     state["labels"] = labels
     nested[1] = checkpoint.dumps(*model_checkpoint.pack(meta, binary))
+    return {"models": np.frombuffer(b"".join(nested), dtype=np.uint8),
+            "model_bytes": np.array([len(part) for part in nested], dtype=np.int64)}
+
+
+def _lifted(arrays, budget):
+    """The arrays of a OneVsRest checkpoint whose binary models all have this budget."""
+    from river_advsvm import checkpoint, model_checkpoint
+
+    data, lengths = arrays["models"].tobytes(), arrays["model_bytes"].tolist()
+    ends = np.cumsum(lengths).tolist()
+    nested = []
+    for start, end in zip([0, *ends[:-1]], ends):
+        meta, binary = model_checkpoint.loads(data[start:end])
+        meta = {key: value for key, value in meta.items()
+                if key not in ("format", "version", "arrays")}
+        meta["params"]["budget"] = budget  # (the models are still in their warm-up: no store)
+        nested.append(checkpoint.dumps(*model_checkpoint.pack(meta, binary)))
     return {"models": np.frombuffer(b"".join(nested), dtype=np.uint8),
             "model_bytes": np.array([len(part) for part in nested], dtype=np.int64)}
 
