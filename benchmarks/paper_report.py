@@ -307,10 +307,10 @@ def plot(records: list[dict], path: pathlib.Path) -> None:
             bottom.set_ylabel("accuracy under attack")
             frontier.set_ylabel("PGD accuracy")
     handles, labels = axes[1][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # (the legend whole, however wide)
     plt.close(fig)
     print(f"wrote {path}")
 
