@@ -148,7 +148,7 @@ def _crash_and_restart(broker, topic, group, directory, log, kills, total, rng, 
 
 
 def test_sigkill_at_random_points_learns_each_message_exactly_once(broker, tmp_path):
-    total = 10_000
+    total = 6_000
     topic = _topics(broker, "crash1", outputs=())
     X, y = kh.stream(total, seed=2)
     values = kh.messages(X, y)
@@ -739,7 +739,7 @@ def test_sigterm_drains_and_checkpoints_what_was_learned(broker, tmp_path, signa
     """With no periodic checkpoint, SIGTERM mid-stream still leaves a checkpoint covering
     exactly what was learned, after every output of it is out; a restart then finishes. A
     hang-up (the terminal closed) does the same: it killed the service at once."""
-    total = 5_000
+    total = 3_000
     name = signal.Signals(signal_number).name
     topic = _topics(broker, f"drain-{name.lower()}", outputs=("predictions",))
     X, y = kh.stream(total, seed=8)
