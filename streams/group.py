@@ -316,7 +316,8 @@ class GroupSync:
         Own latest snapshot if any; else the local checkpoint (a topic that lost it); else a
         new model, with the group's model options if the peers have other ones.
         `overridden(state)`: what a state resumed from the own snapshot overrides of the
-        operator's settings (`river_advsvm.streams.state.overridden`), logged as warnings.
+        operator's settings (`river_advsvm.streams.state.overridden` with `source="snapshot"`),
+        logged as warnings.
 
         Raises `CheckpointError` if the own snapshot, newer than the local checkpoint, holds
         a model beyond this worker's limits: as for the local checkpoint, the operator raises
@@ -342,7 +343,7 @@ class GroupSync:
             log.info("resuming from own snapshot %d (%d learned); it wins over model options",
                      own.seq, own.learned)
             for note in overridden(state) if overridden is not None else ():
-                log.warning("%s", note.replace("the checkpoint's", "the snapshot's"))
+                log.warning("%s", note)
             return state, False
         if own is not None and own.model_unread is not None and (local_seq or 0) < own.seq:
             # What it learned since is rolled back, and learned again from the claims of the

@@ -565,32 +565,34 @@ def load(directory: str | os.PathLike, limits: Limits | None = None) -> ServiceS
 
 
 def overridden(state: ServiceState, labels, width: int | None,
-               topic: str | None = None, model=None) -> list[str]:
-    """What a restored checkpoint overrides of the labels and the width the operator pinned
-    (`--labels`, `--features`) and of the model the options make (`model`, a fresh one): the
-    checkpoint wins, and the operator should hear so; and whether its model learned from
-    another topic than `topic` (it goes on learning there)."""
+               topic: str | None = None, model=None, source: str = "checkpoint") -> list[str]:
+    """What a restored checkpoint (or a group worker's own snapshot: `source`) overrides of
+    the labels and the width the operator pinned (`--labels`, `--features`) and of the model
+    the options make (`model`, a fresh one): the checkpoint wins, and the operator should
+    hear so; and whether its model learned from another topic than `topic` (it goes on
+    learning there)."""
     notes = []
+    the = f"the {source}'s"
     if model is not None:
         kept = state.model
         if type(kept) is not type(model):
-            notes.append(f"the checkpoint's model is an {type(kept).__name__}, kept: the model "
+            notes.append(f"{the} model is an {type(kept).__name__}, kept: the model "
                          f"options make an {type(model).__name__}")
         else:
             given, saved = model._get_params(), kept._get_params()
             differ = [f"{name}={saved[name]!r} (the options: {given[name]!r})"
                       for name in given if name in saved and saved[name] != given[name]]
             if differ:
-                notes.append(f"the checkpoint's model is kept with {', '.join(differ)}")
+                notes.append(f"{the} model is kept with {', '.join(differ)}")
     if topic is not None and state.offsets and topic not in state.offsets:
         learned = ", ".join(repr(t) for t in sorted(state.offsets))
-        notes.append(f"the checkpoint's model learned from {learned}, not from --topic "
+        notes.append(f"{the} model learned from {learned}, not from --topic "
                      f"{topic!r}: it goes on learning there")
     if labels is not None and list(labels) != state.labels:
-        notes.append(f"--labels {' '.join(map(str, labels))} is ignored: the checkpoint's pinned "
+        notes.append(f"--labels {' '.join(map(str, labels))} is ignored: {the} pinned "
                      f"labels are {state.labels!r}")
     if width is not None and width != state.width:
-        notes.append(f"--features {width} is ignored: the checkpoint's width is {state.width!r}")
+        notes.append(f"--features {width} is ignored: {the} width is {state.width!r}")
     return notes
 
 

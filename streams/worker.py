@@ -273,10 +273,13 @@ class GroupWorker:
                 log.warning("rolling back %d messages learned since the last snapshot: their "
                             "partitions may have moved; they are learned again", since)
             config = session.config
-            # (At the start: the local checkpoint's overrides were said when it was loaded.)
-            state, republish = group.initial_state(
-                session.new_state, None if self._started else lambda state: state_io.overridden(
-                    state, config.labels, config.width, config.topic, session.new_state().model))
+
+            def overridden(state):  # (the local checkpoint's were said when it was loaded)
+                return state_io.overridden(state, config.labels, config.width, config.topic,
+                                           session.new_state().model, source="snapshot")
+            # At the start only: a rollback resumes what this process published.
+            state, republish = group.initial_state(session.new_state,
+                                                   None if self._started else overridden)
             # After an ignored snapshot, the last one that counts is published again: under
             # this worker's key, a compacted topic then keeps it rather than the ignored one.
             republish = republish or self._ignored

@@ -639,7 +639,7 @@ def test_a_worker_resuming_from_its_own_snapshot_says_what_it_overrides(tmp_path
     with caplog.at_level("WARNING", logger=group.__name__):
         state, _ = sync.initial_state(
             lambda: pytest.fail("no new model"),
-            lambda state: state_io.overridden(state, None, None, "t", made))
+            lambda state: state_io.overridden(state, None, None, "t", made, source="snapshot"))
     assert state.model.epsilon == 0.1
     assert [r.getMessage() for r in caplog.records] == [
         "the snapshot's model is kept with epsilon=0.1 (the options: 0.5), norm='l2' (the "
