@@ -192,7 +192,7 @@ def describe(value) -> str:
     if len(text) > 60:
         text = text[:57] + "..."
     kind = type(value).__name__
-    return f"{text} ({'an' if kind[0] in 'aeiou' else 'a'} {kind})"
+    return f"{text} ({'an' if kind[0].lower() in 'aeiou' else 'a'} {kind})"
 
 
 # -- names ----------------------------------------------------------------------------------------
@@ -565,6 +565,8 @@ def frame_values(X, missing_ok=False, needs: str | None = None) -> tuple[list, n
     is `dict_values`'.
     """
     check_batch(X)
+    if isinstance(X, np.matrix):  # (`*` of matrices is their product: an array's rows)
+        X = np.asarray(X)
     if isinstance(X, np.ndarray):
         names = list(range(X.shape[1]))
         values = X

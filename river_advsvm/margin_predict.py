@@ -4,6 +4,8 @@ dict) or many (a DataFrame or an array), in chunks of rows that bound the tempor
 
 from __future__ import annotations
 
+import collections.abc
+
 import numpy as np
 
 from river_advsvm import calibration, inputs
@@ -51,6 +53,10 @@ def _labels_of(y, X) -> list:
         if missing.any():
             labels = [None if m else label for label, m in zip(labels, missing.tolist())]
         return labels
+    if isinstance(y, collections.abc.Set):  # (a set, a dict's keys: no order to match rows)
+        raise inputs.InvalidInput(f"y must hold one label per row in the rows' order, got a "
+                                  f"{type(y).__name__}, which has no order: pass a list",
+                                  "bad_shape")
     if not isinstance(y, (str, bytes, dict)) and ndim == 1:
         try:
             return list(y)
@@ -101,9 +107,12 @@ class MarginPredictions:
             self._check_unstarted_names(names, row)
             return float(self._unstarted_margins(names, row[None, :])[0])
         v, u, u_names = self._split(names, row)
+        # (The names hashed first: a name it refuses warned, once per model, of a sample it
+        # then did not decide, and the warning was spent.)
+        ordered = in_hash_order(u, u_names, self._unknown_hashes(u_names))
         if len(u_names) == len(names):
             self._warn_if_nothing_known(names)
-        return self._row_decision(v, *in_hash_order(u, u_names, self._unknown_hashes(u_names)))
+        return self._row_decision(v, *ordered)
 
     def _warn_if_nothing_known(self, names: list) -> None:
         """Once per model: a sample none of whose inputs the model learned is decided from

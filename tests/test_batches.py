@@ -263,6 +263,35 @@ def test_labels_whose_index_is_not_the_frames_are_refused():
         assert model.predict_many(pd.DataFrame({"a": [0.0, 1.0]})).tolist() == [False, True]
 
 
+@pytest.mark.parametrize("labels", [{"yes", "no"}, frozenset({"yes", "no"}),
+                                    {"yes": 0, "no": 1}.keys()])
+def test_labels_without_an_order_are_refused(labels):
+    """A set was learned in its hash order: which row got which label changed with
+    PYTHONHASHSEED."""
+    X = pd.DataFrame({"a": [1.0, -1.0], "b": [0.5, -0.5]})
+    for model in (AdvLinearSVM(), AdvKernelSVM(seed=0)):
+        before = pickle.dumps(model)
+        with pytest.raises(InvalidInput, match="which has no order: pass a list") as refused:
+            model.learn_many(X, labels)
+        assert refused.value.code == "bad_shape" and pickle.dumps(model) == before
+
+
+@pytest.mark.parametrize("make", MODELS.values(), ids=MODELS.keys())
+def test_a_numpy_matrix_is_a_batch_of_its_rows(make):
+    """A np.matrix (what scipy's todense returns) learned as its rows, then predicting from it
+    multiplied matrices (a shape error) or returned a matrix of one row."""
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    y = X[:, 0] > 0
+    from_matrix, from_array = make(), make()
+    from_matrix.learn_many(np.asmatrix(X), y)
+    from_array.learn_many(X, y)
+    assert fingerprint(from_matrix) == fingerprint(from_array)
+    margins = from_matrix.decision_many(np.asmatrix(X))
+    assert type(margins) is np.ndarray and margins.shape == (60,)
+    np.testing.assert_array_equal(margins, from_array.decision_many(X))
+    assert from_matrix.predict_many(np.asmatrix(X)).tolist() == from_array.predict_many(X).tolist()
+
+
 def test_a_batch_of_more_rows_than_labels_is_a_shape_error_for_every_model():
     from river_advsvm.multiclass import OneVsRest
 
@@ -552,6 +581,13 @@ def test_a_sample_with_no_input_the_model_learned_is_named_once():
     words = AdvKernelSVM(gamma=1.0, seed=0)
     words.learn_one({"cat": 1.0, "dog": 1.0}, True)
     words.learn_one({"cat": 1.0, "eel": 1.0}, False)
+    # A sample refused for its names is no sample decided: the warning is kept for one that is.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name in (None, float("nan"), b"fox"):
+            with pytest.raises(InvalidInput) as refused:
+                words.predict_one({name: 1.0})
+            assert refused.value.code == "bad_name"
     with pytest.warns(UserWarning, match="none of the inputs given") as record:
         words.predict_one({"fox": 1.0})
     assert "array" not in str(record[0].message)
