@@ -169,6 +169,14 @@ def stream_records(policy: str, n: int, d: int, budget: int) -> list:
 # -- hostile feature names ------------------------------------------------------------------------
 
 
+def name_cache_bytes() -> int:
+    """The bytes of `river_advsvm.inputs`' cache of name hashes: its table, names and hashes
+    (names the model keeps too are counted here as well: an upper bound)."""
+    cache = inputs._HASHES
+    return sys.getsizeof(cache) + sum(sys.getsizeof(k) + sys.getsizeof(v)
+                                      for k, v in cache.items())
+
+
 def hostile_records(policy: str, max_features: int, n: int, budget: int, fresh: int) -> list:
     """Samples of 16 steady features, three in four with `fresh` new names (nonzero values);
     even samples are learned, odd ones predicted. Learning is refused once it would exceed
@@ -203,6 +211,12 @@ def hostile_records(policy: str, max_features: int, n: int, budget: int, fresh: 
                     codes[error.code] = codes.get(error.code, 0) + 1
             if i in checkpoints:
                 del x
+                # The hashes of names seen lately are the process's, not the model's (a cache
+                # of at most 65,536 names, emptied when full): counted apart, then emptied
+                # so that `model_mb` is what the model holds.
+                cache_mb = name_cache_bytes() / 2**20
+                inputs._HASHES.clear()
+                inputs._cached_chars = 0
                 gc.collect()
                 records.append({
                     "kind": "hostile", "policy": policy, "max_features": max_features,
@@ -210,6 +224,7 @@ def hostile_records(policy: str, max_features: int, n: int, budget: int, fresh: 
                     **counts, "refused_codes": ",".join(sorted(codes)),
                     "inputs": model.n_inputs, "rss_mb": rss_bytes() / 2**20,
                     "model_mb": (tracemalloc.get_traced_memory()[0] - base) / 2**20,
+                    "name_cache_mb": cache_mb,
                     "seconds": time.perf_counter() - start})
         tracemalloc.stop()
     # The bound: max_features x budget numbers of the stored dtype (float32), the weights or the
@@ -301,7 +316,10 @@ def markdown(records: list, quick: bool) -> str:
                       ("samples", "samples", ",d"), ("learned", "learned", ",d"),
                       ("refused", "refused", ",d"), ("refused_codes", "code", ""),
                       ("inputs", "inputs", ",d"), ("model_mb", "model MB", ".2f"),
-                      ("bound_mb", "bound MB", ".2f"), ("rss_mb", "RSS MB", ".1f")])]
+                      ("bound_mb", "bound MB", ".2f"),
+                      ("name_cache_mb", "name cache MB", ".2f"), ("rss_mb", "RSS MB", ".1f")]),
+                  "", "The name cache is the process's (the hashes of at most 65,536 names seen "
+                      "lately, emptied when full), not the model's: counted apart."]
     goals = [r for r in records if r["kind"] == "target"]
     lines += ["", "**Targets**", "", common.markdown_table(
         [{**g, "met": "met" if g["met"] else "not met"} for g in goals],

@@ -1,7 +1,6 @@
 """AdvKernelSVM as a River user meets it: progressive validation on River's binary streams.
 
     python benchmarks/river_streams.py [--quick] [--out FILE]
-    python benchmarks/river_streams.py --explore [--quick] [--out FILE]
 
 Progressive validation (`river.evaluate.progressive_val_score`: predict each sample, then
 learn it; accuracy) on Phishing, Bananas, and 20,000 samples each of Hyperplane(10 features),
@@ -22,17 +21,10 @@ and `StandardScaler() | linear_model.LogisticRegression()`. Reported: accuracy p
 its mean over the 8, samples/s over all of them, and memory (River's `_raw_memory_usage` of the
 model at the end of each stream, the largest over the streams).
 
-`--explore` runs AdvKernelSVM alone over a grid of settings (bandwidth rule, regularization,
-steps, warm-up, budget, representation) on all 8 streams and all three pipelines, to find
-defaults that meet the targets on every stream at once rather than on one. A bandwidth factor
-other than 1 scales what `gamma='scale'` fits: it is an experiment on the rule, patched in for
-the run, not an option of the model.
-
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import itertools
 import statistics
@@ -241,106 +233,6 @@ def targets(records: list, policy: str) -> list:
     return out
 
 
-# -- exploring the defaults -----------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def experiment(gamma_factor: float = 1.0, tail: float = 1.0, golden_steps: int | None = None):
-    """Experiments on the model's rules, patched in for one run:
-
-    - `gamma_factor`, `tail`: `gamma='scale'` fitted on the last `tail` share of the warm-up
-      samples (where a scaler in front has settled), scaled by `gamma_factor`;
-    - `golden_steps`: the golden-section steps of the support vectors' merge search.
-    """
-    from river_advsvm import support, svm
-
-    original, steps = svm._scale_gamma, support._GOLDEN_STEPS
-
-    def patched(rows):
-        fitted, why = original(rows[int(len(rows) * (1 - tail)):] if tail < 1 else rows)
-        if isinstance(fitted, dict):
-            return {k: v * gamma_factor for k, v in fitted.items()}, why
-        return fitted * gamma_factor, why
-
-    if gamma_factor != 1 or tail != 1:
-        svm._scale_gamma = patched
-    if golden_steps is not None:
-        support._GOLDEN_STEPS = golden_steps
-    try:
-        yield
-    finally:
-        svm._scale_gamma, support._GOLDEN_STEPS = original, steps
-
-
-def setting(label: str, gamma_factor: float = 1.0, tail: float = 1.0,
-            golden_steps: int | None = None, **params) -> dict:
-    return {"label": label, "rule": {"gamma_factor": gamma_factor, "tail": tail,
-                                     "golden_steps": golden_steps}, "params": params}
-
-
-def explore_grid(quick: bool) -> list:
-    """One change at a time from the defaults, then combinations of the changes that helped
-    on every pipeline."""
-    if quick:
-        return [setting("defaults"), setting("gamma x2", 2.0)]
-    grid = [setting("defaults")]
-    grid += [setting(f"gamma x{f:g}", f) for f in (0.5, 2, 4, 8)]
-    grid += [setting("gamma fit on the warm-up's later half", tail=0.5)]
-    grid += [setting(f"regularization {lam:g}", regularization=lam) for lam in (1e-5, 1e-3, 1e-2)]
-    grid += [setting(f"step_size {eta:g}", step_size=eta) for eta in (0.1, 1.0, 2.0)]
-    grid += [setting(f"bias_step_size {eta:g}", bias_step_size=eta) for eta in (0.01, 0.2)]
-    grid += [setting(f"warm_up {w}", warm_up=w) for w in (20, 200)]
-    grid += [setting(f"budget {b}", budget=b) for b in (256, 4096)]
-    grid += [setting("gamma x2, regularization 1e-05", 2.0, regularization=1e-5),
-             setting("gamma x2, regularization 3e-05", 2.0, regularization=3e-5),
-             setting("gamma x3, regularization 1e-05", 3.0, regularization=1e-5),
-             setting("gamma x2, regularization 1e-05, later half", 2.0, 0.5, regularization=1e-5),
-             setting("gamma x2, regularization 1e-05, warm_up 100", 2.0, regularization=1e-5,
-                     warm_up=100),
-             setting("gamma x2, regularization 1e-05, warm_up 200", 2.0, regularization=1e-5,
-                     warm_up=200),
-             setting("gamma x2, warm_up 200", 2.0, warm_up=200),
-             setting("gamma x2, regularization 1e-05, budget 4096", 2.0, regularization=1e-5,
-                     budget=4096),
-             setting("gamma x2, regularization 1e-05, warm_up 200, budget 4096", 2.0,
-                     regularization=1e-5, warm_up=200, budget=4096),
-             setting("gamma x2, regularization 1e-05, warm_up 200, merge search 8 steps", 2.0,
-                     golden_steps=8, regularization=1e-5, warm_up=200),
-             setting("gamma x2, regularization 1e-05, warm_up 200, merge search grid only", 2.0,
-                     golden_steps=0, regularization=1e-5, warm_up=200)]
-    return grid
-
-
-def explore(data: dict, quick: bool, policies: list, settings: list | None,
-            show_progress: bool) -> list:
-    records = []
-    grid = [g for g in explore_grid(quick) if not settings or g["label"] in settings]
-    for entry in progress.bar(grid, desc="explore", unit="setting", progress=show_progress):
-        label, rule, params = entry["label"], entry["rule"], entry["params"]
-        for policy in policies:
-            params_ = {"seed": SEED, "budget_policy": policy, **params}
-            for pipeline in PIPELINES:
-                row = {"kind": "explore", "setting": label, "policy": policy,
-                       "pipeline": pipeline, **rule,
-                       "params": ", ".join(f"{k}={v}" for k, v in params.items()) or None}
-                seconds, n = 0.0, 0
-                with experiment(**rule):
-                    for stream, samples in data.items():
-                        result = run(piped(pipeline, AdvKernelSVM(**params_)), samples["samples"])
-                        row[f"accuracy_{stream}"] = result["accuracy"]
-                        seconds += result["seconds"]
-                        n += len(samples["samples"])
-                accuracies = [row[f"accuracy_{s}"] for s in data]
-                row["mean_accuracy"] = (None if None in accuracies
-                                        else statistics.mean(accuracies))
-                row["samples_per_s"] = n / seconds
-                records.append(row)
-                progress.write(f"{label:24s} {policy:8s} {pipeline:15s} " + " ".join(
-                    fmt(a, 100, "5.1f") for a in accuracies)
-                    + f"  mean {fmt(row['mean_accuracy'], 100)}  {n / seconds:,.0f}/s")
-    return records
-
-
 # -- output ---------------------------------------------------------------------------------------
 
 
@@ -409,37 +301,11 @@ def markdown(records: list, quick: bool) -> str:
     return "\n".join(lines)
 
 
-def explore_markdown(records: list, quick: bool) -> str:
-    rows = [r for r in records if r["kind"] == "explore"]
-    streams_ = [k[len("accuracy_"):] for k in rows[0] if k.startswith("accuracy_")]
-    table = []
-    for r in rows:
-        row = {k: r[k] for k in ("setting", "policy", "pipeline")}
-        for s in streams_:
-            row[s] = fmt(r[f"accuracy_{s}"], 100, ".1f")
-        row["mean"] = fmt(r["mean_accuracy"], 100)
-        row["samples/s"] = f"{r['samples_per_s']:,.0f}"
-        table.append(row)
-    columns = [("setting", "setting", ""), ("policy", "policy", ""),
-               ("pipeline", "pipeline", "")] + [(s, s, "") for s in streams_] + [
-        ("mean", "mean", ""), ("samples/s", "samples/s", "")]
-    return "\n".join(["# AdvKernelSVM settings on River's binary streams "
-                      "(`benchmarks/river_streams.py --explore`)", "",
-                      "One change at a time from the defaults, every stream and pipeline. "
-                      "'gamma xF' scales what gamma='scale' fits by F (an experiment on the "
-                      "rule)." + (" Quick smoke run." if quick else ""), "",
-                      common.markdown_table(table, columns)])
-
-
 def main(argv=None) -> int:
     parser = common.parser(__doc__.split("\n\n")[0])
-    parser.add_argument("--explore", action="store_true",
-                        help="AdvKernelSVM alone over a grid of settings (see above)")
     parser.add_argument("--policy", action="append", choices=["compact", "merge"],
                         help="AdvKernelSVM representation(s) to run (default: every one "
                              "installed)")
-    parser.add_argument("--setting", action="append",
-                        help="with --explore: only these settings of the grid, by label")
     args = parser.parse_args(argv)
     length = 250 if args.quick else LENGTH
     data = {}
@@ -448,21 +314,15 @@ def main(argv=None) -> int:
         data[name] = {"samples": samples, "majority": majority_share(samples)}
     policies = args.policy or ["compact"] + (["merge"] if has_support_vectors() else [])
     with common.one_blas_thread():
-        if args.explore:
-            records = explore(data, args.quick, policies, args.setting, not args.no_progress)
-            name = "river_streams_explore"
-            text = explore_markdown(records, args.quick)
-        else:
-            extra = last_iterate() if "merge" in policies else []
-            records = run_all(ours(policies) + extra + river_models(), data,
-                              not args.no_progress)
-            for policy in policies:
-                records += targets(records, policy)
-            print(common.format_table([r for r in records if r["kind"] == "target"], [
-                ("policy", "policy", ""), ("target", "target", ""), ("value", "measured", ".3f"),
-                ("met", "met", "")]))
-            name = "river_streams"
-            text = markdown(records, args.quick)
+        extra = last_iterate() if "merge" in policies else []
+        records = run_all(ours(policies) + extra + river_models(), data, not args.no_progress)
+        for policy in policies:
+            records += targets(records, policy)
+        print(common.format_table([r for r in records if r["kind"] == "target"], [
+            ("policy", "policy", ""), ("target", "target", ""), ("value", "measured", ".3f"),
+            ("met", "met", "")]))
+        name = "river_streams"
+        text = markdown(records, args.quick)
     machine = common.machine()
     for r in records:
         r.update(machine, quick=args.quick)

@@ -47,6 +47,7 @@ row the same bits in batches of every size (it does not: the reason learning is 
 from __future__ import annotations
 
 import array
+import collections
 import cProfile
 import decimal
 import importlib.util
@@ -114,14 +115,15 @@ class Rounds:
         self.chunk_seconds = chunk_seconds
         self.runners: dict = {}
 
-    def add(self, key, call, samples_per_call: int = 1) -> None:
-        """`call()` processes `samples_per_call` samples."""
-        self.runners[key] = (call, samples_per_call)
+    def add(self, key, call, samples_per_call: int = 1, prepare=None) -> None:
+        """`call()` processes `samples_per_call` samples; `prepare(k)`, if given, readies the
+        inputs of the next `k` calls before they are timed."""
+        self.runners[key] = (call, samples_per_call, prepare)
 
     def run(self) -> dict:
         """`{key: (best samples/s, median samples/s)}`."""
         calls = {}
-        for key, (call, _) in self.runners.items():
+        for key, (call, _, prepare) in self.runners.items():
             call()  # first-touch allocations, input registration
             n, start = 0, clock()
             while n < 2 or clock() - start < self.chunk_seconds / 4:
@@ -131,8 +133,10 @@ class Rounds:
             calls[key] = max(1, round(self.chunk_seconds * n / seconds))
         rates: dict = {key: [] for key in self.runners}
         for _ in range(self.rounds):
-            for key, (call, per_call) in self.runners.items():
+            for key, (call, per_call, prepare) in self.runners.items():
                 k = calls[key]
+                if prepare is not None:
+                    prepare(k)
                 start = clock()
                 for _ in range(k):
                     call()
@@ -144,6 +148,54 @@ class Rounds:
 def cycling(items):
     """A function returning the next item of `items`, round and round."""
     return itertools.cycle(items).__next__
+
+
+class FreshSamples:
+    """Samples of a stream the model has not seen, for ever: a sample it still holds comes
+    back as a coefficient change rather than a new vector (no merge), so cycling over a pool
+    times a lighter step than a stream's. Images (`d` a square) come back shifted, each pass
+    over the pool by its own shift (none, then each of the 8 by one pixel, round and round);
+    other streams are drawn anew (`draw(n, seed)`).
+
+    `next_call()` returns the next call's input; `prepare(k)` makes the next `k` of them
+    before they are timed (`Rounds.add`), in the form `make(X, y)` gives (a list of inputs).
+    A call with nothing prepared makes its input itself (the rate's calibration only)."""
+
+    SHIFTS = [(0, 0)] + [(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1) if (dy, dx) != (0, 0)]
+
+    def __init__(self, X, y, make, per_call: int = 1, draw=None):
+        self.X, self.y, self.make, self.per_call, self.draw = X, y, make, per_call, draw
+        self.position, self.passes = 0, 0
+        self.ready: collections.deque = collections.deque()
+
+    def _rows(self, n: int):
+        if self.draw is not None:
+            self.passes += 1
+            return self.draw(n, 1000 + self.passes)
+        X, y, out_X, out_y = self.X, self.y, [], []
+        side = math.isqrt(X.shape[1])
+        while n > 0:
+            take = min(n, len(X) - self.position)
+            rows = X[self.position:self.position + take]
+            dy, dx = self.SHIFTS[self.passes % len(self.SHIFTS)]
+            if (dy, dx) != (0, 0):
+                images = rows.reshape(-1, side, side)
+                rows = np.roll(images, (dy, dx), axis=(1, 2)).reshape(take, -1)
+            out_X.append(rows)
+            out_y.append(y[self.position:self.position + take])
+            self.position += take
+            n -= take
+            if self.position == len(X):
+                self.position, self.passes = 0, self.passes + 1
+        return np.concatenate(out_X), np.concatenate(out_y)
+
+    def prepare(self, k: int) -> None:
+        self.ready.extend(self.make(*self._rows(k * self.per_call)))
+
+    def next_call(self):
+        if not self.ready:
+            self.prepare(1)
+        return self.ready.popleft()
 
 
 # -- the references -------------------------------------------------------------------------------
@@ -347,7 +399,8 @@ def support_step(streams: dict, budget: int, rounds: int, chunk: float,
                  prefill_seconds: float) -> list:
     """AdvKernelSVM ('merge', float32, defaults otherwise: predicting with the average of its
     iterates) at full budget against the hand support-vector step, on each stream: learn_one
-    (dicts), learn_many (rows, batches of 100) against the minimal step, predict_one (dicts)
+    (dicts), learn_many (rows, batches of 100) against the minimal step, each learner on
+    samples it has not seen (`FreshSamples`), predict_one (dicts)
     against the hand predict over the same rows (the vectors and those the average keeps; and
     over the vectors alone); merges per learned sample of each. The same model predicting with
     its last iterate (`averaging=None`, learning the same samples) beside it, in the same
@@ -368,18 +421,29 @@ def support_step(streams: dict, budget: int, rounds: int, chunk: float,
             raise SystemExit(f"{name}: the budget did not fill while prefilling")
         X_run, y_run = X[split:], y[split:]
         X32 = X_run.astype(np.float32)
-        signs = np.where(y_run == y.max(), 1.0, -1.0).tolist()
         minimal = HandSupportStep(model, d, merge=False)
         merging = HandSupportStep(model, d, merge=True)
         averaged = HandSupportStep.of_average(model, d)
-        # learn_one and learn_many get samples of their own: a sample the model still holds
-        # would come back as a coefficient change, not a new vector.
-        half = len(X_run) // 2
-        dicts = river_dicts(X_run[:half])
-        pairs = list(zip(dicts, y_run[:half].tolist()))
-        batch = min(100, half // 2)
-        batches = [(X_run[i:i + batch], y_run[i:i + batch])
-                   for i in range(half, len(X_run) - batch + 1, batch)]
+        positive = y.max()
+        draw = (lambda n, seed: noisy_stream(n, d, seed)) if name == "noisy" else None
+
+        # Every learner gets samples of the stream it has not seen (`FreshSamples`): rows of
+        # float32 for the hand steps, dicts for `learn_one`, batches for `learn_many`.
+        def fresh(make, per_call=1):
+            return FreshSamples(X_run, y_run, make, per_call, draw)
+
+        def signed_rows(X, y):
+            return list(zip(X.astype(np.float32), np.where(y == positive, 1.0, -1.0).tolist()))
+
+        def labelled_dicts(X, y):
+            return list(zip(river_dicts(X), y.tolist()))
+
+        batch = 100 if len(X_run) >= 400 else len(X_run) // 4
+
+        def batches_of(X, y):
+            return [(X[i:i + batch], y[i:i + batch]) for i in range(0, len(X), batch)]
+
+        dicts = river_dicts(X_run[: len(X_run) // 2])  # (predicting: the same pool, cycled)
         samples = {"learn_one": 0, "learn_many": 0, "hand merge": 0}
         merges = dict.fromkeys(samples, 0)
 
@@ -393,20 +457,26 @@ def support_step(streams: dict, budget: int, rounds: int, chunk: float,
 
         store_merges = lambda: model._store.n_merges  # noqa: E731
         bench = Rounds(rounds, chunk)
-        bench.add("hand step", lambda it=cycling(list(zip(X32, signs))): minimal.learn(*it()))
-        bench.add("hand step with merge", counted(
-            "hand merge", lambda it=cycling(list(zip(X32, signs))): merging.learn(*it()), 1,
-            lambda: merging.n_merges))
-        bench.add("learn_one", counted(
-            "learn_one", lambda it=cycling(pairs): model.learn_one(*it()), 1, store_merges))
-        bench.add("learn_many", counted(
-            "learn_many", lambda it=cycling(batches): model.learn_many(*it()), batch,
-            store_merges), batch)
+        for key, learner, make, per_call, call, merges_of in [
+            ("hand step", None, signed_rows, 1, lambda s: minimal.learn(*s), None),
+            ("hand step with merge", "hand merge", signed_rows, 1, lambda s: merging.learn(*s),
+             lambda: merging.n_merges),
+            ("learn_one", "learn_one", labelled_dicts, 1, lambda s: model.learn_one(*s),
+             store_merges),
+            ("learn_many", "learn_many", batches_of, batch, lambda s: model.learn_many(*s),
+             store_merges),
+            ("learn_one, last iterate", None, labelled_dicts, 1, lambda s: last.learn_one(*s),
+             None),
+            ("learn_many, last iterate", None, batches_of, batch,
+             lambda s: last.learn_many(*s), None)]:
+            source = fresh(make, per_call)
+
+            def run(call=call, source=source):
+                call(source.next_call())
+            if learner is not None:
+                run = counted(learner, run, per_call, merges_of)
+            bench.add(key, run, per_call, source.prepare)
         bench.add("hand predict", lambda it=cycling(list(X32)): minimal.predict(it()))
-        bench.add("learn_one, last iterate",
-                  lambda it=cycling(pairs): last.learn_one(*it()))
-        bench.add("learn_many, last iterate",
-                  lambda it=cycling(batches): last.learn_many(*it()), batch)
         bench.add("predict_one, last iterate", lambda it=cycling(dicts): last.predict_one(it()))
         bench.add("hand predict (average)",
                   lambda it=cycling(list(X32)): averaged.predict(it()))
@@ -495,11 +565,17 @@ def serve_path(X: np.ndarray, y: np.ndarray, name: str, rounds: int, chunk: floa
     prefill(model, X[:split], y[:split], 8 * split, prefill_seconds)
     if model.n_support_vectors < model.budget:
         raise SystemExit(f"{name}: the default model's budget did not fill while prefilling")
-    runs = [(X[i:i + SERVE_RUN], y[i:i + SERVE_RUN].tolist())
-            for i in range(split, len(X) - SERVE_RUN + 1, SERVE_RUN)]
+    def runs(X, y):
+        return [(X[i:i + SERVE_RUN], y[i:i + SERVE_RUN].tolist())
+                for i in range(0, len(X), SERVE_RUN)]
+
+    # Messages it has not seen, as a stream's (see `FreshSamples`).
+    draw = (lambda n, seed: noisy_stream(n, X.shape[1], seed)) if name == "noisy" else None
+    source = FreshSamples(X[split:], y[split:], runs, SERVE_RUN, draw)
     bench = Rounds(rounds, chunk)
     bench.add("predict_proba_then_learn_many",
-              lambda it=cycling(runs): model.predict_proba_then_learn_many(*it()), SERVE_RUN)
+              lambda: model.predict_proba_then_learn_many(*source.next_call()), SERVE_RUN,
+              source.prepare)
     best, median = bench.run()["predict_proba_then_learn_many"]
     return [{"kind": "serve_path", "data": name, "d": X.shape[1], "budget": model.budget,
              "run": SERVE_RUN, "messages_per_s": best, "messages_per_s_median": median,
@@ -592,7 +668,9 @@ def bench_config(d: int, budget: int, rounds: int, chunk: float, prefill_seconds
     for (system, dtype, mode), (best, median) in rates.items():
         record = {"kind": "rate", "system": system, "dtype": dtype, "d": d, "budget": budget,
                   "mode": mode, "samples_per_s": best, "samples_per_s_median": median}
-        if mode in reference:
+        # The references are random-feature steps: the support-vector model's is the hand
+        # support-vector step of `--support-only` (`support_step`).
+        if mode in reference and not system.endswith("merge"):
             record["reference"] = names[mode]
             record["ratio"] = best / reference[mode][0]
             record["ratio_median"] = median / reference[mode][1]
@@ -949,7 +1027,7 @@ def targets(records: list, d: int, budget: int) -> list:
     out = []
     rates = {(r["system"], r["dtype"], r["mode"]): r for r in records
              if r["kind"] == "rate" and r["d"] == d and r["budget"] == budget}
-    for system in ("river-advsvm compact", "river-advsvm merge"):
+    for system in ("river-advsvm compact",):  # (support vectors: `support_targets`)
         for mode, threshold in TARGETS.items():
             r = rates.get((system, "float32", mode))
             if r is not None:
@@ -982,11 +1060,16 @@ def markdown(records: list, quick: bool) -> str:
              "Samples/s (best round of interleaved rounds), and in parentheses the ratio to the "
              "reference measured in the same run: the float32 hand loop for `learn_one` (its "
              "prediction half for `predict_one`), the float32 batch limit `cos(X W + u)` for "
-             "`learn_many(500)` and `decision_then_learn_many(500)`.", ""]
+             "`learn_many(500)` and `decision_then_learn_many(500)`. These are random-feature "
+             "steps: the support-vector model (`merge`) is shown without a ratio here, and "
+             "against the hand support-vector step in `--support-only`.", ""]
     rates = [r for r in records if r["kind"] == "rate"]
 
     def cell(r):
-        return "-" if r is None else f"{r['samples_per_s']:,.0f} ({r['ratio']:.2f}x)"
+        if r is None:
+            return "-"
+        ratio = f" ({r['ratio']:.2f}x)" if "ratio" in r else ""
+        return f"{r['samples_per_s']:,.0f}{ratio}"
 
     configs = sorted({(r["d"], r["budget"]) for r in rates})
     systems = list(dict.fromkeys((r["system"], r["dtype"]) for r in rates
