@@ -36,9 +36,15 @@ def num(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def pair_label(pair: str) -> str:
-    label = pair + (" (JPEG)" if pair.startswith("cifar") else "")
+def pair_label(pair: str, jpeg: frozenset = frozenset()) -> str:
+    label = pair + (" (JPEG)" if pair in jpeg else "")
     return label + (" ¹" if pair in ("mnist-0v4", "mnist-6v8") else "")
+
+
+def jpeg_pairs(records: list[dict]) -> frozenset:
+    """The pairs whose test rows were not all lossless (a CIFAR file of JPEG-decoded rows)."""
+    return frozenset(r["pair"] for r in records if r["kind"] == "model"
+                     and r.get("n_test_exact") is not None and r["n_test_exact"] < r["n_test"])
 
 
 # -- console ---------------------------------------------------------------------------------------
@@ -120,15 +126,27 @@ def markdown(records: list[dict]) -> str:
     seeds = max((r["seeds"] for r in summaries(records)), default=0)
     minutes = first["run_seconds"] / 60
     pairs = list(dict.fromkeys(r["pair"] for r in summaries(records)))
+    jpeg = jpeg_pairs(records)
+
+    def label(pair):
+        return pair_label(pair, jpeg)
+
+    models = summaries(records)
+    budgets = " or ".join(str(b) for b in sorted({r["budget"] for r in models if r.get("budget")}))
+    dtypes = " and ".join(sorted({r["dtype"] for r in models if r.get("dtype")}))
+    at_defaults = any(r["model"].startswith("SV adv") for r in models)
     out = [
         "# Paper tables: random features and support vectors",
         "",
         f"Measured on {common.machine_line(first)}; the run took {minutes:.0f} min with "
         f"{first['jobs']} job(s) (`{first.get('command', 'python benchmarks/paper_tables.py')}`). "
         f"Means ± standard deviations over {seeds} seeds, whole test sets, one pass of "
-        "`learn_many` in batches of 500, B = 1024, γ = 1/(d·Var X), float32, hyper-parameters "
-        "chosen on a validation split (the script's docstring says how). `¹`: the paper's pair "
-        "comes from MNIST8M. CIFAR pixels are mostly JPEG-decoded.",
+        f"`learn_many` in batches of 500, B = {budgets}, γ = 1/(d·Var X)"
+        + (" (`SV adv`: gamma='scale', every parameter but the threat at its default)"
+           if at_defaults else "")
+        + f", {dtypes}, hyper-parameters chosen on a validation split (the script's docstring "
+        "says how). `¹`: the paper's pair comes from MNIST8M."
+        + (" (JPEG): most of the pair's pixels are JPEG-decoded." if jpeg else ""),
         "",
         "#### Both representations",
         "",
@@ -146,7 +164,7 @@ def markdown(records: list[dict]) -> str:
             if r["pair"] != pair or r["model"] == "Natural (PGD-selected)":
                 continue
             sv = f"{r['support_vectors']:.0f}" if r.get("support_vectors") else None
-            rows.append([pair_label(pair), r["model"], pm(r, "clean"), pm(r, "pgd", 1),
+            rows.append([label(pair), r["model"], pm(r, "clean"), pm(r, "pgd", 1),
                          pm(r, "pgd_01", 1), pm(r, "pgd_l2", 1), pm(r, "certified", 1),
                          pm(r, "certified_l2", 1), num(r.get("train_seconds"), ".2f"),
                          num(r.get("predict_us"), ".1f"), sv])
@@ -154,7 +172,7 @@ def markdown(records: list[dict]) -> str:
             r = svc[pair]
             subset = ("" if r.get("attack_points", math.inf) >= r.get("n_test", 0)
                       else f"; attacked on {r['attack_points']} test points")
-            rows.append([pair_label(pair), f"exact SVC (C = {r['C']:g}{subset})",
+            rows.append([label(pair), f"exact SVC (C = {r['C']:g}{subset})",
                          pct(r["clean"], 2), pct(r["pgd"]), pct(r["pgd_01"]), pct(r["pgd_l2"]),
                          None, None, f"{r['fit_seconds'] + r['kernel_seconds']:.1f} ²",
                          num(r.get("predict_us"), ".1f"), r["support_vectors"]])
@@ -165,10 +183,10 @@ def markdown(records: list[dict]) -> str:
     small = [r for r in summaries(records)
              if r.get("pgd_2") is not None and r["model"] != "Natural (PGD-selected)"]
     if small:
-        rows = [[pair_label(r["pair"]), r["model"], pm(r, "clean"), pm(r, "pgd_2", 1),
+        rows = [[label(r["pair"]), r["model"], pm(r, "clean"), pm(r, "pgd_2", 1),
                  pm(r, "certified_2", 1), pm(r, "pgd", 1), pm(r, "certified", 1)]
                 for r in small]
-        rows += [[pair_label(pair), "exact SVC", pct(r["clean"], 2), pct(r["pgd_2"]), None,
+        rows += [[label(pair), "exact SVC", pct(r["clean"], 2), pct(r["pgd_2"]), None,
                   pct(r["pgd"]), None] for pair, r in svc.items() if r.get("pgd_2") is not None]
         out += ["#### CIFAR at 2/255", "",
                 "No random-feature model withstands PGD at 8/255 on CIFAR; at a quarter of the "
@@ -176,7 +194,7 @@ def markdown(records: list[dict]) -> str:
                 grid(["pair", "model", "clean", "PGD L∞ 2/255", "cert. L∞ 2/255",
                       "PGD L∞ 8/255", "cert. L∞ 8/255"], rows), ""]
 
-    rows = [[pair_label(r["pair"]), r["model"], pm(r, "clean"), pct(r["fgsm"], 2), pm(r, "pgd"),
+    rows = [[label(r["pair"]), r["model"], pm(r, "clean"), pct(r["fgsm"], 2), pm(r, "pgd"),
              pct(r.get("cw")), pct(r.get("zoo"), 0), pct(r["certified"]),
              f"{r['train_seconds']:.2f}"]
             + [pct(r.get(f"paper_{k}"), 2) for k in PAPER_COLUMNS]
@@ -207,7 +225,7 @@ def markdown(records: list[dict]) -> str:
                              f"{100 * g['gap']:+.2f} ({100 * g['gap_min']:+.2f}…"
                              f"{100 * g['gap_max']:+.2f}; σ {100 * g['seed_std']:.2f})"
                              + ("" if g["within_noise"] else " **>σ**"))
-            rows.append([pair_label(pair), model] + cells)
+            rows.append([label(pair), model] + cells)
         out += [
             "", "#### float32 against float64", "",
             "The same seeds and hyper-parameters with float64 features or vectors: the mean "
