@@ -378,20 +378,23 @@ def _is_number(value) -> bool:
     return isinstance(value, numbers.Real)
 
 
-def _first_bad_value(names: typing.Sequence, raw: typing.Sequence) -> InvalidInput:
-    """The error for the first value among `raw` that is not a number within bounds."""
-    for name, value in zip(names, raw):  # an error path: a Python loop is fine
+def _first_bad_value(names: typing.Sequence, raw: typing.Sequence,
+                     rows: bool = False) -> InvalidInput:
+    """The error for the first value among `raw` that is not a number within bounds; with
+    `rows`, `raw` is a column of a batch, and the error names the value's row."""
+    for i, (name, value) in enumerate(zip(names, raw)):  # an error path: a Python loop is fine
+        row = i if rows else None
         if not _is_number(value):
             # (A Decimal is a number, but not a float's kind: a database's NUMERIC column)
             hint = (": convert Decimal values with float()" if isinstance(value, Decimal) else
                     ": encode a category first (River's preprocessing.OneHotEncoder)"
                     if isinstance(value, str) else "")
             return InvalidInput(
-                f"feature {shown_name(name)} is {describe(value)}; feature values must be "
+                f"{_feature(name, row)} is {describe(value)}; feature values must be "
                 f"numbers{hint}", "not_a_number")
         if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
             if abs(int(value)) > MAX_ABS_VALUE:
-                return _too_large(name, value)
+                return _too_large(name, value, row)
     return InvalidInput("feature values must be numbers", "not_a_number")
 
 
@@ -438,10 +441,11 @@ def _is_pandas_na(value) -> bool:
     return kind.__name__ == "NAType" and kind.__module__.startswith("pandas")
 
 
-def _numeric(names: typing.Sequence, raw: typing.Sequence) -> np.ndarray:
-    """`raw` as float64 if every entry is a number, else the error naming the first bad one.
-    pandas' `NA` (a nullable column's missing value) is NaN: missing at prediction time, an
-    error when learning, as NaN is."""
+def _numeric(names: typing.Sequence, raw: typing.Sequence, rows: bool = False) -> np.ndarray:
+    """`raw` as float64 if every entry is a number, else the error naming the first bad one
+    (and its row, with `rows`: `raw` is a column of a batch). pandas' `NA` (a nullable
+    column's missing value) is NaN: missing at prediction time, an error when learning, as
+    NaN is."""
     # np.asarray rather than np.fromiter: it keeps strings and None visible in the dtype
     # instead of quietly parsing "1.5" as 1.5.
     try:
@@ -450,14 +454,14 @@ def _numeric(names: typing.Sequence, raw: typing.Sequence) -> np.ndarray:
         values = None
     if values is not None and values.dtype.kind == "O" and any(map(_is_pandas_na, raw)):
         raw = [math.nan if _is_pandas_na(v) else v for v in raw]
-        return _numeric(names, raw)
+        return _numeric(names, raw, rows)
     if values is None or values.ndim != 1 or values.dtype.kind not in "biuf":
         if values is not None and values.dtype.kind == "O" and all(map(_is_number, raw)):
-            error = _first_bad_value(names, raw)  # huge ints are the only numbers left here
+            error = _first_bad_value(names, raw, rows)  # huge ints: the only numbers left here
             if error.code == "too_large":
                 raise error
             return np.array([float(v) for v in raw])
-        raise _first_bad_value(names, raw)
+        raise _first_bad_value(names, raw, rows)
     return values.astype(np.float64, copy=False)
 
 
@@ -575,14 +579,17 @@ def frame_values(X, missing_ok=False, needs: str | None = None) -> tuple[list, n
     else:
         names = list(X.columns)
         if len(set(names)) != len(names):
-            raise InvalidInput("feature names (columns) must be unique", "bad_name")
+            seen = set()
+            twice = next(n for n in names if n in seen or seen.add(n))
+            raise InvalidInput(f"feature names (columns) must be unique: {shown_name(twice)} "
+                               "is there twice", "bad_name")
         values = X.to_numpy()
     if values.dtype.kind not in "biuf":
         # Column by column, each value checked (and pandas' NA read as NaN). A frame's columns
         # are taken as they are: its matrix casts them to one type, and one complex column
         # makes every number complex (the error then named the first column).
         if isinstance(X, np.ndarray):
-            columns = [_numeric([name] * len(values), list(values[:, j]))
+            columns = [_numeric([name] * len(values), list(values[:, j]), rows=True)
                        for j, name in enumerate(names)]
         else:
             columns = [_frame_column(name, X.iloc[:, j]) for j, name in enumerate(names)]
@@ -600,7 +607,7 @@ def _frame_column(name, column) -> np.ndarray:
     values = column.to_numpy()
     if values.dtype.kind in "biuf":
         return values
-    return _numeric([name] * len(values), list(column))
+    return _numeric([name] * len(values), list(column), rows=True)
 
 
 def rows_values(rows: typing.Sequence, missing_ok=False) -> list[tuple[list, np.ndarray]]:

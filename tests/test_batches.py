@@ -292,6 +292,18 @@ def test_a_numpy_matrix_is_a_batch_of_its_rows(make):
     assert from_matrix.predict_many(np.asmatrix(X)).tolist() == from_array.predict_many(X).tolist()
 
 
+def test_a_batch_error_names_the_row_and_the_name_twice():
+    X = pd.DataFrame({"a": [0.1, 0.2, 0.3], "b": [1.0, 2.0, 3.0]}).astype(object)
+    X.iloc[2, 1] = "x"
+    for data in (X, X.to_numpy()):
+        with pytest.raises(InvalidInput, match=r"^row 2 of the batch \(counting from 0\): "
+                                               r"feature (1|'b') is 'x' \(a str\)"):
+            AdvLinearSVM().learn_many(data, [True, False, True])
+    with pytest.raises(InvalidInput, match="^feature names \\(columns\\) must be unique: 'a' is "
+                                           "there twice$"):
+        AdvLinearSVM().learn_many(pd.DataFrame([[1, 2, 3]], columns=["a", "b", "a"]), [True])
+
+
 def test_a_batch_of_more_rows_than_labels_is_a_shape_error_for_every_model():
     from river_advsvm.multiclass import OneVsRest
 

@@ -616,7 +616,9 @@ def test_a_frame_refuses_its_non_number_column_by_its_own_name(kinds, at, bad, r
         with pytest.raises(InvalidInput) as refused:
             call()
         assert refused.value.code == "not_a_number"
-        assert str(refused.value).startswith(f"feature 'bad' is {shown};"), str(refused.value)
+        # (Every value of the column is bad: the first row is named.)
+        assert str(refused.value).startswith(
+            f"row 0 of the batch (counting from 0): feature 'bad' is {shown};"), str(refused.value)
     assert fingerprint(model) == before
 
 
