@@ -142,7 +142,9 @@ def markdown(records: list[dict]) -> str:
         f"{first['jobs']} job(s) (`{first.get('command', 'python benchmarks/paper_tables.py')}`). "
         f"Means ± standard deviations over {seeds} seeds, whole test sets, one pass of "
         f"`learn_many` in batches of 500, B = {budgets}, γ = 1/(d·Var X)"
-        + (" (`SV adv`: gamma='scale', every parameter but the threat at its default)"
+        + (" (`SV adv`: the package's defaults, gamma='scale' included, but the threat"
+           + (")" if "--averaging" in first.get("command", "") else
+              " and averaging=None: they predict with their last iterate)")
            if at_defaults else "")
         + f", {dtypes}, hyper-parameters chosen on a validation split (the script's docstring "
         "says how). `¹`: the paper's pair comes from MNIST8M."

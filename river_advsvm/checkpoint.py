@@ -211,8 +211,9 @@ def read(path: str | os.PathLike, *, max_array_bytes: ArrayBudget = MAX_ARRAY_BY
          ) -> tuple[dict, dict[str, np.ndarray]]:
     """Read a checkpoint written by `write`; raises `CheckpointError` for anything else.
 
-    `max_array_bytes` bounds the bytes of all its arrays together: a number, or a function of
-    the (already validated) metadata returning one, which may itself raise `CheckpointError`.
+    `max_array_bytes` bounds the bytes of all its arrays together: a count of bytes (an int
+    >= 0), or a function of the (already validated) metadata returning one, which may itself
+    raise `CheckpointError`; anything else is a `TypeError`.
     A missing file raises `FileNotFoundError`; an I/O error `OSError` and a lack of memory
     `MemoryError`, as faults of the machine rather than of the file.
     """

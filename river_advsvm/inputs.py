@@ -192,7 +192,8 @@ def describe(value) -> str:
     if len(text) > 60:
         text = text[:57] + "..."
     kind = type(value).__name__
-    return f"{text} ({'an' if kind[0].lower() in 'aeiou' else 'a'} {kind})"
+    # (Not "an" before a capital U: a UUID, a UserDict.)
+    return f"{text} ({'an' if kind[0] in 'aeiouAEIO' else 'a'} {kind})"
 
 
 # -- names ----------------------------------------------------------------------------------------

@@ -4,8 +4,6 @@ dict) or many (a DataFrame or an array), in chunks of rows that bound the tempor
 
 from __future__ import annotations
 
-import collections.abc
-
 import numpy as np
 
 from river_advsvm import calibration, inputs
@@ -31,7 +29,8 @@ def batch_labels(y, X=None, rows: int | None = None) -> list:
     """The labels of a batch as a list, one per row: from a list, a tuple, a 1-d array or a
     pandas Series, whose missing values (NaN, None, NA: pandas keeps a None among str labels
     as NaN) are None. `InvalidInput` for what `list(y)` would misread: a DataFrame (its column
-    names), a str (its characters), a dict (its keys), a 2-d array, or a single label; for
+    names), a str (its characters), a dict (its keys), a set (its hash order), a 2-d array, or
+    a single label; for
     a Series whose index is not that of the DataFrame `X` (rows are matched by position); and,
     given the batch's number of `rows`, for another number of labels."""
     labels = _labels_of(y, X)
@@ -53,7 +52,7 @@ def _labels_of(y, X) -> list:
         if missing.any():
             labels = [None if m else label for label, m in zip(labels, missing.tolist())]
         return labels
-    if isinstance(y, collections.abc.Set):  # (a set, a dict's keys: no order to match rows)
+    if isinstance(y, (set, frozenset)):  # (iterated in hash order: no row of its own)
         raise inputs.InvalidInput(f"y must hold one label per row in the rows' order, got a "
                                   f"{type(y).__name__}, which has no order: pass a list",
                                   "bad_shape")
@@ -137,8 +136,7 @@ class MarginPredictions:
         """`(V, U, unknown names, their hashes)`; unknown inputs that are 0 in every row are
         dropped (they cost nothing) unless `keep_zero` (an attacker may move them)."""
         V, unknown, U = self._index.dense(names, values)
-        if len(unknown) == len(names) and len(V):  # (a batch of no rows has no sample)
-            self._warn_if_nothing_known(names)
+        nothing_known = len(unknown) == len(names) and len(V)  # (no rows: no sample)
         nonzero = U != 0
         keep = nonzero.any(axis=0) | keep_zero
         # The bound is on each sample's (kept) unknown inputs: a batch's rows may bring others.
@@ -147,7 +145,10 @@ class MarginPredictions:
         if not keep.all():
             unknown = [n for n, k in zip(unknown, keep.tolist()) if k]
             U = U[:, keep]
-        return V, U, unknown, self._unknown_hashes(unknown)
+        hashes = self._unknown_hashes(unknown)  # (a name it refuses: no warning spent)
+        if nothing_known:
+            self._warn_if_nothing_known(names)
+        return V, U, unknown, hashes
 
     def _decision(self, names: list, values: np.ndarray) -> np.ndarray:
         # In chunks, so that a large batch never materialises a (rows x features) matrix whole,

@@ -198,12 +198,13 @@ class OneVsRest(multiclass.OneVsRestClassifier):
             ends = np.cumsum(lengths).tolist()
             models = []
             for start, end in zip([0, *ends[:-1]], ends):
-                nested = model_checkpoint.loads(data[start:end].tobytes(), max_array_bytes=bound)
+                stored = checkpoint.loads(data[start:end].tobytes(), max_array_bytes=bound)
                 # The parameters the file shows (`read_meta`) and sizes its arrays by are the
-                # models': a binary model of a larger budget would lift what they say.
-                if nested[0].get("params") != meta["params"]:
+                # models': a binary model of a larger budget would lift what they say. (Both
+                # in the stored form, where a dict of bandwidths is named, not listed.)
+                if stored[0].get("params") != meta["params"]:
                     raise ValueError("a binary model has other parameters than the checkpoint's")
-                models.append(binary.from_checkpoint(*nested))
+                models.append(binary.from_checkpoint(*model_checkpoint.unpack(*stored)))
         except (KeyError, TypeError, ValueError, AttributeError) as error:  # CheckpointError too
             raise checkpoint.CheckpointError(f"invalid OneVsRest checkpoint: {error}") from None
         template, *per_label = models

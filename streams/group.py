@@ -342,8 +342,10 @@ class GroupSync:
             state = own.state()
             log.info("resuming from own snapshot %d (%d learned); it wins over model options",
                      own.seq, own.learned)
-            for note in overridden(state) if overridden is not None else ():
-                log.warning("%s", note)
+            # (A local copy of the same snapshot said its overrides when the service loaded it.)
+            if overridden is not None and (local_seq is None or local_seq < own.seq):
+                for note in overridden(state):
+                    log.warning("%s", note)
             return state, False
         if own is not None and own.model_unread is not None and (local_seq or 0) < own.seq:
             # What it learned since is rolled back, and learned again from the claims of the

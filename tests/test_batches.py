@@ -263,8 +263,7 @@ def test_labels_whose_index_is_not_the_frames_are_refused():
         assert model.predict_many(pd.DataFrame({"a": [0.0, 1.0]})).tolist() == [False, True]
 
 
-@pytest.mark.parametrize("labels", [{"yes", "no"}, frozenset({"yes", "no"}),
-                                    {"yes": 0, "no": 1}.keys()])
+@pytest.mark.parametrize("labels", [{"yes", "no"}, frozenset({"yes", "no"})])
 def test_labels_without_an_order_are_refused(labels):
     """A set was learned in its hash order: which row got which label changed with
     PYTHONHASHSEED."""
@@ -597,9 +596,11 @@ def test_a_sample_with_no_input_the_model_learned_is_named_once():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for name in (None, float("nan"), b"fox"):
-            with pytest.raises(InvalidInput) as refused:
-                words.predict_one({name: 1.0})
-            assert refused.value.code == "bad_name"
+            for predict in (lambda: words.predict_one({name: 1.0}),
+                            lambda: words.predict_many(pd.DataFrame({name: [1.0]}))):
+                with pytest.raises(InvalidInput) as refused:
+                    predict()
+                assert refused.value.code == "bad_name"
     with pytest.warns(UserWarning, match="none of the inputs given") as record:
         words.predict_one({"fox": 1.0})
     assert "array" not in str(record[0].message)

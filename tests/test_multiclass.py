@@ -210,6 +210,21 @@ def test_the_name_of_the_labels_is_saved_when_json_holds_it(tmp_path, name):
     assert (got is None) if isinstance(name, tuple) else (got == kept and type(got) is type(kept))
 
 
+@pytest.mark.parametrize("gamma", ["scale", 0.5, {"a": 0.5, "b": 2.0}])
+def test_a_saved_model_loads_as_it_was_whatever_its_gamma(tmp_path, gamma):
+    """A dict of bandwidths is named in the stored parameters ("per-input") and listed in the
+    binary models' own: comparing the two forms refused every such file."""
+    from river_advsvm import load
+
+    rng = np.random.default_rng(0)
+    model = OneVsRest(AdvKernelSVM(gamma=gamma, warm_up=20, seed=0))
+    for i in range(90):
+        model.learn_one({"a": float(rng.random()), "b": float(rng.random())}, "xyz"[i % 3])
+    model.save(tmp_path / "m.ckpt")
+    for loaded in (OneVsRest.load(tmp_path / "m.ckpt"), load(tmp_path / "m.ckpt")):
+        assert _ovr_bytes(loaded) == _ovr_bytes(model)
+
+
 @pytest.mark.parametrize("batch", [False, True])
 def test_a_sample_one_labels_model_refuses_changes_no_other_model(batch):
     """The model of 'y' is still in its warm-up: it counts the zero-valued inputs of its held
