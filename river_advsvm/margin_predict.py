@@ -41,13 +41,14 @@ def batch_labels(y, X=None, rows: int | None = None) -> list:
 
 def _labels_of(y, X) -> list:
     ndim = getattr(y, "ndim", 1)
-    if _is_series(y):
+    if _is_series(y) or (hasattr(y, "isna") and ndim == 1):  # (or a pandas array, Categorical)
         index = getattr(X, "index", None)
-        if index is not None and hasattr(X, "columns") and not index.equals(y.index):
+        if _is_series(y) and index is not None and hasattr(X, "columns") \
+                and not index.equals(y.index):
             raise inputs.InvalidInput(
                 "y's index is not X's: rows and labels are matched by position, so align them "
                 "first (y.loc[X.index]) or pass y.to_numpy()", "bad_shape")
-        missing = y.isna().to_numpy()
+        missing = np.asarray(y.isna())
         labels = y.tolist()
         if missing.any():
             labels = [None if m else label for label, m in zip(labels, missing.tolist())]

@@ -225,22 +225,30 @@ def test_unlabelled_rows_are_not_learned():
     assert model.n_learned == 50
 
 
-@pytest.mark.parametrize("dtype", ["str", object, "float64"])
-def test_a_missing_label_in_a_pandas_series_means_predict_only(dtype):
+@pytest.mark.parametrize("dtype, make", [
+    ("str", pd.Series), (object, pd.Series), ("float64", pd.Series),
+    # (A pandas array or a Categorical: its NA was "a NAType, not supported", its NaN "nan is
+    # not allowed", where the same values in a Series meant predict only.)
+    ("string", pd.array), ("boolean", pd.array), ("category", pd.Categorical)])
+def test_a_missing_label_in_a_pandas_series_means_predict_only(dtype, make):
     """pandas keeps a None among str (or number) labels as NaN: in a Series it is a missing
     label, as None is in a list, and learning it says so."""
     X = pd.DataFrame({"a": [0.1, 0.9, 0.2, 0.8]})
-    labels = ["no", "yes", None, "yes"] if dtype != "float64" else [0.0, 1.0, None, 1.0]
+    labels = ([0.0, 1.0, None, 1.0] if dtype == "float64" else [False, True, None, True]
+              if dtype == "boolean" else ["no", "yes", None, "yes"])
+
+    def pandas_labels():
+        return make(labels) if dtype == "category" else make(labels, dtype=dtype)
     listed, series = AdvKernelSVM(gamma=1.0, seed=0), AdvKernelSVM(gamma=1.0, seed=0)
     expected = listed.decision_then_learn_many(X, labels)
-    margins = series.decision_then_learn_many(X, pd.Series(labels, dtype=dtype))
+    margins = series.decision_then_learn_many(X, pandas_labels())
     assert margins.tolist() == expected.tolist() and series.n_learned == 3
     assert fingerprint(series) == fingerprint(listed)
     # (Which row, and where such a row goes: the message said only that None is no label.)
     with pytest.raises(InvalidInput, match=r"^row 2 of the batch \(counting from 0\): label None "
                                            r"\(no label\) cannot be learned: .*"
                                            r"predict_proba_then_learn_many"):
-        AdvKernelSVM(gamma=1.0, seed=0).learn_many(X, pd.Series(labels, dtype=dtype))
+        AdvKernelSVM(gamma=1.0, seed=0).learn_many(X, pandas_labels())
 
 
 def test_labels_whose_index_is_not_the_frames_are_refused():
