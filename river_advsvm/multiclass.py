@@ -103,7 +103,12 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         for the binary models; `y` a sequence of labels. The same models, bit for bit, as a
         `learn_one` loop over the rows: a label's model starts at the label's first row."""
         X = _frame(X)
-        labels = [as_label(label) for label in batch_labels(y, X, len(X))]
+        labels = []
+        for i, label in enumerate(batch_labels(y, X, len(X))):
+            try:
+                labels.append(as_label(label))
+            except inputs.InvalidInput as error:
+                raise inputs.in_row(error, i) from None
         y = pd.Series(labels, index=X.index, name=y.name if isinstance(y, pd.Series) else None,
                       dtype=object)
         self._learn(self._learn_batch, X, y, **kwargs)

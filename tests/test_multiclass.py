@@ -609,3 +609,15 @@ def test_a_rare_labels_model_deciding_one_class_is_no_collapse_one_that_holds_no
         for x, y in data[:1500]:
             crushed.learn_one(x, y)
     assert all(m.collapsed for m in crushed.classifiers.values())
+
+
+def test_a_bad_label_of_a_batch_names_its_row():
+    """As the binary models' errors do (the row was not named)."""
+    from river_advsvm import AdvLinearSVM
+    from river_advsvm.inputs import InvalidInput
+
+    X = pd.DataFrame({"a": [0.1, 0.2, 0.3], "b": [1.0, 2.0, 3.0]})
+    model = OneVsRest(AdvLinearSVM())
+    with pytest.raises(InvalidInput, match=r"^row 2 of the batch \(counting from 0\): label nan"):
+        model.learn_many(X, ["r", "g", float("nan")])
+    assert not model.classifiers
