@@ -30,6 +30,7 @@ Examples
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -44,11 +45,39 @@ class BrokerError(RuntimeError):
     """The local broker could not be found, started or reached."""
 
 
+#: Where the system's range of ports for outgoing connections is written (Linux).
+_EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+
+
 def free_port() -> int:
-    """A TCP port that is free on the loopback interface right now."""
+    """A TCP port that is free on the loopback interface right now.
+
+    Taken below the range the system hands out to outgoing connections where it says which
+    that is: a port from that range can go to one of them (a Kafka client's, say) between now
+    and when the program it is for listens on it ("Address already in use")."""
+    below = _ephemeral_start()
+    if below is not None and below > 2048:
+        rng = random.SystemRandom()
+        for _ in range(64):
+            port = rng.randrange(1024, below)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind((LOOPBACK, port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((LOOPBACK, 0))
         return s.getsockname()[1]
+
+
+def _ephemeral_start() -> int | None:
+    """The first port of the system's range for outgoing connections, if it says."""
+    try:
+        with open(_EPHEMERAL_RANGE) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def wait_for_port(port: int, timeout: float = 30.0, process: subprocess.Popen | None = None):

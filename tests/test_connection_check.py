@@ -352,3 +352,24 @@ def test_parse_bootstrap_takes_any_text(text):
     for host, port in addresses:
         assert host and host == host.strip("[]") and host in text
         assert type(port) is int and 0 < port < 65536
+
+
+@pytest.mark.parametrize("port_range, below", [("40000\t60999\n", 40000), ("1024 60999", None),
+                                               (None, None)])
+def test_a_free_port_is_taken_below_the_range_of_outgoing_connections(tmp_path, monkeypatch,
+                                                                      port_range, below):
+    """A port from the range the system gives outgoing connections went to one of them (a
+    Kafka client's) before the service listened on it: "cannot serve metrics on
+    127.0.0.1:42541: Address already in use", status 2. Below that range no connection takes
+    it; where the range is unknown (or leaves no room), any free port."""
+    from river_advsvm.streams import broker
+
+    path = tmp_path / "range"
+    if port_range is not None:
+        path.write_text(port_range)
+    monkeypatch.setattr(broker, "_EPHEMERAL_RANGE", str(path))
+    for _ in range(20):
+        port = free_port()
+        assert port >= 1024 and (below is None or port < below)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))  # free indeed
