@@ -286,6 +286,13 @@ def model_size(model) -> dict:
 # -- markdown summaries ----------------------------------------------------------------------------
 
 
+def targets_markdown(records: list[dict], columns=TARGET_COLUMNS) -> list[str]:
+    """The lines of a run's targets table ("met" or "not met"), none without targets."""
+    goals = [{**r, "met": "met" if r["met"] else "not met"}
+             for r in records if r["kind"] == "target"]
+    return ["", "**Targets**", "", markdown_table(goals, columns)] if goals else []
+
+
 def markdown_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
     """A Markdown table: `columns` are (key, header, format spec), as in `format_table`."""
     lines = ["| " + " | ".join(h for _, h, _ in columns) + " |",

@@ -184,8 +184,7 @@ def hostile_bound(policy: str, max_features: int, budget: int) -> float:
     them ((budget + 1)^2 more, where the store keeps them); the names, their index and the
     model's small arrays come on top of it."""
     numbers = max_features * budget
-    if policy in ("merge", "remove") and budget <= support_store.GRAM_MAX_BUDGET \
-            and max_features >= support_store.GRAM_MIN_INPUTS:
+    if policy in SV_POLICIES and support_store.keeps_gram(budget, max_features):
         numbers += (budget + 1) ** 2
     return numbers * 4 / 2**20
 
@@ -228,8 +227,7 @@ def hostile_records(policy: str, max_features: int, n: int, budget: int, fresh: 
                 # of at most 65,536 names, emptied when full): counted apart, then emptied
                 # so that `model_mb` is what the model holds.
                 cache_mb = name_cache_bytes() / 2**20
-                inputs._HASHES.clear()
-                inputs._cached_chars = 0
+                inputs._forget_hashes()
                 gc.collect()
                 records.append({
                     "kind": "hostile", "policy": policy, "max_features": max_features,
@@ -331,10 +329,8 @@ def markdown(records: list, quick: bool) -> str:
                       ("name_cache_mb", "name cache MB", ".2f"), ("rss_mb", "RSS MB", ".1f")]),
                   "", "The name cache is the process's (the hashes of at most 65,536 names seen "
                       "lately, emptied when full), not the model's: counted apart."]
-    goals = [r for r in records if r["kind"] == "target"]
-    lines += ["", "**Targets**", "", common.markdown_table(
-        [{**g, "met": "met" if g["met"] else "not met"} for g in goals],
-        [("target", "target", ""), ("value", "measured", ".3f"), ("met", "", "")])]
+    lines += common.targets_markdown(records, [("target", "target", ""),
+                                               ("value", "measured", ".3f"), ("met", "", "")])
     return "\n".join(lines)
 
 

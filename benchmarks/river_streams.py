@@ -296,12 +296,9 @@ def markdown(records: list, quick: bool) -> str:
     if errors:
         lines += ["", "Crashes: " + "; ".join(f"{r['model']} on {r['stream']}: {r['error']}"
                                               for r in errors)]
-    goals = [r for r in records if r["kind"] == "target"]
-    if goals:
-        lines += ["", "**Targets**", "", common.markdown_table(
-            [{**g, "met": "met" if g["met"] else "not met"} for g in goals],
-            [("policy", "representation", ""), ("target", "target", ""),
-             ("value", "measured", ".3f"), ("met", "", "")])]
+    lines += common.targets_markdown(records, [
+        ("policy", "representation", ""), ("target", "target", ""),
+        ("value", "measured", ".3f"), ("met", "", "")])
     return "\n".join(lines)
 
 

@@ -396,6 +396,12 @@ def noisy_stream(n: int, d: int, seed: int = 0):
     return X, X[:, :20].sum(axis=1) > 10.0
 
 
+def fresh_draw(name: str, d: int):
+    """`FreshRows`' `draw` for a stream of `support_streams`: new rows of the noisy stream; the
+    others' (images) come back shifted."""
+    return (lambda n, seed: noisy_stream(n, d, seed)) if name == "noisy" else None
+
+
 def support_streams(data: str | None, quick: bool) -> dict:
     """Name -> (X, y) at d = 784 (smaller with `quick`): MNIST 8 vs 9, shuffled, and the noisy
     stream."""
@@ -442,7 +448,7 @@ def support_step(streams: dict, budget: int, rounds: int, chunk: float,
         merging = HandSupportStep(model, d, merge=True)
         averaged = HandSupportStep.of_average(model, d)
         positive = y.max()
-        draw = (lambda n, seed: noisy_stream(n, d, seed)) if name == "noisy" else None
+        draw = fresh_draw(name, d)
 
         # Every learner gets samples of the stream it has not seen (`FreshRows`, one per
         # learner: `learn_one` and `learn_many` of a model share its): rows of float32 for the
@@ -589,8 +595,8 @@ def serve_path(X: np.ndarray, y: np.ndarray, name: str, rounds: int, chunk: floa
                 for i in range(0, len(X), SERVE_RUN)]
 
     # Messages it has not seen, as a stream's (see `FreshRows`).
-    draw = (lambda n, seed: noisy_stream(n, X.shape[1], seed)) if name == "noisy" else None
-    rows = FreshRows(X[split:], y[split:], draw, repeat_ok=len(X) - split < 1000)
+    rows = FreshRows(X[split:], y[split:], fresh_draw(name, X.shape[1]),
+                     repeat_ok=len(X) - split < 1000)
     source = FreshInputs(rows, runs, SERVE_RUN)
     bench = Rounds(rounds, chunk)
     bench.add("predict_proba_then_learn_many",
@@ -1160,14 +1166,9 @@ def markdown(records: list, quick: bool) -> str:
                       "product learning uses, and as the same row in a batch of 500)", "",
                   common.markdown_table(rounding, BATCH_ROUNDING_COLUMNS)]
     lines += support_markdown(records)
-    goals = [r for r in records if r["kind"] == "target"]
-    if goals:
-        lines += ["", "**Targets**", "",
-                  common.markdown_table(
-                      [{**g, "met": "met" if g["met"] else "not met"} for g in goals],
-                      [("target", "target", ""), ("d", "d", "d"), ("budget", "B", "d"),
-                       ("value", "measured", ".3f"), ("value_median", "(median)", ".3f"),
-                       ("met", "", "")])]
+    lines += common.targets_markdown(records, [
+        ("target", "target", ""), ("d", "d", "d"), ("budget", "B", "d"),
+        ("value", "measured", ".3f"), ("value_median", "(median)", ".3f"), ("met", "", "")])
     return "\n".join(lines)
 
 
@@ -1261,14 +1262,11 @@ def main_support(args) -> int:
     records += goals
 
     def text(records, host):
-        goals = [{**g, "met": "met" if g["met"] else "not met"}
-                 for g in records if g["kind"] == "target"]
         return "\n".join(["# The support-vector step (`benchmarks/throughput.py --support-only`)",
                           "", f"{common.machine_line(host)}."
                           + (" Quick smoke run." if args.quick else "")]
                          + support_markdown(records) + warm_up_markdown(records)
-                         + ["", "**Targets**", "",
-                            common.markdown_table(goals, common.TARGET_COLUMNS)])
+                         + common.targets_markdown(records))
 
     common.save_run(records, args.out, "throughput_support", args.quick, text)
     return 0

@@ -327,6 +327,13 @@ _MAX_CACHED_CHARS = 1 << 22
 _cached_chars = 0
 
 
+def _forget_hashes() -> None:
+    """Empty the cache of name hashes (when full; a benchmark measuring a model without it)."""
+    global _cached_chars
+    _HASHES.clear()
+    _cached_chars = 0
+
+
 def key_hash(key) -> int:
     """A 64-bit hash of a feature name that is stable across processes and platforms.
 
@@ -345,8 +352,7 @@ def key_hash(key) -> int:
     if exact:
         full = _cached_chars + len(canonical) > _MAX_CACHED_CHARS
         if full or len(_HASHES) >= _MAX_CACHED_HASHES:
-            _HASHES.clear()
-            _cached_chars = 0
+            _forget_hashes()
         _HASHES[key] = value
         _cached_chars += len(canonical)
     return value

@@ -41,7 +41,7 @@ def batch_labels(y, X=None, rows: int | None = None) -> list:
 
 def _labels_of(y, X) -> list:
     ndim = getattr(y, "ndim", 1)
-    if _is_series(y) or (hasattr(y, "isna") and ndim == 1):  # (or a pandas array, Categorical)
+    if hasattr(y, "isna") and ndim == 1:  # a Series, a pandas array or a Categorical
         index = getattr(X, "index", None)
         if _is_series(y) and index is not None and hasattr(X, "columns") \
                 and not index.equals(y.index):

@@ -37,6 +37,12 @@ _COLUMN_BLOCK = 16
 GRAM_MAX_BUDGET = 2048
 GRAM_MIN_INPUTS = 128
 
+def keeps_gram(budget: int | None, n_inputs: int) -> bool:
+    """Whether a store of this budget over this many inputs keeps the exponents between its
+    vectors in a `(budget + 1)^2` matrix (see `GRAM_MAX_BUDGET`)."""
+    return budget is not None and budget <= GRAM_MAX_BUDGET and n_inputs >= GRAM_MIN_INPUTS
+
+
 def _padded(n: int) -> int:
     return -(-n // _COLUMN_BLOCK) * _COLUMN_BLOCK
 
@@ -248,9 +254,7 @@ class VectorStore:
 
     def _keeps_gram(self, n_inputs: int | None = None) -> bool:
         """Whether the exponents between stored vectors are kept in a matrix (see the module)."""
-        n_inputs = self.n_inputs if n_inputs is None else n_inputs
-        return (self.budget is not None and self.budget <= GRAM_MAX_BUDGET
-                and n_inputs >= GRAM_MIN_INPUTS)
+        return keeps_gram(self.budget, self.n_inputs if n_inputs is None else n_inputs)
 
     def _new_gram(self) -> np.ndarray:
         return np.zeros((self.budget + 1, self.budget + 1), dtype=self.dtype)
