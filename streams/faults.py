@@ -77,9 +77,12 @@ def reach(point: str, **detail) -> None:
         return
     marks = os.environ.get("ADVSVM_FAULT_MARKS")
     if marks:
+        # Written whole under another name, then renamed: whoever waits for the mark never
+        # reads it half written.
         path = os.path.join(marks, point)
-        with open(path, "w") as f:
+        with open(path + ".part", "w") as f:
             json.dump({"point": point, "reached": _REACHED[point], "action": action, **detail}, f)
             f.flush()
             os.fsync(f.fileno())
+        os.replace(path + ".part", path)
     os.kill(os.getpid(), _ACTIONS[action])
