@@ -99,9 +99,6 @@ class SupportVectors(KernelExpansion):
         'remove' (the smallest coefficient is dropped).
     dtype
         Storage of the vectors: 'float32' (default) or 'float64'.
-    max_inputs
-        The most input columns there will be (the model's `max_features`), if known: spare
-        capacity for new columns never goes beyond it.
 
     Attributes
     ----------
@@ -154,7 +151,6 @@ class SupportVectors(KernelExpansion):
         budget: int | None,
         policy: str = "merge",
         dtype: str = "float32",
-        max_inputs: int | None = None,
     ):
         if kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
@@ -166,9 +162,7 @@ class SupportVectors(KernelExpansion):
             raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-        if max_inputs is not None and not (inputs.is_whole(max_inputs) and max_inputs >= 0):
-            raise ValueError(f"max_inputs must be an int >= 0 or None, got {max_inputs!r}")
-        super().__init__(kernel, gamma, budget, dtype, max_inputs)
+        super().__init__(kernel, gamma, budget, dtype)
         self.policy = policy
         self.n_merges = 0
         self.n_removals = 0
@@ -661,8 +655,7 @@ class SupportVectors(KernelExpansion):
             alpha = np.bincount(inverse, weights=alpha, minlength=rows)
             keep = alpha != 0.0
             vectors, alpha, mixed = vectors[keep], alpha[keep], mixed[keep]
-        merged = cls(first.kernel, first.gamma, first.budget, first.policy, first.dtype,
-                     first.max_inputs)
+        merged = cls(first.kernel, first.gamma, first.budget, first.policy, first.dtype)
         merged.start()
         merged._load(vectors, alpha, n, mixed=mixed)
         merged.recompute_norm()

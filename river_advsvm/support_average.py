@@ -116,7 +116,7 @@ class AveragedVectors(IterateAverage):
         # (room for the two vectors a merge gives up before one leaves)
         self.orphans = KernelExpansion(store.kernel, store.gamma,
                                        None if capacity is None else capacity + 1,
-                                       store.dtype, store.max_inputs)
+                                       store.dtype)
         self.orphans.start()
         self.orphans.add_inputs(store.n_inputs)
         self.capacity = capacity
@@ -355,7 +355,7 @@ class AveragedVectors(IterateAverage):
         """`fbar` as one kernel expansion (a copy of the vectors: for certificates)."""
         store, orphans = self.store, self.orphans
         n, size = store.n_inputs, store.size
-        whole = KernelExpansion(store.kernel, store.gamma, None, store.dtype, store.max_inputs)
+        whole = KernelExpansion(store.kernel, store.gamma, None, store.dtype)
         whole.start()
         whole._load(np.concatenate([store._S[:size, :n], orphans._S[: orphans.size, :n]]),
                     self.coefficients, n,

@@ -80,12 +80,11 @@ class VectorStore:
     #: The arrays with one entry per stored vector, besides the vectors.
     _row_arrays = ("_norms", "_a")
 
-    def __init__(self, kernel, gamma, budget, dtype, max_inputs):
+    def __init__(self, kernel, gamma, budget, dtype):
         self.kernel = kernel
         self.gamma = float(gamma)
         self.budget = budget
         self.dtype = dtype
-        self.max_inputs = max_inputs
         self.size = 0
         self.n_inputs = 0
         self.version = 0

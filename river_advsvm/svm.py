@@ -449,7 +449,7 @@ class AdvKernelSVM(MarginClassifier):
         store_type = self._store_type()
         if store_type is SupportVectors:
             self._store = SupportVectors(self.kernel, self._gamma, self.budget,
-                                         self.budget_policy, self.dtype, self.max_features)
+                                         self.budget_policy, self.dtype)
         else:  # random features are drawn from the model's seed
             self._store = store_type(self.kernel, self._gamma, self._seed, self.budget,
                                      self.dtype, self.max_features)

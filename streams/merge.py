@@ -382,8 +382,7 @@ def _average_support_vectors(meta: dict, arrays: dict, active: list, weights: li
                              names: list) -> None:
     """Support vectors: `sum_k weights_k f_k` over the inputs `names`, then maintenance."""
     position = {repr(n): j for j, n in enumerate(names)}
-    max_inputs = meta["params"].get("max_features")
-    stores = [_store(m, a, position, max_inputs) for m, a, _ in active]
+    stores = [_store(m, a, position) for m, a, _ in active]
     merged = SupportVectors.average(stores, weights)
     average = _average_scalars(active, weights)
     _drop_average(arrays)
@@ -588,14 +587,14 @@ def _average_over_basis(meta: dict, arrays: dict, active: list, weights: list[fl
     meta["state"]["model"] = model
 
 
-def _store(meta: dict, arrays: dict, position: dict, max_inputs: int | None) -> SupportVectors:
+def _store(meta: dict, arrays: dict, position: dict) -> SupportVectors:
     """A model's support vectors, with its input columns moved to where `position` puts them
     (inputs it never saw are 0, as River's sparse features are)."""
     scalars = dict(meta["state"]["model"]["store"])
     widened = _widened(meta, arrays["vectors"], position)
     scalars["n_inputs"] = len(position)
     store = SupportVectors(scalars["kernel"], scalars["gamma"], scalars["budget"],
-                           scalars["policy"], scalars["dtype"], max_inputs)
+                           scalars["policy"], scalars["dtype"])
     saved = {"vectors": widened, "alpha": arrays["alpha"]}
     if "mixed" in arrays:
         saved["mixed"] = arrays["mixed"]

@@ -490,7 +490,7 @@ def test_a_strong_shrink_within_a_step_before_a_revisit_keeps_the_average_exact(
     from river_advsvm.support_average import AveragedVectors
 
     rng = np.random.default_rng(5)
-    store = SupportVectors("rbf", 1.0, None, "merge", "float64", None)
+    store = SupportVectors("rbf", 1.0, None, "merge", "float64")
     store.start()
     store.add_inputs(2)
     store.averaged = AveragedVectors(store, 5)
