@@ -79,7 +79,7 @@ class OneVsRest(multiclass.OneVsRestClassifier):
     def learn_one(self, x: dict, y, **kwargs) -> None:
         # The binary models only ever see `y == label`: the label is checked here, as they
         # check theirs (a NaN, never equal to itself, would be a new class at every sample).
-        self._learn(self._learn_sample, x, as_label(y), **kwargs)
+        self._learn(self._learn_sample, x, _label_to_learn(y), **kwargs)
 
     def _member(self, label):
         """A new model of `label`: a clone of the binary model, judged for a collapse by
@@ -106,7 +106,7 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         labels = []
         for i, label in enumerate(batch_labels(y, X, len(X))):
             try:
-                labels.append(as_label(label))
+                labels.append(_label_to_learn(label))
             except inputs.InvalidInput as error:
                 raise inputs.in_row(error, i) from None
         y = pd.Series(labels, index=X.index, name=y.name if isinstance(y, pd.Series) else None,
@@ -327,3 +327,13 @@ def _frame(X) -> pd.DataFrame:
     """A batch as River's one-vs-rest takes it: an array's columns are features 0..d-1."""
     inputs.check_batch(X)
     return pd.DataFrame(X) if isinstance(X, np.ndarray) else X
+
+
+def _label_to_learn(y):
+    """`as_label(y)` for a label to learn: a sample without one (None) is refused saying where
+    it goes, as the binary models say it."""
+    if y is None:
+        raise inputs.InvalidInput("label None (no label) cannot be learned: predict such a "
+                                  "sample (predict_one, or predict_many for a batch)",
+                                  "bad_label")
+    return as_label(y)

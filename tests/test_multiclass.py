@@ -131,6 +131,24 @@ def test_a_label_that_is_no_label_is_refused_and_adds_no_class(label):
     assert list(model.classifiers) == ["low", "right", "up"]
 
 
+def test_a_sample_without_a_label_is_refused_saying_to_predict_it():
+    """A None label said "label None is not supported: use a bool, a number or a str" (the
+    binary models say a sample without a label is to be predicted), in a row and in a batch
+    (naming its row)."""
+    import pandas as pd
+
+    from river_advsvm import InvalidInput
+
+    model = _three_labels()
+    with pytest.raises(InvalidInput, match=r"^label None \(no label\) cannot be learned: "
+                                           r"predict such a sample \(predict_one"):
+        model.learn_one({"a": 0.5, "b": 0.5}, None)
+    with pytest.raises(InvalidInput, match=r"^row 1 of the batch \(counting from 0\): label "
+                                           r"None \(no label\) cannot be learned"):
+        model.learn_many(pd.DataFrame({"a": [0.5, 0.2], "b": [0.5, 0.1]}), ["up", None])
+    assert list(model.classifiers) == ["low", "right", "up"]
+
+
 @pytest.mark.parametrize("classifier, message", [
     (AdvKernelSVM, r"not the class AdvKernelSVM: OneVsRest\(AdvKernelSVM\(\)\)"),
     (None, "NoneType has no certified radius"),
