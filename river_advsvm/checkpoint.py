@@ -367,8 +367,8 @@ def _check_seal(f: typing.BinaryIO) -> None:
     seal = f.read(_SEAL_SIZE)
     if not seal.startswith(_SEAL_PREFIX):
         raise CheckpointError(
-            f"it does not end with the seal of a format {VERSION} checkpoint (a truncated "
-            "file, or another kind of file)")
+            "it does not end with the seal of a river-advsvm checkpoint (a truncated file, "
+            "or another kind of file)")
     digest = hashlib.sha256()
     f.seek(0)
     remaining = size - _SEAL_SIZE

@@ -8,6 +8,7 @@ SIGPIPE ends other Unix tools; Ctrl-C ends it with status 130.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 import sys
@@ -20,6 +21,10 @@ DEFAULT_OUT = "advsvm-output"
 #: Which extra installs a module the commands may import lazily.
 _EXTRAS = {"sklearn": "demo", "matplotlib": "demo", "tqdm": "demo", "pandas": "parquet",
            "pyarrow": "parquet", "kafka": "kafka", "threadpoolctl": "demo"}
+
+
+#: The options `advsvm` takes before its command.
+_TOP_LEVEL_OPTIONS = ("-h", "--help", "--version", "--debug")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -273,7 +278,14 @@ def _demo(args: argparse.Namespace) -> int:
         f"{warm_up} Accuracies are over the whole stream (progressive validation), robust and "
         f"certified ones over the attacked samples; samples/s include the monitor.", width=100))
     print()
-    print(demo.format_table(demo.table_rows(result)))
+    rows = demo.table_rows(result)
+    print(demo.format_table(rows))
+    if all(row["attacked"] and not row["certified %"] for row in rows):
+        print()
+        print(textwrap.fill(
+            f"note, certified 0%: at {result.threat} the certificate (a proof from the kernel's "
+            "smoothness, sound but not tight) holds for none of the attacked samples; at a "
+            "smaller radius it proves more (--epsilon).", width=100, subsequent_indent="  "))
     held_out = demo.held_out_rows(result)
     if held_out:
         print("\nHeld-out test set after the stream (evaluate.robustness_report):\n")
@@ -523,7 +535,9 @@ def _serve(argv: list[str]) -> int | None:
         return streams_cli.inspect_main(rest)
     if argv[position] != "serve":
         return None
-    (streams_cli,) = _import_streams("serve", "kafka", "cli")
+    # (--local-broker needs the broker too: the local extra, which holds the kafka one)
+    local = any(a.split("=")[0] == "--local-broker" for a in rest)
+    (streams_cli,) = _import_streams("serve", "local" if local else "kafka", "cli")
     return streams_cli.main(argv[:position] + rest)
 
 
@@ -555,6 +569,12 @@ def main(argv: list[str] | None = None) -> int:
         return code
     try:
         parser = build_parser()
+        # An unknown option before the command is named (argparse would only say that the
+        # command is missing).
+        leading = itertools.takewhile(lambda arg: arg.startswith("-"), argv)
+        unknown = [arg for arg in leading if arg.split("=")[0] not in _TOP_LEVEL_OPTIONS]
+        if unknown:
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
         args, extra = parser.parse_known_args(argv)
         if extra:  # named by the command's parser ('data', for 'data fetch')
             command = parser.commands[args.command.split()[0]]

@@ -49,7 +49,13 @@ import json
 import math
 import typing
 
-import msgspec
+try:
+    import msgspec
+except ModuleNotFoundError as error:  # (`name` kept: the CLI words its own hint from it)
+    raise ModuleNotFoundError(
+        f"No module named {error.name!r}: river_advsvm.streams.kafka needs the kafka extra "
+        "(pip install 'river-advsvm[kafka]'; in a clone: pip install -e '.[kafka]')",
+        name=error.name) from None
 
 from river_advsvm.labels import INT64
 

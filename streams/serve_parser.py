@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 
 from river_advsvm.cli import whole_numbers
 from river_advsvm.streams import logs, metrics, security
@@ -54,6 +55,17 @@ def _label(text: str):
     return value if isinstance(value, (bool, int, float, str)) else text
 
 
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """The epilog's table as written; the description and the groups' texts (one line each
+    in the source) filled to the terminal's width."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(
+            indent + line if line.startswith(" ") or not line.strip()
+            else textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent)
+            for line in text.splitlines())
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors in one line on stderr, exit status 2."""
 
@@ -65,7 +77,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The parser of `advsvm serve`."""
     parser = _Parser(prog="advsvm serve", description=DESCRIPTION, epilog=EPILOG,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                     formatter_class=_Formatter)
     where = parser.add_argument_group("where (all four required, unless --local-broker)")
     where.add_argument("--bootstrap-servers", metavar="HOST:PORT",
                        help="the Kafka brokers to start from, comma-separated")

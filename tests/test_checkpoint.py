@@ -442,6 +442,15 @@ def test_truncated_file(saved):
             AdvKernelSVM.load(saved)
 
 
+def test_a_file_of_another_kind_is_named_so(saved):
+    """The message names what is wrong for the user: no format number of the package's."""
+    saved.write_bytes(b"not a checkpoint, " * 20)
+    with pytest.raises(CheckpointError, match=r"it does not end with the seal of a "
+                                              r"river-advsvm checkpoint \(a truncated file, or "
+                                              r"another kind of file\)$"):
+        AdvKernelSVM.load(saved)
+
+
 def test_corrupted_bytes_fail_the_crc(saved):
     data = bytearray(saved.read_bytes())
     with zipfile.ZipFile(saved) as archive:

@@ -74,6 +74,9 @@ def test_demo_on_digits_prints_the_table_and_writes_the_plot(capsys, tmp_path):
     assert float(adversarial["robust %"]) > float(rows["natural"]["robust %"])
     check_plot(tmp_path / cli.PLOT_NAME)
     assert f"{tmp_path / cli.PLOT_NAME}" in out
+    # A certified column of zeros says why (at this radius the certificate proves nothing).
+    zeros = all(float(row["certified %"]) == 0 for row in rows.values())
+    assert ("note, certified 0%: at L2 ε = 1 the certificate" in words(out)) == zeros
     # docs/monitor.md shows this run: its table (all but the machine's speeds), its alerts, and
     # the robust points the adversarial model keeps over the natural one.
     page = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "monitor.md").read_text()
@@ -722,3 +725,14 @@ def test_an_unknown_option_is_one_line_naming_its_command(capsys, argv, prog):
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
     assert err.startswith(f"{prog}: unrecognized arguments: ") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, named", [(["--bogus"], "--bogus"),
+                                         (["--bogus", "demo"], "--bogus"),
+                                         (["--debug", "--bogus=1"], "--bogus=1")])
+def test_an_unknown_option_before_the_command_is_named(capsys, argv, named):
+    """`advsvm --bogus` said only that the command was missing."""
+    assert cli.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"advsvm: unrecognized arguments: {named} (see advsvm --help)\n"

@@ -1,5 +1,5 @@
 """The wheel a user installs: typed packages, the license, the extras (no broker outside
-`local`), the version of the code."""
+`local`, and the one a missing module names), the version of the code."""
 
 from __future__ import annotations
 
@@ -45,3 +45,30 @@ def test_the_broker_binary_is_only_in_the_local_extra(wheel):
     assert 'river-advsvm[all,local]; extra == "test"' in requires
     assert {"kafka", "local", "parquet", "streams", "demo", "all", "test"} <= set(
         message.get_all("Provides-Extra"))
+
+
+def test_the_kafka_module_without_its_extra_names_the_extra_to_install():
+    """`river_advsvm.streams.kafka` (whose `encode` producers use) failed on a bare
+    `No module named 'msgspec'` without the kafka extra."""
+    code = "import sys\nsys.modules['msgspec'] = None\nimport river_advsvm.streams.kafka"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ModuleNotFoundError: No module named 'msgspec': ")
+    assert "needs the kafka extra (pip install 'river-advsvm[kafka]'" in last
+
+
+@pytest.mark.parametrize("args, extra", [(["serve", "--local-broker"], "local"),
+                                         (["serve", "--local-broker=yes"], "local"),
+                                         (["serve", "--topic", "t"], "kafka")])
+def test_serve_without_its_extra_names_the_one_its_options_need(args, extra):
+    """`serve --local-broker` without the Kafka client asked for the kafka extra; installed,
+    the command then asked for the local one (the broker). It names local at once."""
+    code = ("import sys\nsys.modules['kafka'] = None\nfrom river_advsvm import cli\n"
+            f"sys.exit(cli.main({args!r}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"advsvm serve needs the optional {extra} extra (kafka is "
+                                  "missing)"), done.stderr
