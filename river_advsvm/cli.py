@@ -8,7 +8,6 @@ SIGPIPE ends other Unix tools; Ctrl-C ends it with status 130.
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import os
 import sys
@@ -21,10 +20,6 @@ DEFAULT_OUT = "advsvm-output"
 #: Which extra installs a module the commands may import lazily.
 _EXTRAS = {"sklearn": "demo", "matplotlib": "demo", "tqdm": "demo", "pandas": "parquet",
            "pyarrow": "parquet", "kafka": "kafka", "threadpoolctl": "demo"}
-
-
-#: The options `advsvm` takes before its command.
-_TOP_LEVEL_OPTIONS = ("-h", "--help", "--version", "--debug")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -478,7 +473,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an error, not only its one-line message")
-    subparsers = parser.add_subparsers(required=True, metavar="COMMAND")
+    # (Not required here: `main` says a command is missing after naming unknown options.)
+    subparsers = parser.add_subparsers(metavar="COMMAND")
     _add_demo(subparsers)
     # Parsed by river_advsvm.streams.cli: `main` hands `serve ...` over before this.
     subparsers.add_parser(
@@ -569,13 +565,10 @@ def main(argv: list[str] | None = None) -> int:
         return code
     try:
         parser = build_parser()
-        # An unknown option before the command is named (argparse would only say that the
-        # command is missing).
-        leading = itertools.takewhile(lambda arg: arg.startswith("-"), argv)
-        unknown = [arg for arg in leading if arg.split("=")[0] not in _TOP_LEVEL_OPTIONS]
-        if unknown:
-            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
         args, extra = parser.parse_known_args(argv)
+        if not hasattr(args, "run"):  # no command; an unknown option is named first
+            parser.error(f"unrecognized arguments: {' '.join(extra)}" if extra else
+                         "the following arguments are required: COMMAND")
         if extra:  # named by the command's parser ('data', for 'data fetch')
             command = parser.commands[args.command.split()[0]]
             command.error(f"unrecognized arguments: {' '.join(extra)}")

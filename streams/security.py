@@ -305,8 +305,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="a client.properties file as Kafka's own tools take it "
                        "(security.protocol, ssl.truststore.location, sasl.mechanism, "
                        "sasl.jaas.config, ...)")
-    group.add_argument("--security-protocol", choices=PROTOCOLS,
-                       help="default PLAINTEXT, or what --kafka-config says")
+    group.add_argument("--security-protocol", choices=PROTOCOLS, metavar="PROTOCOL",
+                       help=f"{', '.join(PROTOCOLS[:-1])} or {PROTOCOLS[-1]} (default "
+                       "PLAINTEXT, or what --kafka-config says)")
     group.add_argument("--ssl-cafile", metavar="PEM",
                        help="CA certificate(s) that signed the brokers' certificates (default: "
                        "the system's CAs)")

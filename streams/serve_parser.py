@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import textwrap
 
@@ -20,28 +21,29 @@ DESCRIPTION = (
     "a string, integer, boolean or number."
 )
 
-EPILOG = """\
-signals and exit statuses:
-  SIGTERM, SIGHUP and SIGINT (Ctrl-C) drain: the batch in hand is finished, outputs are
-  flushed, a final checkpoint is written; a second Ctrl-C stops at once (the last checkpoint
-  stays valid).
-    0    stopped by SIGTERM, SIGHUP or --exit-when-idle, final checkpoint written
-    1    outputs not delivered within --shutdown-timeout (no final checkpoint; what came
-         after the last one is learned again at the next start), or an unexpected error
-    2    usage error: bad options, unusable security settings or files, unreadable
-         checkpoint or one beyond --budget / --max-features / --dtype, checkpoint directory
-         in use, a group's snapshot topic of more than one partition, --metrics-port in use
-    3    no broker answered within --connect-timeout at start-up, or the consumer group's
-         rebalance did not end within the group's rebalance timeout (it may come back: restart)
-    4    at start-up the cluster answered and refused the connection settings (wrong CA,
-         certificate not valid for the host, client certificate missing or refused, plaintext
-         against TLS or TLS against plaintext, wrong SASL password or mechanism): fix them
-    5    a fault of the machine (disk full, I/O error, out of memory): the last checkpoint
-         is intact; restart once it is gone
-    130  stopped by SIGINT, after the same drain as SIGTERM
-  A message never stops the service: whatever goes wrong with one is its dead letter (out of
-  memory is status 5).
-"""
+# One line per paragraph and per status: `_Formatter` fills them to the terminal's width.
+EPILOG = "\n".join([
+    "signals and exit statuses:",
+    "  SIGTERM, SIGHUP and SIGINT (Ctrl-C) drain: the batch in hand is finished, outputs are "
+    "flushed, a final checkpoint is written; a second Ctrl-C stops at once (the last "
+    "checkpoint stays valid).",
+    "    0    stopped by SIGTERM, SIGHUP or --exit-when-idle, final checkpoint written",
+    "    1    outputs not delivered within --shutdown-timeout (no final checkpoint; what came "
+    "after the last one is learned again at the next start), or an unexpected error",
+    "    2    usage error: bad options, unusable security settings or files, unreadable "
+    "checkpoint or one beyond --budget / --max-features / --dtype, checkpoint directory in "
+    "use, a group's snapshot topic of more than one partition, --metrics-port in use",
+    "    3    no broker answered within --connect-timeout at start-up, or the consumer group's "
+    "rebalance did not end within the group's rebalance timeout (it may come back: restart)",
+    "    4    at start-up the cluster answered and refused the connection settings (wrong CA, "
+    "certificate not valid for the host, client certificate missing or refused, plaintext "
+    "against TLS or TLS against plaintext, wrong SASL password or mechanism): fix them",
+    "    5    a fault of the machine (disk full, I/O error, out of memory): the last checkpoint "
+    "is intact; restart once it is gone",
+    "    130  stopped by SIGINT, after the same drain as SIGTERM",
+    "  A message never stops the service: whatever goes wrong with one is its dead letter (out "
+    "of memory is status 5).",
+]) + "\n"
 
 
 def _label(text: str):
@@ -56,14 +58,19 @@ def _label(text: str):
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
-    """The epilog's table as written; the description and the groups' texts (one line each
-    in the source) filled to the terminal's width."""
+    """Each line of the description, of the groups' texts and of the epilog (one paragraph or
+    one exit status each) filled to the terminal's width, its continuation lines under its
+    text (an exit status's: under the text after the number)."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
-        return "\n".join(
-            indent + line if line.startswith(" ") or not line.strip()
-            else textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent)
-            for line in text.splitlines())
+        lines = []
+        for line in text.splitlines():
+            lead = len(line) - len(line.lstrip(" "))
+            numbered = re.match(r" *\d+ +", line)
+            hang = numbered.end() if numbered else lead
+            lines.append(textwrap.fill(line[lead:], width, initial_indent=indent + " " * lead,
+                                       subsequent_indent=indent + " " * hang) or indent)
+        return "\n".join(lines)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -231,12 +238,12 @@ def _add_model(model) -> None:
     model.add_argument("--budget", type=whole_numbers(1, 1_000_000), default=1024,
                        help="support vectors or random features kept (default 1024): memory "
                        "and time per message")
-    model.add_argument("--budget-policy", default="merge",
+    model.add_argument("--budget-policy", default="merge", metavar="POLICY",
                        choices=["merge", "remove", "compact", "compact_slot", "truncate",
                                 "grow"],
-                       help="'merge' or 'remove' keep support vectors (exact kernel), the others "
-                       "random features; what happens past the budget (default merge, as the "
-                       "library's)")
+                       help="'merge' or 'remove' keep support vectors (exact kernel), "
+                       "'compact', 'compact_slot', 'truncate' or 'grow' random features; what "
+                       "happens past the budget (default merge, as the library's)")
     model.add_argument("--dtype", choices=["float32", "float64"],
                        help="the number type of the stored vectors or features (default: the "
                        "model's, float32: half the memory and time of float64; a checkpoint "

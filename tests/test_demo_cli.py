@@ -727,12 +727,23 @@ def test_an_unknown_option_is_one_line_naming_its_command(capsys, argv, prog):
     assert err.startswith(f"{prog}: unrecognized arguments: ") and "Traceback" not in err
 
 
-@pytest.mark.parametrize("argv, named", [(["--bogus"], "--bogus"),
-                                         (["--bogus", "demo"], "--bogus"),
-                                         (["--debug", "--bogus=1"], "--bogus=1")])
-def test_an_unknown_option_before_the_command_is_named(capsys, argv, named):
+@pytest.mark.parametrize("argv, prog", [(["--bogus"], "advsvm"),
+                                        (["--debug", "--bogus=1"], "advsvm"),
+                                        (["--bogus", "demo"], "advsvm demo")])
+def test_an_unknown_option_before_the_command_is_named(capsys, argv, prog):
     """`advsvm --bogus` said only that the command was missing."""
     assert cli.main(argv) == 2
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == f"advsvm: unrecognized arguments: {named} (see advsvm --help)\n"
+    unknown = [arg for arg in argv if arg.startswith("--b")]
+    assert err == (f"{prog}: unrecognized arguments: {' '.join(unknown)} (see {prog} "
+                   "--help)\n")
+
+
+def test_no_command_says_so_and_options_may_be_abbreviated(capsys):
+    assert cli.main([]) == 2
+    assert capsys.readouterr().err == ("advsvm: the following arguments are required: COMMAND "
+                                       "(see advsvm --help)\n")
+    with pytest.raises(SystemExit) as version:  # argparse's abbreviation of --version
+        cli.main(["--vers"])
+    assert version.value.code == 0 and capsys.readouterr().out.startswith("advsvm ")

@@ -1095,4 +1095,3 @@ def test_without_its_extra_the_module_names_the_extra_to_install():
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("ModuleNotFoundError: No module named 'pandas': ")
     assert "needs the parquet extra (pip install 'river-advsvm[parquet]'" in last
-

@@ -183,12 +183,14 @@ def test_serve_help_documents_every_flag():
     assert "--sasl-password " not in text  # refused, and not advertised
 
 
-def test_serve_help_fits_a_terminal_of_100_columns(monkeypatch):
-    """Its description and its groups' texts were single lines of up to 466 characters."""
-    monkeypatch.setenv("COLUMNS", "100")
+@pytest.mark.parametrize("columns", [80, 100, 160])
+def test_serve_help_fits_the_terminal(monkeypatch, columns):
+    """Its description and its groups' texts were single lines of up to 466 characters, its
+    epilog and two lists of choices 81 to 95."""
+    monkeypatch.setenv("COLUMNS", str(columns))
     text = streams_cli.build_parser().format_help()
     assert "signals and exit statuses:" in text and "\n    2    usage error:" in text
-    assert max(map(len, text.splitlines())) <= 100
+    assert max(map(len, text.splitlines())) <= columns
 
 
 def _statuses(text: str, pattern: str) -> set[int]:
