@@ -24,8 +24,9 @@ in the ball, so the radius holds for the prediction as computed, not only for ex
 store and recomputed only when the store's `version` changes (never after the inputs are
 registered, for the fixed pool of `compact`).
 
-For a linear model `g(x) = w . x + b` the certificate is exact, `|g(x)| / ||w||_*`, less what
-rounding in the margin's float64 dot product could take (`linear_radii`).
+For a linear model `g(x) = w . x + b` the certificate is exact in the ball, `|g(x)| / ||w||_*`,
+less what rounding in the margin's float64 dot product could take (`linear_radii`); it ignores
+a box (`bounds`), within which it is sound but can be smaller than the exact radius.
 
 For the support-vector model (`river_advsvm.support`), `support_radii` bounds the exact kernel
 expansion instead (see `river_advsvm.support_certificate`, where each bound is proved). A box

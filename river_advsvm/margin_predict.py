@@ -281,6 +281,8 @@ class MarginPredictions:
         bounds = inputs.check_box(bounds)
         moved = inputs.onto_box(values, bounds, present_only=True)
         signs = np.array([self.sign_of(y) for y in labels])
+        if len(self._labels) == 1:  # (it predicts its one label whatever the input)
+            return np.full(len(labels), np.inf)
         margins = signs * self._decision(names, moved)
         radii = self._certified_radii(names, moved, margins, norm, bounds)
         if moved is values:
@@ -296,7 +298,8 @@ class MarginPredictions:
 
         Sound for the model as deployed, against any attack: no `x'` with `||x' - x|| <` the
         radius (in `norm`, the model's own by default) changes the prediction. 0 when the model
-        does not predict `y` at `x`. `bounds = (lo, hi)` restricts `x'` to that box, as the
+        does not predict `y` at `x`; infinite while it knows one label, which it predicts
+        everywhere. `bounds = (lo, hi)` restricts `x'` to that box, as the
         attacks do: the radius is then never smaller than without it, up to the radius
         search's relative precision (1e-6). See `river_advsvm.certify`.
 

@@ -428,3 +428,25 @@ def test_a_sample_certified_at_exactly_epsilon_counts(norm):
                                       norm=norm) == 1.0
     assert certify.certified_accuracy(model, X[j:j + 1], y[j:j + 1],
                                       float(np.nextafter(radii[j], math.inf)), norm=norm) == 0.0
+
+
+@pytest.mark.parametrize("make", [AdvLinearSVM, lambda: AdvKernelSVM(gamma=1.0, seed=0)])
+def test_a_model_of_one_label_is_certified_everywhere_for_it(make):
+    """A model that has seen one label predicts it at every input, whatever its decision
+    function says; its certificate followed the decision (0 at {a: -50} for the label it
+    predicts there, 7.0 at {a: 5}): the exact radius is infinite."""
+    model = make()
+    model.learn_one({"a": 1.0}, 3)
+    x_far, x_near = {"a": -50.0}, {"a": 5.0}
+    assert model.predict_one(x_far) == model.predict_one(x_near) == 3
+    assert model.certified_radius_one(x_far, 3) == model.certified_radius_one(x_near, 3) == math.inf
+    X = pd.DataFrame({"a": [-50.0, 5.0]})
+    np.testing.assert_array_equal(model.certified_radius_many(X, [3, 3], norm="linf"), math.inf)
+    with pytest.raises(Exception, match="not one of"):  # a label it does not know is refused
+        model.certified_radius_one(x_far, 4)
+    model.learn_one({"a": -1.0}, 4)  # two labels: the decision decides again
+    for x in (x_far, x_near):
+        predicted = model.predict_one(x)
+        other = 4 if predicted == 3 else 3
+        assert model.certified_radius_one(x, predicted) < math.inf  # (sound, not tight)
+        assert model.certified_radius_one(x, other) == 0.0
