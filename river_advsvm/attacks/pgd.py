@@ -21,8 +21,9 @@ class PGD(Attack):
     onto the threat set: exactly for L-inf; for L2 with a box, onto the ball and then into the
     box, a point of the set but not always the nearest, so the iterates can stop short of the
     worst point where many inputs sit at the box's edge (pixels at 0 or 1: on MNIST 4 vs 9 at
-    L2 1.0 the exact projection left 0.2 to 0.6 points fewer samples right). The point returned is the iterate with the smallest margin (the start
-    included), so a step that overshoots never makes the attack weaker. With `restarts`, the
+    L2 1.0 the exact projection left 0.2 to 0.6 points fewer samples right). The point
+    returned is the iterate with the smallest margin (the start included), so a step that
+    overshoots never makes the attack weaker. With `restarts`, the
     same iterations run again from that many uniform random points of the ball (projected onto
     the box), and each sample gets the point of smallest margin over all runs: never weaker
     than one run, and on models whose margin has flat regions or several valleys in the ball
