@@ -525,15 +525,15 @@ def _serve(argv: list[str]) -> int | None:
     if position is None or set(argv[:position]) - {"--debug"}:
         return None
     rest = argv[position + 1:]
-    if argv[position] == "inspect" and any(a.split("=")[0] == "--bootstrap-servers"
-                                           for a in rest):
+    given = {arg.split("=")[0] for arg in rest}
+    if argv[position] == "inspect" and "--bootstrap-servers" in given:
         (streams_cli,) = _import_streams("inspect --bootstrap-servers", "kafka", "cli")
         return streams_cli.inspect_main(rest)
     if argv[position] != "serve":
         return None
     # (--local-broker needs the broker too: the local extra, which holds the kafka one)
-    local = any(a.split("=")[0] == "--local-broker" for a in rest)
-    (streams_cli,) = _import_streams("serve", "local" if local else "kafka", "cli")
+    extra = "local" if "--local-broker" in given else "kafka"
+    (streams_cli,) = _import_streams("serve", extra, "cli")
     return streams_cli.main(argv[:position] + rest)
 
 

@@ -27,3 +27,11 @@
 
 This package depends on `river_advsvm`, never the reverse; importing it imports nothing heavy.
 """
+
+
+def missing_extra(error: ModuleNotFoundError, module: str, extra: str) -> ModuleNotFoundError:
+    """The error for `module` importing without its optional `extra`: it names the extra to
+    install, and keeps the missing module's `name` (the CLI words its own hint from it)."""
+    return ModuleNotFoundError(
+        f"No module named {error.name!r}: {module} needs the {extra} extra (pip install "
+        f"'river-advsvm[{extra}]'; in a clone: pip install -e '.[{extra}]')", name=error.name)

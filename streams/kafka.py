@@ -49,13 +49,12 @@ import json
 import math
 import typing
 
+from river_advsvm.streams import missing_extra
+
 try:
     import msgspec
-except ModuleNotFoundError as error:  # (`name` kept: the CLI words its own hint from it)
-    raise ModuleNotFoundError(
-        f"No module named {error.name!r}: river_advsvm.streams.kafka needs the kafka extra "
-        "(pip install 'river-advsvm[kafka]'; in a clone: pip install -e '.[kafka]')",
-        name=error.name) from None
+except ModuleNotFoundError as error:
+    raise missing_extra(error, __name__, "kafka") from None
 
 from river_advsvm.labels import INT64
 

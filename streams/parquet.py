@@ -53,6 +53,7 @@ import typing
 import uuid
 
 import numpy as np
+from river_advsvm.streams import missing_extra
 
 try:
     import pandas as pd
@@ -60,11 +61,8 @@ try:
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
-except ModuleNotFoundError as error:  # (`name` kept: the CLI words its own hint from it)
-    raise ModuleNotFoundError(
-        f"No module named {error.name!r}: river_advsvm.streams.parquet needs the parquet extra "
-        "(pip install 'river-advsvm[parquet]'; in a clone: pip install -e '.[parquet]')",
-        name=error.name) from None
+except ModuleNotFoundError as error:
+    raise missing_extra(error, __name__, "parquet") from None
 
 from river_advsvm import inputs, npz
 from river_advsvm.labels import MAX_LABEL_LENGTH, as_label
