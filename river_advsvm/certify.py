@@ -45,7 +45,7 @@ import weakref
 import numpy as np
 
 from river_advsvm import inputs
-from river_advsvm.kernels import NORMS, l2_length
+from river_advsvm.kernels import check_norm, l2_length
 from river_advsvm.support_certificate import support_radii
 
 __all__ = ["certified_accuracy", "kernel_radii", "linear_radii", "support_radii"]
@@ -57,11 +57,6 @@ _SAFETY = 1e-9
 _spectra: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 #: Spectra kept per store (one per set of inputs it does not know), cleared when full.
 _SPECTRA_PER_STORE = 64
-
-
-def _check_norm(norm: str) -> None:
-    if norm not in NORMS:
-        raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
 
 
 def _spectrum(store, scales: np.ndarray, unknown_hashes=(), unknown_scales=None,
@@ -187,7 +182,7 @@ def kernel_radii(
         store's own (the average of its iterates).
 
     """
-    _check_norm(norm)
+    check_norm(norm)
     margins = np.asarray(margins, dtype=float)
     own = store.coefficients if coefficients is None else coefficients
     # The weights of inputs the store does not know (bounded by the model's max_features).
@@ -218,7 +213,7 @@ def linear_radii(weights: np.ndarray, margins: np.ndarray, norm: str,
     `||w||_* r` in the ball. Next to the boundary the computed margin is mostly rounding, and
     a radius taken from it alone can be beaten by a point the model rounds across.
     """
-    _check_norm(norm)
+    check_norm(norm)
     margins = np.asarray(margins, dtype=float)
     dual = l2_length(weights) if norm == "l2" else float(np.abs(weights).sum())
     growth = 1.0

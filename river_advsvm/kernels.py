@@ -22,6 +22,7 @@ __all__ = [
     "NORMS",
     "ROUNDING_LIMIT",
     "adversarial_radius",
+    "check_norm",
     "feature_seeds",
     "kernel_value",
     "l2_lengths",
@@ -33,6 +34,12 @@ __all__ = [
 
 KERNELS = ("rbf", "laplacian")
 NORMS = ("l2", "linf")
+
+
+def check_norm(norm) -> None:
+    """`ValueError` unless `norm` names a threat norm."""
+    if norm not in NORMS:
+        raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
 
 #: Largest accepted kernel bandwidth: with inputs bounded by `inputs.MAX_ABS_VALUE` and at most
 #: 10^6 of them, a random-feature projection stays below 1e37, finite in float32.
@@ -166,8 +173,7 @@ def largest_distance(kernel: str, epsilon: float, norm: str, scales) -> float:
     (`eps^2 max q^2`, or `eps ||q||_2` in L1 by Cauchy-Schwarz); for an L-inf ball at a
     corner (`eps^2 sum q^2`, `eps sum q`).
     """
-    if norm not in NORMS:
-        raise ValueError(f"unknown norm {norm!r}: expected one of {NORMS}")
+    check_norm(norm)
     max_sq, sum_sq, total = _scale_sums(scales)
     if kernel == "rbf":
         # (A product, not epsilon**2, which raises OverflowError past 1e154 where this is inf.)

@@ -25,7 +25,7 @@ import numpy as np
 from river import base
 
 from river_advsvm import calibration, collapse, inputs
-from river_advsvm.kernels import NORMS
+from river_advsvm.kernels import check_norm
 from river_advsvm.labels import as_label, classes_after
 from river_advsvm.margin_predict import MarginPredictions, batch_labels, in_hash_order
 from river_advsvm.model_checkpoint import CheckpointMixin
@@ -74,8 +74,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         self.max_features = max_features
         if not (inputs.is_number(epsilon) and 0 <= epsilon < math.inf):
             raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
-        if norm not in NORMS:
-            raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+        check_norm(norm)
         if not (inputs.is_whole(max_features) and 1 <= max_features <= MAX_FEATURES_LIMIT):
             raise ValueError(
                 f"max_features must be an int in [1, {MAX_FEATURES_LIMIT}], got {max_features!r}")

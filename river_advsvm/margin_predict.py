@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from river_advsvm import calibration, inputs
-from river_advsvm.kernels import NORMS
+from river_advsvm.kernels import check_norm
 from river_advsvm.warn import warn_caller
 
 __all__ = ["ROWS_PER_CHUNK", "MarginPredictions", "batch_labels", "in_hash_order"]
@@ -276,8 +276,7 @@ class MarginPredictions:
     def _certified(self, names: list, values: np.ndarray, labels: list, norm: str | None,
                    bounds=None):
         norm = self.norm if norm is None else norm
-        if norm not in NORMS:
-            raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+        check_norm(norm)
         bounds = inputs.check_box(bounds)
         moved = inputs.onto_box(values, bounds, present_only=True)
         signs = np.array([self.sign_of(y) for y in labels])

@@ -28,6 +28,7 @@ import pandas as pd
 from river import multiclass
 
 from river_advsvm import checkpoint, inputs, model_checkpoint
+from river_advsvm.kernels import check_norm
 from river_advsvm.labels import as_label
 from river_advsvm.margin_predict import batch_labels
 
@@ -80,6 +81,12 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         # The binary models only ever see `y == label`: the label is checked here, as they
         # check theirs (a NaN, never equal to itself, would be a new class at every sample).
         self._learn(self._learn_sample, x, _label_to_learn(y), **kwargs)
+
+    def _check_label(self, y) -> None:
+        """`InvalidInput` if `learn_one` would refuse the label `y` (as `as_label` gives it):
+        a new label is a new class, but None is no label. (A monitor asks this, as it asks the
+        binary models, before it counts a sample.)"""
+        _label_to_learn(y)
 
     def _member(self, label):
         """A new model of `label`: a clone of the binary model, judged for a collapse by
@@ -255,11 +262,15 @@ class OneVsRest(multiclass.OneVsRestClassifier):
         """The radius, per row, within which the predicted label provably stays `y`.
 
         `X` is a DataFrame, or an array whose columns are features 0..d-1; `norm` is 'l2' or
-        'linf' (each binary model's own by default). 0 where the prediction is not `y`.
+        'linf' (each binary model's own by default). 0 where the prediction is not `y` (a label
+        the model never learned included); infinite for the one label of a model that learned
+        one: it predicts it everywhere.
         `bounds = (lo, hi)` restricts the attacker's points to that box, as for the binary
         models.
         """
         labels = [as_label(label) for label in batch_labels(y, X)]  # (InvalidInput as binary's)
+        if norm is not None:
+            check_norm(norm)
         # NaN is a missing input here too, as for the binary models (and `certified_radius_one`).
         _, values = inputs.frame_values(X, missing_ok=True)
         if len(labels) != len(values):
@@ -267,6 +278,8 @@ class OneVsRest(multiclass.OneVsRestClassifier):
                                       "bad_shape")
         bounds = inputs.check_box(bounds)
         inputs.check_present_inside(values, bounds)
+        if len(self.classifiers) == 1:  # (it predicts its one label everywhere)
+            return np.where([t in self.classifiers for t in labels], np.inf, 0.0)
         radii = np.full(len(labels), np.inf)
         for label, model in self.classifiers.items():
             if len(model.classes) < 2:  # this label's model has not seen both verdicts yet
@@ -279,12 +292,16 @@ class OneVsRest(multiclass.OneVsRestClassifier):
     def certified_radius_one(self, x: dict, y, norm: str | None = None, bounds=None) -> float:
         """`certified_radius_many` for one sample."""
         y = as_label(y)
+        if norm is not None:
+            check_norm(norm)
         bounds = inputs.check_box(bounds)
         if bounds is not None:
             _, values = inputs.dict_values(x, missing_ok=True)
             inputs.check_present_inside(values, bounds)
         if y not in self.classifiers:
             return 0.0
+        if len(self.classifiers) == 1:  # (it predicts its one label everywhere)
+            return math.inf
         radius = np.inf
         for label, model in self.classifiers.items():
             if len(model.classes) < 2:

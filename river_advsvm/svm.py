@@ -140,7 +140,8 @@ class AdvKernelSVM(MarginClassifier):
         `b` where it is, an unbalanced one on which `f` learns nothing moves it towards the
         majority.
     budget
-        Most support vectors, or number of random features (`B`).
+        Most support vectors, or number of random features (`B`); 'grow' adds a feature at
+        every active step without bound, whatever the budget (for finite data only).
     budget_policy
         'merge', 'remove', 'compact', 'compact_slot', 'truncate' or 'grow' (see above).
     dtype
@@ -153,7 +154,7 @@ class AdvKernelSVM(MarginClassifier):
         `max_features x budget` stored numbers, whatever arrives (and, during a warm-up,
         `warm_up x max_features`): 1.5 times that with support vectors and `averaging` (the
         vectors its average keeps), and `max_features x (budget + 256)` for 'compact_slot' and
-        'truncate' (their norm sketch).
+        'truncate' (their norm sketch); without a bound for 'grow' and `budget=None`.
     warm_up
         Number of labelled samples `gamma='scale'` fits the bandwidths on; they are held back
         until then.

@@ -366,6 +366,33 @@ def test_nan_is_refused_as_the_model_refuses_it_and_a_refused_sample_is_not_coun
     assert with_nan.n_seen == 50 and with_nan.n_sampled == 50
 
 
+@pytest.mark.parametrize("binary", [AdvKernelSVM(gamma=1.0, seed=0), AdvLinearSVM()],
+                         ids=["kernel", "linear"])
+def test_a_one_vs_rest_model_has_nan_refused_as_it_refuses_it(binary):
+    """A one-vs-rest model refuses NaN when it learns, as its binary models do: `update` and
+    `check` took NaN for a missing input there, counting a sample the model then refused."""
+    from river_advsvm.multiclass import OneVsRest
+
+    model = OneVsRest(binary)
+    monitor = RobustnessMonitor(model, attack=PGD(epsilon=0.1), sample_rate=1)
+    for i in range(40):
+        x, y = {"a": (i % 3) / 3, "b": (i * 7 % 5) / 5}, i % 3
+        monitor.update(x, y)
+        model.learn_one(x, y)
+    bad = {"a": math.nan, "b": 0.5}
+    with pytest.raises(InvalidInput, match="nan"):
+        model.learn_one(bad, 1)
+    with pytest.raises(InvalidInput, match="nan"):
+        monitor.update(bad, 1)
+    with pytest.raises(InvalidInput, match="nan"):
+        monitor.check(bad, 1)
+    with pytest.raises(InvalidInput, match="no label"):
+        monitor.update({"a": 0.5, "b": 0.5}, None)
+    assert monitor.n_seen == 40
+    monitor.update({"a": 0.5, "b": 0.5}, "a new label")  # (a new class, as for learn_one)
+    assert monitor.n_seen == 41
+
+
 def test_an_input_outside_the_attacks_box_is_refused_with_a_hint():
     model = AdvKernelSVM(seed=0)
     monitor = RobustnessMonitor(model)  # the default PGD(): inputs in [0, 1]

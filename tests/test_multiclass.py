@@ -639,3 +639,24 @@ def test_a_bad_label_of_a_batch_names_its_row():
     with pytest.raises(InvalidInput, match=r"^row 2 of the batch \(counting from 0\): label nan"):
         model.learn_many(X, ["r", "g", float("nan")])
     assert not model.classifiers
+
+
+def test_a_model_of_one_label_certifies_it_everywhere_as_a_binary_model_does():
+    """Having learned one label, a one-vs-rest model predicts it everywhere: its certificate
+    is infinite for it (it was the binary margin's, finite) and 0 for any other; a norm that
+    is none is refused before either."""
+    model = OneVsRest(AdvKernelSVM(gamma=1.0, seed=0))
+    for i in range(20):
+        model.learn_one({"a": i / 20}, "x")
+    X = pd.DataFrame({"a": [0.3, 5.0]})
+    assert model.predict_many(X).tolist() == ["x", "x"]
+    assert model.certified_radius_one({"a": 0.3}, "x") == np.inf
+    assert model.certified_radius_one({"a": 0.3}, "y") == 0.0
+    assert model.certified_radius_many(X, ["x", "y"], norm="linf").tolist() == [np.inf, 0.0]
+    for radius in (lambda: model.certified_radius_one({"a": 0.3}, "x", norm="l1"),
+                   lambda: model.certified_radius_one({"a": 0.3}, "never", norm="l1"),
+                   lambda: model.certified_radius_many(X, ["x", "y"], norm="l1")):
+        with pytest.raises(ValueError, match="norm must be one of"):
+            radius()
+    model.learn_one({"a": 0.9}, "y")
+    assert model.certified_radius_one({"a": 0.3}, "x") < np.inf

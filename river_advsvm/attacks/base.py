@@ -30,7 +30,7 @@ from river import base
 
 from river_advsvm import inputs
 from river_advsvm import progress as progress_
-from river_advsvm.kernels import NORMS, l2_lengths
+from river_advsvm.kernels import check_norm, l2_lengths
 from river_advsvm.margin_predict import batch_labels
 from river_advsvm.warn import warn_caller
 
@@ -463,8 +463,7 @@ class Attack(base.Base):
         self.epsilon = epsilon
         self.norm = norm
         self.bounds = bounds
-        if norm not in NORMS:
-            raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+        check_norm(norm)
         if epsilon is None:
             if not self.minimizes_norm:
                 raise ValueError(f"{type(self).__name__} needs a finite epsilon")

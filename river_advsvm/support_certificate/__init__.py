@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from river_advsvm.kernels import NORMS
+from river_advsvm.kernels import check_norm
 from river_advsvm.support_certificate.bounds import (
     ExponentialBound, IntervalBound, NormBound, TaylorBound,
 )
@@ -131,8 +131,7 @@ def support_radii(
     float64 are inflated by a relative 1e-9, far more than their own rounding.
 
     """
-    if norm not in NORMS:
-        raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+    check_norm(norm)
     X = np.asarray(X, dtype=np.float64)
     margins = np.asarray(margins, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] < store.n_inputs or margins.shape != (len(X),):
