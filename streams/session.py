@@ -201,6 +201,15 @@ class Session:
             return at_most
         return max(0.0, min(at_most, self.drain_deadline - time.monotonic()))
 
+    def committed(self, tp):
+        """The consumer group's committed offset of `tp`: None without one, "unknown" if it
+        could not be read."""
+        try:
+            return self.consumer.committed(tp, timeout_ms=int(1000 * self.drain_left(5.0)))
+        except Exception as error:  # noqa: BLE001 - the broker's trouble, said elsewhere
+            log.debug("committed offset of %s not read: %r", tp, error)
+            return "unknown"
+
     def retry_while_away(self, attempt: typing.Callable):
         """`attempt()`'s result, calling it again while it raises `KafkaError` (the broker is
         away: a warning, liveness kept, waits doubling from 0.5 s to 10 s); None if stopped

@@ -61,7 +61,7 @@ class Standalone:
         never learns them."""
         partitions, self._handed_over = self._handed_over, []
         session = self.session
-        committed = {tp: self._committed(tp) for tp in partitions}
+        committed = {tp: self.session.committed(tp) for tp in partitions}
 
         def at(offset) -> str:
             if offset is None:
@@ -81,17 +81,6 @@ class Standalone:
         else:
             log.info("not in the checkpoint: resuming %s", where, extra=session.log_fields())
 
-    def _committed(self, tp):
-        """The group's committed offset of `tp`: None without one, "unknown" if it could not
-        be read."""
-        session = self.session
-        try:
-            return session.consumer.committed(tp,
-                                              timeout_ms=int(1000 * session.drain_left(5.0)))
-        except Exception as error:  # noqa: BLE001 - the broker's trouble, said elsewhere
-            log.debug("committed offset of %s not read: %r", tp, error)
-            return "unknown"
-
     def _resume_past_the_group(self) -> None:
         """Resume the partitions assigned with a checkpointed offset at the group's committed
         offset where that is further: another service of the group learned and published
@@ -105,7 +94,7 @@ class Standalone:
         offsets = session.state.offsets
         ahead = []
         for tp in partitions:
-            committed = self._committed(tp)  # ("unknown": the checkpoint's offset holds)
+            committed = self.session.committed(tp)  # ("unknown": the checkpoint's offset holds)
             own = offsets.get(tp.topic, {}).get(tp.partition)
             if isinstance(committed, int) and own is not None and committed > own:
                 offsets[tp.topic][tp.partition] = committed

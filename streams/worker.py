@@ -306,10 +306,14 @@ class GroupWorker:
                 state.topic_ids[topic] = now
         claims = group.claims(current)
         consumer = session.consumer
+        unclaimed = []
         for tp in sorted(partitions):
             offset = claims.get(tp.topic, {}).get(tp.partition)
             if offset is None:
                 consumer.seek_to_beginning(tp)
+                committed = session.committed(tp)
+                if isinstance(committed, int) and committed > 0:
+                    unclaimed.append(f"{tp.topic}[{tp.partition}] ({committed:,d})")
             else:
                 state.offsets.setdefault(tp.topic, {})[tp.partition] = offset
                 consumer.seek(tp, offset)
@@ -330,6 +334,16 @@ class GroupWorker:
                  {f"{tp.topic}[{tp.partition}]": claims.get(tp.topic, {}).get(tp.partition, 0)
                   for tp in sorted(partitions)}, state.model.n_learned, folded,
                  extra=session.log_fields())
+        if unclaimed:
+            # The claims decide where a worker resumes, never the committed offsets: said, as
+            # moving a service's consumer group to workers learns its stream again.
+            log.warning("no snapshot of this group claims %s, where the consumer group has "
+                        "committed offsets (in parentheses): consumed by a service without "
+                        "--sync-every, by a worker killed before its first snapshot, or the "
+                        "group's snapshots are gone. A worker resumes at its group's claims "
+                        "only: these partitions are learned again from their beginning, and "
+                        "their outputs may be published again", ", ".join(unclaimed),
+                        extra=session.log_fields())
         if republish and session.sink.flush(timeout=session.config.shutdown_timeout,
                                             should_stop=lambda: session.waiting(False)):
             self.sync(timeout=session.config.shutdown_timeout)

@@ -595,6 +595,38 @@ def test_a_worker_with_a_smaller_budget_takes_partitions_over_from_their_claims(
     assert "beyond this worker's limits" in log and "budget=256" in log
 
 
+def test_a_worker_on_a_services_consumer_group_says_it_learns_the_stream_again(broker,
+                                                                                tmp_path):
+    """A worker resumes at its group's claims, never at the committed offsets: started on the
+    consumer group of a service without --sync-every, it learned and published the whole
+    stream again with one INFO line. A warning now names each partition it takes from its
+    beginning and how far the consumer group had committed there."""
+    total, partitions = 400, 2
+    topic, group = "moved", "moved-group"
+    sync_topic, values = group_stream(broker, topic, group, total, partitions, seed=41)
+    sent = kh.produce(broker.bootstrap_servers, topic, values, partition=list(range(partitions)))
+    sizes = collections.Counter(p for p, _ in sent)
+    directory, log = tmp_path / "service", tmp_path / "service.log"
+    service = kh.start_service(kh.serve_command(broker.bootstrap_servers, topic, group,
+                                                directory, "--checkpoint-interval", "0.5"), log)
+    try:
+        kh.wait_until(lambda: (info := kh.checkpoint_info(directory)) is not None and sum(
+            info["offsets"].get(topic, {}).values()) == total, 60, "the service to learn it",
+            service, log)
+    finally:
+        assert kh.stop_service(service, log_path=log) == 0, kh.tail(log)
+    worker_log = tmp_path / "worker.log"
+    worker = kh.start_service(worker_command(broker, topic, group, tmp_path / "worker", "w0",
+                                             "--sync-every", "100", "--exit-when-idle", "1.5"),
+                              worker_log)
+    assert kh.exit_status(worker, 120, worker_log) == 0, kh.tail(worker_log)
+    text = worker_log.read_text(errors="replace")
+    claimed = ", ".join(f"{topic}[{p}] ({sizes[p]:,d})" for p in range(partitions))
+    assert f"no snapshot of this group claims {claimed}, where the consumer group" in text, \
+        kh.tail(worker_log)
+    assert group_io.totals(group_state(broker, sync_topic).values())["consumed"] == total
+
+
 def test_a_worker_refuses_a_checkpoint_whose_model_cannot_be_averaged(broker, tmp_path):
     """The checkpoint wins over the model options: one of `gamma='scale'` (each worker would
     have its own bandwidth) stops a worker at start with a one-line error, before it reaches
