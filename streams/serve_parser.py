@@ -121,8 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     service.add_argument("--features", type=int, metavar="N",
                          help="length of array-form x, at most --max-features; other lengths are "
                          "dead letters (default: the first learned array's)")
-    service.add_argument("--labels", nargs=2, type=_label, metavar=("NEG", "POS"),
-                         help="pin the two classes, as the messages' JSON spells them (1 7, "
+    service.add_argument("--labels", nargs=2, type=_label, metavar=("A", "B"),
+                         help="pin the two classes, in either order, as the messages' JSON "
+                         "spells them (1 7, "
                          "true false; anything else is a string: False True are the strings "
                          "'False' and 'True'); other labels are dead letters (default: the "
                          "first two labels seen)")
@@ -237,7 +238,7 @@ def _add_model(model) -> None:
                        help="step schedule (default constant)")
     model.add_argument("--budget", type=whole_numbers(1, 1_000_000), default=1024,
                        help="support vectors or random features kept (default 1024): memory "
-                       "and time per message")
+                       "and time per message ('grow' keeps adding features, whatever it is)")
     model.add_argument("--budget-policy", default="merge", metavar="POLICY",
                        choices=["merge", "remove", "compact", "compact_slot", "truncate",
                                 "grow"],
