@@ -48,11 +48,44 @@ def state_of(monitor) -> dict:
         "last": None if monitor.last is None else _finite(dataclasses.asdict(monitor.last)),
     }
 
+def _differences(saved, monitor, most: int = 4) -> str:
+    """The settings `saved` (a state's params: input, any shape) has other than `monitor`'s,
+    as `name saved (this monitor: value)`, at most `most` of them, each cut short."""
+    mine = monitor._params()
+    if not isinstance(saved, dict):
+        return "none readable"
+
+    def pairs(params):  # (the sample rate and the attack are [type name, value] pairs)
+        flat = {}
+        for key, value in params.items():
+            if isinstance(value, list) and len(value) == 2 and isinstance(value[1], dict):
+                flat[str(key)] = value[0]
+                flat.update({f"{key}.{k}": v for k, v in value[1].items()})
+            elif isinstance(value, list) and len(value) == 2 and key == "sample_rate":
+                flat[str(key)] = value[1]
+            else:
+                flat[str(key)] = value
+        return flat
+
+    saved, mine = pairs(saved), pairs(mine)
+    names = [n for n in sorted(set(saved) | set(mine), key=str) if saved.get(n) != mine.get(n)]
+    if not names:
+        return "the same values, of other types"
+    said = [f"{n[:40]} {_short(saved.get(n))} (this monitor: {_short(mine.get(n))})"
+            for n in names[:most]]
+    return ", ".join(said) + (f", and {len(names) - most} more" if len(names) > most else "")
+
+
+def _short(value, most: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
 def restored(monitor, state: dict) -> dict:
     """The attributes `monitor` takes from `state` (a `state_of` of a monitor with the same
     parameters); raises on anything malformed, before the monitor changes."""
     if state["params"] != monitor._params():
-        raise ValueError(f"saved with {state['params']}, this monitor has {monitor._params()}")
+        raise ValueError(f"saved with other settings: {_differences(state['params'], monitor)}")
     version, internal, gauss = state["rng"]
     internal = tuple(_integer(v, 0, 2**32 - 1) for v in _window(internal, 625))
     if not (internal[:1] and internal[0] >= 2**31 or any(internal[1:624])):

@@ -104,6 +104,7 @@ class Learner:
         self._fresh_monitor = monitor.state() if saves else None
         self._tracebacks_logged: set = set()
         self.seconds = {"decode": 0.0, "model": 0.0}  # where `process_many` spent its time
+        self._monitor_refused: str | None = None  # (why a saved monitor was not taken, last)
         self.state = state
 
     @property
@@ -123,7 +124,9 @@ class Learner:
             self.monitor.restore(state.monitor if state.monitor is not None
                                  else self._fresh_monitor)
         except ValueError as error:
-            log.warning("the monitor starts over: its saved state does not fit (%s)", error)
+            if str(error) != self._monitor_refused:  # (a checkpoint reloaded holds it again)
+                log.warning("the monitor starts over: its saved state does not fit (%s)", error)
+            self._monitor_refused = str(error)
             self.monitor.restore(self._fresh_monitor)
             state.monitor = None  # (said once: the same state may be taken again)
 

@@ -3,6 +3,7 @@ messages (hypothesis), batch boundaries, the monitor's view, strict JSON outputs
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -238,6 +239,8 @@ def test_the_monitor_attacks_at_the_radius_of_the_model_served(caplog):
 
     given = served("--monitor-epsilon", "0.2", "--monitor-norm", "linf")
     with caplog.at_level("WARNING"):
+        given.state = copy.deepcopy(saved)  # (a checkpoint read at start, then again at the
+        given.state = copy.deepcopy(saved)  # first assignment: said once)
         given.state = saved
         given.state = saved  # (taken again: said once)
     assert (given.monitor.attack.epsilon, given.monitor.attack.norm) == (0.2, "linf")

@@ -139,6 +139,25 @@ def test_a_state_measured_by_another_attack_is_refused():
         assert json.dumps(other.state()) == before
 
 
+def test_a_state_of_other_settings_is_refused_naming_those_it_differs_in():
+    """The refusal named every setting of both monitors (two dicts, 750 characters in a
+    service's log); it names those that differ, each with both values."""
+    model, monitor = _watched()
+    saved = monitor.state()
+    other = RobustnessMonitor(model, attack=PGD(epsilon=0.1), sample_rate=0.3, window_size=100,
+                              min_sampled=5)
+    with pytest.raises(ValueError) as refused:
+        other.restore(saved)
+    said = str(refused.value)
+    assert said == ("not a state of this monitor: saved with other settings: attack.epsilon "
+                    "0.05 (this monitor: 0.1), robust_window_size 20 (this monitor: 30), "
+                    "sample_rate 0.2 (this monitor: 0.3)")
+    hostile = {**saved, "params": {f"setting {i}" * 50: "x" * 10_000 for i in range(50)}}
+    with pytest.raises(ValueError, match=r"and \d+ more$") as refused:
+        other.restore(hostile)
+    assert len(str(refused.value)) < 600
+
+
 @functools.cache
 def _state_after_200() -> dict:
     model = AdvLinearSVM()
