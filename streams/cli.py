@@ -12,7 +12,7 @@ import importlib.util
 import re
 import sys
 
-from river_advsvm import inputs
+from river_advsvm import inputs, kernels
 from river_advsvm.streams.serve_parser import (KERNEL_ONLY, LOCAL_DEFAULTS, LOCAL_ONLY,
                                                build_parser)
 
@@ -38,9 +38,11 @@ def _model_factory(args: argparse.Namespace):
         return lambda: AdvLinearSVM(**common)
     try:
         gamma = args.gamma if args.gamma == "scale" else float(args.gamma)
+        if gamma != "scale" and not 0 < gamma <= kernels.MAX_GAMMA:  # (NaN too)
+            raise ValueError
     except ValueError:
-        raise ValueError(f"--gamma must be a positive number or 'scale', got {args.gamma!r}") \
-            from None
+        raise ValueError(f"--gamma must be 'scale' or a number in (0, {kernels.MAX_GAMMA:g}], "
+                         f"got {args.gamma!r}") from None
     kernel = dict(kernel=args.kernel, gamma=gamma, budget=args.budget,
                   budget_policy=args.budget_policy, seed=args.seed, adversary=args.adversary)
     if args.adversary_steps is not None:

@@ -287,6 +287,9 @@ CLUSTER = ["--bootstrap-servers", "b:1", "--topic", "t", "--group", "g", "--chec
     ([*CLUSTER, "--connect-timeout", "1", "--session-timeout-ms", "600000"],
      "--session-timeout-ms must be at most 534999"),
     ([*CLUSTER, "--features", "0"], "--features must be in [1, "),
+    # The model's words offered a dict of bandwidths, which no command line can give.
+    ([*CLUSTER, "--gamma", "0"], "--gamma must be 'scale' or a number in (0, 1e+10], got '0'"),
+    ([*CLUSTER, "--gamma", "nan"], "--gamma must be 'scale' or a number in (0, 1e+10]"),
     # The model's and the service's own words named their parameters, not the flags.
     ([*CLUSTER, "--step-size", "-1"], "--step-size must be a finite number > 0"),
     ([*CLUSTER, "--input-bounds", "1", "0"],
