@@ -41,6 +41,7 @@ def check_norm(norm) -> None:
     if norm not in NORMS:
         raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
 
+
 #: Largest accepted kernel bandwidth: with inputs bounded by `inputs.MAX_ABS_VALUE` and at most
 #: 10^6 of them, a random-feature projection stays below 1e37, finite in float32.
 MAX_GAMMA = 1e10

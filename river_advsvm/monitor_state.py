@@ -48,6 +48,7 @@ def state_of(monitor) -> dict:
         "last": None if monitor.last is None else _finite(dataclasses.asdict(monitor.last)),
     }
 
+
 def _differences(saved, monitor, most: int = 4) -> str:
     """The settings `saved` (a state's params: input, any shape) has other than `monitor`'s,
     as `name saved (this monitor: value)`, at most `most` of them, each cut short."""

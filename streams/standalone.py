@@ -61,7 +61,7 @@ class Standalone:
         never learns them."""
         partitions, self._handed_over = self._handed_over, []
         session = self.session
-        committed = {tp: self.session.committed(tp) for tp in partitions}
+        committed = {tp: session.committed(tp) for tp in partitions}
 
         def at(offset) -> str:
             if offset is None:
@@ -94,7 +94,7 @@ class Standalone:
         offsets = session.state.offsets
         ahead = []
         for tp in partitions:
-            committed = self.session.committed(tp)  # ("unknown": the checkpoint's offset holds)
+            committed = session.committed(tp)  # ("unknown": the checkpoint's offset holds)
             own = offsets.get(tp.topic, {}).get(tp.partition)
             if isinstance(committed, int) and own is not None and committed > own:
                 offsets[tp.topic][tp.partition] = committed
