@@ -49,10 +49,10 @@ def state_of(monitor) -> dict:
     }
 
 
-def _differences(saved, monitor, most: int = 4) -> str:
-    """The settings `saved` (a state's params: input, any shape) has other than `monitor`'s,
-    as `name saved (this monitor: value)`, at most `most` of them, each cut short."""
-    mine = monitor._params()
+def _differences(saved, mine: dict, most: int = 4) -> str:
+    """The settings `saved` (a state's params: input, any shape) has other than `mine` (the
+    monitor's), as `name saved (this monitor: value)`, at most `most` of them, each cut
+    short."""
     if not isinstance(saved, dict):
         return "none readable"
 
@@ -85,8 +85,9 @@ def _short(value, most: int = 40) -> str:
 def restored(monitor, state: dict) -> dict:
     """The attributes `monitor` takes from `state` (a `state_of` of a monitor with the same
     parameters); raises on anything malformed, before the monitor changes."""
-    if state["params"] != monitor._params():
-        raise ValueError(f"saved with other settings: {_differences(state['params'], monitor)}")
+    params = monitor._params()
+    if state["params"] != params:
+        raise ValueError(f"saved with other settings: {_differences(state['params'], params)}")
     version, internal, gauss = state["rng"]
     internal = tuple(_integer(v, 0, 2**32 - 1) for v in _window(internal, 625))
     if not (internal[:1] and internal[0] >= 2**31 or any(internal[1:624])):

@@ -12,7 +12,7 @@ import importlib.util
 import re
 import sys
 
-from river_advsvm import inputs, kernels
+from river_advsvm import bandwidth, inputs, kernels
 from river_advsvm.streams.serve_parser import (KERNEL_ONLY, LOCAL_DEFAULTS, LOCAL_ONLY,
                                                build_parser)
 
@@ -38,8 +38,7 @@ def _model_factory(args: argparse.Namespace):
         return lambda: AdvLinearSVM(**common)
     try:
         gamma = args.gamma if args.gamma == "scale" else float(args.gamma)
-        if gamma != "scale" and not 0 < gamma <= kernels.MAX_GAMMA:  # (NaN too)
-            raise ValueError
+        bandwidth.check_gamma(gamma)  # (in the command line's words below: it takes no dict)
     except ValueError:
         raise ValueError(f"--gamma must be 'scale' or a number in (0, {kernels.MAX_GAMMA:g}], "
                          f"got {args.gamma!r}") from None
