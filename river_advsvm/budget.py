@@ -351,7 +351,9 @@ class FeatureStore:
                              f"after adding {n_added}")
         # A pool's norm is exact: one the coefficients do not have would be a model's that
         # never learned them (and coefficients whose norm overflows predict infinities).
-        if not self.sketches_norm and not _near(norm, _pool_norm(coef)):
+        with np.errstate(over="ignore"):  # (a file's coefficients may square past floats)
+            saved_norm_fits = self.sketches_norm or _near(norm, _pool_norm(coef))
+        if not saved_norm_fits:
             raise ValueError("the saved norm does not match the saved coefficients")
         sketch = None
         if self.sketches_norm:
@@ -360,8 +362,9 @@ class FeatureStore:
                     or not np.isfinite(sketch).all():
                 raise ValueError(f"the norm sketch must be {NORM_PROBES} finite float64 numbers")
             # The model's norm is the sketch's, which is the sketch's coefficients' own.
-            if not (inputs.is_number(sketch_norm) and sketch_norm == norm
-                    and _near(norm, _pool_norm(sketch))):
+            with np.errstate(over="ignore"):
+                sketch_fits = _near(norm, _pool_norm(sketch))
+            if not (inputs.is_number(sketch_norm) and sketch_norm == norm and sketch_fits):
                 raise ValueError("the saved norm does not match the saved norm sketch")
         self.start()
         self._reserve(len(hashes), size)

@@ -55,29 +55,68 @@ __all__ = ["certified_accuracy", "kernel_radii", "linear_radii", "support_radii"
 _SAFETY = 1e-9
 
 _spectra: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-#: Spectra kept per store (one per set of inputs it does not know), cleared when full.
-_SPECTRA_PER_STORE = 64
+#: Spectra kept per store version with inputs it does not know (one per set of those inputs),
+#: cleared when full.
+_STACKS_PER_STORE = 64
+#: Up to this `(d + k) B min(d + k, B)`, the weights of a sample's k unknown inputs are stacked
+#: under the store's d and decomposed (a few ms); past it, bounded without (`_with_rows`).
+_EXACT_STACK_WORK = 2 * 10**7
 
 
 def _spectrum(store, scales: np.ndarray, unknown_hashes=(), unknown_scales=None,
               W_extra=None) -> dict:
-    """`sigma_max` and each feature's L1 and L2 norm of the input-space weights `q_j w_ij`,
-    over the store's inputs and any it does not know (`W_extra`); cached per store version
-    (the scales change only with the inputs, which bump it) and set of unknown inputs."""
-    key = (store.version, store.size, store.omega.shape, tuple(unknown_hashes))
-    cache = _spectra.setdefault(store, {})
-    if key not in cache:
-        omega = scales[:, None] * store.omega
-        if W_extra is not None:
-            omega = np.vstack([omega, unknown_scales[:, None] * W_extra])
-        if len(cache) >= _SPECTRA_PER_STORE:
-            cache.clear()
-        cache[key] = _weight_norms(omega)
-    return cache[key]
+    """Bounds on `sigma_max` and each feature's L1 and L2 norm of the input-space weights
+    `q_j w_ij`, over the store's inputs and any it does not know (`W_extra`, those of
+    `unknown_hashes`), cached per store version (the scales change only with the inputs,
+    which bump it) and set of unknown inputs. The unknown inputs' weights are stacked under
+    the store's and decomposed together when that is cheap, else bounded (`_with_rows`)."""
+    version = (store.version, store.size, store.omega.shape)
+    cached = _spectra.get(store)
+    if cached is None or cached[0] != version:
+        cached = (version, _weight_norms(scales[:, None] * store.omega), {})
+        _spectra[store] = cached
+    _, own_spectrum, stacks = cached
+    if W_extra is None or not len(unknown_hashes):
+        return own_spectrum
+    key = tuple(unknown_hashes)
+    if key not in stacks:
+        if len(stacks) >= _STACKS_PER_STORE:
+            stacks.clear()
+        own, rows = scales[:, None] * store.omega, unknown_scales[:, None] * W_extra
+        height, width = own.shape[0] + len(rows), own.shape[1]
+        if height * width * min(height, width) <= _EXACT_STACK_WORK:
+            stacks[key] = _weight_norms(np.vstack([own, rows]))
+        else:
+            stacks[key] = _with_rows(own_spectrum, own, rows)
+    return stacks[key]
+
+
+def _with_rows(spectrum: dict, own: np.ndarray, rows: np.ndarray) -> dict:
+    """The bounds of `spectrum` (those of the weights `own`, A) with `rows` (E) stacked under
+    them, without a decomposition of the stack: the columns' L1 and L2 norms exactly, and
+    `sigma_max^2`, the top eigenvalue of `[[A A', A E'], [E A', E E']]`, at most that of the
+    2 x 2 matrix of its blocks' norms `[[sigma_A^2, b], [b, sigma_E^2]]` with `b = ||A E'||`
+    (`x' G x <= sum_ij ||x_i|| ||G_ij|| ||x_j||`). O(d k B + k^2 B) for k rows, where the
+    stack's SVD costs O((d + k) B min(d + k, B)) for every new set of rows."""
+    extra = _weight_norms(rows)
+    a, c = spectrum["sigma"] ** 2, extra["sigma"] ** 2
+    rows = np.asarray(rows, dtype=np.float64)
+    cross = np.asarray(own, dtype=np.float64) @ rows.T
+    b = float(np.linalg.svd(cross, compute_uv=False)[0]) * (1.0 + 1e-12) if cross.size else 0.0
+    # The product's rounding: each entry within gamma_B of |A| |E|', whose norm is at most
+    # ||A||_F ||E||_F.
+    terms = own.shape[1] + 2
+    b += terms * 2.0**-52 * l2_length(spectrum["l2"]) * l2_length(extra["l2"])
+    top = (a + c) / 2 + math.hypot((a - c) / 2, b)
+    return {
+        "sigma": math.sqrt(top) * (1.0 + 1e-12),
+        "l1": spectrum["l1"] + extra["l1"],
+        "l2": np.hypot(spectrum["l2"], extra["l2"]),
+    }
 
 
 def _weight_norms(omega: np.ndarray) -> dict:
-    omega = omega.astype(np.float64)
+    omega = np.asarray(omega, dtype=np.float64)
     if omega.size == 0:
         return {"sigma": 0.0, "l1": np.zeros(omega.shape[1]), "l2": np.zeros(omega.shape[1])}
     sigma = float(np.linalg.svd(omega, compute_uv=False)[0])
@@ -223,7 +262,7 @@ def linear_radii(weights: np.ndarray, margins: np.ndarray, norm: str,
         # The computed margin here and there, both within gamma_n (sum + ||w||_* r).
         margins = margins - 2.0 * gamma_n * np.asarray(magnitudes, dtype=float)
         growth += gamma_n
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):  # (a subnormal norm: radii past floats)
         radii = margins / (dual * growth) if dual > 0 else np.full(margins.shape, math.inf)
     return np.where(margins > 0, radii * (1.0 - _SAFETY), 0.0)
 

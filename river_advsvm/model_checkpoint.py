@@ -152,10 +152,7 @@ class CheckpointMixin:
             if len(set(names)) != len(names):
                 raise ValueError("duplicate feature names")
             inputs.check_name_texts(names)  # (their encodings are checked as they are hashed)
-            labels = [as_label(y) for y in state["labels"]]
-            if len(labels) > 2 or len(set(labels)) != len(labels):
-                raise ValueError(f"bad labels {labels!r}")
-            model._labels = labels
+            model._labels = _labels(state)
             numbers = [state["bias"], *state["temperature"]]
             if not (inputs.is_whole(state["n_learned"]) and len(numbers) == 3
                     and all(inputs.is_number(v) for v in numbers)):
@@ -201,6 +198,22 @@ class CheckpointMixin:
             raise checkpoint.CheckpointError(
                 f"invalid {cls.__name__} checkpoint: {error}") from None
         return model
+
+    @classmethod
+    def check_meta(cls, meta: dict) -> None:
+        """`CheckpointError` unless the metadata's class, parameters and labels are a model's:
+        what a reader compares of a checkpoint whose arrays it does not read."""
+        try:
+            cls._unlearned(meta, sizing=True)
+            _labels(meta["state"])
+            if not isinstance(meta["state"]["model"], dict):
+                raise TypeError("the model's state must be a mapping")
+        except checkpoint.CheckpointError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
+                RecursionError) as error:
+            raise checkpoint.CheckpointError(
+                f"invalid {cls.__name__} checkpoint: {error}") from None
 
     @classmethod
     def _unlearned(cls, meta: dict, sizing: bool = False) -> typing.Self:
@@ -321,6 +334,14 @@ class CheckpointMixin:
 
 
 # -- the stored form ------------------------------------------------------------------------------
+
+
+def _labels(state: dict) -> list:
+    """The model's labels in a checkpoint's state: at most two, distinct."""
+    labels = [as_label(y) for y in state["labels"]]
+    if len(labels) > 2 or len(set(labels)) != len(labels):
+        raise ValueError(f"bad labels {labels!r}")
+    return labels
 
 
 def dumps(meta: dict, arrays: dict) -> bytes:

@@ -70,6 +70,18 @@ def check_sample_rate(sample_rate) -> float | int:
     return sample_rate
 
 
+#: The most samples a window, `min_sampled` or `max_alerts` may count: far past any use, and
+#: below what River's rolling windows and Python's deques can be given.
+MAX_COUNT = 10_000_000
+
+
+def _check_size(name: str, value) -> int:
+    count = inputs.check_count(name, value)
+    if count > MAX_COUNT:
+        raise ValueError(f"{name} must be at most {MAX_COUNT:,}, got {count:,}")
+    return count
+
+
 def _label_or_none(y_pred):
     """A prediction as a plain label, or None for one that is no label (a NaN, say): it is
     wrong whatever the label, and `state()` can hold None."""
@@ -105,7 +117,8 @@ class RobustnessMonitor:
         A River drift detector; two clones watch the clean and the robust error streams.
         Default `river.drift.ADWIN()`.
     window_size
-        Samples in the rolling clean accuracy. The robust and certified windows hold the
+        Samples in the rolling clean accuracy (at most 10,000,000, as `min_sampled` and
+        `max_alerts`). The robust and certified windows hold the
         sampled samples of about as many stream samples, `ceil(window_size * rate)`, and at
         least `min_sampled` (at a low rate they span more of the stream).
     gap_threshold
@@ -208,7 +221,7 @@ class RobustnessMonitor:
         # Values are described in plain terms (`inputs.describe`), never by numpy's reprs.
         sample_rate = check_sample_rate(sample_rate)
         gap_threshold, gap_hysteresis = map(inputs.plain_number, (gap_threshold, gap_hysteresis))
-        window_size = inputs.check_count("window_size", window_size)
+        window_size = _check_size("window_size", window_size)
         if gap_threshold is not None and not (inputs.is_number(gap_threshold)
                                               and 0.0 <= gap_threshold < 1.0):
             raise ValueError(f"gap_threshold must be in [0, 1) or None, got "
@@ -222,8 +235,8 @@ class RobustnessMonitor:
                 f"gap_hysteresis ({gap_hysteresis:g}) must be below gap_threshold "
                 f"({gap_threshold:g}): a gap alert comes again only once the gap has fallen "
                 f"below gap_threshold - gap_hysteresis, and a gap is never below 0")
-        min_sampled = inputs.check_count("min_sampled", min_sampled)
-        max_alerts = inputs.check_count("max_alerts", max_alerts)
+        min_sampled = _check_size("min_sampled", min_sampled)
+        max_alerts = _check_size("max_alerts", max_alerts)
         if on_alert is not None and not callable(on_alert):
             # (else the first alert raised it from `update`, the sample counted by then)
             raise TypeError(f"on_alert must be a function of an Alert, or None, got "

@@ -275,7 +275,7 @@ def _encrypted_key(path: str) -> bool:
     try:
         with open(path, "rb") as f:
             text = f.read(1 << 20)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL or a lone surrogate in the path
         return False
     return b"-----BEGIN ENCRYPTED PRIVATE KEY-----" in text or b"Proc-Type: 4,ENCRYPTED" in text
 
@@ -585,8 +585,8 @@ def _looks_pem(path: str) -> bool:
     try:
         with open(path, "rb") as f:
             return b"-----BEGIN " in f.read(1 << 16)
-    except OSError:
-        return True  # the missing file is reported when the TLS context is built
+    except (OSError, ValueError):  # ValueError: a NUL or a lone surrogate in the path
+        return True  # the file no path can name is reported when the TLS context is built
 
 
 _VALUE = r"""(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s;"']+)"""  # "...", '...' or bare

@@ -403,6 +403,17 @@ def test_a_refused_parameter_is_named_and_shown_without_numpy_reprs(make, name, 
     assert numpy_repr_free(str(refused.value)), str(refused.value)
 
 
+@pytest.mark.parametrize("bounds", [(0.0, 1.0), None])
+def test_a_random_start_of_any_radius_is_a_point(bounds):
+    """`uniform(-epsilon, epsilon)` overflowed its width for an epsilon past 9e307."""
+    model = AdvLinearSVM()
+    model.learn_one({"a": 0.0}, True)
+    model.learn_one({"a": 1.0}, False)
+    attack = PGD(epsilon=1e308, random_start=True, restarts=1, bounds=bounds)
+    x_adv = attack.perturb_one(model, {"a": 0.5}, True)
+    assert np.isfinite(x_adv["a"]) and (bounds is None or 0.0 <= x_adv["a"] <= 1.0)
+
+
 @pytest.mark.parametrize("value", ["yes", "no", 1, 0, None, [True]])
 def test_random_start_is_a_bool(value):
     """`PGD(random_start="no")` was taken, and started at random."""

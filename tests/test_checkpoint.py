@@ -607,6 +607,17 @@ def test_a_feature_store_that_learning_never_makes_is_refused(policy, edit, mess
         AdvKernelSVM.from_checkpoint(meta, arrays)
 
 
+@pytest.mark.parametrize("policy, array", [("compact", "coef"), ("grow", "sketch")])
+def test_a_feature_store_whose_norm_overflows_is_refused_without_a_warning(policy, array):
+    """The norm of coefficients of 1e300 squares past float64: numpy's overflow warning came
+    before the refusal (in a service's log, a line of its own)."""
+    meta, arrays = _store_edit(policy, lambda s, a: a[array].__setitem__(0, 1e300))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(CheckpointError, match="norm"):
+            AdvKernelSVM.from_checkpoint(meta, arrays)
+
+
 @pytest.mark.parametrize("policy", ["compact", "compact_slot", "truncate", "grow"])
 def test_a_feature_store_before_and_past_its_budget_round_trips(policy):
     for n in (1, 5, 60):  # fewer additions than the budget of 8, then more

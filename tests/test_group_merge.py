@@ -746,6 +746,67 @@ def test_parse_snapshot_takes_any_bytes(cuts, noise, reseal, key):
     assert snapshot.worker == key.decode("utf-8", "replace") == "w"
 
 
+def _model_paths(tree, prefix=()):
+    """The paths to every value under a snapshot's `params` and `state`, three keys deep."""
+    if prefix:
+        yield prefix
+    if isinstance(tree, dict) and len(prefix) < 3:
+        for key, value in tree.items():
+            if prefix or key in ("params", "state"):
+                yield from _model_paths(value, prefix + (key,))
+
+
+_JUNK = st.one_of(st.none(), st.booleans(), st.integers(-2**64, 2**64), st.floats(),
+                  st.text(max_size=3), st.lists(st.integers(-2, 2), max_size=3),
+                  st.dictionaries(st.text(max_size=2), st.integers(), max_size=2))
+
+
+@settings(max_examples=120, deadline=None)
+@given(unread=st.sampled_from(["basis not held", "beyond limits"]), data=st.data())
+def test_a_snapshot_whose_model_is_not_read_is_a_models_metadata_or_refused(unread, data):
+    """A peer's snapshot over a basis the reader does not hold, or beyond its limits, is never
+    made a model, but the group compares its class, options and labels with the others': one
+    field of them changed behind a valid seal is refused as the snapshot is read (a snapshot
+    without its labels stopped every reader of the group's totals with a KeyError)."""
+    from river_advsvm import model_checkpoint
+    from river_advsvm.streams import group_basis
+
+    model = trained(30, 2, **{**SV_PARAMS, "budget": 64})
+    state = state_io.ServiceState(model=model, offsets={"t": {0: 30}}, topic_ids={"t": None})
+    state.counters["learned"] = state.counters["consumed"] = 30
+    state.group = group.new_bookkeeping("v")
+    meta, arrays = model_checkpoint.loads(state_io.to_bytes(state))
+    meta = {k: v for k, v in meta.items() if k not in ("format", "version", "arrays")}
+    limits = state_io.Limits()
+    if unread == "basis not held":
+        basis = SharedBasis("rbf", 0.2, arrays["vectors"], meta["state"]["names"])
+        meta, arrays = group_basis.coefficient_snapshot(meta, arrays, basis, 1)
+    else:
+        limits = state_io.Limits(budget=32, dtype="float64")
+    path = data.draw(st.sampled_from(list(_model_paths(meta))))
+    parent = meta
+    for key in path[:-1]:
+        parent = parent[key]
+    if data.draw(st.booleans()):
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = data.draw(_JUNK)
+    try:
+        blob = model_checkpoint.dumps(meta, arrays)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return  # (the writer takes only a model's metadata)
+    good = snapshot("w", 3, trained(30, 1, **{**SV_PARAMS, "budget": 64}), {"t": {1: 30}})
+    try:
+        peer = group.parse_snapshot(b"v", blob, 9, limits)
+    except checkpoint.CheckpointError:
+        return
+    assert peer.model_unread is not None
+    group_state.totals([good, peer])
+    group_state.totals([peer, good])
+    merge.incompatibility(peer.meta, good.meta)
+    merge.incompatibility(good.meta, peer.meta)
+
+
 # -- weights near float64's range, and the group clock of an average --------------------------
 
 

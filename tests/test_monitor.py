@@ -503,7 +503,9 @@ def test_a_sample_is_only_attacked_once_the_model_knows_its_label():
     "kwargs",
     [dict(sample_rate=0), dict(sample_rate=1.5), dict(sample_rate=True), dict(window_size=0),
      dict(gap_threshold=1.0), dict(max_alerts=0), dict(detector=object()),
-     dict(attack="pgd"), dict(gap_hysteresis=-0.1), dict(min_sampled=0)],
+     dict(attack="pgd"), dict(gap_hysteresis=-0.1), dict(min_sampled=0),
+     # past what River's rolling windows take (an OverflowError)
+     dict(window_size=2**63), dict(min_sampled=10**8), dict(max_alerts=10**8)],
 )
 def test_bad_parameters_are_refused(kwargs):
     with pytest.raises((ValueError, TypeError)):

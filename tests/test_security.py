@@ -297,7 +297,33 @@ ERRORS = [
     ("security.protocol=SSL\nssl.truststore.location={not_pem}\n", "not PEM"),
     ("security.protocol=SSL\nssl.truststore.location={missing}\n", "no such file"),
     ("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n", "needs a user name"),
+    # Paths no file can have: a NUL, a lone surrogate (open() raised ValueError on them).
+    ("security.protocol=SSL\nssl.truststore.location=a\\u0000b.pem\n", "no such file"),
+    ("security.protocol=SSL\nssl.keystore.location=\\uD800\n", "no such file"),
 ]
+
+
+_KEYS = ["security.protocol", "ssl.truststore.location", "ssl.truststore.type",
+         "ssl.keystore.location", "ssl.keystore.type", "ssl.key.password",
+         "ssl.endpoint.identification.algorithm", "sasl.mechanism", "sasl.jaas.config",
+         "client.dns.lookup", "bootstrap.servers", "acks"]
+_VALUES = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(["SSL", "SASL_SSL", "SASL_PLAINTEXT", "PLAINTEXT", "PEM", "JKS", "https", "",
+                     "PLAIN", "SCRAM-SHA-256", "/", "/nonexistent", "/dev/null", "a\\u0000b",
+                     "x\\uD800y", 'x.PlainLoginModule required username="u" password="p";',
+                     'x.ScramLoginModule required username="u\\u0000" password="\\uD800";']))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(pairs=st.lists(st.tuples(st.sampled_from(_KEYS), _VALUES), max_size=6),
+       tail=st.text(max_size=20), build=st.booleans())
+def test_any_properties_text_gives_settings_or_a_security_error(pairs, tail, build):
+    text = "\n".join(f"{key}={value}" for key, value in pairs) + tail
+    try:
+        security.settings_from_properties(text, "client.properties", build=build)
+    except SecurityError as error:
+        assert "\n" not in str(error)
 
 
 @pytest.mark.parametrize("text, message", ERRORS)

@@ -95,7 +95,9 @@ class PGD(Attack):
     def _random_start(self, X: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         n, d = X.shape
         if self.norm == "linf":
-            delta = rng.uniform(-self.epsilon, self.epsilon, size=(n, d))
+            # Scaled after the draw: uniform(-epsilon, epsilon) overflows its range's width
+            # for an epsilon past half the largest float.
+            delta = self.epsilon * rng.uniform(-1.0, 1.0, size=(n, d))
         else:
             # Uniform in the L2 ball: a uniform direction, radius epsilon U^(1/d).
             direction = rng.normal(size=(n, d))
