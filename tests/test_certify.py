@@ -37,6 +37,16 @@ def test_linear_certificate_is_exact(norm):
         assert (still[right] != flips).all()
 
 
+def test_a_linear_model_of_subnormal_weights_certifies_without_a_warning():
+    """Its margin over its weights' norm is past float64: an infinite radius, and numpy's
+    overflow warning came with it."""
+    model = AdvLinearSVM()
+    model.learn_one({"a": 1e-308}, False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert model.certified_radius_one({"a": 1e-308}, False) == math.inf
+
+
 @settings(max_examples=60, deadline=None)
 @given(d=st.integers(1, 6), offset=st.sampled_from([0.0, 1.0, 100.0, 5000.0]),
        norm=st.sampled_from(["l2", "linf"]), seed=st.integers(0, 2**31 - 1))
@@ -190,6 +200,21 @@ def test_inputs_the_model_never_saw_count_in_the_certificate():
     x_extra = dict(x, unseen=0.0)
     assert model.decision_one(x_extra) == pytest.approx(model.decision_one(x))
     assert model.certified_radius_one(x_extra, True) < model.certified_radius_one(x, True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 30), st.integers(0, 8), st.integers(1, 40), st.integers(0, 2**32 - 1))
+def test_the_bounds_with_unknown_inputs_hold_for_the_stacked_weights(d, k, budget, seed):
+    """The weights of inputs a model does not know are stacked under its own without an SVD
+    of the stack: the column norms are the stack's, sigma_max at least its."""
+    rng = np.random.default_rng(seed)
+    own = rng.normal(size=(d, budget)) * rng.random((d, 1)) * 10.0 ** rng.integers(-3, 4)
+    unknown = rng.normal(size=(k, budget)) * 10.0 ** rng.integers(-3, 4)
+    bound = certify._with_rows(certify._weight_norms(own), own, unknown)
+    stack = np.vstack([own, unknown])
+    assert bound["sigma"] >= np.linalg.svd(stack, compute_uv=False)[0]
+    np.testing.assert_allclose(bound["l1"], np.abs(stack).sum(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(bound["l2"], np.linalg.norm(stack, axis=0), rtol=1e-12)
 
 
 def test_certified_accuracy_is_a_lower_bound_on_pgd_accuracy_on_digits(digits_1v7):
