@@ -910,3 +910,71 @@ def test_a_batch_past_max_features_names_the_first_input_past_it():
                                            r"past it: 'w50'\)"):
         model.learn_many(rows, [True] * 10)
     assert model.n_inputs == 43
+
+
+# -- any parameter value: refused when the model is made, or a model that stays finite -----------
+
+_EXTREME = st.one_of(st.floats(0, 1e308), st.floats(0, 10),
+                     st.sampled_from([1e-300, 5e-324, 1e-8, 1e6, 1e10, 1e100]))
+_COUNTS = st.one_of(st.integers(0, 1000), st.sampled_from([10**6, 10**6 + 1]))
+_GARBAGE = st.one_of(st.floats(), st.integers(-5, 2000),
+                     st.sampled_from([math.inf, math.nan, True, None, "x", np.float32(0.5),
+                                      np.int64(3), np.array(1.0)]))
+_VALUES = {
+    "epsilon": _EXTREME, "regularization": _EXTREME, "step_size": _EXTREME,
+    "bias_step_size": _EXTREME,
+    "gamma": st.one_of(_EXTREME, st.just("scale"),
+                       st.dictionaries(st.sampled_from(["a", "b", "c"]), _EXTREME, max_size=3)),
+    "budget": _COUNTS, "warm_up": _COUNTS, "adversary_steps": _COUNTS, "reprocess": _COUNTS,
+    "averaging": st.one_of(st.none(), _COUNTS), "max_features": _COUNTS,
+    "bounds": st.one_of(st.none(), st.tuples(st.floats(-1e308, 0), st.floats(1, 1e308))),
+    "norm": st.sampled_from(["l2", "linf"]), "kernel": st.sampled_from(["rbf", "laplacian"]),
+    "budget_policy": st.sampled_from(["merge", "truncate", "compact", "compact_slot", "grow"]),
+    "schedule": st.sampled_from(["constant", "diminishing"]),
+    "adversary": st.sampled_from(["pgd", "closed_form"]),
+    "dtype": st.sampled_from(["float32", "float64"]),
+}
+_LINEAR = ["epsilon", "regularization", "step_size", "bias_step_size", "max_features", "norm",
+           "schedule"]
+
+
+@st.composite
+def _parameters(draw, names):
+    """One to three parameters at extreme values, and now and then one at any value."""
+    chosen = draw(st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True))
+    params = {name: draw(_VALUES[name]) for name in chosen}
+    if draw(st.integers(0, 4)) == 0:
+        params[draw(st.sampled_from(names))] = draw(_GARBAGE)
+    return params
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(kind=st.sampled_from(["kernel", "linear"]), data=st.data(),
+       scale=st.sampled_from([1.0, 1e3]), seed=st.integers(0, 3))
+def test_any_parameters_are_refused_up_front_or_learn_a_finite_model(kind, data, scale, seed):
+    if kind == "linear":
+        cls, params = AdvLinearSVM, data.draw(_parameters(_LINEAR))
+    else:
+        cls, params = AdvKernelSVM, {"budget": 32, "seed": 0,
+                                     **data.draw(_parameters(list(_VALUES)))}
+    try:
+        model = cls(**params)
+    except (ValueError, TypeError):
+        return
+    rng = np.random.default_rng(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(60):
+            x = {"a": float(rng.random() * scale), "b": float(rng.random() * scale)}
+            try:
+                model.learn_one(x, x["a"] > 0.5 * scale)
+            except InvalidInput as error:  # outside the bounds given, or past max_features
+                assert error.code in ("invalid_input", "too_many_features"), error.code
+        for x in ({"a": 0.3, "b": 0.9}, {"a": -2.0}, {"a": 0.5}):
+            try:
+                assert math.isfinite(model.decision_one(x))
+            except InvalidInput as error:
+                assert error.code in ("too_many_features", "invalid_input"), error.code
+    meta, arrays = model.to_checkpoint()
+    json.dumps(meta, allow_nan=False)
+    assert all(np.isfinite(a).all() for a in arrays.values() if a.dtype.kind == "f")
