@@ -118,9 +118,9 @@ class RobustnessMonitor:
         Default `river.drift.ADWIN()`.
     window_size
         Samples in the rolling clean accuracy (at most 10,000,000, as `min_sampled` and
-        `max_alerts`). The robust and certified windows hold the
-        sampled samples of about as many stream samples, `ceil(window_size * rate)`, and at
-        least `min_sampled` (at a low rate they span more of the stream).
+        `max_alerts`). The robust and certified windows hold the sampled samples of about as
+        many stream samples, `ceil(window_size * rate)`, and at least `min_sampled` (at a low
+        rate they span more of the stream).
     gap_threshold
         A `robust_gap` alert is raised when clean minus robust accuracy over the robust window
         rises above this; `None` turns gap alerts off.
