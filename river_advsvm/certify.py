@@ -272,7 +272,8 @@ def certified_accuracy(model, X, y, epsilon: float, norm: str | None = None) -> 
 
     A lower bound on the accuracy under any attack of radius `epsilon` in `norm` (the model's
     by default). With `epsilon = 0` it is the clean accuracy but for samples exactly on the
-    boundary (`g(x) = 0`, predicted negative): right, with no radius to certify.
+    boundary (`g(x) = 0`, predicted negative): right, with no radius to certify. NaN for an
+    empty batch.
 
     Examples
     --------

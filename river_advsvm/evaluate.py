@@ -140,6 +140,7 @@ def robustness_report(
     the attacked points, the mean and max perturbation norm (in the attack's norm), the number of
     samples the attack did not fool that got no usable gradient (see `attacks.AttackResult`),
     and the wall time in seconds. It starts with the clean row and ends with the certified rows.
+    The accuracies of an empty batch are NaN (no sample, no share of them).
     Minimum-norm attacks (C&W, ZOO) run once; their row at radius `r` counts a sample as fooled
     when the smallest flip found is within `r`, and every row shows the time of that one run.
 
