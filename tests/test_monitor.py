@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import warnings
 import pickle
 import random
 
@@ -826,3 +827,38 @@ def test_the_monitor_certifies_within_the_box_its_attack_keeps_to():
             larger += monitor.last.radius > model.certified_radius_one(x, y, norm="linf")
         model.learn_one(x, y)
     assert larger > 0
+
+
+_MONITOR_VALUES = st.one_of(
+    st.integers(-3, 50), st.floats(-1, 2), st.floats(),
+    st.sampled_from([None, True, 0, 1, 2**63, 10**18, 1e-300, 5e-324, 0.999999, "1", [1],
+                     np.int64(5), np.float32(0.5), math.nan, math.inf]))
+_MONITOR_PARAMETERS = ["sample_rate", "window_size", "gap_threshold", "gap_hysteresis",
+                       "min_sampled", "max_alerts", "seed"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(params=st.dictionaries(st.sampled_from(_MONITOR_PARAMETERS), _MONITOR_VALUES, max_size=3),
+       n=st.integers(1, 40))
+def test_any_parameters_are_refused_up_front_or_watch_and_restore(params, n):
+    """Refused with TypeError or ValueError as the monitor is made (window_size=2**63 raised
+    River's OverflowError), or a monitor that watches a stream and restores from its JSON
+    state to the same windows."""
+    model = AdvLinearSVM()
+    try:
+        monitor = RobustnessMonitor(model, attack=FGSM(epsilon=0.1), detector=drift.NoDrift(),
+                                    **params)
+    except (TypeError, ValueError):
+        return
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(n):
+            x = {"a": float(rng.random()), "b": float(rng.random())}
+            monitor.update(x, x["a"] > x["b"])
+            model.learn_one(x, x["a"] > x["b"])
+    state = json.loads(json.dumps(monitor.state(), allow_nan=False))
+    other = RobustnessMonitor(model, attack=FGSM(epsilon=0.1), detector=drift.NoDrift(),
+                              **params)
+    other.restore(state)
+    assert other.snapshot() == monitor.snapshot()
