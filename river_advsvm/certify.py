@@ -22,7 +22,9 @@ in the ball, so the radius holds for the prediction as computed, not only for ex
 
 `sigma_max(Omega)` costs an SVD; it depends on the features alone, so it is cached per feature
 store and recomputed only when the store's `version` changes (never after the inputs are
-registered, for the fixed pool of `compact`).
+registered, for the fixed pool of `compact`). A sample's inputs the store does not know add
+their weights to `Omega`: decomposed with it when that is small, else bounded without a new
+SVD (`_with_rows`).
 
 For a linear model `g(x) = w . x + b` the certificate is exact in the ball, `|g(x)| / ||w||_*`,
 less what rounding in the margin's float64 dot product could take (`linear_radii`); it ignores
