@@ -38,6 +38,7 @@ with its parameters can hold, computed before any array is read.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import typing
 
@@ -142,7 +143,7 @@ class CheckpointMixin:
         reader allocate more than a model could legitimately hold.
         """
         meta, arrays = unpack(meta, arrays)
-        try:
+        with _invalid_as_checkpoint_error(cls.__name__):
             model = cls._unlearned(meta)
             state = meta["state"]
             names = [inputs.decode_name(n) for n in state["names"]]
@@ -191,29 +192,17 @@ class CheckpointMixin:
                                  f"range (|bias| <= {MAX_ABS_BIAS:g})")
             if not (model._calibration.scale > 0 and model._calibration.grad_squares >= 0):
                 raise ValueError("invalid temperature")
-        except checkpoint.CheckpointError:
-            raise
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
-                RecursionError) as error:
-            raise checkpoint.CheckpointError(
-                f"invalid {cls.__name__} checkpoint: {error}") from None
         return model
 
     @classmethod
     def check_meta(cls, meta: dict) -> None:
         """`CheckpointError` unless the metadata's class, parameters and labels are a model's:
         what a reader compares of a checkpoint whose arrays it does not read."""
-        try:
+        with _invalid_as_checkpoint_error(cls.__name__):
             cls._unlearned(meta, sizing=True)
             _labels(meta["state"])
             if not isinstance(meta["state"]["model"], dict):
                 raise TypeError("the model's state must be a mapping")
-        except checkpoint.CheckpointError:
-            raise
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
-                RecursionError) as error:
-            raise checkpoint.CheckpointError(
-                f"invalid {cls.__name__} checkpoint: {error}") from None
 
     @classmethod
     def _unlearned(cls, meta: dict, sizing: bool = False) -> typing.Self:
@@ -334,6 +323,19 @@ class CheckpointMixin:
 
 
 # -- the stored form ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _invalid_as_checkpoint_error(class_name: str):
+    """What malformed metadata makes the reading code raise, as one `CheckpointError` (a
+    `CheckpointError` raised inside passes as it is)."""
+    try:
+        yield
+    except checkpoint.CheckpointError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
+            RecursionError) as error:
+        raise checkpoint.CheckpointError(f"invalid {class_name} checkpoint: {error}") from None
 
 
 def _labels(state: dict) -> list:
