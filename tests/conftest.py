@@ -1,6 +1,10 @@
-"""Shared fixtures: small real data sets that ship with scikit-learn."""
+"""Shared fixtures (small real data sets that ship with scikit-learn) and checks of a model."""
 
 from __future__ import annotations
+
+import json
+import math
+import warnings
 
 import numpy as np
 import pytest
@@ -35,6 +39,28 @@ def learn_stream(model, X, y):
 
 def accuracy(model, X, y):
     return float(np.mean(model.predict_many(X).to_numpy() == y))
+
+
+def fingerprint(model) -> str:
+    """Everything a checkpoint holds, as one string: equal exactly when the models are."""
+    meta, arrays = model.to_checkpoint()
+    parts = [json.dumps(meta, sort_keys=True)]
+    parts += [f"{name}:{array.dtype}:{array.shape}:{array.tobytes().hex()}"
+              for name, array in sorted(arrays.items())]
+    return "\n".join(parts)
+
+
+def assert_finite(model):
+    """The model decides and gives probabilities in finite numbers, and saves none other."""
+    with warnings.catch_warnings():  # ('zzz' alone: the warning for a sample of unknown inputs)
+        warnings.simplefilter("ignore", UserWarning)
+        for x in ({"a": 0.3, "b": 0.9}, {"a": -2.0}, {"zzz": 1.0}):
+            assert math.isfinite(model.decision_one(x))
+            assert all(math.isfinite(p) for p in model.predict_proba_one(x).values())
+    # (A feature may be named 'NaN': the JSON is parsed, not searched for the word.)
+    meta, arrays = model.to_checkpoint()
+    json.loads(json.dumps(meta), parse_constant=pytest.fail)
+    assert all(np.isfinite(a).all() for a in arrays.values() if a.dtype.kind == "f")
 
 
 # -- the local Kafka-protocol broker (tests marked `kafka`) ---------------------------------------

@@ -13,6 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 import pandas as pd
+from conftest import assert_finite, fingerprint
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -26,13 +27,6 @@ from river_advsvm.multiclass import OneVsRest
 SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
 
 
-def fingerprint(model) -> str:
-    meta, arrays = model.to_checkpoint()
-    parts = [json.dumps(meta, sort_keys=True)]
-    parts += [f"{n}:{a.dtype}:{a.shape}:{a.tobytes().hex()}" for n, a in sorted(arrays.items())]
-    return "\n".join(parts)
-
-
 def trained(model, n=40, seed=0):
     rng = np.random.default_rng(seed)
     with warnings.catch_warnings():
@@ -43,22 +37,32 @@ def trained(model, n=40, seed=0):
     return model
 
 
-def assert_finite(model):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for x in ({"a": 0.3, "b": 0.9}, {"a": -2.0}, {"a": 0.5}):
-            assert math.isfinite(model.decision_one(x))
-            assert all(math.isfinite(p) for p in model.predict_proba_one(x).values())
-    meta, arrays = model.to_checkpoint()
-    json.dumps(meta, allow_nan=False)
-    assert all(np.isfinite(a).all() for a in arrays.values() if a.dtype.kind == "f")
-
 labels = st.one_of(
     st.booleans(), st.integers(-2**70, 2**70), st.floats(), st.text(max_size=3),
     st.sampled_from([None, b"a", (1, 2), [1], {1: 2}, 1 + 2j, Decimal("1.5"), Decimal("NaN"),
                      Fraction(1, 3), np.float64(np.nan), np.int64(1), np.bool_(True),
                      np.str_("a"), "x" * 1001, np.array(1), np.array([True]),
                      pd.NA, pd.NaT, np.datetime64(1, "s"), float("inf")]))
+
+
+REFUSED = object()
+
+
+def learned_or_refused(model, learn):
+    """`learn(model)`'s result, or `REFUSED` when it raised `InvalidInput` and left the model
+    as it was; either way the model stays finite."""
+    before = fingerprint(model)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = learn(model)
+        event("learned")
+    except InvalidInput as error:
+        event(error.code)
+        assert fingerprint(model) == before, error
+        result = REFUSED
+    assert_finite(model)
+    return result
 
 
 def models():
@@ -72,14 +76,7 @@ def models():
 @given(y=labels, x=st.sampled_from([{"a": 0.2, "b": 0.7}, {"c": 1.0}, {}]))
 def test_learn_one_any_label(y, x):
     for model in models():
-        before = fingerprint(model)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                model.learn_one(x, y)
-        except InvalidInput as error:
-            assert fingerprint(model) == before, error
-        assert_finite(model)
+        learned_or_refused(model, lambda m: m.learn_one(x, y))
 
 
 @settings(max_examples=37, **SETTINGS)
@@ -158,16 +155,7 @@ def batch_and_labels(draw):
 def test_learn_many_any_batch(Xy):
     X, y = Xy
     for model in models():
-        before = fingerprint(model)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                model.learn_many(X, y)
-            event("learned")
-        except InvalidInput as error:
-            event(error.code)
-            assert fingerprint(model) == before
-        assert_finite(model)
+        learned_or_refused(model, lambda m: m.learn_many(X, y))
 
 
 @settings(max_examples=75, **SETTINGS)
@@ -196,17 +184,9 @@ def test_predictions_of_any_batch(X):
 def test_test_then_train_any_batch(Xy):
     X, y = Xy
     for model in models():
-        before = fingerprint(model)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                margins = model.decision_then_learn_many(X, y)
-            event("ttt ok")
-        except InvalidInput:
-            assert fingerprint(model) == before
-            continue
-        assert np.isfinite(np.asarray(margins, dtype=float)).all()
-        assert_finite(model)
+        margins = learned_or_refused(model, lambda m: m.decision_then_learn_many(X, y))
+        if margins is not REFUSED:
+            assert np.isfinite(np.asarray(margins, dtype=float)).all()
 
 
 def ovr():

@@ -14,6 +14,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import assert_finite, fingerprint
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -23,15 +24,6 @@ from river_advsvm.attacks import PGD, ZOO, CarliniWagnerL2
 from river_advsvm.inputs import MAX_ABS_VALUE
 from river_advsvm.monitor import RobustnessMonitor
 from river_advsvm.multiclass import OneVsRest
-
-
-def fingerprint(model) -> str:
-    """Everything a checkpoint holds, as one string: equal exactly when the models are."""
-    meta, arrays = model.to_checkpoint()
-    parts = [json.dumps(meta, sort_keys=True)]
-    parts += [f"{name}:{array.dtype}:{array.shape}:{array.tobytes().hex()}"
-              for name, array in sorted(arrays.items())]
-    return "\n".join(parts)
 
 
 def trained(model, n=80):
@@ -497,18 +489,6 @@ def kernel_model():
     return model
 
 
-def assert_finite_after(model):
-    with warnings.catch_warnings():  # ('zzz' alone: the warning for a sample of unknown inputs)
-        warnings.simplefilter("ignore", UserWarning)
-        for x in ({"a": 0.3, "b": 0.9}, {"a": -2.0}, {"zzz": 1.0}):
-            assert math.isfinite(model.decision_one(x))
-            assert all(math.isfinite(p) for p in model.predict_proba_one(x).values())
-    # (A feature may be named 'NaN': the JSON is parsed, not searched for the word.)
-    meta, arrays = model.to_checkpoint()
-    json.loads(json.dumps(meta), parse_constant=pytest.fail)
-    assert all(np.isfinite(a).all() for a in arrays.values() if a.dtype.kind == "f")
-
-
 @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(x=samples, y=st.sampled_from([True, False]))
 def test_fuzzed_dicts_are_refused_cleanly_or_learned_finitely(x, y):
@@ -521,7 +501,7 @@ def test_fuzzed_dicts_are_refused_cleanly_or_learned_finitely(x, y):
         except InvalidInput as error:
             assert error.code in {"not_a_number", "not_finite", "too_large", "bad_name"}
             assert fingerprint(model) == before
-        assert_finite_after(model)
+        assert_finite(model)
         try:
             model.predict_proba_one(x)  # at prediction time NaN is allowed, as missing
         except InvalidInput:
@@ -585,7 +565,7 @@ def test_fuzzed_frames_are_refused_cleanly_or_learned_finitely(rows):
         except InvalidInput as error:
             assert error.code in {"not_finite", "too_large"}
             assert fingerprint(model) == before
-        assert_finite_after(model)
+        assert_finite(model)
 
 
 NOT_NUMBERS = {  # a column of each, and how its first value is shown
