@@ -73,9 +73,10 @@ def _spectrum(store, scales: np.ndarray, unknown_hashes=(), unknown_scales=None,
     which bump it) and set of unknown inputs. The unknown inputs' weights are stacked under
     the store's and decomposed together when that is cheap, else bounded (`_with_rows`)."""
     version = (store.version, store.size, store.omega.shape)
-    cached = _spectra.get(store)
+    cached, own = _spectra.get(store), None
     if cached is None or cached[0] != version:
-        cached = (version, _weight_norms(scales[:, None] * store.omega), {})
+        own = scales[:, None] * store.omega
+        cached = (version, _weight_norms(own), {})
         _spectra[store] = cached
     _, own_spectrum, stacks = cached
     if W_extra is None or not len(unknown_hashes):
@@ -84,7 +85,8 @@ def _spectrum(store, scales: np.ndarray, unknown_hashes=(), unknown_scales=None,
     if key not in stacks:
         if len(stacks) >= _STACKS_PER_STORE:
             stacks.clear()
-        own, rows = scales[:, None] * store.omega, unknown_scales[:, None] * W_extra
+        own = scales[:, None] * store.omega if own is None else own
+        rows = unknown_scales[:, None] * W_extra
         height, width = own.shape[0] + len(rows), own.shape[1]
         if height * width * min(height, width) <= _EXACT_STACK_WORK:
             stacks[key] = _weight_norms(np.vstack([own, rows]))
