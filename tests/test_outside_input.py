@@ -109,13 +109,18 @@ dict_rows = st.lists(st.dictionaries(st.sampled_from(["a", "b", "c", 0, 1]),
                                      max_size=3), max_size=5)
 
 
-def frame_of(rows):
-    return pd.DataFrame(rows) if rows and isinstance(rows[0], list) else pd.DataFrame(rows)
+def frame_of(values):
+    """A DataFrame of `values`, or `values` themselves where pandas refuses them (its string
+    columns cannot hold a lone surrogate): a batch either way."""
+    try:
+        return pd.DataFrame(values)
+    except UnicodeEncodeError:
+        return values
 
 
 batches = st.one_of(arrays, dict_rows,
                     hnp.arrays(dtypes, hnp.array_shapes(min_dims=2, max_dims=2, max_side=4)).map(
-                        pd.DataFrame),
+                        frame_of),
                     dict_rows.map(pd.DataFrame))
 label_batches = st.one_of(
     st.lists(labels, max_size=6), st.lists(st.booleans(), max_size=6),
