@@ -23,6 +23,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL_ARGS = ["--epsilon", "0.1", "--budget", "128", "--seed", "0"]
 #: A short session timeout: tansu completes a group join after about half of it.
 SERVICE_ARGS = ["--session-timeout-ms", "1500", "--log-level", "info"]
+#: For a test that waits until its few messages are learned (read from the checkpoint): a
+#: checkpoint a second after progress instead of the default 10 s. (Not for every test: a
+#: group worker syncs with its checkpoints, and more syncs slow the group tests down.)
+CHECKPOINT_SOON = ("--checkpoint-interval", "1")
 
 
 def stream(n: int, d: int = 8, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -392,7 +392,7 @@ def test_a_broker_gone_while_the_service_idles_is_said_and_makes_it_not_ready(ow
     port = free_port()
     directory, log = tmp_path / "ckpt", tmp_path / "service.log"
     command = kh.serve_command(bootstrap, topic, "ops-away-group", directory,
-                               "--metrics-port", str(port))
+                               "--metrics-port", str(port), *kh.CHECKPOINT_SOON)
     process = kh.start_service(command, log)
     try:
         kh.wait_until(lambda: kh.learned(directory) == 50, 60, "the messages", process, log)
@@ -425,7 +425,8 @@ def test_a_checkpoint_deleted_while_the_service_runs_stops_it_at_the_next_assign
     X, y = kh.stream(200, seed=21)
     kh.produce(bootstrap, topic, kh.messages(X, y), partition=0)
     directory, log = tmp_path / "ckpt", tmp_path / "service.log"
-    process = kh.start_service(kh.serve_command(bootstrap, topic, group, directory), log)
+    process = kh.start_service(kh.serve_command(bootstrap, topic, group, directory,
+                                                *kh.CHECKPOINT_SOON), log)
     kh.wait_until(lambda: kh.learned(directory) == 200, 60, "the messages", process, log)
     os.unlink(state.checkpoint_path(directory))
     # Another member joins the group: a rebalance, whose assignment reloads the checkpoint.

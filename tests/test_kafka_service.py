@@ -650,7 +650,7 @@ def test_service_waits_for_a_broker_that_is_not_up_yet(own_broker, tmp_path):
     directory, log = tmp_path / "ckpt", tmp_path / "service.log"
     command = kh.serve_command(bootstrap, "late", "late-group", directory,
                                "--predictions-topic", "late-predictions",
-                               "--exit-when-idle", "30")
+                               "--exit-when-idle", "30", *kh.CHECKPOINT_SOON)
     process = kh.start_service(command, log)
     kh.wait_until(lambda: "waiting for a Kafka broker" in kh.tail(log), 60,
                   "a first failed attempt", process, log)
