@@ -102,9 +102,9 @@ def _with_rows(spectrum: dict, own: np.ndarray, rows: np.ndarray) -> dict:
     2 x 2 matrix of its blocks' norms `[[sigma_A^2, b], [b, sigma_E^2]]` with `b = ||A E'||`
     (`x' G x <= sum_ij ||x_i|| ||G_ij|| ||x_j||`). O(d k B + k^2 B) for k rows, where the
     stack's SVD costs O((d + k) B min(d + k, B)) for every new set of rows."""
+    rows = np.asarray(rows, dtype=np.float64)
     extra = _weight_norms(rows)
     a, c = spectrum["sigma"] ** 2, extra["sigma"] ** 2
-    rows = np.asarray(rows, dtype=np.float64)
     cross = np.asarray(own, dtype=np.float64) @ rows.T
     b = float(np.linalg.svd(cross, compute_uv=False)[0]) * (1.0 + 1e-12) if cross.size else 0.0
     # The product's rounding: each entry within gamma_B of |A| |E|', whose norm is at most

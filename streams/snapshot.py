@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from river_advsvm import _MODELS
 from river_advsvm.checkpoint import CheckpointError
 from river_advsvm.streams import group_basis, merge
 from river_advsvm.streams import state as state_io
@@ -175,7 +174,7 @@ def parse_snapshot(key: bytes | None, value: bytes | None, position: int,
         # published again).
         meta, excess = beyond
         fields, generation = _group_fields(meta, worker, position, where)
-        _check_model_meta(meta, where)
+        state_io.check_model_meta(meta, where)
         return Snapshot(worker, position, meta, {}, fields, generation, beyond_limits=excess)
     fields, generation = _group_fields(meta, worker, position, where)
     over_basis = _over_basis(meta, arrays, where, limits)
@@ -185,21 +184,8 @@ def parse_snapshot(key: bytes | None, value: bytes | None, position: int,
     elif basis is not None:
         group_basis.check_coefficients(meta, arrays, basis, where)
     else:
-        _check_model_meta(meta, where)
+        state_io.check_model_meta(meta, where)
     return Snapshot(worker, position, meta, arrays, fields, generation, over_basis, basis)
-
-
-def _check_model_meta(meta: dict, where: str) -> None:
-    """`CheckpointError` unless the metadata of a snapshot whose model is not read (beyond the
-    reader's limits, or over a basis it does not hold) is a model's: the group compares its
-    class, options and labels with the others'."""
-    cls = _MODELS.get(meta.get("class"))
-    if cls is None:
-        raise CheckpointError(f"{where}: unknown model class {str(meta.get('class'))[:40]!r}")
-    try:
-        cls.check_meta(meta)
-    except CheckpointError as error:
-        raise CheckpointError(f"{where}: {error}") from None
 
 
 def _beyond_limits(value: bytes, limits) -> tuple[dict, str] | None:

@@ -73,9 +73,9 @@ from river_advsvm.streams import faults
 from river_advsvm.streams.kafka import MAX_TEXT_CHARS
 
 __all__ = ["CHECKPOINT_FILE", "MAX_COUNT", "MAX_NAME", "Limits", "ServiceState",
-           "check_labels", "check_model", "check_writable", "checkpoint_path", "describe",
-           "from_checkpoint", "load", "overridden", "parse_extra", "save", "save_bytes",
-           "to_bytes"]
+           "check_labels", "check_model", "check_model_meta", "check_writable",
+           "checkpoint_path", "describe", "from_checkpoint", "load", "overridden", "parse_extra",
+           "save", "save_bytes", "to_bytes"]
 
 CHECKPOINT_FILE = "checkpoint.ckpt"
 KIND = "advsvm-serve"
@@ -526,9 +526,7 @@ def from_checkpoint(meta: dict, arrays: dict, where: str, limits: Limits | None 
     if limits is not None:
         limits.check(meta, where)
     fields = parse_extra(meta, where)
-    cls = _MODELS.get(meta.get("class"))
-    if cls is None:
-        raise CheckpointError(f"unknown model class {meta.get('class')!r} in {where!r}")
+    cls = _model_class(meta, where)
     try:
         model = cls.from_checkpoint(meta, arrays)
     except CheckpointError as error:  # (a file's path, or a peer's snapshot, says which one)
@@ -547,6 +545,25 @@ def from_checkpoint(meta: dict, arrays: dict, where: str, limits: Limits | None 
                               f"{list(model.classes)!r:.80} are not among its pinned labels "
                               f"{labels!r:.80}")
     return ServiceState(model=model, **fields)
+
+
+def check_model_meta(meta: dict, where: str) -> None:
+    """`CheckpointError` unless the metadata of a checkpoint whose arrays are not read (a
+    peer's snapshot beyond the reader's limits, or over a basis it does not hold) is a
+    model's: its class, options and labels, which a group compares with the others'."""
+    cls = _model_class(meta, where)
+    try:
+        cls.check_meta(meta)
+    except CheckpointError as error:
+        raise CheckpointError(f"{where}: {error}") from None
+
+
+def _model_class(meta: dict, where: str) -> type:
+    """The model class a checkpoint's metadata names (`CheckpointError` if none)."""
+    cls = _MODELS.get(meta.get("class"))
+    if cls is None:
+        raise CheckpointError(f"{where}: unknown model class {str(meta.get('class'))[:40]!r}")
+    return cls
 
 
 def load(directory: str | os.PathLike, limits: Limits | None = None) -> ServiceState | None:
