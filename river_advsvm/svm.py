@@ -197,12 +197,15 @@ class AdvKernelSVM(MarginClassifier):
         it shares the vectors of `f` and keeps, up to half the budget, vectors `f` gave up in
         merges (memory and prediction cost up to 1.5 times), and test-then-train costs one
         more kernel row over those vectors; random features keep one averaged coefficient per
-        feature. Each learned sample costs one more pass over the coefficients; after
+        feature, and each learned sample costs them one more pass over the coefficients (the
+        support vectors' average updates two numbers). After
         `group_steps(rate)` it weighs as the `rate` samples of the group's stream it stands
         for. The average starts over from the last iterate when that has clearly been the
         better of the two on the samples learned lately (`river_advsvm.average_lag`: the
         stream changed, and the average would take about `averaging` samples to follow;
-        `average_restarts` counts them). None: the last iterate predicts.
+        `average_restarts` counts them). On a stream whose concept moves at every sample the
+        average stays a little behind without ever being clearly worse: there the last
+        iterate, or a short average, decides better. None: the last iterate predicts.
 
     Attributes
     ----------
