@@ -204,7 +204,7 @@ class AdvKernelSVM(MarginClassifier):
         better of the two on the samples learned lately (`river_advsvm.average_lag`: the
         stream changed, and the average would take about `averaging` samples to follow;
         `average_restarts` counts them). On a stream whose concept moves at every sample the
-        average stays a little behind without ever being clearly worse: there the last
+        average stays behind (it starts over, then falls behind again): there the last
         iterate, or a short average, decides better. None: the last iterate predicts.
 
     Attributes
