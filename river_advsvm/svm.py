@@ -197,8 +197,8 @@ class AdvKernelSVM(MarginClassifier):
         it shares the vectors of `f` and keeps, up to half the budget, vectors `f` gave up in
         merges (memory and prediction cost up to 1.5 times), and test-then-train costs one
         more kernel row over those vectors; random features keep one averaged coefficient per
-        feature, and each learned sample costs them one more pass over the coefficients (the
-        support vectors' average updates two numbers). After
+        feature, and each learned sample costs them one more pass over the coefficients (with
+        support vectors, over those of the vectors given up alone). After
         `group_steps(rate)` it weighs as the `rate` samples of the group's stream it stands
         for. The average starts over from the last iterate when that has clearly been the
         better of the two on the samples learned lately (`river_advsvm.average_lag`: the
