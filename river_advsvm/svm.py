@@ -10,7 +10,7 @@ import numpy as np
 
 from river_advsvm import adversary, bandwidth, certify, checkpoint, inputs, kernels
 from river_advsvm import budget as rf
-from river_advsvm.average_lag import LagWatch
+from river_advsvm.average_lag import LENGTHEN, RESTART, LagWatch
 from river_advsvm.feature_average import AveragedFeatures
 from river_advsvm.given_up_estimate import GivenUpEstimate
 from river_advsvm.input_advice import InputAdvice
@@ -33,6 +33,9 @@ ADVERSARIES = ("pgd", "closed_form")
 #: Once the average keeps vectors f gave up, its exact decisions (for lagging behind the
 #: stream, and for a collapse) are those of every this-many learned samples (`_deployed_margin`).
 DEPLOYED_EVERY = 16
+#: The shortest horizon an average that keeps starting over comes down to, halving at each
+#: restart (see `river_advsvm.average_lag`), or `averaging` where that is shorter.
+SHORTEST_HORIZON = 16
 #: Samples over which the share of active ones is averaged (an exponential moving average).
 ACTIVE_WINDOW = 64
 #: The share of active samples above which the bias step shrinks, to 0 at a share of 1.
@@ -201,11 +204,12 @@ class AdvKernelSVM(MarginClassifier):
         support vectors, over those of the vectors given up alone). After
         `group_steps(rate)` it weighs as the `rate` samples of the group's stream it stands
         for. The average starts over from the last iterate when that has clearly been the
-        better of the two on the samples learned lately (`river_advsvm.average_lag`: the
-        stream changed, and the average would take about `averaging` samples to follow;
-        `average_restarts` counts them). On a stream whose concept moves at every sample the
-        average stays behind (it starts over, then falls behind again): there the last
-        iterate, or a short average, decides better. None: the last iterate predicts.
+        better of the two on the samples learned lately where they disagreed
+        (`river_advsvm.average_lag`: the stream changed, and the average would take about
+        `averaging` samples to follow; `average_restarts` counts them), with half its
+        horizon (down to 16 samples), which doubles back, up to `averaging`, when the average
+        has clearly been the better one: on a stream whose concept moves at every sample
+        the horizon comes down to one that follows it. None: the last iterate predicts.
 
     Attributes
     ----------
@@ -356,8 +360,10 @@ class AdvKernelSVM(MarginClassifier):
         # (the row, the average and its count, and the margin of the latest decision with an
         # average: see _deployed_margin)
         self._decided: tuple | None = None
-        # Whether the average lags behind the stream (see _follow).
+        # Whether the average lags behind the stream (see _follow), and the horizon of the
+        # average a restart starts (set by the restart, taken by the step that follows it).
         self._lag = LagWatch()
+        self._restart_horizon: int | None = None
         # The average's margin between its exact ones (see _deployed_margin).
         self._given_up = GivenUpEstimate()
         self.kernel_radius = 0.0
@@ -379,7 +385,7 @@ class AdvKernelSVM(MarginClassifier):
     def __setstate__(self, state: dict) -> None:
         # A model pickled before the average could start over has no lag watch, nor one
         # pickled before the average's estimate: fresh ones.
-        self.__dict__.update({"_decided": None, "_lag": LagWatch(),
+        self.__dict__.update({"_decided": None, "_lag": LagWatch(), "_restart_horizon": None,
                               "_given_up": GivenUpEstimate(), "_label_balance": 0.0, **state})
 
     @property
@@ -532,8 +538,10 @@ class AdvKernelSVM(MarginClassifier):
                 store.scale(max(0.0, 1.0 - eta * radius / store.norm))
         self._reprocess_stored(eta, radius)
         if self.averaging is not None:
-            if store.averaged is None:  # (a new store, or one loaded or folded without one)
-                store.averaged = _average_type(store)(store, self.averaging)
+            if store.averaged is None:  # (restarted; a new store; or one loaded or folded
+                # without an average)
+                horizon, self._restart_horizon = self._restart_horizon or self.averaging, None
+                store.averaged = _average_type(store)(store, horizon)
             store.averaged.update(self._bias, self.group_rate)
 
     def _bias_direction(self, y: float) -> float:
@@ -624,10 +632,17 @@ class AdvKernelSVM(MarginClassifier):
     def _follow(self, sign, g, deployed):
         if deployed is None or not deployed[2]:  # (an estimate does not decide a restart)
             return
-        if self._lag.update((g > 0) == (sign > 0), (deployed[0] > 0) == (sign > 0)):
-            # The step about to be taken starts a new average at the last iterate.
+        verdict = self._lag.update((g > 0) == (sign > 0), (deployed[0] > 0) == (sign > 0))
+        average = self._store.averaged
+        if verdict == RESTART:
+            # The step about to be taken starts a new average at the last iterate, over half
+            # the horizon: the stream moved faster than this one followed.
+            self._restart_horizon = max(average.horizon // 2,
+                                        min(SHORTEST_HORIZON, average.horizon))
             self._store.averaged = None
             self._given_up.reset()
+        elif verdict == LENGTHEN:
+            average.horizon = min(self.averaging, 2 * average.horizon)
 
     def _deployed_margin(self):
         average, bias = self._predicting()
@@ -829,8 +844,10 @@ class AdvKernelSVM(MarginClassifier):
             self._store.restore(scalars["store"], arrays, self._index.hashes)
             if "average" in scalars:
                 saved = scalars["average"]
+                # (its horizon is at most the model's: shorter after restarts)
                 if self.averaging is None or not isinstance(saved, dict) \
-                        or saved.get("horizon") != self.averaging:
+                        or type(saved.get("horizon")) is not int \
+                        or not 1 <= saved["horizon"] <= self.averaging:
                     raise ValueError("the saved average is not one of averaging="
                                      f"{self.averaging!r}")
                 average = _average_type(self._store).restore(self._store, saved, arrays)

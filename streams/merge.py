@@ -325,7 +325,7 @@ def _folded_model_state(first: dict, average: dict | None) -> dict:
              if key not in ("average", "given_up_estimate")}
     lag = first.get("average_lag")
     if isinstance(lag, dict):
-        model["average_lag"] = {**lag, "total": 0.0}
+        model["average_lag"] = {**lag, "total": 0.0, "ahead": 0.0}
     if average is not None:
         model["average"] = average
     return model

@@ -1043,19 +1043,21 @@ def test_coefficients_over_a_basis_are_checked_one_way_each(arrays, averaging, e
 
 
 def test_a_fold_starts_the_watches_of_the_average_afresh_whatever_the_members_order():
-    """The evidence that the average lags behind (`LagWatch.total`) and the estimate of the
-    part of the average given up were the first member's: two orders of the same members gave
-    models that restarted their averages at different samples. The fold's start at 0 (its
-    count of restarts, a counter, stays the first member's)."""
+    """The evidence that the average lags behind or leads (`LagWatch.total`, `ahead`) and the
+    estimate of the part of the average given up were the first member's: two orders of the
+    same members gave models that restarted their averages at different samples. The fold's
+    start at 0 (its count of restarts, a counter, stays the first member's)."""
     params = {**SV_PARAMS, "averaging": 20}
     a, b = trained(40, 1, **params), trained(30, 2, **params)
     a._lag.total, a._lag.restarts, a._given_up.part, a._given_up.misses = 3.5, 2, 0.25, 0.5
     b._lag.total, b._lag.restarts, b._given_up.part, b._given_up.misses = 1.5, 1, -0.5, 0.0
+    a._lag.ahead, b._lag.ahead = 2.5, 4.0
     for first, second in ((a, b), (b, a)):
         meta, arrays = merge.average([(*first.to_checkpoint(), 1.0),
                                       (*second.to_checkpoint(), 1.0)], 70)
         model = merge.to_model(meta, arrays)
-        assert model._lag.total == 0.0 and model._lag.restarts == first._lag.restarts
+        assert (model._lag.total, model._lag.ahead) == (0.0, 0.0)
+        assert model._lag.restarts == first._lag.restarts
         assert (model._given_up.part, model._given_up.misses) == (0.0, 0.0)
 
 
