@@ -88,6 +88,14 @@ class LagWatch:
             return LENGTHEN
         return None
 
+    def __setstate__(self, state: dict) -> None:
+        # A watch pickled when it summed every sample (no `ahead`): this kind, with its count.
+        if "ahead" not in state:
+            self.__init__()
+            self.restarts = state.get("restarts", 0)
+            return
+        self.__dict__.update(state)
+
     def state(self) -> dict:
         return {"total": self.total, "ahead": self.ahead, "restarts": self.restarts}
 

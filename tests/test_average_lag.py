@@ -154,6 +154,24 @@ def test_a_watch_saved_as_a_sum_over_every_sample_keeps_its_restarts_not_its_sum
     assert watch.state() == {"total": 0.0, "ahead": 0.0, "restarts": 3}
 
 
+def test_a_model_pickled_when_the_watch_summed_every_sample_learns_on():
+    """A pickle holds the watch's attributes: one of the earlier kind (no `ahead`, an
+    allowance for every sample) becomes a watch of this kind with its count of restarts."""
+    import pickle
+
+    xs, ys = swapped(1600, 1200)
+    model = AdvKernelSVM(seed=0)
+    progressive(model, xs[:1300], ys[:1300])
+    old = pickle.loads(pickle.dumps(model))
+    del old._lag.ahead
+    old._lag.allowance, old._lag.total, old._lag.restarts = 0.1, 12.5, 4
+    old = pickle.loads(pickle.dumps(old))
+    assert old._lag.state() == {"total": 0.0, "ahead": 0.0, "restarts": 4}
+    assert old._lag.allowance == LagWatch().allowance
+    progressive(old, xs[1300:], ys[1300:])
+    assert old.n_learned == 1600
+
+
 def test_a_checkpoint_keeps_a_shortened_horizon_and_never_one_past_averaging():
     """A checkpoint is input: the horizon of its average may be shorter than `averaging`
     (after restarts), never longer."""
