@@ -843,14 +843,12 @@ class AdvKernelSVM(MarginClassifier):
             self._input_scales.rebuild(self._index.names)
             self._store.restore(scalars["store"], arrays, self._index.hashes)
             if "average" in scalars:
-                saved = scalars["average"]
-                # (its horizon is at most the model's: shorter after restarts)
-                if self.averaging is None or not isinstance(saved, dict) \
-                        or type(saved.get("horizon")) is not int \
-                        or not 1 <= saved["horizon"] <= self.averaging:
+                average = None if self.averaging is None else \
+                    _average_type(self._store).restore(self._store, scalars["average"], arrays)
+                # (its horizon is shorter than `averaging` after restarts, never longer)
+                if average is None or average.horizon > self.averaging:
                     raise ValueError("the saved average is not one of averaging="
                                      f"{self.averaging!r}")
-                average = _average_type(self._store).restore(self._store, saved, arrays)
                 if not abs(average.bias) <= MAX_ABS_BIAS:
                     raise ValueError(f"the average's bias {average.bias:g} is out of range "
                                      f"(|bias| <= {MAX_ABS_BIAS:g})")
