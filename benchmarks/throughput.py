@@ -1243,7 +1243,7 @@ def support_targets(records: list) -> list:
 def main_support(args) -> int:
     """`--support-only`: the support-vector step at full budget, the warm-up of gamma='scale'
     and the service's model call, nothing else."""
-    rounds, chunk, prefill_seconds = (2, 0.03, 5.0) if args.quick else (6, 0.5, 240.0)
+    rounds, chunk, prefill_seconds = (2, 0.03, 0.5) if args.quick else (6, 0.5, 240.0)
     budget = 48 if args.quick else TARGET_BUDGET
     # The noisy stream is made to be nearly unlearnable (every sample a margin violation), so
     # a model on it may well be flat: its collapse warning says nothing about the speed here.
@@ -1281,7 +1281,7 @@ def main(argv=None) -> int:
     if args.support_only:
         return main_support(args)
     if args.quick:
-        grid, rounds, chunk, prefill_seconds = [(64, 256)], 2, 0.03, 2.0
+        grid, rounds, chunk, prefill_seconds = [(64, 256)], 2, 0.03, 0.5
         profile_at, dims, repeats = (64, 256), (16, 64), 1
         pair, pair_name = common.digits_pair(1, 7), "digits 1 vs 7"
     else:

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -779,3 +780,20 @@ def test_a_fault_plan_that_cannot_act_is_refused_naming_the_variable(text):
     assert faults._plan(" batch.learned:kill:3 , outputs.flushed:stop, group.joining:term") == {
         "batch.learned": ("kill", 3), "outputs.flushed": ("stop", 1),
         "group.joining": ("term", 1)}
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGHUP])
+def test_a_terminating_signal_drains_and_the_previous_handler_comes_back(signal_number):
+    """SIGTERM and a hang-up ask the loop to stop (a drain and a final checkpoint, exit 0: the
+    whole path is the slow service test's); once the service is done, the handler before it is
+    back."""
+    stops = []
+    before = signal.getsignal(signal_number)
+    signals = lifecycle.Signals(lambda: stops.append(True))
+    try:
+        assert signal.getsignal(signal_number) is not before  # installed: the kill is caught
+        os.kill(os.getpid(), signal_number)
+        assert stops == [True] and signals.status(0) == 0
+    finally:
+        signals.restore()
+    assert signal.getsignal(signal_number) is before
