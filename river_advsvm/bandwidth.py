@@ -268,13 +268,16 @@ class HeldRows:
             # different units become comparable, and inputs of one kind (pixels) share one
             # scale, so that one that barely varied in the warm-up is not blown up. An input in
             # other units, mostly nonzero and with a range below a tenth of the median (an age
-            # beside amounts of money), keeps its own. Then twice scikit-learn's 1 / (d Var X)
+            # beside amounts of money), keeps its own, unless it is mostly one value far from
+            # 0 (an image's background: see _backgrounds). Then twice scikit-learn's 1 / (d Var X)
             # over every entry: one online pass learns better with the narrower kernel
             # (measured on River's streams, digits and MNIST; see the gamma parameter of
             # AdvKernelSVM).
             if other_units:
                 dense = 2 * nonzero >= self.size
                 own = dense & (spread > 0) & (OTHER_UNITS * spread < median)
+                if own.any():
+                    own[own] = ~self._backgrounds(np.flatnonzero(own), spread)
                 spread = np.where(own, spread, np.maximum(spread, median))
             else:  # (the vote's fit, once per prediction of the warm-up)
                 spread = np.maximum(spread, median)
@@ -329,6 +332,22 @@ class HeldRows:
                     return inverse, too_narrow, centres
         why = "do not vary" if median == 0 else f"vary by too little (median range {median:.3g})"
         return 1.0 / d, why, np.zeros(0)
+
+    def _backgrounds(self, columns: np.ndarray, spread: np.ndarray) -> np.ndarray:
+        """Whether each input of `columns` holds one value in more than half the rows, a value
+        farther from 0 than `FAR_FROM_ZERO` of its range: the background of an image whose
+        pixels are not 0 there (1 on white paper, -1 in pixels scaled to [-1, 1]). Such a
+        pixel is nonzero in most rows like an input in other units, but its range in the
+        warm-up is that of the few strokes that reached it, not a unit: taken as its own, it
+        gave widths 10^4 times the other pixels', and a model that an attack moving those
+        pixels by 0.1 defeated."""
+        n = self.size
+        X = self._X[:n, columns]  # (less the shifts: a value repeats where its row's does)
+        # A value held by more than half the rows is the middle one in their order.
+        middle = np.partition(X, n // 2, axis=0)[n // 2]
+        majority = 2 * np.count_nonzero(X == middle, axis=0) > n
+        value = self._stats[_SHIFT, columns] + middle
+        return majority & (np.abs(value) > FAR_FROM_ZERO * spread[columns])
 
     def fitted(self) -> tuple[dict | float, str | None, dict | None]:
         """`gammas` as a dict of one bandwidth per input name, in the order of their hashes,

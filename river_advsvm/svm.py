@@ -108,7 +108,8 @@ class AdvKernelSVM(MarginClassifier):
         such a dict on the first `warm_up` labelled samples: each input is measured in units
         of its range over the warm-up (floored at the median range, so that an input that
         barely varies is not blown up, except for a mostly nonzero input whose range is below
-        a tenth of the median: another unit, an age beside amounts of money), and twice
+        a tenth of the median: another unit, an age beside amounts of money; not a pixel of
+        a background that is not 0, one value in most samples), and twice
         scikit-learn's 'scale', `2 / (d Var X)` over all `d` inputs, is taken in those units
         (an input of range `s` gets `c / s^2`, or `c / s` for 'laplacian', whose exponent is
         linear in the differences).

@@ -21,7 +21,13 @@ def dense_fit(X: np.ndarray, other_units: bool = True, kernel: str = "rbf") -> n
     spread = X.max(axis=0) - X.min(axis=0)
     median = float(np.median(spread[spread > 0]))
     dense = 2 * np.count_nonzero(X, axis=0) >= len(X)
-    own = other_units & dense & (spread > 0) & (bandwidth.OTHER_UNITS * spread < median)
+    # ... but not an image's background: one value in more than half the rows, far from 0.
+    modes = [np.unique(column, return_counts=True) for column in X.T]
+    background = np.array([2 * counts.max() > len(X)
+                           and abs(values[counts.argmax()]) > bandwidth.FAR_FROM_ZERO * s
+                           for (values, counts), s in zip(modes, spread)])
+    own = (other_units & dense & (spread > 0) & (bandwidth.OTHER_UNITS * spread < median)
+           & ~background)
     spread = np.where(own, spread, np.maximum(spread, median))
     means = X.mean(axis=0)
     far = np.abs(means) > bandwidth.FAR_FROM_ZERO * spread if other_units else True
@@ -43,6 +49,10 @@ def test_the_running_statistics_fit_what_the_dense_matrix_does(seed, kernel):
     # Three inputs always present: two far from 0 (measured about their means), one about
     # 1.3 of its ranges from it (about 0).
     X[:, :3] = rng.random((n, 3)) * [0.5, 3.0, 1.0] + [-4e5, 7e3, 0.8]
+    # A pixel of a white background (0.9 but in a few rows) keeps the median range; an
+    # indicator that is mostly 1 keeps its own.
+    X[:, 3] = np.where(rng.random(n) < 0.1, rng.uniform(0.85, 0.95, n), 0.9)
+    X[:, 4] = rng.random(n) < 0.8
     rows = bandwidth.HeldRows(kernel)
     hashes = {j: int(h) for j, h in enumerate(rng.integers(0, 2**63, d))}
     for x in X:
@@ -50,11 +60,18 @@ def test_the_running_statistics_fit_what_the_dense_matrix_does(seed, kernel):
         rows.append(present.tolist(), x[present], hashes)
     columns = [rows.names.index(j) for j in range(d)]
     assert rows.fitted()[2].keys() == {0, 1}  # the centred inputs
+    spread = X.max(axis=0) - X.min(axis=0)
+    median = float(np.median(spread))
+    assert max(spread[3], spread[4]) * bandwidth.OTHER_UNITS < median
+    power = 2 if kernel == "rbf" else 1
     for other_units in (True, False):
         fitted, why = rows.gammas(other_units)
         assert why is None
         np.testing.assert_allclose(fitted[columns], dense_fit(X, other_units, kernel),
                                    rtol=1e-9)
+        # The background pixel takes the median range, the indicator its own.
+        assert fitted[columns[4]] / fitted[columns[3]] == pytest.approx(
+            (median / spread[4]) ** power if other_units else 1.0, rel=1e-9)
 
 
 def vote_gammas(X: np.ndarray, kernel: str = "rbf") -> np.ndarray:

@@ -455,6 +455,31 @@ def test_scale_keeps_the_own_range_of_an_input_in_other_units():
     assert ((margins[last] > 0) == y[last]).mean() > 0.9
 
 
+@pytest.mark.parametrize("scaled", ["inverted", "to [-1, 1]"])
+def test_images_on_a_background_not_at_0_learn_the_same_model(digits_1v7, scaled):
+    """Pixels inverted (white paper: the background is 1) or scaled to [-1, 1] (the
+    background is -1) are the same images to an RBF kernel with the same widths in units of
+    the pixels' range, so gamma='scale' learns the same model. A border pixel that a few
+    warm-up strokes touched is nonzero in most samples there, as an input in other units is:
+    taking its small range as its unit gave it a width 256 times the others' on these digits
+    (and on MNIST, a model an attack of 0.1 on those pixels defeated)."""
+    X_train, X_test, y_train, _ = digits_1v7
+    X_train = X_train.copy()
+    X_train[[3, 40, 77], 0] = 1 / 16  # a corner pixel, 0 in every digit, touched 3 times
+    scale = 1.0 if scaled == "inverted" else 2.0
+
+    def transformed(X):
+        return 1.0 - X if scaled == "inverted" else 2.0 * X - 1.0
+
+    plain, other = AdvKernelSVM(seed=0), AdvKernelSVM(seed=0)
+    plain.learn_many(X_train, y_train)
+    other.learn_many(transformed(X_train), y_train)
+    widths = np.array(list(other.fitted_gamma.values()))
+    np.testing.assert_allclose(widths * scale**2, list(plain.fitted_gamma.values()), rtol=1e-6)
+    np.testing.assert_allclose(other.decision_many(transformed(X_test)),
+                               plain.decision_many(X_test), rtol=1e-4, atol=1e-5)
+
+
 def test_a_constant_warm_up_falls_back_with_a_warning():
     model = AdvKernelSVM(warm_up=4, seed=0)
     with pytest.warns(UserWarning, match="do not vary"):
