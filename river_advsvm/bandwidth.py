@@ -16,6 +16,7 @@ the fitted bandwidths, and the vote, do not depend on the order of a sample's ke
 
 from __future__ import annotations
 
+import math
 
 import numpy as np
 
@@ -278,6 +279,12 @@ class HeldRows:
                 own = dense & (spread > 0) & (OTHER_UNITS * spread < median)
                 if own.any():
                     own[own] = ~self._backgrounds(np.flatnonzero(own), spread)
+                # Inputs in other units are a few among the rest; past sqrt(d) of them, they
+                # are inputs of the kind of the others that barely vary (pixels of a faintly
+                # noisy background, each its own noise: taken as units, they weighed up to
+                # 10^4 times a lit pixel, and the kernel measured the noise).
+                if np.count_nonzero(own) > math.sqrt(d):
+                    own[:] = False
                 spread = np.where(own, spread, np.maximum(spread, median))
             else:  # (the vote's fit, once per prediction of the warm-up)
                 spread = np.maximum(spread, median)

@@ -109,7 +109,8 @@ class AdvKernelSVM(MarginClassifier):
         of its range over the warm-up (floored at the median range, so that an input that
         barely varies is not blown up, except for a mostly nonzero input whose range is below
         a tenth of the median: another unit, an age beside amounts of money; not a pixel of
-        a background that is not 0, one value in most samples), and twice
+        a background that is not 0, one value in most samples, and none when more than
+        `sqrt(d)` inputs would be: inputs of one kind that barely vary), and twice
         scikit-learn's 'scale', `2 / (d Var X)` over all `d` inputs, is taken in those units
         (an input of range `s` gets `c / s^2`, or `c / s` for 'laplacian', whose exponent is
         linear in the differences).

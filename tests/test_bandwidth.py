@@ -28,6 +28,8 @@ def dense_fit(X: np.ndarray, other_units: bool = True, kernel: str = "rbf") -> n
                            for (values, counts), s in zip(modes, spread)])
     own = (other_units & dense & (spread > 0) & (bandwidth.OTHER_UNITS * spread < median)
            & ~background)
+    if own.sum() > math.sqrt(X.shape[1]):  # many: inputs of one kind that barely vary
+        own[:] = False
     spread = np.where(own, spread, np.maximum(spread, median))
     means = X.mean(axis=0)
     far = np.abs(means) > bandwidth.FAR_FROM_ZERO * spread if other_units else True
@@ -49,10 +51,8 @@ def test_the_running_statistics_fit_what_the_dense_matrix_does(seed, kernel):
     # Three inputs always present: two far from 0 (measured about their means), one about
     # 1.3 of its ranges from it (about 0).
     X[:, :3] = rng.random((n, 3)) * [0.5, 3.0, 1.0] + [-4e5, 7e3, 0.8]
-    # A pixel of a white background (0.9 but in a few rows) keeps the median range; an
-    # indicator that is mostly 1 keeps its own.
+    # A pixel of a white background (0.9 but in a few rows) keeps the median range.
     X[:, 3] = np.where(rng.random(n) < 0.1, rng.uniform(0.85, 0.95, n), 0.9)
-    X[:, 4] = rng.random(n) < 0.8
     rows = bandwidth.HeldRows(kernel)
     hashes = {j: int(h) for j, h in enumerate(rng.integers(0, 2**63, d))}
     for x in X:
@@ -62,16 +62,44 @@ def test_the_running_statistics_fit_what_the_dense_matrix_does(seed, kernel):
     assert rows.fitted()[2].keys() == {0, 1}  # the centred inputs
     spread = X.max(axis=0) - X.min(axis=0)
     median = float(np.median(spread))
-    assert max(spread[3], spread[4]) * bandwidth.OTHER_UNITS < median
-    power = 2 if kernel == "rbf" else 1
+    assert spread[3] * bandwidth.OTHER_UNITS < median
     for other_units in (True, False):
         fitted, why = rows.gammas(other_units)
         assert why is None
         np.testing.assert_allclose(fitted[columns], dense_fit(X, other_units, kernel),
                                    rtol=1e-9)
-        # The background pixel takes the median range, the indicator its own.
-        assert fitted[columns[4]] / fitted[columns[3]] == pytest.approx(
-            (median / spread[4]) ** power if other_units else 1.0, rel=1e-9)
+        # The background pixel takes the median range, as inputs of one kind do.
+        power = 2 if kernel == "rbf" else 1
+        widest = int(np.argmax(spread))
+        assert fitted[columns[3]] * median**power == pytest.approx(
+            fitted[columns[widest]] * spread[widest] ** power, rel=1e-9)
+
+
+@pytest.mark.parametrize("faint", [3, 4, 5])
+def test_inputs_in_other_units_are_a_few(faint):
+    """Inputs nonzero in most rows with ranges below a tenth of the median keep their own
+    (an indicator that is mostly 1 beside inputs of range 100 too) while they are at most
+    sqrt(d) of them; more are inputs of one kind with the others that barely vary (a noisy
+    background), floored at the median range with the rest."""
+    rng = np.random.default_rng(faint)
+    n, d = 80, 16
+    X = rng.uniform(0.0, 100.0, (n, d))
+    X[:, 0] = rng.random(n) < 0.8  # an indicator, mostly 1
+    X[:, 1:faint] = rng.uniform(0.0, 0.01, (n, faint - 1))  # faint noise
+    rows = bandwidth.HeldRows()
+    hashes = {j: j for j in range(d)}
+    for x in X:
+        present = np.flatnonzero(x != 0)
+        rows.append(present.tolist(), x[present], hashes)
+    fitted = rows.gammas()[0][[rows.names.index(j) for j in range(d)]]
+    np.testing.assert_allclose(fitted, dense_fit(X), rtol=1e-9)
+    spread = X.max(axis=0) - X.min(axis=0)
+    if faint <= math.sqrt(d):  # c / s_j^2 with their own s_j, as the widest input's
+        widest = int(np.argmax(spread))
+        np.testing.assert_allclose(fitted[:faint] * spread[:faint] ** 2,
+                                   fitted[widest] * spread[widest] ** 2, rtol=1e-9)
+    else:
+        np.testing.assert_allclose(fitted[:faint], fitted[faint:].max(), rtol=1e-9)
 
 
 def vote_gammas(X: np.ndarray, kernel: str = "rbf") -> np.ndarray:
