@@ -455,6 +455,22 @@ def test_scale_keeps_the_own_range_of_an_input_in_other_units():
     assert ((margins[last] > 0) == y[last]).mean() > 0.9
 
 
+def test_many_inputs_in_small_units_take_the_median_range_and_say_so():
+    """More than sqrt(d) inputs in small units beside amounts of money are measured as inputs
+    of one kind that barely vary (a noisy background's pixels), with a warning that says what
+    to do if they are in other units."""
+    rng = np.random.default_rng(0)
+    X = np.hstack([rng.uniform(0, 50, (150, 8)), rng.uniform(0, 1e5, (150, 12))])
+    model = AdvKernelSVM(seed=0)
+    with pytest.warns(UserWarning, match="8 inputs, mostly nonzero, varied by less than a tenth"
+                                         ".*StandardScaler in front or pass gamma"):
+        model.learn_many(X, X[:, 0] > 25)
+    widths = np.array([model.fitted_gamma[j] for j in range(20)])
+    spread = np.ptp(X[:100], axis=0)
+    np.testing.assert_allclose(widths[:8], (widths * spread**2)[8:].max() / np.median(spread)**2,
+                               rtol=1e-9)
+
+
 @pytest.mark.parametrize("scaled", ["inverted", "to [-1, 1]"])
 def test_images_on_a_background_not_at_0_learn_the_same_model(digits_1v7, scaled):
     """Pixels inverted (white paper: the background is 1) or scaled to [-1, 1] (the
