@@ -17,11 +17,34 @@ from river_advsvm import inputs
 from river_advsvm.support import PrecisionWarning
 from river_advsvm.warn import warn_caller
 
-__all__ = ["LATE_EXPONENT", "InputAdvice"]
+__all__ = ["LATE_EXPONENT", "InputAdvice", "out_of_reach"]
 
 #: An input first learned after the warm-up of gamma='scale' whose value alone adds more than
 #: this to the kernel's exponent (a factor below 2e-9) is warned about (`late_and_wide`).
 LATE_EXPONENT = 20.0
+
+
+def out_of_reach(row: np.ndarray, vectors: np.ndarray, gamma: float,
+                 kernel: str) -> tuple[int, float] | None:
+    """The input (its column) whose value, past every stored value of it, puts `row` by its
+    difference alone beyond the kernel's reach of every vector in `vectors` (the exponent past
+    `LATE_EXPONENT`), with that difference in kernel widths (`1 / sqrt(gamma)`, `1 / gamma`
+    for the Laplacian); None if there is none, or more than a tenth of the inputs are such.
+    `row` and `vectors` as the store holds them."""
+    d = min(len(row), vectors.shape[1])
+    if not len(vectors) or not d:
+        return None
+    S, x = vectors[:, :d], row[:d].astype(vectors.dtype)
+    nearest = np.abs(S - x).min(axis=0).astype(np.float64)
+    exponents = gamma * (nearest * nearest if kernel == "rbf" else nearest)
+    # Past every stored value, as a time is: a value in a gap between stored ones is a kernel
+    # too narrow for the input instead.
+    exponents[(x <= S.max(axis=0)) & (x >= S.min(axis=0))] = 0.0
+    # A few such inputs: many are a kernel too narrow for every input instead.
+    if not 0 < np.count_nonzero(exponents > LATE_EXPONENT) <= max(1, d // 10):
+        return None
+    j = int(exponents.argmax())
+    return j, float(exponents[j] ** (0.5 if kernel == "rbf" else 1.0))
 
 
 class InputAdvice:

@@ -430,7 +430,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         # A fresh model starts as a constant (f = 0): in its first window, only an f that
         # stayed 0 counts.
         deployed = self._deployed_margin()
-        self._watch_collapse(sign, g, self._n_learned < self._collapse.window, deployed)
+        self._watch_collapse(sign, g, self._n_learned < self._collapse.window, deployed, v)
         self._follow(sign, g, deployed)
         self._step(v, sign, g, self._n_learned, names)
         self._calibration.update_one(g, sign)
@@ -448,7 +448,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         with an average of its iterates to tell when that lags behind the stream."""
 
     def _watch_collapse(self, sign: float, g: float, early: bool,
-                        deployed: tuple[float, float, bool] | None) -> None:
+                        deployed: tuple[float, float, bool] | None, v: np.ndarray) -> None:
         deployed = None if deployed is None else deployed[:2]
         if self._collapse.samples_before_verdict() > 1:  # (`collapsed` stays as it is)
             self._collapse.update(sign, g, self._bias, early, deployed)
@@ -472,7 +472,7 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
             # (A one-vs-rest model's label models say which label they are of.)
             subject = getattr(self, "_subject", None) or type(self).__name__
             warn_caller(f"{subject} predicts a constant: {why} (see `collapsed`)"
-                        f"{self._collapse_advice()}", collapse.CollapseWarning)
+                        f"{self._collapse_advice(v)}", collapse.CollapseWarning)
 
     def _join_one_vs_rest(self, label) -> None:
         """Be the model of `label` in a one-vs-rest model: its decisions are not the
@@ -481,8 +481,9 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
         self._collapse.judge_by_ranking()
         self._subject = f"{type(self).__name__}, the model of label {label!r:.40} in a OneVsRest,"
 
-    def _collapse_advice(self) -> str:
-        """What the collapse warning suggests, after its text (empty: nothing)."""
+    def _collapse_advice(self, v: np.ndarray) -> str:
+        """What the collapse warning suggests, after its text (empty: nothing); `v` is the
+        sample learned when it came, over the model's columns."""
         if self.epsilon > 0:
             return (f". The radius epsilon={self.epsilon:g} may be more than the classes' "
                     "margins can pay: a model trained without it tells")

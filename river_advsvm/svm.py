@@ -8,7 +8,8 @@ import typing
 
 import numpy as np
 
-from river_advsvm import adversary, bandwidth, certify, checkpoint, inputs, kernels
+from river_advsvm import (adversary, bandwidth, certify, checkpoint, input_advice, inputs,
+                          kernels)
 from river_advsvm import budget as rf
 from river_advsvm.average_lag import LENGTHEN, RESTART, LagWatch
 from river_advsvm.feature_average import AveragedFeatures
@@ -482,11 +483,25 @@ class AdvKernelSVM(MarginClassifier):
             self._advice.late_and_wide(names, values, self._input_scales, len(self._index),
                                        fitted=self.gamma == "scale")
 
-    def _collapse_advice(self) -> str:
+    def _collapse_advice(self, v: np.ndarray) -> str:
+        if self.gamma == "scale" and isinstance(self._store, SupportVectors):
+            # An input that alone keeps the sample from every stored vector, with a width
+            # fitted to its range (a time, a counter): no width helps, the input must go.
+            # (With a width given, a kernel too narrow does the same to bounded inputs.)
+            far = input_advice.out_of_reach(self._input_scales.row(v), self._store.vectors,
+                                            self._store.gamma, self.kernel)
+            if far is not None:
+                j, ranges = far
+                return (f". Input {inputs.shown_name(self._index.names[j])} alone puts the "
+                        "latest sample out of the kernel's reach of every stored vector (it is "
+                        f"{ranges:.3g} times the kernel's width from the nearest one): an input "
+                        "that keeps growing (a time, a counter, an id) cannot be learned by a "
+                        "kernel; drop it, or pass what repeats (an hour of the day, a "
+                        "difference)")
         if self.epsilon > 0:
             # A kernel too narrow collapses learning at any radius: the model without it tells.
-            return (super()._collapse_advice() + "; if that one collapses too, the kernel is "
-                    "too narrow for the inputs (a smaller gamma)")
+            return (super()._collapse_advice(v) + "; if that one collapses too, the kernel "
+                    "is too narrow for the inputs (a smaller gamma)")
         # Natural learning that collapses is most often a kernel too narrow for its inputs:
         # every sample is far from the stored ones, so f is near 0 everywhere.
         return (". Learning without a threat, that is most often a kernel too narrow for the "

@@ -776,6 +776,32 @@ def test_the_collapse_warning_says_what_to_change():
     assert narrow.collapsed
 
 
+def test_the_collapse_warning_names_an_input_that_keeps_growing():
+    """A time stamp among the inputs (a minute a sample): past the warm-up every sample is out
+    of the kernel's reach of the stored ones by that input alone, and no width helps; the
+    warning names it. The same stream without it learns, and a kernel too narrow for every
+    input is told to narrow no input but to widen."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 4))
+    y = X[:, 0] + X[:, 1] > 0
+    stamped = [{"a": a, "b": b, "c": c, "d": d, "time": 1.7e9 + 60.0 * i}
+               for i, (a, b, c, d) in enumerate(X.tolist())]
+    model = AdvKernelSVM(seed=0)
+    with pytest.warns(CollapseWarning, match="Input 'time' alone puts the latest sample out "
+                                             "of the kernel's reach"):
+        for x, label in zip(stamped, y.tolist()):
+            model.learn_one(x, label)
+    plain = AdvKernelSVM(seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CollapseWarning)
+        for x, label in zip(stamped, y.tolist()):
+            plain.learn_one({k: v for k, v in x.items() if k != "time"}, label)
+    narrow = AdvKernelSVM(gamma=1e4, seed=0)
+    with pytest.warns(CollapseWarning, match="a smaller gamma") as caught:
+        narrow.learn_many(X, y)
+    assert not any("alone puts" in str(w.message) for w in caught)
+
+
 def test_a_collapse_on_imbalanced_data_is_flagged_once_and_stays_flagged():
     """With 2% to 12% of one label, the closed form at L-inf 0.3 shrinks f to 0 (no vector
     left): every decision is the common class. Blocks with under a tenth of the rare label, or
