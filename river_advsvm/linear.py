@@ -20,6 +20,8 @@ class AdvLinearSVM(MarginClassifier):
     one stochastic step on `(λ/2) ||w||² + [1 - y g(x) + ε ||w||_*]₊`: shrink
     `w <- (1 - η λ) w`; if the bracket is positive, `w <- w + η y x`, `b <- b + η_b y`, then
     the exact proximal step of `η ε ||w||_*` (a uniform shrink for L2, soft-thresholding for L1).
+    Inputs far from 0 slow these steps (an image's background at 1: centre them in front with
+    River's `preprocessing.StandardScaler(with_std=False)`).
 
     Parameters
     ----------
