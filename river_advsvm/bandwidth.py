@@ -85,9 +85,9 @@ class HeldRows:
         self._units = False  # whether an input has a unit other than 1
         # other_units -> (rows, bandwidths, why): see gammas
         self._fitted: dict = {}
-        # How many inputs the last fit took for inputs of the others' kind that barely vary
-        # rather than inputs in other units (more than sqrt(d) of them: see _fit).
-        self.one_kind = 0
+        # How many inputs in small units the last fit measured in the median range, as
+        # inputs of the others' kind that barely vary (more than sqrt(d) of them: see _fit).
+        self.floored_small_ranges = 0
         # The vote's bandwidths over every held input (in the hashes' order), as float32 too,
         # their median (None until asked), and each held row's `sum_j g_j x_ij^2`: see _vote_fit.
         self._vote_gammas = np.empty(0)
@@ -286,9 +286,9 @@ class HeldRows:
                 # are inputs of the kind of the others that barely vary (pixels of a faintly
                 # noisy background, each its own noise: taken as units, they weighed up to
                 # 10^4 times a lit pixel, and the kernel measured the noise).
-                self.one_kind = 0
+                self.floored_small_ranges = 0
                 if np.count_nonzero(own) > math.sqrt(d):
-                    self.one_kind = int(np.count_nonzero(own))
+                    self.floored_small_ranges = int(np.count_nonzero(own))
                     own[:] = False
                 spread = np.where(own, spread, np.maximum(spread, median))
             else:  # (the vote's fit, once per prediction of the warm-up)

@@ -420,13 +420,14 @@ class AdvKernelSVM(MarginClassifier):
         """`gamma='scale'`: the bandwidths, from the held-back warm-up rows."""
         rows = self._warm_rows.rows(self._held, self._held_inputs)
         fitted, why, centres = rows.fitted()
-        if rows.one_kind:
-            warn_caller(f"gamma='scale': {rows.one_kind} inputs, mostly nonzero, varied by less "
-                        "than a tenth of the median range over the warm-up; so many are taken "
-                        "for inputs of the others' kind that barely vary (the pixels of a noisy "
-                        "background) and measured in the median range. If they are in other "
-                        "units than the rest (counts beside amounts of money), put River's "
-                        "preprocessing.StandardScaler in front or pass gamma", UserWarning)
+        if rows.floored_small_ranges:
+            warn_caller(f"gamma='scale': {rows.floored_small_ranges} inputs, mostly nonzero, "
+                        "varied by less than a tenth of the median range over the warm-up; so "
+                        "many are taken for inputs of the others' kind that barely vary (the "
+                        "pixels of a noisy background) and measured in the median range. If "
+                        "they are in other units than the rest (counts beside amounts of "
+                        "money), put River's preprocessing.StandardScaler in front or pass "
+                        "gamma", UserWarning)
         if why:
             taken = (f"each input takes at most the largest width, gamma = "
                      f"{kernels.MAX_GAMMA:g}: rescale the inputs (to [0, 1], say) for the kernel "
