@@ -85,9 +85,6 @@ class HeldRows:
         self._units = False  # whether an input has a unit other than 1
         # other_units -> (rows, bandwidths, why): see gammas
         self._fitted: dict = {}
-        # How many inputs in small units the last fit measured in the median range, as
-        # inputs of the others' kind that barely vary (more than sqrt(d) of them: see _fit).
-        self.floored_small_ranges = 0
         # The vote's bandwidths over every held input (in the hashes' order), as float32 too,
         # their median (None until asked), and each held row's `sum_j g_j x_ij^2`: see _vote_fit.
         self._vote_gammas = np.empty(0)
@@ -258,7 +255,7 @@ class HeldRows:
             fitted = self._fitted[other_units] = (self.size, *self._fit(other_units))
         return fitted[1:]
 
-    def _fit(self, other_units: bool) -> tuple[np.ndarray | float, str | None, np.ndarray]:
+    def _fit(self, other_units: bool) -> tuple[np.ndarray | float, str | None, np.ndarray, int]:
         d = len(self.index)
         # (Sums over inputs in the hashes' order do not depend on the order of the keys.)
         low, high, shift, sums, squares, nonzero, unit = self._stats[:, :d]
@@ -277,6 +274,7 @@ class HeldRows:
             # over every entry: one online pass learns better with the narrower kernel
             # (measured on River's streams, digits and MNIST; see the gamma parameter of
             # AdvKernelSVM).
+            floored = 0  # inputs in small units measured in the median range
             if other_units:
                 dense = 2 * nonzero >= self.size
                 own = dense & (spread > 0) & (OTHER_UNITS * spread < median)
@@ -286,9 +284,9 @@ class HeldRows:
                 # are inputs of the kind of the others that barely vary (pixels of a faintly
                 # noisy background, each its own noise: taken as units, they weighed up to
                 # 10^4 times a lit pixel, and the kernel measured the noise).
-                self.floored_small_ranges = 0
-                if np.count_nonzero(own) > math.sqrt(d):
-                    self.floored_small_ranges = int(np.count_nonzero(own))
+                kept = int(np.count_nonzero(own))
+                if kept > math.sqrt(d):
+                    floored = kept
                     own[:] = False
                 spread = np.where(own, spread, np.maximum(spread, median))
             else:  # (the vote's fit, once per prediction of the warm-up)
@@ -341,9 +339,9 @@ class HeldRows:
                     # narrow enough to tell their samples apart, where 1/d would not.
                     too_narrow = (f"vary by too little for their widths (median range "
                                   f"{median:.3g})" if wanted > kernels.MAX_GAMMA else None)
-                    return inverse, too_narrow, centres
+                    return inverse, too_narrow, centres, floored
         why = "do not vary" if median == 0 else f"vary by too little (median range {median:.3g})"
-        return 1.0 / d, why, np.zeros(0)
+        return 1.0 / d, why, np.zeros(0), 0
 
     def _backgrounds(self, columns: np.ndarray, spread: np.ndarray) -> np.ndarray:
         """Whether each input of `columns` holds one value in more than half the rows, a value
@@ -361,12 +359,14 @@ class HeldRows:
         value = self._stats[_SHIFT, columns] + middle
         return majority & (np.abs(value) > FAR_FROM_ZERO * spread[columns])
 
-    def fitted(self) -> tuple[dict | float, str | None, dict | None]:
+    def fitted(self) -> tuple[dict | float, str | None, dict | None, int]:
         """`gammas` as a dict of one bandwidth per input name, in the order of their hashes,
-        and the centres of the inputs far from 0 by name (None if there are none)."""
-        fitted, why, centres = self._fitted_with_centres(True)
+        the centres of the inputs far from 0 by name (None if there are none), and how many
+        inputs in small units it measured in the median range as inputs of the others' kind
+        that barely vary (more than sqrt(d) of them: see `_fit`; else 0)."""
+        fitted, why, centres, floored = self._fitted_with_centres(True)
         if np.ndim(fitted) == 0:  # 1/d
-            return fitted, why, None
+            return fitted, why, None, floored
         far = {n: c for n, c in zip(self.names, centres.tolist()) if c != 0.0}
         by_name = dict(zip(self.names, fitted.tolist()))
         capped = [n for n, g in by_name.items() if g >= kernels.MAX_GAMMA]
@@ -376,7 +376,7 @@ class HeldRows:
                    f"{', ...' if len(capped) > 3 else ''}) whose range calls for a width past "
                    "the largest; such an input counts as much as the others (one constant but "
                    "for rounding noise, as an adaptive scaler gives, is better dropped)")
-        return by_name, why, far or None
+        return by_name, why, far or None, floored
 
     def vote(self, names: list, values: np.ndarray, signs: np.ndarray, kernel: str) -> np.ndarray:
         """`sum_i y_i k(x, x_i) / n` over the held rows for each row of `values` (over

@@ -418,10 +418,10 @@ class AdvKernelSVM(MarginClassifier):
 
     def _fit_gamma(self) -> None:
         """`gamma='scale'`: the bandwidths, from the held-back warm-up rows."""
-        rows = self._warm_rows.rows(self._held, self._held_inputs)
-        fitted, why, centres = rows.fitted()
-        if rows.floored_small_ranges:
-            warn_caller(f"gamma='scale': {rows.floored_small_ranges} inputs, mostly nonzero, "
+        fitted, why, centres, floored = self._warm_rows.rows(self._held,
+                                                             self._held_inputs).fitted()
+        if floored:
+            warn_caller(f"gamma='scale': {floored} inputs, mostly nonzero, "
                         "varied by less than a tenth of the median range over the warm-up; so "
                         "many are taken for inputs of the others' kind that barely vary (the "
                         "pixels of a noisy background) and measured in the median range. If "
