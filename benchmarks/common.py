@@ -95,8 +95,10 @@ def data_file(data: str, name: str) -> pathlib.Path:
     return path
 
 
-def load_pair(path: pathlib.Path, first: int, second: int, scale: float = 255.0) -> dict:
-    """Two classes of an .npz with uint8 X_train, y_train, X_test, y_test, pixels / `scale`.
+def load_pair(path: pathlib.Path, first: int, second: int, scale: float = 255.0,
+              grey: bool = False) -> dict:
+    """Two classes of an .npz with uint8 X_train, y_train, X_test, y_test, pixels / `scale`;
+    with `grey`, colour images (CIFAR's) as grey ones cropped to 28 x 28 (`grey_crop`).
 
     Returns X_train, y_train, X_test, y_test, and exact_train / exact_test (all True when the
     file has no such arrays: CIFAR's say which rows are lossless, see DATA.md).
@@ -106,11 +108,23 @@ def load_pair(path: pathlib.Path, first: int, second: int, scale: float = 255.0)
     for part in ("train", "test"):
         X, y = arrays[f"X_{part}"], arrays[f"y_{part}"]
         mask = (y == first) | (y == second)
-        pair[f"X_{part}"] = X[mask] / scale
+        pair[f"X_{part}"] = (grey_crop(X[mask]) if grey else X[mask]) / scale
         pair[f"y_{part}"] = y[mask].astype(int)
         exact = arrays[f"exact_{part}"][mask] if f"exact_{part}" in arrays else None
         pair[f"exact_{part}"] = np.ones(mask.sum(), bool) if exact is None else exact
     return pair
+
+
+def grey_crop(X: np.ndarray, side: int = 28) -> np.ndarray:
+    """Rows of colour images (three planes of s x s pixels: CIFAR's layout) as grey-scale ones
+    (ITU-R 601 luma, rounded to whole levels) cropped to their central `side` x `side`: images
+    of the shape of MNIST's and of another kind (textures, grey backgrounds, classes that
+    overlap), for pairs on which no setting of the package was chosen."""
+    s = math.isqrt(X.shape[1] // 3)
+    planes = X.reshape(len(X), 3, s, s).astype(np.float64)
+    luma = np.rint(0.299 * planes[:, 0] + 0.587 * planes[:, 1] + 0.114 * planes[:, 2])
+    start = (s - side) // 2
+    return luma[:, start:start + side, start:start + side].reshape(len(X), side * side)
 
 
 def digits_pair(first: int = 1, second: int = 7) -> dict:

@@ -461,10 +461,7 @@ def main(argv=None) -> int:
             pairs = {"digits-1v7": common.digits_pair(1, 7)}
             seeds, length, rounds = 2, 600, 4
         else:
-            pairs = {pair: common.load_pair(common.data_file(args.data,
-                                                             robust_training.PAIRS[pair][0]),
-                                            *robust_training.PAIRS[pair][1:3])
-                     for pair in args.pairs}
+            pairs = {pair: robust_training.load_pair(pair, args.data) for pair in args.pairs}
             seeds, length, rounds = args.seeds, river_streams_length(), 40
         for pair, data in pairs.items():
             records += run_pair(pair, data, seeds, reprocess, log, args.passes, args.lasvm)

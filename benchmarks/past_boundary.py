@@ -149,8 +149,7 @@ def main(argv=None) -> int:
     if args.quick:
         pairs = {"digits 3 vs 8": common.digits_pair(3, 8)}
     else:
-        pairs = {name: common.load_pair(common.data_file(args.data, file), a, b)
-                 for name, (file, a, b) in ((n, robust_training.PAIRS[n]) for n in args.pairs)}
+        pairs = {name: robust_training.load_pair(name, args.data) for name in args.pairs}
     records = []
     warnings.filterwarnings("ignore", category=CollapseWarning)  # recorded as `collapsed`
     with common.one_blas_thread():

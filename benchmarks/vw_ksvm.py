@@ -194,10 +194,7 @@ def main(argv=None) -> int:
             pairs = {"digits-1v7": common.digits_pair(1, 7)}
             seeds, rounds = 1, 1
         else:
-            pairs = {pair: common.load_pair(common.data_file(args.data,
-                                                             robust_training.PAIRS[pair][0]),
-                                            *robust_training.PAIRS[pair][1:3])
-                     for pair in args.pairs}
+            pairs = {pair: robust_training.load_pair(pair, args.data) for pair in args.pairs}
             seeds, rounds = args.seeds, args.rounds
         for pair, data in pairs.items():
             records += run_pair(pair, data, seeds, rounds, log)

@@ -7,6 +7,7 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
@@ -127,6 +128,26 @@ def test_robust_training_quick_mode_scores_every_model_and_check(quick_results):
     assert sum(r["chosen"] for r in records if r["kind"] == "defaults_grid") == 1
     text = quick_results.path("robust_training").with_suffix(".md").read_text()
     assert "## Targets" in text and "Exact SVC" in text
+
+
+def test_a_grey_pair_is_its_colour_images_in_grey_cropped_to_28_by_28(tmp_path):
+    """Each pixel of a grey pair is the rounded luma of the colour pixel at its place, 2 in from
+    each side of a 32 x 32 image (brute force, pixel by pixel); the other classes are left out."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import robust_training
+    finally:
+        sys.path.pop(0)
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 256, (12, 3 * 32 * 32), dtype=np.uint8)
+    y = np.array([1, 9, 5] * 4, dtype=np.uint8)
+    np.savez(tmp_path / "cifar10_pairs.npz", X_train=X, y_train=y, X_test=X[:6], y_test=y[:6])
+    pair = robust_training.load_pair("cifar-grey-automobile-truck", str(tmp_path))
+    images = X[np.isin(y, [1, 9])].reshape(-1, 3, 32, 32).tolist()
+    grey = [[round(0.299 * image[0][r][c] + 0.587 * image[1][r][c] + 0.114 * image[2][r][c])
+             for r in range(2, 30) for c in range(2, 30)] for image in images]
+    np.testing.assert_array_equal(pair["X_train"], np.array(grey) / 255.0)
+    assert pair["X_test"].shape == (4, 784) and list(pair["y_train"]) == [1, 9] * 4
 
 
 def test_budget_policies_quick_mode_compares_every_policy_to_its_unbounded_model(quick_results):
