@@ -127,6 +127,17 @@ def grey_crop(X: np.ndarray, side: int = 28) -> np.ndarray:
     return luma[:, start:start + side, start:start + side].reshape(len(X), side * side)
 
 
+#: Shifts of an image by up to two pixels, none first: each gives MNIST images it has not seen.
+SHIFTS = [(0, 0)] + [(dy, dx) for dy in range(-2, 3) for dx in range(-2, 3) if (dy, dx) != (0, 0)]
+
+
+def shifted(X: np.ndarray, shift: tuple[int, int]) -> np.ndarray:
+    """Rows of square images, each moved by `shift` = (down, right) pixels (rolled round: a
+    digit's border is 0)."""
+    side = math.isqrt(X.shape[1])
+    return np.roll(X.reshape(-1, side, side), shift, axis=(1, 2)).reshape(len(X), -1)
+
+
 def digits_pair(first: int = 1, second: int = 7) -> dict:
     """scikit-learn's digits, two classes, pixels / 16, a stratified 70/30 split (seed 0)."""
     from sklearn.datasets import load_digits

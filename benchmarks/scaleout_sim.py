@@ -38,9 +38,11 @@ workers' test-then-train accuracy (each chunk of `--sync-every` predicted before
 learned, by the worker's current model: what a worker would have published), against the one
 model's over the same chunks.
 
-Data: MNIST 8 vs 9 (`mnist.npz` in `--data`, pixels / 255, d = 784) and River's Bananas
-(2 inputs scaled to [0, 1], shuffled, 30% held out); `--quick`: synthetic data (d = 4) and
-small budgets. BLAS runs on one thread.
+Data: MNIST 8 vs 9 (`mnist.npz` in `--data`, pixels / 255, d = 784; `--shifted-copies K`
+makes its training stream K + 1 times as long with copies of its images shifted by up to two
+pixels, so that each of many workers learns as many samples as fewer would) and River's
+Bananas (2 inputs scaled to [0, 1], shuffled, 30% held out); `--quick`: synthetic data (d = 4)
+and small budgets. BLAS runs on one thread.
 
 """
 
@@ -64,8 +66,20 @@ from river_advsvm.streams.state import ServiceState  # noqa: E402
 from river_advsvm.support_basis import SharedBasis  # noqa: E402
 
 
-def mnist(data: str) -> dict:
-    return common.load_pair(common.data_file(data, "mnist.npz"), 8, 9)
+def mnist(data: str, shifted_copies: int = 0) -> dict:
+    """MNIST 8 vs 9; with `shifted_copies`, its training images followed by that many copies
+    of them, each moved by its own shift of up to two pixels, the whole stream shuffled (seed
+    0): a longer stream of images no worker has seen, for the group and the one model alike."""
+    pair = common.load_pair(common.data_file(data, "mnist.npz"), 8, 9)
+    if shifted_copies:
+        X, y = pair["X_train"], pair["y_train"]
+        shifts = common.SHIFTS[1:shifted_copies + 1]
+        if len(shifts) < shifted_copies:
+            raise SystemExit(f"--shifted-copies: at most {len(common.SHIFTS) - 1}")
+        X = np.concatenate([X, *(common.shifted(X, shift) for shift in shifts)])
+        order = np.random.default_rng(0).permutation(len(X))
+        pair["X_train"], pair["y_train"] = X[order], np.tile(y, shifted_copies + 1)[order]
+    return pair
 
 
 def bananas() -> dict:
@@ -378,6 +392,9 @@ def main() -> None:
     p.add_argument("--own-steps", dest="group_steps", action="store_false",
                    help="workers step as if alone (without `group_steps(W)`)")
     p.add_argument("--streams", nargs="+", default=["mnist", "bananas"])
+    p.add_argument("--shifted-copies", type=int, default=0, metavar="K",
+                   help="MNIST's training stream followed by K copies of it shifted by up to "
+                        "two pixels, shuffled: K + 1 times the samples per worker")
     p.add_argument("--fold-only", action="store_true", help="only the fold timing (MNIST)")
     p.add_argument("--methods", nargs="+", default=["union", "basis"],
                    choices=["union", "basis"])
@@ -394,7 +411,7 @@ def main() -> None:
             run_stream("synthetic", data, budget, args, records)
         else:
             for name in args.streams:
-                data = mnist(args.data) if name == "mnist" else bananas()
+                data = mnist(args.data, args.shifted_copies) if name == "mnist" else bananas()
                 if name == "mnist":
                     fold_timing(data, args.budget, args.fold_peers, records, args)
                 if args.fold_only:

@@ -158,9 +158,6 @@ class FreshRows:
     (none, then each of the 24 by up to two pixels); past those, `SystemExit` unless
     `repeat_ok` (a quick run). Other streams are drawn anew (`draw(n, seed)`)."""
 
-    SHIFTS = [(0, 0)] + [(dy, dx) for dy in range(-2, 3) for dx in range(-2, 3)
-                         if (dy, dx) != (0, 0)]
-
     def __init__(self, X, y, draw=None, repeat_ok: bool = False):
         self.X, self.y, self.draw, self.repeat_ok = X, y, draw, repeat_ok
         self.position, self.passes = 0, 0
@@ -171,17 +168,15 @@ class FreshRows:
             self.passes += 1
             return self.draw(n, 1000 + self.passes)
         X, y, out_X, out_y = self.X, self.y, [], []
-        side = math.isqrt(X.shape[1])
         while n > 0:
-            if self.passes >= len(self.SHIFTS) and not self.repeat_ok:
+            if self.passes >= len(common.SHIFTS) and not self.repeat_ok:
                 raise SystemExit(f"the pool of {len(X)} samples ran out of unseen ones (every "
                                  "shift used): fewer rounds or shorter chunks")
             take = min(n, len(X) - self.position)
             rows = X[self.position:self.position + take]
-            dy, dx = self.SHIFTS[self.passes % len(self.SHIFTS)]
-            if (dy, dx) != (0, 0):
-                images = rows.reshape(-1, side, side)
-                rows = np.roll(images, (dy, dx), axis=(1, 2)).reshape(take, -1)
+            shift = common.SHIFTS[self.passes % len(common.SHIFTS)]
+            if shift != (0, 0):
+                rows = common.shifted(rows, shift)
             out_X.append(rows)
             out_y.append(y[self.position:self.position + take])
             self.position += take

@@ -150,6 +150,31 @@ def test_a_grey_pair_is_its_colour_images_in_grey_cropped_to_28_by_28(tmp_path):
     assert pair["X_test"].shape == (4, 784) and list(pair["y_train"]) == [1, 9] * 4
 
 
+def test_scaleout_sim_lengthens_mnist_with_shifted_copies_that_keep_their_labels(tmp_path):
+    """`--shifted-copies 2`: each training image once as it is and once under each of the first
+    two shifts, with its own label, in one shuffled stream; the test set untouched."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import common
+        import scaleout_sim
+    finally:
+        sys.path.pop(0)
+    rng = np.random.default_rng(1)
+    X = rng.integers(0, 256, (10, 784), dtype=np.uint8)
+    y = np.array([8, 9, 3, 8, 9, 8, 9, 9, 8, 1], dtype=np.uint8)
+    np.savez(tmp_path / "mnist.npz", X_train=X, y_train=y, X_test=X[:4], y_test=y[:4])
+    pair = scaleout_sim.mnist(str(tmp_path), shifted_copies=2)
+    kept = np.isin(y, [8, 9])
+    images = [(row.reshape(28, 28), label) for row, label in zip(X[kept] / 255.0, y[kept])]
+    expected = sorted((np.roll(image, shift, axis=(0, 1)).tobytes(), int(label))
+                      for image, label in images for shift in common.SHIFTS[:3])
+    got = sorted((row.tobytes(), int(label)) for row, label in zip(pair["X_train"],
+                                                                    pair["y_train"]))
+    assert got == expected and len(got) == 3 * kept.sum()
+    assert not np.array_equal(pair["y_train"], np.tile(y[kept], 3))  # shuffled
+    assert pair["X_test"].shape == (3, 784)
+
+
 def test_budget_policies_quick_mode_compares_every_policy_to_its_unbounded_model(quick_results):
     records = quick_results("budget_policies")
     summaries = [r for r in records if r["kind"] == "summary"]
