@@ -70,12 +70,12 @@ def mnist(data: str, shifted_copies: int = 0) -> dict:
     """MNIST 8 vs 9; with `shifted_copies`, its training images followed by that many copies
     of them, each moved by its own shift of up to two pixels, the whole stream shuffled (seed
     0): a longer stream of images no worker has seen, for the group and the one model alike."""
+    if not 0 <= shifted_copies < len(common.SHIFTS):
+        raise SystemExit(f"--shifted-copies: from 0 to {len(common.SHIFTS) - 1}")
     pair = common.load_pair(common.data_file(data, "mnist.npz"), 8, 9)
     if shifted_copies:
         X, y = pair["X_train"], pair["y_train"]
         shifts = common.SHIFTS[1:shifted_copies + 1]
-        if len(shifts) < shifted_copies:
-            raise SystemExit(f"--shifted-copies: at most {len(common.SHIFTS) - 1}")
         X = np.concatenate([X, *(common.shifted(X, shift) for shift in shifts)])
         order = np.random.default_rng(0).permutation(len(X))
         pair["X_train"], pair["y_train"] = X[order], np.tile(y, shifted_copies + 1)[order]
