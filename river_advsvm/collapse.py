@@ -74,6 +74,11 @@ hundred samples shows that collapse too). A block of one label is not judged and
 nothing: a long run of one class neither hides a collapse nor ends it. A model that is wrong
 for a while (the concept changed) is not flat: its `f` still varies with the input.
 
+The watch also keeps the longest run of one label that ended in its judged blocks
+(`longest_run`): a model learning online decides as its latest samples did, so a stream in
+class order is followed class by class, and a collapse that follows a run of `LONG_RUN` blocks
+or more is most likely that (the model's warning says so).
+
 Examples
 --------
 
@@ -103,8 +108,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["LOPSIDED", "MIN_SPREAD", "MIN_SWITCHES", "ONE_SIDED", "RARE_SHARE", "SHUFFLED", "SLACK",
-           "TIME_RUNS", "CollapseWarning", "CollapseWatch"]
+__all__ = ["LONG_RUN", "LOPSIDED", "MIN_SPREAD", "MIN_SWITCHES", "ONE_SIDED", "RARE_SHARE",
+           "SHUFFLED", "SLACK", "TIME_RUNS", "CollapseWarning", "CollapseWatch"]
 
 #: `f(x)` varying less than this (standard deviation over a block) is flat.
 MIN_SPREAD = 0.1
@@ -128,6 +133,10 @@ MIN_SWITCHES = 16
 ECHO_SIGMAS = 4.0
 #: ... on a stream whose labels switched at least this share of what independent ones would.
 ECHO_SHUFFLED = 0.9
+#: A run of one label this many blocks long, ended in the judged blocks, is a stream in class
+#: order (with a tenth of the labels the other's, independent labels make such a run about
+#: once in 10^11 samples).
+LONG_RUN = 2
 
 
 class CollapseWarning(RuntimeWarning):
@@ -172,6 +181,10 @@ class CollapseWatch:
         self.deployed: CollapseWatch | None = None
         # The previous sample's label and decision (1, 0; -1: none yet), for the runs test.
         self._previous = (-1, -1)
+        # The run of one label under way: (its length, its label 1 or 0; -1: none yet); and per
+        # judged block, the longest run that ended in it (or went on through it).
+        self._run = (0, -1)
+        self._runs: list[int] = []
         self.restart_block()
 
     def __setstate__(self, state: dict) -> None:
@@ -180,7 +193,7 @@ class CollapseWatch:
                               "_decisive": [], "deployed": None, "by_ranking": False,
                               "_previous": (-1, -1),
                               "_label_switches": 0, "_decision_switches": 0, "_echoes": 0,
-                              **state})
+                              "_run": (0, -1), "_runs": [], "_block_run": 0, **state})
 
     def restart_block(self) -> None:
         """Start a block: after a full one, or dropping the one under way when its samples were
@@ -201,6 +214,7 @@ class CollapseWatch:
         self._label_switches = 0
         self._decision_switches = 0
         self._echoes = 0  # decisions equal to the previous sample's label, within the block
+        self._block_run = 0  # the longest run of one label that ended in the block
 
     @property
     def window(self) -> int:
@@ -240,6 +254,13 @@ class CollapseWatch:
             self._decision_switches += decided != last_decision
             self._echoes += decided == last_label
         self._previous = (int(positive), int(decided))
+        length, run_label = self._run
+        if int(positive) == run_label:
+            length += 1
+        else:
+            self._block_run = max(self._block_run, length)
+            length = 1
+        self._run = (length, int(positive))
         self._positive += positive
         self._predicted_positive += margin > 0
         self._right += (margin > 0) == positive
@@ -260,6 +281,7 @@ class CollapseWatch:
                 self._empty = self._squares == 0.0
                 self._guesses = [*self._guesses, guess][-self.blocks:]
                 self._latched = self.collapsed
+                self._runs = [*self._runs, max(self._block_run, length)][-self.blocks:]
             # (The deployed watch counts its own blocks: it may be given fewer samples.)
             self._new_block()
 
@@ -331,6 +353,13 @@ class CollapseWatch:
         return len(self._decisive) == self.blocks and all(self._decisive)
 
     @property
+    def longest_run(self) -> int:
+        """The longest run of samples of one label that ended in the last `blocks` judged
+        blocks, or went on through one of them: a stream in class order when it is `LONG_RUN`
+        blocks or more."""
+        return max(self._runs, default=0)
+
+    @property
     def emptied(self) -> bool:
         """True when `f` was 0 at every sample of the last judged block."""
         return self._empty
@@ -373,6 +402,7 @@ class CollapseWatch:
                  "switches": [self._label_switches, self._decision_switches,
                               *self._previous],
                  "echoes": self._echoes,
+                 "runs": [*self._run, self._block_run, *self._runs],
                  "sums": [float(self._sum), float(self._squares)]}
         if self.deployed is not None:
             state["deployed"] = self.deployed.state()
@@ -422,6 +452,12 @@ class CollapseWatch:
         echoes = state.get("echoes", 0)  # (not in states saved before the echo test)
         if not (type(echoes) is int and 0 <= echoes <= max(seen - 1, 0)):
             raise ValueError(f"collapse echoes {echoes!r:.60} are not those of a watch")
+        # (Not in states saved before runs were kept: none under way, none judged.)
+        runs = state.get("runs", [0, -1, 0])
+        if not (isinstance(runs, list) and 3 <= len(runs) <= 3 + len(verdicts)
+                and all(type(r) is int and r >= 0 for r in runs[:1] + runs[2:])
+                and runs[1] in (-1, 0, 1) and (runs[1] < 0) == (runs[0] == 0)):
+            raise ValueError(f"collapse runs {runs!r:.60} are not those of a watch")
         if not (isinstance(sums, list) and len(sums) == 2
                 and all(type(v) in (int, float) and math.isfinite(v) for v in sums)
                 and sums[1] >= 0):
@@ -433,5 +469,6 @@ class CollapseWatch:
          self._right_positive) = counts
         self._label_switches, self._decision_switches = switches[:2]
         self._echoes = echoes
+        self._run, self._block_run, self._runs = (runs[0], runs[1]), runs[2], runs[3:]
         self._previous = (switches[2], switches[3])
         self._sum, self._squares = float(sums[0]), float(sums[1])

@@ -469,6 +469,11 @@ class MarginClassifier(CheckpointMixin, MarginPredictions, base.MiniBatchClassif
                        "labels its decisions were one class, or mostly one class, flat or "
                        "following time (in runs, or the previous label's), and no better than "
                        "a guess")
+            if watch.longest_run >= collapse.LONG_RUN * watch.block:
+                # A model that learns online decides as its latest samples did: after a run of
+                # one class, that class, whatever else is wrong.
+                why += (f"; before that, {watch.longest_run} samples in a row came with one "
+                        "label: a stream in class order (shuffle it) is followed class by class")
             # (A one-vs-rest model's label models say which label they are of.)
             subject = getattr(self, "_subject", None) or type(self).__name__
             warn_caller(f"{subject} predicts a constant: {why} (see `collapsed`)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import warnings
 
 import numpy as np
@@ -1194,6 +1195,58 @@ def test_an_iterate_that_looks_constant_beside_an_average_that_decides_is_no_col
         deployed = {**state["deployed"], "decisive": bad, "verdicts": [False, True]}
         with pytest.raises(ValueError, match="decisive"):
             CollapseWatch(block=4, blocks=2).restore({**state, "deployed": deployed})
+
+
+def test_a_run_of_one_label_that_ends_in_the_judged_blocks_is_kept():
+    """600 samples of one label, then labels that switch at every sample, all decided as the
+    run's class: the blocks of the run alone are not judged, the next two look constant, and
+    the run is the longest that ended in them. A state keeps it (one saved before runs were
+    kept has none); a state whose runs are not a watch's is refused. Shuffled labels under the
+    same constant decisions collapse too, with no long run."""
+    watch = CollapseWatch()
+    for _ in range(600):
+        watch.update(1.0, 0.5, 0.4)
+    assert watch.longest_run == 0 and not watch.collapsed
+    for i in range(2 * watch.block):
+        watch.update(-1.0 if i % 2 == 0 else 1.0, 0.5, 0.4)
+    assert watch.collapsed and watch.longest_run == 600
+    twin = CollapseWatch()
+    twin.restore(watch.state())
+    assert twin.state() == watch.state() and twin.longest_run == 600
+    older = CollapseWatch()
+    older.restore({k: v for k, v in watch.state().items() if k != "runs"})
+    assert older.longest_run == 0 and older.collapsed
+    state = watch.state()
+    for bad in ("600", [600], [-1, 1, 0], [0, 1, 0], [3, -1, 0], [3, 2, 0], [1, 1, 0.5],
+                [1, 1, 0, 600, 1, 5]):  # (more judged runs than verdicts)
+        with pytest.raises(ValueError, match="runs"):
+            CollapseWatch().restore({**state, "runs": bad})
+    rng = np.random.default_rng(0)
+    shuffled = CollapseWatch()
+    for _ in range(4 * shuffled.block):
+        shuffled.update(1.0 if rng.random() < 0.5 else -1.0, 0.5, 0.4)
+    assert shuffled.collapsed and shuffled.longest_run < collapse.LONG_RUN * shuffled.block
+
+
+def test_the_collapse_warning_names_a_run_of_one_label_before_it():
+    """Labels independent of the inputs, with 600 True in a row part-way: the model decides as
+    the run did, and the collapse warning says the labels came in a run and to shuffle a
+    stream in class order. Without the run, no warning names one."""
+    rng = np.random.default_rng(0)
+    X, y = rng.random((3000, 5)), rng.random(3000) < 0.5
+    ordered = y.copy()
+    ordered[1000:1600] = True
+    for labels, run in [(ordered, True), (y, False)]:
+        model = AdvKernelSVM(seed=0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for i in range(0, len(X), 100):
+                model.learn_many(X[i:i + 100], labels[i:i + 100])
+        said = [str(w.message) for w in caught if w.category is CollapseWarning]
+        runs = [int(n) for m in said if "class order (shuffle it)" in m
+                for n in re.findall(r"(\d+) samples in a row came with one label", m)]
+        # (the run, and any True next to it)
+        assert (runs and 600 <= min(runs) <= max(runs) < 620) if run else not runs, said
 
 
 def test_a_collapse_holds_while_the_average_still_decides_as_a_constant():
