@@ -181,9 +181,9 @@ class CollapseWatch:
         self.deployed: CollapseWatch | None = None
         # The previous sample's label and decision (1, 0; -1: none yet), for the runs test.
         self._previous = (-1, -1)
-        # The run of one label under way: (its length, its label 1 or 0; -1: none yet); and per
-        # judged block, the longest run that ended in it (or went on through it).
-        self._run = (0, -1)
+        # The length of the run of one label under way (its label is the previous sample's); and
+        # per judged block, the longest run that ended in it (or went on through it).
+        self._run = 0
         self._runs: list[int] = []
         self.restart_block()
 
@@ -193,7 +193,7 @@ class CollapseWatch:
                               "_decisive": [], "deployed": None, "by_ranking": False,
                               "_previous": (-1, -1),
                               "_label_switches": 0, "_decision_switches": 0, "_echoes": 0,
-                              "_run": (0, -1), "_runs": [], "_block_run": 0, **state})
+                              "_run": 0, "_runs": [], "_block_run": 0, **state})
 
     def restart_block(self) -> None:
         """Start a block: after a full one, or dropping the one under way when its samples were
@@ -254,13 +254,11 @@ class CollapseWatch:
             self._decision_switches += decided != last_decision
             self._echoes += decided == last_label
         self._previous = (int(positive), int(decided))
-        length, run_label = self._run
-        if int(positive) == run_label:
-            length += 1
+        if positive == last_label:
+            self._run += 1
         else:
-            self._block_run = max(self._block_run, length)
-            length = 1
-        self._run = (length, int(positive))
+            self._block_run = max(self._block_run, self._run)
+            self._run = 1
         self._positive += positive
         self._predicted_positive += margin > 0
         self._right += (margin > 0) == positive
@@ -281,7 +279,7 @@ class CollapseWatch:
                 self._empty = self._squares == 0.0
                 self._guesses = [*self._guesses, guess][-self.blocks:]
                 self._latched = self.collapsed
-                self._runs = [*self._runs, max(self._block_run, length)][-self.blocks:]
+                self._runs = [*self._runs, max(self._block_run, self._run)][-self.blocks:]
             # (The deployed watch counts its own blocks: it may be given fewer samples.)
             self._new_block()
 
@@ -402,7 +400,7 @@ class CollapseWatch:
                  "switches": [self._label_switches, self._decision_switches,
                               *self._previous],
                  "echoes": self._echoes,
-                 "runs": [*self._run, self._block_run, *self._runs],
+                 "runs": [self._run, self._block_run, *self._runs],
                  "sums": [float(self._sum), float(self._squares)]}
         if self.deployed is not None:
             state["deployed"] = self.deployed.state()
@@ -452,11 +450,12 @@ class CollapseWatch:
         echoes = state.get("echoes", 0)  # (not in states saved before the echo test)
         if not (type(echoes) is int and 0 <= echoes <= max(seen - 1, 0)):
             raise ValueError(f"collapse echoes {echoes!r:.60} are not those of a watch")
-        # (Not in states saved before runs were kept: none under way, none judged.)
-        runs = state.get("runs", [0, -1, 0])
-        if not (isinstance(runs, list) and 3 <= len(runs) <= 3 + len(verdicts)
-                and all(type(r) is int and r >= 0 for r in runs[:1] + runs[2:])
-                and runs[1] in (-1, 0, 1) and (runs[1] < 0) == (runs[0] == 0)):
+        # (Not in states saved before runs were kept: none judged, and one sample long under
+        # way if a sample came before. A run is under way exactly when a previous sample is.)
+        runs = state.get("runs", [0, 0] if switches[2] < 0 else [1, 0])
+        if not (isinstance(runs, list) and 2 <= len(runs) <= 2 + len(verdicts)
+                and all(type(r) is int and r >= 0 for r in runs)
+                and (runs[0] == 0) == (switches[2] < 0)):
             raise ValueError(f"collapse runs {runs!r:.60} are not those of a watch")
         if not (isinstance(sums, list) and len(sums) == 2
                 and all(type(v) in (int, float) and math.isfinite(v) for v in sums)
@@ -469,6 +468,6 @@ class CollapseWatch:
          self._right_positive) = counts
         self._label_switches, self._decision_switches = switches[:2]
         self._echoes = echoes
-        self._run, self._block_run, self._runs = (runs[0], runs[1]), runs[2], runs[3:]
+        self._run, self._block_run, self._runs = runs[0], runs[1], runs[2:]
         self._previous = (switches[2], switches[3])
         self._sum, self._squares = float(sums[0]), float(sums[1])

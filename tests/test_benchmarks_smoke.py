@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import pathlib
 import subprocess
@@ -27,6 +28,15 @@ REQUIRED_KEYS = {
     "decoding": {"d", "decoder", "us_per_message", "ratio_to_stdlib"},
     "vw_ksvm": {"kind", "pair"},
 }
+
+
+def benchmark_module(name: str):
+    """A benchmark script imported as a module (the scripts import their `common` by name)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
 
 
 @pytest.fixture(scope="module")
@@ -133,11 +143,7 @@ def test_robust_training_quick_mode_scores_every_model_and_check(quick_results):
 def test_a_grey_pair_is_its_colour_images_in_grey_cropped_to_28_by_28(tmp_path):
     """Each pixel of a grey pair is the rounded luma of the colour pixel at its place, 2 in from
     each side of a 32 x 32 image (brute force, pixel by pixel); the other classes are left out."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import robust_training
-    finally:
-        sys.path.pop(0)
+    robust_training = benchmark_module("robust_training")
     rng = np.random.default_rng(0)
     X = rng.integers(0, 256, (12, 3 * 32 * 32), dtype=np.uint8)
     y = np.array([1, 9, 5] * 4, dtype=np.uint8)
@@ -153,12 +159,7 @@ def test_a_grey_pair_is_its_colour_images_in_grey_cropped_to_28_by_28(tmp_path):
 def test_scaleout_sim_lengthens_mnist_with_shifted_copies_that_keep_their_labels(tmp_path):
     """`--shifted-copies 2`: each training image once as it is and once under each of the first
     two shifts, with its own label, in one shuffled stream; the test set untouched."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import common
-        import scaleout_sim
-    finally:
-        sys.path.pop(0)
+    common, scaleout_sim = benchmark_module("common"), benchmark_module("scaleout_sim")
     rng = np.random.default_rng(1)
     X = rng.integers(0, 256, (10, 784), dtype=np.uint8)
     y = np.array([8, 9, 3, 8, 9, 8, 9, 9, 8, 1], dtype=np.uint8)
