@@ -1,5 +1,7 @@
 """What the robustness monitor records and raises: `Alert`, `Observation`, and `Worsening`, a
-River drift detector on an error stream that reports increases of the error only."""
+River drift detector on an error stream that reports increases of the error only; and the
+checks of its settings that a service makes without loading the monitor (which imports River's
+metrics, and with them SciPy's statistics)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ import collections
 import dataclasses
 import itertools
 
-__all__ = ["ALERT_KINDS", "Alert", "Observation", "Worsening"]
+from river_advsvm import inputs
+
+__all__ = ["ALERT_KINDS", "Alert", "Observation", "Worsening", "check_sample_rate"]
 
 ALERT_KINDS = ("clean_drift", "robust_drift", "robust_gap", "collapsed")
 
@@ -135,3 +139,15 @@ def check_detector(detector) -> None:
         )
 
 
+def check_sample_rate(sample_rate) -> float | int:
+    """`sample_rate` as the monitor takes it (a float in (0, 1], or every N-th sample for an
+    int N >= 1), a numpy number as the Python number it equals; TypeError or ValueError."""
+    sample_rate = inputs.plain_number(sample_rate)
+    if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, float)):
+        raise TypeError(f"sample_rate must be a float in (0, 1] or an int >= 1, "
+                        f"got {inputs.describe(sample_rate)}")
+    if isinstance(sample_rate, int) and sample_rate < 1:
+        raise ValueError(f"every N-th sample needs N >= 1, got {sample_rate}")
+    if isinstance(sample_rate, float) and not 0.0 < sample_rate <= 1.0:
+        raise ValueError(f"a sample rate must be in (0, 1], got {sample_rate}")
+    return sample_rate

@@ -47,6 +47,7 @@ from river import metrics, utils
 from river_advsvm import inputs, monitor_state
 from river_advsvm.alerts import (
     ALERT_KINDS, MAX_HISTORY, RECENT_SAMPLES, Alert, Observation, Worsening, check_detector,
+    check_sample_rate,
 )
 from river_advsvm.attacks import PGD, Attack, NoGradientWarning
 from river_advsvm.attacks.base import check_seed, has_margin_api
@@ -54,20 +55,6 @@ from river_advsvm.labels import as_label
 
 __all__ = ["ALERT_KINDS", "MAX_HISTORY", "RECENT_SAMPLES", "Alert", "Observation",
            "RobustnessMonitor"]
-
-
-def check_sample_rate(sample_rate) -> float | int:
-    """`sample_rate` as the monitor takes it (a float in (0, 1], or every N-th sample for an
-    int N >= 1), a numpy number as the Python number it equals; TypeError or ValueError."""
-    sample_rate = inputs.plain_number(sample_rate)
-    if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, float)):
-        raise TypeError(f"sample_rate must be a float in (0, 1] or an int >= 1, "
-                        f"got {inputs.describe(sample_rate)}")
-    if isinstance(sample_rate, int) and sample_rate < 1:
-        raise ValueError(f"every N-th sample needs N >= 1, got {sample_rate}")
-    if isinstance(sample_rate, float) and not 0.0 < sample_rate <= 1.0:
-        raise ValueError(f"a sample rate must be in (0, 1], got {sample_rate}")
-    return sample_rate
 
 
 #: The most samples a window, `min_sampled` or `max_alerts` may count: far past any use, and

@@ -130,8 +130,8 @@ def _check_box_flag(flag: str, box: list | None) -> None:
 def _check_monitor_flags(args: argparse.Namespace) -> None:
     """The monitor's flags, checked whether it is on or not: a bad value waiting in a unit
     file for the day the monitor is turned on (--alerts-topic) is refused now."""
+    from river_advsvm.alerts import check_sample_rate
     from river_advsvm.attacks import PGD
-    from river_advsvm.monitor import check_sample_rate
 
     _check_box_flag("--monitor-bounds", args.monitor_bounds)
     try:
