@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import subprocess
+import sys
 import warnings
 from unittest import mock
 
@@ -45,7 +47,7 @@ CHOICES = {"--model": ["kernel", "linear"], "--norm": ["l2", "linf"],
 
 @st.composite
 def command_lines(draw, directory):
-    argv = ["serve", "--bootstrap-servers", "127.0.0.1:1", "--topic",
+    argv = ["--bootstrap-servers", "127.0.0.1:1", "--topic",
             draw(st.one_of(st.just("in"), NAMES)), "--group",
             draw(st.one_of(st.just("g"), NAMES)), "--checkpoint-dir", directory]
     for flag in draw(st.lists(st.sampled_from(NUMERIC), max_size=4, unique=True)):
@@ -90,3 +92,23 @@ def test_any_serve_options_make_a_service_or_one_line(tmp_path_factory, data):
     assert code == 2, (argv, code, text)
     assert "Traceback" not in text, text
     assert text.strip().splitlines()[-1].startswith(("advsvm serve", "usage")), text
+
+
+def test_a_service_without_a_monitor_does_not_load_the_monitors_metrics(tmp_path):
+    """River's metrics import SciPy's statistics (about a second): a service with no alerts
+    topic checks its monitor flags without them, and with one it loads them."""
+    script = (
+        "import sys\n"
+        "from unittest import mock\n"
+        "from river_advsvm.streams import cli, service\n"
+        "argv = ['--bootstrap-servers', '127.0.0.1:1', '--topic', 't', '--group', 'g',\n"
+        f"        '--checkpoint-dir', {str(tmp_path)!r}, '--monitor-sample-rate', '0.5']\n"
+        "argv += sys.argv[1:]\n"
+        "with mock.patch.object(service.Service, 'run', lambda self: 0):\n"
+        "    assert cli.main(argv) == 0\n"
+        "print('river.metrics' in sys.modules)\n"
+    )
+    loaded = [subprocess.run([sys.executable, "-c", script, *extra], capture_output=True,
+                             text=True, check=True).stdout.split()[-1]
+              for extra in ([], ["--alerts-topic", "alerts"])]
+    assert loaded == ["False", "True"]
