@@ -14,7 +14,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("kafka")
@@ -78,6 +78,7 @@ def test_any_serve_options_make_a_service_or_one_line(tmp_path_factory, data):
         except SystemExit as exit_:
             code = exit_.code
     text = err.getvalue()
+    event(f"exit {code}")
     if code == 0:
         served, = made
         model = served.model_factory()
