@@ -462,6 +462,25 @@ def test_average_is_the_weighted_sum_of_functions(kernel):
     assert small.norm == pytest.approx(exact_norm(small), rel=1e-9)
 
 
+def test_average_combines_equal_vectors_and_orders_them_whatever_the_stores_order():
+    """Equal vectors are one, -0.0 and 0.0 equal as numbers; the fold's vectors come in one
+    order whatever the order of its stores (a model learning on depends on that order)."""
+    a, b = new_store(budget=None, d=2), new_store(budget=None, d=2)
+    for store, rows in ((a, [[0.0, 1.0], [3.0, 0.5], [1.0, 2.0]]),
+                        (b, [[1.0, 2.0], [-0.0, 1.0], [2.0, 2.0]])):
+        for row in rows:
+            store.value(np.array(row))
+            store.add(1.0)
+    folds = [SupportVectors.average([a, b], [0.5, 0.25]),
+             SupportVectors.average([b, a], [0.25, 0.5])]
+    for fold in folds:
+        by_row = {tuple(v.tolist()): c for v, c in zip(fold.vectors + 0.0, fold.coefficients)}
+        assert by_row == pytest.approx({(0.0, 1.0): 0.75, (3.0, 0.5): 0.5, (1.0, 2.0): 0.75,
+                                        (2.0, 2.0): 0.25}, rel=1e-12)
+    assert np.array_equal(folds[0].vectors, folds[1].vectors)
+    assert np.array_equal(folds[0].coefficients, folds[1].coefficients)
+
+
 def test_average_refuses_mismatched_stores():
     a, b = new_store(gamma=1.0), new_store(gamma=2.0)
     with pytest.raises(ValueError):
