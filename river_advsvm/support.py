@@ -52,7 +52,8 @@ from river_advsvm.kernels import KERNELS, ROUNDING_LIMIT
 from river_advsvm.support_budget import POLICIES
 from river_advsvm.support_predict import KernelExpansion
 from river_advsvm.support_store import (DTYPES, GRAM_MAX_BUDGET, GRAM_MIN_INPUTS, SCALE_RANGE,
-                                        _quadratic_form, _squared_norms, column_count)
+                                        _quadratic_form, _squared_norms, column_count,
+                                        row_groups)
 
 __all__ = ["DTYPES", "GRAM_MAX_BUDGET", "GRAM_MIN_INPUTS", "POLICIES", "PrecisionWarning",
            "SupportVectors"]
@@ -646,16 +647,8 @@ class SupportVectors(KernelExpansion):
             mixed[at : at + store.size] = store.mixed
             at += store.size
         if total:
-            # Equal rows: found by their bytes first, then np.unique on the distinct ones (which
-            # also joins -0.0 and 0.0) puts them in one order whatever the members' order.
-            # Group members share most of their vectors, and sorting every row cost more than
-            # the rest of such a fold.
-            seen: dict[bytes, int] = {}
-            group = np.fromiter((seen.setdefault(row.tobytes(), len(seen)) for row in vectors),
-                                dtype=np.intp, count=total)
-            distinct = vectors[np.unique(group, return_index=True)[1]]  # (numbered in order)
-            vectors, order = np.unique(distinct, axis=0, return_inverse=True)
-            inverse, rows = order.ravel()[group], len(vectors)
+            inverse, vectors = row_groups(vectors)
+            rows = len(vectors)
             # A vector is mixed when one of its copies was, or its copies' signs differ.
             mixed = (np.bincount(inverse, weights=mixed, minlength=rows) > 0) | (
                 (np.bincount(inverse, weights=alpha > 0, minlength=rows) > 0)

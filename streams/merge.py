@@ -77,6 +77,7 @@ from river_advsvm.checkpoint import CheckpointError
 from river_advsvm.support import SupportVectors
 from river_advsvm.support_average import saved_expansion, saved_without_orphans
 from river_advsvm.support_basis import SharedBasis
+from river_advsvm.support_store import row_groups
 from river_advsvm.support_saved import MAX_SAVED_WEIGHT
 
 __all__ = ["IncompatibleModels", "POLICIES", "average", "check_mergeable_params",
@@ -431,7 +432,10 @@ def _average_over_vectors(merged: SupportVectors, active: list, weights: list[fl
             c = float(m["state"]["model"]["store"]["scale"]) * np.asarray(a["alpha"], np.float64)
         vectors.append(_widened(m, V, position))
         coefficients.append(weight * np.asarray(c, dtype=np.float64))
-    return basis.closest(np.concatenate(vectors), np.concatenate(coefficients))
+    # The members' averages share most of their rows: each row once, its coefficients summed.
+    groups, rows = row_groups(np.concatenate(vectors))
+    return basis.closest(rows, np.bincount(groups, weights=np.concatenate(coefficients),
+                                           minlength=len(rows)))
 
 
 def project(meta: dict, arrays: dict, basis: SharedBasis) -> tuple[np.ndarray, float]:
