@@ -77,8 +77,8 @@ from river_advsvm.checkpoint import CheckpointError
 from river_advsvm.support import SupportVectors
 from river_advsvm.support_average import saved_expansion, saved_without_orphans
 from river_advsvm.support_basis import SharedBasis
-from river_advsvm.support_store import row_groups
 from river_advsvm.support_saved import MAX_SAVED_WEIGHT
+from river_advsvm.support_store import row_groups
 
 __all__ = ["IncompatibleModels", "POLICIES", "average", "check_mergeable_params",
            "check_over_basis", "incompatibility", "options_incompatibility", "over_basis",
