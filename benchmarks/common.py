@@ -255,6 +255,14 @@ def train(model, X, y) -> float:
     return time.perf_counter() - start
 
 
+def shuffled_test(data: dict) -> tuple[np.ndarray, np.ndarray]:
+    """A pair's test set in an order of its own (seed 0), to be learned as a stream when a cost
+    is measured: a test set in class order (CIFAR's, a split of Fashion-MNIST by class) would
+    be a run of one label, few samples active, few merges."""
+    order = np.random.default_rng(0).permutation(len(data["y_test"]))
+    return data["X_test"][order], data["y_test"][order]
+
+
 def right(model, X, y) -> np.ndarray:
     """Whether each prediction is right (the margin's sign against the positive class)."""
     return (np.asarray(model.decision_many(X)) > 0) == (y == model.classes[-1])

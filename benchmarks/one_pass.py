@@ -251,14 +251,14 @@ def run_streams(data: dict, reprocess: list, log, lasvm: bool = False) -> list:
 
 def cost(pair: str, data: dict, reprocess: list, rounds: int, log) -> list:
     """µs per sample of each `reprocess` at full budget, in interleaved blocks (over the test
-    set, shuffled: in class order it would be a run of one label, then the training set)."""
+    set, shuffled: `common.shuffled_test`, then the training set)."""
     X, y = data["X_train"], data["y_train"]
     models = {k: model(k, 0) for k in reprocess}
     for m in models.values():
         common.train(m, X, y)
-    order = np.random.default_rng(0).permutation(len(data["y_test"]))
-    more_X = np.concatenate([data["X_test"][order], X])
-    more_y = np.concatenate([data["y_test"][order], y])
+    X_test, y_test = common.shuffled_test(data)
+    more_X = np.concatenate([X_test, X])
+    more_y = np.concatenate([y_test, y])
     times = {k: [] for k in reprocess}
     merges = {k: m.budget_maintenance["merges"] for k, m in models.items()}
     blocks = min(rounds, len(more_y) // BLOCK)

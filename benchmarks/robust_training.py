@@ -306,15 +306,12 @@ def test_gap(check: str, threat: str, chosen: dict, reference: dict, reference_r
 def cost_check(threat: str, X, y, data, base: dict, s: Settings) -> dict:
     """Seconds per learned sample at full budget, adversarial against natural learning from
     the same state (the model trained at the threat, and its copy with `epsilon=0`),
-    interleaved in blocks over the test stream, shuffled (a test set in class order, as
-    CIFAR's and a split of Fashion-MNIST by class are, would be a run of one label: few
-    samples active, few merges)."""
+    interleaved in blocks over the test stream, shuffled (`common.shuffled_test`)."""
     model = make_model(0, threat)
     common.train(model, X, y)
     contenders = {"adversarial": model,
                   "natural": model.clone({"epsilon": 0.0}, include_attributes=True)}
-    order = np.random.default_rng(0).permutation(len(data["y_test"]))
-    X_test, y_test = data["X_test"][order], data["y_test"][order]
+    X_test, y_test = common.shuffled_test(data)
     seconds = {name: [] for name in contenders}
     blocks = [(p, i) for p in range(s.cost_passes) for i in range(0, len(y_test), s.cost_block)]
     for k, (_, i) in enumerate(blocks):
